@@ -1,0 +1,122 @@
+package envelope
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// Item types bhw-run posts (SPEC §9.1, metadata.type).
+const (
+	ItemText                  = "text"
+	ItemToolCall              = "tool_call"
+	ItemToolResult            = "tool_result"
+	ItemThinking              = "thinking"
+	ItemStatus                = "status"
+	ItemTurnEnd               = "turn_end"
+	ItemPendingPrompt         = "pending_prompt"
+	ItemPendingPromptResolved = "pending_prompt_resolved"
+	ItemPolicyApplied         = "policy_applied"
+	ItemPolicyDenied          = "policy_denied"
+	ItemArtifactPublished     = "artifact_published"
+	ItemThreadFailed          = "thread_failed"
+)
+
+// Item is one thread item bhw-run posts: a brief (the single text content
+// block) and its metadata. Meta always carries "type"; run adds
+// "emission_id" when it journals the item.
+type Item struct {
+	Brief string         `json:"brief"`
+	Meta  map[string]any `json:"meta"`
+}
+
+// Type is metadata.type.
+func (it Item) Type() string { s, _ := it.Meta["type"].(string); return s }
+
+func newItem(typ, brief string, kv ...any) Item {
+	m := map[string]any{"type": typ}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return Item{Brief: brief, Meta: m}
+}
+
+// TextItem is the agent's text.
+func TextItem(text string) Item { return newItem(ItemText, text) }
+
+// ThinkingItem is the agent's reasoning; the brief is its first ~120 characters.
+func ThinkingItem(text string) Item {
+	return newItem(ItemThinking, firstChars(text, 120), "text", text)
+}
+
+// ToolCallItem announces a call; it is posted before its result.
+func ToolCallItem(name, invocationID string, input json.RawMessage, summary string) Item {
+	if len(input) == 0 {
+		input = json.RawMessage("{}")
+	}
+	brief := name
+	if summary != "" {
+		brief = name + " → " + summary
+	}
+	return newItem(ItemToolCall, firstChars(brief, 300), "tool", map[string]any{
+		"name": name, "invocation_id": invocationID, "input": input,
+	})
+}
+
+// ToolResultItem is a call's output, paired with its call by invocationID.
+func ToolResultItem(invocationID, output string, isError bool) Item {
+	lines := strings.Count(strings.TrimRight(output, "\n"), "\n") + 1
+	first, _, _ := strings.Cut(output, "\n")
+	brief := fmt.Sprintf("→ %s (%d lines)", firstChars(first, 200), lines)
+	if isError {
+		brief = "✗ " + brief
+	}
+	return newItem(ItemToolResult, brief, "tool", map[string]any{
+		"invocation_id": invocationID, "output": output, "is_error": isError,
+	})
+}
+
+// StatusItem is a human status line with its token (api_retry, turn_timeout, …)
+// and extra fields.
+func StatusItem(token, text string, extra map[string]any) Item {
+	st := map[string]any{"token": token}
+	for k, v := range extra {
+		st[k] = v
+	}
+	return newItem(ItemStatus, text, "status", st)
+}
+
+// TurnEndItem closes a turn.
+func TurnEndItem(outcome string, r TurnResult) Item {
+	return newItem(ItemTurnEnd, "— turn end —",
+		"usage", r.Usage, "cost_usd", r.CostUSD, "num_turns", r.NumTurns,
+		"duration_ms", r.DurationMS, "outcome", outcome)
+}
+
+// CallMeta is the SPEC §9.1 description of a call inside item metadata.
+func CallMeta(c policy.Call) map[string]any {
+	in := c.Input
+	if len(in) == 0 {
+		in = json.RawMessage("{}")
+	}
+	return map[string]any{
+		"tool": c.Tool, "effect": c.Effect, "invocation_id": c.InvocationID,
+		"input": in, "target": c.Target,
+	}
+}
+
+func firstChars(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := 0
+	for i := range s {
+		if i > n {
+			break
+		}
+		cut = i
+	}
+	return s[:cut] + "…"
+}
