@@ -1,0 +1,306 @@
+package claude
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// parkMessage is the deny message of a parked call. The CLI replaces it by
+// its own canned text when interrupt is set (park-and-resume.md C1), so it
+// is for the log only.
+const parkMessage = "waiting for a person"
+
+// userLine is a host → CLI user turn (claude-code.md §4.1).
+type userLine struct {
+	Type            string      `json:"type"`
+	Message         userContent `json:"message"`
+	ParentToolUseID *string     `json:"parent_tool_use_id"`
+	SessionID       string      `json:"session_id"`
+}
+
+type userContent struct {
+	Role    string      `json:"role"`
+	Content []textBlock `json:"content"`
+}
+
+type textBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// turnState is what one Turn learns as it reads.
+type turnState struct {
+	parked      bool
+	interrupted bool // by ctx cancel or Interrupt
+}
+
+// Turn sends one user message and relays the turn through h until the CLI
+// prints its result line (SPEC §6.4).
+func (s *Session) Turn(ctx context.Context, message string, h envelope.Handler) (envelope.TurnResult, error) {
+	s.mu.Lock()
+	s.interrupted = false
+	s.mu.Unlock()
+	msg := userLine{Type: "user", Message: userContent{Role: "user", Content: []textBlock{{Type: "text", Text: message}}}}
+	if err := s.writeJSON(msg); err != nil {
+		// The process is probably gone; report how it ended.
+		return envelope.TurnResult{}, s.deadError(err)
+	}
+
+	var st turnState
+	var grace <-chan time.Time // set once ctx is cancelled and the interrupt sent
+	var exited <-chan struct{} = s.done
+	var drain <-chan time.Time // set once the process exited: read what is left, then stop
+	ctxDone := ctx.Done()
+	for {
+		select {
+		case raw, ok := <-s.lines:
+			if !ok {
+				return s.endWithoutResult(ctx, st)
+			}
+			res, end := s.handle(raw, h, &st)
+			if end {
+				if grace != nil {
+					return res, ctx.Err()
+				}
+				return res, nil
+			}
+		case <-ctxDone:
+			ctxDone = nil
+			st.interrupted = true
+			s.logf("turn cancelled (%v): interrupting", context.Cause(ctx))
+			if err := s.Interrupt(); err != nil {
+				return envelope.TurnResult{Outcome: envelope.TurnInterrupted}, ctx.Err()
+			}
+			t := time.NewTimer(s.TurnGrace)
+			defer t.Stop()
+			grace = t.C
+		case <-grace:
+			s.logf("no result %v after the interrupt", s.TurnGrace)
+			return envelope.TurnResult{Outcome: envelope.TurnInterrupted}, ctx.Err()
+		case <-exited:
+			// Lines already in the pipe still count; a grandchild may hold the
+			// pipe open, so stop after a short drain.
+			exited = nil
+			t := time.NewTimer(500 * time.Millisecond)
+			defer t.Stop()
+			drain = t.C
+		case <-drain:
+			return s.endWithoutResult(ctx, st)
+		}
+	}
+}
+
+// handle processes one line; end reports the turn's end.
+func (s *Session) handle(raw []byte, h envelope.Handler, st *turnState) (envelope.TurnResult, bool) {
+	l, err := decodeLine(raw)
+	if err != nil {
+		s.logf("skipped a bad line: %v", err)
+		return envelope.TurnResult{}, false
+	}
+	switch l.Kind {
+	case kindSystem:
+		if l.Subtype == "init" {
+			s.mu.Lock()
+			s.sawInit = true
+			if l.System.SessionID != "" {
+				s.sessionID = l.System.SessionID
+			}
+			s.tools = l.System.Tools
+			s.mu.Unlock()
+		}
+	case kindControlReq:
+		s.answer(l.Control, h, st)
+		return envelope.TurnResult{}, false
+	case kindControlCancel:
+		s.logf("the CLI withdrew control_request %s", l.Cancel.RequestID)
+		return envelope.TurnResult{}, false
+	case kindResult:
+		return s.result(l.Result, st), true
+	case kindAssistant, kindUser, kindControlResp, kindStreamEvent:
+	default:
+		s.logf("skipped a line of unknown type %q", l.Kind)
+		return envelope.TurnResult{}, false
+	}
+	for _, it := range l.items() {
+		h.Emit(it)
+	}
+	return envelope.TurnResult{}, false
+}
+
+func (s *Session) result(r *resultMsg, st *turnState) envelope.TurnResult {
+	s.mu.Lock()
+	if r.SessionID != "" {
+		s.sessionID = r.SessionID
+	}
+	sawInit := s.sawInit
+	interrupted := st.interrupted || s.interrupted
+	s.mu.Unlock()
+	out := envelope.TurnResult{
+		Outcome: envelope.TurnCompleted,
+		Usage: envelope.Usage{
+			InputTokens:       r.Usage.InputTokens + r.Usage.CacheReadInputTokens + r.Usage.CacheCreationInputTokens,
+			InputTokensCached: r.Usage.CacheReadInputTokens,
+			OutputTokens:      r.Usage.OutputTokens,
+		},
+		CostUSD:    r.TotalCostUSD,
+		NumTurns:   r.NumTurns,
+		DurationMS: r.DurationMS,
+	}
+	if !r.IsError {
+		return out
+	}
+	out.ErrorText = r.Result
+	if out.ErrorText == "" {
+		out.ErrorText = strings.Join(r.Errors, "; ")
+	}
+	switch {
+	case r.NumTurns == 0 && !sawInit && strings.Contains(out.ErrorText, "No conversation found"):
+		out.ResumeFailed = true
+		out.Outcome = envelope.TurnFailed
+	case st.parked:
+		// error_during_execution / aborted_tools is the expected end of a
+		// parked turn (SPEC §8.4), not a failure.
+		out.Outcome, out.ErrorText = envelope.TurnParked, ""
+	case interrupted:
+		out.Outcome, out.ErrorText = envelope.TurnInterrupted, ""
+	default:
+		out.Outcome = envelope.TurnFailed
+	}
+	return out
+}
+
+// endWithoutResult: stdout ended (or the process exited) before result.
+func (s *Session) endWithoutResult(ctx context.Context, st turnState) (envelope.TurnResult, error) {
+	select {
+	case <-s.done:
+	case <-time.After(s.ExitWait):
+		// stdout closed but the process lives on: treat it as dead anyway.
+	}
+	if ctx.Err() != nil {
+		return envelope.TurnResult{Outcome: envelope.TurnInterrupted}, ctx.Err()
+	}
+	s.mu.Lock()
+	interrupted := st.interrupted || s.interrupted
+	s.mu.Unlock()
+	if interrupted || s.stdinClosed() {
+		return envelope.TurnResult{Outcome: envelope.TurnInterrupted}, nil
+	}
+	return envelope.TurnResult{}, s.deadError(nil)
+}
+
+// deadError describes a process that ended before its result line:
+// AGENT_SPAWN_FAILED when it never got as far as system/init and said why
+// on stderr (bad flags, root without IS_SANDBOX), else AGENT_CRASHED.
+func (s *Session) deadError(cause error) error {
+	select {
+	case <-s.done:
+	case <-time.After(s.ExitWait):
+		if cause != nil {
+			return envelope.Errorf(envelope.CodeAgentCrashed, "claude: writing to the agent: %v", cause)
+		}
+	}
+	last, any := s.stderrTail()
+	s.mu.Lock()
+	sawInit := s.sawInit
+	s.mu.Unlock()
+	status := "still running"
+	select {
+	case <-s.done:
+		status = exitText(s.waitErr)
+	default:
+	}
+	if !sawInit && any {
+		return envelope.Errorf(envelope.CodeAgentSpawnFailed, "claude ended before it started (%s): %s", status, last)
+	}
+	msg := "claude ended before its turn-end line (" + status + ")"
+	if last != "" {
+		msg += "; last stderr: " + last
+	}
+	return envelope.Errorf(envelope.CodeAgentCrashed, "%s", msg)
+}
+
+// answer replies to one CLI → host control request. Every request gets an
+// answer: an unanswered one would leave the CLI waiting (fail closed).
+func (s *Session) answer(r *controlRequest, h envelope.Handler, st *turnState) {
+	if r.Request.Subtype != "can_use_tool" {
+		s.logf("unsupported control_request %q: answering error", r.Request.Subtype)
+		_ = s.writeJSON(map[string]any{"type": "control_response", "response": map[string]any{
+			"subtype": "error", "request_id": r.RequestID, "error": "unsupported by bhw-run"}})
+		return
+	}
+	call := s.call(r)
+	v := h.Decide(call)
+	if call.Kind == policy.KindAskUserQuestion && v.Action == policy.Allow {
+		// A question is never approved: it has no answers to give here.
+		v = policy.Verdict{Action: policy.Park}
+	}
+	var resp map[string]any
+	switch v.Action {
+	case policy.Allow:
+		in := r.Request.Input
+		if len(in) == 0 {
+			in = json.RawMessage("{}")
+		}
+		// The input goes back unchanged; permission_suggestions are never
+		// echoed and updatedPermissions never sent (they can write
+		// .claude/settings.local.json, claude-code.md §11.8).
+		resp = map[string]any{"behavior": "allow", "updatedInput": in}
+	case policy.Park:
+		st.parked = true
+		resp = map[string]any{"behavior": "deny", "message": parkMessage, "interrupt": true}
+	default:
+		msg := v.Message
+		if msg == "" {
+			msg = "denied by bhw-run"
+		}
+		resp = map[string]any{"behavior": "deny", "message": msg}
+	}
+	_ = s.writeJSON(map[string]any{"type": "control_response", "response": map[string]any{
+		"subtype": "success", "request_id": r.RequestID, "response": resp}})
+}
+
+func denyResponse(id, msg string) map[string]any {
+	return map[string]any{"type": "control_response", "response": map[string]any{
+		"subtype": "success", "request_id": id, "response": map[string]any{"behavior": "deny", "message": msg}}}
+}
+
+// call describes a can_use_tool request for the gate.
+func (s *Session) call(r *controlRequest) policy.Call {
+	tool, in := r.Request.ToolName, r.Request.Input
+	c := policy.Call{
+		Tool:         tool,
+		Effect:       policy.ClaudeEffect(tool),
+		InvocationID: r.Request.ToolUseID,
+		Input:        in,
+		Target:       policy.ClaudeTarget(tool, in),
+		Fingerprint:  policy.ClaudeFingerprint(tool, in),
+		Kind:         policy.KindApproval,
+	}
+	c.Summary = policy.Summary(tool, c.Target)
+	if r.Request.RequiresUserInteraction {
+		c.Kind = policy.KindAskUserQuestion
+		qs, err := policy.ClaudeQuestions(in)
+		if err != nil {
+			s.logf("AskUserQuestion input without readable questions: %v", err)
+		}
+		c.Questions = qs
+	}
+	return c
+}
+
+// marshal is json.Marshal without HTML escaping (prompts hold <, > and &).
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
