@@ -1,0 +1,454 @@
+package policy
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// Source says whose rule it is.
+type Source string
+
+const (
+	// SourceWorker is the machine owner's config (policy.rules).
+	SourceWorker Source = "worker"
+	// SourceThread is the thread's own policy.
+	SourceThread Source = "thread"
+)
+
+// Match names the rule that decided a call. Index is 0-based in its list;
+// people see it 1-based ("worker rule 2").
+type Match struct {
+	Source Source `json:"source" yaml:"source"`
+	Index  int    `json:"index" yaml:"index"`
+	Rule   Rule   `json:"rule" yaml:"rule"`
+}
+
+// String is how people see the rule: worker rule 2 (exec "rm -rf *").
+func (m Match) String() string {
+	return fmt.Sprintf("%s rule %d (%s)", m.Source, m.Index+1, ruleLabel(m.Rule))
+}
+
+// Decision is the gate's judgement of one call.
+type Decision struct {
+	Decision string `json:"decision"` // allow | deny | ask
+	// By is the rule that decided; nil when a default, the posture, a grant
+	// or a question decided.
+	By *Match `json:"by,omitempty"`
+	// Granted is set when a one-shot grant allowed the call; the caller
+	// consumes the grant with the call's fingerprint.
+	Granted bool `json:"granted,omitempty"`
+	// Part is the simple command (of a compound line) that decided, when the
+	// call had more than one.
+	Part string `json:"part,omitempty"`
+	// Reason is for people: denied by worker rule 2 (exec "rm -rf *").
+	Reason string `json:"reason"`
+}
+
+// Verdict turns the decision into what an adapter does: deny refuses with a
+// message naming the rule, ask parks, allow runs.
+func (d Decision) Verdict() Verdict {
+	switch d.Decision {
+	case DecisionAllow:
+		return Verdict{Action: Allow}
+	case DecisionDeny:
+		return Verdict{Action: Deny, Message: "bhw-run policy: " + d.Reason}
+	default:
+		return Verdict{Action: Park}
+	}
+}
+
+// Gate holds everything a decision depends on.
+type Gate struct {
+	Posture    string // autonomous | guarded | approval ("" = approval)
+	Worker     []Rule // the machine owner's rules, always first
+	Thread     Policy // the thread's policy (guarded)
+	WorkFolder string // path rules match only targets outside it
+	Grants     []string
+}
+
+// RulesInForce lists the rules the gate consults under its posture, in the
+// order it consults them (for the policy_applied item): every rule under
+// guarded; only the machine owner's deny and ask rules under approval; none
+// under autonomous.
+func (g Gate) RulesInForce() []Match {
+	var out []Match
+	switch g.posture() {
+	case PostureAutonomous:
+		return nil
+	case PostureGuarded:
+		for i, r := range g.Worker {
+			out = append(out, Match{SourceWorker, i, r})
+		}
+		for i, r := range g.Thread.Rules {
+			out = append(out, Match{SourceThread, i, r})
+		}
+	default:
+		for i, r := range g.Worker {
+			if r.Decision != DecisionAllow {
+				out = append(out, Match{SourceWorker, i, r})
+			}
+		}
+	}
+	return out
+}
+
+func (g Gate) posture() string {
+	switch g.Posture {
+	case PostureAutonomous, PostureGuarded:
+		return g.Posture
+	default:
+		// approval is the default, and an unknown posture fails closed to it.
+		return PostureApproval
+	}
+}
+
+// Decide judges one call (SPEC §8.1, §8.3, §8.5). The order: the machine
+// owner's deny rules; then a one-shot grant for the call's fingerprint; then
+// the other rules, the machine owner's first and the thread's after, first
+// match deciding, else the thread's default. Under approval only the machine
+// owner's deny and ask rules apply and everything else is asked; under
+// autonomous everything is allowed. A compound command line is split into its
+// simple commands, each judged on its own; the call gets the strictest.
+func (g Gate) Decide(c Call) Decision {
+	return g.evaluate(c, nil)
+}
+
+// Explain says, over several lines, how the gate decides a call and why. It
+// runs the same code as Decide, so the two cannot disagree.
+func Explain(g Gate, c Call) string {
+	var ex explainer
+	d := g.evaluate(c, &ex)
+	ex.printf("decision: %s (%s)", d.Decision, d.Reason)
+	ex.printf("note: this cannot see what the agent approves by itself (Claude Code runs read-only calls in the work folder unasked; settings and hooks may approve more) nor what the Codex sandbox lets run without asking")
+	return strings.Join(ex.lines, "\n") + "\n"
+}
+
+type explainer struct{ lines []string }
+
+func (e *explainer) printf(format string, args ...any) {
+	if e != nil {
+		e.lines = append(e.lines, fmt.Sprintf(format, args...))
+	}
+}
+
+// subject is one thing a rule is matched against: one simple command of an
+// exec call, or the whole call for the other effects.
+type subject struct {
+	effect  string
+	command string   // exec: the simple command, folded
+	outside []string // read/write: the resolved paths outside the work folder
+}
+
+func strictness(decision string) int {
+	switch decision {
+	case DecisionAllow:
+		return 0
+	case DecisionDeny:
+		return 2
+	default:
+		return 1
+	}
+}
+
+func verb(decision string) string {
+	switch decision {
+	case DecisionAllow:
+		return "allowed by"
+	case DecisionDeny:
+		return "denied by"
+	default:
+		return "held for a person by"
+	}
+}
+
+func (g Gate) evaluate(c Call, ex *explainer) Decision {
+	ex.printf("call: %s", describeCall(c))
+	posture := g.posture()
+	if g.Posture != posture && g.Posture != "" {
+		ex.printf("posture: %q is unknown, judged as approval", g.Posture)
+	} else {
+		ex.printf("posture: %s", posture)
+	}
+	if c.Kind == KindAskUserQuestion {
+		return Decision{Decision: DecisionAsk, Reason: "the agent's own question, which always waits for a person"}
+	}
+	if posture == PostureAutonomous {
+		return Decision{Decision: DecisionAllow, Reason: "the autonomous posture (no gate)"}
+	}
+
+	subjects, whole := g.subjects(c, ex)
+	pm := patternResolver{}
+
+	// 1. The machine owner's deny rules: nothing relaxes them.
+	denyRules := func(src Source, rules []Rule, s subject, part string) (Decision, bool) {
+		for i, r := range rules {
+			if r.Decision == DecisionDeny && pm.matches(r, s) {
+				m := &Match{src, i, r}
+				return Decision{Decision: DecisionDeny, By: m, Part: part, Reason: verb(DecisionDeny) + " " + m.String() + partSuffix(part)}, true
+			}
+		}
+		return Decision{}, false
+	}
+	for _, s := range subjects {
+		if d, ok := denyRules(SourceWorker, g.Worker, s, partName(s, subjects)); ok {
+			return d
+		}
+	}
+	if whole != nil {
+		if d, ok := denyRules(SourceWorker, g.Worker, *whole, whole.command); ok {
+			return d
+		}
+	}
+	ex.printf("machine owner's deny rules: none matches")
+
+	// 2. A one-shot grant a person gave for exactly this call.
+	if c.Fingerprint != "" && slices.Contains(g.Grants, c.Fingerprint) {
+		return Decision{Decision: DecisionAllow, Granted: true, Reason: "allowed by a one-shot grant (a person approved this exact call)"}
+	}
+	if len(g.Grants) > 0 {
+		ex.printf("one-shot grants: none for this call's fingerprint %q", c.Fingerprint)
+	}
+
+	// 3. The other rules, part by part; the strictest part decides.
+	var best Decision
+	for i, s := range subjects {
+		part := partName(s, subjects)
+		d := g.decideSubject(c, posture, s, part, &pm)
+		if len(subjects) > 1 {
+			ex.printf("part %q: %s", s.command, d.Reason)
+		}
+		if i == 0 || strictness(d.Decision) > strictness(best.Decision) {
+			best = d
+		}
+	}
+	if whole != nil && posture == PostureGuarded && best.Decision != DecisionDeny {
+		// A thread deny rule written for a whole pipeline ("curl * | sh")
+		// matches the compound line as a whole too; it can only be stricter.
+		if d, ok := denyRules(SourceThread, g.Thread.Rules, *whole, whole.command); ok {
+			ex.printf("the whole line: %s", d.Reason)
+			best = d
+		}
+	}
+	return best
+}
+
+// decideSubject is step 3 for one part.
+func (g Gate) decideSubject(c Call, posture string, s subject, part string, pm *patternResolver) Decision {
+	decided := func(decision string, m *Match, who string) Decision {
+		if m != nil {
+			who = m.String()
+		}
+		return Decision{Decision: decision, By: m, Part: part, Reason: verb(decision) + " " + who + partSuffix(part)}
+	}
+	if posture == PostureApproval {
+		for i, r := range g.Worker {
+			if r.Decision == DecisionAsk && pm.matches(r, s) {
+				return decided(DecisionAsk, &Match{SourceWorker, i, r}, "")
+			}
+		}
+		return decided(DecisionAsk, nil, "the approval posture (a person decides every call)")
+	}
+	if s.effect != "" {
+		for i, r := range g.Worker {
+			if r.Decision != DecisionDeny && pm.matches(r, s) {
+				return decided(ruleDecision(r), &Match{SourceWorker, i, r}, "")
+			}
+		}
+		for i, r := range g.Thread.Rules {
+			if pm.matches(r, s) {
+				return decided(ruleDecision(r), &Match{SourceThread, i, r}, "")
+			}
+		}
+	}
+	def := g.Thread.DefaultDecision()
+	if strictness(def) == 1 {
+		def = DecisionAsk // an unknown default fails closed
+	}
+	return decided(def, nil, "the thread's default")
+}
+
+// ruleDecision fails closed: a decision Validate would refuse is an ask.
+func ruleDecision(r Rule) string {
+	switch r.Decision {
+	case DecisionAllow, DecisionDeny:
+		return r.Decision
+	}
+	return DecisionAsk
+}
+
+func partName(s subject, all []subject) string {
+	if len(all) > 1 {
+		return s.command
+	}
+	return ""
+}
+
+func partSuffix(part string) string {
+	if part == "" {
+		return ""
+	}
+	return fmt.Sprintf(" for %q", part)
+}
+
+// subjects splits a call into what rules are matched against. whole is the
+// full command line when it is compound (checked against deny rules too).
+func (g Gate) subjects(c Call, ex *explainer) (subjects []subject, whole *subject) {
+	switch c.Effect {
+	case EffectExec:
+		line := foldSpace(c.Target.Command)
+		parts, ok := commandParts(c.Target.Command)
+		if !ok {
+			ex.printf("command: does not parse as a shell line; judged as one string %q", line)
+		}
+		if !ok || len(parts) == 0 {
+			return []subject{{effect: EffectExec, command: line}}, nil
+		}
+		for _, p := range parts {
+			subjects = append(subjects, subject{effect: EffectExec, command: p})
+		}
+		if len(parts) > 1 || parts[0] != line {
+			ex.printf("command parts: %s", quoteList(parts))
+			whole = &subject{effect: EffectExec, command: line}
+		}
+		return subjects, whole
+	case EffectRead, EffectWrite:
+		return []subject{{effect: c.Effect, outside: g.outsidePaths(c, ex)}}, nil
+	case "":
+		ex.printf("effect: none; only the thread's default answers this call (under approval, a person)")
+		return []subject{{}}, nil
+	default:
+		return []subject{{effect: c.Effect}}, nil
+	}
+}
+
+// outsidePaths resolves every path of the call (and Codex's grantRoot) and
+// keeps those outside the work folder. A path that cannot be resolved counts
+// as outside, as written.
+func (g Gate) outsidePaths(c Call, ex *explainer) []string {
+	work, workOK := resolvePath(g.WorkFolder, "")
+	if !workOK {
+		ex.printf("work folder %q: cannot be resolved; every path counts as outside", g.WorkFolder)
+	}
+	base := c.Target.Cwd
+	if !filepath.IsAbs(base) {
+		base = work
+	}
+	paths := c.Target.Paths
+	if c.GrantRoot != "" && !slices.Contains(paths, c.GrantRoot) {
+		paths = append(slices.Clip(paths), c.GrantRoot)
+	}
+	var outside []string
+	for _, p := range paths {
+		r, ok := resolvePath(p, base)
+		switch {
+		case !ok:
+			ex.printf("path %q: cannot be resolved; counts as outside the work folder", p)
+			if filepath.IsAbs(p) {
+				r = filepath.Clean(p)
+			} else {
+				r = p
+			}
+			outside = append(outside, r)
+		case workOK && within(r, work):
+			ex.printf("path %q: inside the work folder (%s); path rules do not apply to it", p, r)
+		default:
+			ex.printf("path %q: outside the work folder (%s)", p, r)
+			outside = append(outside, r)
+		}
+	}
+	return outside
+}
+
+// patternResolver matches rules against subjects, resolving each path
+// pattern's fixed base through symlinks once, the same way targets are
+// resolved, so "/home/me/**" still matches when /home/me is a link.
+type patternResolver map[string]string
+
+func (pm patternResolver) matches(r Rule, s subject) bool {
+	if r.Effect != s.effect || s.effect == "" {
+		return false
+	}
+	switch {
+	case r.Command != "":
+		return s.effect == EffectExec && MatchCommand(r.Command, s.command)
+	case r.Path != "":
+		resolved := pm.resolve(r.Path)
+		for _, p := range s.outside {
+			if MatchPath(r.Path, p) || (resolved != r.Path && MatchPath(resolved, p)) {
+				return true
+			}
+		}
+		return false
+	default:
+		return true
+	}
+}
+
+func (pm patternResolver) resolve(pattern string) string {
+	if r, ok := pm[pattern]; ok {
+		return r
+	}
+	out := pattern
+	if !strings.ContainsAny(pattern, `*?[{\`) {
+		if r, ok := resolvePath(pattern, ""); ok {
+			out = r
+		}
+	} else if base, rest := doublestar.SplitPattern(pattern); base != "" && base != "." {
+		if r, ok := resolvePath(base, ""); ok && r != base {
+			out = escapeMeta(r) + "/" + rest
+		}
+	}
+	pm[pattern] = out
+	return out
+}
+
+func escapeMeta(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]{}\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func quoteList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+func describeCall(c Call) string {
+	effect := c.Effect
+	if effect == "" {
+		effect = "no effect"
+	}
+	var what []string
+	if c.Target.Command != "" {
+		what = append(what, fmt.Sprintf("command %q", c.Target.Command))
+	}
+	if len(c.Target.Paths) > 0 {
+		what = append(what, "paths "+quoteList(c.Target.Paths))
+	}
+	if c.Target.URL != "" {
+		what = append(what, fmt.Sprintf("url %q", c.Target.URL))
+	}
+	if c.Target.Cwd != "" {
+		what = append(what, fmt.Sprintf("cwd %q", c.Target.Cwd))
+	}
+	s := effect
+	if c.Tool != "" {
+		s = c.Tool + " (" + effect + ")"
+	}
+	if len(what) > 0 {
+		s += ": " + strings.Join(what, ", ")
+	}
+	return s
+}
