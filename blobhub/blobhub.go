@@ -1,0 +1,193 @@
+// Package blobhub is bhw-run's only door to where threads live (SPEC §4): the
+// BlobHub REST client and the local file:// store behind one interface.
+//
+// It is a room of its own because every wire detail of the BlobHub API —
+// endpoint, command names, field names, error shapes, retry rules — must sit
+// in one place so that a correction is one edit (SPEC §4.1). Callers see only
+// Client, the sentinels and Tail.
+package blobhub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultTimeout      = 30 * time.Second
+	DefaultRetryBudget  = 2 * time.Minute
+	DefaultRetryWaitMin = 500 * time.Millisecond
+	DefaultRetryWaitMax = 30 * time.Second
+	DefaultPageSize     = 100 // local store's list-items page
+	DefaultLocalUserID  = "usr_local"
+)
+
+// Config binds a client to one session.
+type Config struct {
+	APIURL     string // https://…/v1, http:// for loopback hosts, or file:///abs/dir
+	APIKey     string // never logged, never in an error
+	RevisionID string
+	SessionID  string
+	// UserID is the user_id the local store stamps on posted items
+	// ("usr_local" by default, "usr_person" for the person's side).
+	UserID string
+	// Timeout bounds each HTTP attempt (default 30s).
+	Timeout time.Duration
+	// RetryBudget is the total time the client may spend retrying, across
+	// all its calls (default 2m).
+	RetryBudget time.Duration
+	// RetryWaitMin and RetryWaitMax bound the exponential backoff
+	// (defaults 500ms and 30s; tests shrink them).
+	RetryWaitMin, RetryWaitMax time.Duration
+	// PageSize is the local store's list-items page (default 100).
+	PageSize   int
+	HTTPClient *http.Client // optional (tests)
+	Logger     *slog.Logger // optional
+}
+
+// Client is one session of BlobHub or of the local store.
+type Client interface {
+	// Me is the identity behind the key (GET {api_url}/users/me).
+	Me(ctx context.Context) (User, error)
+	// Download reads a session object; ErrNotFound when absent.
+	Download(ctx context.Context, alias string) (Object, error)
+	// Upload replaces a session object's whole value, which must carry "type".
+	Upload(ctx context.Context, alias string, value json.RawMessage) error
+	// List returns the aliases of the session's objects.
+	List(ctx context.Context) ([]string, error)
+	// Post adds an item to a thread. It is never retried: a failure after
+	// the request may have reached the server is ErrAmbiguous.
+	Post(ctx context.Context, alias string, p NewItem) (Item, error)
+	// ListItems reads one server-sized page of a thread's items.
+	ListItems(ctx context.Context, alias string, q ItemQuery) ([]Item, error)
+}
+
+// User is the identity behind an API key.
+type User struct {
+	UserID string `json:"user_id"`
+	Name   string `json:"name"`
+	Email  string `json:"email"`
+}
+
+// Object is a session object as served.
+type Object struct {
+	RevisionID string `json:"revision_id"`
+	SessionID  string `json:"session_id"`
+	Alias      string `json:"alias"`
+	UpdatedAt  string `json:"updated_at"`
+	// Value holds the raw bytes as served, so callers keep unknown keys and
+	// numbers as written.
+	Value json.RawMessage `json:"value"`
+}
+
+// Block is one content block of an item: {type:text,text} or {type:json,json}.
+type Block struct {
+	Type string          `json:"type"`
+	Text string          `json:"text,omitempty"`
+	JSON json.RawMessage `json:"json,omitempty"`
+}
+
+// NewItem is what a caller posts; the server stamps id, created_at, user_id.
+type NewItem struct {
+	Content  []Block
+	Metadata json.RawMessage
+	ParentID string
+}
+
+// Item is a stored thread item.
+type Item struct {
+	ID        string          `json:"id"`
+	CreatedAt string          `json:"created_at"`
+	UserID    string          `json:"user_id"`
+	Content   []Block         `json:"content"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+	ParentID  string          `json:"parent_id,omitempty"`
+}
+
+// ItemQuery selects a page of items. Bounds are strict; empty is unbounded.
+type ItemQuery struct {
+	Ascending     bool
+	CreatedSince  string
+	CreatedBefore string
+}
+
+// New picks the HTTP client or the local store by the URL's scheme.
+// http:// is accepted only for loopback hosts, so a key never crosses a
+// network in clear text.
+func New(cfg Config) (Client, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.RetryBudget <= 0 {
+		cfg.RetryBudget = DefaultRetryBudget
+	}
+	if cfg.RetryWaitMin <= 0 {
+		cfg.RetryWaitMin = DefaultRetryWaitMin
+	}
+	if cfg.RetryWaitMax <= 0 {
+		cfg.RetryWaitMax = DefaultRetryWaitMax
+	}
+	if cfg.RetryWaitMax < cfg.RetryWaitMin {
+		cfg.RetryWaitMax = cfg.RetryWaitMin
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	u, err := url.Parse(cfg.APIURL)
+	if err != nil || cfg.APIURL == "" {
+		return nil, fmt.Errorf("blobhub: api url %q is not a URL; pass https://…/v1 or file:///abs/dir", cfg.APIURL)
+	}
+	switch u.Scheme {
+	case "https":
+		if u.Host == "" {
+			return nil, fmt.Errorf("blobhub: api url %q has no host; pass https://host/v1", cfg.APIURL)
+		}
+	case "http":
+		if !isLoopback(u.Hostname()) {
+			return nil, fmt.Errorf("blobhub: api url %q uses http:// for a host that is not loopback; use https:// (http:// is only for 127.0.0.1, ::1 or localhost)", cfg.APIURL)
+		}
+	case "file":
+		if u.Host != "" && u.Host != "localhost" {
+			return nil, fmt.Errorf("blobhub: api url %q names a host; a local store is file:///abs/dir", cfg.APIURL)
+		}
+		if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("blobhub: api url %q has extra parts; a local store is file:///abs/dir", cfg.APIURL)
+		}
+		if !filepath.IsAbs(u.Path) {
+			return nil, fmt.Errorf("blobhub: api url %q is not an absolute path; a local store is file:///abs/dir", cfg.APIURL)
+		}
+		return newLocalClient(cfg, filepath.Clean(u.Path)), nil
+	default:
+		return nil, fmt.Errorf("blobhub: api url %q has scheme %q; pass https://…/v1 or file:///abs/dir", cfg.APIURL, u.Scheme)
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("blobhub: api url must not carry credentials; pass the key with --api-key or BLOBHUB_API_KEY")
+	}
+	if cfg.APIKey == "" {
+		return nil, fmt.Errorf("blobhub: no API key for %s; set BLOBHUB_API_KEY or a credentials profile", redactURL(u))
+	}
+	return newHTTPClient(cfg, u), nil
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func redactURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	c.RawQuery = ""
+	return c.String()
+}

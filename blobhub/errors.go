@@ -1,0 +1,111 @@
+package blobhub
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Sentinels; ask with errors.Is.
+var (
+	// ErrNotFound: HTTP 404 or error code "not_found".
+	ErrNotFound = errors.New("not found")
+	// ErrAuth: HTTP 401/403.
+	ErrAuth = errors.New("the API key was refused; check --api-key, BLOBHUB_API_KEY or the credentials profile")
+	// ErrItemTooLarge: error code "thread_item_too_large" (SPEC §9.2).
+	ErrItemTooLarge = errors.New("thread item too large")
+	// ErrUnavailable: 429/5xx/connection errors past the retry budget, or a
+	// cancelled context.
+	ErrUnavailable = errors.New("blobhub is unavailable; try again later")
+	// ErrAmbiguous: a post whose outcome is unknown. The item may or may not
+	// be stored; list the thread's items to reconcile before posting again
+	// (SPEC §9.3).
+	ErrAmbiguous = errors.New("post outcome unknown: the item may or may not be stored; list the thread's items before posting again")
+)
+
+// Error codes of the API.
+const (
+	CodeNotFound           = "not_found"
+	CodeThreadItemTooLarge = "thread_item_too_large"
+)
+
+// APIError is an answer the server gave with an error status. Other 4xx are
+// permanent: no retry. It matches ErrNotFound, ErrAuth and ErrItemTooLarge
+// under errors.Is by status and code.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	s := fmt.Sprintf("status %d", e.Status)
+	if t := http.StatusText(e.Status); t != "" {
+		s += " " + t
+	}
+	if e.Code != "" {
+		s += ", code " + e.Code
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	switch {
+	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
+		return ErrAuth.Error() + " (" + s + ")"
+	case e.Code == CodeThreadItemTooLarge:
+		return "thread item too large (" + s + "); shrink it"
+	}
+	return s
+}
+
+// Is reports the sentinel this answer means.
+func (e *APIError) Is(target error) bool {
+	switch target {
+	case ErrNotFound:
+		return e.Status == http.StatusNotFound || e.Code == CodeNotFound
+	case ErrAuth:
+		return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
+	case ErrItemTooLarge:
+		return e.Code == CodeThreadItemTooLarge
+	}
+	return false
+}
+
+// OpError names the command and alias of a failed call.
+type OpError struct {
+	Command string // e.g. download_session_object
+	Alias   string // empty for session-wide commands
+	Err     error
+}
+
+func (e *OpError) Error() string {
+	if e.Alias != "" {
+		return fmt.Sprintf("blobhub %s %q: %v", e.Command, e.Alias, e.Err)
+	}
+	return fmt.Sprintf("blobhub %s: %v", e.Command, e.Err)
+}
+
+func (e *OpError) Unwrap() error { return e.Err }
+
+func opErr(cmd, alias string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &OpError{Command: cmd, Alias: alias, Err: err}
+}
+
+// unavailable wraps a transient cause (kept for errors.Is, e.g.
+// context.Canceled) as ErrUnavailable.
+func unavailable(cause error) error {
+	if cause == nil {
+		return ErrUnavailable
+	}
+	return fmt.Errorf("%w (%w)", ErrUnavailable, cause)
+}
+
+func ambiguous(cause error) error {
+	if cause == nil {
+		return ErrAmbiguous
+	}
+	return fmt.Errorf("%w (%w)", ErrAmbiguous, cause)
+}

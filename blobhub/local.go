@@ -1,0 +1,554 @@
+package blobhub
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gofrs/flock"
+)
+
+// MaxItemBytes is the budget of an item's serialized {content, metadata}
+// (SPEC §9.2); the local store answers thread_item_too_large above it.
+const MaxItemBytes = 358400
+
+// LocalStore is the file:// store (SPEC §4.3): the session operations served
+// from a directory a person can read:
+//
+//	<dir>/sessions/<session>/objects/<alias>.json   {alias, updated_at, value}
+//	<dir>/sessions/<session>/items/<alias>.jsonl    one item per line, append-only
+//	<dir>/sessions/<session>/session.lock           flock around every write
+//	<dir>/sessions/<session>/clock                  the last created_at stamped
+//
+// Names are encoded by aliasFileName. Objects are written atomically; items
+// get unique ids and strictly increasing created_at across the session, also
+// with several processes writing at once. Its errors are *APIError for what
+// BlobHub would answer (404, 400, 413) and plain errors for I/O.
+type LocalStore struct {
+	dir      string
+	pageSize atomic.Int64
+	equalTS  atomic.Bool
+}
+
+// ObjectInfo is one entry of a session's object listing.
+type ObjectInfo struct {
+	Alias     string `json:"alias"`
+	UpdatedAt string `json:"updated_at"`
+}
+
+// OpenLocalStore serves dir, which need not exist yet: a session's directory
+// is made on its first write.
+func OpenLocalStore(dir string) *LocalStore {
+	s := &LocalStore{dir: dir}
+	s.pageSize.Store(DefaultPageSize)
+	return s
+}
+
+// Dir is the store's root.
+func (s *LocalStore) Dir() string { return s.dir }
+
+// SetPageSize sets how many items one ListItems call returns at most.
+func (s *LocalStore) SetPageSize(n int) {
+	if n <= 0 {
+		n = DefaultPageSize
+	}
+	s.pageSize.Store(int64(n))
+}
+
+// SetEqualTimestamps makes every new item reuse the last created_at of its
+// session (a test switch: several items share one instant).
+func (s *LocalStore) SetEqualTimestamps(on bool) { s.equalTS.Store(on) }
+
+func (s *LocalStore) sessionDir(sessionID string) (string, error) {
+	if sessionID == "" {
+		return "", &APIError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "session_id is required"}
+	}
+	return filepath.Join(s.dir, "sessions", aliasFileName(sessionID)), nil
+}
+
+func checkAlias(alias string) error {
+	if alias == "" || len(alias) > 1024 || !utf8.ValidString(alias) || strings.ContainsRune(alias, 0) {
+		return &APIError{Status: http.StatusBadRequest, Code: "invalid_alias", Message: "alias must be 1..1024 bytes of UTF-8 without NUL"}
+	}
+	return nil
+}
+
+func notFound(what string) error {
+	return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: what + " not found"}
+}
+
+type objectFile struct {
+	Alias     string          `json:"alias"`
+	UpdatedAt string          `json:"updated_at"`
+	Value     json.RawMessage `json:"value"`
+}
+
+// Download reads an object; the RevisionID of the answer is left empty.
+func (s *LocalStore) Download(ctx context.Context, sessionID, alias string) (Object, error) {
+	if err := checkAlias(alias); err != nil {
+		return Object{}, err
+	}
+	sd, err := s.sessionDir(sessionID)
+	if err != nil {
+		return Object{}, err
+	}
+	b, err := os.ReadFile(filepath.Join(sd, "objects", aliasFileName(alias)+".json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Object{}, notFound("object")
+	}
+	if err != nil {
+		return Object{}, err
+	}
+	var f objectFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return Object{}, fmt.Errorf("local store: object file of %q is not JSON: %w; repair or remove it", alias, err)
+	}
+	if f.Alias != alias {
+		// Only a hashed name can collide, and only with a SHA-256 collision.
+		return Object{}, notFound("object")
+	}
+	var v bytes.Buffer
+	if err := json.Compact(&v, f.Value); err != nil {
+		return Object{}, err
+	}
+	return Object{SessionID: sessionID, Alias: alias, UpdatedAt: f.UpdatedAt, Value: v.Bytes()}, nil
+}
+
+// checkValue insists on a JSON object carrying a string "type", as BlobHub does.
+func checkValue(value json.RawMessage) error {
+	var probe struct {
+		Type *string `json:"type"`
+	}
+	if !json.Valid(value) || json.Unmarshal(value, &probe) != nil || probe.Type == nil || *probe.Type == "" || bytes.TrimSpace(value)[0] != '{' {
+		return &APIError{Status: http.StatusBadRequest, Code: "invalid_value", Message: `value must be a JSON object carrying a "type"`}
+	}
+	return nil
+}
+
+// Upload replaces an object atomically.
+func (s *LocalStore) Upload(ctx context.Context, sessionID, alias string, value json.RawMessage) error {
+	if err := checkAlias(alias); err != nil {
+		return err
+	}
+	if err := checkValue(value); err != nil {
+		return err
+	}
+	sd, err := s.sessionDir(sessionID)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(sd, "objects")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, value); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(objectFile{Alias: alias, UpdatedAt: FormatTime(time.Now()), Value: compact.Bytes()}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, aliasFileName(alias)+".json"), append(b, '\n'))
+}
+
+// writeFileAtomic: temp file in the same folder, write, fsync, close,
+// rename, fsync the folder, so a reader or a crash sees the old bytes or the
+// new ones, never a mix. The temp name starts with '.', which no encoded
+// alias does.
+func writeFileAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	// Some file systems refuse fsync on a directory; the rename stands.
+	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+		return err
+	}
+	return nil
+}
+
+// Objects lists a session's objects by alias. A session never written is
+// not found, like a wrong session on BlobHub.
+func (s *LocalStore) Objects(ctx context.Context, sessionID string) ([]ObjectInfo, error) {
+	sd, err := s.sessionDir(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(sd); errors.Is(err, fs.ErrNotExist) {
+		return nil, notFound("session")
+	}
+	dir := filepath.Join(sd, "objects")
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []ObjectInfo{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := []ObjectInfo{}
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || strings.HasPrefix(name, ".") || !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed meanwhile
+			}
+			return nil, err
+		}
+		var f objectFile
+		if json.Unmarshal(b, &f) != nil || aliasFileName(f.Alias) != name {
+			continue // not ours: a person's stray file
+		}
+		out = append(out, ObjectInfo{Alias: f.Alias, UpdatedAt: f.UpdatedAt})
+	}
+	slices.SortFunc(out, func(a, b ObjectInfo) int { return strings.Compare(a.Alias, b.Alias) })
+	return out, nil
+}
+
+func checkItem(p NewItem) error {
+	bad := func(msg string) error {
+		return &APIError{Status: http.StatusBadRequest, Code: "invalid_item", Message: msg}
+	}
+	if len(p.Content) == 0 {
+		return bad("content must hold at least one block")
+	}
+	for _, b := range p.Content {
+		switch b.Type {
+		case "text":
+		case "json":
+			if !json.Valid(b.JSON) {
+				return bad("a json block must carry valid json")
+			}
+		default:
+			return bad(fmt.Sprintf("content block type %q is not text or json", b.Type))
+		}
+	}
+	if len(p.Metadata) > 0 && !json.Valid(p.Metadata) {
+		return bad("metadata must be JSON")
+	}
+	size, err := json.Marshal(struct {
+		Content  []Block         `json:"content"`
+		Metadata json.RawMessage `json:"metadata,omitempty"`
+	}{p.Content, p.Metadata})
+	if err != nil {
+		return bad(err.Error())
+	}
+	if len(size) > MaxItemBytes {
+		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeThreadItemTooLarge,
+			Message: fmt.Sprintf("item is %d bytes, the limit is %d", len(size), MaxItemBytes)}
+	}
+	return nil
+}
+
+// Post appends an item stamped with a fresh id, the next created_at of the
+// session and userID.
+func (s *LocalStore) Post(ctx context.Context, sessionID, userID, alias string, p NewItem) (Item, error) {
+	if err := checkAlias(alias); err != nil {
+		return Item{}, err
+	}
+	if err := checkItem(p); err != nil {
+		return Item{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Item{}, err
+	}
+	sd, err := s.sessionDir(sessionID)
+	if err != nil {
+		return Item{}, err
+	}
+	if err := os.MkdirAll(filepath.Join(sd, "items"), 0o700); err != nil {
+		return Item{}, err
+	}
+	// One flock per session serializes the stamp and the append across
+	// goroutines and processes: each Flock opens its own descriptor, and
+	// flock(2) locks conflict between descriptors even in one process.
+	lk := flock.New(filepath.Join(sd, "session.lock"), flock.SetPermissions(0o600))
+	if err := lk.Lock(); err != nil {
+		return Item{}, fmt.Errorf("local store: lock session: %w", err)
+	}
+	defer lk.Close()
+
+	stamp, err := s.nextStamp(filepath.Join(sd, "clock"))
+	if err != nil {
+		return Item{}, err
+	}
+	var id [10]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return Item{}, err
+	}
+	it := Item{
+		ID:        "itm_" + hex.EncodeToString(id[:]),
+		CreatedAt: stamp,
+		UserID:    userID,
+		Content:   p.Content,
+		Metadata:  compactRaw(p.Metadata),
+		ParentID:  p.ParentID,
+	}
+	line, err := json.Marshal(it)
+	if err != nil {
+		return Item{}, err
+	}
+	if err := appendLine(filepath.Join(sd, "items", aliasFileName(alias)+".jsonl"), line); err != nil {
+		return Item{}, err
+	}
+	return it, nil
+}
+
+func compactRaw(r json.RawMessage) json.RawMessage {
+	if len(r) == 0 {
+		return nil
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, r) != nil {
+		return r
+	}
+	return b.Bytes()
+}
+
+// nextStamp returns max(now, last+1µs) (or last itself with equal
+// timestamps on) and persists it, so created_at grows strictly even when the
+// clock stalls or steps back. Called under the session lock.
+func (s *LocalStore) nextStamp(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return "", err
+	}
+	next := time.Now().UTC().Truncate(time.Microsecond)
+	if last := strings.TrimSpace(string(b)); last != "" {
+		lt, err := ParseTime(last)
+		if err != nil {
+			return "", fmt.Errorf("local store: %s: %w; remove the file to reset the clock", path, err)
+		}
+		switch {
+		case s.equalTS.Load():
+			next = lt
+		case !next.After(lt):
+			next = lt.Add(time.Microsecond)
+		}
+	}
+	stamp := FormatTime(next)
+	// Fixed-length overwrite in place; fsync so a crash cannot bring back an
+	// older stamp than an item already on disk.
+	if _, err := f.WriteAt([]byte(stamp+"\n"), 0); err != nil {
+		return "", err
+	}
+	if err := f.Truncate(int64(len(stamp) + 1)); err != nil {
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		return "", err
+	}
+	return stamp, nil
+}
+
+// appendLine appends one line and fsyncs. A line torn by a crash is skipped
+// by readers; a newline is added first so the next item starts clean.
+func appendLine(path string, line []byte) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 0, len(line)+2)
+	if st.Size() > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, st.Size()-1); err != nil {
+			return err
+		}
+		if last[0] != '\n' {
+			buf = append(buf, '\n')
+		}
+	}
+	buf = append(buf, line...)
+	buf = append(buf, '\n')
+	if _, err := f.Write(buf); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// AllItems reads every item of a thread in stored order (no paging).
+func (s *LocalStore) AllItems(ctx context.Context, sessionID, alias string) ([]Item, error) {
+	if err := checkAlias(alias); err != nil {
+		return nil, err
+	}
+	sd, err := s.sessionDir(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(sd, "items", aliasFileName(alias)+".jsonl"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return []Item{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	items := []Item{}
+	r := bufio.NewReader(f)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			var it Item
+			if json.Unmarshal(line, &it) == nil && it.ID != "" {
+				items = append(items, it)
+			}
+		}
+		if err == io.EOF {
+			return items, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// ListItems answers one page, like BlobHub: bounds strict, at most the page
+// size, oldest first when ascending, newest first otherwise.
+func (s *LocalStore) ListItems(ctx context.Context, sessionID, alias string, q ItemQuery) ([]Item, error) {
+	var since, before time.Time
+	var err error
+	if q.CreatedSince != "" {
+		if since, err = ParseTime(q.CreatedSince); err != nil {
+			return nil, &APIError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "created_since: " + err.Error()}
+		}
+	}
+	if q.CreatedBefore != "" {
+		if before, err = ParseTime(q.CreatedBefore); err != nil {
+			return nil, &APIError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "created_before: " + err.Error()}
+		}
+	}
+	all, err := s.AllItems(ctx, sessionID, alias)
+	if err != nil {
+		return nil, err
+	}
+	if !q.Ascending {
+		slices.Reverse(all)
+	}
+	n := int(s.pageSize.Load())
+	page := []Item{}
+	for _, it := range all {
+		t, err := ParseTime(it.CreatedAt)
+		if err != nil {
+			continue
+		}
+		if q.CreatedSince != "" && !t.After(since) || q.CreatedBefore != "" && !t.Before(before) {
+			continue
+		}
+		page = append(page, it)
+		if len(page) == n {
+			break
+		}
+	}
+	return page, nil
+}
+
+// localClient binds a LocalStore to one session and user.
+type localClient struct {
+	store *LocalStore
+	cfg   Config
+}
+
+func newLocalClient(cfg Config, dir string) *localClient {
+	if cfg.UserID == "" {
+		cfg.UserID = DefaultLocalUserID
+	}
+	s := OpenLocalStore(dir)
+	s.SetPageSize(cfg.PageSize)
+	return &localClient{store: s, cfg: cfg}
+}
+
+func (c *localClient) Me(ctx context.Context) (User, error) {
+	return User{UserID: c.cfg.UserID, Name: "local"}, nil
+}
+
+func (c *localClient) Download(ctx context.Context, alias string) (Object, error) {
+	o, err := c.store.Download(ctx, c.cfg.SessionID, alias)
+	o.RevisionID = c.cfg.RevisionID
+	return o, opErr(cmdDownload, alias, err)
+}
+
+func (c *localClient) Upload(ctx context.Context, alias string, value json.RawMessage) error {
+	return opErr(cmdUpload, alias, c.store.Upload(ctx, c.cfg.SessionID, alias, value))
+}
+
+func (c *localClient) List(ctx context.Context) ([]string, error) {
+	objs, err := c.store.Objects(ctx, c.cfg.SessionID)
+	if err != nil {
+		return nil, opErr(cmdList, "", err)
+	}
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		out[i] = o.Alias
+	}
+	return out, nil
+}
+
+func (c *localClient) Post(ctx context.Context, alias string, p NewItem) (Item, error) {
+	it, err := c.store.Post(ctx, c.cfg.SessionID, c.cfg.UserID, alias, p)
+	return it, opErr(cmdPost, alias, err)
+}
+
+func (c *localClient) ListItems(ctx context.Context, alias string, q ItemQuery) ([]Item, error) {
+	items, err := c.store.ListItems(ctx, c.cfg.SessionID, alias, q)
+	return items, opErr(cmdListItems, alias, err)
+}
