@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -81,20 +80,14 @@ func commandPartsDepth(line string, depth int) ([]string, bool) {
 		return nil, false
 	}
 	var parts []string
-	printer := syntax.NewPrinter()
 	syntax.Walk(f, func(n syntax.Node) bool {
 		st, isStmt := n.(*syntax.Stmt)
 		if !isStmt || !simpleCommand(st.Cmd) {
 			return true
 		}
-		leaf := *st
-		leaf.Negated, leaf.Background, leaf.Coprocess, leaf.Disown = false, false, false, false
-		leaf.Comments = nil
-		var buf bytes.Buffer
-		if err := printer.Print(&buf, &leaf); err != nil {
-			return true
+		if part, ok := stmtSource(line, st); ok {
+			parts = append(parts, part)
 		}
-		parts = append(parts, foldSpace(buf.String()))
 		if depth < maxScriptDepth {
 			if script, isShell := shellScript(st.Cmd); isShell {
 				if inner, ok := commandPartsDepth(script, depth+1); ok {
@@ -107,6 +100,37 @@ func commandPartsDepth(line string, depth int) ([]string, bool) {
 		return true
 	})
 	return parts, true
+}
+
+// stmtSource is the text of a simple statement as written, with its
+// redirections but without `!` or a trailing `&` or `;`: the person who
+// wrote "echo * > /etc/*" thinks in the command's own spelling, not in a
+// printer's.
+func stmtSource(line string, st *syntax.Stmt) (string, bool) {
+	var start, end syntax.Pos
+	if st.Cmd != nil {
+		start, end = st.Cmd.Pos(), st.Cmd.End()
+	}
+	for _, r := range st.Redirs {
+		if !start.IsValid() || r.Pos().Offset() < start.Offset() {
+			start = r.Pos()
+		}
+		e := r.End()
+		if r.Hdoc != nil && r.Hdoc.End().Offset() > e.Offset() {
+			e = r.Hdoc.End()
+		}
+		if !end.IsValid() || e.Offset() > end.Offset() {
+			end = e
+		}
+	}
+	if !start.IsValid() || !end.IsValid() {
+		return "", false
+	}
+	a, b := int(start.Offset()), int(end.Offset())
+	if a < 0 || b > len(line) || a > b {
+		return "", false
+	}
+	return foldSpace(line[a:b]), true
 }
 
 // simpleCommand reports whether a statement's command is a leaf the rules

@@ -1,0 +1,148 @@
+package policy
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// approvals are the only replies that approve a call (SPEC §8.4).
+var approvals = map[string]bool{
+	"yes": true, "y": true, "approve": true, "approved": true, "allow": true, "ok": true, "1": true,
+}
+
+// trimReply drops surrounding whitespace and trailing punctuation.
+func trimReply(s string) string {
+	return strings.TrimRightFunc(strings.TrimSpace(s), func(r rune) bool {
+		return unicode.IsPunct(r) || unicode.IsSpace(r)
+	})
+}
+
+// ParseApproval reads a person's reply to an approval prompt. Only a clear
+// yes approves (yes, y, approve, approved, allow, ok, 1; any case, trailing
+// punctuation ignored); anything else denies, and its text (trimmed) is the
+// reason. A denial's reason may be empty.
+func ParseApproval(text string) (approved bool, reason string) {
+	if approvals[strings.ToLower(trimReply(text))] {
+		return true, ""
+	}
+	return false, strings.TrimSpace(text)
+}
+
+// Answer is a person's answer to one question: the labels of the options
+// picked, or free text when the reply picked none.
+type Answer struct {
+	Question string   `json:"question" yaml:"question"`
+	Labels   []string `json:"labels,omitempty" yaml:"labels,omitempty"`
+	Free     string   `json:"free,omitempty" yaml:"free,omitempty"`
+}
+
+// ParseQuestionAnswers reads a reply to an ask_user_question prompt: one line
+// per question in order, blank lines ignored (with one question, the whole
+// text is its line). A number picks that option and wins over a label that
+// reads the same; an option's label picks it, case-insensitively; a
+// multi-select takes comma-separated numbers or labels; anything else is free
+// text. Lines beyond the last question join the last answer; a question with
+// no line gets an empty answer. The result has one Answer per question.
+func ParseQuestionAnswers(qs []Question, text string) []Answer {
+	var lines []string
+	if len(qs) == 1 {
+		if t := strings.TrimSpace(text); t != "" {
+			lines = []string{t}
+		}
+	} else {
+		for _, l := range strings.Split(text, "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				lines = append(lines, l)
+			}
+		}
+		if len(qs) > 0 && len(lines) > len(qs) {
+			last := strings.Join(lines[len(qs)-1:], "\n")
+			lines = append(lines[:len(qs)-1], last)
+		}
+	}
+	answers := make([]Answer, len(qs))
+	for i, q := range qs {
+		answers[i].Question = q.Question
+		if i < len(lines) {
+			answers[i].Labels, answers[i].Free = pick(q, lines[i])
+		}
+	}
+	return answers
+}
+
+// pick matches one answer line against a question's options.
+func pick(q Question, line string) ([]string, string) {
+	if l, ok := pickOne(q, line); ok {
+		return []string{l}, ""
+	}
+	if q.MultiSelect && strings.Contains(line, ",") {
+		var labels []string
+		for _, item := range strings.Split(line, ",") {
+			if strings.TrimSpace(item) == "" {
+				continue
+			}
+			l, ok := pickOne(q, item)
+			if !ok {
+				return nil, line
+			}
+			if !contains(labels, l) {
+				labels = append(labels, l)
+			}
+		}
+		if len(labels) > 0 {
+			return labels, ""
+		}
+	}
+	return nil, line
+}
+
+// pickOne matches a number (1-based) first, then a label.
+func pickOne(q Question, s string) (string, bool) {
+	s = trimReply(s)
+	if n, err := strconv.Atoi(s); err == nil {
+		if n >= 1 && n <= len(q.Options) {
+			return q.Options[n-1].Label, true
+		}
+	}
+	for _, o := range q.Options {
+		if l := trimReply(o.Label); l != "" && strings.EqualFold(l, s) {
+			return o.Label, true
+		}
+	}
+	return "", false
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// FormatAnswers is the resume message for answered questions, one line per
+// question: The person answered: "Which target?" = production. Several picks
+// are joined with ", "; a question left unanswered says so.
+func FormatAnswers(qs []Question, answers []Answer) string {
+	var b strings.Builder
+	for i, q := range qs {
+		var a Answer
+		if i < len(answers) {
+			a = answers[i]
+		}
+		var value string
+		switch {
+		case len(a.Labels) > 0:
+			value = strings.Join(a.Labels, ", ")
+		case a.Free != "":
+			value = a.Free
+		default:
+			value = "(no answer)"
+		}
+		fmt.Fprintf(&b, "The person answered: %q = %s\n", q.Question, value)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
