@@ -1,0 +1,4 @@
+package claudetest
+
+// MaybeRunFakeAgent is a placeholder replaced below.
+func MaybeRunFakeAgent() {}

@@ -1,0 +1,334 @@
+package claude_test
+
+// Tests against the REAL pinned Claude Code CLI, driven through the adapter,
+// with claudetest.ModelServer as the model.
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blobhub/bhw-run/claude"
+	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/policy"
+)
+
+func TestRealAutonomousWrite(t *testing.T) {
+	e := newEnv(t)
+	x := filepath.Join(e.work, "x.txt")
+	e.model.Push(
+		claudetest.Step{Reply: claudetest.Reply{Thinking: "let me write it", Text: "writing x.txt",
+			Tools: []claudetest.ToolUse{{Name: "Write", Input: map[string]any{"file_path": x, "content": "hi\n"}}}}},
+		claudetest.Text("all done"),
+	)
+	id := newUUID()
+	l, log := e.launch("autonomous", id, false)
+	s := start(t, l)
+	h := &recorder{}
+	res := turn(t, s, "please write x.txt", h)
+	closeSession(t, s)
+	record(t, "autonomous-write", log)
+
+	if res.Outcome != envelope.TurnCompleted || res.ErrorText != "" {
+		t.Fatalf("result = %+v, want completed", res)
+	}
+	if b, err := os.ReadFile(x); err != nil || string(b) != "hi\n" {
+		t.Fatalf("x.txt = %q, %v; want hi", b, err)
+	}
+	got := h.types()
+	want := []string{envelope.ItemThinking, envelope.ItemText, envelope.ItemToolCall, envelope.ItemToolResult, envelope.ItemText}
+	if !slices.Equal(got, want) {
+		t.Fatalf("items = %v, want %v\nlog:\n%s", got, want, log)
+	}
+	call := h.find(envelope.ItemToolCall)[0]
+	if !strings.Contains(call.Brief, "Write → "+x) {
+		t.Errorf("tool_call brief = %q", call.Brief)
+	}
+	if len(h.calls) != 0 {
+		t.Errorf("autonomous asked the gate: %+v", h.calls)
+	}
+	if s.SessionID() != id {
+		t.Errorf("SessionID = %q, want %q", s.SessionID(), id)
+	}
+	if res.NumTurns != 2 || res.Usage.OutputTokens == 0 || res.Usage.InputTokensCached == 0 ||
+		res.Usage.InputTokens <= res.Usage.InputTokensCached || res.DurationMS <= 0 {
+		t.Errorf("result numbers = %+v", res)
+	}
+}
+
+func TestRealResumeSeesHistory(t *testing.T) {
+	e := newEnv(t, claudetest.Text("FIRST-ANSWER"), claudetest.Text("second"))
+	id := newUUID()
+	l, log1 := e.launch("approval", id, false)
+	s := start(t, l)
+	if res := turn(t, s, "remember MARKER-ONE", &recorder{}); res.Outcome != envelope.TurnCompleted {
+		t.Fatalf("first turn = %+v", res)
+	}
+	closeSession(t, s)
+
+	l, log2 := e.launch("approval", id, true)
+	s = start(t, l)
+	if res := turn(t, s, "what did I say?", &recorder{}); res.Outcome != envelope.TurnCompleted {
+		t.Fatalf("resumed turn = %+v\n%s", res, log2)
+	}
+	closeSession(t, s)
+	record(t, "resume", log1, log2)
+	reqs := e.model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	last := reqs[1]
+	if !last.Contains("MARKER-ONE") || !last.Contains("FIRST-ANSWER") || last.LastUserText() != "what did I say?" {
+		t.Fatalf("resumed request lacks the history; last user text %q", last.LastUserText())
+	}
+	if s.SessionID() != id {
+		t.Errorf("SessionID = %q, want %q", s.SessionID(), id)
+	}
+}
+
+// Park on Write: nothing written, outcome parked; a resumed process with an
+// allow by fingerprint then writes the file (park-and-resume.md C1, C2).
+func TestRealParkThenResumeAllowed(t *testing.T) {
+	e := newEnv(t)
+	x := filepath.Join(e.work, "x.txt")
+	write := claudetest.Tool("Write", map[string]any{"file_path": x, "content": "hi"})
+	e.model.Push(write, write, claudetest.Text("written"))
+	id := newUUID()
+	l, log1 := e.launch("approval", id, false)
+	s := start(t, l)
+	h := &recorder{}
+	res := turn(t, s, "write x.txt", h)
+	closeSession(t, s)
+	if res.Outcome != envelope.TurnParked || res.ErrorText != "" {
+		t.Fatalf("result = %+v, want parked\n%s", res, log1)
+	}
+	if _, err := os.Stat(x); !os.IsNotExist(err) {
+		t.Fatalf("x.txt exists after park: %v", err)
+	}
+	if len(h.calls) != 1 {
+		t.Fatalf("calls = %+v", h.calls)
+	}
+	parked := h.calls[0]
+	if parked.Tool != "Write" || parked.Effect != policy.EffectWrite || parked.Kind != policy.KindApproval ||
+		!slices.Equal(parked.Target.Paths, []string{x}) || !strings.HasPrefix(parked.Fingerprint, "sha256:") ||
+		parked.InvocationID == "" {
+		t.Fatalf("parked call = %+v", parked)
+	}
+
+	l, log2 := e.launch("approval", id, true)
+	s = start(t, l)
+	h2 := &recorder{decide: func(c policy.Call) policy.Verdict {
+		if c.Fingerprint == parked.Fingerprint {
+			return policy.Verdict{Action: policy.Allow}
+		}
+		return policy.Verdict{Action: policy.Deny, Message: "not the granted call"}
+	}}
+	res = turn(t, s, "A person approved your call to Write "+x+". Run it again now, unchanged.", h2)
+	closeSession(t, s)
+	record(t, "park-resume-allow", log1, log2)
+	if res.Outcome != envelope.TurnCompleted {
+		t.Fatalf("resumed result = %+v\n%s", res, log2)
+	}
+	if len(h2.calls) != 1 || h2.calls[0].InvocationID == parked.InvocationID {
+		t.Fatalf("resumed calls = %+v (parked id %s)", h2.calls, parked.InvocationID)
+	}
+	if b, err := os.ReadFile(x); err != nil || string(b) != "hi" {
+		t.Fatalf("x.txt = %q, %v", b, err)
+	}
+	if !e.model.Requests()[1].Contains("A person approved your call") {
+		t.Error("the resume message did not reach the model")
+	}
+}
+
+// A deny without interrupt: the model sees the message as an error result.
+func TestRealDenyMessageReachesModel(t *testing.T) {
+	e := newEnv(t)
+	x := filepath.Join(e.work, "x.txt")
+	e.model.Push(claudetest.Tool("Write", map[string]any{"file_path": x, "content": "hi"}), claudetest.Text("ok, not writing"))
+	l, log := e.launch("guarded", newUUID(), false)
+	s := start(t, l)
+	h := &recorder{answer: map[string]policy.Verdict{"Write": {Action: policy.Deny, Message: "denied by worker rule 2"}}}
+	res := turn(t, s, "write x.txt", h)
+	closeSession(t, s)
+	record(t, "deny", log)
+	if res.Outcome != envelope.TurnCompleted {
+		t.Fatalf("result = %+v", res)
+	}
+	if _, err := os.Stat(x); !os.IsNotExist(err) {
+		t.Fatal("x.txt written despite the deny")
+	}
+	tr := h.find(envelope.ItemToolResult)
+	if len(tr) != 1 || tr[0].Meta["tool"].(map[string]any)["is_error"] != true ||
+		tr[0].Meta["tool"].(map[string]any)["output"] != "denied by worker rule 2" {
+		t.Fatalf("tool_result = %+v", tr)
+	}
+	reqs := e.model.Requests()
+	if len(reqs) != 2 || !strings.Contains(reqs[1].LastUserText(), "denied by worker rule 2") {
+		t.Fatalf("the model did not see the deny message")
+	}
+}
+
+func TestRealAskUserQuestion(t *testing.T) {
+	e := newEnv(t, claudetest.Tool("AskUserQuestion", map[string]any{"questions": []any{map[string]any{
+		"question": "Which target?", "header": "Target", "multiSelect": false,
+		"options": []any{map[string]any{"label": "staging", "description": "s"}, map[string]any{"label": "production", "description": "p"}},
+	}}}))
+	l, log := e.launch("autonomous", newUUID(), false)
+	s := start(t, l)
+	h := &recorder{}
+	res := turn(t, s, "ask me", h)
+	closeSession(t, s)
+	record(t, "ask", log)
+	if res.Outcome != envelope.TurnParked {
+		t.Fatalf("result = %+v", res)
+	}
+	if len(h.calls) != 1 {
+		t.Fatalf("calls = %+v", h.calls)
+	}
+	c := h.calls[0]
+	want := []policy.Question{{Question: "Which target?", Header: "Target", Options: []policy.Option{{Label: "staging", Description: "s"}, {Label: "production", Description: "p"}}}}
+	if c.Kind != policy.KindAskUserQuestion || !slices.EqualFunc(c.Questions, want, func(a, b policy.Question) bool {
+		return a.Question == b.Question && a.Header == b.Header && slices.Equal(a.Options, b.Options) && a.MultiSelect == b.MultiSelect
+	}) {
+		t.Fatalf("call = %+v", c)
+	}
+}
+
+// An allow rule in .claude/settings.local.json must not approve a write
+// under approval: --setting-sources= keeps it out (SPEC §7.1).
+func TestRealLocalSettingsDoNotApprove(t *testing.T) {
+	e := newEnv(t)
+	x := filepath.Join(e.work, "x.txt")
+	if err := os.MkdirAll(filepath.Join(e.work, ".claude"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rules := `{"permissions":{"allow":["Write","Bash"]}}`
+	if err := os.WriteFile(filepath.Join(e.work, ".claude", "settings.local.json"), []byte(rules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.model.Push(claudetest.Tool("Write", map[string]any{"file_path": x, "content": "hi"}))
+	l, _ := e.launch("approval", newUUID(), false)
+	s := start(t, l)
+	h := &recorder{}
+	res := turn(t, s, "write", h)
+	if res.Outcome != envelope.TurnParked || len(h.calls) != 1 {
+		t.Fatalf("result = %+v calls = %+v: the local allow rule approved the call", res, h.calls)
+	}
+	if _, err := os.Stat(x); !os.IsNotExist(err) {
+		t.Fatal("x.txt written")
+	}
+}
+
+// CLAUDE.md reaches the model through --append-system-prompt-file even
+// though --setting-sources= drops it.
+func TestRealClaudeMDAppended(t *testing.T) {
+	e := newEnv(t, claudetest.Text("ok"))
+	if err := os.WriteFile(filepath.Join(e.work, "CLAUDE.md"), []byte("PROJECT-RULE-7731: be brief\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, log := e.launch("guarded", newUUID(), false)
+	s := start(t, l)
+	if res := turn(t, s, "hi", &recorder{}); res.Outcome != envelope.TurnCompleted {
+		t.Fatalf("result = %+v\n%s", res, log)
+	}
+	var sys string
+	r := e.model.Requests()[0]
+	_ = json.Unmarshal(r.System, &[]any{})
+	sys = string(r.System)
+	if !strings.Contains(sys, "PROJECT-RULE-7731") {
+		t.Fatalf("CLAUDE.md not in the system prompt")
+	}
+}
+
+func TestRealAPIError(t *testing.T) {
+	e := newEnv(t, claudetest.Error(500))
+	l, log := e.launch("approval", newUUID(), false)
+	s := start(t, l)
+	res := turn(t, s, "hi", &recorder{})
+	record(t, "apierr-500", log)
+	if res.Outcome != envelope.TurnFailed || !strings.Contains(res.ErrorText, "500") || res.ResumeFailed {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
+func TestRealUnknownResume(t *testing.T) {
+	e := newEnv(t)
+	l, log := e.launch("approval", newUUID(), true)
+	s := start(t, l)
+	res := turn(t, s, "hi", &recorder{})
+	record(t, "resume-unknown", log)
+	if !res.ResumeFailed {
+		t.Fatalf("result = %+v, want ResumeFailed\n%s", res, log)
+	}
+	if n := len(e.model.Requests()); n != 0 {
+		t.Errorf("%d model requests", n)
+	}
+}
+
+// Every tool the pinned CLI offers is classified by the policy package.
+func TestRealToolsAreKnown(t *testing.T) {
+	e := newEnv(t, claudetest.Text("ok"))
+	l, _ := e.launch("autonomous", newUUID(), false)
+	s := start(t, l)
+	turn(t, s, "hi", &recorder{})
+	tools := s.Tools()
+	if len(tools) == 0 {
+		t.Fatal("no system/init.tools seen")
+	}
+	for _, tool := range tools {
+		if !slices.Contains(policy.KnownClaudeTools, tool) {
+			t.Errorf("tool %q of the pinned CLI is not in policy.KnownClaudeTools", tool)
+		}
+	}
+}
+
+// Interrupt during a sleeping Bash tool, then Close: nothing of the group,
+// nor the sleep, is left.
+func TestRealInterruptThenClose(t *testing.T) {
+	e := newEnv(t)
+	fifo := filepath.Join(e.work, "pid.fifo")
+	if err := mkfifo(fifo); err != nil {
+		t.Fatal(err)
+	}
+	e.model.Push(claudetest.Tool("Bash", map[string]any{"command": "echo $$ > " + fifo + "; exec sleep 300", "description": "sleep"}))
+	l, log := e.launch("autonomous", newUUID(), false)
+	s := start(t, l)
+	pidc := make(chan int, 1)
+	go func() { pidc <- readPid(fifo) }()
+	h := &recorder{}
+	var sleepPid int
+	h.onEmit = func(it envelope.Item) {
+		if it.Type() == envelope.ItemToolCall {
+			// The sleep's pid arrives through the fifo once Bash runs it.
+			sleepPid = <-pidc
+			if err := s.Interrupt(); err != nil {
+				t.Errorf("Interrupt: %v", err)
+			}
+		}
+	}
+	t0 := time.Now()
+	res := turn(t, s, "sleep", h)
+	if res.Outcome != envelope.TurnInterrupted {
+		t.Fatalf("result = %+v\n%s", res, log)
+	}
+	pgid := s.Pgid()
+	closeSession(t, s)
+	record(t, "interrupt", log)
+	if sleepPid <= 0 {
+		t.Fatal("no sleep pid")
+	}
+	waitGone(t, sleepPid, 10*time.Second)
+	if pids := groupMembers(pgid); len(pids) > 0 {
+		t.Fatalf("processes left in group %d: %v", pgid, pids)
+	}
+	t.Logf("interrupt + close took %v", time.Since(t0))
+}
+
+var _ = claude.DefaultMaxLine
+var _ = context.Background
