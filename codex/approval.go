@@ -1,0 +1,140 @@
+package codex
+
+import (
+	"encoding/json"
+
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// approve answers one approval request through the gate. Answers are only
+// accept, decline and cancel: acceptForSession and execpolicy amendments
+// would outlive the one-shot grant (SPEC §7.2, park-and-resume.md note 6).
+func (t *turn) approve(m Message) {
+	var call policy.Call
+	isFile := m.Method == methodFileChangeApproval
+	if isFile {
+		var p fileChangeApprovalParams
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			t.s.logger.Warn("codex: undecodable file change approval declined", "error", err)
+			t.s.respond(m.ID, map[string]any{"decision": "decline"})
+			return
+		}
+		call = t.fileChangeCall(p)
+	} else {
+		var p commandApprovalParams
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			t.s.logger.Warn("codex: undecodable command approval declined", "error", err)
+			t.s.respond(m.ID, map[string]any{"decision": "decline"})
+			return
+		}
+		call = t.commandCall(p)
+	}
+
+	if t.parked {
+		// Only the first call of a parked turn is asked (SPEC §7.2).
+		t.cancel(m.ID, call.InvocationID)
+		return
+	}
+	v := t.h.Decide(call)
+	switch v.Action {
+	case policy.Allow:
+		t.s.respond(m.ID, map[string]any{"decision": "accept"})
+	case policy.Park:
+		t.parked = true
+		t.cancel(m.ID, call.InvocationID)
+	default:
+		// Codex has no way to carry v.Message to the model (X6): the model
+		// reads "rejected by user".
+		t.s.respond(m.ID, map[string]any{"decision": "decline"})
+	}
+}
+
+// cancel answers cancel and closes the call at once: a cancelled file
+// change never gets item/completed, and the call did not run.
+func (t *turn) cancel(reqID int64, itemID string) {
+	t.s.respond(reqID, map[string]any{"decision": "cancel"})
+	if itemID == "" {
+		return
+	}
+	if !t.calls[itemID] {
+		t.calls[itemID] = true // announced by item/started normally; keep the pair
+	}
+	t.emitResult(itemID, notRunText, true)
+}
+
+// commandCall describes a command approval: effect exec, the script inside
+// `bash -lc '…'` as the target, fingerprint over {command, cwd} as Codex
+// sends them (ids and the model's reason are not part of it).
+func (t *turn) commandCall(p commandApprovalParams) policy.Call {
+	command, cwd := "", t.cwd
+	if p.Command != nil {
+		command = *p.Command
+	}
+	if p.Cwd != nil && *p.Cwd != "" {
+		cwd = *p.Cwd
+	}
+	script := policy.CodexExecCommand(command)
+	if command == "" && len(p.CommandActions) == 1 {
+		script = p.CommandActions[0].Command
+	}
+	in := map[string]any{"command": command, "cwd": cwd}
+	if p.Reason != nil && *p.Reason != "" {
+		in["reason"] = *p.Reason
+	}
+	input, _ := json.Marshal(in)
+	target := policy.Target{Command: script, Cwd: cwd}
+	return policy.Call{
+		Tool:         ToolExec,
+		Effect:       policy.EffectExec,
+		InvocationID: p.ItemID,
+		Input:        input,
+		Target:       target,
+		Fingerprint:  policy.Fingerprint(map[string]any{"command": command, "cwd": cwd}),
+		Kind:         policy.KindApproval,
+		Summary:      policy.Summary(ToolExec, target),
+	}
+}
+
+// fileChangeCall describes a file-change approval. The request carries no
+// diff (codex.md pitfall 13): paths and fingerprint come from the changes of
+// the item's item/started.
+func (t *turn) fileChangeCall(p fileChangeApprovalParams) policy.Call {
+	changes := orNull(t.changes[p.ItemID])
+	target := policy.Target{Paths: changePaths(changes, t.cwd), Cwd: t.cwd}
+	in := map[string]any{"changes": json.RawMessage(changes)}
+	grant := ""
+	if p.GrantRoot != nil {
+		grant = *p.GrantRoot
+		in["grant_root"] = grant
+	}
+	if p.Reason != nil && *p.Reason != "" {
+		in["reason"] = *p.Reason
+	}
+	input, _ := json.Marshal(in)
+	summary := policy.Summary(ToolApplyPatch, target)
+	if grant != "" {
+		// grantRoot widens the sandbox for the rest of the session: say so.
+		summary += " (and write access under " + grant + ")"
+	}
+	fp := ""
+	switch {
+	case string(changes) == "null":
+	case grant != "":
+		// A grant for the same changes without the wider root must not
+		// cover this call.
+		fp = policy.Fingerprint(map[string]any{"changes": json.RawMessage(changes), "grant_root": grant})
+	default:
+		fp = policy.Fingerprint(json.RawMessage(changes))
+	}
+	return policy.Call{
+		Tool:         ToolApplyPatch,
+		Effect:       policy.EffectWrite,
+		InvocationID: p.ItemID,
+		Input:        input,
+		Target:       target,
+		Fingerprint:  fp, // "" (unknown changes) never matches a grant
+		Kind:         policy.KindApproval,
+		GrantRoot:    grant,
+		Summary:      summary,
+	}
+}
