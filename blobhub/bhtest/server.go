@@ -1,0 +1,505 @@
+// Package bhtest serves a blobhub.LocalStore over a real HTTP server in the
+// BlobHub wire format (SPEC §4.1, §4.3), with switches for the faults a run
+// must survive: small pages, equal timestamps, injected 500/429 with
+// Retry-After, slow and truncated bodies, and connections dropped before or
+// after an item is stored. It is not a _test package so every package's
+// tests can import it.
+package bhtest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blobhub/bhw-run/blobhub"
+)
+
+// Keys and ids the server knows.
+const (
+	RunnerKey    = "bhk_runner_test"
+	PersonKey    = "bhk_person_test"
+	RunnerUserID = "usr_runner"
+	PersonUserID = "usr_person"
+	RevisionID   = "rev_test"
+	SessionID    = "ses_test"
+
+	// CmdMe names GET /users/me in the request log and in fault switches.
+	CmdMe = "users_me"
+)
+
+// Server is a fake BlobHub backed by a local store directory.
+type Server struct {
+	t     testing.TB
+	srv   *httptest.Server
+	store *blobhub.LocalStore
+
+	mu         sync.Mutex
+	keys       map[string]blobhub.User
+	count      int
+	commands   []string
+	faults     []*fault
+	slow       time.Duration
+	dropStored int
+}
+
+type faultKind int
+
+const (
+	faultStatus faultKind = iota
+	faultTruncate
+	faultDropBefore
+)
+
+type fault struct {
+	kind       faultKind
+	command    string // "" matches every command
+	n          int
+	status     int
+	retryAfter string
+}
+
+// Option configures New.
+type Option func(*Server)
+
+// WithDir serves dir instead of a fresh temporary directory.
+func WithDir(dir string) Option {
+	return func(s *Server) { s.store = blobhub.OpenLocalStore(dir) }
+}
+
+// WithKey maps another API key to a user.
+func WithKey(key string, u blobhub.User) Option {
+	return func(s *Server) { s.keys[key] = u }
+}
+
+// New starts a server; it closes when the test ends.
+func New(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	s := &Server{
+		t: t,
+		keys: map[string]blobhub.User{
+			RunnerKey: {UserID: RunnerUserID, Name: "Runner Test", Email: "runner@example.test"},
+			PersonKey: {UserID: PersonUserID, Name: "Person Test", Email: "person@example.test"},
+		},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.store == nil {
+		s.store = blobhub.OpenLocalStore(t.TempDir())
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/users/me", s.me)
+	mux.HandleFunc("POST /v1/revisions/{revision}/data", s.data)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.record("")
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint "+r.Method+" "+r.URL.Path)
+	})
+	s.srv = httptest.NewServer(mux)
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL is the API base, ending in /v1.
+func (s *Server) URL() string { return s.srv.URL + "/v1" }
+
+// Dir is the local store directory served.
+func (s *Server) Dir() string { return s.store.Dir() }
+
+// Store is the local store served.
+func (s *Server) Store() *blobhub.LocalStore { return s.store }
+
+// Config is a client configuration for this server, the default revision
+// and session, and the given key, with retry waits shrunk to microseconds.
+func (s *Server) Config(key string) blobhub.Config {
+	return blobhub.Config{
+		APIURL:       s.URL(),
+		APIKey:       key,
+		RevisionID:   RevisionID,
+		SessionID:    SessionID,
+		Timeout:      5 * time.Second,
+		RetryBudget:  2 * time.Second,
+		RetryWaitMin: time.Microsecond,
+		RetryWaitMax: 10 * time.Microsecond,
+	}
+}
+
+// Client is a client of Config(key).
+func (s *Server) Client(key string) blobhub.Client {
+	s.t.Helper()
+	c, err := blobhub.New(s.Config(key))
+	if err != nil {
+		s.t.Fatalf("bhtest: client: %v", err)
+	}
+	return c
+}
+
+// Requests returns how many requests arrived and their commands in order
+// (users_me for GET /users/me, "" for anything unrecognised).
+func (s *Server) Requests() (int, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.count, append([]string(nil), s.commands...)
+}
+
+// Count is how many requests of command arrived.
+func (s *Server) Count(command string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.commands {
+		if c == command {
+			n++
+		}
+	}
+	return n
+}
+
+// ResetCounts clears the request count and log.
+func (s *Server) ResetCounts() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.count, s.commands = 0, nil
+}
+
+// PageSize makes list_session_thread_items answer at most n items.
+func (s *Server) PageSize(n int) { s.store.SetPageSize(n) }
+
+// EqualTimestamps makes new items share the session's last created_at.
+func (s *Server) EqualTimestamps(on bool) { s.store.SetEqualTimestamps(on) }
+
+// FailNext answers the next n requests of command ("" = any) with status
+// and, if retryAfter is not empty, a Retry-After header, without acting.
+func (s *Server) FailNext(command string, n, status int, retryAfter string) {
+	s.addFault(&fault{kind: faultStatus, command: command, n: n, status: status, retryAfter: retryAfter})
+}
+
+// TruncateNext acts on the next n requests of command ("" = any), then
+// answers with the first half of the JSON body (a short, well-framed body).
+func (s *Server) TruncateNext(command string, n int) {
+	s.addFault(&fault{kind: faultTruncate, command: command, n: n})
+}
+
+// DropBefore closes the connection of the next n requests of command
+// ("" = any) without acting or answering.
+func (s *Server) DropBefore(command string, n int) {
+	s.addFault(&fault{kind: faultDropBefore, command: command, n: n})
+}
+
+// DropAfterStore makes the next n posts store their item, then close the
+// connection without answering.
+func (s *Server) DropAfterStore(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropStored += n
+}
+
+// SlowBody makes every answer send half its body, wait d, then the rest
+// (0 turns it off).
+func (s *Server) SlowBody(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.slow = d
+}
+
+func (s *Server) addFault(f *fault) {
+	if f.n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, f)
+}
+
+// take consumes the first fault of kind matching command.
+func (s *Server) take(kind faultKind, command string) *fault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, f := range s.faults {
+		if f.kind != kind || f.command != "" && f.command != command {
+			continue
+		}
+		c := *f
+		f.n--
+		if f.n == 0 {
+			s.faults = append(s.faults[:i], s.faults[i+1:]...)
+		}
+		return &c
+	}
+	return nil
+}
+
+func (s *Server) record(command string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.count++
+	s.commands = append(s.commands, command)
+}
+
+// PostAs stores an item as user directly in the store.
+func (s *Server) PostAs(userID, sessionID, alias string, p blobhub.NewItem) blobhub.Item {
+	s.t.Helper()
+	it, err := s.store.Post(s.t.Context(), sessionID, userID, alias, p)
+	if err != nil {
+		s.t.Fatalf("bhtest: post to %q: %v", alias, err)
+	}
+	return it
+}
+
+// PersonPost stores a person's text item in the default session.
+func (s *Server) PersonPost(alias, text string) blobhub.Item {
+	s.t.Helper()
+	return s.PostAs(PersonUserID, SessionID, alias, blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: text}}})
+}
+
+// Items reads every item of alias in the default session, unpaged.
+func (s *Server) Items(alias string) []blobhub.Item {
+	s.t.Helper()
+	items, err := s.store.AllItems(s.t.Context(), SessionID, alias)
+	if err != nil {
+		s.t.Fatalf("bhtest: items of %q: %v", alias, err)
+	}
+	return items
+}
+
+// Put stores an object in the default session.
+func (s *Server) Put(alias string, value string) {
+	s.t.Helper()
+	if err := s.store.Upload(s.t.Context(), SessionID, alias, json.RawMessage(value)); err != nil {
+		s.t.Fatalf("bhtest: put %q: %v", alias, err)
+	}
+}
+
+// Get reads an object of the default session; ok is false when absent.
+func (s *Server) Get(alias string) (blobhub.Object, bool) {
+	s.t.Helper()
+	o, err := s.store.Download(s.t.Context(), SessionID, alias)
+	if errors.Is(err, blobhub.ErrNotFound) {
+		return o, false
+	}
+	if err != nil {
+		s.t.Fatalf("bhtest: get %q: %v", alias, err)
+	}
+	return o, true
+}
+
+func (s *Server) user(r *http.Request) (blobhub.User, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.keys[r.Header.Get("X-API-Key")]
+	return u, ok
+}
+
+// gate applies the faults that come before acting; false when the request
+// has been answered (or dropped) already.
+func (s *Server) gate(w http.ResponseWriter, r *http.Request, command string) bool {
+	if f := s.take(faultDropBefore, command); f != nil {
+		hangUp(w)
+		return false
+	}
+	if f := s.take(faultStatus, command); f != nil {
+		if f.retryAfter != "" {
+			w.Header().Set("Retry-After", f.retryAfter)
+		}
+		writeError(w, f.status, "injected", fmt.Sprintf("injected failure %d", f.status))
+		return false
+	}
+	if _, ok := s.user(r); !ok {
+		writeError(w, http.StatusUnauthorized, "unauthorized", "invalid API key")
+		return false
+	}
+	return true
+}
+
+func hangUp(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler) // closes the connection just the same
+	}
+	conn.Close()
+}
+
+func (s *Server) me(w http.ResponseWriter, r *http.Request) {
+	s.record(CmdMe)
+	if !s.gate(w, r, CmdMe) {
+		return
+	}
+	u, _ := s.user(r)
+	s.answer(w, r, CmdMe, http.StatusOK, map[string]any{"user": u})
+}
+
+type request struct {
+	Engine        string          `json:"engine"`
+	Command       string          `json:"command"`
+	SessionID     string          `json:"session_id"`
+	Alias         *string         `json:"alias"`
+	Value         json.RawMessage `json:"value"`
+	Content       []blobhub.Block `json:"content"`
+	Metadata      json.RawMessage `json:"metadata"`
+	ParentID      string          `json:"parent_id"`
+	Ascending     *bool           `json:"ascending"`
+	CreatedSince  string          `json:"created_since"`
+	CreatedBefore string          `json:"created_before"`
+}
+
+func (s *Server) data(w http.ResponseWriter, r *http.Request) {
+	var req request
+	decErr := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20)).Decode(&req)
+	s.record(req.Command)
+	if !s.gate(w, r, req.Command) {
+		return
+	}
+	switch {
+	case decErr != nil:
+		writeError(w, http.StatusBadRequest, "invalid_request", "body is not JSON: "+decErr.Error())
+		return
+	case r.Header.Get("Content-Type") != "application/json":
+		writeError(w, http.StatusUnsupportedMediaType, "invalid_request", "Content-Type must be application/json")
+		return
+	case req.Engine != "workflow_blobhub":
+		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("engine %q is not workflow_blobhub", req.Engine))
+		return
+	case req.SessionID == "":
+		writeError(w, http.StatusBadRequest, "invalid_request", "session_id is required")
+		return
+	}
+	alias := ""
+	if req.Alias != nil {
+		alias = *req.Alias
+	}
+	needAlias := func() bool {
+		if req.Alias == nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", "alias is required")
+			return false
+		}
+		return true
+	}
+	u, _ := s.user(r)
+	ctx := r.Context()
+	rev := r.PathValue("revision")
+	switch req.Command {
+	case "download_session_object":
+		if !needAlias() {
+			return
+		}
+		o, err := s.store.Download(ctx, req.SessionID, alias)
+		if err != nil {
+			writeStoreError(w, err)
+			return
+		}
+		s.answer(w, r, req.Command, http.StatusOK, map[string]any{
+			"revision_id": rev, "session_id": req.SessionID, "alias": o.Alias, "updated_at": o.UpdatedAt, "value": o.Value,
+		})
+	case "upload_session_object":
+		if !needAlias() {
+			return
+		}
+		if err := s.store.Upload(ctx, req.SessionID, alias, req.Value); err != nil {
+			writeStoreError(w, err)
+			return
+		}
+		s.answer(w, r, req.Command, http.StatusOK, map[string]any{})
+	case "list_session_objects":
+		objs, err := s.store.Objects(ctx, req.SessionID)
+		if err != nil {
+			writeStoreError(w, err)
+			return
+		}
+		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"objects": objs})
+	case "post_session_thread_item":
+		if !needAlias() {
+			return
+		}
+		it, err := s.store.Post(ctx, req.SessionID, u.UserID, alias, blobhub.NewItem{Content: req.Content, Metadata: req.Metadata, ParentID: req.ParentID})
+		if err != nil {
+			writeStoreError(w, err)
+			return
+		}
+		if s.takeDropStored() {
+			hangUp(w)
+			return
+		}
+		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"item": it})
+	case "list_session_thread_items":
+		if !needAlias() {
+			return
+		}
+		q := blobhub.ItemQuery{CreatedSince: req.CreatedSince, CreatedBefore: req.CreatedBefore}
+		if req.Ascending != nil {
+			q.Ascending = *req.Ascending // BlobHub's default is descending
+		}
+		items, err := s.store.ListItems(ctx, req.SessionID, alias, q)
+		if err != nil {
+			writeStoreError(w, err)
+			return
+		}
+		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"items": items})
+	default:
+		writeError(w, http.StatusBadRequest, "unknown_command", fmt.Sprintf("unknown command %q", req.Command))
+	}
+}
+
+func (s *Server) takeDropStored() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dropStored > 0 {
+		s.dropStored--
+		return true
+	}
+	return false
+}
+
+// answer writes v, truncated or slowed when a switch says so.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, command string, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	if s.take(faultTruncate, command) != nil {
+		b = b[:len(b)/2]
+	}
+	s.mu.Lock()
+	slow := s.slow
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if slow <= 0 {
+		w.WriteHeader(status)
+		w.Write(b)
+		return
+	}
+	w.WriteHeader(status)
+	half := len(b) / 2
+	w.Write(b[:half])
+	http.NewResponseController(w).Flush()
+	t := time.NewTimer(slow)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+		return
+	}
+	w.Write(b[half:])
+}
+
+func writeStoreError(w http.ResponseWriter, err error) {
+	var ae *blobhub.APIError
+	if errors.As(err, &ae) {
+		writeError(w, ae.Status, ae.Code, ae.Message)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "bhtest: store: %v\n", err)
+	writeError(w, http.StatusInternalServerError, "internal", err.Error())
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": strings.TrimSpace(msg)}})
+}
