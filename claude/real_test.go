@@ -4,7 +4,6 @@ package claude_test
 // with claudetest.ModelServer as the model.
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
@@ -330,5 +328,22 @@ func TestRealInterruptThenClose(t *testing.T) {
 	t.Logf("interrupt + close took %v", time.Since(t0))
 }
 
-var _ = claude.DefaultMaxLine
-var _ = context.Background
+
+// A retried API error becomes an api_retry status item; the turn completes.
+func TestRealAPIRetryStatus(t *testing.T) {
+	e := newEnv(t, claudetest.Error(529), claudetest.Text("recovered"))
+	l, log := e.launch("approval", newUUID(), false)
+	l.Env = append(l.Env, "CLAUDE_CODE_MAX_RETRIES=1")
+	s := start(t, l)
+	h := &recorder{}
+	res := turn(t, s, "hi", h)
+	record(t, "api-retry", log)
+	if res.Outcome != envelope.TurnCompleted {
+		t.Fatalf("result = %+v", res)
+	}
+	st := h.find(envelope.ItemStatus)
+	if len(st) != 1 || st[0].Meta["status"].(map[string]any)["token"] != "api_retry" ||
+		st[0].Meta["status"].(map[string]any)["error_status"] != 529 {
+		t.Fatalf("status items = %+v", st)
+	}
+}
