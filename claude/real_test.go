@@ -328,7 +328,6 @@ func TestRealInterruptThenClose(t *testing.T) {
 	t.Logf("interrupt + close took %v", time.Since(t0))
 }
 
-
 // A retried API error becomes an api_retry status item; the turn completes.
 func TestRealAPIRetryStatus(t *testing.T) {
 	e := newEnv(t, claudetest.Error(529), claudetest.Text("recovered"))

@@ -406,4 +406,3 @@ func mustWd() string {
 	wd, _ := os.Getwd()
 	return wd
 }
-
