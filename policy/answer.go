@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -87,7 +88,7 @@ func pick(q Question, line string) ([]string, string) {
 			if !ok {
 				return nil, line
 			}
-			if !contains(labels, l) {
+			if !slices.Contains(labels, l) {
 				labels = append(labels, l)
 			}
 		}
@@ -112,15 +113,6 @@ func pickOne(q Question, s string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // FormatAnswers is the resume message for answered questions, one line per

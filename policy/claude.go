@@ -29,7 +29,7 @@ var claudeEffects = map[string]string{
 var claudeNoEffect = []string{
 	"Task", "Agent", "AskUserQuestion", "CronList", "EnterPlanMode", "EnterWorktree", "ExitPlanMode",
 	"ExitWorktree", "ListAgents", "ReportFindings", "ScheduleWakeup", "SendMessage", "TaskStop",
-	"ToolSearch", "TodoWrite",
+	"ToolSearch", "TodoWrite", "TaskCreate", "TaskGet", "TaskList", "TaskUpdate",
 }
 
 // KnownClaudeTools is every Claude Code tool name this package has looked at:
