@@ -56,8 +56,8 @@ type FakeStep struct {
 	BigRequest int `json:"big_request,omitempty"`
 	// Hang never answers again (ignores stdin, keeps running).
 	Hang bool `json:"hang,omitempty"`
-	// Grandchild starts `sleep 300` in its own session and prints
-	// "grandchild <pid>" as text.
+	// Grandchild starts `sleep 300` in its own session, holding a copy of
+	// stdout, and prints "grandchild <pid>" as text.
 	Grandchild bool `json:"grandchild,omitempty"`
 	// WaitInterrupt blocks until an interrupt control_request arrives, then
 	// ends the turn the way the CLI does (error_during_execution).
@@ -354,6 +354,8 @@ func (f *fake) playTurn(steps []FakeStep) (code int, exit bool) {
 		case st.Grandchild:
 			cmd := exec.Command("sleep", "300")
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			// It keeps a copy of stdout, as a leaked tool child would.
+			cmd.Stdout = os.Stdout
 			if err := cmd.Start(); err != nil {
 				fmt.Fprintln(os.Stderr, "fake claude: grandchild:", err)
 				return 2, true
