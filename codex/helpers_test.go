@@ -1,0 +1,246 @@
+package codex
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blobhub/bhw-run/codex/codextest"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/policy"
+)
+
+var record = flag.Bool("record", false, "write the real CLI transcripts to testdata/codex")
+
+// codexBin is the pinned real CLI: $BHW_CODEX_BIN, or the npm install under
+// the module root's .tools.
+func codexBin(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("BHW_CODEX_BIN"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("BHW_CODEX_BIN=%s: %v; run `make test` to install the pinned codex", p, err)
+		}
+		return p
+	}
+	root := moduleRoot(t)
+	p := filepath.Join(root, ".tools/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the real codex CLI is missing (%v); run `make test`, which installs the pinned @openai/codex, or set BHW_CODEX_BIN", err)
+	}
+	return p
+}
+
+func moduleRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test directory")
+		}
+		dir = parent
+	}
+}
+
+// rig is one scenario: a fake model, a CODEX_HOME and a work folder shared by
+// the processes of the scenario.
+type rig struct {
+	t     *testing.T
+	bin   string
+	model *codextest.ModelServer
+	home  string
+	work  string
+	logs  []*bytes.Buffer
+	mu    sync.Mutex
+}
+
+func newRig(t *testing.T, steps ...codextest.Step) *rig {
+	t.Helper()
+	r := &rig{t: t, bin: codexBin(t), model: codextest.NewModelServer(t, steps...)}
+	base := t.TempDir()
+	r.home = filepath.Join(base, "codex-home")
+	r.work = filepath.Join(base, "work")
+	if err := os.MkdirAll(r.work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	codextest.WriteCodexHome(t, r.home, r.model.URL)
+	t.Cleanup(func() {
+		if *record || t.Failed() {
+			r.dump()
+		}
+	})
+	return r
+}
+
+func (r *rig) launch(permissions, sandbox string) envelope.Launch {
+	buf := &bytes.Buffer{}
+	r.mu.Lock()
+	r.logs = append(r.logs, buf)
+	r.mu.Unlock()
+	return envelope.Launch{
+		Executable:  r.bin,
+		WorkFolder:  r.work,
+		Env:         codextest.Env(r.home),
+		Permissions: permissions,
+		Sandbox:     sandbox,
+		CodexHome:   r.home,
+		Log:         &syncWriter{w: buf},
+	}
+}
+
+// start starts a process and closes it at the end of the test.
+func (r *rig) start(l envelope.Launch) *Session {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Start(ctx, l)
+	if err != nil {
+		r.t.Fatalf("Start: %v", err)
+	}
+	r.t.Cleanup(func() { closeNow(r.t, s) })
+	return s
+}
+
+func closeNow(t testing.TB, s *Session) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+// dump writes the transcripts (host and agent lines; stderr dropped, it is
+// noise with ANSI colours) to testdata/codex when -record is set, or to the
+// test log on failure.
+func (r *rig) dump() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, b := range r.logs {
+		if r.t.Failed() {
+			r.t.Logf("transcript %d:\n%s", i, b.String())
+		}
+		if !*record {
+			continue
+		}
+		var keep []string
+		for _, l := range strings.Split(b.String(), "\n") {
+			if strings.HasPrefix(l, "codex> ") || strings.HasPrefix(l, "codex< ") {
+				keep = append(keep, l)
+			}
+		}
+		name := strings.ReplaceAll(r.t.Name(), "/", "_")
+		p := filepath.Join(moduleRoot(r.t), "testdata/codex", name+"-"+string(rune('0'+i))+".log")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			r.t.Error(err)
+			return
+		}
+		if err := os.WriteFile(p, []byte(strings.Join(keep, "\n")+"\n"), 0o644); err != nil {
+			r.t.Error(err)
+		}
+	}
+}
+
+func (r *rig) path(name string) string { return filepath.Join(r.work, name) }
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// recorder is a test Handler: it keeps every item and call, and answers the
+// gate with decide.
+type recorder struct {
+	mu     sync.Mutex
+	items  []envelope.Item
+	calls  []policy.Call
+	decide func(policy.Call) policy.Verdict
+	onItem func(envelope.Item)
+}
+
+func (h *recorder) Emit(it envelope.Item) {
+	h.mu.Lock()
+	h.items = append(h.items, it)
+	f := h.onItem
+	h.mu.Unlock()
+	if f != nil {
+		f(it)
+	}
+}
+
+func (h *recorder) Decide(c policy.Call) policy.Verdict {
+	h.mu.Lock()
+	h.calls = append(h.calls, c)
+	d := h.decide
+	h.mu.Unlock()
+	if d == nil {
+		return policy.Verdict{Action: policy.Deny, Message: "no gate in this test"}
+	}
+	return d(c)
+}
+
+func (h *recorder) types() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, it := range h.items {
+		out = append(out, it.Type())
+	}
+	return out
+}
+
+func (h *recorder) ofType(typ string) []envelope.Item {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []envelope.Item
+	for _, it := range h.items {
+		if it.Type() == typ {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+func toolMeta(it envelope.Item) map[string]any {
+	m, _ := it.Meta["tool"].(map[string]any)
+	return m
+}
+
+func runTurn(t *testing.T, s *Session, msg string, h envelope.Handler) envelope.TurnResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := s.Turn(ctx, msg, h)
+	if err != nil {
+		t.Fatalf("Turn: %v", err)
+	}
+	return res
+}
+
+func asEnvelopeError(err error) *envelope.Error {
+	var e *envelope.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
+}

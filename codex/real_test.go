@@ -1,0 +1,358 @@
+package codex
+
+import (
+	"context"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/blobhub/bhw-run/codex/codextest"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// Tests in this file drive the real pinned codex CLI against the scripted
+// fake model.
+
+func TestAutonomousCommandPatchAndResume(t *testing.T) {
+	r := newRig(t,
+		codextest.Run("echo made > made.txt && echo done-cmd"),
+		codextest.Patch(codextest.AddFile("hello.txt", "hello")),
+		codextest.Say("all done"),
+	)
+	// A model other than config.toml's: the resumed request must keep it.
+	// (Switching models on resume makes Codex spend a request on a context
+	// compaction first, so both processes use the same one.)
+	l0 := r.launch("autonomous", "")
+	l0.Model = "gpt-5.6-terra"
+	s := r.start(l0)
+	thread := s.SessionID()
+	if thread == "" || s.Pgid() <= 0 {
+		t.Fatalf("SessionID %q Pgid %d", thread, s.Pgid())
+	}
+	h := &recorder{}
+	res := runTurn(t, s, "make two files", h)
+	if res.Outcome != envelope.TurnCompleted {
+		t.Fatalf("outcome %q (%s)", res.Outcome, res.ErrorText)
+	}
+	want := []string{"tool_call", "tool_result", "tool_call", "tool_result", "text"}
+	if got := h.types(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("items %v, want %v", got, want)
+	}
+	calls, results := h.ofType(envelope.ItemToolCall), h.ofType(envelope.ItemToolResult)
+	if n := toolMeta(calls[0])["name"]; n != ToolExec {
+		t.Errorf("first call %v", n)
+	}
+	if n := toolMeta(calls[1])["name"]; n != ToolApplyPatch {
+		t.Errorf("second call %v", n)
+	}
+	if out, _ := toolMeta(results[0])["output"].(string); !strings.Contains(out, "done-cmd") {
+		t.Errorf("command output %q", out)
+	}
+	for _, res := range results {
+		if toolMeta(res)["is_error"] != false {
+			t.Errorf("result is an error: %v", res.Meta)
+		}
+	}
+	if h.ofType(envelope.ItemText)[0].Brief != "all done" {
+		t.Errorf("text %q", h.ofType(envelope.ItemText)[0].Brief)
+	}
+	if b, err := os.ReadFile(r.path("hello.txt")); err != nil || string(b) != "hello\n" {
+		t.Errorf("hello.txt = %q, %v", b, err)
+	}
+	if !exists(r.path("made.txt")) {
+		t.Error("made.txt not created")
+	}
+	// 3 model requests, 100 input (40 cached) and 10 output tokens each.
+	if res.Usage != (envelope.Usage{InputTokens: 300, InputTokensCached: 120, OutputTokens: 30}) {
+		t.Errorf("usage %+v", res.Usage)
+	}
+	if res.DurationMS <= 0 {
+		t.Errorf("duration %d", res.DurationMS)
+	}
+	if reqs := r.model.Requests(); len(reqs) != 3 || reqs[0].Model != "gpt-5.6-terra" {
+		t.Fatalf("requests %d, model %q", len(reqs), reqs[0].Model)
+	}
+	closeNow(t, s)
+
+	// A new process resumes the thread with another model and effort: the
+	// request to the model must carry both, and the whole history.
+	r.model.Push(codextest.Say("resumed"))
+	l := r.launch("autonomous", "")
+	l.Resume, l.SessionID, l.Model, l.Effort = true, thread, "gpt-5.6-terra", "low"
+	s2 := r.start(l)
+	if s2.SessionID() != thread {
+		t.Errorf("resumed SessionID %q, want %q", s2.SessionID(), thread)
+	}
+	h2 := &recorder{}
+	res2 := runTurn(t, s2, "second message", h2)
+	if res2.Outcome != envelope.TurnCompleted {
+		t.Fatalf("resumed outcome %q", res2.Outcome)
+	}
+	reqs := r.model.Requests()
+	last := reqs[len(reqs)-1]
+	if last.Model != "gpt-5.6-terra" || last.Effort != "low" {
+		t.Errorf("resumed request model %q effort %q", last.Model, last.Effort)
+	}
+	texts := strings.Join(last.UserTexts(), "\n")
+	if !strings.Contains(texts, "make two files") || last.LastUserText() != "second message" {
+		t.Errorf("resumed history user texts %q", last.UserTexts())
+	}
+	if outs := last.ToolOutputs(); len(outs) != 2 {
+		t.Errorf("resumed history tool outputs %v", outs)
+	}
+	if res2.Usage.InputTokens != 100 || res2.Usage.OutputTokens != 10 {
+		t.Errorf("resumed usage %+v", res2.Usage)
+	}
+}
+
+// allowByFingerprint parks every call but the one whose fingerprint was
+// granted.
+func allowByFingerprint(grant string) func(policy.Call) policy.Verdict {
+	return func(c policy.Call) policy.Verdict {
+		if grant != "" && c.Fingerprint == grant {
+			return policy.Verdict{Action: policy.Allow}
+		}
+		return policy.Verdict{Action: policy.Park}
+	}
+}
+
+func TestApprovalEscalationParkThenGrant(t *testing.T) {
+	r := newRig(t, codextest.Escalate("touch esc.txt", "needs to leave the sandbox"))
+	s := r.start(r.launch("approval", ""))
+	thread := s.SessionID()
+	h := &recorder{decide: allowByFingerprint("")}
+	res := runTurn(t, s, "touch it", h)
+	if res.Outcome != envelope.TurnParked {
+		t.Fatalf("outcome %q", res.Outcome)
+	}
+	if exists(r.path("esc.txt")) {
+		t.Fatal("esc.txt exists after a park")
+	}
+	if len(h.calls) != 1 {
+		t.Fatalf("%d gate calls", len(h.calls))
+	}
+	c := h.calls[0]
+	if c.Tool != ToolExec || c.Effect != policy.EffectExec || c.Target.Command != "touch esc.txt" ||
+		c.Target.Cwd != r.work || c.Kind != policy.KindApproval || !strings.HasPrefix(c.Fingerprint, "sha256:") || c.InvocationID == "" {
+		t.Fatalf("call %+v", c)
+	}
+	results := h.ofType(envelope.ItemToolResult)
+	if len(results) != 1 || toolMeta(results[0])["output"] != notRunText || toolMeta(results[0])["is_error"] != true {
+		t.Fatalf("results %v", results)
+	}
+	closeNow(t, s)
+
+	// The person approved: a new process resumes; the identical command is
+	// asked again, allowed by its fingerprint, and runs once.
+	r.model.Push(codextest.Escalate("touch esc.txt", "needs to leave the sandbox"), codextest.Say("done"))
+	l := r.launch("approval", "")
+	l.Resume, l.SessionID = true, thread
+	s2 := r.start(l)
+	h2 := &recorder{decide: allowByFingerprint(c.Fingerprint)}
+	res2 := runTurn(t, s2, "A person approved your call. Run it again now, unchanged.", h2)
+	if res2.Outcome != envelope.TurnCompleted {
+		t.Fatalf("resumed outcome %q", res2.Outcome)
+	}
+	if len(h2.calls) != 1 || h2.calls[0].Fingerprint != c.Fingerprint || h2.calls[0].InvocationID == c.InvocationID {
+		t.Fatalf("resumed gate calls %+v", h2.calls)
+	}
+	if !exists(r.path("esc.txt")) {
+		t.Fatal("esc.txt not created after the grant")
+	}
+	// What the model saw of the parked call in the resumed history.
+	reqs := r.model.Requests()
+	hist := reqs[1]
+	if outs := hist.ToolOutputs(); !strings.Contains(outs[c.InvocationID], "aborted") {
+		t.Errorf("parked call output in history %q", outs)
+	}
+}
+
+func TestApprovalDenyDeclines(t *testing.T) {
+	r := newRig(t, codextest.Escalate("touch deny.txt", "wants out"), codextest.Say("understood"))
+	s := r.start(r.launch("approval", "workspace-write"))
+	h := &recorder{decide: func(policy.Call) policy.Verdict {
+		return policy.Verdict{Action: policy.Deny, Message: "rule 2 denies it"}
+	}}
+	res := runTurn(t, s, "touch it", h)
+	if res.Outcome != envelope.TurnCompleted {
+		t.Fatalf("outcome %q", res.Outcome)
+	}
+	if exists(r.path("deny.txt")) {
+		t.Fatal("deny.txt exists after a deny")
+	}
+	reqs := r.model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests", len(reqs))
+	}
+	var told string
+	for _, o := range reqs[1].ToolOutputs() {
+		told = o
+	}
+	if !strings.Contains(told, "rejected") {
+		t.Errorf("the model was told %q", told)
+	}
+	results := h.ofType(envelope.ItemToolResult)
+	if len(results) != 1 || toolMeta(results[0])["is_error"] != true {
+		t.Errorf("results %v", results)
+	}
+}
+
+func TestReadOnlyFileChangeParkThenGrant(t *testing.T) {
+	patch := codextest.AddFile("p.txt", "hello from the fake")
+	r := newRig(t, codextest.Patch(patch))
+	s := r.start(r.launch("approval", "read-only"))
+	thread := s.SessionID()
+	h := &recorder{decide: allowByFingerprint("")}
+	res := runTurn(t, s, "write p.txt", h)
+	if res.Outcome != envelope.TurnParked {
+		t.Fatalf("outcome %q", res.Outcome)
+	}
+	if exists(r.path("p.txt")) {
+		t.Fatal("p.txt exists after a park")
+	}
+	if len(h.calls) != 1 {
+		t.Fatalf("%d gate calls", len(h.calls))
+	}
+	c := h.calls[0]
+	if c.Tool != ToolApplyPatch || c.Effect != policy.EffectWrite || len(c.Target.Paths) != 1 ||
+		c.Target.Paths[0] != r.path("p.txt") || c.Fingerprint == "" || c.GrantRoot != "" {
+		t.Fatalf("call %+v", c)
+	}
+	// No item/completed comes for a cancelled file change: the synthetic
+	// result closes the call.
+	if want := "tool_call,tool_result"; strings.Join(h.types(), ",") != want {
+		t.Fatalf("items %v", h.types())
+	}
+	if toolMeta(h.ofType(envelope.ItemToolResult)[0])["output"] != notRunText {
+		t.Fatalf("result %v", h.ofType(envelope.ItemToolResult)[0].Meta)
+	}
+	closeNow(t, s)
+
+	r.model.Push(codextest.Patch(patch), codextest.Say("written"))
+	l := r.launch("approval", "read-only")
+	l.Resume, l.SessionID = true, thread
+	s2 := r.start(l)
+	h2 := &recorder{decide: allowByFingerprint(c.Fingerprint)}
+	res2 := runTurn(t, s2, "A person approved your patch. Run it again now, unchanged.", h2)
+	if res2.Outcome != envelope.TurnCompleted {
+		t.Fatalf("resumed outcome %q", res2.Outcome)
+	}
+	if len(h2.calls) != 1 || h2.calls[0].Fingerprint != c.Fingerprint {
+		t.Fatalf("resumed gate calls %+v", h2.calls)
+	}
+	if b, err := os.ReadFile(r.path("p.txt")); err != nil || string(b) != "hello from the fake\n" {
+		t.Fatalf("p.txt = %q, %v", b, err)
+	}
+}
+
+func TestHTTP500FailsTurn(t *testing.T) {
+	r := newRig(t, codextest.Fail(500))
+	s := r.start(r.launch("autonomous", ""))
+	h := &recorder{}
+	res := runTurn(t, s, "hello", h)
+	if res.Outcome != envelope.TurnFailed || res.ErrorText == "" || res.ResumeFailed {
+		t.Fatalf("result %+v", res)
+	}
+	st := h.ofType(envelope.ItemStatus)
+	if len(st) == 0 {
+		t.Fatalf("no status item; items %v", h.types())
+	}
+	t.Logf("error text %q", res.ErrorText)
+}
+
+func TestInterruptSleepingCommandThenClose(t *testing.T) {
+	r := newRig(t, codextest.Run("sleep 30; touch late.txt"))
+	s := r.start(r.launch("autonomous", ""))
+	started := make(chan struct{}, 1)
+	h := &recorder{onItem: func(it envelope.Item) {
+		if it.Type() == envelope.ItemToolCall {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+		}
+	}}
+	go func() {
+		<-started
+		if err := s.Interrupt(); err != nil {
+			t.Errorf("Interrupt: %v", err)
+		}
+	}()
+	t0 := time.Now()
+	res := runTurn(t, s, "sleep", h)
+	if res.Outcome != envelope.TurnInterrupted {
+		t.Fatalf("outcome %q", res.Outcome)
+	}
+	if d := time.Since(t0); d > 20*time.Second {
+		t.Fatalf("interrupt took %v", d)
+	}
+	// The interrupted command got no item/completed; its call is closed.
+	if rs := h.ofType(envelope.ItemToolResult); len(rs) != 1 || toolMeta(rs[0])["is_error"] != true {
+		t.Fatalf("results %v", h.types())
+	}
+	closeNow(t, s)
+	if err := syscall.Kill(-s.Pgid(), 0); err != syscall.ESRCH {
+		t.Fatalf("process group %d still there: %v", s.Pgid(), err)
+	}
+	if exists(r.path("late.txt")) {
+		t.Fatal("the interrupted command finished")
+	}
+}
+
+func TestCancelledContextInterrupts(t *testing.T) {
+	r := newRig(t, codextest.Run("sleep 30; touch late.txt"))
+	s := r.start(r.launch("autonomous", ""))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := &recorder{onItem: func(it envelope.Item) {
+		if it.Type() == envelope.ItemToolCall {
+			cancel()
+		}
+	}}
+	res, err := s.Turn(ctx, "sleep", h)
+	if err != context.Canceled || res.Outcome != envelope.TurnInterrupted {
+		t.Fatalf("Turn = %+v, %v", res, err)
+	}
+}
+
+func TestResumeUnknownThread(t *testing.T) {
+	r := newRig(t)
+	l := r.launch("approval", "")
+	l.Resume, l.SessionID = true, "01a2286a-4310-7e90-a6da-000000000000"
+	s := r.start(l)
+	res := runTurn(t, s, "hello", &recorder{})
+	if !res.ResumeFailed {
+		t.Fatalf("result %+v", res)
+	}
+	if n := len(r.model.Requests()); n != 0 {
+		t.Fatalf("%d model requests", n)
+	}
+}
+
+func TestStartFailsWithBadArgs(t *testing.T) {
+	r := newRig(t)
+	l := r.launch("autonomous", "")
+	l.ExtraArgs = []string{"--no-such-flag"}
+	_, err := Start(context.Background(), l)
+	e := asEnvelopeError(err)
+	if e == nil || e.Code != envelope.CodeAgentSpawnFailed {
+		t.Fatalf("Start error %v", err)
+	}
+	t.Logf("%v", err)
+}
+
+func TestSandboxWorksHere(t *testing.T) {
+	home := t.TempDir()
+	start := time.Now()
+	err := SandboxWorks(context.Background(), codexBin(t), codextest.Env(home))
+	t.Logf("SandboxWorks on this machine: %v (%v)", err, time.Since(start))
+	if err != nil {
+		t.Fatalf("the codex sandbox does not work here, so approval/guarded threads would be refused: %v", err)
+	}
+	if err := SandboxWorks(context.Background(), "/bin/false", codextest.Env(home)); err == nil {
+		t.Fatal("a failing check reported success")
+	}
+}
