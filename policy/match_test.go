@@ -1,0 +1,179 @@
+package policy
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestMatchCommand(t *testing.T) {
+	cases := []struct {
+		pattern, command string
+		want             bool
+	}{
+		{"rm -rf *", "rm -rf build", true},
+		{"rm -rf *", "rm -rf /", true},
+		{"rm -rf *", "rm -rf", false},
+		{"rm -rf *", " rm   -rf\t/tmp/a b ", true},
+		{"rm -rf *", "sudo rm -rf /", false},
+		{"*rm -rf*", "sudo rm -rf /", true},
+		{"git push * --force", "git push origin main --force", true},
+		{"git push * --force", "git push origin main --force-with-lease", false},
+		{"*", "", true},
+		{"*", "anything at all / really", true},
+		{"**", "x", true},
+		{"a*a", "a", false},
+		{"a*a", "aa", true},
+		{"a*b*c", "abc", true},
+		{"a*b*c", "acb", false},
+		{"ls", "ls", true},
+		{"ls", "ls -la", false},
+		{"ls", "lsof", false},
+		{"echo ?", "echo x", false},
+		{"echo ?", "echo ?", true},
+		{"cat /etc/[ab]", "cat /etc/a", false},
+		{"", "", true},
+		{"", "x", false},
+	}
+	for _, c := range cases {
+		if got := MatchCommand(c.pattern, c.command); got != c.want {
+			t.Errorf("MatchCommand(%q, %q) = %v, want %v", c.pattern, c.command, got, c.want)
+		}
+	}
+}
+
+func TestMatchPath(t *testing.T) {
+	cases := []struct {
+		pattern, path string
+		want          bool
+	}{
+		{"/etc/**", "/etc/passwd", true},
+		{"/etc/**", "/etc/ssl/certs/a.pem", true},
+		{"/etc/**", "/etc", true},
+		{"/etc/**", "/etcetera/x", false},
+		{"/etc/*", "/etc/ssl/certs", false},
+		{"/etc/*", "/etc/hosts", true},
+		{"/home/*/.ssh/**", "/home/me/.ssh/id_ed25519", true},
+		{"/etc/passwd", "/etc/passwd", true},
+		{"/etc/passwd", "/etc/passwd/", true},
+		{"/etc/passwd/", "/etc//passwd", true},
+		{"/etc/passwd", "/etc/passwd2", false},
+		{"/**", "/", true},
+		{"/x/{a,b}.txt", "/x/b.txt", true},
+		{"/etc/[abc", "/etc/a", false},
+		{"", "/", false},
+	}
+	for _, c := range cases {
+		if got := MatchPath(c.pattern, c.path); got != c.want {
+			t.Errorf("MatchPath(%q, %q) = %v, want %v", c.pattern, c.path, got, c.want)
+		}
+	}
+}
+
+func TestCommandParts(t *testing.T) {
+	cases := []struct {
+		line string
+		want []string
+	}{
+		{"ls -la", []string{"ls -la"}},
+		{"a && b || c; d | e", []string{"a", "b", "c", "d", "e"}},
+		{"! ls -la &", []string{"ls -la"}},
+		{"(cd x; make) && echo ok", []string{"cd x", "make", "echo ok"}},
+		{"echo $(rm -rf x) `whoami`", []string{"echo $(rm -rf x) `whoami`", "rm -rf x", "whoami"}},
+		{"echo hi   >  /etc/x", []string{"echo hi > /etc/x"}},
+		{">out", []string{">out"}},
+		{"X=$(id) cmd", []string{"X=$(id) cmd", "id"}},
+		{"if rm a; then b; else c; fi", []string{"rm a", "b", "c"}},
+		{"while read l; do echo $l; done < f", []string{"read l", "echo $l"}},
+		{"diff <(ls a) <(ls b)", []string{"diff <(ls a) <(ls b)", "ls a", "ls b"}},
+		{"bash -lc 'rm -rf / && echo ok'", []string{"bash -lc 'rm -rf / && echo ok'", "rm -rf /", "echo ok"}},
+		{`sh -c "make test"`, []string{`sh -c "make test"`, "make test"}},
+		{"bash -c \"$CMD\"", []string{"bash -c \"$CMD\""}},
+		{"# only a comment", nil},
+	}
+	for _, c := range cases {
+		got, ok := commandParts(c.line)
+		if !ok || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("commandParts(%q) = %q, %v; want %q", c.line, got, ok, c.want)
+		}
+	}
+	for _, bad := range []string{"echo 'open", "a &&", "((", "if then fi"} {
+		if _, ok := commandParts(bad); ok {
+			t.Errorf("commandParts(%q) parsed", bad)
+		}
+	}
+}
+
+func TestCodexExecCommand(t *testing.T) {
+	cases := map[string]string{
+		"/bin/bash -lc 'touch x.txt && echo made'": "touch x.txt && echo made",
+		"bash -lc 'npm test'":                      "npm test",
+		`sh -c "echo hi"`:                          "echo hi",
+		"/usr/bin/zsh -c 'ls'":                     "ls",
+		"bash -l -c 'ls -la'":                      "ls -la",
+		"ls -la":                                   "ls -la",
+		"bash script.sh":                           "bash script.sh",
+		"bash -lc 'x' > out":                       "bash -lc 'x' > out",
+		"bash -lc 'a' && rm b":                     "bash -lc 'a' && rm b",
+		"bash -lc":                                 "bash -lc",
+		"bash -lc 'unterminated":                   "bash -lc 'unterminated",
+	}
+	for in, want := range cases {
+		if got := CodexExecCommand(in); got != want {
+			t.Errorf("CodexExecCommand(%q) = %q, want %q", in, got, want)
+		}
+	}
+	argv := map[string][]string{
+		"touch x && echo y": {"/bin/bash", "-lc", "touch x && echo y"},
+		"echo hi":           {"sh", "-c", "echo hi"},
+		"git status":        {"git", "status"},
+		"python -c print()": {"python", "-c", "print()"},
+		"":                  nil,
+	}
+	for want, in := range argv {
+		if got := CodexExecArgv(in); got != want {
+			t.Errorf("CodexExecArgv(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestResolvePath(t *testing.T) {
+	f := newFixture(t)
+	cases := []struct {
+		path, base, want string
+		ok               bool
+	}{
+		{filepath.Join(f.work, "a", "b"), "", filepath.Join(f.work, "a", "b"), true},
+		{filepath.Join(f.work, "to-out", "x"), "", filepath.Join(f.out, "x"), true},
+		{filepath.Join(f.work, "dangling"), "", filepath.Join(f.out, "new.txt"), true},
+		{filepath.Join(f.work, "rel-out"), "", f.out, true},
+		{filepath.Join(f.workLink, "src", "..", "x"), "", filepath.Join(f.work, "x"), true},
+		{"x/y", f.work, filepath.Join(f.work, "x", "y"), true},
+		{"x/y", "", "", false},
+		{filepath.Join(f.work, "loop-a", "x"), "", "", false},
+		{"/nonexistent-bhw-run/a/b", "", "/nonexistent-bhw-run/a/b", true},
+		{"", f.work, "", false},
+	}
+	for _, c := range cases {
+		got, ok := resolvePath(c.path, c.base)
+		if got != c.want || ok != c.ok {
+			t.Errorf("resolvePath(%q, %q) = %q, %v; want %q, %v", c.path, c.base, got, ok, c.want, c.ok)
+		}
+	}
+	// A file used as a folder: the longest existing prefix is the file.
+	file := filepath.Join(f.work, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := resolvePath(filepath.Join(file, "below"), ""); !ok || got != filepath.Join(file, "below") {
+		t.Errorf("below a file: %q %v", got, ok)
+	}
+	if !within(filepath.Join(f.work, "a"), f.work) || within(f.work+"x", f.work) || !within("/anything", "/") {
+		t.Error("within")
+	}
+	if strings.Contains(f.work, "..") {
+		t.Fatal("fixture path not clean")
+	}
+}
