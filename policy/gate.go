@@ -393,7 +393,7 @@ func (pm patternResolver) resolve(pattern string) string {
 		return r
 	}
 	out := pattern
-	if !strings.ContainsAny(pattern, `*?[{\`) {
+	if !hasGlobMeta(pattern) {
 		if r, ok := resolvePath(pattern, ""); ok {
 			out = r
 		}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
 	"mvdan.cc/sh/v3/syntax"
@@ -52,14 +53,22 @@ func MatchPath(pattern, path string) bool {
 	if pattern == "" || path == "" {
 		return false
 	}
-	ok, err := doublestar.Match(cleanPattern(pattern), filepath.Clean(path))
+	// filepath.Clean leaves `**` and escapes alone on Unix.
+	pattern, path = filepath.Clean(pattern), filepath.Clean(path)
+	if !hasGlobMeta(pattern) {
+		// Byte for byte: doublestar reads runes, and two different invalid
+		// UTF-8 bytes would both read as U+FFFD and match.
+		return pattern == path
+	}
+	if !utf8.ValidString(pattern) {
+		return false
+	}
+	ok, err := doublestar.Match(pattern, path)
 	return err == nil && ok
 }
 
-// cleanPattern cleans a pattern like a path, except that a trailing "/**"
-// and escapes survive: filepath.Clean leaves both alone on Unix.
-func cleanPattern(p string) string {
-	return filepath.Clean(p)
+func hasGlobMeta(pattern string) bool {
+	return strings.ContainsAny(pattern, `*?[]{}\`)
 }
 
 // commandParts splits a command line into its simple commands with a real

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
 	"gopkg.in/yaml.v3"
@@ -107,6 +108,9 @@ func (r Rule) Validate() error {
 		}
 		if !strings.HasPrefix(r.Path, "/") {
 			return invalid("path", "path %q is relative; write an absolute pattern such as \"/etc/**\" (a path inside the work folder is never matched)", r.Path)
+		}
+		if !utf8.ValidString(r.Path) {
+			return invalid("path", "path %q is not valid UTF-8", r.Path)
 		}
 		if !doublestar.ValidatePattern(r.Path) {
 			return invalid("path", "path %q is not a valid glob; check its brackets, braces and escapes", r.Path)
