@@ -371,6 +371,9 @@ func (s *Session) writeLine(b []byte) error {
 }
 
 func (s *Session) logLine(prefix string, b []byte) {
+	if s.log == nil {
+		return
+	}
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
 	buf := make([]byte, 0, len(prefix)+len(b)+1)
