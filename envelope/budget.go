@@ -1,0 +1,149 @@
+package envelope
+
+import (
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+)
+
+// ItemBudget is the most an item's serialized {content, metadata} may take
+// (SPEC §9.2).
+const ItemBudget = 350 * 1024
+
+// Wire is the item as posted: one text block and the metadata.
+func (it Item) Wire() (content []map[string]any, meta map[string]any) {
+	return []map[string]any{{"type": "text", "text": it.Brief}}, it.Meta
+}
+
+// Size is the serialized size of {content, metadata}.
+func (it Item) Size() int {
+	c, m := it.Wire()
+	b, _ := json.Marshal(map[string]any{"content": c, "metadata": m})
+	return len(b)
+}
+
+// Fit returns the item shrunk to the budget: the largest strings keep their
+// head and tail around a "…[truncated N bytes]…" marker; when strings alone do
+// not get there, the largest subtree becomes a truncated JSON string. A
+// shrunk item carries metadata.truncated and metadata.original_bytes.
+func Fit(it Item, budget int) Item {
+	orig := it.Size()
+	if orig <= budget {
+		return it
+	}
+	// Work on a generic copy so json.RawMessage values become walkable.
+	var meta map[string]any
+	b, _ := json.Marshal(it.Meta)
+	_ = json.Unmarshal(b, &meta)
+	root := map[string]any{"brief": it.Brief, "meta": meta}
+	for i := 0; i < 64; i++ {
+		cur := sizeOf(root)
+		if cur <= budget-256 {
+			break
+		}
+		over := cur - (budget - 512)
+		ref, s, ok := largestString(root)
+		if !ok || len(s) < 1024 {
+			// Strings alone cannot get there: flatten the largest subtree.
+			sref, sub := largestSubtree(root)
+			if sref == nil {
+				break
+			}
+			js, _ := json.Marshal(sub)
+			sref(shrinkString(string(js), len(js)-over))
+			continue
+		}
+		ref(shrinkString(s, len(s)-over))
+	}
+	out := Item{Brief: root["brief"].(string), Meta: root["meta"].(map[string]any)}
+	if out.Meta == nil {
+		out.Meta = map[string]any{}
+	}
+	out.Meta["truncated"] = true
+	out.Meta["original_bytes"] = orig
+	return out
+}
+
+// Stub is what is posted when the server still refuses a fitted item.
+func Stub(it Item, originalBytes int) Item {
+	m := map[string]any{"type": it.Type(), "truncated": true, "original_bytes": originalBytes}
+	if id, ok := it.Meta["emission_id"]; ok {
+		m["emission_id"] = id
+	}
+	return Item{Brief: shrinkString(it.Brief, 1024), Meta: m}
+}
+
+func sizeOf(v any) int { b, _ := json.Marshal(v); return len(b) }
+
+// shrinkString keeps head and tail of s so the result is about keep bytes
+// plus the marker, cutting on UTF-8 boundaries.
+func shrinkString(s string, keep int) string {
+	if keep < 64 {
+		keep = 64
+	}
+	if len(s) <= keep {
+		return s
+	}
+	head, tail := keep/2, keep-keep/2
+	h := s[:head]
+	for len(h) > 0 && !utf8.ValidString(h) {
+		h = h[:len(h)-1]
+	}
+	t := s[len(s)-tail:]
+	for len(t) > 0 && !utf8.ValidString(t) {
+		t = t[1:]
+	}
+	return fmt.Sprintf("%s…[truncated %d bytes]…%s", h, len(s)-len(h)-len(t), t)
+}
+
+// largestString finds the longest string value and a setter for it.
+func largestString(v any) (set func(string), s string, ok bool) {
+	var walk func(v any, set func(any))
+	walk = func(v any, setter func(any)) {
+		switch x := v.(type) {
+		case string:
+			if !ok || len(x) > len(s) {
+				s, ok = x, true
+				set = func(n string) { setter(n) }
+			}
+		case map[string]any:
+			for k, c := range x {
+				walk(c, func(n any) { x[k] = n })
+			}
+		case []any:
+			for i, c := range x {
+				walk(c, func(n any) { x[i] = n })
+			}
+		}
+	}
+	walk(v, func(any) {})
+	return set, s, ok
+}
+
+// largestSubtree finds the biggest map or slice below the root.
+func largestSubtree(root map[string]any) (set func(string), sub any) {
+	best := -1
+	var walk func(v any, setter func(any), depth int)
+	walk = func(v any, setter func(any), depth int) {
+		switch x := v.(type) {
+		case map[string]any:
+			if depth > 1 {
+				if n := sizeOf(x); n > best {
+					best, sub, set = n, x, func(s string) { setter(s) }
+				}
+			}
+			for k, c := range x {
+				walk(c, func(n any) { x[k] = n }, depth+1)
+			}
+		case []any:
+			if n := sizeOf(x); depth > 1 && n > best {
+				best, sub, set = n, x, func(s string) { setter(s) }
+			}
+			for i, c := range x {
+				walk(c, func(n any) { x[i] = n }, depth+1)
+			}
+		}
+	}
+	walk(root, func(any) {}, 0)
+	return set, sub
+}

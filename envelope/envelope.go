@@ -1,0 +1,203 @@
+// Package envelope holds the thread's two records and the mapping between
+// them: the wire envelope (the `value` of the thread's session object, SPEC
+// §5.1) and the local thread.yaml (§5.2); plus the item and agent types that
+// run and the agent adapters share.
+package envelope
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// Wire instance states (the control channel).
+const (
+	StatePending   = "pending"
+	StateActive    = "active"
+	StateCompleted = "completed"
+	StateFailed    = "failed"
+)
+
+// Envelope is what bhw-run reads from a thread's session object. Fields are
+// extracted leniently: a wrongly typed field is recorded in Bad (by dotted
+// path) so the activation checklist can fail it with its own code.
+type Envelope struct {
+	Raw  json.RawMessage // the value exactly as served
+	Type string
+
+	WorkFolder string
+	Agent      Agent
+	// Policy is the thread's policy when the envelope carries one.
+	Policy *policy.Policy
+	// Artifacts is set when the envelope carries an artifacts block.
+	Artifacts *Artifacts
+	// HasInstance is true when metadata carries instance.state (of any type).
+	HasInstance bool
+	State       string
+	HasAgent    bool
+	Name        string
+
+	// Bad names fields present with the wrong type: "workspace.work_folder",
+	// "agent.type", "agent.permissions", "policy", "artifacts.source", …
+	Bad map[string]string
+}
+
+// Agent is the envelope's agent block.
+type Agent struct {
+	Type        string
+	Executable  string
+	Model       string
+	Effort      string
+	Permissions string
+}
+
+// Artifacts is the envelope's artifacts block.
+type Artifacts struct {
+	Source string
+}
+
+// IsJob reports whether the object is a job thread (SPEC §5.1, seed 003): a
+// thread whose metadata carries an agent block or an instance.state.
+func (e *Envelope) IsJob() bool {
+	return e.Type == "thread" && (e.HasAgent || e.HasInstance)
+}
+
+// NotJSONError is returned for a value that is not a JSON object.
+type NotJSONError struct{ Err error }
+
+func (e *NotJSONError) Error() string {
+	return fmt.Sprintf("the object's value is not a JSON object: %v", e.Err)
+}
+
+// Parse reads a session object's value. Only a value that is not a JSON
+// object is an error; everything else is judged later (IsJob, the checklist).
+func Parse(raw []byte) (*Envelope, error) {
+	var top map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&top); err != nil {
+		return nil, &NotJSONError{Err: err}
+	}
+	if top == nil {
+		return nil, &NotJSONError{Err: fmt.Errorf("null")}
+	}
+	e := &Envelope{Raw: append(json.RawMessage(nil), raw...), Bad: map[string]string{}}
+	e.Type, _ = top["type"].(string)
+	thread, _ := top["thread"].(map[string]any)
+	if attrs, ok := thread["attributes"].(map[string]any); ok {
+		e.Name, _ = attrs["name"].(string)
+	}
+	md, _ := thread["metadata"].(map[string]any)
+	if md == nil {
+		return e, nil
+	}
+	if v, ok := md["instance"]; ok {
+		inst, isMap := v.(map[string]any)
+		if st, has := inst["state"]; isMap && has {
+			e.HasInstance = true
+			if s, ok := st.(string); ok {
+				e.State = s
+			} else {
+				e.Bad["instance.state"] = "not a string"
+			}
+		}
+	}
+	if ws, ok := md["workspace"].(map[string]any); ok {
+		e.WorkFolder = e.str(ws, "work_folder", "workspace.work_folder")
+	} else if _, ok := md["workspace"]; ok {
+		e.Bad["workspace"] = "not a mapping"
+	}
+	if v, ok := md["agent"]; ok {
+		e.HasAgent = true
+		ag, isMap := v.(map[string]any)
+		if !isMap {
+			e.Bad["agent"] = "not a mapping"
+		}
+		e.Agent = Agent{
+			Type:        e.str(ag, "type", "agent.type"),
+			Executable:  e.str(ag, "executable", "agent.executable"),
+			Model:       e.str(ag, "model", "agent.model"),
+			Effort:      e.str(ag, "effort", "agent.effort"),
+			Permissions: e.str(ag, "permissions", "agent.permissions"),
+		}
+	}
+	if v, ok := md["policy"]; ok && v != nil {
+		b, _ := json.Marshal(v)
+		var p policy.Policy
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&p); err != nil {
+			e.Bad["policy"] = err.Error()
+		}
+		e.Policy = &p
+	}
+	if v, ok := md["artifacts"]; ok && v != nil {
+		a, isMap := v.(map[string]any)
+		if !isMap {
+			e.Bad["artifacts"] = "not a mapping"
+		}
+		e.Artifacts = &Artifacts{Source: e.str(a, "source", "artifacts.source")}
+	}
+	return e, nil
+}
+
+func (e *Envelope) str(m map[string]any, key, path string) string {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return ""
+	}
+	s, ok := v.(string)
+	if !ok {
+		e.Bad[path] = fmt.Sprintf("not a string (%T)", v)
+	}
+	return s
+}
+
+// WithState returns raw with only thread.metadata.instance.state replaced;
+// every other key — unknown ones too, numbers as written — is kept byte for
+// byte (SPEC §4.2). The instance mapping is created when missing.
+func WithState(raw json.RawMessage, state string) (json.RawMessage, error) {
+	st, _ := json.Marshal(state)
+	return SetPath(raw, []string{"thread", "metadata", "instance", "state"}, st)
+}
+
+func SetPath(raw json.RawMessage, path []string, v json.RawMessage) (json.RawMessage, error) {
+	if len(path) == 0 {
+		return v, nil
+	}
+	m := map[string]json.RawMessage{}
+	if len(bytes.TrimSpace(raw)) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("envelope: %s is not a mapping: %w", path[0], err)
+		}
+	}
+	child, err := SetPath(m[path[0]], path[1:], v)
+	if err != nil {
+		return nil, err
+	}
+	m[path[0]] = child
+	return json.Marshal(m)
+}
+
+// NewThread builds the envelope a person hands off with `thread new`.
+func NewThread(workFolder, agentType, permissions, name string) json.RawMessage {
+	agent := map[string]any{"type": agentType}
+	if permissions != "" {
+		agent["permissions"] = permissions
+	}
+	v := map[string]any{
+		"type": "thread",
+		"thread": map[string]any{
+			"attributes": map[string]any{"name": name},
+			"metadata": map[string]any{
+				"workspace": map[string]any{"work_folder": workFolder},
+				"agent":     agent,
+				"instance":  map[string]any{"state": StatePending},
+			},
+		},
+	}
+	b, _ := json.Marshal(v)
+	return b
+}

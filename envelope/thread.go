@@ -1,0 +1,249 @@
+package envelope
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// Turn states in thread.yaml.
+const (
+	TurnStateIdle        = "idle"
+	TurnStateRunning     = "running"
+	TurnStateInterrupted = "interrupted"
+)
+
+// Thread is the local thread.yaml (SPEC §5.2), authoritative for recovery.
+// The documented names (agent.state, agent.agent_session_id, agent.error,
+// workspace.agent_type, items.last_consumed, items.last_posted) are kept.
+type Thread struct {
+	Alias         string         `yaml:"alias"`
+	Session       SessionRef     `yaml:"session"`
+	Workspace     Workspace      `yaml:"workspace"`
+	Agent         AgentState     `yaml:"agent"`
+	Turn          TurnState      `yaml:"turn"`
+	Prompt        *Prompt        `yaml:"prompt,omitempty"`
+	Grants        []string       `yaml:"grants"`
+	Items         Cursors        `yaml:"items"`
+	EmissionNonce string         `yaml:"emission_nonce"`
+	Counter       int64          `yaml:"emission_counter"`
+	Outbox        OutboxState    `yaml:"outbox"`
+	Artifacts     ArtifactsState `yaml:"artifacts"`
+	// Extra keeps keys this version does not know, so a newer field survives.
+	Extra map[string]any `yaml:",inline"`
+}
+
+// SessionRef names the session the thread lives in.
+type SessionRef struct {
+	RevisionID string `yaml:"revision_id"`
+	SessionID  string `yaml:"session_id"`
+}
+
+// Workspace is fixed at activation.
+type Workspace struct {
+	AgentType  string `yaml:"agent_type"`
+	WorkFolder string `yaml:"work_folder"`
+}
+
+// AgentState is the agent block of thread.yaml.
+type AgentState struct {
+	State          string       `yaml:"state"`
+	AgentSessionID string       `yaml:"agent_session_id"`
+	Error          ErrorRecord  `yaml:"error"`
+	FailedOnWire   bool         `yaml:"failed_on_wire"`
+	Resolved       Resolved     `yaml:"resolved"`
+	Process        *ProcessInfo `yaml:"process,omitempty"`
+}
+
+// ErrorRecord is a thread-level error; both fields are null when clear.
+type ErrorRecord struct {
+	Code    *string `yaml:"code"`
+	Message *string `yaml:"message"`
+}
+
+// Set records e; nil clears.
+func (r *ErrorRecord) Set(e *Error) {
+	if e == nil {
+		r.Code, r.Message = nil, nil
+		return
+	}
+	c, m := e.Code, e.Message
+	r.Code, r.Message = &c, &m
+}
+
+// Get returns the recorded error or nil.
+func (r ErrorRecord) Get() *Error {
+	if r.Code == nil {
+		return nil
+	}
+	e := &Error{Code: *r.Code}
+	if r.Message != nil {
+		e.Message = *r.Message
+	}
+	return e
+}
+
+// Resolved is the agent's resolved launch, reused on resume.
+type Resolved struct {
+	Executable  string `yaml:"executable,omitempty"`
+	Model       string `yaml:"model,omitempty"`
+	Effort      string `yaml:"effort,omitempty"`
+	Permissions string `yaml:"permissions,omitempty"`
+	Home        string `yaml:"home,omitempty"`
+	ConfigDir   string `yaml:"config_dir,omitempty"`
+	CodexHome   string `yaml:"codex_home,omitempty"`
+}
+
+// ProcessInfo names a live agent's process group.
+type ProcessInfo struct {
+	Pgid      int    `yaml:"pgid"`
+	StartedAt string `yaml:"started_at"`
+}
+
+// TurnState is the turn block of thread.yaml.
+type TurnState struct {
+	State      string   `yaml:"state"`
+	StartedAt  string   `yaml:"started_at,omitempty"`
+	InboundIDs []string `yaml:"inbound_ids"`
+	// Inbound keeps the delivered items themselves, so an interrupted turn's
+	// messages can be delivered again without another read.
+	Inbound    []InboundItem `yaml:"inbound,omitempty"`
+	UsageStart *Usage        `yaml:"usage_start,omitempty"`
+}
+
+// Prompt is present only while parked on a person (SPEC §8.4).
+type Prompt struct {
+	Kind        string      `yaml:"kind"`
+	ItemID      string      `yaml:"item_id"`
+	EmissionID  string      `yaml:"emission_id"`
+	CreatedAt   string      `yaml:"created_at"`
+	Call        policy.Call `yaml:"call"`
+	InputJSON   string      `yaml:"input_json,omitempty"`
+	Resolution  string      `yaml:"resolution,omitempty"`
+	AnswerID    string      `yaml:"answer_item_id,omitempty"`
+	AnswerText  string      `yaml:"answer_text,omitempty"`
+	ResumeNotes string      `yaml:"resume_notes,omitempty"`
+}
+
+// Cursors are the four item cursors of SPEC §5.2.
+type Cursors struct {
+	LastConsumed   ItemRef       `yaml:"last_consumed"`
+	LastPosted     ItemRef       `yaml:"last_posted"`
+	Scanned        Scanned       `yaml:"scanned"`
+	PendingInbound []InboundItem `yaml:"pending_inbound"`
+}
+
+// ItemRef points at one item.
+type ItemRef struct {
+	ItemID    string `yaml:"item_id"`
+	CreatedAt string `yaml:"created_at"`
+}
+
+// Scanned is how far the thread has been read: the newest created_at and
+// every id seen at exactly that instant.
+type Scanned struct {
+	CreatedAt string   `yaml:"created_at"`
+	IDs       []string `yaml:"ids"`
+}
+
+// InboundItem is a person's item read but not yet delivered.
+type InboundItem struct {
+	ID        string         `yaml:"id"`
+	CreatedAt string         `yaml:"created_at"`
+	UserID    string         `yaml:"user_id"`
+	Content   []ContentBlock `yaml:"content"`
+}
+
+// ContentBlock is one content block of an item; JSON blocks are kept as text.
+type ContentBlock struct {
+	Type string `yaml:"type"`
+	Text string `yaml:"text,omitempty"`
+	JSON string `yaml:"json,omitempty"`
+}
+
+// OutboxState records whether bhw-run created the outbox folder.
+type OutboxState struct {
+	CreatedByUs bool `yaml:"created_by_us"`
+}
+
+// ArtifactsState records what was published.
+type ArtifactsState struct {
+	Published map[string]PublishedArtifact `yaml:"published,omitempty"`
+}
+
+// PublishedArtifact is one published file.
+type PublishedArtifact struct {
+	SHA256 string `yaml:"sha256"`
+	Alias  string `yaml:"alias"`
+}
+
+// LoadThread reads thread.yaml; a missing file is an empty record (nil, nil).
+func LoadThread(path string) (*Thread, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var t Thread
+	if err := yaml.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("%s is not valid YAML: %w; fix or move it aside", path, err)
+	}
+	return &t, nil
+}
+
+// SaveThread writes thread.yaml atomically.
+func SaveThread(path string, t *Thread) error {
+	b, err := yaml.Marshal(t)
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, b, 0o600)
+}
+
+// WriteFileAtomic writes b to path through a temp file in the same folder:
+// write, fsync, close, rename, fsync the folder. A crash leaves either the old
+// or the new file, never a torn one.
+func WriteFileAtomic(path string, b []byte, perm os.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(f.Name())
+		}
+	}()
+	if err = f.Chmod(perm); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err = f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,250 @@
+// Command bhw-run runs one activation of one BlobHub thread and exits.
+// This file is wiring only: flags, logging, the adapters, and the one place
+// where an error becomes an exit code.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lmittmann/tint"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/claude"
+	"github.com/blobhub/bhw-run/codex"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/run"
+)
+
+var version = "dev"
+
+const exitCodesHelp = `EXIT CODES:
+   0        turn_completed, idle, parked, stopped: nothing for a person to fix
+   1        failed: the thread was set to failed in this run (fix it, then bhw-run thread retry)
+   3        turn_failed: the turn did not complete (error turn, TURN_TIMEOUT, AGENT_STALLED); the thread stays active
+   64       usage: bad flags or alias
+   65       the alias is not a job thread
+   66       no such thread
+   69       not_here: an active thread this state tree holds no record of
+   75       try again later: lock held, no agent slot, BlobHub unreachable or items left unposted
+   77       refused: AUTH_INVALID, USER_IDENTITY_MISMATCH, SESSION_OWNED_BY_DIFFERENT_USER, SECTION_WORKER_OBJECT_MALFORMED
+   78       configuration: CREDENTIALS_NOT_FOUND, INSECURE_CREDENTIALS_PERMISSIONS, INVALID_CONFIG, SESSION_NOT_FOUND, AGENT_NOT_INSTALLED, ...
+   130/143  interrupted by SIGINT/SIGTERM; state saved, the next run resumes
+`
+
+func main() {
+	os.Exit(Main(os.Args, os.Stdout, os.Stderr))
+}
+
+// Main runs the CLI and returns the exit code. Tests call it in-process.
+func Main(args []string, stdout, stderr io.Writer) int {
+	ctx := context.Background()
+	cl := &cliState{stdout: stdout, stderr: stderr}
+	app := cl.app()
+	argv, err := reorderArgs(app, args)
+	if err != nil {
+		fmt.Fprintf(stderr, "bhw-run: %v\n", err)
+		return run.ExitUsage
+	}
+	err = app.RunContext(ctx, argv)
+	return cl.exit(err)
+}
+
+// cliState carries what the commands share.
+type cliState struct {
+	stdout, stderr io.Writer
+	log            *slog.Logger
+	summary        *run.Summary
+	jsonOut        bool
+}
+
+func globalFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "profile", EnvVars: []string{"BLOBHUB_PROFILE"}, Usage: "credentials profile"},
+		&cli.StringFlag{Name: "api-url", EnvVars: []string{"BLOBHUB_API_URL"}, Usage: "https://…/v1, http:// for loopback, or file:///abs/dir (local store)"},
+		&cli.StringFlag{Name: "api-key", EnvVars: []string{"BLOBHUB_API_KEY"}, Usage: "API key (prefer the env var or the credentials file)"},
+		&cli.StringFlag{Name: "state-dir", EnvVars: []string{"BHW_STATE_DIR"}, Usage: "root of the state tree (default ~/.blobhub-worker/profiles/{profile})"},
+		&cli.StringFlag{Name: "config", EnvVars: []string{"BHW_CONFIG"}, Usage: "config file (default {state-dir}/config.yaml)"},
+		&cli.StringFlag{Name: "section", EnvVars: []string{"BHW_SECTION"}, Usage: "config section that owns the alias"},
+		&cli.StringFlag{Name: "revision", EnvVars: []string{"BHW_REVISION_ID"}, Usage: "revision id, without a config file"},
+		&cli.StringFlag{Name: "session", EnvVars: []string{"BHW_SESSION_ID"}, Usage: "session id, without a config file"},
+		&cli.DurationFlag{Name: "lock-wait", EnvVars: []string{"BHW_LOCK_WAIT"}, Usage: "wait this long for the thread lock (0: fail fast)"},
+		&cli.DurationFlag{Name: "max-duration", EnvVars: []string{"BHW_MAX_DURATION"}, Value: 60 * time.Minute, Usage: "wall-clock cap on one turn"},
+		&cli.DurationFlag{Name: "stall-timeout", EnvVars: []string{"BHW_STALL_TIMEOUT"}, Value: 10 * time.Minute, Usage: "agent silent this long while nothing is open → stalled"},
+		&cli.StringFlag{Name: "log-format", EnvVars: []string{"BHW_LOG_FORMAT"}, Value: "auto", Usage: "auto (tint on a TTY, JSON otherwise), text, json"},
+		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "more on stderr"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "less on stderr"},
+		&cli.BoolFlag{Name: "json", Usage: "machine-readable stdout"},
+	}
+}
+
+func (cl *cliState) app() *cli.App {
+	cli.HelpFlag = &cli.BoolFlag{Name: "help", Aliases: []string{"h"}, Usage: "show help"}
+	app := &cli.App{
+		Name:                   "bhw-run",
+		Usage:                  "run one activation of one BlobHub thread and exit",
+		UsageText:              "bhw-run [flags] <alias>\nbhw-run run [flags] <alias>\nbhw-run thread new|post|show|stop|retry …\nbhw-run version",
+		Version:                version,
+		HideVersion:            true,
+		Flags:                  globalFlags(),
+		Writer:                 cl.stdout,
+		ErrWriter:              cl.stderr,
+		CustomAppHelpTemplate:  cli.AppHelpTemplate + "\n" + exitCodesHelp,
+		UseShortOptionHandling: false,
+		// Errors become exit codes once, in exit(): never inside Run, where
+		// deferred unlocks and state writes would be skipped.
+		ExitErrHandler: func(*cli.Context, error) {},
+		Before:         cl.before,
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				_ = cli.ShowAppHelp(c)
+				return &run.ExitError{Exit: run.ExitUsage, Message: "missing <alias>"}
+			}
+			return cl.runAlias(c)
+		},
+		Commands: []*cli.Command{
+			{Name: "run", Usage: "one activation of <alias> (for an alias that equals a command name)", ArgsUsage: "<alias>", Action: cl.runAlias},
+			cl.threadCommand(),
+			{Name: "version", Usage: "print the version", Action: func(c *cli.Context) error {
+				fmt.Fprintf(cl.stdout, "bhw-run %s\n", version)
+				return nil
+			}},
+		},
+	}
+	return app
+}
+
+func (cl *cliState) before(c *cli.Context) error {
+	cl.jsonOut = c.Bool("json")
+	level := slog.LevelInfo
+	if c.Bool("verbose") {
+		level = slog.LevelDebug
+	}
+	if c.Bool("quiet") {
+		level = slog.LevelError
+	}
+	format := c.String("log-format")
+	if format == "auto" {
+		format = "json"
+		if f, ok := cl.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			format = "text"
+		}
+	}
+	switch format {
+	case "text":
+		cl.log = slog.New(tint.NewHandler(cl.stderr, &tint.Options{Level: level, TimeFormat: time.Kitchen}))
+	case "json":
+		cl.log = slog.New(slog.NewJSONHandler(cl.stderr, &slog.HandlerOptions{Level: level}))
+	default:
+		return &run.ExitError{Exit: run.ExitUsage, Message: fmt.Sprintf("--log-format %q: use auto, text or json", format)}
+	}
+	return nil
+}
+
+func options(c *cli.Context) run.Options {
+	return run.Options{
+		Profile: c.String("profile"), APIURL: c.String("api-url"), APIKey: c.String("api-key"),
+		StateDir: c.String("state-dir"), ConfigPath: c.String("config"), Section: c.String("section"),
+		RevisionID: c.String("revision"), SessionID: c.String("session"),
+	}
+}
+
+// client opens BlobHub (or the local store) for the resolved session.
+func client(s *run.Setup, key, userID string) (blobhub.Client, error) {
+	c, err := blobhub.New(blobhub.Config{APIURL: s.APIURL, APIKey: key,
+		RevisionID: s.Section.Session.RevisionID, SessionID: s.Section.Session.SessionID, UserID: userID})
+	if err != nil {
+		return nil, &run.ExitError{Exit: run.ExitConfig, Code: run.CodeInvalidConfig, Message: err.Error()}
+	}
+	return c, nil
+}
+
+func (cl *cliState) runAlias(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return &run.ExitError{Exit: run.ExitUsage, Message: fmt.Sprintf("expected exactly one <alias>, got %d arguments; put flags before `--`", c.NArg())}
+	}
+	alias := c.Args().First()
+	if err := run.ValidateAlias(alias); err != nil {
+		return &run.ExitError{Exit: run.ExitUsage, Code: run.CodeBadAlias, Message: fmt.Sprintf("invalid alias %q: %v", alias, err)}
+	}
+	setup, err := run.Resolve(options(c), alias)
+	if err != nil {
+		return err
+	}
+	bh, err := client(setup, setup.APIKey, "usr_local")
+	if err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	r := &run.Runner{
+		Setup: setup, Client: bh, Logger: cl.log,
+		Starters: map[string]run.Starter{
+			run.AgentClaude: func(ctx context.Context, l envelope.Launch) (run.Session, error) { return claude.Start(ctx, l) },
+			run.AgentCodex:  func(ctx context.Context, l envelope.Launch) (run.Session, error) { return codex.Start(ctx, l) },
+		},
+		SandboxCheck: codex.SandboxWorks,
+		LockWait:     c.Duration("lock-wait"), MaxDuration: c.Duration("max-duration"), StallTimeout: c.Duration("stall-timeout"),
+		OwnProcess: true, Signals: sigs, Secrets: secrets(setup),
+	}
+	sum, err := r.Run(c.Context, alias)
+	cl.summary = sum
+	return err
+}
+
+func secrets(s *run.Setup) []string {
+	var out []string
+	if s.APIKey != "" {
+		out = append(out, s.APIKey)
+	}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "BLOBHUB_") && strings.Contains(k, "KEY") && v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// exit prints the outcome and maps the error to the exit code, once.
+func (cl *cliState) exit(err error) int {
+	code := run.ExitOK
+	var ee *run.ExitError
+	switch {
+	case cl.summary != nil:
+		code = cl.summary.ExitCode
+	case errors.As(err, &ee):
+		code = ee.Exit
+	case err != nil:
+		// urfave/cli's own errors (unknown flag, missing value) are usage.
+		code = run.ExitUsage
+	}
+	if err != nil {
+		fmt.Fprintf(cl.stderr, "bhw-run: %v\n", err)
+	}
+	if s := cl.summary; s != nil {
+		if cl.jsonOut {
+			b, _ := json.Marshal(s)
+			fmt.Fprintln(cl.stdout, string(b))
+		} else {
+			line := fmt.Sprintf("%s: %s (exit %d)", s.Alias, s.Outcome, s.ExitCode)
+			if s.Error != nil && s.Error.Code != "" {
+				line += " " + s.Error.Code
+			}
+			fmt.Fprintln(cl.stdout, line)
+		}
+	}
+	return code
+}

@@ -1,0 +1,453 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/lock"
+)
+
+// activation is the state of one run of one thread.
+type activation struct {
+	r     *Runner
+	alias string
+	dir   string
+	log   *slog.Logger
+	sum   *Summary
+
+	// mu guards t and j: the adapter's reading goroutine emits while the
+	// watchdog and the signal handler look on.
+	mu      sync.Mutex
+	t       *envelope.Thread
+	saved   []byte // thread.yaml as last written, to skip idle writes
+	j       *journal
+	env     *envelope.Envelope
+	userID  string
+	tlog    *os.File
+	slot    *lock.Slot
+	offline bool // a post found BlobHub unreachable: journal only until the end
+
+	instanceID    string
+	failedThisRun bool
+	signal        os.Signal
+	hurry         chan struct{} // closed on a second signal
+}
+
+// load reads thread.yaml, the journal and identity.yaml.
+func (a *activation) load() error {
+	path := filepath.Join(a.dir, "thread.yaml")
+	t, err := envelope.LoadThread(path)
+	if err != nil {
+		return exitErr(ExitConfig, CodeStateTreeInvalid, "%v", err)
+	}
+	if t == nil {
+		t = &envelope.Thread{Alias: a.alias}
+	} else if t.Alias != a.alias {
+		return exitErr(ExitConfig, CodeStateTreeInvalid, "%s records alias %q, not %q (a case-insensitive file system?); refusing to mix two threads", path, t.Alias, a.alias)
+	} else {
+		a.saved, _ = yaml.Marshal(t)
+	}
+	if t.EmissionNonce == "" {
+		t.EmissionNonce = randomHex(8)
+	}
+	a.t = t
+	a.j, err = openJournal(filepath.Join(a.dir, "emissions.jsonl"), t.EmissionNonce)
+	if err != nil {
+		return exitErr(ExitConfig, CodeStateTreeInvalid, "cannot open the emission journal: %v", err)
+	}
+	a.restorePrompt()
+	if err := os.MkdirAll(filepath.Join(a.dir, "logs"), 0o700); err != nil {
+		return err
+	}
+	a.tlog, err = os.OpenFile(filepath.Join(a.dir, "logs", "thread.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	id, err := LoadIdentity(a.r.Setup.StateDir)
+	if err != nil {
+		return err
+	}
+	if id != nil {
+		a.userID = id.UserID
+	}
+	return nil
+}
+
+// restorePrompt repairs the one gap between thread.yaml and the journal: a
+// prompt recorded in thread.yaml whose emission never reached the journal
+// (a kill between the two writes) is journaled again from the record.
+func (a *activation) restorePrompt() {
+	p := a.t.Prompt
+	if p == nil || p.ItemID != "" || p.EmissionID == "" {
+		return
+	}
+	if info, ok := a.j.posted[p.EmissionID]; ok {
+		p.ItemID, p.CreatedAt = info.ItemID, info.CreatedAt
+		return
+	}
+	if _, open := a.j.byID[p.EmissionID]; open {
+		return
+	}
+	it := promptItem(p)
+	it.Meta["emission_id"] = p.EmissionID
+	_ = a.j.write(journalRecord{Emission: &emission{ID: p.EmissionID, Target: a.alias, Item: it}})
+	a.j.apply(mustJSON(journalRecord{Emission: &emission{ID: p.EmissionID, Target: a.alias, Item: it}}))
+}
+
+func (a *activation) close() {
+	if a.slot != nil {
+		_ = a.slot.Release()
+	}
+	if a.j != nil {
+		_ = a.j.closeFile()
+	}
+	if a.tlog != nil {
+		_ = a.tlog.Close()
+	}
+}
+
+// save writes thread.yaml atomically; the journal is synced first so the
+// record never runs ahead of the emissions it names.
+func (a *activation) save() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.saveLocked()
+}
+
+func (a *activation) saveLocked() error {
+	b, err := yaml.Marshal(a.t)
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(b, a.saved) {
+		return nil
+	}
+	if err := envelope.WriteFileAtomic(filepath.Join(a.dir, "thread.yaml"), b, 0o600); err != nil {
+		return exitErr(ExitTempFail, CodeStateTreeInvalid, "cannot write thread.yaml: %v", err)
+	}
+	a.saved = b
+	return nil
+}
+
+// saveIfChanged persists what an idle run read (cursors, pending inbound).
+func (a *activation) saveIfChanged() error { return a.save() }
+
+// download reads the envelope (SPEC §6.1 step 5).
+func (a *activation) download(ctx context.Context) error {
+	obj, err := a.r.Client.Download(ctx, a.alias)
+	if errors.Is(err, blobhub.ErrNotFound) {
+		if _, lerr := a.r.Client.List(ctx); errors.Is(lerr, blobhub.ErrNotFound) {
+			return exitErr(ExitConfig, CodeSessionNotFound, "session %s was not found on BlobHub; check the section's revision_id and session_id", a.r.Setup.Section.Session.SessionID)
+		}
+		return exitErr(ExitNoThread, CodeNoThread, "there is no thread %q in session %s; check the alias or create it with `bhw-run thread new`", a.alias, a.r.Setup.Section.Session.SessionID)
+	}
+	if err != nil {
+		return apiErr(err, "download "+a.alias)
+	}
+	env, err := envelope.Parse(obj.Value)
+	if err != nil || !env.IsJob() {
+		why := "not a thread"
+		if err == nil && env.Type == "thread" {
+			why = "a thread without an agent block or instance.state"
+		}
+		_ = addNotMine(ctx, a.r.Setup.JobDir, a.alias, why)
+		return exitErr(ExitNotJob, CodeNotJob, "%q is not a job thread (%s); hand off a thread with an agent block", a.alias, why)
+	}
+	a.env = env
+	return nil
+}
+
+// readItems tails the thread after items.scanned, keeping person items not
+// yet delivered in pending_inbound and skipping our own (SPEC §6.4).
+func (a *activation) readItems(ctx context.Context) error {
+	a.mu.Lock()
+	from := blobhub.Cursor{CreatedAt: a.t.Items.Scanned.CreatedAt, IDs: a.t.Items.Scanned.IDs}
+	a.mu.Unlock()
+	items, cur, err := blobhub.Tail(ctx, a.r.Client, a.alias, from)
+	if err != nil {
+		return apiErr(err, "read items of "+a.alias)
+	}
+	if len(items) > 0 && a.userID == "" {
+		// No identity.yaml yet: we must know who we are to filter our own items.
+		if _, err := checkIdentity(ctx, a.r.Client, a.r.Setup.StateDir); err != nil {
+			return err
+		}
+		id, _ := LoadIdentity(a.r.Setup.StateDir)
+		a.userID = id.UserID
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, it := range items {
+		if it.UserID == a.userID || hasType(it.Metadata) {
+			continue
+		}
+		if a.consumed(it.ID) {
+			continue
+		}
+		a.t.Items.PendingInbound = append(a.t.Items.PendingInbound, inboundOf(it))
+	}
+	a.t.Items.Scanned = envelope.Scanned{CreatedAt: cur.CreatedAt, IDs: cur.IDs}
+	return nil
+}
+
+func (a *activation) consumed(id string) bool {
+	for _, p := range a.t.Items.PendingInbound {
+		if p.ID == id {
+			return true
+		}
+	}
+	return id == a.t.Items.LastConsumed.ItemID
+}
+
+func hasType(meta json.RawMessage) bool {
+	var m struct {
+		Type any `json:"type"`
+	}
+	return len(meta) > 0 && json.Unmarshal(meta, &m) == nil && m.Type != nil
+}
+
+func inboundOf(it blobhub.Item) envelope.InboundItem {
+	in := envelope.InboundItem{ID: it.ID, CreatedAt: it.CreatedAt, UserID: it.UserID}
+	for _, b := range it.Content {
+		cb := envelope.ContentBlock{Type: b.Type, Text: b.Text}
+		if len(b.JSON) > 0 {
+			cb.JSON = string(b.JSON)
+		}
+		in.Content = append(in.Content, cb)
+	}
+	return in
+}
+
+// facts gathers what the decision table needs.
+func (a *activation) facts() Facts {
+	t := a.t
+	local := t
+	if t.Agent.State == "" && t.Workspace.AgentType == "" {
+		local = nil
+	}
+	f := Facts{WireState: a.env.State, HasInstance: a.env.HasInstance, Local: local,
+		Inbound: len(t.Items.PendingInbound)}
+	f.Unfinished = len(a.j.pending()) > 0 ||
+		(t.Agent.State == envelope.StateFailed && !t.Agent.FailedOnWire && a.env.State == envelope.StateActive)
+	if t.Prompt != nil && t.Prompt.ItemID != "" {
+		f.Answered = a.answerIndex() >= 0
+	}
+	return f
+}
+
+// answerIndex is the first pending person item after the open prompt.
+func (a *activation) answerIndex() int {
+	p := a.t.Prompt
+	if p == nil || p.CreatedAt == "" {
+		return -1
+	}
+	pt, err := blobhub.ParseTime(p.CreatedAt)
+	if err != nil {
+		return -1
+	}
+	for i, in := range a.t.Items.PendingInbound {
+		if it, err := blobhub.ParseTime(in.CreatedAt); err == nil && it.After(pt) {
+			return i
+		}
+	}
+	return -1
+}
+
+// attach checks identity and the session's worker object before the
+// run's first side effect (SPEC §2.1, §6.5).
+func (a *activation) attach(ctx context.Context) error {
+	id, err := checkIdentity(ctx, a.r.Client, a.r.Setup.StateDir)
+	if err != nil {
+		return err
+	}
+	a.userID = id.UserID
+	if err := ensureWorker(ctx, a.r.Client, a.r.Setup.JobDir, a.r.Setup.Section, a.userID); err != nil {
+		return err
+	}
+	st, err := updateSection(ctx, a.r.Setup.JobDir, a.r.Setup.Section, nil)
+	if err != nil {
+		return err
+	}
+	a.instanceID = st.InstanceID
+	return nil
+}
+
+// setWireState is the runner's read-modify-write of instance.state (SPEC
+// §4.2): download, check the state is still `from` ("" = any), change only
+// the state, upload, read back.
+func (a *activation) setWireState(ctx context.Context, from, to string) error {
+	obj, err := a.r.Client.Download(ctx, a.alias)
+	if err != nil {
+		return apiErr(err, "download "+a.alias)
+	}
+	cur, err := envelope.Parse(obj.Value)
+	if err != nil {
+		return exitErr(ExitTempFail, CodeUnavailable, "the envelope of %q changed into something unreadable; the next run decides", a.alias)
+	}
+	if from != "" && cur.State != from {
+		return exitErr(ExitTempFail, "STATE_CHANGED", "instance.state of %q changed from %s to %s meanwhile; the next run decides", a.alias, from, cur.State)
+	}
+	nv, err := envelope.WithState(obj.Value, to)
+	if err != nil {
+		return exitErr(ExitTempFail, CodeUnavailable, "cannot set instance.state: %v", err)
+	}
+	if err := a.r.Client.Upload(ctx, a.alias, nv); err != nil {
+		return apiErr(err, "upload "+a.alias)
+	}
+	back, err := a.r.Client.Download(ctx, a.alias)
+	if err == nil && !jsonEqual(back.Value, nv) {
+		a.log.Warn("a person changed the envelope while bhw-run wrote it; the next run decides", "state", to)
+	}
+	a.env.State = to
+	return nil
+}
+
+func jsonEqual(x, y []byte) bool {
+	var a, b any
+	if json.Unmarshal(x, &a) != nil || json.Unmarshal(y, &b) != nil {
+		return false
+	}
+	return fmt.Sprint(a) == fmt.Sprint(b)
+}
+
+// reserveSlot takes an agent slot of the state tree (SPEC §6.6).
+func (a *activation) reserveSlot() error {
+	if a.slot != nil {
+		return nil
+	}
+	s, err := lock.TrySlot(filepath.Join(a.r.Setup.StateDir, "slots"), a.r.Setup.Config.Concurrency.MaxAgents)
+	if errors.Is(err, lock.ErrNoSlot) {
+		return exitErr(ExitTempFail, CodeNoSlot, "all %d agent slots of this state tree are taken; retry later or raise concurrency.max_agents", a.r.Setup.Config.Concurrency.MaxAgents)
+	}
+	if err != nil {
+		return err
+	}
+	a.slot = s
+	return nil
+}
+
+func (a *activation) turnInterrupted() bool {
+	st := a.t.Turn.State
+	return (st == envelope.TurnStateRunning || st == envelope.TurnStateInterrupted) && len(a.t.Turn.InboundIDs) > 0
+}
+
+// createOutbox creates <work_folder>/<artifacts.source> with a self-ignoring
+// .gitignore, only in a folder it created (SPEC §10).
+func (a *activation) createOutbox() error {
+	if a.env.Artifacts == nil || a.env.Artifacts.Source == "" {
+		return nil
+	}
+	dir := filepath.Join(a.env.WorkFolder, a.env.Artifacts.Source)
+	if _, err := os.Lstat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return a.fail(context.Background(), envelope.Errorf(CodeArtifactsSourceInvalid, "cannot create the outbox %s: %v", dir, err))
+	}
+	a.t.Outbox.CreatedByUs = true
+	if err := os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("*\n"), 0o644); err != nil {
+		return err
+	}
+	return a.save()
+}
+
+// watchSignals turns the first SIGINT/SIGTERM into a cancel of the run and
+// a second into haste.
+func (a *activation) watchSignals(cancel context.CancelFunc) func() {
+	a.hurry = make(chan struct{})
+	if a.r.Signals == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-a.r.Signals:
+			a.mu.Lock()
+			a.signal = s
+			a.mu.Unlock()
+			a.log.Warn("signal received; stopping the agent and saving state", "signal", s.String())
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case <-a.r.Signals:
+			close(a.hurry)
+		case <-done:
+		}
+	}()
+	return func() { close(done) }
+}
+
+// writeSectionLog appends the run's record to logs/section.log.
+func (a *activation) writeSectionLog(sum *Summary) {
+	if a.r.Setup == nil || a.r.Setup.JobDir == "" || a.dir == "" {
+		return
+	}
+	dir := filepath.Join(a.r.Setup.JobDir, "logs")
+	if os.MkdirAll(dir, 0o700) != nil {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "section.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	rec := map[string]any{"time": now(), "event": "run", "pid": os.Getpid(), "summary": sum}
+	b, _ := json.Marshal(rec)
+	_, _ = f.Write(append(redact(b, a.r.Secrets), '\n'))
+}
+
+// threadLog is thread.log with secrets redacted.
+func (a *activation) threadLog() io.Writer {
+	return &redactor{w: a.tlog, secrets: a.r.Secrets, mu: &a.mu}
+}
+
+type redactor struct {
+	w       io.Writer
+	secrets []string
+	mu      *sync.Mutex
+}
+
+func (r *redactor) Write(p []byte) (int, error) {
+	_, err := r.w.Write(redact(p, r.secrets))
+	return len(p), err
+}
+
+func redact(b []byte, secrets []string) []byte {
+	for _, s := range secrets {
+		if len(s) >= 4 {
+			b = bytes.ReplaceAll(b, []byte(s), []byte("[REDACTED]"))
+		}
+	}
+	return b
+}
+
+func redactString(s string, secrets []string) string {
+	for _, x := range secrets {
+		if len(x) >= 4 {
+			s = strings.ReplaceAll(s, x, "[REDACTED]")
+		}
+	}
+	return s
+}
+
+func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
+
+func (a *activation) logf(format string, args ...any) {
+	fmt.Fprintf(a.threadLog(), "%s bhw-run: %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,373 @@
+package run
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// DefaultAPIURL is BlobHub's public API.
+const DefaultAPIURL = "https://api.blobhub.io/v1"
+
+// JobType is the only job type bhw-run runs.
+const JobType = "session_agent_harness"
+
+// Options are the global flags, already merged with their environment
+// variables by main (flag > env).
+type Options struct {
+	Profile, APIURL, APIKey string
+	StateDir, ConfigPath    string
+	Section                 string
+	RevisionID, SessionID   string
+	Home                    string // the user's home (tests override it)
+}
+
+// Config is config.yaml (SPEC §2.2). Unknown keys are refused.
+type Config struct {
+	Concurrency struct {
+		MaxAgents int `yaml:"max_agents"`
+	} `yaml:"concurrency"`
+	Agents struct {
+		ClaudeCode AgentConfig `yaml:"claude_code"`
+		Codex      AgentConfig `yaml:"codex"`
+	} `yaml:"agents"`
+	Workspace struct {
+		Roots []string `yaml:"roots"`
+	} `yaml:"workspace"`
+	Policy struct {
+		AllowAutonomous bool          `yaml:"allow_autonomous"`
+		Rules           []policy.Rule `yaml:"rules"`
+	} `yaml:"policy"`
+	Artifacts struct {
+		MaxBytes int64 `yaml:"max_bytes"`
+	} `yaml:"artifacts"`
+	Sections []Section `yaml:"sections"`
+}
+
+// AgentConfig is agents.<type> of config.yaml.
+type AgentConfig struct {
+	Executable  string            `yaml:"executable"`
+	Executables []string          `yaml:"executables"`
+	Model       string            `yaml:"model"`
+	Effort      string            `yaml:"effort"`
+	Permissions string            `yaml:"permissions"`
+	ConfigDir   string            `yaml:"config_dir"`
+	CodexHome   string            `yaml:"codex_home"`
+	Sandbox     string            `yaml:"sandbox"`
+	ExtraArgs   []string          `yaml:"extra_args"`
+	Env         map[string]string `yaml:"env"`
+}
+
+// Section is one configured session a state tree watches.
+type Section struct {
+	Name          string       `yaml:"name"`
+	JobType       string       `yaml:"job_type"`
+	Session       SessionTuple `yaml:"session"`
+	SessionPrefix string       `yaml:"session_prefix"`
+}
+
+// SessionTuple names a BlobHub session.
+type SessionTuple struct {
+	OrgID         string `yaml:"org_id"`
+	BlobID        string `yaml:"blob_id"`
+	RevisionID    string `yaml:"revision_id"`
+	SessionID     string `yaml:"session_id"`
+	SessionPrefix string `yaml:"session_prefix,omitempty"`
+}
+
+// Prefix is the namespace the section watches.
+func (s Section) Prefix() string {
+	if s.SessionPrefix != "" {
+		return s.SessionPrefix
+	}
+	return s.Session.SessionPrefix
+}
+
+// Setup is everything resolved before the lock is taken (SPEC §6.1 step 2).
+type Setup struct {
+	Profile   string // "" when none
+	APIURL    string
+	APIKey    string
+	StateName string // the state tree's name under profiles/
+	StateDir  string
+	Config    Config
+	Section   Section
+	JobDir    string // {state}/jobs/session_agent_harness-{session_id}
+	// PersonKey is the key the `thread` subcommands post with (--as).
+	Home string
+}
+
+type credentialsFile struct {
+	Default  string                       `yaml:"default"`
+	Profiles map[string]credentialProfile `yaml:"profiles"`
+}
+
+type credentialProfile struct {
+	APIKey string `yaml:"api_key"`
+	Key    string `yaml:"key"`
+	APIURL string `yaml:"api_url"`
+	URL    string `yaml:"url"`
+}
+
+// CredentialsPath is ~/.blobhub/credentials.yaml.
+func CredentialsPath(home string) string {
+	return filepath.Join(home, ".blobhub", "credentials.yaml")
+}
+
+// loadCredentials reads the shared credentials file; a missing file is empty.
+func loadCredentials(home string) (*credentialsFile, error) {
+	path := CredentialsPath(home)
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &credentialsFile{}, nil
+	}
+	if err != nil {
+		return nil, configErr(CodeInvalidConfig, "cannot read %s: %v", path, err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, configErr(CodeInsecureCredentials,
+			"%s has mode %04o; run chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, configErr(CodeInvalidConfig, "cannot read %s: %v", path, err)
+	}
+	var c credentialsFile
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		return nil, configErr(CodeInvalidConfig, "%s is not valid YAML: %v", path, err)
+	}
+	return &c, nil
+}
+
+// Resolve turns flags, environment, credentials and config into a Setup
+// for the alias (SPEC §2). alias may be "" for commands without one.
+func Resolve(o Options, alias string) (*Setup, error) {
+	home := o.Home
+	if home == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return nil, configErr(CodeInvalidConfig, "cannot find the home folder: %v; set HOME", err)
+		}
+		home = h
+	}
+	creds, err := loadCredentials(home)
+	if err != nil {
+		return nil, err
+	}
+	s := &Setup{Home: home}
+	s.Profile = o.Profile
+	if s.Profile == "" {
+		s.Profile = creds.Default
+	}
+	var prof credentialProfile
+	if s.Profile != "" {
+		if err := ValidateName(s.Profile); err != nil {
+			return nil, configErr(CodeInvalidConfig, "profile name %q: %v", s.Profile, err)
+		}
+		p, ok := creds.Profiles[s.Profile]
+		if !ok && o.Profile != "" {
+			return nil, configErr(CodeCredentialsNotFound, "profile %q is not in %s; add it or pick another --profile", s.Profile, CredentialsPath(home))
+		}
+		prof = p
+	}
+	s.APIKey = firstNonEmpty(o.APIKey, prof.APIKey, prof.Key)
+	s.APIURL = strings.TrimRight(firstNonEmpty(o.APIURL, prof.APIURL, prof.URL, DefaultAPIURL), "/")
+	u, err := url.Parse(s.APIURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "file") {
+		return nil, configErr(CodeInvalidConfig, "api url %q is not https://…, http://loopback or file:///abs/dir", s.APIURL)
+	}
+	if u.Scheme == "file" && (!filepath.IsAbs(u.Path) || u.Host != "") {
+		return nil, configErr(CodeInvalidConfig, "api url %q: a local store needs an absolute path, file:///abs/dir", s.APIURL)
+	}
+	if u.Scheme != "file" && s.APIKey == "" {
+		return nil, configErr(CodeCredentialsNotFound,
+			"no API key for %s; set BLOBHUB_API_KEY, pass --api-key, or add a profile to %s (or use --api-url file:///abs/dir for a local store)",
+			s.APIURL, CredentialsPath(home))
+	}
+	switch {
+	case s.Profile != "":
+		s.StateName = s.Profile
+	case s.APIKey != "":
+		s.StateName = "key-" + shortHash(s.APIKey)
+	default:
+		s.StateName = "local-" + shortHash(u.Path)
+	}
+	s.StateDir = o.StateDir
+	if s.StateDir == "" {
+		s.StateDir = filepath.Join(home, ".blobhub-worker", "profiles", s.StateName)
+	}
+	if !filepath.IsAbs(s.StateDir) {
+		abs, err := filepath.Abs(s.StateDir)
+		if err != nil {
+			return nil, configErr(CodeInvalidConfig, "state dir %q: %v", s.StateDir, err)
+		}
+		s.StateDir = abs
+	}
+	cfgPath := o.ConfigPath
+	explicit := cfgPath != ""
+	if cfgPath == "" {
+		cfgPath = filepath.Join(s.StateDir, "config.yaml")
+	}
+	if err := loadConfig(cfgPath, explicit, &s.Config); err != nil {
+		return nil, err
+	}
+	if err := validateConfig(&s.Config); err != nil {
+		return nil, err
+	}
+	sec, err := chooseSection(s.Config.Sections, o, alias)
+	if err != nil {
+		return nil, err
+	}
+	s.Section = sec
+	if err := ValidateName(sec.Session.SessionID); err != nil {
+		return nil, configErr(CodeInvalidConfig, "session id %q: %v", sec.Session.SessionID, err)
+	}
+	s.JobDir = filepath.Join(s.StateDir, "jobs", JobType+"-"+sec.Session.SessionID)
+	return s, nil
+}
+
+func loadConfig(path string, explicit bool, c *Config) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && !explicit {
+		return nil
+	}
+	if err != nil {
+		return configErr(CodeInvalidConfig, "cannot read config %s: %v", path, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return configErr(CodeInvalidConfig, "config %s: %v", path, err)
+	}
+	return nil
+}
+
+func validateConfig(c *Config) error {
+	if c.Concurrency.MaxAgents < 0 {
+		return configErr(CodeInvalidConfig, "concurrency.max_agents must be 1 or more")
+	}
+	if c.Concurrency.MaxAgents == 0 {
+		c.Concurrency.MaxAgents = 4
+	}
+	if c.Artifacts.MaxBytes <= 0 {
+		c.Artifacts.MaxBytes = 5 << 20
+	}
+	for _, r := range c.Workspace.Roots {
+		if !filepath.IsAbs(r) {
+			return configErr(CodeInvalidConfig, "workspace.roots: %q is not an absolute path", r)
+		}
+	}
+	for name, a := range map[string]AgentConfig{"claude_code": c.Agents.ClaudeCode, "codex": c.Agents.Codex} {
+		switch a.Permissions {
+		case "", PermAutonomous, PermGuarded, PermApproval:
+		default:
+			return configErr(CodeInvalidConfig, "agents.%s.permissions %q: use autonomous, guarded or approval", name, a.Permissions)
+		}
+		switch a.Sandbox {
+		case "", "workspace-write", "read-only":
+		default:
+			return configErr(CodeInvalidConfig, "agents.%s.sandbox %q: use workspace-write or read-only", name, a.Sandbox)
+		}
+	}
+	if err := policy.ValidateRules(c.Policy.Rules); err != nil {
+		return configErr(CodeInvalidConfig, "policy.rules: %v", err)
+	}
+	seen := map[string]string{}
+	for i, s := range c.Sections {
+		if s.JobType != "" && s.JobType != JobType {
+			return configErr(CodeUnknownJobType, "sections[%d] (%s): job_type %q is not supported; use %s", i, s.Name, s.JobType, JobType)
+		}
+		t := s.Session
+		var missing []string
+		for k, v := range map[string]string{"org_id": t.OrgID, "blob_id": t.BlobID, "revision_id": t.RevisionID, "session_id": t.SessionID} {
+			if v == "" {
+				missing = append(missing, k)
+			}
+		}
+		if len(missing) > 0 {
+			return configErr(CodeMissingSessionKeys, "sections[%d] (%s): session is missing %s; give all four ids (org_id, blob_id, revision_id, session_id)", i, s.Name, strings.Join(slices.Sorted(slices.Values(missing)), ", "))
+		}
+		if !strings.HasPrefix(t.SessionID, "ses_") && strings.Contains(t.SessionID, "/") {
+			return configErr(CodeInvalidConfig, "sections[%d] (%s): session_id %q looks like an alias; resolving session aliases is not supported, give the literal id", i, s.Name, t.SessionID)
+		}
+		key := t.RevisionID + "/" + t.SessionID + "/" + s.Prefix()
+		if prev, dup := seen[key]; dup {
+			return configErr(CodeDuplicateSectionTarget, "sections %q and %q watch the same session and prefix; remove one", prev, s.Name)
+		}
+		seen[key] = s.Name
+	}
+	return nil
+}
+
+func chooseSection(secs []Section, o Options, alias string) (Section, error) {
+	if o.Section != "" {
+		for _, s := range secs {
+			if s.Name == o.Section {
+				return s, nil
+			}
+		}
+		return Section{}, configErr(CodeInvalidConfig, "no section named %q in the config", o.Section)
+	}
+	if alias != "" {
+		best, bestLen, tie := -1, -1, false
+		for i, s := range secs {
+			p := s.Prefix()
+			if p == "" || !strings.HasPrefix(alias, p) {
+				continue
+			}
+			switch {
+			case len(p) > bestLen:
+				best, bestLen, tie = i, len(p), false
+			case len(p) == bestLen:
+				tie = true
+			}
+		}
+		if tie {
+			return Section{}, configErr(CodeInvalidConfig, "alias %q matches several sections with the same session_prefix; pass --section", alias)
+		}
+		if best >= 0 {
+			return secs[best], nil
+		}
+	}
+	if len(secs) == 1 {
+		return secs[0], nil
+	}
+	if o.RevisionID != "" && o.SessionID != "" {
+		return Section{Name: "flags", JobType: JobType, Session: SessionTuple{RevisionID: o.RevisionID, SessionID: o.SessionID}}, nil
+	}
+	if len(secs) == 0 {
+		return Section{}, configErr(CodeInvalidConfig, "no session configured for %q; pass --revision and --session (or BHW_REVISION_ID/BHW_SESSION_ID), or add a section to config.yaml", alias)
+	}
+	return Section{}, configErr(CodeInvalidConfig, "no config section owns alias %q; pass --section or give the sections a session_prefix", alias)
+}
+
+func firstNonEmpty(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+func shortHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])[:12]
+}
+
+func configErr(code, format string, args ...any) error {
+	return &ExitError{Exit: ExitConfig, Code: code, Message: fmt.Sprintf(format, args...)}
+}

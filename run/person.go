@@ -1,0 +1,222 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/envelope"
+)
+
+// The `thread` subcommands are the person's side (SPEC §4.3): they write
+// what a person would — a new envelope, completed, pending — and post
+// items as the person.
+
+// PersonKey resolves the key the person posts with: --as PROFILE, else the
+// resolved one.
+func PersonKey(s *Setup, as string) (string, error) {
+	if as == "" {
+		return s.APIKey, nil
+	}
+	creds, err := loadCredentials(s.Home)
+	if err != nil {
+		return "", err
+	}
+	p, ok := creds.Profiles[as]
+	if !ok {
+		return "", configErr(CodeCredentialsNotFound, "profile %q (--as) is not in %s", as, CredentialsPath(s.Home))
+	}
+	return firstNonEmpty(p.APIKey, p.Key), nil
+}
+
+// CheckPoster refuses a person post on BlobHub made with the runner's own
+// identity, which the runner would filter out as its own item.
+func CheckPoster(ctx context.Context, s *Setup, c blobhub.Client, log func(string)) error {
+	if strings.HasPrefix(s.APIURL, "file://") {
+		return nil
+	}
+	me, err := c.Me(ctx)
+	if err != nil {
+		return apiErr(err, "users/me")
+	}
+	runner := ""
+	if obj, err := c.Download(ctx, "worker"); err == nil {
+		var w struct {
+			Thread struct {
+				Metadata struct {
+					User struct {
+						UserID string `json:"user_id"`
+					} `json:"user"`
+				} `json:"metadata"`
+			} `json:"thread"`
+		}
+		if json.Unmarshal(obj.Value, &w) == nil {
+			runner = w.Thread.Metadata.User.UserID
+		}
+	}
+	if runner == "" {
+		if id, _ := LoadIdentity(s.StateDir); id != nil {
+			runner = id.UserID
+		}
+	}
+	if runner == "" {
+		log("cannot tell the runner's user; posting anyway (if it is the same user, the runner will ignore this item)")
+		return nil
+	}
+	if runner == me.UserID {
+		return configErr(CodePosterIsRunner, "you would post as %s, the runner's own user, and the runner ignores its own items; post with another profile: --as PROFILE", me.UserID)
+	}
+	return nil
+}
+
+// ThreadNew hands off a new thread: the envelope with state pending, and an
+// optional first message.
+func ThreadNew(ctx context.Context, c blobhub.Client, alias, workFolder, agentType, permissions, message string) error {
+	if _, err := c.Download(ctx, alias); err == nil {
+		return exitErr(ExitUsage, "THREAD_EXISTS", "thread %q already exists; post to it with `bhw-run thread post`, or pick another alias", alias)
+	} else if !errors.Is(err, blobhub.ErrNotFound) {
+		return apiErr(err, "download "+alias)
+	}
+	if agentType == "" {
+		agentType = AgentClaude
+	}
+	if err := c.Upload(ctx, alias, envelope.NewThread(workFolder, agentType, permissions, alias)); err != nil {
+		return apiErr(err, "upload "+alias)
+	}
+	if message != "" {
+		if _, err := ThreadPost(ctx, c, alias, message); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ThreadPost posts a person's item (which also answers a waiting question).
+func ThreadPost(ctx context.Context, c blobhub.Client, alias, text string) (blobhub.Item, error) {
+	if _, err := c.Download(ctx, alias); errors.Is(err, blobhub.ErrNotFound) {
+		return blobhub.Item{}, exitErr(ExitNoThread, CodeNoThread, "there is no thread %q; create it with `bhw-run thread new`", alias)
+	}
+	it, err := c.Post(ctx, alias, blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: text}}, Metadata: json.RawMessage("{}")})
+	if err != nil {
+		return it, apiErr(err, "post to "+alias)
+	}
+	return it, nil
+}
+
+// ThreadSetState is the person's write of instance.state (stop: completed;
+// retry: failed → pending, or active with no local record → pending).
+func ThreadSetState(ctx context.Context, s *Setup, c blobhub.Client, alias, to string) (string, error) {
+	obj, err := c.Download(ctx, alias)
+	if errors.Is(err, blobhub.ErrNotFound) {
+		return "", exitErr(ExitNoThread, CodeNoThread, "there is no thread %q", alias)
+	}
+	if err != nil {
+		return "", apiErr(err, "download "+alias)
+	}
+	env, err := envelope.Parse(obj.Value)
+	if err != nil || !env.IsJob() {
+		return "", exitErr(ExitNotJob, CodeNotJob, "%q is not a job thread", alias)
+	}
+	if to == envelope.StatePending {
+		switch env.State {
+		case envelope.StateFailed:
+		case envelope.StateActive:
+			t, _ := envelope.LoadThread(ThreadDir(s.JobDir, alias) + "/thread.yaml")
+			if t != nil && t.Agent.State == envelope.StateActive {
+				return "", exitErr(ExitUsage, "THREAD_ACTIVE", "thread %q is active and this state tree runs it; nothing to retry", alias)
+			}
+		default:
+			return "", exitErr(ExitUsage, "NOT_RETRYABLE", "thread %q is %s; only a failed thread (or an active one with no local state) can be retried", alias, orNone(env.State))
+		}
+	}
+	nv, err := envelope.WithState(obj.Value, to)
+	if err != nil {
+		return "", err
+	}
+	if err := c.Upload(ctx, alias, nv); err != nil {
+		return "", apiErr(err, "upload "+alias)
+	}
+	return env.State, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "without a state"
+	}
+	return s
+}
+
+// ThreadShow prints the thread's state and items; with follow it keeps
+// printing new items until ctx ends.
+func ThreadShow(ctx context.Context, c blobhub.Client, alias string, jsonOut, follow bool, w io.Writer) error {
+	obj, err := c.Download(ctx, alias)
+	if errors.Is(err, blobhub.ErrNotFound) {
+		return exitErr(ExitNoThread, CodeNoThread, "there is no thread %q", alias)
+	}
+	if err != nil {
+		return apiErr(err, "download "+alias)
+	}
+	env, _ := envelope.Parse(obj.Value)
+	if !jsonOut && env != nil {
+		fmt.Fprintf(w, "thread %s: %s (agent %s, work folder %s)\n", alias, orNone(env.State), env.Agent.Type, env.WorkFolder)
+	}
+	cur := blobhub.Cursor{}
+	for {
+		items, next, err := blobhub.Tail(ctx, c, alias, cur)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return apiErr(err, "read items of "+alias)
+		}
+		cur = next
+		for _, it := range items {
+			if jsonOut {
+				b, _ := json.Marshal(it)
+				fmt.Fprintln(w, string(b))
+				continue
+			}
+			fmt.Fprintln(w, renderItem(it))
+		}
+		if !follow {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// renderItem is one item for a person at a terminal.
+func renderItem(it blobhub.Item) string {
+	var meta struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(it.Metadata, &meta)
+	var text []string
+	for _, b := range it.Content {
+		if b.Text != "" {
+			text = append(text, b.Text)
+		} else if len(b.JSON) > 0 {
+			text = append(text, string(b.JSON))
+		}
+	}
+	who := "person"
+	if meta.Type != "" {
+		who = meta.Type
+	}
+	ts := it.CreatedAt
+	if t, err := blobhub.ParseTime(it.CreatedAt); err == nil {
+		ts = t.Local().Format("15:04:05")
+	}
+	body := strings.Join(text, "\n")
+	body = strings.ReplaceAll(body, "\n", "\n    ")
+	return fmt.Sprintf("%s [%s] %s", ts, who, body)
+}

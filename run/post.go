@@ -1,0 +1,269 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// emit journals an item for the job thread and posts it (SPEC §6.4: every
+// agent event is journaled, written to thread.log, then posted).
+func (a *activation) emit(it envelope.Item) *emission {
+	a.mu.Lock()
+	it.Brief = redactString(it.Brief, a.r.Secrets)
+	it.Meta = redactMeta(it.Meta, a.r.Secrets)
+	e, err := a.j.add(a.alias, it, "")
+	a.mu.Unlock()
+	if err != nil {
+		a.log.Error("cannot journal an item; it is lost to the thread", "error", err, "type", it.Type())
+		return nil
+	}
+	a.logf("emit %s %s %s", e.ID, it.Type(), mustJSON(it.Meta))
+	a.post(context.Background(), e)
+	return e
+}
+
+func redactMeta(m map[string]any, secrets []string) map[string]any {
+	if len(secrets) == 0 {
+		return m
+	}
+	b := mustJSON(m)
+	r := redact(b, secrets)
+	if len(r) == len(b) && string(r) == string(b) {
+		return m
+	}
+	var out map[string]any
+	_ = json.Unmarshal(r, &out)
+	return out
+}
+
+// post sends one journaled emission, never blindly twice: an ambiguous
+// failure is reconciled by listing the thread for its emission_id.
+func (a *activation) post(ctx context.Context, e *emission) {
+	if e == nil || a.offline {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	fitted := envelope.Fit(e.Item, envelope.ItemBudget)
+	item, err := a.r.Client.Post(ctx, e.Target, newItem(fitted))
+	if errors.Is(err, blobhub.ErrItemTooLarge) {
+		item, err = a.r.Client.Post(ctx, e.Target, newItem(envelope.Stub(e.Item, e.Item.Size())))
+	}
+	if errors.Is(err, blobhub.ErrAmbiguous) {
+		a.log.Warn("a post's outcome is unknown; looking for it before posting again", "emission_id", e.ID)
+		found, ferr := a.findPosted(ctx, e)
+		switch {
+		case ferr != nil:
+			err = ferr
+		case found != nil:
+			item, err = *found, nil
+		default:
+			item, err = a.r.Client.Post(ctx, e.Target, newItem(fitted))
+		}
+	}
+	var api *blobhub.APIError
+	switch {
+	case err == nil:
+		a.confirmed(e, item)
+	case errors.As(err, &api) && !errors.Is(err, blobhub.ErrAuth):
+		a.log.Error("BlobHub refused an item for good; dropping it", "emission_id", e.ID, "error", err)
+		a.mu.Lock()
+		_ = a.j.drop(e.ID)
+		a.mu.Unlock()
+	default:
+		a.log.Warn("BlobHub unreachable; items stay journaled for the next run", "emission_id", e.ID, "error", err)
+		a.offline = true
+	}
+}
+
+// confirmed records that the server holds e.
+func (a *activation) confirmed(e *emission, item blobhub.Item) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_ = a.j.confirm(e.ID, item.ID, item.CreatedAt)
+	a.sum.ItemsPosted++
+	if e.Target == a.alias {
+		a.t.Items.LastPosted = envelope.ItemRef{ItemID: item.ID, CreatedAt: item.CreatedAt}
+	}
+	if p := a.t.Prompt; p != nil && p.EmissionID == e.ID {
+		p.ItemID, p.CreatedAt = item.ID, item.CreatedAt
+		_ = a.saveLocked()
+	}
+}
+
+// findPosted lists the target thread after last_posted and looks for the
+// emission's id (SPEC §9.3).
+func (a *activation) findPosted(ctx context.Context, e *emission) (*blobhub.Item, error) {
+	from := blobhub.Cursor{}
+	if e.Target == a.alias {
+		from.CreatedAt = a.t.Items.LastPosted.CreatedAt
+	} else if e.At != "" {
+		// The worker thread has no cursor of ours: look from a while before
+		// the emission was journaled (clocks may differ).
+		if t, err := blobhub.ParseTime(e.At); err == nil {
+			from.CreatedAt = blobhub.FormatTime(t.Add(-time.Hour))
+		}
+	}
+	items, _, err := blobhub.Tail(ctx, a.r.Client, e.Target, from)
+	if err != nil {
+		return nil, err
+	}
+	for i := range items {
+		var m struct {
+			EmissionID string `json:"emission_id"`
+		}
+		if json.Unmarshal(items[i].Metadata, &m) == nil && m.EmissionID == e.ID {
+			return &items[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// reconcile posts every unconfirmed emission, after looking for those the
+// server already holds (SPEC §9.3).
+func (a *activation) reconcile(ctx context.Context) error {
+	pending := a.j.pending()
+	if len(pending) == 0 {
+		return nil
+	}
+	seen := map[string]map[string]blobhub.Item{}
+	for _, e := range pending {
+		if _, ok := seen[e.Target]; ok {
+			continue
+		}
+		probe := *e
+		found := map[string]blobhub.Item{}
+		from := blobhub.Cursor{}
+		if e.Target == a.alias {
+			from.CreatedAt = a.t.Items.LastPosted.CreatedAt
+		} else if t, err := blobhub.ParseTime(probe.At); err == nil {
+			from.CreatedAt = blobhub.FormatTime(t.Add(-time.Hour))
+		}
+		items, _, err := blobhub.Tail(ctx, a.r.Client, e.Target, from)
+		if err != nil {
+			return apiErr(err, "reconcile "+e.Target)
+		}
+		for _, it := range items {
+			var m struct {
+				EmissionID string `json:"emission_id"`
+			}
+			if json.Unmarshal(it.Metadata, &m) == nil && m.EmissionID != "" {
+				found[m.EmissionID] = it
+			}
+		}
+		seen[e.Target] = found
+	}
+	for _, e := range pending {
+		if it, ok := seen[e.Target][e.ID]; ok {
+			a.confirmed(e, it)
+			continue
+		}
+		a.post(ctx, e)
+		if a.offline {
+			return exitErr(ExitTempFail, CodeUnavailable, "BlobHub is unreachable while posting journaled items; the next run retries")
+		}
+	}
+	return nil
+}
+
+// unposted counts emissions still not confirmed.
+func (a *activation) unposted() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.j.pending())
+}
+
+func newItem(it envelope.Item) blobhub.NewItem {
+	meta, _ := json.Marshal(it.Meta)
+	return blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: it.Brief}}, Metadata: meta}
+}
+
+// promptItem is the pending_prompt item for a recorded prompt (SPEC §8.4).
+func promptItem(p *envelope.Prompt) envelope.Item {
+	c := p.Call
+	if p.InputJSON != "" {
+		c.Input = json.RawMessage(p.InputJSON)
+	}
+	var b strings.Builder
+	var options []map[string]any
+	payload := map[string]any{}
+	if p.Kind == policy.KindAskUserQuestion {
+		b.WriteString("❓ The agent asks:")
+		for qi, q := range c.Questions {
+			fmt.Fprintf(&b, "\n%d. %s", qi+1, q.Question)
+			for oi, o := range q.Options {
+				fmt.Fprintf(&b, "\n   %d) %s", oi+1, o.Label)
+				if o.Description != "" {
+					fmt.Fprintf(&b, " — %s", o.Description)
+				}
+			}
+			if q.MultiSelect {
+				b.WriteString("\n   (several allowed: comma-separated numbers or labels)")
+			}
+		}
+		b.WriteString("\nReply with one line per question: an option's number or label, or your own text.")
+		payload["questions"] = c.Questions
+		for _, q := range c.Questions {
+			for _, o := range q.Options {
+				options = append(options, map[string]any{"label": o.Label, "description": o.Description})
+			}
+		}
+	} else {
+		fmt.Fprintf(&b, "❓ Approve %s?", callSummary(c))
+		if c.GrantRoot != "" {
+			fmt.Fprintf(&b, "\n⚠ approving also lets the agent write anywhere under %s (grantRoot)", c.GrantRoot)
+		}
+		b.WriteString("\n1) Approve\n2) Deny\nReply \"yes\" to approve; anything else denies, and your text is passed on as the reason.")
+		options = []map[string]any{{"label": "Approve"}, {"label": "Deny"}}
+	}
+	return envelope.Item{Brief: b.String(), Meta: map[string]any{
+		"type": envelope.ItemPendingPrompt,
+		"prompt": map[string]any{
+			"kind": p.Kind, "options": options, "call": envelope.CallMeta(c), "payload": payload,
+		},
+	}}
+}
+
+func callSummary(c policy.Call) string {
+	if c.Summary != "" {
+		return c.Summary
+	}
+	s := c.Tool
+	switch {
+	case c.Target.Command != "":
+		s += " → " + c.Target.Command
+	case len(c.Target.Paths) > 0:
+		s += " → " + strings.Join(c.Target.Paths, ", ")
+	case c.Target.URL != "":
+		s += " → " + c.Target.URL
+	}
+	return s
+}
+
+// cancelPrompt resolves an open prompt as cancelled (a stopped or re-pended
+// thread, SPEC §6.2).
+func (a *activation) cancelPrompt(ctx context.Context) error {
+	p := a.t.Prompt
+	if p == nil {
+		return nil
+	}
+	a.t.Prompt = nil
+	e, err := a.j.add(a.alias, envelope.Item{Brief: "cancelled", Meta: map[string]any{
+		"type": envelope.ItemPendingPromptResolved, "prompt_item_id": p.ItemID, "resolution": "cancelled",
+	}}, "")
+	if err != nil {
+		return err
+	}
+	if err := a.save(); err != nil {
+		return err
+	}
+	a.post(ctx, e)
+	return nil
+}

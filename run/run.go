@@ -1,0 +1,418 @@
+// Package run is one activation of one thread: the order of work of SPEC
+// §6.1, the decision table of §6.2, the checklist of §6.3, the turn of §6.4,
+// the gate's machinery (§8.4, §8.5) and the exactly-once journal (§9.3). This
+// file tells the run's story top to bottom; the others hold its parts.
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/lock"
+)
+
+// Runner runs activations. main builds one per invocation.
+type Runner struct {
+	Setup        *Setup
+	Client       blobhub.Client
+	Starters     map[string]Starter // by agent type
+	SandboxCheck SandboxCheck
+	Logger       *slog.Logger
+
+	LockWait     time.Duration
+	MaxDuration  time.Duration // one turn's wall-clock cap
+	StallTimeout time.Duration // agent silent this long → stalled
+	Grace        time.Duration // SIGTERM → SIGKILL grace
+	// OwnProcess is set when bhw-run is the whole process (the CLI): it may
+	// then become a child subreaper and sweep every descendant. Tests that
+	// run activations in-process leave it off.
+	OwnProcess bool
+	Environ    []string         // the environment the agent's is built from (default os.Environ)
+	Signals    <-chan os.Signal // SIGINT/SIGTERM, from main
+	Secrets    []string         // values redacted from every log and item
+}
+
+// Summary is the run's result (SPEC §11.2).
+type Summary struct {
+	Alias          string         `json:"alias"`
+	Outcome        string         `json:"outcome"`
+	ExitCode       int            `json:"exit_code"`
+	Error          *SummaryError  `json:"error"`
+	AgentSessionID string         `json:"agent_session_id"`
+	ItemsPosted    int            `json:"items_posted"`
+	Usage          envelope.Usage `json:"usage"`
+	CostUSD        float64        `json:"cost_usd"`
+	DurationMS     int64          `json:"duration_ms"`
+}
+
+// SummaryError is the coded error of a run.
+type SummaryError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ThreadDir is the folder of a thread in the state tree: one directory per
+// "/"-separated alias segment.
+func ThreadDir(jobDir, alias string) string {
+	return filepath.Join(append([]string{jobDir, "threads"}, strings.Split(alias, "/")...)...)
+}
+
+// Run is one activation of the thread alias (SPEC §6.1). It always returns
+// a summary with the exit code; err explains a non-zero one.
+func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error) {
+	start := time.Now()
+	sum = &Summary{Alias: alias}
+	a := &activation{r: r, alias: alias, sum: sum, log: r.Logger.With("alias", alias)}
+	defer func() {
+		sum.DurationMS = time.Since(start).Milliseconds()
+		finish(sum, err, a.signal)
+		a.writeSectionLog(sum)
+	}()
+
+	// 1. The alias, before anything touches disk or network.
+	if err := ValidateAlias(alias); err != nil {
+		return sum, exitErr(ExitUsage, CodeBadAlias, "invalid alias %q: %v", alias, err)
+	}
+	// 2. Setup was resolved by main (credentials, config, section).
+	a.dir = ThreadDir(r.Setup.JobDir, alias)
+	if err := os.MkdirAll(a.dir, 0o700); err != nil {
+		return sum, exitErr(ExitConfig, CodeStateTreeInvalid, "cannot create %s: %v", a.dir, err)
+	}
+	_ = os.Chmod(r.Setup.StateDir, 0o700)
+
+	// 3. The thread lock: fail fast, or wait up to --lock-wait.
+	lk, err := lock.Acquire(ctx, filepath.Join(a.dir, "thread.lock"), r.LockWait)
+	if err != nil {
+		var held *lock.HeldError
+		if errors.As(err, &held) {
+			return sum, exitErr(ExitTempFail, CodeLocked, "thread %q is %v; retry later or pass --lock-wait", alias, held)
+		}
+		return sum, exitErr(ExitTempFail, CodeLocked, "cannot lock thread %q: %v", alias, err)
+	}
+	defer lk.Unlock()
+
+	// Signals: the first cancels the run (the agent is interrupted politely
+	// and state is saved); a second skips the politeness.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopSignals := a.watchSignals(cancel)
+	defer stopSignals()
+
+	if err := a.load(); err != nil {
+		return sum, err
+	}
+	defer a.close()
+
+	// 4. An agent left behind by a killed bhw-run is stopped first.
+	if p := a.t.Agent.Process; p != nil {
+		if groupAlive(p.Pgid) {
+			a.log.Warn("stopping an agent left behind by an earlier run", "pgid", p.Pgid)
+			stopGroup(p.Pgid, r.grace())
+		}
+		a.t.Agent.Process = nil
+		if err := a.save(); err != nil {
+			return sum, err
+		}
+	}
+
+	// 5. The envelope.
+	if err := a.download(ctx); err != nil {
+		return sum, err
+	}
+	// 6. The items after items.scanned.
+	if err := a.readItems(ctx); err != nil {
+		return sum, err
+	}
+
+	// 7. Decide; act at most once.
+	d := Decide(a.facts())
+	a.log.Debug("decided", "row", d.Row.String(), "unfinished", d.Unfinished, "acts", d.Acts)
+	if !d.Acts {
+		sum.Outcome = d.Outcome
+		if d.Row == RowNotHere {
+			return sum, exitErr(ExitNotHere, "", "thread %q is active but this state tree never activated it (another host's, or its record was lost); if it should run here, run `bhw-run thread retry %s`", alias, alias)
+		}
+		return sum, a.saveIfChanged()
+	}
+	if err := a.attach(ctx); err != nil {
+		return sum, err
+	}
+	if d.Unfinished {
+		if err := a.finishUnfinished(ctx); err != nil {
+			return sum, err
+		}
+		d = Decide(a.facts())
+	}
+	err = a.act(ctx, d)
+	// 8. The last tail covers our own items; persist; the deferred calls
+	// release the lock and write the summary.
+	if terr := a.readItems(context.WithoutCancel(ctx)); terr != nil && err == nil {
+		a.log.Warn("could not read the thread after the run", "error", terr)
+	}
+	if serr := a.save(); serr != nil && err == nil {
+		err = serr
+	}
+	if err == nil && a.unposted() > 0 {
+		err = exitErr(ExitTempFail, CodeUnposted, "%d item(s) could not be posted to BlobHub; they are journaled and the next run posts them", a.unposted())
+	}
+	return sum, err
+}
+
+// act does what the row says (SPEC §6.2), after unfinished work is done.
+func (a *activation) act(ctx context.Context, d Decision) error {
+	sum := a.sum
+	switch d.Row {
+	case RowNoInstance, RowFinal, RowLocalDone, RowNotHere:
+		sum.Outcome = d.Outcome
+		if a.failedThisRun {
+			sum.Outcome = OutcomeFailed
+		}
+		if d.Row == RowNotHere {
+			return exitErr(ExitNotHere, "", "thread %q is active but this state tree never activated it; run `bhw-run thread retry %s` to start it here", a.alias, a.alias)
+		}
+		return nil
+	case RowStop:
+		return a.stop(ctx)
+	case RowActivate:
+		return a.activate(ctx)
+	case RowParked:
+		if !d.Spawns {
+			sum.Outcome = OutcomeParked
+			return nil
+		}
+		return a.resumeParked(ctx)
+	case RowRecover:
+		return a.recover(ctx)
+	case RowFresh, RowTurn:
+		if !d.Spawns {
+			sum.Outcome = OutcomeIdle
+			return nil
+		}
+		return a.turn(ctx, turnPlan{})
+	}
+	return nil
+}
+
+// stop follows the wire's completed/failed: an open prompt is resolved
+// cancelled and the local state follows.
+func (a *activation) stop(ctx context.Context) error {
+	if err := a.cancelPrompt(ctx); err != nil {
+		return err
+	}
+	a.t.Agent.State = a.env.State
+	if a.env.State == envelope.StateFailed {
+		a.t.Agent.FailedOnWire = true
+	}
+	a.t.Turn.State = envelope.TurnStateIdle
+	a.sum.Outcome = OutcomeStopped
+	return a.save()
+}
+
+// activate is the pending row: checklist, then local active, upload active,
+// the outbox, and the first turn when there is something to say.
+func (a *activation) activate(ctx context.Context) error {
+	res, err := a.r.checklist(ctx, a.env, nil)
+	if err != nil {
+		return a.failOrExit(ctx, err)
+	}
+	if err := a.cancelPrompt(ctx); err != nil {
+		return err
+	}
+	inbound := len(a.t.Items.PendingInbound) > 0 || a.turnInterrupted()
+	if inbound {
+		if err := a.reserveSlot(); err != nil {
+			return err
+		}
+	}
+	t := a.t
+	if t.Workspace.AgentType != res.Type || t.Workspace.WorkFolder != a.env.WorkFolder {
+		// A new agent type or work folder is a new session.
+		t.Agent.AgentSessionID = ""
+	}
+	t.Workspace = envelope.Workspace{AgentType: res.Type, WorkFolder: a.env.WorkFolder}
+	t.Agent.State = envelope.StateActive
+	t.Agent.Error.Set(nil)
+	t.Agent.FailedOnWire = false
+	t.Agent.Resolved = res.Resolved
+	t.Session = envelope.SessionRef{RevisionID: a.r.Setup.Section.Session.RevisionID, SessionID: a.r.Setup.Section.Session.SessionID}
+	if err := a.save(); err != nil {
+		return err
+	}
+	if err := a.setWireState(ctx, envelope.StatePending, envelope.StateActive); err != nil {
+		return err
+	}
+	if err := a.createOutbox(); err != nil {
+		return err
+	}
+	if !inbound {
+		a.sum.Outcome = OutcomeIdle
+		return nil
+	}
+	return a.turnWith(ctx, res, turnPlan{})
+}
+
+// resumeParked hands a person's answer to the parked agent.
+func (a *activation) resumeParked(ctx context.Context) error {
+	res, err := a.r.checklist(ctx, a.env, a.t)
+	if err != nil {
+		return a.failOrExit(ctx, err)
+	}
+	if err := a.reserveSlot(); err != nil {
+		return err
+	}
+	plan, err := a.answerPrompt()
+	if err != nil {
+		return err
+	}
+	return a.turnWith(ctx, res, plan)
+}
+
+// recover resumes after a turn that was running or interrupted when the
+// last run ended, delivering that turn's messages again.
+func (a *activation) recover(ctx context.Context) error {
+	if err := a.reserveSlot(); err != nil {
+		return err
+	}
+	a.emit(envelope.StatusItem("interrupted_turn_resumed", "the previous turn was interrupted; resuming it", nil))
+	return a.turn(ctx, turnPlan{notes: []string{"Your previous turn was interrupted before it finished. Check the state of the work folder and continue."}, redeliver: true})
+}
+
+// turn checks the thread again (permissions, model, policy are resolved
+// afresh on every run) and runs one turn.
+func (a *activation) turn(ctx context.Context, plan turnPlan) error {
+	res, err := a.r.checklist(ctx, a.env, a.t)
+	if err != nil {
+		return a.failOrExit(ctx, err)
+	}
+	if err := a.reserveSlot(); err != nil {
+		return err
+	}
+	return a.turnWith(ctx, res, plan)
+}
+
+// failOrExit turns a checklist error into a thread failure, or passes an
+// exit (AGENT_NOT_INSTALLED leaves the thread as it is).
+func (a *activation) failOrExit(ctx context.Context, err error) error {
+	var te *envelope.Error
+	if errors.As(err, &te) {
+		return a.fail(ctx, te)
+	}
+	return err
+}
+
+// fail writes local failed + error and journals thread_failed in one step,
+// then uploads failed and posts the item (SPEC §6.2).
+func (a *activation) fail(ctx context.Context, te *envelope.Error) error {
+	a.log.Error("thread failed", "code", te.Code, "error", te.Message)
+	a.t.Agent.State = envelope.StateFailed
+	a.t.Agent.Error.Set(te)
+	a.t.Agent.FailedOnWire = false
+	it := envelope.Item{Brief: fmt.Sprintf("✗ %s failed: %s — %s", a.alias, te.Code, te.Message), Meta: map[string]any{
+		"type": envelope.ItemThreadFailed, "alias": a.alias,
+		"error":       map[string]any{"code": te.Code, "message": te.Message},
+		"instance_id": a.instanceID,
+	}}
+	e, err := a.j.add("worker", it, "")
+	if err != nil {
+		return err
+	}
+	if err := a.save(); err != nil {
+		return err
+	}
+	a.sum.Outcome = OutcomeFailed
+	a.sum.Error = &SummaryError{Code: te.Code, Message: te.Message}
+	a.failedThisRun = true
+	if err := a.uploadFailed(ctx); err != nil {
+		return err
+	}
+	a.post(ctx, e)
+	return nil
+}
+
+// uploadFailed puts failed on the wire once, and remembers that it landed.
+func (a *activation) uploadFailed(ctx context.Context) error {
+	if err := a.setWireState(ctx, "", envelope.StateFailed); err != nil {
+		return err
+	}
+	a.t.Agent.FailedOnWire = true
+	return a.save()
+}
+
+// finishUnfinished is the first row of the table: post what is journaled,
+// put failed on the wire.
+func (a *activation) finishUnfinished(ctx context.Context) error {
+	if err := a.reconcile(ctx); err != nil {
+		return err
+	}
+	if a.t.Agent.State == envelope.StateFailed && !a.t.Agent.FailedOnWire && a.env.State == envelope.StateActive {
+		if err := a.uploadFailed(ctx); err != nil {
+			return err
+		}
+		a.failedThisRun = true
+		a.sum.Outcome = OutcomeFailed
+		if e := a.t.Agent.Error.Get(); e != nil {
+			a.sum.Error = &SummaryError{Code: e.Code, Message: e.Message}
+		}
+	}
+	return nil
+}
+
+// finish sets the exit code from the outcome and the error.
+func finish(sum *Summary, err error, sig os.Signal) {
+	var ee *ExitError
+	switch {
+	case sig != nil:
+		sum.Outcome = OutcomeInterrupted
+		sum.ExitCode = ExitTerminated
+		if sig == syscall.SIGINT || sig == os.Interrupt {
+			sum.ExitCode = ExitInterrupted
+		}
+		if err != nil && errors.As(err, &ee) && ee.Code != "" && sum.Error == nil {
+			sum.Error = &SummaryError{Code: ee.Code, Message: ee.Message}
+		}
+		return
+	case errors.As(err, &ee):
+		sum.ExitCode = ee.Exit
+		if ee.Exit == ExitNotHere {
+			sum.Outcome = OutcomeNotHere
+		}
+		if ee.Code != "" {
+			sum.Error = &SummaryError{Code: ee.Code, Message: ee.Message}
+		} else if sum.Error == nil {
+			sum.Error = &SummaryError{Message: ee.Message}
+		}
+		return
+	case err != nil:
+		sum.ExitCode = ExitFailed
+		if sum.Error == nil {
+			sum.Error = &SummaryError{Code: "INTERNAL", Message: err.Error()}
+		}
+		return
+	}
+	switch sum.Outcome {
+	case OutcomeFailed:
+		sum.ExitCode = ExitFailed
+	case OutcomeTurnFailed:
+		sum.ExitCode = ExitTurnFailed
+	case OutcomeNotHere:
+		sum.ExitCode = ExitNotHere
+	default:
+		sum.ExitCode = ExitOK
+	}
+}
+
+func (r *Runner) grace() time.Duration {
+	if r.Grace > 0 {
+		return r.Grace
+	}
+	return 5 * time.Second
+}

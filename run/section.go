@@ -1,0 +1,246 @@
+package run
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/lock"
+)
+
+// Version is set by main from the build.
+var Version = "dev"
+
+// Identity is identity.yaml: who this state tree acts as.
+type Identity struct {
+	UserID     string `yaml:"user_id"`
+	Name       string `yaml:"name"`
+	Email      string `yaml:"email"`
+	RecordedAt string `yaml:"recorded_at"`
+}
+
+func identityPath(stateDir string) string { return filepath.Join(stateDir, "identity.yaml") }
+
+// LoadIdentity reads identity.yaml; nil when missing.
+func LoadIdentity(stateDir string) (*Identity, error) {
+	b, err := os.ReadFile(identityPath(stateDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var id Identity
+	if err := yaml.Unmarshal(b, &id); err != nil {
+		return nil, exitErr(ExitConfig, CodeStateTreeInvalid, "%s is not valid YAML: %v; delete it to record the identity again", identityPath(stateDir), err)
+	}
+	return &id, nil
+}
+
+// checkIdentity asks BlobHub who the key belongs to and compares it with
+// identity.yaml, writing the file when it is missing (SPEC §2.1).
+func checkIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Identity, error) {
+	u, err := c.Me(ctx)
+	if err != nil {
+		return nil, apiErr(err, "users/me")
+	}
+	rec, err := LoadIdentity(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	if rec != nil && rec.UserID != "" {
+		if rec.UserID != u.UserID {
+			return nil, exitErr(ExitRefused, CodeUserIdentityMismatch,
+				"the API key belongs to %s but this state tree (%s) was recorded for %s; use the right profile or another --state-dir",
+				u.UserID, stateDir, rec.UserID)
+		}
+		return rec, nil
+	}
+	id := &Identity{UserID: u.UserID, Name: u.Name, Email: u.Email, RecordedAt: now()}
+	b, _ := yaml.Marshal(id)
+	if err := envelope.WriteFileAtomic(identityPath(stateDir), b, 0o600); err != nil {
+		return nil, err
+	}
+	return id, nil
+}
+
+// SectionState is section.yaml.
+type SectionState struct {
+	Name       string       `yaml:"name"`
+	JobType    string       `yaml:"job_type"`
+	Session    SessionTuple `yaml:"session"`
+	Attachment struct {
+		Status     string `yaml:"status"`
+		AttachedAt string `yaml:"attached_at,omitempty"`
+		Error      *struct {
+			Code    string `yaml:"code"`
+			Message string `yaml:"message"`
+		} `yaml:"error,omitempty"`
+	} `yaml:"attachment"`
+	InstanceID string           `yaml:"instance_id"`
+	Events     []map[string]any `yaml:"events,omitempty"`
+}
+
+// updateSection changes section.yaml under section.lock.
+func updateSection(ctx context.Context, jobDir string, sec Section, fn func(*SectionState)) (*SectionState, error) {
+	var out SectionState
+	err := lock.WithLock(ctx, filepath.Join(jobDir, "section.lock"), func() error {
+		path := filepath.Join(jobDir, "section.yaml")
+		var st SectionState
+		if b, err := os.ReadFile(path); err == nil {
+			if err := yaml.Unmarshal(b, &st); err != nil {
+				return exitErr(ExitConfig, CodeStateTreeInvalid, "%s is not valid YAML: %v; fix or remove it", path, err)
+			}
+		}
+		st.Name, st.JobType, st.Session = sec.Name, JobType, sec.Session
+		if st.InstanceID == "" {
+			st.InstanceID = "ins_" + randomHex(8)
+		}
+		if fn != nil {
+			fn(&st)
+		}
+		if len(st.Events) > 50 {
+			st.Events = st.Events[len(st.Events)-50:]
+		}
+		b, _ := yaml.Marshal(&st)
+		out = st
+		return envelope.WriteFileAtomic(path, b, 0o600)
+	})
+	return &out, err
+}
+
+// NotMine is not_mine.yaml: aliases known not to be job threads.
+type NotMine struct {
+	Aliases map[string]NotMineEntry `yaml:"aliases"`
+}
+
+// NotMineEntry says why an alias is cached.
+type NotMineEntry struct {
+	Reason    string `yaml:"reason"`
+	UpdatedAt string `yaml:"updated_at"`
+}
+
+// addNotMine caches an alias that is not a job thread.
+func addNotMine(ctx context.Context, jobDir, alias, reason string) error {
+	return lock.WithLock(ctx, filepath.Join(jobDir, "section.lock"), func() error {
+		path := filepath.Join(jobDir, "not_mine.yaml")
+		var nm NotMine
+		if b, err := os.ReadFile(path); err == nil {
+			_ = yaml.Unmarshal(b, &nm)
+		}
+		if nm.Aliases == nil {
+			nm.Aliases = map[string]NotMineEntry{}
+		}
+		nm.Aliases[alias] = NotMineEntry{Reason: reason, UpdatedAt: now()}
+		b, _ := yaml.Marshal(&nm)
+		return envelope.WriteFileAtomic(path, b, 0o600)
+	})
+}
+
+// ensureWorker makes sure the session's worker object is ours (SPEC §6.5):
+// absent → upload it, then read it back (two first runs may race).
+func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Section, userID string) error {
+	st, err := updateSection(ctx, jobDir, sec, nil)
+	if err != nil {
+		return err
+	}
+	refuse := func(code, format string, args ...any) error {
+		e := exitErr(ExitRefused, code, format, args...)
+		_, _ = updateSection(ctx, jobDir, sec, func(s *SectionState) {
+			s.Attachment.Status = "refused"
+			s.Attachment.Error = &struct {
+				Code    string `yaml:"code"`
+				Message string `yaml:"message"`
+			}{e.Code, e.Message}
+		})
+		return e
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		obj, err := c.Download(ctx, "worker")
+		if errors.Is(err, blobhub.ErrNotFound) {
+			v := map[string]any{"type": "thread", "thread": map[string]any{
+				"attributes": map[string]any{"name": "bhw-run worker"},
+				"metadata": map[string]any{
+					"user": map[string]any{"user_id": userID},
+					"instance": map[string]any{"instance_id": st.InstanceID, "version": Version,
+						"started_at": now(), "last_seen_at": now(), "status": "attached"},
+				}}}
+			b, _ := json.Marshal(v)
+			if err := c.Upload(ctx, "worker", b); err != nil {
+				return apiErr(err, "worker")
+			}
+			continue
+		}
+		if err != nil {
+			return apiErr(err, "worker")
+		}
+		var w struct {
+			Type   string `json:"type"`
+			Thread *struct {
+				Metadata struct {
+					User struct {
+						UserID string `json:"user_id"`
+					} `json:"user"`
+				} `json:"metadata"`
+			} `json:"thread"`
+		}
+		if json.Unmarshal(obj.Value, &w) != nil || w.Type != "thread" || w.Thread == nil {
+			return refuse(CodeWorkerObjectMalformed, "the session's worker object is not a thread; fix or remove the object \"worker\" in session %s", sec.Session.SessionID)
+		}
+		if owner := w.Thread.Metadata.User.UserID; owner != userID {
+			return refuse(CodeSessionOwnedByOther, "session %s is worked by user %s, not %s; use that user's key or another session", sec.Session.SessionID, owner, userID)
+		}
+		if attempt == 0 {
+			// Refresh last_seen_at at most once per run.
+			if nv, err := setJSON(obj.Value, []string{"thread", "metadata", "instance", "last_seen_at"}, now()); err == nil {
+				_ = c.Upload(ctx, "worker", nv)
+			}
+		}
+		_, err = updateSection(ctx, jobDir, sec, func(s *SectionState) {
+			if s.Attachment.Status != "attached" {
+				s.Attachment.AttachedAt = now()
+			}
+			s.Attachment.Status, s.Attachment.Error = "attached", nil
+		})
+		return err
+	}
+	return refuse(CodeWorkerObjectMalformed, "the session's worker object could not be created; check the session")
+}
+
+func setJSON(raw json.RawMessage, path []string, v any) (json.RawMessage, error) {
+	b, _ := json.Marshal(v)
+	return envelope.SetPath(raw, path, b)
+}
+
+func now() string { return blobhub.FormatTime(time.Now()) }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// apiErr maps a BlobHub error to an exit.
+func apiErr(err error, what string) error {
+	var ee *ExitError
+	switch {
+	case errors.As(err, &ee):
+		return err
+	case errors.Is(err, blobhub.ErrAuth):
+		return exitErr(ExitRefused, CodeAuthInvalid, "BlobHub refused the API key (%s); check the key or profile", what)
+	case errors.Is(err, context.Canceled):
+		return err
+	case errors.Is(err, blobhub.ErrUnavailable), errors.Is(err, blobhub.ErrAmbiguous):
+		return exitErr(ExitTempFail, CodeUnavailable, "BlobHub is unreachable (%s): %v; the next run retries", what, err)
+	}
+	return exitErr(ExitTempFail, CodeUnavailable, "BlobHub answered an error (%s): %v", what, err)
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/run"
+)
+
+// threadCommand wires the person's side: thread new|post|show|stop|retry.
+func (cl *cliState) threadCommand() *cli.Command {
+	asFlag := &cli.StringFlag{Name: "as", Usage: "post with this credentials profile (the person's, not the runner's)"}
+	return &cli.Command{
+		Name:  "thread",
+		Usage: "the person's side: create, post to, show, stop or retry a thread",
+		Subcommands: []*cli.Command{
+			{
+				Name: "new", Usage: "hand off a new thread (state pending)", ArgsUsage: "<alias>",
+				Flags: []cli.Flag{asFlag,
+					&cli.StringFlag{Name: "work-folder", Usage: "absolute path of the checkout the agent works in"},
+					&cli.StringFlag{Name: "agent", Value: run.AgentClaude, Usage: "claude_code or codex"},
+					&cli.StringFlag{Name: "permissions", Usage: "autonomous, guarded or approval (default: the machine's, then approval)"},
+					&cli.StringFlag{Name: "message", Usage: "the first message to the agent"},
+				},
+				Action: func(c *cli.Context) error {
+					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
+						if err := run.ThreadNew(ctx, bh, alias, c.String("work-folder"), c.String("agent"), c.String("permissions"), c.String("message")); err != nil {
+							return err
+						}
+						fmt.Fprintf(cl.stdout, "thread %s handed off (pending); run `bhw-run %s`\n", alias, alias)
+						return nil
+					})
+				},
+			},
+			{
+				Name: "post", Usage: "post a person's item (also answers a waiting question)", ArgsUsage: "<alias> TEXT",
+				Flags: []cli.Flag{asFlag},
+				Action: func(c *cli.Context) error {
+					return cl.person(c, 2, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
+						it, err := run.ThreadPost(ctx, bh, alias, c.Args().Get(1))
+						if err == nil {
+							fmt.Fprintf(cl.stdout, "posted %s to %s\n", it.ID, alias)
+						}
+						return err
+					})
+				},
+			},
+			{
+				Name: "show", Usage: "print the thread's state and items", ArgsUsage: "<alias>",
+				Flags: []cli.Flag{&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new items"}},
+				Action: func(c *cli.Context) error {
+					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
+						ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+						defer stop()
+						return run.ThreadShow(ctx, bh, alias, c.Bool("json"), c.Bool("follow"), cl.stdout)
+					})
+				},
+			},
+			{
+				Name: "stop", Usage: "stop the thread (instance.state = completed)", ArgsUsage: "<alias>",
+				Flags: []cli.Flag{asFlag},
+				Action: func(c *cli.Context) error {
+					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
+						from, err := run.ThreadSetState(ctx, s, bh, alias, "completed")
+						if err == nil {
+							fmt.Fprintf(cl.stdout, "thread %s: %s → completed; the next run stops it\n", alias, from)
+						}
+						return err
+					})
+				},
+			},
+			{
+				Name: "retry", Usage: "failed → pending (also: an active thread with no local state)", ArgsUsage: "<alias>",
+				Flags: []cli.Flag{asFlag},
+				Action: func(c *cli.Context) error {
+					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
+						from, err := run.ThreadSetState(ctx, s, bh, alias, "pending")
+						if err == nil {
+							fmt.Fprintf(cl.stdout, "thread %s: %s → pending; the next run activates it\n", alias, from)
+						}
+						return err
+					})
+				},
+			},
+		},
+	}
+}
+
+// person resolves the session and the person's credentials and runs fn.
+func (cl *cliState) person(c *cli.Context, nargs int, fn func(context.Context, *run.Setup, blobhub.Client, string) error) error {
+	if c.NArg() != nargs {
+		return &run.ExitError{Exit: run.ExitUsage, Message: fmt.Sprintf("%s expects %d argument(s), got %d: %s", c.Command.FullName(), nargs, c.NArg(), c.Command.ArgsUsage)}
+	}
+	alias := c.Args().First()
+	if err := run.ValidateAlias(alias); err != nil {
+		return &run.ExitError{Exit: run.ExitUsage, Code: run.CodeBadAlias, Message: fmt.Sprintf("invalid alias %q: %v", alias, err)}
+	}
+	s, err := run.Resolve(options(c), alias)
+	if err != nil {
+		return err
+	}
+	key, err := run.PersonKey(s, c.String("as"))
+	if err != nil {
+		return err
+	}
+	bh, err := client(s, key, "usr_person")
+	if err != nil {
+		return err
+	}
+	if c.Command.Name == "post" || c.Command.Name == "new" {
+		if err := run.CheckPoster(c.Context, s, bh, func(msg string) { cl.log.Warn(msg) }); err != nil {
+			return err
+		}
+	}
+	return fn(c.Context, s, bh, alias)
+}
