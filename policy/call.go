@@ -1,6 +1,8 @@
 // Package policy holds the gate's pure logic: what a call is, its effect and
 // target, the rules that decide it, one-shot grant fingerprints and the parsing
-// of a person's answer. No I/O happens here.
+// of a person's answer. The only I/O is resolving symlinks on a path's longest
+// existing prefix (os.Lstat, filepath.EvalSymlinks), which deciding whether a
+// path lies outside the work folder needs.
 package policy
 
 import "encoding/json"
