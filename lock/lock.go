@@ -1,0 +1,243 @@
+// Package lock holds bhw-run's file locks (SPEC §3, §6.1 step 3, §6.6): the per-thread lock
+// thread.lock, the section lock section.lock around read-modify-write of section files, and the
+// agent slots slots/N.lock of a state tree.
+//
+// Every lock is flock(2) on an open file descriptor (github.com/gofrs/flock), so the kernel drops
+// it when the process dies, even by SIGKILL: there are no stale locks to break. Lock files are
+// never deleted, because deleting one while another process waits on its inode lets two processes
+// hold "the" lock at once. The thread lock and the slots record their Holder in the file after
+// locking, so a process that finds them held can say by whom.
+package lock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/gofrs/flock"
+)
+
+// pollInterval is how long a waiter sleeps between two TryLock calls. flock(2) can block in the
+// kernel, but a blocked flock cannot be cancelled by a context, so waiters poll instead. Tests
+// shrink it.
+var pollInterval = 50 * time.Millisecond
+
+// holderReadAttempts and holderReadDelay bound how long a process that found a lock held waits for
+// the holder to finish writing its Holder: the holder writes it just after taking the lock, and
+// Unlock empties the file, so an empty file usually means "being written right now".
+var (
+	holderReadAttempts = 3
+	holderReadDelay    = 5 * time.Millisecond
+)
+
+// maxHolderSize caps what is read from a lock file; a Holder is well under 1 KiB.
+const maxHolderSize = 4 << 10
+
+// testHookWaiting, when set by a test, is called once when Acquire or WithLock found the lock
+// held and starts to wait, so the test can release or cancel knowing the waiter is waiting.
+var testHookWaiting func()
+
+// Holder is who holds a lock, written into the lock file after locking (the file is never deleted).
+type Holder struct {
+	PID   int       `json:"pid"`
+	Host  string    `json:"host"`
+	Since time.Time `json:"since"`
+}
+
+func (h Holder) isZero() bool { return h.PID == 0 && h.Host == "" && h.Since.IsZero() }
+
+// HeldError reports a lock that another holder has. Holder is the zero Holder if the lock file
+// could not be read or parsed.
+type HeldError struct {
+	Path   string
+	Holder Holder
+}
+
+func (e *HeldError) Error() string {
+	if e.Holder.isZero() {
+		return "locked by another process (holder unknown)"
+	}
+	host := e.Holder.Host
+	if host == "" {
+		host = "unknown"
+	}
+	return fmt.Sprintf("locked by pid %d on host %s since %s",
+		e.Holder.PID, host, e.Holder.Since.Format(time.RFC3339))
+}
+
+// Lock is a held per-thread lock. Release it with Unlock.
+type Lock struct {
+	mu   sync.Mutex
+	f    *flock.Flock // nil once unlocked
+	path string
+}
+
+// Acquire takes the per-thread lock at path, creating its parent folders (0700) and the file
+// (0600). It tries at once and then every pollInterval until wait has elapsed; wait 0 fails fast.
+// On success it writes this process's Holder into the file. If the lock stays held, the error is a
+// *HeldError naming the holder; if ctx is done first, the error wraps ctx.Err().
+func Acquire(ctx context.Context, path string, wait time.Duration) (*Lock, error) {
+	f, err := open(path)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := tryUntil(ctx, f, wait)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if !ok {
+		return nil, &HeldError{Path: path, Holder: readHolder(path)}
+	}
+	return held(f, path)
+}
+
+// held records this process as the holder of f, which is locked, and wraps it in a Lock. If the
+// holder cannot be recorded, the lock is released: a lock whose holder nobody can name is worse
+// than an early, clear error (a full disk will break the run's state writes anyway).
+func held(f *flock.Flock, path string) (*Lock, error) {
+	if err := writeHolder(path); err != nil {
+		return nil, errors.Join(fmt.Errorf("lock %s: record holder: %w", path, err), f.Unlock())
+	}
+	return &Lock{f: f, path: path}, nil
+}
+
+// Unlock empties the lock file and releases the lock. The lock is released even when an error is
+// returned; a second call does nothing.
+func (l *Lock) Unlock() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	// Empty the file while still holding the lock, so the next process that finds the lock held
+	// never reads a holder that has left; after a crash the dead holder's record stays until the
+	// next holder overwrites it.
+	errTrunc := os.Truncate(l.path, 0)
+	if errTrunc != nil {
+		errTrunc = fmt.Errorf("unlock %s: clear holder: %w", l.path, errTrunc)
+	}
+	errUnlock := l.f.Unlock() // also closes the descriptor
+	if errUnlock != nil {
+		errUnlock = fmt.Errorf("unlock %s: %w", l.path, errUnlock)
+	}
+	l.f = nil
+	return errors.Join(errTrunc, errUnlock)
+}
+
+// WithLock runs fn under an exclusive lock on path (section.lock), for read-modify-write of
+// section files. It waits as long as the lock is held, until ctx is done. No Holder is recorded:
+// the lock is held for milliseconds and nobody reports who holds it.
+func WithLock(ctx context.Context, path string, fn func() error) (err error) {
+	f, err := open(path)
+	if err != nil {
+		return err
+	}
+	if _, err := tryUntil(ctx, f, -1); err != nil {
+		return fmt.Errorf("lock %s: %w", path, err)
+	}
+	defer func() {
+		if errUnlock := f.Unlock(); errUnlock != nil {
+			err = errors.Join(err, fmt.Errorf("unlock %s: %w", path, errUnlock))
+		}
+	}()
+	return fn()
+}
+
+// open prepares the flock for path, creating its parent folders. flock opens (and creates, 0600)
+// the file itself on each TryLock and keeps the descriptor only while locked.
+func open(path string) (*flock.Flock, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return flock.New(path, flock.SetPermissions(0o600)), nil
+}
+
+// tryUntil calls TryLock until it succeeds, wait has elapsed (wait < 0: never) or ctx is done.
+// It reports whether the lock was taken.
+func tryUntil(ctx context.Context, f *flock.Flock, wait time.Duration) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	deadline := time.Now().Add(wait)
+	for first := true; ; first = false {
+		ok, err := f.TryLock()
+		if ok || err != nil {
+			return ok, err
+		}
+		sleep := pollInterval
+		if wait >= 0 {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return false, nil
+			}
+			sleep = min(sleep, left)
+		}
+		if first && testHookWaiting != nil {
+			testHookWaiting()
+		}
+		t := time.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// writeHolder records this process as the holder of the lock file at path, which the caller has
+// just locked. It opens a second descriptor: flock locks belong to the open file description, so
+// closing this one leaves the lock alone (fcntl locks would be dropped, see fcntl(2)). The file is
+// truncated and rewritten in place, never renamed over: the inode is the lock.
+func writeHolder(path string) error {
+	host, _ := os.Hostname() // an unknown host only makes the message vaguer
+	b, err := json.Marshal(Holder{PID: os.Getpid(), Host: host, Since: time.Now().Round(0)})
+	if err != nil {
+		return err
+	}
+	// No O_CREATE: the file exists, since it is locked; if someone deleted it anyway, creating a new
+	// inode would record a holder for a lock nobody can see.
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = fh.Write(append(b, '\n'))
+	if err == nil {
+		err = fh.Sync()
+	}
+	return errors.Join(err, fh.Close())
+}
+
+// readHolder reads the Holder recorded in the lock file at path, or the zero Holder. A file that is
+// empty or half-written is read again a few times: the holder may have just taken the lock.
+func readHolder(path string) Holder {
+	for i := 0; ; i++ {
+		if h, ok := readHolderOnce(path); ok || i+1 >= holderReadAttempts {
+			return h
+		}
+		time.Sleep(holderReadDelay)
+	}
+}
+
+func readHolderOnce(path string) (Holder, bool) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return Holder{}, false
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, maxHolderSize))
+	if err != nil {
+		return Holder{}, false
+	}
+	var h Holder
+	if err := json.Unmarshal(b, &h); err != nil || h.isZero() {
+		return Holder{}, false
+	}
+	return h, true
+}

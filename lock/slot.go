@@ -1,0 +1,52 @@
+package lock
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+)
+
+// ErrNoSlot is returned by TrySlot when every agent slot is held.
+var ErrNoSlot = errors.New("no free agent slot")
+
+// Slot is a held agent slot (SPEC §6.6). A run holds it for as long as its agent lives.
+type Slot struct {
+	lock  *Lock
+	index int
+}
+
+// TrySlot takes the first free slot among the files dir/0.lock … dir/(maxAgents-1).lock, without
+// waiting, and records this process's Holder in it. All slots held → ErrNoSlot. Because each slot
+// is an flock, any number of processes sharing dir never hold more than maxAgents slots together.
+func TrySlot(dir string, maxAgents int) (*Slot, error) {
+	if maxAgents < 1 {
+		return nil, fmt.Errorf("agent slots: max_agents is %d, want at least 1", maxAgents)
+	}
+	for i := range maxAgents {
+		path := filepath.Join(dir, strconv.Itoa(i)+".lock")
+		f, err := open(path)
+		if err != nil {
+			return nil, err
+		}
+		ok, err := f.TryLock()
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if !ok {
+			continue
+		}
+		l, err := held(f, path)
+		if err != nil {
+			return nil, err
+		}
+		return &Slot{lock: l, index: i}, nil
+	}
+	return nil, ErrNoSlot
+}
+
+// Release frees the slot; a second call does nothing.
+func (s *Slot) Release() error { return s.lock.Unlock() }
+
+// Index is the slot's number N, as in slots/N.lock.
+func (s *Slot) Index() int { return s.index }
