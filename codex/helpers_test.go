@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -244,3 +245,5 @@ func asEnvelopeError(err error) *envelope.Error {
 	}
 	return nil
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -32,6 +32,7 @@ type turn struct {
 	start time.Time
 
 	id        string
+	started   bool // turn/started of our turn seen
 	parked    bool
 	completed *wireTurn
 	lastError string
@@ -238,8 +239,11 @@ func (t *turn) handle(m Message) {
 	switch m.Method {
 	case "turn/started":
 		var n turnNotification
-		if json.Unmarshal(m.Params, &n) == nil && t.s.ownThread(n.ThreadID) && t.id == "" {
-			t.setID(n.Turn.ID)
+		if json.Unmarshal(m.Params, &n) == nil && t.s.ownThread(n.ThreadID) {
+			if t.id == "" {
+				t.setID(n.Turn.ID)
+			}
+			t.started = true
 		}
 	case "turn/completed":
 		var n turnNotification
@@ -279,9 +283,16 @@ func (t *turn) handle(m Message) {
 		t.h.Emit(envelope.StatusItem(token, n.Error.Message, extra))
 	case "thread/tokenUsage/updated":
 		var n tokenUsageNotification
-		if json.Unmarshal(m.Params, &n) == nil && t.s.ownThread(n.ThreadID) {
-			t.sumLast = t.sumLast.plus(n.TokenUsage.Last)
+		if json.Unmarshal(m.Params, &n) != nil || !t.s.ownThread(n.ThreadID) {
+			return
 		}
+		if !t.started {
+			// A resumed thread replays its earlier cumulative usage right
+			// after turn/start, before our turn starts: that is the baseline.
+			t.startTotal, t.startKnown = n.TokenUsage.Total, true
+			return
+		}
+		t.sumLast = t.sumLast.plus(n.TokenUsage.Last)
 	default:
 		// Deltas, status changes, warnings, rate limits, diffs: the log has them.
 	}

@@ -1,0 +1,236 @@
+package codex
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// transcriptLines are the agent→host lines of a recorded transcript
+// (testdata/codex, written by `go test ./codex -record` against the real CLI).
+func transcriptLines(t testing.TB, name string) [][]byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(moduleRoot(t), "testdata/codex", name))
+	if err != nil {
+		t.Fatalf("%v (re-record with `go test ./codex -record`)", err)
+	}
+	var out [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		if rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("codex< ")); ok {
+			out = append(out, append([]byte(nil), rest...))
+		}
+	}
+	return out
+}
+
+func TestDecodeTranscripts(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(moduleRoot(t), "testdata/codex/*.log"))
+	if len(files) == 0 {
+		t.Fatal("no transcripts in testdata/codex")
+	}
+	kinds := map[Kind]int{}
+	for _, f := range files {
+		for _, line := range transcriptLines(t, filepath.Base(f)) {
+			m, err := DecodeLine(line)
+			if err != nil {
+				t.Errorf("%s: %v: %s", filepath.Base(f), err, firstBytes(line, 200))
+				continue
+			}
+			kinds[m.Kind]++
+			if m.Kind == KindRequest {
+				if _, _, ok := requestInPrefix(line[:min(len(line), 4096)]); !ok {
+					t.Errorf("prefix of a server request not recognised: %s", firstBytes(line, 200))
+				}
+			}
+		}
+	}
+	if kinds[KindRequest] == 0 || kinds[KindResponse] == 0 || kinds[KindNotification] == 0 {
+		t.Errorf("kinds seen %v", kinds)
+	}
+}
+
+// replay feeds a recorded turn through the turn mapping, the gate answering
+// with verdict. Answers to the agent go to /dev/null.
+func replay(t *testing.T, name string, verdict policy.Action) (*turn, *recorder) {
+	t.Helper()
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { devnull.Close() })
+	s := &Session{stdin: devnull, log: &lineLog{}, logger: discardLogger()}
+	h := &recorder{decide: func(policy.Call) policy.Verdict { return policy.Verdict{Action: verdict} }}
+	tr := &turn{s: s, h: h, calls: map[string]bool{}, results: map[string]bool{}, changes: map[string]json.RawMessage{}, startKnown: true}
+	inTurn := false
+	for _, line := range transcriptLines(t, name) {
+		m, err := DecodeLine(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Kind == KindResponse {
+			var r turnResult
+			if json.Unmarshal(m.Result, &r) == nil && r.Turn.ID != "" {
+				inTurn = true
+			}
+			continue
+		}
+		if !inTurn {
+			continue
+		}
+		tr.handle(m)
+		if tr.completed != nil {
+			break
+		}
+	}
+	if tr.completed == nil {
+		t.Fatalf("%s: no turn/completed", name)
+	}
+	return tr, h
+}
+
+func TestReplayTranscripts(t *testing.T) {
+	cases := []struct {
+		file    string
+		verdict policy.Action
+		status  string
+		items   string
+	}{
+		{"TestAutonomousCommandPatchAndResume-0.log", policy.Deny, "completed", "tool_call,tool_result,tool_call,tool_result,text"},
+		{"TestAutonomousCommandPatchAndResume-1.log", policy.Deny, "completed", "text"},
+		{"TestApprovalEscalationParkThenGrant-0.log", policy.Park, "interrupted", "tool_call,tool_result"},
+		{"TestApprovalEscalationParkThenGrant-1.log", policy.Allow, "completed", "tool_call,tool_result,text"},
+		{"TestApprovalDenyDeclines-0.log", policy.Deny, "completed", "tool_call,tool_result,text"},
+		{"TestReadOnlyFileChangeParkThenGrant-0.log", policy.Park, "interrupted", "tool_call,tool_result"},
+		{"TestReadOnlyFileChangeParkThenGrant-1.log", policy.Allow, "completed", "tool_call,tool_result,text"},
+		{"TestHTTP500FailsTurn-0.log", policy.Deny, "failed", "status"},
+		{"TestInterruptSleepingCommandThenClose-0.log", policy.Deny, "interrupted", "tool_call"},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			tr, h := replay(t, c.file, c.verdict)
+			if tr.completed.Status != c.status {
+				t.Errorf("status %q, want %q", tr.completed.Status, c.status)
+			}
+			if got := strings.Join(h.types(), ","); got != c.items {
+				t.Errorf("items %s, want %s", got, c.items)
+			}
+			if c.verdict == policy.Park && !tr.parked {
+				t.Error("not parked")
+			}
+		})
+	}
+}
+
+func TestRequestInPrefix(t *testing.T) {
+	cases := []struct {
+		in     string
+		ok     bool
+		id     int64
+		method string
+	}{
+		{`{"method":"item/commandExecution/requestApproval","id":3,"params":{"command":"xxxx`, true, 3, methodCommandApproval},
+		{`{"id":12,"method":"item/tool/call","params":{`, true, 12, "item/tool/call"},
+		{`{"method":"item/completed","params":{"item":{"id":4,"type":"x"`, false, 0, ""},
+		{`{"id":5,"result":{"thread":`, false, 0, ""},
+		{`garbage`, false, 0, ""},
+	}
+	for _, c := range cases {
+		id, method, ok := requestInPrefix([]byte(c.in))
+		if ok != c.ok || id != c.id || method != c.method {
+			t.Errorf("%s: got %d %q %v", c.in, id, method, ok)
+		}
+	}
+}
+
+func TestReadLineBounded(t *testing.T) {
+	long := strings.Repeat("y", 300)
+	br := bufio.NewReaderSize(strings.NewReader("short\n"+long+"\nafter"), 16)
+	line, _, tooLong, err := readLine(br, 100)
+	if string(line) != "short" || tooLong || err != nil {
+		t.Fatalf("1: %q %v %v", line, tooLong, err)
+	}
+	line, prefix, tooLong, err := readLine(br, 100)
+	if line != nil || !tooLong || err != nil || !strings.HasPrefix(string(prefix), "yyyy") {
+		t.Fatalf("2: %q %q %v %v", line, prefix, tooLong, err)
+	}
+	line, _, tooLong, err = readLine(br, 100)
+	if string(line) != "after" || tooLong || err == nil {
+		t.Fatalf("3: %q %v %v", line, tooLong, err)
+	}
+}
+
+func TestCommandCallFingerprintIgnoresIDs(t *testing.T) {
+	tr := &turn{cwd: "/w"}
+	mk := func(item, reason string) policy.Call {
+		cmd, cwd := "/bin/bash -lc 'touch x && echo ok'", "/w"
+		return tr.commandCall(commandApprovalParams{ItemID: item, TurnID: item, Command: &cmd, Cwd: &cwd, Reason: &reason})
+	}
+	a, b := mk("call_1", "why"), mk("call_2", "other words")
+	if a.Fingerprint != b.Fingerprint || a.Fingerprint == "" {
+		t.Errorf("fingerprints differ: %s %s", a.Fingerprint, b.Fingerprint)
+	}
+	if a.Target.Command != "touch x && echo ok" || a.Summary != "exec_command → touch x && echo ok" {
+		t.Errorf("target %+v summary %q", a.Target, a.Summary)
+	}
+}
+
+func TestFileChangeCallGrantRoot(t *testing.T) {
+	changes := json.RawMessage(`[{"path":"a.txt","kind":{"type":"add"},"diff":"x\n"}]`)
+	tr := &turn{cwd: "/w", changes: map[string]json.RawMessage{"call_1": changes}}
+	plain := tr.fileChangeCall(fileChangeApprovalParams{ItemID: "call_1"})
+	root := "/"
+	wide := tr.fileChangeCall(fileChangeApprovalParams{ItemID: "call_1", GrantRoot: &root})
+	if plain.Fingerprint == "" || plain.Fingerprint == wide.Fingerprint {
+		t.Errorf("a grantRoot must change the fingerprint: %s %s", plain.Fingerprint, wide.Fingerprint)
+	}
+	if len(plain.Target.Paths) != 1 || plain.Target.Paths[0] != "/w/a.txt" {
+		t.Errorf("paths %v", plain.Target.Paths)
+	}
+	if wide.GrantRoot != "/" || !strings.Contains(wide.Summary, "/") {
+		t.Errorf("grant root not shown: %+v", wide)
+	}
+	unknown := tr.fileChangeCall(fileChangeApprovalParams{ItemID: "call_9"})
+	if unknown.Fingerprint != "" {
+		t.Errorf("unknown changes fingerprinted %s", unknown.Fingerprint)
+	}
+}
+
+func FuzzDecodeLine(f *testing.F) {
+	files, _ := filepath.Glob("../testdata/codex/*.log")
+	for _, file := range files {
+		b, _ := os.ReadFile(file)
+		for _, l := range bytes.Split(b, []byte("\n")) {
+			if rest, ok := bytes.CutPrefix(l, []byte("codex< ")); ok {
+				f.Add(rest)
+			}
+		}
+	}
+	f.Add([]byte(`{"id":1}`))
+	f.Add([]byte(`{"id":"x","method":"m"}`))
+	f.Add([]byte(`{"method":"item/completed","params":{"item":{"type":"fileChange","changes":7}}}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		m, err := DecodeLine(line)
+		requestInPrefix(line)
+		if err != nil {
+			return
+		}
+		var n itemNotification
+		if json.Unmarshal(m.Params, &n) == nil {
+			describeItem(n.Item)
+			toolOutput(n.Item)
+			reasoningText(n.Item)
+			changePaths(n.Item.Changes, "/w")
+		}
+		var tn turnNotification
+		_ = json.Unmarshal(m.Params, &tn)
+	})
+}
