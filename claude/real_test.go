@@ -346,3 +346,18 @@ func TestRealAPIRetryStatus(t *testing.T) {
 		t.Fatalf("status items = %+v", st)
 	}
 }
+
+// --model= and --effort= reach the API request.
+func TestRealModelAndEffort(t *testing.T) {
+	e := newEnv(t, claudetest.Text("ok"))
+	l, log := e.launch("approval", newUUID(), false)
+	l.Model, l.Effort = "sonnet", "low"
+	s := start(t, l)
+	if res := turn(t, s, "hi", &recorder{}); res.Outcome != envelope.TurnCompleted {
+		t.Fatalf("result = %+v\n%s", res, log)
+	}
+	r := e.model.Requests()[0]
+	if !strings.Contains(r.Model, "sonnet") || !r.Contains(`"effort":"low"`) {
+		t.Fatalf("model %q, effort low in body: %v", r.Model, r.Contains(`"effort":"low"`))
+	}
+}

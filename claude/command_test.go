@@ -1,0 +1,76 @@
+package claude
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/blobhub/bhw-run/envelope"
+)
+
+var base = []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+	"--permission-prompt-tool", "stdio", "--strict-mcp-config"}
+
+func TestCommand(t *testing.T) {
+	work := t.TempDir()
+	withMD := t.TempDir()
+	if err := os.WriteFile(filepath.Join(withMD, "CLAUDE.md"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		l       envelope.Launch
+		args    []string
+		sandbox bool
+	}{
+		{"autonomous new", envelope.Launch{SessionID: "s1", Permissions: "autonomous", WorkFolder: work},
+			[]string{"--session-id=s1", "--permission-mode=bypassPermissions"}, true},
+		{"approval resume model effort extra", envelope.Launch{SessionID: "s1", Resume: true, Model: "opus", Effort: "high",
+			Permissions: "approval", WorkFolder: work, ExtraArgs: []string{"--max-turns", "5"}},
+			[]string{"--resume=s1", "--model=opus", "--effort=high", "--permission-mode=default", "--setting-sources=", "--max-turns", "5"}, false},
+		{"guarded with CLAUDE.md", envelope.Launch{SessionID: "s1", Permissions: "guarded", WorkFolder: withMD},
+			[]string{"--session-id=s1", "--permission-mode=default", "--setting-sources=",
+				"--append-system-prompt-file=" + filepath.Join(withMD, "CLAUDE.md")}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.l.Executable, c.l.Env = "/bin/claude", []string{"PATH=/bin"}
+			args, env, err := command(c.l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := append(slices.Clone(base), c.args...); !slices.Equal(args, want) {
+				t.Errorf("args = %q\nwant   %q", args, want)
+			}
+			if got := slices.Contains(env, "IS_SANDBOX=1"); got != c.sandbox {
+				t.Errorf("IS_SANDBOX=1 in env: %v, want %v", got, c.sandbox)
+			}
+			if env[0] != "PATH=/bin" {
+				t.Errorf("env = %q", env)
+			}
+		})
+	}
+}
+
+func TestCommandRefusesBadValues(t *testing.T) {
+	for _, l := range []envelope.Launch{
+		{SessionID: "-rf", Permissions: "approval"},
+		{SessionID: "s", Model: "--dangerously-skip-permissions", Permissions: "approval"},
+		{SessionID: "s", Effort: "hi\ngh", Permissions: "approval"},
+		{SessionID: "s", Model: "x\x1b[31m", Permissions: "approval"},
+		{SessionID: "s", Permissions: "yolo"},
+		{SessionID: "", Permissions: "approval"},
+		{SessionID: "s", Permissions: "approval", ExtraArgs: []string{"a\tb"}},
+	} {
+		l.Executable = "/bin/claude"
+		_, _, err := command(l)
+		var e *envelope.Error
+		if !errors.As(err, &e) || e.Code != envelope.CodeAgentSpawnFailed {
+			t.Errorf("%+v: err = %v, want AGENT_SPAWN_FAILED", l, err)
+		} else if strings.ContainsAny(e.Message, "\n\x1b") && !strings.Contains(e.Message, `\n`) && !strings.Contains(e.Message, `\x1b`) {
+			t.Errorf("message carries raw control characters: %q", e.Message)
+		}
+	}
+}
