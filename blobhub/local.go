@@ -517,21 +517,41 @@ func newLocalClient(cfg Config, dir string) *localClient {
 	return &localClient{store: s, cfg: cfg}
 }
 
+// done maps a cancelled context to ErrUnavailable, as the HTTP client does.
+func (c *localClient) done(ctx context.Context, cmd, alias string) error {
+	if err := ctx.Err(); err != nil {
+		return opErr(cmd, alias, unavailable(err))
+	}
+	return nil
+}
+
 func (c *localClient) Me(ctx context.Context) (User, error) {
+	if err := c.done(ctx, cmdMe, ""); err != nil {
+		return User{}, err
+	}
 	return User{UserID: c.cfg.UserID, Name: "local"}, nil
 }
 
 func (c *localClient) Download(ctx context.Context, alias string) (Object, error) {
+	if err := c.done(ctx, cmdDownload, alias); err != nil {
+		return Object{}, err
+	}
 	o, err := c.store.Download(ctx, c.cfg.SessionID, alias)
 	o.RevisionID = c.cfg.RevisionID
 	return o, opErr(cmdDownload, alias, err)
 }
 
 func (c *localClient) Upload(ctx context.Context, alias string, value json.RawMessage) error {
+	if err := c.done(ctx, cmdUpload, alias); err != nil {
+		return err
+	}
 	return opErr(cmdUpload, alias, c.store.Upload(ctx, c.cfg.SessionID, alias, value))
 }
 
 func (c *localClient) List(ctx context.Context) ([]string, error) {
+	if err := c.done(ctx, cmdList, ""); err != nil {
+		return nil, err
+	}
 	objs, err := c.store.Objects(ctx, c.cfg.SessionID)
 	if err != nil {
 		return nil, opErr(cmdList, "", err)
@@ -544,11 +564,17 @@ func (c *localClient) List(ctx context.Context) ([]string, error) {
 }
 
 func (c *localClient) Post(ctx context.Context, alias string, p NewItem) (Item, error) {
+	if err := c.done(ctx, cmdPost, alias); err != nil {
+		return Item{}, err
+	}
 	it, err := c.store.Post(ctx, c.cfg.SessionID, c.cfg.UserID, alias, p)
 	return it, opErr(cmdPost, alias, err)
 }
 
 func (c *localClient) ListItems(ctx context.Context, alias string, q ItemQuery) ([]Item, error) {
+	if err := c.done(ctx, cmdListItems, alias); err != nil {
+		return nil, err
+	}
 	items, err := c.store.ListItems(ctx, c.cfg.SessionID, alias, q)
 	return items, opErr(cmdListItems, alias, err)
 }

@@ -266,3 +266,15 @@ func BenchmarkLocalPost(b *testing.B) {
 		}
 	}
 }
+
+func TestLocalCancelled(t *testing.T) {
+	c := newClient(t, blobhub.Config{APIURL: "file://" + t.TempDir(), SessionID: "s"})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := c.Post(ctx, "a", text("x")); !errors.Is(err, blobhub.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Post = %v", err)
+	}
+	if _, err := c.Download(ctx, "a"); !errors.Is(err, blobhub.ErrUnavailable) {
+		t.Errorf("Download = %v", err)
+	}
+}
