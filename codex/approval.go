@@ -2,6 +2,9 @@ package codex
 
 import (
 	"encoding/json"
+	"strings"
+
+	"github.com/blobhub/bhw-run/envelope"
 
 	"github.com/blobhub/bhw-run/policy"
 )
@@ -32,7 +35,7 @@ func (t *turn) approve(m Message) {
 
 	if t.parked {
 		// Only the first call of a parked turn is asked (SPEC §7.2).
-		t.cancel(m.ID, call.InvocationID)
+		t.cancel(m.ID, call)
 		return
 	}
 	v := t.h.Decide(call)
@@ -41,7 +44,7 @@ func (t *turn) approve(m Message) {
 		t.s.respond(m.ID, map[string]any{"decision": "accept"})
 	case policy.Park:
 		t.parked = true
-		t.cancel(m.ID, call.InvocationID)
+		t.cancel(m.ID, call)
 	default:
 		// Codex has no way to carry v.Message to the model (X6): the model
 		// reads "rejected by user".
@@ -51,15 +54,18 @@ func (t *turn) approve(m Message) {
 
 // cancel answers cancel and closes the call at once: a cancelled file
 // change never gets item/completed, and the call did not run.
-func (t *turn) cancel(reqID int64, itemID string) {
+func (t *turn) cancel(reqID int64, call policy.Call) {
 	t.s.respond(reqID, map[string]any{"decision": "cancel"})
-	if itemID == "" {
+	id := call.InvocationID
+	if id == "" {
 		return
 	}
-	if !t.calls[itemID] {
-		t.calls[itemID] = true // announced by item/started normally; keep the pair
+	if !t.calls[id] {
+		// Normally announced by item/started; a tool_call still comes first.
+		t.calls[id] = true
+		t.h.Emit(envelope.ToolCallItem(call.Tool, id, call.Input, strings.TrimPrefix(call.Summary, call.Tool+" → ")))
 	}
-	t.emitResult(itemID, notRunText, true)
+	t.emitResult(id, notRunText, true)
 }
 
 // commandCall describes a command approval: effect exec, the script inside

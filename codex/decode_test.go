@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -233,4 +234,51 @@ func FuzzDecodeLine(f *testing.F) {
 		var tn turnNotification
 		_ = json.Unmarshal(m.Params, &tn)
 	})
+}
+
+// Several approvals open at once (parallel tool calls): the first parks the
+// turn, every other is cancelled without reaching the gate.
+func TestParkCancelsOtherApprovals(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s := &Session{stdin: w, log: &lineLog{}, logger: discardLogger()}
+	h := &recorder{decide: func(policy.Call) policy.Verdict { return policy.Verdict{Action: policy.Park} }}
+	tr := &turn{s: s, h: h, cwd: "/w", calls: map[string]bool{}, results: map[string]bool{}, changes: map[string]json.RawMessage{}}
+	lines := []string{
+		`{"method":"item/started","params":{"item":{"type":"commandExecution","id":"call_1","command":"/bin/bash -lc 'touch a'","cwd":"/w","status":"inProgress"}}}`,
+		`{"method":"item/started","params":{"item":{"type":"fileChange","id":"call_2","changes":[{"path":"/w/b","kind":{"type":"add"},"diff":"b\n"}],"status":"inProgress"}}}`,
+		`{"method":"item/commandExecution/requestApproval","id":0,"params":{"itemId":"call_1","threadId":"th","turnId":"t","command":"/bin/bash -lc 'touch a'","cwd":"/w"}}`,
+		`{"method":"item/fileChange/requestApproval","id":1,"params":{"itemId":"call_2","threadId":"th","turnId":"t","grantRoot":null}}`,
+		`{"method":"item/commandExecution/requestApproval","id":2,"params":{"itemId":"call_3","threadId":"th","turnId":"t","command":"/bin/bash -lc 'touch c'","cwd":"/w"}}`,
+		`{"method":"item/completed","params":{"item":{"type":"commandExecution","id":"call_1","command":"/bin/bash -lc 'touch a'","cwd":"/w","status":"declined"}}}`,
+		`{"method":"turn/completed","params":{"turn":{"id":"t","status":"interrupted"}}}`,
+	}
+	for _, l := range lines {
+		m, err := DecodeLine([]byte(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.handle(m)
+	}
+	w.Close()
+	answers, _ := io.ReadAll(r)
+	want := `{"id":0,"result":{"decision":"cancel"}}` + "\n" + `{"id":1,"result":{"decision":"cancel"}}` + "\n" + `{"id":2,"result":{"decision":"cancel"}}` + "\n"
+	if string(answers) != want {
+		t.Errorf("answers:\n%s", answers)
+	}
+	if len(h.calls) != 1 || !tr.parked {
+		t.Errorf("gate saw %d calls, parked %v", len(h.calls), tr.parked)
+	}
+	// Three calls, each closed once with the park text, calls before results.
+	if got := strings.Join(h.types(), ","); got != "tool_call,tool_call,tool_result,tool_result,tool_call,tool_result" {
+		t.Errorf("items %s", got)
+	}
+	for _, it := range h.ofType("tool_result") {
+		if toolMeta(it)["output"] != notRunText {
+			t.Errorf("result %v", it.Meta)
+		}
+	}
 }
