@@ -1,0 +1,178 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/claude"
+	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/envelope"
+)
+
+func TestMain(m *testing.M) {
+	claudetest.MaybeRunFakeAgent()
+	os.Exit(m.Run())
+}
+
+// harness is one state tree, one work folder and a BlobHub: the httptest
+// server, or the same store opened as file://.
+type harness struct {
+	t      *testing.T
+	srv    *bhtest.Server
+	local  bool // talk to the store as file:// instead of HTTP
+	state  string
+	work   string
+	config string
+	script string
+	cfg    string // extra config.yaml text
+	runner func(*Runner)
+}
+
+func newHarness(t *testing.T, local bool) *harness {
+	h := &harness{t: t, srv: bhtest.New(t), local: local, state: t.TempDir(), work: t.TempDir()}
+	h.config = filepath.Join(h.state, "config.yaml")
+	h.script = filepath.Join(t.TempDir(), "script.json")
+	h.writeConfig()
+	return h
+}
+
+func (h *harness) writeConfig() {
+	exe, err := os.Executable()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`agents:
+  claude_code:
+    executable: %s
+    env: {%s: %s}
+policy:
+  allow_autonomous: true
+%s`, exe, claudetest.FakeAgentEnv, h.script, h.cfg)
+	if err := os.WriteFile(h.config, []byte(cfg), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// play sets the fake agent's script.
+func (h *harness) play(s claudetest.FakeScript) {
+	b, _ := json.Marshal(s)
+	if err := os.WriteFile(h.script, b, 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) setup() *Setup {
+	o := Options{APIURL: h.srv.URL(), APIKey: bhtest.RunnerKey, StateDir: h.state, ConfigPath: h.config,
+		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: h.state}
+	if h.local {
+		o.APIURL, o.APIKey = "file://"+h.srv.Dir(), ""
+	}
+	s, err := Resolve(o, "")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return s
+}
+
+func (h *harness) client() blobhub.Client {
+	if !h.local {
+		return h.srv.Client(bhtest.RunnerKey)
+	}
+	c, err := blobhub.New(blobhub.Config{APIURL: "file://" + h.srv.Dir(), RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, UserID: "usr_local"})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return c
+}
+
+// run is one activation, in-process.
+func (h *harness) run(alias string) *Summary {
+	h.t.Helper()
+	r := &Runner{
+		Setup: h.setup(), Client: h.client(),
+		Logger: slog.New(slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Starters: map[string]Starter{AgentClaude: func(ctx context.Context, l envelope.Launch) (Session, error) {
+			return claude.Start(ctx, l)
+		}},
+		MaxDuration: time.Minute, StallTimeout: time.Minute, Grace: 2 * time.Second,
+		Environ: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + h.state},
+	}
+	if h.runner != nil {
+		h.runner(r)
+	}
+	sum, err := r.Run(context.Background(), alias)
+	if err != nil {
+		h.t.Logf("run %s: %v", alias, err)
+	}
+	return sum
+}
+
+// handOff creates a pending thread with a first message, as a person does.
+func (h *harness) handOff(alias, permissions, message string) {
+	h.t.Helper()
+	h.srv.Put(alias, string(envelope.NewThread(h.work, AgentClaude, permissions, alias)))
+	if message != "" {
+		h.srv.PersonPost(alias, message)
+	}
+}
+
+// items returns the metadata types of the thread's items, in order; a
+// person's item shows as "person".
+func (h *harness) items(alias string) []string {
+	var out []string
+	for _, it := range h.srv.Items(alias) {
+		var m struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(it.Metadata, &m)
+		if m.Type == "" {
+			m.Type = "person"
+		}
+		out = append(out, m.Type)
+	}
+	return out
+}
+
+func (h *harness) wireState(alias string) string {
+	o, ok := h.srv.Get(alias)
+	if !ok {
+		return "<absent>"
+	}
+	e, err := envelope.Parse(o.Value)
+	if err != nil {
+		return "<bad>"
+	}
+	return e.State
+}
+
+func (h *harness) thread(alias string) *envelope.Thread {
+	h.t.Helper()
+	t, err := envelope.LoadThread(filepath.Join(h.setup().JobDir, "threads", alias, "thread.yaml"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return t
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func want(t *testing.T, sum *Summary, outcome string, exit int) {
+	t.Helper()
+	if sum.Outcome != outcome || sum.ExitCode != exit {
+		t.Fatalf("outcome %q exit %d, want %q exit %d (error %+v)", sum.Outcome, sum.ExitCode, outcome, exit, sum.Error)
+	}
+}

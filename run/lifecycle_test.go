@@ -1,0 +1,97 @@
+package run
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/blobhub/bhw-run/claude/claudetest"
+)
+
+// TestLifecycle drives one thread through pending → active → several turns
+// → parked → answered → completed, on the HTTP API and on the local store.
+func TestLifecycle(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		name := "http"
+		if local {
+			name = "file"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, local)
+			target := filepath.Join(h.work, "x.txt")
+			write := &claudetest.FakeTool{Name: "Write", Input: map[string]any{"file_path": target, "content": "hi"}, Result: "File created"}
+			// Each run starts a new agent process, which plays its first turn.
+			turn := func(steps ...claudetest.FakeStep) {
+				h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{steps}})
+			}
+			const alias = "projects/p1/t1"
+			h.handOff(alias, "approval", "please start")
+			turn(claudetest.FakeStep{Text: "hello"}, claudetest.FakeStep{Tool: &claudetest.FakeTool{Name: "Read", Input: map[string]any{"file_path": target}, Result: "nothing"}})
+
+			want(t, h.run(alias), OutcomeTurnCompleted, 0)
+			if got := h.wireState(alias); got != "active" {
+				t.Fatalf("wire state %q, want active", got)
+			}
+			if got := h.items(alias); !slices.Equal(got, []string{"person", "text", "tool_call", "tool_result", "turn_end"}) {
+				t.Fatalf("items %v", got)
+			}
+			// Nothing new: idle.
+			want(t, h.run(alias), OutcomeIdle, 0)
+
+			h.srv.PersonPost(alias, "go on")
+			turn(claudetest.FakeStep{Text: "second turn"})
+			want(t, h.run(alias), OutcomeTurnCompleted, 0)
+
+			h.srv.PersonPost(alias, "write x.txt")
+			turn(claudetest.FakeStep{Permission: write})
+			want(t, h.run(alias), OutcomeParked, 0)
+			if _, err := os.Stat(target); err == nil {
+				t.Fatal("the parked call ran")
+			}
+			if h.thread(alias).Prompt == nil {
+				t.Fatal("no prompt recorded")
+			}
+			// No answer: stays parked without starting the agent.
+			want(t, h.run(alias), OutcomeParked, 0)
+
+			h.srv.PersonPost(alias, "yes")
+			turn(claudetest.FakeStep{Permission: write}, claudetest.FakeStep{Text: "written"})
+			want(t, h.run(alias), OutcomeTurnCompleted, 0)
+			got := h.items(alias)
+			if n := count(got, "pending_prompt"); n != 1 {
+				t.Fatalf("%d pending_prompt items, want 1: %v", n, got)
+			}
+			if n := count(got, "pending_prompt_resolved"); n != 1 {
+				t.Fatalf("%d pending_prompt_resolved, want 1: %v", n, got)
+			}
+			if len(h.thread(alias).Grants) != 0 {
+				t.Fatal("the grant was not consumed")
+			}
+
+			if _, err := ThreadSetState(t.Context(), h.setup(), h.client(), alias, "completed"); err != nil {
+				t.Fatal(err)
+			}
+			want(t, h.run(alias), OutcomeStopped, 0)
+			if st := h.thread(alias).Agent.State; st != "completed" {
+				t.Fatalf("local state %q", st)
+			}
+			for _, it := range h.srv.Items(alias) {
+				if strings.Contains(string(it.Metadata), "emission_id") && it.UserID == "usr_person" {
+					t.Fatal("a runner item was posted as the person")
+				}
+			}
+		})
+	}
+}
+
+func count(s []string, v string) int {
+	n := 0
+	for _, x := range s {
+		if x == v {
+			n++
+		}
+	}
+	return n
+}
