@@ -235,6 +235,10 @@ func (s *Session) open(ctx context.Context) error {
 	}
 	if l.Effort != "" {
 		params["config"] = map[string]any{"model_reasoning_effort": l.Effort}
+		if l.Resume && l.Model == "" {
+			// SPEC §7.2: effort alone on thread/resume drops the persisted model.
+			s.logger.Warn("codex resume with an effort but no model; the thread's model may be lost", "agent_session_id", l.SessionID)
+		}
 	}
 	method := "thread/start"
 	if l.Resume {
