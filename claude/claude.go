@@ -289,7 +289,8 @@ func (s *Session) Interrupt() error {
 
 // Close ends the process: close stdin and wait ExitWait, then SIGTERM to the
 // group, SIGKILL to the group after KillGrace. It returns once the process
-// has exited (or ctx ends first).
+// has exited. A ctx that ends cuts the waits short (each step escalates at
+// once); pass a fresh cleanup context, not the cancelled run context.
 func (s *Session) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() { s.closeErr = s.close(ctx) })
 	return s.closeErr

@@ -4,7 +4,6 @@ package claude_test
 // with claudetest.ModelServer as the model.
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -235,11 +234,7 @@ func TestRealClaudeMDAppended(t *testing.T) {
 	if res := turn(t, s, "hi", &recorder{}); res.Outcome != envelope.TurnCompleted {
 		t.Fatalf("result = %+v\n%s", res, log)
 	}
-	var sys string
-	r := e.model.Requests()[0]
-	_ = json.Unmarshal(r.System, &[]any{})
-	sys = string(r.System)
-	if !strings.Contains(sys, "PROJECT-RULE-7731") {
+	if !strings.Contains(string(e.model.Requests()[0].System), "PROJECT-RULE-7731") {
 		t.Fatalf("CLAUDE.md not in the system prompt")
 	}
 }
