@@ -239,7 +239,11 @@ func (cl *cliState) exit(err error) int {
 			b, _ := json.Marshal(s)
 			fmt.Fprintln(cl.stdout, string(b))
 		} else {
-			line := fmt.Sprintf("%s: %s (exit %d)", s.Alias, s.Outcome, s.ExitCode)
+			outcome := s.Outcome
+			if outcome == "" {
+				outcome = "error"
+			}
+			line := fmt.Sprintf("%s: %s (exit %d)", s.Alias, outcome, s.ExitCode)
 			if s.Error != nil && s.Error.Code != "" {
 				line += " " + s.Error.Code
 			}
