@@ -116,6 +116,18 @@ func (cl *cliState) app() *cli.App {
 		Commands: []*cli.Command{
 			{Name: "run", Usage: "one activation of <alias> (for an alias that equals a command name)", ArgsUsage: "<alias>", Action: cl.runAlias},
 			cl.threadCommand(),
+			{
+				Name: "policy", Usage: "check a thread's policy",
+				Subcommands: []*cli.Command{{
+					Name: "explain", Usage: "which rule decides a described call, and why (the gate's own code)", ArgsUsage: "<alias>",
+					Flags: []cli.Flag{
+						&cli.StringFlag{Name: "effect", Usage: "read, write, exec or network (default exec, or write with --path)"},
+						&cli.StringFlag{Name: "command", Usage: "the command line (exec) or URL (network)"},
+						&cli.StringFlag{Name: "path", Usage: "the path (read, write)"},
+					},
+					Action: cl.explain,
+				}},
+			},
 			{Name: "version", Usage: "print the version", Action: func(c *cli.Context) error {
 				fmt.Fprintf(cl.stdout, "bhw-run %s\n", version)
 				return nil
@@ -202,6 +214,31 @@ func (cl *cliState) runAlias(c *cli.Context) error {
 	sum, err := r.Run(c.Context, alias)
 	cl.summary = sum
 	return err
+}
+
+func (cl *cliState) explain(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return &run.ExitError{Exit: run.ExitUsage, Message: "policy explain expects exactly one <alias>"}
+	}
+	alias := c.Args().First()
+	if err := run.ValidateAlias(alias); err != nil {
+		return &run.ExitError{Exit: run.ExitUsage, Code: run.CodeBadAlias, Message: fmt.Sprintf("invalid alias %q: %v", alias, err)}
+	}
+	setup, err := run.Resolve(options(c), alias)
+	if err != nil {
+		return err
+	}
+	bh, err := client(setup, setup.APIKey, "usr_local")
+	if err != nil {
+		return err
+	}
+	r := &run.Runner{Setup: setup, Client: bh, Logger: cl.log}
+	out, err := r.Explain(c.Context, alias, c.String("effect"), c.String("command"), c.String("path"))
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(cl.stdout, out)
+	return nil
 }
 
 func secrets(s *run.Setup) []string {

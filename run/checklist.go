@@ -104,30 +104,11 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 	ac := r.agentConfig(agentType)
 	res := &resolved{Type: agentType, ExtraArgs: ac.ExtraArgs, Env: ac.Env}
 	// 3. Permissions and policy.
-	res.Permissions = firstNonEmpty(env.Agent.Permissions, ac.Permissions, PermApproval)
-	switch {
-	case env.Bad["agent.permissions"] != "":
-		return nil, envelope.Errorf(CodePermissionsUnsupported, "agent.permissions is %s; use autonomous, guarded or approval", env.Bad["agent.permissions"])
-	case !slices.Contains([]string{PermAutonomous, PermGuarded, PermApproval}, res.Permissions):
-		return nil, envelope.Errorf(CodePermissionsUnsupported, "agent.permissions %q is not supported; use autonomous, guarded or approval", res.Permissions)
-	case res.Permissions == PermAutonomous && !r.Setup.Config.Policy.AllowAutonomous:
-		return nil, envelope.Errorf(CodeAutonomousForbidden, "this machine does not allow autonomous threads (policy.allow_autonomous is false); use guarded or approval")
+	perm, pol, err := r.posture(env, ac)
+	if err != nil {
+		return nil, err
 	}
-	if env.Bad["policy"] != "" {
-		return nil, envelope.Errorf(CodePolicyInvalid, "the thread's policy does not parse: %s", env.Bad["policy"])
-	}
-	if env.Policy != nil {
-		if err := env.Policy.Validate(); err != nil {
-			return nil, envelope.Errorf(CodePolicyInvalid, "the thread's policy is invalid: %v", err)
-		}
-		res.Policy = *env.Policy
-	}
-	if res.Permissions == PermGuarded && env.Policy == nil {
-		return nil, envelope.Errorf(CodePolicyMissing, "a guarded thread needs a policy in thread.metadata.policy; add one or use approval")
-	}
-	if res.Policy.Default == "" {
-		res.Policy.Default = policy.DecisionAsk
-	}
+	res.Permissions, res.Policy = perm, pol
 	// 4. The executable, resolved on bhw-run's PATH before the work folder
 	// becomes the cwd, so a relative name never runs from the repository.
 	def := map[string]string{AgentClaude: "claude", AgentCodex: "codex"}[agentType]
@@ -183,6 +164,42 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 		}
 	}
 	return res, nil
+}
+
+// posture resolves the thread's permissions and policy (SPEC §6.3 step 3);
+// the gate and `policy explain` both use it.
+func (r *Runner) posture(env *envelope.Envelope, ac AgentConfig) (string, policy.Policy, error) {
+	var pol policy.Policy
+	perm := firstNonEmpty(env.Agent.Permissions, ac.Permissions, PermApproval)
+	switch {
+	case env.Bad["agent.permissions"] != "":
+		return "", pol, envelope.Errorf(CodePermissionsUnsupported, "agent.permissions is %s; use autonomous, guarded or approval", env.Bad["agent.permissions"])
+	case !slices.Contains([]string{PermAutonomous, PermGuarded, PermApproval}, perm):
+		return "", pol, envelope.Errorf(CodePermissionsUnsupported, "agent.permissions %q is not supported; use autonomous, guarded or approval", perm)
+	case perm == PermAutonomous && !r.Setup.Config.Policy.AllowAutonomous:
+		return "", pol, envelope.Errorf(CodeAutonomousForbidden, "this machine does not allow autonomous threads (policy.allow_autonomous is false); use guarded or approval")
+	}
+	if env.Bad["policy"] != "" {
+		return "", pol, envelope.Errorf(CodePolicyInvalid, "the thread's policy does not parse: %s", env.Bad["policy"])
+	}
+	if env.Policy != nil {
+		if err := env.Policy.Validate(); err != nil {
+			return "", pol, envelope.Errorf(CodePolicyInvalid, "the thread's policy is invalid: %v", err)
+		}
+		pol = *env.Policy
+	}
+	if perm == PermGuarded && env.Policy == nil {
+		return "", pol, envelope.Errorf(CodePolicyMissing, "a guarded thread needs a policy in thread.metadata.policy; add one or use approval")
+	}
+	if pol.Default == "" {
+		pol.Default = policy.DecisionAsk
+	}
+	return perm, pol, nil
+}
+
+// gate is the gate a turn of this thread runs under.
+func (r *Runner) gate(perm string, pol policy.Policy, workFolder string) policy.Gate {
+	return policy.Gate{Posture: perm, Worker: r.Setup.Config.Policy.Rules, Thread: pol, WorkFolder: workFolder}
 }
 
 func lookPath(exe string) (string, error) {

@@ -99,8 +99,7 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 		return err
 	}
 
-	gate := policy.Gate{Posture: res.Permissions, Worker: a.r.Setup.Config.Policy.Rules, Thread: res.Policy,
-		WorkFolder: t.Workspace.WorkFolder}
+	gate := a.r.gate(res.Permissions, res.Policy, t.Workspace.WorkFolder)
 	if res.Permissions == PermGuarded {
 		a.emitPolicyApplied(gate, res.Policy)
 	}
