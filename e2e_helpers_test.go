@@ -1,0 +1,534 @@
+package main
+
+// End-to-end helpers: the bhw-run binary, built once by TestMain, runs as a
+// subprocess exactly as cron or a shell would run it, against a BlobHub
+// (bhtest over HTTP, or the same store as file://), a state tree and a work
+// folder of the test's own. Nothing here is specific to one agent: the
+// Codex tests and the Claude tests share it.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/run"
+)
+
+// bhwBin is the bhw-run binary TestMain built.
+var bhwBin string
+
+func TestMain(m *testing.M) {
+	// The test binary doubles as a fake agent (and as the measuring wrapper
+	// of the benchmarks) when its environment says so.
+	claudetest.MaybeRunFakeAgent()
+	maybeRunRusageWrapper()
+	os.Exit(buildAndRun(m))
+}
+
+func buildAndRun(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "bhw-run-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	bhwBin = filepath.Join(dir, "bhw-run")
+	out, err := exec.Command("go", "build", "-o", bhwBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: go build: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// realCLI is a pinned agent CLI: $envVar, or rel under the module root
+// (the npm install of `make tools`). Missing fails the test: the end-to-end
+// tests are never skipped.
+func realCLI(t testing.TB, envVar, rel string) string {
+	t.Helper()
+	if p := os.Getenv(envVar); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s=%s: %v; run `make tools` to install the pinned CLIs", envVar, p, err)
+		}
+		return p
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(wd, rel)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the real CLI is missing (%v); run `make tools` (or `make test`), or set %s", err, envVar)
+	}
+	return p
+}
+
+// codexBin is the pinned real codex.
+func codexBin(t testing.TB) string {
+	return realCLI(t, "BHW_CODEX_BIN", ".tools/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex")
+}
+
+// claudeBin is the pinned real Claude Code.
+func claudeBin(t testing.TB) string {
+	return realCLI(t, "BHW_CLAUDE_BIN", ".tools/node_modules/@anthropic-ai/claude-code-linux-x64/claude")
+}
+
+// e2eEnv is one user's machine: a BlobHub, a state tree with its
+// config.yaml, a HOME, a TMPDIR and a work folder.
+type e2eEnv struct {
+	t     testing.TB
+	srv   *bhtest.Server
+	local bool // talk to the store as file:// instead of over HTTP
+
+	root  string // everything of this env lives below
+	state string // --state-dir
+	home  string // HOME of bhw-run (and so of the agent)
+	tmp   string // TMPDIR, outside every other folder here
+	work  string // the work folder threads are handed off with
+
+	// Config is written to {state}/config.yaml by writeConfig; tests edit
+	// it (agents.codex.*, agents.claude_code.*, policy, sections) and call
+	// writeConfig again. With no sections, runs pass --revision/--session.
+	Config run.Config
+	// Env is added to every bhw-run process (after the defaults, so it
+	// can override them).
+	Env []string
+}
+
+// newE2E makes an env talking HTTP to a fresh bhtest server.
+func newE2E(t testing.TB) *e2eEnv {
+	t.Helper()
+	root := t.TempDir()
+	e := &e2eEnv{t: t, srv: bhtest.New(t), root: root}
+	e.state = filepath.Join(root, "state")
+	e.home = filepath.Join(root, "home")
+	e.tmp = filepath.Join(root, "tmp")
+	e.work = filepath.Join(root, "work")
+	for _, d := range []string{e.state, e.home, e.tmp, e.work} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.writeConfig()
+	return e
+}
+
+// useFileStore makes every later command talk to the server's store as
+// file:///dir instead of over HTTP.
+func (e *e2eEnv) useFileStore() { e.local = true }
+
+func (e *e2eEnv) configPath() string { return filepath.Join(e.state, "config.yaml") }
+
+// writeConfig writes e.Config as config.yaml.
+func (e *e2eEnv) writeConfig() {
+	e.t.Helper()
+	b, err := yaml.Marshal(&e.Config)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(e.configPath(), b, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// jobDir is the state tree's folder for the session.
+func (e *e2eEnv) jobDir() string {
+	sid := bhtest.SessionID
+	if len(e.Config.Sections) > 0 {
+		sid = e.Config.Sections[0].Session.SessionID
+	}
+	return filepath.Join(e.state, "jobs", run.JobType+"-"+sid)
+}
+
+// environ is bhw-run's whole environment: nothing of the test process's
+// but PATH; key the runner's unless key says otherwise.
+func (e *e2eEnv) environ(key string) []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	env := []string{
+		"PATH=" + path,
+		"HOME=" + e.home,
+		"TMPDIR=" + e.tmp,
+		"LANG=C.UTF-8",
+		"NO_PROXY=127.0.0.1,localhost",
+		"no_proxy=127.0.0.1,localhost",
+		"BHW_STATE_DIR=" + e.state,
+		"BHW_CONFIG=" + e.configPath(),
+		"BHW_LOG_FORMAT=json",
+	}
+	if len(e.Config.Sections) == 0 {
+		env = append(env, "BHW_REVISION_ID="+bhtest.RevisionID, "BHW_SESSION_ID="+bhtest.SessionID)
+	}
+	if e.local {
+		env = append(env, "BLOBHUB_API_URL=file://"+e.srv.Dir())
+	} else {
+		env = append(env, "BLOBHUB_API_URL="+e.srv.URL(), "BLOBHUB_API_KEY="+key)
+	}
+	return append(env, e.Env...)
+}
+
+// proc is a running bhw-run.
+type proc struct {
+	cmd            *exec.Cmd
+	stdout, stderr *bytes.Buffer
+}
+
+// start starts bhw-run with args as the runner, with extra environment.
+func (e *e2eEnv) start(key string, extraEnv []string, args ...string) *proc {
+	e.t.Helper()
+	p := &proc{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
+	p.cmd = exec.Command(bhwBin, args...)
+	p.cmd.Env = append(e.environ(key), extraEnv...)
+	p.cmd.Dir = e.root
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		e.t.Fatalf("start bhw-run: %v", err)
+	}
+	e.t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			_ = p.cmd.Wait()
+		}
+	})
+	return p
+}
+
+// wait waits for the process and returns its exit code (128+n for a
+// signal n).
+func (p *proc) wait() int {
+	err := p.cmd.Wait()
+	if err == nil {
+		return 0
+	}
+	st, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ok && st.Signaled() {
+		return 128 + int(st.Signal())
+	}
+	if p.cmd.ProcessState != nil {
+		return p.cmd.ProcessState.ExitCode()
+	}
+	return -1
+}
+
+// run runs bhw-run as the runner to the end.
+func (e *e2eEnv) run(args ...string) (exitCode int, stdout, stderr string) {
+	e.t.Helper()
+	p := e.start(bhtest.RunnerKey, nil, args...)
+	code := p.wait()
+	e.t.Logf("bhw-run %s → exit %d\nstdout: %s\nstderr:\n%s", strings.Join(args, " "), code, p.stdout, tail(p.stderr.String(), 6000))
+	return code, p.stdout.String(), p.stderr.String()
+}
+
+// asPerson runs a bhw-run command with the person's key.
+func (e *e2eEnv) asPerson(args ...string) {
+	e.t.Helper()
+	p := e.start(bhtest.PersonKey, nil, args...)
+	if code := p.wait(); code != 0 {
+		e.t.Fatalf("bhw-run %s (as the person) → exit %d\n%s%s", strings.Join(args, " "), code, p.stdout, p.stderr)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// summary is the --json run summary (SPEC §11.2).
+type summary struct {
+	Alias    string `json:"alias"`
+	Outcome  string `json:"outcome"`
+	ExitCode int    `json:"exit_code"`
+	Error    *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	AgentSessionID string `json:"agent_session_id"`
+	ItemsPosted    int    `json:"items_posted"`
+	DurationMS     int64  `json:"duration_ms"`
+}
+
+// activate runs `bhw-run --json <alias>` and wants exit code and outcome.
+func (e *e2eEnv) activate(alias string, wantExit int, wantOutcome string) summary {
+	e.t.Helper()
+	code, out, _ := e.run("--json", alias)
+	s := parseSummary(e.t, out)
+	if code != wantExit || s.Outcome != wantOutcome || s.ExitCode != code {
+		e.t.Fatalf("bhw-run %s: exit %d outcome %q (summary exit %d, error %+v), want exit %d outcome %q",
+			alias, code, s.Outcome, s.ExitCode, s.Error, wantExit, wantOutcome)
+	}
+	return s
+}
+
+func parseSummary(t testing.TB, stdout string) summary {
+	t.Helper()
+	var s summary
+	line := strings.TrimSpace(stdout)
+	if i := strings.LastIndexByte(line, '\n'); i >= 0 {
+		line = line[i+1:]
+	}
+	if err := json.Unmarshal([]byte(line), &s); err != nil {
+		t.Fatalf("the --json summary %q: %v", stdout, err)
+	}
+	return s
+}
+
+// handOff creates a pending thread of agentType in the work folder with a
+// first message, as a person does with `bhw-run thread new`.
+func (e *e2eEnv) handOff(alias, agentType, permissions, message string) {
+	e.t.Helper()
+	args := []string{"thread", "new", "--work-folder", e.work, "--agent", agentType}
+	if permissions != "" {
+		args = append(args, "--permissions", permissions)
+	}
+	if message != "" {
+		args = append(args, "--message", message)
+	}
+	e.asPerson(append(args, alias)...)
+}
+
+// post posts a person's item with `bhw-run thread post`.
+func (e *e2eEnv) post(alias, text string) {
+	e.t.Helper()
+	e.asPerson("thread", "post", alias, text)
+}
+
+// items are the thread's items, read from the store.
+func (e *e2eEnv) items(alias string) []blobhub.Item { return e.srv.Items(alias) }
+
+// itemMeta is the part of an item's metadata the tests look at.
+type itemMeta struct {
+	Type         string         `json:"type"`
+	EmissionID   string         `json:"emission_id"`
+	Decision     string         `json:"decision"`
+	Resolution   string         `json:"resolution"`
+	PromptItemID string         `json:"prompt_item_id"`
+	Outcome      string         `json:"outcome"`
+	Status       map[string]any `json:"status"`
+	Tool         map[string]any `json:"tool"`
+	Prompt       map[string]any `json:"prompt"`
+}
+
+func meta(t testing.TB, it blobhub.Item) itemMeta {
+	var m itemMeta
+	if len(it.Metadata) > 0 {
+		if err := json.Unmarshal(it.Metadata, &m); err != nil {
+			t.Fatalf("item %s metadata %s: %v", it.ID, it.Metadata, err)
+		}
+	}
+	return m
+}
+
+// itemsOfType are the thread's items whose metadata.type is typ.
+func (e *e2eEnv) itemsOfType(alias, typ string) []blobhub.Item {
+	var out []blobhub.Item
+	for _, it := range e.items(alias) {
+		if meta(e.t, it).Type == typ {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// itemTypes are the metadata types of the thread's items in order; a
+// person's item shows as "person".
+func (e *e2eEnv) itemTypes(alias string) []string {
+	var out []string
+	for _, it := range e.items(alias) {
+		typ := meta(e.t, it).Type
+		if typ == "" {
+			typ = "person"
+		}
+		out = append(out, typ)
+	}
+	return out
+}
+
+// wireState is the envelope's instance.state on the store.
+func (e *e2eEnv) wireState(alias string) string {
+	o, ok := e.srv.Get(alias)
+	if !ok {
+		return "<absent>"
+	}
+	env, err := envelope.Parse(o.Value)
+	if err != nil {
+		return "<bad: " + err.Error() + ">"
+	}
+	return env.State
+}
+
+// threadYAML is the thread's local record.
+func (e *e2eEnv) threadYAML(alias string) *envelope.Thread {
+	e.t.Helper()
+	th, err := envelope.LoadThread(filepath.Join(run.ThreadDir(e.jobDir(), alias), "thread.yaml"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return th
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", d, what)
+		}
+		<-tick.C
+	}
+}
+
+// procInfo is what noProcessesLeft reads of a process in /proc.
+type procInfo struct {
+	pid, pgid int
+	state     byte
+	cwd, cmd  string
+}
+
+func readProc(pid int) (procInfo, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procInfo{}, false
+	}
+	// comm may hold spaces and parentheses: the fields follow the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return procInfo{}, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 3 {
+		return procInfo{}, false
+	}
+	pi := procInfo{pid: pid, state: f[0][0]}
+	pi.pgid, _ = strconv.Atoi(f[2])
+	pi.cwd, _ = os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	pi.cmd = strings.TrimSpace(strings.ReplaceAll(string(c), "\x00", " "))
+	return pi, true
+}
+
+// noProcessesLeft fails the test if any live process is in one of the
+// process groups pgids or has its working directory in a folder of dirs
+// (the agent and every command it ran start in the work folder, whatever
+// group or session they made for themselves). Zombies are dead and do not
+// count.
+func noProcessesLeft(t testing.TB, pgids []int, dirs ...string) {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := os.Getpid()
+	for _, de := range ents {
+		pid, err := strconv.Atoi(de.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		pi, ok := readProc(pid)
+		if !ok || pi.state == 'Z' || pi.state == 'X' {
+			continue
+		}
+		for _, g := range pgids {
+			if g > 0 && pi.pgid == g {
+				t.Errorf("process %d (%s) of group %d outlived the run", pid, pi.cmd, g)
+			}
+		}
+		for _, d := range dirs {
+			if pi.cwd == d || strings.HasPrefix(pi.cwd, d+"/") {
+				t.Errorf("process %d (%s) with cwd %s outlived the run", pid, pi.cmd, pi.cwd)
+			}
+		}
+	}
+}
+
+// count is how many of s equal v.
+func count(s []string, v string) int {
+	n := 0
+	for _, x := range s {
+		if x == v {
+			n++
+		}
+	}
+	return n
+}
+
+// rusageWrapperEnv names "real-executable,report-file": the test binary
+// then runs the real executable as its child with its own argv, stdio and
+// environment, and writes the child's rusage (RUSAGE_BOTH of the child as
+// wait4 reports it: the child and the descendants it waited for) and its
+// own (RUSAGE_SELF) to the report file. Benchmarks put it between bhw-run
+// and the agent to tell the agent's CPU and peak RSS apart from bhw-run's.
+const rusageWrapperEnv = "BHW_E2E_RUSAGE_WRAP"
+
+// wrapReport is what the wrapper writes.
+type wrapReport struct {
+	ChildCPU   time.Duration `json:"child_cpu"`
+	ChildRSSKB int64         `json:"child_rss_kb"`
+	SelfCPU    time.Duration `json:"self_cpu"`
+}
+
+func maybeRunRusageWrapper() {
+	spec := os.Getenv(rusageWrapperEnv)
+	if spec == "" {
+		return
+	}
+	exe, report, _ := strings.Cut(spec, ",")
+	cmd := exec.Command(exe, os.Args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, rusageWrapperEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	// The agent's group gets bhw-run's SIGTERM directly (same group); the
+	// wrapper only waits for it. Notify, not Ignore: an ignored signal
+	// would stay ignored in the child across exec.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, os.Interrupt)
+	err := cmd.Run()
+	code := 0
+	if cmd.ProcessState == nil {
+		fmt.Fprintln(os.Stderr, "rusage wrapper:", err)
+		os.Exit(127)
+	}
+	code = cmd.ProcessState.ExitCode()
+	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	var self syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	rep := wrapReport{
+		ChildCPU: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(),
+		SelfCPU:  time.Duration(self.Utime.Nano() + self.Stime.Nano()),
+	}
+	if ru != nil {
+		rep.ChildRSSKB = ru.Maxrss
+	}
+	b, _ := json.Marshal(rep)
+	_ = os.WriteFile(report, b, 0o600)
+	if code < 0 {
+		code = 1
+	}
+	os.Exit(code)
+}
