@@ -139,9 +139,16 @@ type ModelServer struct {
 
 // NewModelServer starts a server playing script; it stops at test cleanup.
 func NewModelServer(t testing.TB, script ...Step) *ModelServer {
+	m := StartModelServer(script...)
+	t.Cleanup(m.Close)
+	return m
+}
+
+// StartModelServer starts a server playing script outside a test (the
+// offline demo, scripts/demo); the caller closes it.
+func StartModelServer(script ...Step) *ModelServer {
 	m := &ModelServer{script: script}
 	m.Server = httptest.NewServer(http.HandlerFunc(m.serve))
-	t.Cleanup(m.Close)
 	return m
 }
 
