@@ -2,6 +2,7 @@ package run
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +24,26 @@ func groupAlive(pgid int) bool {
 		return false
 	}
 	return syscall.Kill(-pgid, 0) == nil
+}
+
+// isAgentGroup checks that the group's leader still runs the agent's
+// executable, so a recycled process group id never gets our signals.
+func isAgentGroup(pgid int, executable string) bool {
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pgid) + "/exe")
+	if err != nil {
+		// The leader is gone but members may live on: the group id cannot
+		// be reused while any member exists, so it is still the agent's.
+		return !leaderAlive(pgid)
+	}
+	if real, err := filepath.EvalSymlinks(executable); err == nil {
+		executable = real
+	}
+	return executable != "" && strings.TrimSuffix(exe, " (deleted)") == executable
+}
+
+func leaderAlive(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil
 }
 
 // stopGroup sends SIGTERM to the group, waits up to grace for it to go,

@@ -114,7 +114,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 
 	// 4. An agent left behind by a killed bhw-run is stopped first.
 	if p := a.t.Agent.Process; p != nil {
-		if groupAlive(p.Pgid) {
+		if groupAlive(p.Pgid) && isAgentGroup(p.Pgid, a.t.Agent.Resolved.Executable) {
 			a.log.Warn("stopping an agent left behind by an earlier run", "pgid", p.Pgid)
 			stopGroup(p.Pgid, r.grace())
 		}
