@@ -46,9 +46,8 @@ lint: ## go vet, gofmt, staticcheck when installed
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@if command -v staticcheck >/dev/null; then staticcheck ./...; else echo "staticcheck not installed; skipped"; fi
 
-bench: tools build ## benchmarks: idle run vs two curls, agent overhead, relay rate
+bench: tools ## benchmarks: idle run vs two curls, agent overhead, relay rate (medians)
 	$(GO_TEST_ENV) go test -run '^$$' -bench . -benchtime 20x -count 1 ./...
-	./scripts/bench-idle.sh
 
 fuzz: ## run each fuzz test for 20 s
 	@for pkg in $$(go list ./...); do \
