@@ -1,0 +1,759 @@
+package run
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/lock"
+)
+
+// tree lists every file and folder under dir with its size, so two
+// listings differ when anything was created, removed or rewritten.
+func tree(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out[rel] = fi.Size()
+		if d.IsDir() {
+			out[rel] = -1
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameTree(t *testing.T, before, after map[string]int64, ignore ...string) {
+	t.Helper()
+	for p, s := range after {
+		if slices.Contains(ignore, p) {
+			continue
+		}
+		if b, ok := before[p]; !ok || b != s {
+			t.Errorf("%s was created or changed (size %d, before %d, existed %v)", p, s, b, ok)
+		}
+	}
+	for p := range before {
+		if _, ok := after[p]; !ok && !slices.Contains(ignore, p) {
+			t.Errorf("%s was removed", p)
+		}
+	}
+}
+
+func wantCode(t *testing.T, sum *Summary, exit int, code string) {
+	t.Helper()
+	if sum.ExitCode != exit || sum.Error == nil || sum.Error.Code != code {
+		t.Fatalf("exit %d error %+v (outcome %q), want exit %d code %s", sum.ExitCode, sum.Error, sum.Outcome, exit, code)
+	}
+}
+
+// TestBadAlias: a bad alias exits 64 INVALID_ALIAS before anything touches
+// disk or network (SPEC §3).
+func TestBadAlias(t *testing.T) {
+	h := newHarness(t, false)
+	bad := map[string]string{
+		"dotdot":            "../x",
+		"dotdot inside":     "a/../../x",
+		"dot":               "a/./b",
+		"empty segment":     "a//b",
+		"trailing slash":    "a/",
+		"reserved yaml":     "a/thread.yaml",
+		"reserved journal":  "a/emissions.jsonl",
+		"reserved lock":     "thread.lock",
+		"reserved log":      "x/thread.log/y",
+		"nul":               "a\x00b",
+		"control char":      "a\x1bb",
+		"newline":           "a\nb",
+		"del":               "a\x7f",
+		"leading dash":      "-x",
+		"leading dash flag": "--help",
+		"absolute":          "/abs",
+		"empty":             "",
+		"10 KB":             strings.Repeat("a", 10<<10),
+		"256-byte segment":  "a/" + strings.Repeat("s", 256),
+		"not utf-8":         "a\xff",
+	}
+	for name, alias := range bad {
+		t.Run(name, func(t *testing.T) {
+			if err := ValidateAlias(alias); err == nil {
+				t.Fatalf("ValidateAlias(%q) accepted it", alias)
+			}
+			before := tree(t, h.state)
+			h.srv.ResetCounts()
+			sum := h.run(alias)
+			wantCode(t, sum, ExitUsage, CodeBadAlias)
+			if !strings.Contains(sum.Error.Message, "alias") {
+				t.Errorf("message %q does not name the rule", sum.Error.Message)
+			}
+			sameTree(t, before, tree(t, h.state))
+			if n, cmds := h.srv.Requests(); n != 0 {
+				t.Errorf("%d requests for a bad alias: %v", n, cmds)
+			}
+		})
+	}
+	// The longest valid alias and segment are accepted.
+	for _, ok := range []string{strings.Repeat("s", 255), strings.Repeat("a/", 255) + "b", "projects/p1/items/i1/runs/3/thread", "a.b/..c/thread.yaml.bak"} {
+		if err := ValidateAlias(ok); err != nil {
+			t.Errorf("ValidateAlias(%q): %v", ok, err)
+		}
+	}
+}
+
+// FuzzValidateAlias: an alias that passes never reaches outside threads/
+// and never names a reserved file.
+func FuzzValidateAlias(f *testing.F) {
+	for _, s := range []string{"a", "a/b", "../x", "a//b", "a/thread.yaml", "-x", "/abs", "a\x00b", "a/./b", "a/..", "é/ü", "a/emissions.jsonl/b", strings.Repeat("x", 256), ".../a", "a\\..\\b"} {
+		f.Add(s)
+	}
+	root := filepath.Join(string(filepath.Separator), "state", "jobs", "j")
+	threads := filepath.Join(root, "threads")
+	f.Fuzz(func(t *testing.T, alias string) {
+		if ValidateAlias(alias) != nil {
+			return
+		}
+		dir := ThreadDir(root, alias)
+		rel, err := filepath.Rel(threads, dir)
+		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+			t.Fatalf("alias %q lands at %s, outside %s", alias, dir, threads)
+		}
+		if filepath.Clean(dir) != dir {
+			t.Fatalf("alias %q gives an unclean path %s", alias, dir)
+		}
+		if rel != alias {
+			t.Fatalf("alias %q maps to %q, not one folder per segment", alias, rel)
+		}
+		for _, seg := range strings.Split(rel, "/") {
+			if reserved[seg] || seg == "." || seg == ".." || seg == "" {
+				t.Fatalf("alias %q has segment %q", alias, seg)
+			}
+		}
+		if strings.HasPrefix(alias, "-") || len(alias) > 512 {
+			t.Fatalf("alias %q accepted", alias)
+		}
+	})
+}
+
+// resolveErr runs Resolve and returns its coded error.
+func resolveErr(t *testing.T, o Options, alias string) *ExitError {
+	t.Helper()
+	_, err := Resolve(o, alias)
+	var ee *ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("Resolve error %v, want an *ExitError", err)
+	}
+	return ee
+}
+
+func writeFile(t *testing.T, path, text string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBadCredentialsAndConfig: credentials and config.yaml errors exit 78
+// with their codes (SPEC §2).
+func TestBadCredentialsAndConfig(t *testing.T) {
+	section := func(name, prefix, ses string) string {
+		return "  - name: " + name + "\n    job_type: session_agent_harness\n    session: {org_id: org_1, blob_id: blb_1, revision_id: rev_1, session_id: " + ses + "}\n    session_prefix: \"" + prefix + "\"\n"
+	}
+	tests := []struct {
+		name   string
+		creds  string
+		mode   os.FileMode
+		config string
+		o      Options
+		alias  string
+		code   string
+		msg    string
+	}{
+		{name: "credentials 0644", creds: "default: p\nprofiles:\n  p: {api_key: bhk_x, api_url: https://api.example.test/v1}\n", mode: 0o644, code: CodeInsecureCredentials, msg: "chmod 600"},
+		{name: "credentials 0640", creds: "profiles: {}\n", mode: 0o640, code: CodeInsecureCredentials},
+		{name: "credentials not YAML", creds: "profiles: [\n", mode: 0o600, code: CodeInvalidConfig},
+		{name: "https without a key", o: Options{APIURL: "https://api.example.test/v1"}, code: CodeCredentialsNotFound, msg: "BLOBHUB_API_KEY"},
+		{name: "default url without a key", code: CodeCredentialsNotFound},
+		{name: "unknown profile", o: Options{Profile: "nope", APIKey: "bhk_x"}, code: CodeCredentialsNotFound},
+		{name: "profile name with a slash", creds: "default: ../x\n", mode: 0o600, o: Options{APIKey: "bhk_x"}, code: CodeInvalidConfig},
+		{name: "bad url scheme", o: Options{APIURL: "ftp://x", APIKey: "k"}, code: CodeInvalidConfig},
+		{name: "relative file url", o: Options{APIURL: "file://rel/dir"}, code: CodeInvalidConfig},
+		{name: "unknown config key", config: "bogus: 1\n", code: CodeInvalidConfig, msg: "bogus"},
+		{name: "unknown nested key", config: "agents:\n  claude_code:\n    exe: claude\n", code: CodeInvalidConfig},
+		{name: "wrong type", config: "concurrency:\n  max_agents: many\n", code: CodeInvalidConfig},
+		{name: "not YAML", config: "agents: [\n", code: CodeInvalidConfig},
+		{name: "negative max_agents", config: "concurrency: {max_agents: -1}\n", code: CodeInvalidConfig},
+		{name: "relative root", config: "workspace: {roots: [rel]}\n", code: CodeInvalidConfig},
+		{name: "bad machine rule", config: "policy:\n  rules: [{effect: fly, decision: allow}]\n", code: CodeInvalidConfig},
+		{name: "job_type other", config: "sections:\n  - name: s\n    job_type: other\n    session: {org_id: o, blob_id: b, revision_id: r, session_id: s}\n", code: CodeUnknownJobType},
+		{name: "missing session keys", config: "sections:\n  - name: s\n    session: {revision_id: r, session_id: s}\n", code: CodeMissingSessionKeys, msg: "blob_id, org_id"},
+		{name: "duplicate section", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "p/", "ses_1"), code: CodeDuplicateSectionTarget},
+		{name: "prefix tie", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "p/", "ses_2"), alias: "p/t", code: CodeInvalidConfig, msg: "--section"},
+		{name: "no section owns the alias", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "q/", "ses_2"), alias: "r/t", code: CodeInvalidConfig, msg: `"r/t"`},
+		{name: "unknown --section", config: "sections:\n" + section("a", "p/", "ses_1"), o: Options{Section: "zz"}, code: CodeInvalidConfig},
+		{name: "session alias instead of id", config: "sections:\n" + section("a", "", "my/session"), code: CodeInvalidConfig, msg: "not supported"},
+		{name: "no session at all", alias: "t", code: CodeInvalidConfig, msg: "--revision"},
+		{name: "explicit config missing", o: Options{ConfigPath: "/nonexistent/config.yaml"}, code: CodeInvalidConfig},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			home, state := t.TempDir(), t.TempDir()
+			if tc.creds != "" {
+				writeFile(t, CredentialsPath(home), tc.creds, tc.mode)
+			}
+			o := tc.o
+			o.Home, o.StateDir = home, state
+			if o.APIURL == "" && o.APIKey == "" && tc.code != CodeCredentialsNotFound {
+				o.APIURL, o.APIKey = "http://127.0.0.1:1/v1", "bhk_test"
+			}
+			if tc.config != "" {
+				o.ConfigPath = filepath.Join(state, "config.yaml")
+				writeFile(t, o.ConfigPath, tc.config, 0o600)
+			}
+			before := tree(t, state)
+			ee := resolveErr(t, o, tc.alias)
+			if ee.Exit != ExitConfig || ee.Code != tc.code {
+				t.Fatalf("exit %d code %s (%s), want 78 %s", ee.Exit, ee.Code, ee.Message, tc.code)
+			}
+			if tc.msg != "" && !strings.Contains(ee.Message, tc.msg) {
+				t.Fatalf("message %q does not say %q", ee.Message, tc.msg)
+			}
+			if strings.Contains(ee.Message, "bhk_x") {
+				t.Fatal("the message shows the key")
+			}
+			sameTree(t, before, tree(t, state))
+		})
+	}
+}
+
+// TestSectionChoice: the longest session_prefix wins; --section overrides.
+func TestSectionChoice(t *testing.T) {
+	home, state := t.TempDir(), t.TempDir()
+	writeFile(t, CredentialsPath(home), "default: p\nprofiles:\n  p: {key: bhk_x, url: https://api.example.test/v1}\n", 0o600)
+	cfg := filepath.Join(state, "config.yaml")
+	writeFile(t, cfg, `sections:
+  - name: all
+    session: {org_id: o, blob_id: b, revision_id: rev_1, session_id: ses_all}
+  - name: projects
+    session: {org_id: o, blob_id: b, revision_id: rev_1, session_id: ses_proj, session_prefix: "projects/"}
+  - name: p1
+    session: {org_id: o, blob_id: b, revision_id: rev_1, session_id: ses_p1}
+    session_prefix: "projects/p1/"
+`, 0o600)
+	for alias, want := range map[string]string{"projects/p1/t": "p1", "projects/p2/t": "projects", "projects/p1": "projects"} {
+		s, err := Resolve(Options{Home: home, StateDir: state, ConfigPath: cfg}, alias)
+		if err != nil {
+			t.Fatalf("%s: %v", alias, err)
+		}
+		if s.Section.Name != want {
+			t.Errorf("%s: section %s, want %s", alias, s.Section.Name, want)
+		}
+		if s.APIKey != "bhk_x" || s.APIURL != "https://api.example.test/v1" || s.StateName != "p" {
+			t.Errorf("credentials resolved to %q %q %q", s.APIKey, s.APIURL, s.StateName)
+		}
+		if s.JobDir != filepath.Join(state, "jobs", "session_agent_harness-ses_"+want) && want != "projects" {
+			t.Errorf("job dir %s", s.JobDir)
+		}
+	}
+	// Several sections and no prefix match: an error naming the alias.
+	ee := resolveErr(t, Options{Home: home, StateDir: state, ConfigPath: cfg}, "other/t")
+	if ee.Code != CodeInvalidConfig || !strings.Contains(ee.Message, "other/t") {
+		t.Fatalf("%s %s", ee.Code, ee.Message)
+	}
+	s, err := Resolve(Options{Home: home, StateDir: state, ConfigPath: cfg, Section: "all"}, "projects/p1/t")
+	if err != nil || s.Section.Name != "all" {
+		t.Fatalf("--section: %v %+v", err, s)
+	}
+}
+
+// envelopeWith is a pending claude thread on work whose metadata mod edits.
+func envelopeWith(work string, mod func(md map[string]any)) string {
+	var v map[string]any
+	_ = json.Unmarshal(envelope.NewThread(work, AgentClaude, "approval", "t"), &v)
+	md := v["thread"].(map[string]any)["metadata"].(map[string]any)
+	if mod != nil {
+		mod(md)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// putRaw stores value as alias's object even when BlobHub would refuse it
+// (not a JSON object, no type), by rewriting the store's object file.
+func (h *harness) putRaw(alias, value string) {
+	h.t.Helper()
+	h.srv.Put(alias, `{"type":"placeholder"}`)
+	files, _ := filepath.Glob(filepath.Join(h.srv.Dir(), "sessions", "*", "objects", "*.json"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		var o struct {
+			Alias     string          `json:"alias"`
+			UpdatedAt string          `json:"updated_at"`
+			Value     json.RawMessage `json:"value"`
+		}
+		if json.Unmarshal(b, &o) != nil || o.Alias != alias {
+			continue
+		}
+		o.Value = json.RawMessage(value)
+		b, err = json.Marshal(o)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			h.t.Fatal(err)
+		}
+		return
+	}
+	h.t.Fatalf("no object file for %q", alias)
+}
+
+func (h *harness) editConfig(old, new string) {
+	h.t.Helper()
+	b, err := os.ReadFile(h.config)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if !strings.Contains(string(b), old) {
+		h.t.Fatalf("config has no %q", old)
+	}
+	if err := os.WriteFile(h.config, []byte(strings.Replace(string(b), old, new, 1)), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// emissionCounts groups a thread's items by metadata.emission_id.
+func (h *harness) emissionCounts(alias string) map[string]int {
+	out := map[string]int{}
+	for _, it := range h.srv.Items(alias) {
+		var m struct {
+			EmissionID string `json:"emission_id"`
+		}
+		_ = json.Unmarshal(it.Metadata, &m)
+		if m.EmissionID != "" {
+			out[m.EmissionID]++
+		}
+	}
+	return out
+}
+
+// noneTwice fails if an emission was posted more than once.
+func (h *harness) noneTwice(aliases ...string) {
+	h.t.Helper()
+	for _, alias := range aliases {
+		for id, n := range h.emissionCounts(alias) {
+			if n != 1 {
+				h.t.Errorf("%s: emission %s posted %d times", alias, id, n)
+			}
+		}
+	}
+}
+
+// journalOpen is how many emissions of alias's journal are not confirmed.
+func (h *harness) journalOpen(alias string) int {
+	h.t.Helper()
+	th := h.thread(alias)
+	j, err := openJournal(filepath.Join(ThreadDir(h.setup().JobDir, alias), "emissions.jsonl"), th.EmissionNonce)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer j.closeFile()
+	return len(j.pending())
+}
+
+// wantThreadFailed checks a thread failure was written everywhere, once.
+func (h *harness) wantThreadFailed(alias, code string) {
+	h.t.Helper()
+	if got := h.wireState(alias); got != envelope.StateFailed {
+		h.t.Errorf("wire state %q, want failed", got)
+	}
+	th := h.thread(alias)
+	if th.Agent.State != envelope.StateFailed || !th.Agent.FailedOnWire {
+		h.t.Errorf("local state %q failed_on_wire %v, want failed true", th.Agent.State, th.Agent.FailedOnWire)
+	}
+	if e := th.Agent.Error.Get(); e == nil || e.Code != code {
+		h.t.Errorf("local error %+v, want %s", e, code)
+	}
+	n := 0
+	for _, it := range h.srv.Items("worker") {
+		var m struct {
+			Type  string `json:"type"`
+			Alias string `json:"alias"`
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(it.Metadata, &m)
+		if m.Type == envelope.ItemThreadFailed && m.Alias == alias {
+			n++
+			if m.Error.Code != code {
+				h.t.Errorf("thread_failed says %s, want %s", m.Error.Code, code)
+			}
+		}
+	}
+	if n != 1 {
+		h.t.Errorf("%d thread_failed items for %s on worker, want 1", n, alias)
+	}
+	h.noneTwice(alias, "worker")
+	if open := h.journalOpen(alias); open != 0 {
+		h.t.Errorf("%d emissions left unconfirmed", open)
+	}
+}
+
+// TestBadEnvelope: a job thread whose envelope fails the checklist becomes
+// failed with the step's code, reported once on worker, and the agent is
+// never started (SPEC §5.1, §6.3).
+func TestBadEnvelope(t *testing.T) {
+	type tc struct {
+		name  string
+		value func(h *harness) string
+		edit  func(h *harness)
+		code  string
+	}
+	set := func(path string, v any) func(md map[string]any) {
+		return func(md map[string]any) {
+			keys := strings.Split(path, ".")
+			m := md
+			for _, k := range keys[:len(keys)-1] {
+				if _, ok := m[k].(map[string]any); !ok {
+					m[k] = map[string]any{}
+				}
+				m = m[k].(map[string]any)
+			}
+			if v == nil {
+				delete(m, keys[len(keys)-1])
+				return
+			}
+			m[keys[len(keys)-1]] = v
+		}
+	}
+	env := func(mods ...func(md map[string]any)) func(h *harness) string {
+		return func(h *harness) string {
+			return envelopeWith(h.work, func(md map[string]any) {
+				for _, m := range mods {
+					m(md)
+				}
+			})
+		}
+	}
+	outside := t.TempDir()
+	tests := []tc{
+		{"work_folder a number", env(set("workspace.work_folder", 42)), nil, CodeWorkFolderNotAbsolute},
+		{"workspace a string", env(func(md map[string]any) { md["workspace"] = "/tmp" }), nil, CodeWorkFolderNotAbsolute},
+		{"work_folder missing", env(set("workspace.work_folder", nil)), nil, CodeWorkFolderNotAbsolute},
+		{"work_folder relative", env(set("workspace.work_folder", "rel/dir")), nil, CodeWorkFolderNotAbsolute},
+		{"work_folder nonexistent", env(set("workspace.work_folder", "/nonexistent/bhw-run/checkout")), nil, CodeWorkFolderNotFound},
+		{"work_folder a file", func(h *harness) string {
+			p := filepath.Join(h.work, "file")
+			writeFile(h.t, p, "x", 0o600)
+			return envelopeWith(p, nil)
+		}, nil, CodeWorkFolderNotADir},
+		{"work_folder contains the state tree", func(h *harness) string {
+			return envelopeWith(filepath.Dir(h.state), nil)
+		}, nil, CodeWorkFolderNotAllowed},
+		{"work_folder is the state tree", func(h *harness) string { return envelopeWith(h.state, nil) }, nil, CodeWorkFolderNotAllowed},
+		{"work_folder contains the store", func(h *harness) string { return envelopeWith(filepath.Dir(h.srv.Dir()), nil) }, nil, CodeWorkFolderNotAllowed},
+		{"work_folder inside the store", func(h *harness) string { return envelopeWith(h.srv.Dir(), nil) }, nil, CodeWorkFolderNotAllowed},
+		{"work_folder outside roots", env(), func(h *harness) { h.editConfig("policy:", "workspace:\n  roots: ["+outside+"]\npolicy:") }, CodeWorkFolderNotAllowed},
+		{"agent a string", env(func(md map[string]any) { md["agent"] = "claude_code" }), nil, CodeAgentTypeUnsupported},
+		{"agent type unknown", env(set("agent.type", "gpt")), nil, CodeAgentTypeUnsupported},
+		{"agent type antigravity", env(set("agent.type", "antigravity")), nil, CodeAgentTypeUnsupported},
+		{"agent type a number", env(set("agent.type", 7)), nil, CodeAgentTypeUnsupported},
+		{"posture unknown", env(set("agent.permissions", "yolo")), nil, CodePermissionsUnsupported},
+		{"posture a number", env(set("agent.permissions", 1)), nil, CodePermissionsUnsupported},
+		{"autonomous forbidden", env(set("agent.permissions", "autonomous")), func(h *harness) { h.editConfig("allow_autonomous: true", "allow_autonomous: false") }, CodeAutonomousForbidden},
+		{"guarded without policy", env(set("agent.permissions", "guarded")), nil, CodePolicyMissing},
+		{"policy unknown effect", env(set("agent.permissions", "guarded"), set("policy", map[string]any{"rules": []any{map[string]any{"effect": "fly", "decision": "allow"}}})), nil, CodePolicyInvalid},
+		{"policy unknown field", env(set("policy", map[string]any{"default": "ask", "mode": "x"})), nil, CodePolicyInvalid},
+		{"policy bad default", env(set("agent.permissions", "guarded"), set("policy", map[string]any{"default": "maybe"})), nil, CodePolicyInvalid},
+		{"policy relative path", env(set("policy", map[string]any{"rules": []any{map[string]any{"effect": "write", "path": "etc/*", "decision": "deny"}}})), nil, CodePolicyInvalid},
+		{"policy a string", env(set("policy", "allow everything")), nil, CodePolicyInvalid},
+		{"executable not allowed", env(set("agent.executable", "/bin/sh")), nil, CodeExecutableNotAllowed},
+		{"model starting with -", env(set("agent.model", "--dangerously-skip-permissions")), nil, envelope.CodeAgentSpawnFailed},
+		{"artifacts dot", env(set("artifacts.source", ".")), nil, CodeArtifactsSourceInvalid},
+		{"artifacts dotdot", env(set("artifacts.source", "../x")), nil, CodeArtifactsSourceInvalid},
+		{"artifacts unclean", env(set("artifacts.source", "a/../b")), nil, CodeArtifactsSourceInvalid},
+		{"artifacts .git", env(set("artifacts.source", ".git/x")), nil, CodeArtifactsSourceInvalid},
+		{"artifacts absolute", env(set("artifacts.source", "/abs/outbox")), nil, CodeArtifactsSourceInvalid},
+		{"artifacts empty", env(set("artifacts.source", "")), nil, CodeArtifactsSourceInvalid},
+		{"artifacts a number", env(set("artifacts.source", 3)), nil, CodeArtifactsSourceInvalid},
+		{"artifacts symlink out", func(h *harness) string {
+			if err := os.Symlink(outside, filepath.Join(h.work, "out")); err != nil {
+				h.t.Fatal(err)
+			}
+			return envelopeWith(h.work, set("artifacts.source", "out/box"))
+		}, nil, CodeArtifactsSourceInvalid},
+		{"artifacts symlink into .git", func(h *harness) string {
+			if err := os.MkdirAll(filepath.Join(h.work, ".git", "hooks"), 0o700); err != nil {
+				h.t.Fatal(err)
+			}
+			if err := os.Symlink(".git/hooks", filepath.Join(h.work, "box")); err != nil {
+				h.t.Fatal(err)
+			}
+			return envelopeWith(h.work, set("artifacts.source", "box"))
+		}, nil, CodeArtifactsSourceInvalid},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// The store is a forbidden folder only when the runner uses it
+			// as file://.
+			h := newHarness(t, strings.Contains(tc.name, "the store"))
+			const alias = "bad/t"
+			h.srv.Put(alias, tc.value(h))
+			h.srv.PersonPost(alias, "please start")
+			h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "the agent ran"}}}})
+			if tc.edit != nil {
+				tc.edit(h)
+			}
+			sum := h.run(alias)
+			want(t, sum, OutcomeFailed, ExitFailed)
+			wantCode(t, sum, ExitFailed, tc.code)
+			h.wantThreadFailed(alias, tc.code)
+			th := h.thread(alias)
+			if th.Agent.AgentSessionID != "" || th.Agent.Process != nil || slices.Contains(h.items(alias), "text") {
+				t.Fatal("the agent was started")
+			}
+			if len(th.Items.PendingInbound) != 1 {
+				t.Fatalf("the person's message was lost: pending_inbound %v", th.Items.PendingInbound)
+			}
+			// The next run changes nothing and posts nothing twice.
+			want(t, h.run(alias), OutcomeIdle, ExitOK)
+			h.wantThreadFailed(alias, tc.code)
+			// A failed artifacts check created no outbox.
+			if _, err := os.Lstat(filepath.Join(outside, "box")); err == nil {
+				t.Fatal("an outbox was created outside the work folder")
+			}
+		})
+	}
+}
+
+// TestNotAJob: an object that is not a job thread exits 65 and is cached
+// in not_mine.yaml; a value that is not a JSON object likewise; a missing
+// thread exits 66. Nothing is written to the thread.
+func TestNotAJob(t *testing.T) {
+	type testCase struct{ name, value string }
+	var cases []testCase
+	for name, value := range map[string]string{
+		"a note":                  `{"type":"note","note":{"text":"hi"}}`,
+		"a thread without agent":  `{"type":"thread","thread":{"metadata":{"workspace":{"work_folder":"/tmp"}}}}`,
+		"a JSON string":           `"just text"`,
+		"a JSON array":            `[1,2,3]`,
+		"type a number":           `{"type":7,"thread":{"metadata":{"agent":{"type":"claude_code"}}}}`,
+		"metadata a list":         `{"type":"thread","thread":{"metadata":[1]}}`,
+		"instance a string":       `{"type":"thread","thread":{"metadata":{"instance":"pending"}}}`,
+		"thread a string":         `{"type":"thread","thread":"x"}`,
+		"artifact we might write": `{"type":"artifact","artifact":{"name":"r.md"}}`,
+	} {
+		cases = append(cases, testCase{name, value})
+	}
+	for _, tc := range cases {
+		name, value := tc.name, tc.value
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, false)
+			const alias = "notjob/x"
+			h.putRaw(alias, value)
+			sum := h.run(alias)
+			wantCode(t, sum, ExitNotJob, CodeNotJob)
+			b, err := os.ReadFile(filepath.Join(h.setup().JobDir, "not_mine.yaml"))
+			if err != nil || !strings.Contains(string(b), alias) {
+				t.Fatalf("not_mine.yaml does not cache %q: %v %s", alias, err, b)
+			}
+			if _, err := os.Stat(filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml")); err == nil {
+				t.Fatal("thread.yaml written for a non-job")
+			}
+			if o, _ := h.srv.Get(alias); string(o.Value) != value && !jsonEqual(o.Value, []byte(value)) {
+				t.Fatalf("the object changed: %s", o.Value)
+			}
+			if n := len(h.srv.Items(alias)) + len(h.srv.Items("worker")); n != 0 {
+				t.Fatalf("%d items posted", n)
+			}
+		})
+	}
+	t.Run("no such thread", func(t *testing.T) {
+		h := newHarness(t, false)
+		h.srv.Put("other", `{"type":"note"}`)
+		sum := h.run("nothing/here")
+		wantCode(t, sum, ExitNoThread, CodeNoThread)
+		if !strings.Contains(sum.Error.Message, "thread new") {
+			t.Fatalf("message %q says nothing to do", sum.Error.Message)
+		}
+	})
+}
+
+// TestAgentNotInstalled: a missing executable is the machine's fault: exit
+// 78, the thread stays pending and nothing is posted.
+func TestAgentNotInstalled(t *testing.T) {
+	h := newHarness(t, false)
+	exe, _ := os.Executable()
+	h.editConfig("executable: "+exe, "executable: /nonexistent/bin/claude")
+	const alias = "noexe/t"
+	h.handOff(alias, "approval", "start")
+	sum := h.run(alias)
+	wantCode(t, sum, ExitConfig, CodeAgentNotInstalled)
+	if !strings.Contains(sum.Error.Message, "stays pending") {
+		t.Errorf("message %q", sum.Error.Message)
+	}
+	if got := h.wireState(alias); got != envelope.StatePending {
+		t.Fatalf("wire %q, want pending", got)
+	}
+	if th := h.thread(alias); th.Agent.State == envelope.StateFailed || th.Agent.State == envelope.StateActive {
+		t.Fatalf("local state %q", th.Agent.State)
+	}
+	if n := len(h.srv.Items("worker")); n != 0 {
+		t.Fatalf("%d worker items", n)
+	}
+	// Installed again: the same message is delivered.
+	h.editConfig("executable: /nonexistent/bin/claude", "executable: "+exe)
+	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "hi"}}}})
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	if ids := h.thread(alias).Turn.InboundIDs; len(ids) != 1 {
+		t.Fatalf("inbound %v", ids)
+	}
+}
+
+// TestThreadLocked: a second run of a locked alias exits 75 naming the
+// holder, and writes nothing.
+func TestThreadLocked(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "locked/t"
+	h.handOff(alias, "approval", "start")
+	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "hi"}}}})
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	h.srv.PersonPost(alias, "more")
+
+	dir := ThreadDir(h.setup().JobDir, alias)
+	lk, err := lock.Acquire(t.Context(), filepath.Join(dir, "thread.lock"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := tree(t, h.state)
+	items := len(h.srv.Items(alias))
+	h.srv.ResetCounts()
+	sum := h.run(alias)
+	wantCode(t, sum, ExitTempFail, CodeLocked)
+	if !strings.Contains(sum.Error.Message, "locked by pid") || !strings.Contains(sum.Error.Message, "--lock-wait") {
+		t.Fatalf("message %q", sum.Error.Message)
+	}
+	if n, cmds := h.srv.Requests(); n != 0 {
+		t.Fatalf("a locked run made %d requests: %v", n, cmds)
+	}
+	sameTree(t, before, tree(t, h.state), filepath.Join("jobs", "session_agent_harness-"+bhtest.SessionID, "logs", "section.log"))
+	if len(h.srv.Items(alias)) != items {
+		t.Fatal("a locked run posted")
+	}
+	if err := lk.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	h.noneTwice(alias)
+}
+
+// TestIdleRequests: an idle run makes exactly two requests (SPEC §6.1), also
+// right after a turn, and needs no agent slot.
+func TestIdleRequests(t *testing.T) {
+	for _, local := range []bool{false} {
+		h := newHarness(t, local)
+		const alias = "idle/t"
+		h.handOff(alias, "approval", "start")
+		h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "hi"}}}})
+		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+
+		// Every slot taken: an idle run does not care.
+		var slots []*lock.Slot
+		for {
+			s, err := lock.TrySlot(filepath.Join(h.state, "slots"), 4)
+			if errors.Is(err, lock.ErrNoSlot) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			slots = append(slots, s)
+		}
+		for i := range 2 {
+			h.srv.ResetCounts()
+			want(t, h.run(alias), OutcomeIdle, ExitOK)
+			if n, cmds := h.srv.Requests(); n != 2 {
+				t.Fatalf("idle run %d made %d requests, want 2: %v", i, n, cmds)
+			}
+		}
+
+		// A run that must spawn exits 75 and writes nothing.
+		h.srv.PersonPost(alias, "more")
+		th := h.thread(alias)
+		items := len(h.srv.Items(alias))
+		sum := h.run(alias)
+		wantCode(t, sum, ExitTempFail, CodeNoSlot)
+		after := h.thread(alias)
+		if after.Turn.State != th.Turn.State || after.Agent.State != th.Agent.State || after.Agent.AgentSessionID != th.Agent.AgentSessionID {
+			t.Fatalf("thread.yaml changed: turn %q→%q agent %q→%q", th.Turn.State, after.Turn.State, th.Agent.State, after.Agent.State)
+		}
+		if len(h.srv.Items(alias)) != items {
+			t.Fatal("a run without a slot posted")
+		}
+		if h.journalOpen(alias) != 0 {
+			t.Fatal("a run without a slot journaled")
+		}
+		for _, s := range slots {
+			_ = s.Release()
+		}
+		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+		if ids := h.thread(alias).Turn.InboundIDs; len(ids) != 1 {
+			t.Fatalf("the message was not delivered once: %v", ids)
+		}
+		h.noneTwice(alias)
+	}
+}
+
+// TestNoSlotPending: a pending thread with a message and no free slot exits
+// 75 with nothing written: still pending on the wire and locally.
+func TestNoSlotPending(t *testing.T) {
+	h := newHarness(t, false)
+	h.cfg = "concurrency: {max_agents: 1}\n"
+	h.writeConfig()
+	const alias = "slot/t"
+	h.handOff(alias, "approval", "start")
+	s, err := lock.TrySlot(filepath.Join(h.state, "slots"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := h.run(alias)
+	wantCode(t, sum, ExitTempFail, CodeNoSlot)
+	if got := h.wireState(alias); got != envelope.StatePending {
+		t.Fatalf("wire %q", got)
+	}
+	if st := h.thread(alias).Agent.State; st != "" {
+		t.Fatalf("local state %q", st)
+	}
+	_ = s.Release()
+	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "hi"}}}})
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	if got := h.items(alias); !slices.Equal(got, []string{"person", "text", "turn_end"}) {
+		t.Fatalf("items %v", got)
+	}
+}
