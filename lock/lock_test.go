@@ -503,3 +503,26 @@ func TestSlotHeldByAnotherProcessUntilKilled(t *testing.T) {
 	}
 	defer s.Release()
 }
+
+func TestHeld(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t", "thread.lock")
+	if held, err := Held(path); err != nil || held {
+		t.Fatalf("missing file: held %v, err %v", held, err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the probe created %s: %v", path, err)
+	}
+	l := mustAcquire(t, path)
+	if held, err := Held(path); err != nil || !held {
+		t.Fatalf("while locked: held %v, err %v", held, err)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := Held(path); err != nil || held {
+		t.Fatalf("after unlock: held %v, err %v", held, err)
+	}
+	// The probe released what it took: a run can take the lock.
+	l = mustAcquire(t, path)
+	_ = l.Unlock()
+}

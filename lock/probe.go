@@ -1,0 +1,35 @@
+package lock
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/gofrs/flock"
+)
+
+// Held reports whether another open file holds the lock at path right now:
+// it tries the flock without waiting and releases it at once (bhw-run ls
+// skips a thread a run is working on). A missing file is not held, and is
+// not created: a thread never run has no lock file. The probe holds the
+// lock for microseconds and writes no Holder; a run that fails fast on it
+// in that instant exits 75 and the next one proceeds.
+func Held(path string) (bool, error) {
+	// O_RDONLY without O_CREATE: flock(2) needs only an open descriptor.
+	f := flock.New(path, flock.SetFlag(os.O_RDONLY))
+	ok, err := f.TryLock()
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("probe lock %s: %w", path, err)
+	}
+	if !ok {
+		return true, nil
+	}
+	if err := f.Unlock(); err != nil {
+		return false, fmt.Errorf("probe lock %s: %w", path, err)
+	}
+	return false, nil
+}
