@@ -155,7 +155,7 @@ func (cl *cliState) before(c *cli.Context) error {
 	}
 	switch format {
 	case "text":
-		cl.log = slog.New(tint.NewHandler(cl.stderr, &tint.Options{Level: level, TimeFormat: time.Kitchen}))
+		cl.log = slog.New(tint.NewTextHandler(cl.stderr, &tint.Options{Level: level, TimeFormat: time.Kitchen}))
 	case "json":
 		cl.log = slog.New(slog.NewJSONHandler(cl.stderr, &slog.HandlerOptions{Level: level}))
 	default:
