@@ -1,0 +1,411 @@
+// Package outbox is the file-system half of SPEC §10: it creates a thread's
+// outbox folder inside the work folder and reads what the agent left there,
+// never following a symbolic link and never changing a file it did not
+// create. It knows nothing of BlobHub; run publishes what Scan returns.
+package outbox
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+)
+
+// GitIgnore is the file Create writes in a folder it created, so the
+// outbox never shows in `git status` of the work folder.
+const GitIgnore = ".gitignore"
+
+// maxDepth bounds the walk: a hostile tree cannot exhaust file descriptors.
+const maxDepth = 32
+
+// Skip reasons.
+const (
+	ReasonSymlink    = "symlink"
+	ReasonHardlink   = "hardlink"
+	ReasonTooLarge   = "too large"
+	ReasonNotRegular = "not a regular file"
+	ReasonTooDeep    = "too deep"
+	ReasonUnreadable = "unreadable"
+)
+
+// File is one regular file of the outbox, read and hashed from one open
+// file descriptor.
+type File struct {
+	Path      string // relative to the outbox, slash-separated
+	Size      int64
+	SHA256    string // hex
+	Data      []byte
+	MediaType string
+	Encoding  string // "utf-8" or "base64"
+}
+
+// Name is the file's base name.
+func (f File) Name() string { return path.Base(f.Path) }
+
+// EncodedData is Data as it travels in the artifact value: the text itself
+// for utf-8, standard base64 otherwise.
+func (f File) EncodedData() string {
+	if f.Encoding == "utf-8" {
+		return string(f.Data)
+	}
+	return base64.StdEncoding.EncodeToString(f.Data)
+}
+
+// Skip is a file Scan would not publish, and why.
+type Skip struct {
+	Path   string
+	Reason string
+}
+
+// SourceError is a bad artifacts.source or an outbox that leaves the work
+// folder.
+type SourceError struct {
+	Source string
+	Why    string
+}
+
+func (e *SourceError) Error() string {
+	return fmt.Sprintf("artifacts.source %q %s", e.Source, e.Why)
+}
+
+// ValidateSource checks artifacts.source without touching the disk: a
+// relative, clean, strict subfolder of the work folder, not under .git
+// (SPEC §6.3 step 5).
+func ValidateSource(source string) error {
+	bad := func(why string) error { return &SourceError{Source: source, Why: why} }
+	switch {
+	case source == "" || filepath.IsAbs(source):
+		return bad("must be a relative path")
+	case filepath.Clean(source) != source || strings.Contains(source, "\\"):
+		return bad("is not clean")
+	case source == "." || source == ".." || strings.HasPrefix(source, "../"):
+		return bad("must be a strict subfolder of the work folder")
+	case source == ".git" || strings.HasPrefix(source, ".git/"):
+		return bad("must not be under .git")
+	}
+	for _, r := range source {
+		if r == 0 {
+			return bad("contains a NUL byte")
+		}
+	}
+	return nil
+}
+
+// checkInside re-checks, after resolving symbolic links, that the longest
+// existing prefix of workFolder/source stays strictly inside the work folder
+// and out of its .git (SPEC §6.3 step 5): the folder may have changed since
+// the checklist ran.
+func checkInside(workFolder, source string) (workReal string, err error) {
+	if err := ValidateSource(source); err != nil {
+		return "", err
+	}
+	workReal, err = filepath.EvalSymlinks(workFolder)
+	if err != nil {
+		return "", fmt.Errorf("work folder %s: %w", workFolder, err)
+	}
+	probe, rest := filepath.Join(workReal, source), ""
+	for probe != workReal {
+		real, err := filepath.EvalSymlinks(probe)
+		if err == nil {
+			full := filepath.Join(real, rest)
+			rel, rerr := filepath.Rel(workReal, full)
+			if rerr != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+				return "", &SourceError{Source: source, Why: "leaves the work folder through a symbolic link"}
+			}
+			if rel == ".git" || strings.HasPrefix(rel, ".git/") {
+				return "", &SourceError{Source: source, Why: "resolves under .git"}
+			}
+			return workReal, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("outbox %s: %w", probe, err)
+		}
+		rest = filepath.Join(filepath.Base(probe), rest)
+		probe = filepath.Dir(probe)
+	}
+	return workReal, nil
+}
+
+// Create makes <workFolder>/<source> with its parents. Only when it creates
+// the outbox folder itself does it write a .gitignore holding "*" in it;
+// createdByUs reports that. It is idempotent and never deletes, moves or
+// rewrites a file that is already there.
+//
+// The folder appears complete or not at all: it is built under a temporary
+// name next to its final place and renamed without replacing anything, so
+// a kill between the mkdir and the .gitignore cannot leave an outbox that
+// git would see.
+func Create(workFolder, source string) (createdByUs bool, err error) {
+	workReal, err := checkInside(workFolder, source)
+	if err != nil {
+		return false, err
+	}
+	dir := filepath.Join(workReal, source)
+	if fi, err := os.Lstat(dir); err == nil {
+		if fi.Mode()&fs.ModeSymlink == 0 && !fi.IsDir() {
+			return false, &SourceError{Source: source, Why: "exists and is not a folder"}
+		}
+		return false, nil
+	}
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return false, fmt.Errorf("create the outbox's parent: %w", err)
+	}
+	// MkdirAll follows links: check again that what it walked stays inside.
+	if _, err := checkInside(workFolder, source); err != nil {
+		return false, err
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
+	if err != nil {
+		return false, fmt.Errorf("create the outbox: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		_ = os.RemoveAll(tmp)
+		return false, err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, GitIgnore), []byte("*\n"), 0o644); err != nil {
+		_ = os.RemoveAll(tmp)
+		return false, fmt.Errorf("write the outbox's .gitignore: %w", err)
+	}
+	switch err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.EEXIST):
+		// Someone made it meanwhile: it is theirs.
+		_ = os.RemoveAll(tmp)
+		return false, nil
+	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS):
+		// No RENAME_NOREPLACE on this file system: mkdir is the atomic test.
+		_ = os.RemoveAll(tmp)
+		if err := os.Mkdir(dir, 0o755); errors.Is(err, fs.ErrExist) {
+			return false, nil
+		} else if err != nil {
+			return false, fmt.Errorf("create the outbox: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, GitIgnore), []byte("*\n"), 0o644); err != nil {
+			return true, fmt.Errorf("write the outbox's .gitignore: %w", err)
+		}
+		return true, nil
+	default:
+		_ = os.RemoveAll(tmp)
+		return false, fmt.Errorf("create the outbox: %w", err)
+	}
+}
+
+// openRoot opens the outbox folder without following a link at its last
+// component; its parents are checked to stay inside the work folder.
+func openRoot(workFolder, source string) (int, error) {
+	workReal, err := checkInside(workFolder, source)
+	if err != nil {
+		return -1, err
+	}
+	dir := filepath.Join(workReal, source)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+		// O_NOFOLLOW on a symlink is ELOOP: a root swapped for a link is refused.
+		return -1, &SourceError{Source: source, Why: "is a symbolic link or not a folder; refusing to read it"}
+	case err != nil:
+		return -1, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	return fd, nil
+}
+
+// Scan walks the outbox and returns its regular files that are new or
+// changed against published (relative path → sha256), sorted by path,
+// and the files it will not publish. It never follows a link: every file
+// is opened relative to its folder's descriptor with O_NOFOLLOW and
+// checked with Fstat on that same descriptor, then hashed and read from it.
+func Scan(workFolder, source string, maxBytes int64, published map[string]string) ([]File, []Skip, error) {
+	root, err := openRoot(workFolder, source)
+	if err != nil {
+		return nil, nil, err
+	}
+	w := &walker{maxBytes: maxBytes, published: published}
+	w.dir(root, "", 0) // closes root
+	sort.Slice(w.files, func(i, j int) bool { return w.files[i].Path < w.files[j].Path })
+	sort.Slice(w.skips, func(i, j int) bool { return w.skips[i].Path < w.skips[j].Path })
+	return w.files, w.skips, nil
+}
+
+// ErrNotPublishable is returned by Read for a file Scan would skip.
+var ErrNotPublishable = errors.New("not publishable")
+
+// Read reads one file of the outbox by its relative path, under the rules
+// of Scan: every folder on the way and the file itself are opened without
+// following links. A replayed upload re-reads its bytes with it.
+func Read(workFolder, source, rel string, maxBytes int64) (*File, error) {
+	if rel == "" || path.Clean(rel) != rel || strings.HasPrefix(rel, "../") || rel == ".." || path.IsAbs(rel) || rel == GitIgnore {
+		return nil, fmt.Errorf("%q: %w", rel, ErrNotPublishable)
+	}
+	fd, err := openRoot(workFolder, source)
+	if err != nil {
+		return nil, err
+	}
+	parts := strings.Split(rel, "/")
+	for _, p := range parts[:len(parts)-1] {
+		next, err := unix.Openat(fd, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", rel, err)
+		}
+		fd = next
+	}
+	w := &walker{maxBytes: maxBytes}
+	f, skip, err := w.file(fd, parts[len(parts)-1], rel)
+	unix.Close(fd)
+	switch {
+	case err != nil:
+		return nil, err
+	case skip != "":
+		return nil, fmt.Errorf("%s (%s): %w", rel, skip, ErrNotPublishable)
+	}
+	return f, nil
+}
+
+type walker struct {
+	maxBytes  int64
+	published map[string]string
+	files     []File
+	skips     []Skip
+}
+
+func (w *walker) skip(p, reason string) { w.skips = append(w.skips, Skip{Path: p, Reason: reason}) }
+
+// dir reads the folder open at fd (and closes it); prefix is its relative
+// path ("" for the root).
+func (w *walker) dir(fd int, prefix string, depth int) {
+	d := os.NewFile(uintptr(fd), prefix)
+	defer d.Close()
+	entries, err := d.ReadDir(-1)
+	if err != nil && len(entries) == 0 {
+		if prefix != "" {
+			w.skip(prefix, ReasonUnreadable)
+		}
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		rel := name
+		if prefix != "" {
+			rel = prefix + "/" + name
+		}
+		if prefix == "" && name == GitIgnore {
+			continue
+		}
+		if e.Type()&fs.ModeSymlink != 0 {
+			w.skip(rel, ReasonSymlink)
+			continue
+		}
+		if e.IsDir() {
+			if depth+1 >= maxDepth {
+				w.skip(rel, ReasonTooDeep)
+				continue
+			}
+			sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				// Swapped for a link since ReadDir: ELOOP/ENOTDIR.
+				w.skip(rel, reasonOf(err))
+				continue
+			}
+			w.dir(sub, rel, depth+1)
+			continue
+		}
+		f, reason, err := w.file(fd, name, rel)
+		switch {
+		case err != nil:
+			w.skip(rel, ReasonUnreadable)
+		case reason != "":
+			w.skip(rel, reason)
+		case w.published[rel] == f.SHA256:
+		default:
+			w.files = append(w.files, *f)
+		}
+	}
+}
+
+// file opens name in the folder dirfd without following a link, checks
+// it with Fstat on the same descriptor and reads and hashes it from there.
+func (w *walker) file(dirfd int, name, rel string) (*File, string, error) {
+	// O_NONBLOCK: opening a FIFO the agent left must not hang the run.
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		if r := reasonOf(err); r != ReasonUnreadable {
+			return nil, r, nil
+		}
+		return nil, "", fmt.Errorf("%s: %w", rel, err)
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", rel, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return nil, ReasonNotRegular, nil
+	case st.Nlink > 1:
+		// Another name for the same bytes may lie outside the outbox.
+		return nil, ReasonHardlink, nil
+	case st.Size > w.maxBytes:
+		return nil, ReasonTooLarge, nil
+	}
+	h := sha256.New()
+	data, err := io.ReadAll(io.TeeReader(io.LimitReader(f, w.maxBytes+1), h))
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", rel, err)
+	}
+	if int64(len(data)) > w.maxBytes {
+		return nil, ReasonTooLarge, nil // it grew while we read
+	}
+	out := &File{Path: rel, Size: int64(len(data)), SHA256: hex.EncodeToString(h.Sum(nil)), Data: data,
+		MediaType: MediaType(rel), Encoding: "base64"}
+	if utf8.Valid(data) && !strings.ContainsRune(string(data), 0) {
+		out.Encoding = "utf-8"
+	}
+	return out, "", nil
+}
+
+func reasonOf(err error) string {
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return ReasonSymlink
+	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ENXIO):
+		return ReasonNotRegular
+	}
+	return ReasonUnreadable
+}
+
+// mediaTypes is fixed here, not read from the machine's mime.types, so
+// one file gets the same media type on every host.
+var mediaTypes = map[string]string{
+	".md": "text/markdown", ".markdown": "text/markdown", ".txt": "text/plain", ".log": "text/plain",
+	".csv": "text/csv", ".tsv": "text/tab-separated-values", ".html": "text/html", ".htm": "text/html",
+	".css": "text/css", ".js": "text/javascript", ".json": "application/json", ".jsonl": "application/jsonl",
+	".yaml": "application/yaml", ".yml": "application/yaml", ".xml": "application/xml", ".toml": "application/toml",
+	".diff": "text/x-diff", ".patch": "text/x-diff", ".go": "text/x-go", ".py": "text/x-python", ".sh": "text/x-shellscript",
+	".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp",
+	".svg": "image/svg+xml", ".pdf": "application/pdf", ".zip": "application/zip", ".gz": "application/gzip",
+	".tar": "application/x-tar", ".wasm": "application/wasm",
+}
+
+// MediaType is a file's media type by its extension; application/octet-stream
+// when unknown.
+func MediaType(name string) string {
+	ext := strings.ToLower(path.Ext(name))
+	if t, ok := mediaTypes[ext]; ok {
+		return t
+	}
+	return "application/octet-stream"
+}

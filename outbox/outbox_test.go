@@ -1,0 +1,312 @@
+package outbox
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+const src = ".bhw/outbox"
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sum(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+
+func paths(fs []File) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Path)
+	}
+	return out
+}
+
+func TestCreate(t *testing.T) {
+	work := t.TempDir()
+	created, err := Create(work, src)
+	if err != nil || !created {
+		t.Fatalf("Create = %v, %v; want true, nil", created, err)
+	}
+	gi, err := os.ReadFile(filepath.Join(work, src, GitIgnore))
+	if err != nil || string(gi) != "*\n" {
+		t.Fatalf(".gitignore = %q, %v", gi, err)
+	}
+	// Idempotent, and a file already there is left alone.
+	write(t, filepath.Join(work, src, GitIgnore), "mine\n")
+	created, err = Create(work, src)
+	if err != nil || created {
+		t.Fatalf("second Create = %v, %v; want false, nil", created, err)
+	}
+	if gi, _ := os.ReadFile(filepath.Join(work, src, GitIgnore)); string(gi) != "mine\n" {
+		t.Fatalf(".gitignore rewritten: %q", gi)
+	}
+	// No temporary folder is left next to it.
+	entries, _ := os.ReadDir(filepath.Join(work, ".bhw"))
+	if len(entries) != 1 {
+		t.Fatalf("entries next to the outbox: %v", entries)
+	}
+}
+
+func TestCreateExistingFolderGetsNoGitignore(t *testing.T) {
+	work := t.TempDir()
+	write(t, filepath.Join(work, "out", "keep.txt"), "x")
+	created, err := Create(work, "out")
+	if err != nil || created {
+		t.Fatalf("Create = %v, %v; want false, nil", created, err)
+	}
+	if _, err := os.Stat(filepath.Join(work, "out", GitIgnore)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a .gitignore was written into a folder bhw-run did not create: %v", err)
+	}
+}
+
+func TestCreateRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name, source string
+		prepare      func(t *testing.T, work string)
+	}{
+		{name: "dot", source: "."},
+		{name: "dotdot", source: "../x"},
+		{name: "absolute", source: "/tmp/x"},
+		{name: "git", source: ".git/x"},
+		{name: "unclean", source: "a//b"},
+		{name: "symlink parent out", source: "link/out", prepare: func(t *testing.T, work string) {
+			if err := os.Symlink(t.TempDir(), filepath.Join(work, "link")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "symlink out", source: "out", prepare: func(t *testing.T, work string) {
+			if err := os.Symlink("/etc", filepath.Join(work, "out")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "symlink into git", source: "g/out", prepare: func(t *testing.T, work string) {
+			os.MkdirAll(filepath.Join(work, ".git"), 0o755)
+			if err := os.Symlink(".git", filepath.Join(work, "g")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "a file", source: "out", prepare: func(t *testing.T, work string) {
+			write(t, filepath.Join(work, "out"), "x")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			work := t.TempDir()
+			if tc.prepare != nil {
+				tc.prepare(t, work)
+			}
+			created, err := Create(work, tc.source)
+			var se *SourceError
+			if !errors.As(err, &se) || created {
+				t.Fatalf("Create(%q) = %v, %v; want a SourceError", tc.source, created, err)
+			}
+			if _, _, err := Scan(work, tc.source, 1<<20, nil); err == nil {
+				t.Fatalf("Scan(%q) accepted it", tc.source)
+			}
+		})
+	}
+}
+
+func TestScan(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		prepare   func(t *testing.T, out string)
+		published map[string]string
+		files     []string
+		skips     []Skip
+	}{
+		{name: "plain files", prepare: func(t *testing.T, out string) {
+			write(t, filepath.Join(out, "report.md"), "# hi\n")
+			write(t, filepath.Join(out, "sub", "data.bin"), "\x00\xff")
+		}, files: []string{"report.md", "sub/data.bin"}},
+		{name: "gitignore of the root is never published", prepare: func(t *testing.T, out string) {
+			write(t, filepath.Join(out, GitIgnore), "*\n")
+			write(t, filepath.Join(out, "sub", GitIgnore), "x\n")
+		}, files: []string{"sub/.gitignore"}},
+		{name: "symlink to /etc/passwd", prepare: func(t *testing.T, out string) {
+			if err := os.Symlink("/etc/passwd", filepath.Join(out, "passwd")); err != nil {
+				t.Fatal(err)
+			}
+		}, skips: []Skip{{"passwd", ReasonSymlink}}},
+		{name: "symlinked folder", prepare: func(t *testing.T, out string) {
+			if err := os.Symlink("/etc", filepath.Join(out, "etc")); err != nil {
+				t.Fatal(err)
+			}
+		}, skips: []Skip{{"etc", ReasonSymlink}}},
+		{name: "hardlink", prepare: func(t *testing.T, out string) {
+			secret := filepath.Join(t.TempDir(), "secret")
+			write(t, secret, "s3cret")
+			if err := os.Link(secret, filepath.Join(out, "copy")); err != nil {
+				t.Skip("no hard links here:", err)
+			}
+		}, skips: []Skip{{"copy", ReasonHardlink}}},
+		{name: "big file", prepare: func(t *testing.T, out string) {
+			write(t, filepath.Join(out, "big"), string(make([]byte, 101)))
+			write(t, filepath.Join(out, "edge"), string(make([]byte, 100)))
+		}, files: []string{"edge"}, skips: []Skip{{"big", ReasonTooLarge}}},
+		{name: "fifo", prepare: func(t *testing.T, out string) {
+			if err := mkfifo(filepath.Join(out, "pipe")); err != nil {
+				t.Skip(err)
+			}
+		}, skips: []Skip{{"pipe", ReasonNotRegular}}},
+		{name: "named like another thread's alias", prepare: func(t *testing.T, out string) {
+			write(t, filepath.Join(out, "projects", "p1", "t2", "thread.yaml"), "alias: x\n")
+		}, files: []string{"projects/p1/t2/thread.yaml"}},
+		{name: "unchanged file is not returned", prepare: func(t *testing.T, out string) {
+			write(t, filepath.Join(out, "a.txt"), "same")
+			write(t, filepath.Join(out, "b.txt"), "new")
+		}, published: map[string]string{"a.txt": sum("same"), "b.txt": sum("old")}, files: []string{"b.txt"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			work := t.TempDir()
+			if _, err := Create(work, src); err != nil {
+				t.Fatal(err)
+			}
+			tc.prepare(t, filepath.Join(work, src))
+			files, skips, err := Scan(work, src, 100, tc.published)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := paths(files); !slices.Equal(got, tc.files) {
+				t.Fatalf("files %v, want %v", got, tc.files)
+			}
+			if !slices.Equal(skips, tc.skips) {
+				t.Fatalf("skips %v, want %v", skips, tc.skips)
+			}
+		})
+	}
+}
+
+func TestScanFileFields(t *testing.T) {
+	work := t.TempDir()
+	out := filepath.Join(work, src)
+	write(t, filepath.Join(out, "report.md"), "héllo\n")
+	write(t, filepath.Join(out, "img.png"), "\x89PNG\x00")
+	write(t, filepath.Join(out, "noext"), "\xff\xfe")
+	files, _, err := Scan(work, src, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]File{
+		"report.md": {Size: 7, SHA256: sum("héllo\n"), MediaType: "text/markdown", Encoding: "utf-8"},
+		"img.png":   {Size: 5, SHA256: sum("\x89PNG\x00"), MediaType: "image/png", Encoding: "base64"},
+		"noext":     {Size: 2, SHA256: sum("\xff\xfe"), MediaType: "application/octet-stream", Encoding: "base64"},
+	}
+	if len(files) != len(want) {
+		t.Fatalf("files %v", paths(files))
+	}
+	for _, f := range files {
+		w := want[f.Path]
+		if f.Size != w.Size || f.SHA256 != w.SHA256 || f.MediaType != w.MediaType || f.Encoding != w.Encoding {
+			t.Errorf("%s: got %+v, want %+v", f.Path, f, w)
+		}
+	}
+	if got := files[0].EncodedData(); got != "iVBORwA=" { // img.png sorts first
+		t.Errorf("base64 data %q", got)
+	}
+	if got := files[2].EncodedData(); got != "héllo\n" {
+		t.Errorf("utf-8 data %q", got)
+	}
+}
+
+func TestScanChangedFileReturnedOnce(t *testing.T) {
+	work := t.TempDir()
+	out := filepath.Join(work, src)
+	write(t, filepath.Join(out, "r.txt"), "v1")
+	published := map[string]string{}
+	scan := func() []string {
+		files, _, err := Scan(work, src, 1<<20, published)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			published[f.Path] = f.SHA256
+		}
+		return paths(files)
+	}
+	if got := scan(); !slices.Equal(got, []string{"r.txt"}) {
+		t.Fatalf("first scan %v", got)
+	}
+	if got := scan(); len(got) != 0 {
+		t.Fatalf("unchanged file returned again: %v", got)
+	}
+	write(t, filepath.Join(out, "r.txt"), "v2")
+	if got := scan(); !slices.Equal(got, []string{"r.txt"}) {
+		t.Fatalf("changed file: %v", got)
+	}
+	if got := scan(); len(got) != 0 {
+		t.Fatalf("changed file returned twice: %v", got)
+	}
+}
+
+func TestScanRootSwappedForSymlink(t *testing.T) {
+	work := t.TempDir()
+	if _, err := Create(work, src); err != nil {
+		t.Fatal(err)
+	}
+	// The agent replaces the outbox with a link to a folder inside the work
+	// folder: still refused, the root is opened with O_NOFOLLOW.
+	inside := filepath.Join(work, "elsewhere")
+	write(t, filepath.Join(inside, "x.txt"), "x")
+	if err := os.RemoveAll(filepath.Join(work, src)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(inside, filepath.Join(work, src)); err != nil {
+		t.Fatal(err)
+	}
+	files, _, err := Scan(work, src, 1<<20, nil)
+	var se *SourceError
+	if !errors.As(err, &se) || len(files) != 0 {
+		t.Fatalf("Scan = %v, %v; want a SourceError", paths(files), err)
+	}
+	if _, err := Read(work, src, "x.txt", 1<<20); !errors.As(err, &se) {
+		t.Fatalf("Read through a swapped root: %v", err)
+	}
+	// And a link out is refused as well.
+	os.Remove(filepath.Join(work, src))
+	if err := os.Symlink("/etc", filepath.Join(work, src)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Scan(work, src, 1<<20, nil); !errors.As(err, &se) {
+		t.Fatalf("Scan of a root linked out: %v", err)
+	}
+}
+
+func TestRead(t *testing.T) {
+	work := t.TempDir()
+	out := filepath.Join(work, src)
+	write(t, filepath.Join(out, "sub", "r.txt"), "hello")
+	write(t, filepath.Join(out, "big"), string(make([]byte, 11)))
+	if err := os.Symlink("/etc/passwd", filepath.Join(out, "passwd")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc", filepath.Join(out, "etc")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Read(work, src, "sub/r.txt", 10)
+	if err != nil || string(f.Data) != "hello" || f.SHA256 != sum("hello") {
+		t.Fatalf("Read = %+v, %v", f, err)
+	}
+	for _, rel := range []string{"passwd", "big", "etc/passwd", "../x", ".gitignore", "sub/../sub/r.txt"} {
+		if _, err := Read(work, src, rel, 10); err == nil {
+			t.Errorf("Read(%q) succeeded", rel)
+		}
+	}
+	if _, err := Read(work, src, "gone", 10); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Read of a missing file: %v", err)
+	}
+}
+
+func mkfifo(p string) error { return unix.Mkfifo(p, 0o644) }
