@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -94,7 +95,7 @@ func (cl *cliState) app() *cli.App {
 	app := &cli.App{
 		Name:                   "bhw-run",
 		Usage:                  "run one activation of one BlobHub thread and exit",
-		UsageText:              "bhw-run [flags] <alias>\nbhw-run run [flags] <alias>\nbhw-run thread new|post|show|stop|retry …\nbhw-run version",
+		UsageText:              "bhw-run [flags] <alias>\nbhw-run run [flags] <alias>\nbhw-run ls [--state S,...] [--runnable] [--print0] [--json]\nbhw-run thread new|post|show|stop|retry …\nbhw-run version",
 		Version:                version,
 		HideVersion:            true,
 		Flags:                  globalFlags(),
@@ -115,6 +116,15 @@ func (cl *cliState) app() *cli.App {
 		},
 		Commands: []*cli.Command{
 			{Name: "run", Usage: "one activation of <alias> (for an alias that equals a command name)", ArgsUsage: "<alias>", Action: cl.runAlias},
+			{
+				Name: "ls", Usage: "list the section's job threads (alias<TAB>state), or those a run would act on now", ArgsUsage: " ",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "state", Usage: "only these wire states, comma-separated: pending, active, completed, failed, none"},
+					&cli.BoolFlag{Name: "runnable", Usage: "only threads a run would act on now whose lock is free"},
+					&cli.BoolFlag{Name: "print0", Usage: "print the aliases NUL-separated (for xargs -0)"},
+				},
+				Action: cl.ls,
+			},
 			cl.threadCommand(),
 			{
 				Name: "policy", Usage: "check a thread's policy",
@@ -214,6 +224,56 @@ func (cl *cliState) runAlias(c *cli.Context) error {
 	sum, err := r.Run(c.Context, alias)
 	cl.summary = sum
 	return err
+}
+
+// ls is discovery for schedulers (SPEC §11.3).
+func (cl *cliState) ls(c *cli.Context) error {
+	if c.NArg() != 0 {
+		return &run.ExitError{Exit: run.ExitUsage, Message: fmt.Sprintf("ls takes no arguments, got %q; pick the section with --section", c.Args().Slice())}
+	}
+	var states []string
+	for _, s := range strings.Split(c.String("state"), ",") {
+		switch s = strings.TrimSpace(s); s {
+		case "":
+		case "pending", "active", "completed", "failed", run.StateNone:
+			states = append(states, s)
+		default:
+			return &run.ExitError{Exit: run.ExitUsage, Message: fmt.Sprintf("--state %q: use pending, active, completed, failed or none, comma-separated", s)}
+		}
+	}
+	if c.Bool("print0") && cl.jsonOut {
+		return &run.ExitError{Exit: run.ExitUsage, Message: "--print0 and --json exclude each other; pick one"}
+	}
+	setup, err := run.Resolve(options(c), "")
+	if err != nil {
+		return err
+	}
+	bh, err := client(setup, setup.APIKey, "usr_local")
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r := &run.Runner{Setup: setup, Client: bh, Logger: cl.log, Secrets: secrets(setup)}
+	list, err := r.List(ctx, run.ListOptions{States: states, Runnable: c.Bool("runnable")})
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(cl.stdout)
+	switch {
+	case cl.jsonOut:
+		b, _ := json.Marshal(list)
+		fmt.Fprintln(w, string(b))
+	case c.Bool("print0"):
+		for _, l := range list {
+			fmt.Fprintf(w, "%s\x00", l.Alias)
+		}
+	default:
+		for _, l := range list {
+			fmt.Fprintf(w, "%s\t%s\n", l.Alias, l.State)
+		}
+	}
+	return w.Flush()
 }
 
 func (cl *cliState) explain(c *cli.Context) error {

@@ -53,12 +53,15 @@ func (cl *cliState) threadCommand() *cli.Command {
 			},
 			{
 				Name: "show", Usage: "print the thread's state and items", ArgsUsage: "<alias>",
-				Flags: []cli.Flag{&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new items"}},
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new items until SIGINT"},
+					&cli.DurationFlag{Name: "poll-interval", Value: run.DefaultShowPoll, Usage: "how often --follow asks for new items"},
+				},
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
 						ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 						defer stop()
-						return run.ThreadShow(ctx, bh, alias, c.Bool("json"), c.Bool("follow"), cl.stdout)
+						return run.ThreadShow(ctx, bh, alias, c.Bool("json"), c.Bool("follow"), c.Duration("poll-interval"), cl.stdout)
 					})
 				},
 			},

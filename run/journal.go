@@ -56,6 +56,20 @@ type journalRecord struct {
 // the highest counter used with nonce, so an emission id is never reused even
 // when thread.yaml lags behind the journal.
 func openJournal(path, nonce string) (*journal, error) {
+	j, err := readJournal(path, nonce)
+	if err != nil {
+		return nil, err
+	}
+	j.f, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// readJournal reads the journal without opening it for writing (ls reads
+// it under no lock and must not create files); a write to it fails.
+func readJournal(path, nonce string) (*journal, error) {
 	j := &journal{path: path, nonce: nonce, byID: map[string]*emission{}, posted: map[string]postedInfo{}}
 	f, err := os.Open(path)
 	switch {
@@ -74,10 +88,6 @@ func openJournal(path, nonce string) (*journal, error) {
 			}
 		}
 		f.Close()
-	}
-	j.f, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, err
 	}
 	return j, nil
 }
@@ -180,8 +190,16 @@ func (j *journal) write(rec journalRecord) error {
 		return err
 	}
 	_, err = j.f.Write(append(b, '\n'))
+	if testHookAfterJournal != nil {
+		testHookAfterJournal()
+	}
 	return err
 }
+
+// testHookAfterJournal, when set by a test, runs after every journal write
+// (an emission appended, confirmed or dropped): the kill -9 tests end the
+// process there. Always nil in production.
+var testHookAfterJournal func()
 
 func (j *journal) sync() error { return j.f.Sync() }
 

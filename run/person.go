@@ -151,9 +151,16 @@ func orNone(s string) string {
 	return s
 }
 
+// DefaultShowPoll is how often `thread show --follow` asks for new items.
+const DefaultShowPoll = 2 * time.Second
+
 // ThreadShow prints the thread's state and items; with follow it keeps
-// printing new items until ctx ends.
-func ThreadShow(ctx context.Context, c blobhub.Client, alias string, jsonOut, follow bool, w io.Writer) error {
+// printing new items, asking every poll (0: DefaultShowPoll), until ctx
+// ends (main cancels it on SIGINT/SIGTERM), and then returns nil.
+func ThreadShow(ctx context.Context, c blobhub.Client, alias string, jsonOut, follow bool, poll time.Duration, w io.Writer) error {
+	if poll <= 0 {
+		poll = DefaultShowPoll
+	}
 	obj, err := c.Download(ctx, alias)
 	if errors.Is(err, blobhub.ErrNotFound) {
 		return exitErr(ExitNoThread, CodeNoThread, "there is no thread %q", alias)
@@ -189,7 +196,7 @@ func ThreadShow(ctx context.Context, c blobhub.Client, alias string, jsonOut, fo
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(2 * time.Second):
+		case <-time.After(poll):
 		}
 	}
 }

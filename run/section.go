@@ -129,21 +129,58 @@ type NotMineEntry struct {
 	UpdatedAt string `yaml:"updated_at"`
 }
 
+// ReasonArtifact is the not_mine.yaml reason of an artifact object; such an
+// entry stays for good (SPEC §3), any other is checked again after a day.
+const ReasonArtifact = "artifact"
+
+// notMineRecheck is how long a cached non-job other than an artifact is
+// trusted before ls downloads it again (SPEC §3).
+const notMineRecheck = 24 * time.Hour
+
 // addNotMine caches an alias that is not a job thread.
 func addNotMine(ctx context.Context, jobDir, alias, reason string) error {
+	return addNotMines(ctx, jobDir, map[string]string{alias: reason})
+}
+
+// addNotMines caches aliases (alias → reason) in one read-modify-write
+// under section.lock.
+func addNotMines(ctx context.Context, jobDir string, reasons map[string]string) error {
+	if len(reasons) == 0 {
+		return nil
+	}
 	return lock.WithLock(ctx, filepath.Join(jobDir, "section.lock"), func() error {
 		path := filepath.Join(jobDir, "not_mine.yaml")
-		var nm NotMine
-		if b, err := os.ReadFile(path); err == nil {
-			_ = yaml.Unmarshal(b, &nm)
+		nm := loadNotMine(jobDir)
+		at := now()
+		for alias, reason := range reasons {
+			nm.Aliases[alias] = NotMineEntry{Reason: reason, UpdatedAt: at}
 		}
-		if nm.Aliases == nil {
-			nm.Aliases = map[string]NotMineEntry{}
-		}
-		nm.Aliases[alias] = NotMineEntry{Reason: reason, UpdatedAt: now()}
 		b, _ := yaml.Marshal(&nm)
 		return envelope.WriteFileAtomic(path, b, 0o600)
 	})
+}
+
+// loadNotMine reads not_mine.yaml; missing or unreadable is empty (it is
+// only a cache).
+func loadNotMine(jobDir string) NotMine {
+	var nm NotMine
+	if b, err := os.ReadFile(filepath.Join(jobDir, "not_mine.yaml")); err == nil {
+		_ = yaml.Unmarshal(b, &nm)
+	}
+	if nm.Aliases == nil {
+		nm.Aliases = map[string]NotMineEntry{}
+	}
+	return nm
+}
+
+// cached reports whether the entry still stands at t: an artifact for
+// good, anything else for notMineRecheck.
+func (e NotMineEntry) cached(t time.Time) bool {
+	if e.Reason == ReasonArtifact {
+		return true
+	}
+	at, err := blobhub.ParseTime(e.UpdatedAt)
+	return err == nil && t.Sub(at) < notMineRecheck
 }
 
 // ensureWorker makes sure the session's worker object is ours (SPEC §6.5):
