@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -429,18 +430,17 @@ func readProc(pid int) (procInfo, bool) {
 	return pi, true
 }
 
-// noProcessesLeft fails the test if any live process is in one of the
-// process groups pgids or has its working directory in a folder of dirs
-// (the agent and every command it ran start in the work folder, whatever
-// group or session they made for themselves). Zombies are dead and do not
-// count.
-func noProcessesLeft(t testing.TB, pgids []int, dirs ...string) {
-	t.Helper()
+// liveProcesses are the live processes in one of the process groups pgids
+// or with their working directory in a folder of dirs (the agent and every
+// command it runs start in the work folder, whatever group or session they
+// make for themselves). Zombies are dead and do not count.
+func liveProcesses(pgids []int, dirs ...string) []procInfo {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		t.Fatal(err)
+		return nil
 	}
 	self := os.Getpid()
+	var out []procInfo
 	for _, de := range ents {
 		pid, err := strconv.Atoi(de.Name())
 		if err != nil || pid == self {
@@ -450,16 +450,24 @@ func noProcessesLeft(t testing.TB, pgids []int, dirs ...string) {
 		if !ok || pi.state == 'Z' || pi.state == 'X' {
 			continue
 		}
-		for _, g := range pgids {
-			if g > 0 && pi.pgid == g {
-				t.Errorf("process %d (%s) of group %d outlived the run", pid, pi.cmd, g)
-			}
-		}
+		match := slices.ContainsFunc(pgids, func(g int) bool { return g > 0 && pi.pgid == g })
 		for _, d := range dirs {
 			if pi.cwd == d || strings.HasPrefix(pi.cwd, d+"/") {
-				t.Errorf("process %d (%s) with cwd %s outlived the run", pid, pi.cmd, pi.cwd)
+				match = true
 			}
 		}
+		if match {
+			out = append(out, pi)
+		}
+	}
+	return out
+}
+
+// noProcessesLeft fails the test if liveProcesses finds any.
+func noProcessesLeft(t testing.TB, pgids []int, dirs ...string) {
+	t.Helper()
+	for _, pi := range liveProcesses(pgids, dirs...) {
+		t.Errorf("process %d (%s, group %d, cwd %s) outlived the run", pi.pid, pi.cmd, pi.pgid, pi.cwd)
 	}
 }
 
