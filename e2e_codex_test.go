@@ -5,9 +5,12 @@ package main
 // the way cron or a person's shell runs it.
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -360,5 +363,119 @@ func TestE2ECodexHTTP500FailsTurn(t *testing.T) {
 	th := e.threadYAML(alias)
 	if th.Agent.State != "active" || th.Turn.State != "idle" {
 		t.Errorf("thread.yaml agent %q turn %q", th.Agent.State, th.Turn.State)
+	}
+}
+
+// BenchmarkE2ECodexTurnOverhead runs one autonomous turn with one command
+// per iteration (a new thread each time: the handoff is outside the timer)
+// and reports the medians of what bhw-run itself costs next to Codex.
+//
+// How the numbers are told apart, honestly:
+//   - wait4 on bhw-run returns RUSAGE_BOTH of it: its own CPU plus that of
+//     every descendant it waited for (the agent, and any orphan it reaped as
+//     a subreaper). So the agent runs behind a wrapper (this test binary,
+//     see maybeRunRusageWrapper) that waits for codex and writes codex's
+//     CPU (codex plus the commands it waited for) and peak RSS, and its own
+//     CPU. bhw_cpu_ms = bhw-run's total − codex's − the wrapper's.
+//   - Peak RSS of bhw-run cannot come from wait4 (its maxrss is the max over
+//     bhw-run and its children, i.e. codex's), so VmHWM of bhw-run is read
+//     from /proc/<pid>/status every 2 ms while it runs. VmHWM is a
+//     high-water mark: the last sample misses only growth in the final
+//     2 ms. codex_rss_mb is the wrapper's wait4 maxrss of codex.
+//
+// ns/op is the wall time of one whole activation (lock, BlobHub requests,
+// codex start, one model round trip with a command, a second for the
+// answer, items posted, codex stopped).
+func BenchmarkE2ECodexTurnOverhead(b *testing.B) {
+	e := newCodexE2E(b)
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	report := filepath.Join(e.root, "rusage.json")
+	e.Config.Policy.AllowAutonomous = true
+	e.Config.Agents.Codex.Executable = self
+	e.Config.Agents.Codex.Env[rusageWrapperEnv] = codexBin(b) + "," + report
+	e.writeConfig()
+
+	var bhwCPU, bhwRSS, codexCPU, codexRSS []float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		alias := fmt.Sprintf("bench/t%d", i)
+		e.handOff(alias, run.AgentCodex, "autonomous", "run it")
+		e.model.Push(codextest.Run("echo hi"), codextest.Say("ok"))
+		_ = os.Remove(report)
+		b.StartTimer()
+
+		p := e.start(bhtest.RunnerKey, nil, "--json", alias)
+		hwm := make(chan int64)
+		stop := make(chan struct{})
+		go func() { hwm <- sampleHWM(p.cmd.Process.Pid, stop) }()
+		code := p.wait()
+		close(stop)
+		peak := <-hwm
+
+		b.StopTimer()
+		if code != 0 {
+			b.Fatalf("exit %d\n%s%s", code, p.stdout, p.stderr)
+		}
+		var rep wrapReport
+		rb, err := os.ReadFile(report)
+		if err != nil {
+			b.Fatalf("the rusage wrapper wrote no report: %v", err)
+		}
+		if err := json.Unmarshal(rb, &rep); err != nil {
+			b.Fatal(err)
+		}
+		total := p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()
+		bhwCPU = append(bhwCPU, ms(total-rep.ChildCPU-rep.SelfCPU))
+		codexCPU = append(codexCPU, ms(rep.ChildCPU))
+		bhwRSS = append(bhwRSS, float64(peak)/1024)
+		codexRSS = append(codexRSS, float64(rep.ChildRSSKB)/1024)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(medianOf(bhwCPU), "bhw_cpu_ms/op")
+	b.ReportMetric(medianOf(bhwRSS), "bhw_rss_mb")
+	b.ReportMetric(medianOf(codexCPU), "codex_cpu_ms/op")
+	b.ReportMetric(medianOf(codexRSS), "codex_rss_mb")
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func medianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// sampleHWM reads VmHWM (kB) of pid every 2 ms until stop closes and
+// returns the highest value seen.
+func sampleHWM(pid int, stop <-chan struct{}) int64 {
+	var peak int64
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	path := fmt.Sprintf("/proc/%d/status", pid)
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+					kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+					peak = max(peak, kb)
+				}
+			}
+		}
+		select {
+		case <-stop:
+			return peak
+		case <-tick.C:
+		}
 	}
 }
