@@ -54,7 +54,19 @@ func wantTypes(t testing.TB, got []string, want ...string) {
 	}
 }
 
+// TestE2ECodexAutonomousCommandPatchAndResume runs over HTTP (bhtest) and
+// over the same store as file:// (no BlobHub account, SPEC §4.3).
 func TestE2ECodexAutonomousCommandPatchAndResume(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		name := "http"
+		if local {
+			name = "file"
+		}
+		t.Run(name, func(t *testing.T) { testCodexAutonomous(t, local) })
+	}
+}
+
+func testCodexAutonomous(t *testing.T, local bool) {
 	e := newCodexE2E(t,
 		codextest.Run("echo made > made.txt && echo done-cmd"),
 		codextest.Patch(codextest.AddFile("hello.txt", "hello")),
@@ -62,6 +74,9 @@ func TestE2ECodexAutonomousCommandPatchAndResume(t *testing.T) {
 	)
 	e.Config.Policy.AllowAutonomous = true
 	e.writeConfig()
+	if local {
+		e.useFileStore()
+	}
 	const alias = "projects/p1/auto"
 	e.handOff(alias, run.AgentCodex, "autonomous", "make two files")
 
@@ -303,7 +318,7 @@ func TestE2ECodexSIGTERMMidCommandThenResume(t *testing.T) {
 	if code != 143 {
 		t.Fatalf("exit %d after SIGTERM, want 143", code)
 	}
-	if s := parseSummary(t, p.stdout.String()); s.Outcome != run.OutcomeInterrupted || s.ExitCode != 143 {
+	if s := parseSummary(t, p.stdout.String()); s.Outcome != run.OutcomeInterrupted || s.ExitCode != 143 || s.ItemsPosted != 2 {
 		t.Errorf("summary %+v", s)
 	}
 	noProcessesLeft(t, []int{pgid}, e.work)
