@@ -74,6 +74,9 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	a := &activation{r: r, alias: alias, sum: sum, log: r.Logger.With("alias", alias)}
 	defer func() {
 		sum.DurationMS = time.Since(start).Milliseconds()
+		if a.t != nil && sum.AgentSessionID == "" {
+			sum.AgentSessionID = a.t.Agent.AgentSessionID
+		}
 		finish(sum, err, a.signal)
 		a.writeSectionLog(sum)
 	}()
@@ -250,7 +253,7 @@ func (a *activation) activate(ctx context.Context) error {
 	if err := a.setWireState(ctx, envelope.StatePending, envelope.StateActive); err != nil {
 		return err
 	}
-	if err := a.createOutbox(); err != nil {
+	if err := a.createOutbox(ctx); err != nil || a.failedThisRun {
 		return err
 	}
 	if !inbound {
@@ -348,7 +351,7 @@ func (a *activation) uploadFailed(ctx context.Context) error {
 }
 
 // finishUnfinished is the first row of the table: post what is journaled,
-// put failed on the wire.
+// upload the artifacts whose intents are journaled, put failed on the wire.
 func (a *activation) finishUnfinished(ctx context.Context) error {
 	if err := a.reconcile(ctx); err != nil {
 		return err
