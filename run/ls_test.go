@@ -1,0 +1,474 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/lock"
+)
+
+// lsFixture is a state tree and a BlobHub built by writing straight to
+// the store and to thread.yaml, as earlier runs would have left them.
+type lsFixture struct {
+	*harness
+	s *Setup
+}
+
+func newLsFixture(t *testing.T, prefix string) *lsFixture {
+	h := newHarness(t, false)
+	f := &lsFixture{harness: h, s: h.setup()}
+	f.s.Section.SessionPrefix = prefix
+	id := []byte("user_id: " + bhtest.RunnerUserID + "\n")
+	if err := os.WriteFile(filepath.Join(f.s.StateDir, "identity.yaml"), id, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *lsFixture) list(o ListOptions) []Listing {
+	f.t.Helper()
+	r := &Runner{Setup: f.s, Client: f.client(), Logger: slog.New(slog.NewTextHandler(testWriter{f.t}, nil))}
+	out, err := r.List(context.Background(), o)
+	if err != nil {
+		f.t.Fatalf("ls: %v", err)
+	}
+	return out
+}
+
+// thread puts a job thread with instance.state (none: no instance).
+func (f *lsFixture) thread(alias, state string) {
+	v := map[string]any{"type": "thread", "thread": map[string]any{"metadata": map[string]any{
+		"workspace": map[string]any{"work_folder": f.work},
+		"agent":     map[string]any{"type": AgentClaude},
+	}}}
+	if state != StateNone {
+		v["thread"].(map[string]any)["metadata"].(map[string]any)["instance"] = map[string]any{"state": state}
+	}
+	b, _ := json.Marshal(v)
+	f.srv.Put(alias, string(b))
+}
+
+// local writes thread.yaml as an earlier run would have left it.
+func (f *lsFixture) local(alias, state string, edit func(*envelope.Thread)) {
+	f.t.Helper()
+	th := &envelope.Thread{Alias: alias, EmissionNonce: "n0"}
+	th.Workspace = envelope.Workspace{AgentType: AgentClaude, WorkFolder: f.work}
+	th.Agent.State, th.Agent.AgentSessionID = state, "sess-"+strings.ReplaceAll(alias, "/", "-")
+	th.Turn.State = envelope.TurnStateIdle
+	if edit != nil {
+		edit(th)
+	}
+	b, err := yaml.Marshal(th)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	dir := ThreadDir(f.s.JobDir, alias)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "thread.yaml"), b, 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// runnerPost stores an item of the runner's (a prompt, a turn_end).
+func (f *lsFixture) runnerPost(alias, typ string) blobhub.Item {
+	return f.srv.PostAs(bhtest.RunnerUserID, bhtest.SessionID, alias, blobhub.NewItem{
+		Content: []blobhub.Block{{Type: "text", Text: typ}}, Metadata: json.RawMessage(`{"type":"` + typ + `"}`)})
+}
+
+func scannedAt(it blobhub.Item) envelope.Scanned {
+	return envelope.Scanned{CreatedAt: it.CreatedAt, IDs: []string{it.ID}}
+}
+
+// snapshot is every file under dir with its bytes and modification time.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			out[p] = "dir"
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out[p] = fmt.Sprintf("%s@%d", b, info.ModTime().UnixNano())
+		return nil
+	})
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestLsTable lists one thread of every kind: which are listed with which
+// state and row, which --runnable prints, and that ls writes no thread.yaml.
+func TestLsTable(t *testing.T) {
+	f := newLsFixture(t, "t/")
+	type want struct {
+		state, row string
+		runnable   bool // printed by --runnable
+	}
+	cases := map[string]want{}
+	add := func(alias, state, row string, runnable bool) { cases[alias] = want{state, row, runnable} }
+
+	f.thread("t/pending", "pending")
+	f.srv.PersonPost("t/pending", "start")
+	add("t/pending", "pending", "activate", true)
+
+	// Pending, but a run holds its lock right now.
+	f.thread("t/pending-locked", "pending")
+	lk, err := lock.Acquire(context.Background(), filepath.Join(ThreadDir(f.s.JobDir, "t/pending-locked"), "thread.lock"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Unlock()
+	add("t/pending-locked", "pending", "activate", false)
+
+	f.thread("t/not-here", "active")
+	add("t/not-here", "active", "not_here", false)
+
+	// Active here, everything read: nothing to do.
+	f.thread("t/idle", "active")
+	end := f.runnerPost("t/idle", "turn_end")
+	f.local("t/idle", "active", func(th *envelope.Thread) { th.Items.Scanned = scannedAt(end) })
+	add("t/idle", "active", "turn", false)
+
+	// Active here, a person wrote after scanned.
+	f.thread("t/inbound", "active")
+	end = f.runnerPost("t/inbound", "turn_end")
+	f.local("t/inbound", "active", func(th *envelope.Thread) { th.Items.Scanned = scannedAt(end) })
+	f.srv.PersonPost("t/inbound", "more please")
+	add("t/inbound", "active", "turn", true)
+
+	// Active here, an item read by an earlier idle run, not yet delivered.
+	f.thread("t/pending-inbound", "active")
+	in := f.srv.PersonPost("t/pending-inbound", "read, not delivered")
+	f.local("t/pending-inbound", "active", func(th *envelope.Thread) {
+		th.Items.Scanned = scannedAt(in)
+		th.Items.PendingInbound = []envelope.InboundItem{{ID: in.ID, CreatedAt: in.CreatedAt, UserID: in.UserID}}
+	})
+	add("t/pending-inbound", "active", "turn", true)
+
+	// Active, no agent session yet, a person wrote: a fresh session.
+	f.thread("t/fresh", "active")
+	in = f.srv.PersonPost("t/fresh", "hello")
+	f.local("t/fresh", "active", func(th *envelope.Thread) { th.Agent.AgentSessionID = "" })
+	add("t/fresh", "active", "fresh", true)
+
+	// Parked on a person: no answer, then an answer after the prompt.
+	for _, answered := range []bool{false, true} {
+		alias := "t/parked"
+		if answered {
+			alias = "t/parked-answered"
+		}
+		f.thread(alias, "active")
+		p := f.runnerPost(alias, "pending_prompt")
+		f.local(alias, "active", func(th *envelope.Thread) {
+			th.Prompt = &envelope.Prompt{Kind: "approval", ItemID: p.ID, EmissionID: "n0:1", CreatedAt: p.CreatedAt}
+			th.Items.Scanned = scannedAt(p)
+		})
+		if answered {
+			f.srv.PersonPost(alias, "yes")
+		}
+		add(alias, "active", "parked", answered)
+	}
+
+	// A turn was running when the last run died.
+	f.thread("t/running", "active")
+	f.local("t/running", "active", func(th *envelope.Thread) {
+		th.Turn.State = envelope.TurnStateRunning
+		th.Turn.InboundIDs = []string{"itm_x"}
+	})
+	add("t/running", "active", "recover", true)
+
+	// The person stopped a thread that is active here.
+	f.thread("t/stopped", "completed")
+	f.local("t/stopped", "active", nil)
+	add("t/stopped", "completed", "stop", true)
+
+	f.thread("t/done", "completed")
+	f.local("t/done", "completed", nil)
+	add("t/done", "completed", "final", false)
+
+	f.thread("t/failed", "failed")
+	add("t/failed", "failed", "final", false)
+
+	// Unfinished work: failed here but not yet on the wire.
+	f.thread("t/fail-unposted", "active")
+	f.local("t/fail-unposted", "failed", nil)
+	add("t/fail-unposted", "active", "local_done", true)
+
+	// Unfinished work: a journaled emission never confirmed.
+	f.thread("t/journal", "completed")
+	f.local("t/journal", "completed", nil)
+	line := `{"emission":{"emission_id":"n0:1","target":"t/journal","item":{"brief":"x","meta":{"type":"text"}}}}` + "\n"
+	if err := os.WriteFile(filepath.Join(ThreadDir(f.s.JobDir, "t/journal"), "emissions.jsonl"), []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	add("t/journal", "completed", "final", true)
+
+	f.thread("t/no-instance", StateNone)
+	add("t/no-instance", StateNone, "no_instance", false)
+
+	// Not listed: the worker, objects outside the prefix, non-jobs, a
+	// thread without an agent block, and the artifacts of a job thread.
+	f.srv.Put("worker", `{"type":"thread","thread":{"metadata":{"user":{"user_id":"usr_runner"}}}}`)
+	f.thread("other/x", "pending")
+	f.srv.Put("t/note", `{"type":"note","note":"hi"}`)
+	f.srv.Put("t/report", `{"type":"artifact","artifact":{"name":"r.md"}}`)
+	f.srv.Put("t/chat", `{"type":"thread","thread":{"metadata":{}}}`)
+	f.srv.Put("t/pending/artifacts/out.md", `{"type":"artifact","artifact":{"name":"out.md"}}`)
+
+	before := snapshot(t, filepath.Join(f.s.JobDir, "threads"))
+	f.srv.ResetCounts()
+	all := f.list(ListOptions{})
+	got := map[string]Listing{}
+	for _, l := range all {
+		got[l.Alias] = l
+	}
+	for alias, w := range cases {
+		l, ok := got[alias]
+		if !ok {
+			t.Errorf("%s: not listed", alias)
+			continue
+		}
+		wantRunnable := w.runnable || alias == "t/pending-locked"
+		if l.State != w.state || l.Row != w.row || l.Runnable != wantRunnable {
+			t.Errorf("%s: state %q row %q runnable %v, want %q %q %v", alias, l.State, l.Row, l.Runnable, w.state, w.row, wantRunnable)
+		}
+	}
+	if len(all) != len(cases) {
+		t.Errorf("listed %d threads, want %d: %+v", len(all), len(cases), all)
+	}
+	// Every job thread is downloaded once, the three non-jobs once each;
+	// the worker, other/x and the artifact under t/pending never.
+	if n := f.srv.Count("download_session_object"); n != len(cases)+3 {
+		t.Errorf("%d downloads, want %d", n, len(cases)+3)
+	}
+
+	runnable := f.list(ListOptions{Runnable: true})
+	var names []string
+	for _, l := range runnable {
+		names = append(names, l.Alias)
+	}
+	var wantNames []string
+	for alias, w := range cases {
+		if w.runnable {
+			wantNames = append(wantNames, alias)
+		}
+	}
+	slices.Sort(wantNames)
+	if !slices.Equal(names, wantNames) {
+		t.Errorf("--runnable printed %v, want %v", names, wantNames)
+	}
+
+	if after := snapshot(t, filepath.Join(f.s.JobDir, "threads")); !mapsEqual(before, after) {
+		t.Errorf("ls changed the threads folder:\nbefore %v\nafter  %v", keys(before), keys(after))
+	}
+
+	// The non-jobs are cached, the plain thread never; a second ls
+	// downloads only the thread without an agent block among them.
+	nm := loadNotMine(f.s.JobDir)
+	if nm.Aliases["t/note"].Reason != "type note" || nm.Aliases["t/report"].Reason != ReasonArtifact {
+		t.Errorf("not_mine.yaml: %+v", nm.Aliases)
+	}
+	if _, ok := nm.Aliases["t/chat"]; ok {
+		t.Error("a thread object was cached in not_mine.yaml")
+	}
+	f.srv.ResetCounts()
+	f.list(ListOptions{States: []string{"pending"}})
+	if n := f.srv.Count("download_session_object"); n != len(cases)+1 {
+		t.Errorf("second ls: %d downloads, want %d", n, len(cases)+1)
+	}
+
+	// A day later, the note is checked again; the artifact is not.
+	old := blobhub.FormatTime(time.Now().Add(-25 * time.Hour))
+	nm.Aliases["t/note"] = NotMineEntry{Reason: "type note", UpdatedAt: old}
+	nm.Aliases["t/report"] = NotMineEntry{Reason: ReasonArtifact, UpdatedAt: old}
+	b, _ := yaml.Marshal(&nm)
+	if err := os.WriteFile(filepath.Join(f.s.JobDir, "not_mine.yaml"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.srv.ResetCounts()
+	pend := f.list(ListOptions{States: []string{"pending", "failed"}})
+	if n := f.srv.Count("download_session_object"); n != len(cases)+2 {
+		t.Errorf("after a day: %d downloads, want %d", n, len(cases)+2)
+	}
+	var states []string
+	for _, l := range pend {
+		states = append(states, l.Alias+"="+l.State)
+	}
+	if want := []string{"t/failed=failed", "t/pending=pending", "t/pending-locked=pending"}; !slices.Equal(states, want) {
+		t.Errorf("--state pending,failed: %v, want %v", states, want)
+	}
+
+	// One section.log record per listing.
+	log, err := os.ReadFile(filepath.Join(f.s.JobDir, "logs", "section.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(log, []byte(`"event":"ls"`)); n != 4 {
+		t.Errorf("section.log holds %d ls records, want 4:\n%s", n, log)
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestLsSessionNotFound: a local store's session never written lists
+// nothing; on BlobHub a missing session is SESSION_NOT_FOUND (78).
+func TestLsSessionNotFound(t *testing.T) {
+	for _, local := range []bool{true, false} {
+		h := newHarness(t, local)
+		r := &Runner{Setup: h.setup(), Client: h.client(), Logger: slog.New(slog.DiscardHandler)}
+		out, err := r.List(context.Background(), ListOptions{})
+		if local {
+			if err != nil || len(out) != 0 {
+				t.Errorf("file://: %v %v, want nothing and no error", out, err)
+			}
+			continue
+		}
+		ee, ok := err.(*ExitError)
+		if !ok || ee.Exit != ExitConfig || ee.Code != CodeSessionNotFound {
+			t.Errorf("http: %v, want SESSION_NOT_FOUND exit 78", err)
+		}
+	}
+}
+
+// TestLsCost: 1,000 threads (some active here) and 5,000 artifact objects
+// cached in not_mine.yaml cost 1 + N_jobs + N_active × pages requests.
+func TestLsCost(t *testing.T) {
+	const (
+		threads     = 1000
+		activeHere  = 100 // active on the wire and here
+		withInbound = 10  // of those, with a person item after scanned (2 pages)
+		notHere     = 50  // active on the wire, no record here
+		artifacts   = 5000
+	)
+	f := newLsFixture(t, "p/")
+	type obj struct{ alias, value string }
+	var objs []obj
+	jobValue := func(state string) string {
+		return fmt.Sprintf(`{"type":"thread","thread":{"metadata":{"workspace":{"work_folder":%q},"agent":{"type":"claude_code"},"instance":{"state":%q}}}}`, f.work, state)
+	}
+	alias := func(i int) string { return fmt.Sprintf("p/t%04d", i) }
+	wantRunnable := 0
+	for i := range threads {
+		state := "completed"
+		switch {
+		case i < activeHere+notHere:
+			state = "active"
+		case i%3 == 0:
+			state = "pending"
+			wantRunnable++
+		}
+		objs = append(objs, obj{alias(i), jobValue(state)})
+	}
+	nm := NotMine{Aliases: map[string]NotMineEntry{}}
+	at := blobhub.FormatTime(time.Now())
+	for i := range artifacts {
+		// Half under the job threads' artifacts/, half elsewhere.
+		a := fmt.Sprintf("p/reports/r%05d.md", i)
+		if i%2 == 0 {
+			a = fmt.Sprintf("%s/artifacts/f%d.md", alias(i%threads), i)
+		}
+		objs = append(objs, obj{a, `{"type":"artifact","artifact":{"name":"f.md"}}`})
+		nm.Aliases[a] = NotMineEntry{Reason: ReasonArtifact, UpdatedAt: at}
+	}
+	// Straight to the store, in parallel: each write is an fsynced rename.
+	var wg sync.WaitGroup
+	ch := make(chan obj)
+	for range 16 {
+		wg.Go(func() {
+			for o := range ch {
+				if err := f.srv.Store().Upload(context.Background(), bhtest.SessionID, o.alias, json.RawMessage(o.value)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	for _, o := range objs {
+		ch <- o
+	}
+	close(ch)
+	wg.Wait()
+	if err := os.MkdirAll(f.s.JobDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := yaml.Marshal(&nm)
+	if err := os.WriteFile(filepath.Join(f.s.JobDir, "not_mine.yaml"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := range activeHere {
+		f.local(alias(i), "active", nil)
+		if i < withInbound {
+			f.srv.PersonPost(alias(i), "news")
+			wantRunnable++
+		}
+	}
+
+	for _, runnable := range []bool{false, true} {
+		f.srv.ResetCounts()
+		out := f.list(ListOptions{Runnable: runnable})
+		n, cmds := f.srv.Requests()
+		want := 1 + threads + (activeHere-withInbound)*1 + withInbound*2
+		if n != want {
+			counts := map[string]int{}
+			for _, c := range cmds {
+				counts[c]++
+			}
+			t.Errorf("runnable=%v: %d requests, want 1 + %d + %d×1 + %d×2 = %d (%v)", runnable, n, threads, activeHere-withInbound, withInbound, want, counts)
+		}
+		wantLen := threads
+		if runnable {
+			wantLen = wantRunnable
+		}
+		if len(out) != wantLen {
+			t.Errorf("runnable=%v: %d listed, want %d", runnable, len(out), wantLen)
+		}
+	}
+}
