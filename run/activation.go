@@ -345,26 +345,6 @@ func (a *activation) turnInterrupted() bool {
 	return (st == envelope.TurnStateRunning || st == envelope.TurnStateInterrupted) && len(a.t.Turn.InboundIDs) > 0
 }
 
-// createOutbox creates <work_folder>/<artifacts.source> with a self-ignoring
-// .gitignore, only in a folder it created (SPEC §10).
-func (a *activation) createOutbox() error {
-	if a.env.Artifacts == nil || a.env.Artifacts.Source == "" {
-		return nil
-	}
-	dir := filepath.Join(a.env.WorkFolder, a.env.Artifacts.Source)
-	if _, err := os.Lstat(dir); err == nil {
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return a.fail(context.Background(), envelope.Errorf(CodeArtifactsSourceInvalid, "cannot create the outbox %s: %v", dir, err))
-	}
-	a.t.Outbox.CreatedByUs = true
-	if err := os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("*\n"), 0o644); err != nil {
-		return err
-	}
-	return a.save()
-}
-
 // watchSignals turns the first SIGINT/SIGTERM into a cancel of the run and
 // a second into haste.
 func (a *activation) watchSignals(cancel context.CancelFunc) func() {

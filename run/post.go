@@ -127,7 +127,8 @@ func (a *activation) findPosted(ctx context.Context, e *emission) (*blobhub.Item
 }
 
 // reconcile posts every unconfirmed emission, after looking for those the
-// server already holds (SPEC §9.3).
+// server already holds (SPEC §9.3), and finishes journaled artifact uploads
+// in journal order (SPEC §10).
 func (a *activation) reconcile(ctx context.Context) error {
 	pending := a.j.pending()
 	if len(pending) == 0 {
@@ -135,7 +136,7 @@ func (a *activation) reconcile(ctx context.Context) error {
 	}
 	seen := map[string]map[string]blobhub.Item{}
 	for _, e := range pending {
-		if _, ok := seen[e.Target]; ok {
+		if _, ok := seen[e.Target]; ok || e.Kind == kindArtifact {
 			continue
 		}
 		probe := *e
@@ -161,6 +162,13 @@ func (a *activation) reconcile(ctx context.Context) error {
 		seen[e.Target] = found
 	}
 	for _, e := range pending {
+		if e.Kind == kindArtifact {
+			// An upload intent, not an item (SPEC §10).
+			if err := a.replayArtifact(ctx, e); err != nil {
+				return err
+			}
+			continue
+		}
 		if it, ok := seen[e.Target][e.ID]; ok {
 			a.confirmed(e, it)
 			continue

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -276,8 +277,17 @@ func (a *activation) endTurn(ctx context.Context, r envelope.TurnResult, err err
 			}
 		}
 	}
+	// A completed turn publishes the outbox; a parked or failed one does not.
+	var files []outbox.File
+	if outcome == "completed" {
+		files = a.scanOutbox()
+	}
 	a.mu.Lock()
-	e, jerr := a.j.add(a.alias, envelope.TurnEndItem(outcome, r), "")
+	intents, jerr := a.journalIntents(files)
+	var e *emission
+	if jerr == nil {
+		e, jerr = a.j.add(a.alias, envelope.TurnEndItem(outcome, r), "")
+	}
 	t.Turn.State = envelope.TurnStateIdle
 	serr := a.saveLocked()
 	_ = a.j.sync()
@@ -288,6 +298,8 @@ func (a *activation) endTurn(ctx context.Context, r envelope.TurnResult, err err
 	if serr != nil {
 		return serr
 	}
+	// An upload BlobHub did not take stays journaled for the next run.
+	_ = a.publishArtifacts(ctx, intents)
 	a.post(ctx, e)
 	return nil
 }

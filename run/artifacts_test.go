@@ -1,0 +1,436 @@
+package run
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/outbox"
+)
+
+const artifactsSource = ".bhw/outbox"
+
+// artifactHarness is a harness whose thread carries an artifacts block and
+// whose client counts uploads per alias.
+type artifactHarness struct {
+	*harness
+	alias   string
+	outbox  string
+	mu      sync.Mutex
+	uploads map[string]int
+}
+
+func newArtifactHarness(t *testing.T, local bool) *artifactHarness {
+	h := &artifactHarness{harness: newHarness(t, local), alias: "projects/p1/t1", uploads: map[string]int{}}
+	h.outbox = filepath.Join(h.work, artifactsSource)
+	h.runner = func(r *Runner) { r.Client = &countingClient{Client: r.Client, h: h} }
+	return h
+}
+
+type countingClient struct {
+	blobhub.Client
+	h *artifactHarness
+}
+
+func (c *countingClient) Upload(ctx context.Context, alias string, v json.RawMessage) error {
+	c.h.mu.Lock()
+	c.h.uploads[alias]++
+	c.h.mu.Unlock()
+	return c.Client.Upload(ctx, alias, v)
+}
+
+func (h *artifactHarness) uploadsOf(rel string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.uploads[h.alias+"/artifacts/"+rel]
+}
+
+// activate hands off a thread with an artifacts block and runs its
+// activation without a message: the outbox is created, no turn runs.
+func (h *artifactHarness) activate() {
+	h.t.Helper()
+	raw, err := envelope.SetPath(envelope.NewThread(h.work, AgentClaude, "approval", h.alias),
+		[]string{"thread", "metadata", "artifacts"}, json.RawMessage(`{"source":"`+artifactsSource+`"}`))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.srv.Put(h.alias, string(raw))
+	want(h.t, h.run(h.alias), OutcomeIdle, 0)
+	if fi, err := os.Stat(h.outbox); err != nil || !fi.IsDir() {
+		h.t.Fatalf("no outbox after activation: %v", err)
+	}
+}
+
+// turn runs one completed turn after a person's message.
+func (h *artifactHarness) turn() {
+	h.t.Helper()
+	h.srv.PersonPost(h.alias, "go on")
+	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "done"}}}})
+	want(h.t, h.run(h.alias), OutcomeTurnCompleted, 0)
+}
+
+func (h *artifactHarness) write(rel, content string) {
+	h.t.Helper()
+	p := filepath.Join(h.outbox, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// object reads the artifact object published for rel.
+func (h *artifactHarness) object(rel string) (artifactMeta, bool) {
+	h.t.Helper()
+	o, ok := h.srv.Get(h.alias + "/artifacts/" + rel)
+	if !ok {
+		return artifactMeta{}, false
+	}
+	var v struct {
+		Type     string       `json:"type"`
+		Artifact artifactMeta `json:"artifact"`
+	}
+	if err := json.Unmarshal(o.Value, &v); err != nil || v.Type != "artifact" {
+		h.t.Fatalf("%s holds %s", rel, o.Value)
+	}
+	return v.Artifact, true
+}
+
+// announced lists the artifact_published items: alias → how many.
+func (h *artifactHarness) announced() map[string]int {
+	out := map[string]int{}
+	for _, it := range h.srv.Items(h.alias) {
+		var m struct {
+			Type     string `json:"type"`
+			Artifact struct {
+				Alias string `json:"alias"`
+			} `json:"artifact"`
+		}
+		_ = json.Unmarshal(it.Metadata, &m)
+		if m.Type == envelope.ItemArtifactPublished {
+			out[strings.TrimPrefix(m.Artifact.Alias, h.alias+"/artifacts/")]++
+		}
+	}
+	return out
+}
+
+// skipped lists the paths of artifact_skipped status items.
+func (h *artifactHarness) skipped() []string {
+	var out []string
+	for _, it := range h.srv.Items(h.alias) {
+		var m struct {
+			Status struct {
+				Token string `json:"token"`
+				Path  string `json:"path"`
+			} `json:"status"`
+		}
+		_ = json.Unmarshal(it.Metadata, &m)
+		if m.Status.Token == "artifact_skipped" {
+			out = append(out, m.Status.Path)
+		}
+	}
+	return out
+}
+
+func (h *artifactHarness) notMine() NotMine {
+	h.t.Helper()
+	var nm NotMine
+	b, _ := os.ReadFile(filepath.Join(h.setup().JobDir, "not_mine.yaml"))
+	if err := yaml.Unmarshal(b, &nm); err != nil {
+		h.t.Fatal(err)
+	}
+	return nm
+}
+
+func sha(s string) string { b := sha256.Sum256([]byte(s)); return hex.EncodeToString(b[:]) }
+
+func TestArtifactsPublished(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http", true: "file"}[local], func(t *testing.T) {
+			h := newArtifactHarness(t, local)
+			h.activate()
+			if !h.thread(h.alias).Outbox.CreatedByUs {
+				t.Fatal("outbox.created_by_us not recorded")
+			}
+			if b, err := os.ReadFile(filepath.Join(h.outbox, ".gitignore")); err != nil || string(b) != "*\n" {
+				t.Fatalf(".gitignore %q, %v", b, err)
+			}
+			h.write("report.md", "# report\n")
+			h.write("sub/data.bin", "\x00\x01\xff")
+			h.turn()
+
+			rep, ok := h.object("report.md")
+			if !ok || rep.SHA256 != sha("# report\n") || rep.Data != "# report\n" || rep.Encoding != "utf-8" ||
+				rep.Thread != h.alias || rep.Name != "report.md" || rep.Path != "report.md" || rep.MediaType != "text/markdown" || rep.Size != 9 {
+				t.Fatalf("report.md object %+v", rep)
+			}
+			bin, ok := h.object("sub/data.bin")
+			if !ok || bin.Encoding != "base64" || bin.Data != base64.StdEncoding.EncodeToString([]byte("\x00\x01\xff")) || bin.Name != "data.bin" {
+				t.Fatalf("sub/data.bin object %+v", bin)
+			}
+			if _, ok := h.object(".gitignore"); ok {
+				t.Fatal("the outbox's .gitignore was published")
+			}
+			if got := h.announced(); got["report.md"] != 1 || got["sub/data.bin"] != 1 || len(got) != 2 {
+				t.Fatalf("announced %v", got)
+			}
+			items := h.items(h.alias)
+			if items[len(items)-1] != "turn_end" {
+				t.Fatalf("items %v: the announcements belong to the turn", items)
+			}
+			for _, it := range h.srv.Items(h.alias) {
+				if strings.Contains(string(it.Metadata), "report.md") && it.Content[0].Text != "📎 report.md (9 B)" {
+					t.Fatalf("brief %q", it.Content[0].Text)
+				}
+			}
+			pub := h.thread(h.alias).Artifacts.Published
+			if pub["report.md"].SHA256 != sha("# report\n") || pub["report.md"].Alias != h.alias+"/artifacts/report.md" || pub["sub/data.bin"].SHA256 != sha("\x00\x01\xff") {
+				t.Fatalf("thread.yaml artifacts %+v", pub)
+			}
+			if e := h.notMine().Aliases[h.alias+"/artifacts/report.md"]; e.Reason != "artifact" {
+				t.Fatalf("not_mine.yaml entry %+v", e)
+			}
+
+			// Nothing changed: nothing new.
+			h.turn()
+			if got := h.announced(); len(got) != 2 || got["report.md"] != 1 || h.uploadsOf("report.md") != 1 {
+				t.Fatalf("republished unchanged files: %v, %d uploads", got, h.uploadsOf("report.md"))
+			}
+			// A changed file is published once more, once.
+			h.write("report.md", "# report v2\n")
+			h.turn()
+			h.turn()
+			if got := h.announced(); got["report.md"] != 2 || got["sub/data.bin"] != 1 || h.uploadsOf("report.md") != 2 {
+				t.Fatalf("after a change: announced %v, %d uploads", got, h.uploadsOf("report.md"))
+			}
+			if rep, _ := h.object("report.md"); rep.Data != "# report v2\n" || rep.SHA256 != sha("# report v2\n") {
+				t.Fatalf("report.md not updated: %+v", rep)
+			}
+			// An idle run does not publish.
+			h.write("late.txt", "late")
+			want(t, h.run(h.alias), OutcomeIdle, 0)
+			if _, ok := h.object("late.txt"); ok {
+				t.Fatal("an idle run published")
+			}
+		})
+	}
+}
+
+func TestArtifactsParkedTurnPublishesNothing(t *testing.T) {
+	h := newArtifactHarness(t, false)
+	h.activate()
+	h.write("report.md", "x")
+	h.srv.PersonPost(h.alias, "write it")
+	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Permission: &claudetest.FakeTool{Name: "Bash", Input: map[string]any{"command": "rm -rf /tmp/x"}, Result: "ok"}}}}})
+	want(t, h.run(h.alias), OutcomeParked, 0)
+	if _, ok := h.object("report.md"); ok || len(h.announced()) != 0 {
+		t.Fatal("a parked turn published artifacts")
+	}
+}
+
+func TestArtifactsSkipLinks(t *testing.T) {
+	h := newArtifactHarness(t, false)
+	h.activate()
+	h.write("ok.txt", "fine")
+	if err := os.Symlink("/etc/passwd", filepath.Join(h.outbox, "passwd")); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(secret, filepath.Join(h.outbox, "hard")); err != nil {
+		t.Skip("no hard links:", err)
+	}
+	h.turn()
+	if got := strings.Join(h.skipped(), ","); got != "hard,passwd" {
+		t.Fatalf("skipped %q, want hard,passwd", got)
+	}
+	for _, rel := range []string{"passwd", "hard"} {
+		if _, ok := h.object(rel); ok {
+			t.Fatalf("%s was published", rel)
+		}
+	}
+	if _, ok := h.object("ok.txt"); !ok {
+		t.Fatal("ok.txt was not published")
+	}
+}
+
+func TestArtifactsNeverOverwriteForeignObjects(t *testing.T) {
+	h := newArtifactHarness(t, false)
+	h.activate()
+	other := `{"type":"artifact","artifact":{"name":"a.md","path":"a.md","thread":"projects/p1/other","sha256":"x","data":"theirs"}}`
+	note := `{"type":"note","note":"keep me"}`
+	h.srv.Put(h.alias+"/artifacts/a.md", other)
+	h.srv.Put(h.alias+"/artifacts/b.md", note)
+	h.write("a.md", "mine")
+	h.write("b.md", "mine")
+	h.write("c.md", "mine")
+	h.turn()
+	if o, _ := h.srv.Get(h.alias + "/artifacts/a.md"); !jsonEqual(o.Value, []byte(other)) {
+		t.Fatalf("another thread's artifact was overwritten: %s", o.Value)
+	}
+	if o, _ := h.srv.Get(h.alias + "/artifacts/b.md"); !jsonEqual(o.Value, []byte(note)) {
+		t.Fatalf("a note was overwritten: %s", o.Value)
+	}
+	if got := strings.Join(h.skipped(), ","); got != "a.md,b.md" {
+		t.Fatalf("skipped %q", got)
+	}
+	if got := h.announced(); len(got) != 1 || got["c.md"] != 1 {
+		t.Fatalf("announced %v", got)
+	}
+	if h.uploadsOf("a.md")+h.uploadsOf("b.md") != 0 {
+		t.Fatal("uploaded over a foreign object")
+	}
+	if _, ok := h.thread(h.alias).Artifacts.Published["a.md"]; ok {
+		t.Fatal("a skipped file was recorded as published")
+	}
+	if h.thread(h.alias).Agent.State != envelope.StateActive {
+		t.Fatal("a skipped artifact failed the thread")
+	}
+}
+
+func TestArtifactsKeepGitStatusClean(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	h := newArtifactHarness(t, false)
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = h.work
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	git("init", "-q")
+	if err := os.WriteFile(filepath.Join(h.work, "main.go"), []byte("package main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("add", "main.go")
+	git("commit", "-q", "-m", "first")
+	h.activate()
+	h.write("report.md", "r")
+	h.turn()
+	if _, ok := h.object("report.md"); !ok {
+		t.Fatal("not published")
+	}
+	if st := git("status", "--porcelain", "--untracked-files=all"); st != "" {
+		t.Fatalf("git status is not clean:\n%s", st)
+	}
+}
+
+// journalArtifactIntent leaves an intent in the thread's journal, as a run
+// killed right after journaling it would (between intent and announcement).
+func (h *artifactHarness) journalArtifactIntent(rel, content string, announce bool) {
+	h.t.Helper()
+	dir := ThreadDir(h.setup().JobDir, h.alias)
+	th := h.thread(h.alias)
+	j, err := openJournal(filepath.Join(dir, "emissions.jsonl"), th.EmissionNonce)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer j.closeFile()
+	f := &outbox.File{Path: rel, Size: int64(len(content)), SHA256: sha(content), Data: []byte(content), MediaType: outbox.MediaType(rel), Encoding: "utf-8"}
+	in, err := journalIntent(j, h.alias, h.work, artifactsSource, f)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if announce {
+		// Killed after journaling the announcement, before posting it: the
+		// upload and the record happened.
+		h.srv.Put(in.alias, string(mustJSON(map[string]any{"type": "artifact", "artifact": artifactMeta{
+			Name: f.Name(), Path: rel, Size: f.Size, SHA256: f.SHA256, Thread: h.alias, Encoding: "utf-8", Data: content}})))
+		if th.Artifacts.Published == nil {
+			th.Artifacts.Published = map[string]envelope.PublishedArtifact{}
+		}
+		th.Artifacts.Published[rel] = envelope.PublishedArtifact{SHA256: f.SHA256, Alias: in.alias}
+		b, _ := yaml.Marshal(th)
+		if err := envelope.WriteFileAtomic(filepath.Join(dir, "thread.yaml"), b, 0o600); err != nil {
+			h.t.Fatal(err)
+		}
+		if err := addNotMine(h.t.Context(), h.setup().JobDir, in.alias, "artifact"); err != nil {
+			h.t.Fatal(err)
+		}
+		if _, err := j.addID(in.announceID, h.alias, envelope.Item{Brief: "📎 " + rel, Meta: map[string]any{
+			"type": envelope.ItemArtifactPublished, "artifact": map[string]any{"name": f.Name(), "alias": in.alias, "sha256": f.SHA256, "size": f.Size},
+		}}, ""); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+func TestArtifactIntentReplay(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		journal  string // the bytes the intent was journaled with
+		disk     string // the bytes on disk when the next run starts
+		landed   bool   // the upload landed before the kill
+		announce bool   // the announcement was journaled before the kill
+		uploads  int
+		want     string // the bytes published in the end
+	}{
+		{name: "nothing uploaded", journal: "v1", disk: "v1", uploads: 1, want: "v1"},
+		{name: "upload landed", journal: "v1", disk: "v1", landed: true, uploads: 0, want: "v1"},
+		{name: "changed on disk since", journal: "v1", disk: "v2", uploads: 1, want: "v2"},
+		{name: "upload landed then changed on disk", journal: "v1", disk: "v2", landed: true, uploads: 0, want: "v1"},
+		{name: "announcement journaled", journal: "v1", disk: "v1", announce: true, uploads: 0, want: "v1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newArtifactHarness(t, false)
+			h.activate()
+			h.journalArtifactIntent("r.md", tc.journal, tc.announce)
+			if tc.landed {
+				h.srv.Put(h.alias+"/artifacts/r.md", string(mustJSON(map[string]any{"type": "artifact", "artifact": artifactMeta{
+					Name: "r.md", Path: "r.md", Size: int64(len(tc.journal)), SHA256: sha(tc.journal), Thread: h.alias, Encoding: "utf-8", Data: tc.journal}})))
+			}
+			h.write("r.md", tc.disk)
+			// A normal run with nothing new finishes the unfinished upload.
+			want(t, h.run(h.alias), OutcomeIdle, 0)
+			want(t, h.run(h.alias), OutcomeIdle, 0)
+			if got := h.uploadsOf("r.md"); got != tc.uploads {
+				t.Fatalf("%d uploads, want %d", got, tc.uploads)
+			}
+			if got := h.announced(); len(got) != 1 || got["r.md"] != 1 {
+				t.Fatalf("announced %v, want r.md once", got)
+			}
+			obj, ok := h.object("r.md")
+			if !ok || obj.Data != tc.want {
+				t.Fatalf("object %+v, want data %q", obj, tc.want)
+			}
+			if got := h.thread(h.alias).Artifacts.Published["r.md"].SHA256; got != sha(tc.want) {
+				t.Fatalf("thread.yaml records %s, want the sha256 of %q", got, tc.want)
+			}
+			if e := h.notMine().Aliases[h.alias+"/artifacts/r.md"]; e.Reason != "artifact" {
+				t.Fatalf("not_mine.yaml entry %+v", e)
+			}
+			// A later completed turn publishes the bytes on disk only if they
+			// are not the ones published.
+			h.turn()
+			wantAnn := 1
+			if tc.disk != tc.want {
+				wantAnn = 2
+			}
+			if got := h.announced(); got["r.md"] != wantAnn {
+				t.Fatalf("after a later turn announced %v, want r.md %d time(s)", got, wantAnn)
+			}
+		})
+	}
+}
