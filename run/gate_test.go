@@ -1,0 +1,162 @@
+package run
+
+import (
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// gateActivation is an activation of alias with nothing but what the gate
+// needs: the runner (config rules, client), thread.yaml, the journal and
+// thread.log.
+func gateActivation(t *testing.T, h *harness, alias string) *activation {
+	t.Helper()
+	r := &Runner{Setup: h.setup(), Client: h.client(), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	a := &activation{r: r, alias: alias, dir: t.TempDir(), log: r.Logger, sum: &Summary{},
+		t: &envelope.Thread{Alias: alias}}
+	var err error
+	if a.j, err = openJournal(filepath.Join(a.dir, "emissions.jsonl"), "gatetest"); err != nil {
+		t.Fatal(err)
+	}
+	if a.tlog, err = os.Create(filepath.Join(a.dir, "thread.log")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.close)
+	return a
+}
+
+// TestGuardedDecide drives turnHandler.Decide under guarded: the worker's
+// deny beats the thread's allow and a grant, each refusal by a rule is a
+// policy_denied naming it, a grant is consumed by the first identical call
+// only, and an ask parks once.
+func TestGuardedDecide(t *testing.T) {
+	h := newHarness(t, false)
+	outside := t.TempDir()
+	h.cfg = "  rules:\n    - {effect: write, path: \"" + outside + "/**\", decision: deny}\n"
+	h.writeConfig()
+	const alias = "projects/p1/gate"
+	h.handOff(alias, PermGuarded, "")
+	a := gateActivation(t, h, alias)
+	pol := policy.Policy{Default: policy.DecisionAsk, Rules: []policy.Rule{
+		{Effect: policy.EffectRead, Decision: policy.DecisionAllow},
+		{Effect: policy.EffectExec, Command: "echo *", Decision: policy.DecisionAllow},
+		{Effect: policy.EffectWrite, Path: outside + "/**", Decision: policy.DecisionAllow},
+		{Effect: policy.EffectExec, Command: "rm -rf *", Decision: policy.DecisionDeny},
+	}}
+	th := &turnHandler{a: a, gate: a.r.gate(PermGuarded, pol, h.work), posture: PermGuarded}
+
+	bash := func(cmd, fp string) policy.Call {
+		in, _ := json.Marshal(map[string]string{"command": cmd})
+		return policy.Call{Tool: "Bash", Effect: policy.EffectExec, InvocationID: "toolu_" + fp, Input: in,
+			Target: policy.Target{Command: cmd}, Fingerprint: fp, Kind: policy.KindApproval}
+	}
+	denied := filepath.Join(outside, "x.txt")
+	write := policy.Call{Tool: "Write", Effect: policy.EffectWrite, InvocationID: "toolu_w",
+		Input:  json.RawMessage(`{"file_path":"` + denied + `","content":"x"}`),
+		Target: policy.Target{Paths: []string{denied}}, Fingerprint: "sha256:write", Kind: policy.KindApproval}
+
+	type deniedMeta struct {
+		Type string `json:"type"`
+		Rule struct {
+			Source string `json:"source"`
+			Index  int    `json:"index"`
+		} `json:"rule"`
+		Call struct {
+			Tool   string         `json:"tool"`
+			Effect string         `json:"effect"`
+			Target policy.Target  `json:"target"`
+			Input  map[string]any `json:"input"`
+		} `json:"call"`
+	}
+	policyDenied := func() []deniedMeta {
+		var out []deniedMeta
+		for _, it := range h.srv.Items(alias) {
+			var m deniedMeta
+			if json.Unmarshal(it.Metadata, &m) == nil && m.Type == envelope.ItemPolicyDenied {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+
+	// The worker's deny beats the thread's allow: refused with a message
+	// naming the rule, and one policy_denied.
+	v := th.Decide(write)
+	if v.Action != policy.Deny || !strings.Contains(v.Message, "worker rule 1") || !strings.Contains(v.Message, outside+"/**") {
+		t.Fatalf("write outside: %+v, want a deny naming worker rule 1", v)
+	}
+	pd := policyDenied()
+	if len(pd) != 1 || pd[0].Rule.Source != "worker" || pd[0].Rule.Index != 0 ||
+		pd[0].Call.Effect != policy.EffectWrite || !slices.Equal(pd[0].Call.Target.Paths, []string{denied}) || pd[0].Call.Tool != "Write" {
+		t.Fatalf("policy_denied %+v", pd)
+	}
+
+	// Nor does a grant for the very call relax it; the grant stays.
+	a.t.Grants = []string{write.Fingerprint}
+	if v := th.Decide(write); v.Action != policy.Deny {
+		t.Fatalf("write outside with a grant: %+v, want deny", v)
+	}
+	if !slices.Equal(a.t.Grants, []string{write.Fingerprint}) {
+		t.Fatalf("grants %v: the worker's deny consumed the grant", a.t.Grants)
+	}
+	if n := len(policyDenied()); n != 2 {
+		t.Fatalf("%d policy_denied, want 2", n)
+	}
+
+	// The thread's own deny rule: policy_denied names the thread's rule.
+	if v := th.Decide(bash("rm -rf build", "sha256:rm")); v.Action != policy.Deny || !strings.Contains(v.Message, "thread rule 4") {
+		t.Fatalf("rm -rf: %+v", v)
+	}
+	if pd := policyDenied(); len(pd) != 3 || pd[2].Rule.Source != "thread" || pd[2].Rule.Index != 3 || pd[2].Call.Target.Command != "rm -rf build" {
+		t.Fatalf("policy_denied %+v", pd)
+	}
+
+	// The thread's allow: no item, no prompt.
+	if v := th.Decide(bash("echo hi", "sha256:echo")); v.Action != policy.Allow {
+		t.Fatalf("echo: %+v", v)
+	}
+
+	// A grant allows the first identical call and is consumed (persisted);
+	// another grant stays; the same call again is a new question.
+	touch := bash("touch x", "sha256:touch")
+	a.t.Grants = []string{"sha256:other", touch.Fingerprint}
+	if v := th.Decide(touch); v.Action != policy.Allow {
+		t.Fatalf("granted touch: %+v", v)
+	}
+	if !slices.Equal(a.t.Grants, []string{"sha256:other"}) {
+		t.Fatalf("grants %v after the granted call, want only the other one", a.t.Grants)
+	}
+	saved, err := envelope.LoadThread(filepath.Join(a.dir, "thread.yaml"))
+	if err != nil || saved == nil || !slices.Equal(saved.Grants, []string{"sha256:other"}) {
+		t.Fatalf("thread.yaml grants %v, %v: the consumed grant was not persisted", saved, err)
+	}
+	if th.prompt != nil {
+		t.Fatal("a granted call parked")
+	}
+	if v := th.Decide(touch); v.Action != policy.Park {
+		t.Fatalf("touch again: %+v, want park (the grant is spent)", v)
+	}
+	if th.prompt == nil || a.t.Prompt == nil || a.t.Prompt.Call.Fingerprint != touch.Fingerprint {
+		t.Fatalf("no prompt recorded for the parked call: %+v", a.t.Prompt)
+	}
+	// One question per turn: a later call is refused without a second prompt.
+	if v := th.Decide(bash("touch y", "sha256:y")); v.Action != policy.Deny || a.t.Prompt.Call.Fingerprint != touch.Fingerprint {
+		t.Fatalf("a call after the park: %+v, prompt %+v", v, a.t.Prompt)
+	}
+	if n := len(policyDenied()); n != 3 {
+		t.Fatalf("%d policy_denied, want still 3 (allows, grants and asks post none)", n)
+	}
+	log, _ := os.ReadFile(filepath.Join(a.dir, "thread.log"))
+	for _, want := range []string{"gate deny Write", "gate allow Bash → echo hi", "allowed by a one-shot grant", "gate ask Bash → touch x"} {
+		if !strings.Contains(string(log), want) {
+			t.Errorf("thread.log lacks %q:\n%s", want, log)
+		}
+	}
+}
