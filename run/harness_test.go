@@ -20,6 +20,7 @@ import (
 
 func TestMain(m *testing.M) {
 	claudetest.MaybeRunFakeAgent()
+	maybeRunActivation() // crash_test.go: one activation in a subprocess
 	os.Exit(m.Run())
 }
 
@@ -35,6 +36,7 @@ type harness struct {
 	script string
 	cfg    string // extra config.yaml text
 	runner func(*Runner)
+	tune   func(*Runner) // applied after runner's changes (timeouts, grace)
 }
 
 func newHarness(t *testing.T, local bool) *harness {

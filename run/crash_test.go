@@ -1,0 +1,496 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/claude"
+	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/envelope"
+)
+
+// TestAgentCrash: the agent exits mid-turn → the thread fails with
+// AGENT_CRASHED, turn.state stays running, and `thread retry` delivers the
+// same messages again.
+func TestAgentCrash(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "crash/t"
+	h.handOff(alias, "approval", "start")
+	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "working"}, {Crash: 1, Stderr: "boom"}}}})
+	sum := h.run(alias)
+	want(t, sum, OutcomeFailed, ExitFailed)
+	wantCode(t, sum, ExitFailed, envelope.CodeAgentCrashed)
+	h.wantThreadFailed(alias, envelope.CodeAgentCrashed)
+	th := h.thread(alias)
+	if th.Turn.State != envelope.TurnStateRunning || len(th.Turn.InboundIDs) != 1 {
+		t.Fatalf("turn %q inbound %v, want running with the message", th.Turn.State, th.Turn.InboundIDs)
+	}
+	delivered := th.Turn.InboundIDs
+	if got := h.items(alias); !slices.Equal(got, []string{"person", "text"}) {
+		t.Fatalf("items %v", got)
+	}
+	// Idle while failed.
+	want(t, h.run(alias), OutcomeIdle, ExitOK)
+
+	if _, err := ThreadSetState(t.Context(), h.setup(), h.client(), alias, envelope.StatePending); err != nil {
+		t.Fatal(err)
+	}
+	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "again"}}}})
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	th = h.thread(alias)
+	if !slices.Equal(th.Turn.InboundIDs, delivered) || th.Turn.State != envelope.TurnStateIdle {
+		t.Fatalf("retry delivered %v (turn %q), want %v", th.Turn.InboundIDs, th.Turn.State, delivered)
+	}
+	if th.Agent.State != envelope.StateActive || th.Agent.Error.Get() != nil || th.Agent.FailedOnWire {
+		t.Fatalf("local after retry: %+v", th.Agent)
+	}
+	if h.wireState(alias) != envelope.StateActive {
+		t.Fatal("wire not active after retry")
+	}
+	if got := h.items(alias); !slices.Equal(got, []string{"person", "text", "text", "turn_end"}) {
+		t.Fatalf("items %v", got)
+	}
+	h.noneTwice(alias, "worker")
+}
+
+// TestAgentOutput: garbage, a line over the 64 MiB bound and an oversized
+// permission request are skipped (the request answered deny); the turn ends.
+func TestAgentOutput(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []claudetest.FakeStep
+		texts []string
+	}{
+		{"garbage", []claudetest.FakeStep{{Garbage: "not json {"}, {Garbage: `{"type":"mystery","x":1}`}, {Garbage: `{"type":"assistant","message":7}`}, {Garbage: "\x00\xff"}, {Text: "after"}}, []string{"after"}},
+		{"100 MB line", []claudetest.FakeStep{{BigLine: 100 << 20}, {Text: "after"}}, []string{"after"}},
+		{"70 MB request", []claudetest.FakeStep{{BigRequest: 70 << 20}}, []string{"big request answered: deny"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, false)
+			const alias = "out/t"
+			h.handOff(alias, "approval", "start")
+			h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{tc.steps}})
+			want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+			var texts []string
+			for _, it := range h.srv.Items(alias) {
+				var m struct{ Type string }
+				_ = json.Unmarshal(it.Metadata, &m)
+				if m.Type == "text" {
+					texts = append(texts, it.Content[0].Text)
+				}
+				if len(it.Content[0].Text) > 1<<20 {
+					t.Errorf("a %d-byte item was posted", len(it.Content[0].Text))
+				}
+			}
+			if len(texts) != len(tc.texts) {
+				t.Fatalf("texts %q, want %q", texts, tc.texts)
+			}
+			for i := range texts {
+				if !strings.HasPrefix(texts[i], tc.texts[i]) {
+					t.Fatalf("text %q, want %q…", texts[i], tc.texts[i])
+				}
+			}
+			if got := h.items(alias); got[len(got)-1] != "turn_end" {
+				t.Fatalf("items %v", got)
+			}
+		})
+	}
+}
+
+// recordPgid wraps the claude starter to remember every agent group.
+func (h *harness) recordPgid(pgids *[]int) {
+	h.runner = func(r *Runner) {
+		r.Starters[AgentClaude] = func(ctx context.Context, l envelope.Launch) (Session, error) {
+			s, err := claude.Start(ctx, l)
+			if err == nil {
+				*pgids = append(*pgids, s.Pgid())
+			}
+			return s, err
+		}
+		if h.tune != nil {
+			h.tune(r)
+		}
+	}
+}
+
+// TestAgentNeverAnswers: a silent agent is stalled, a long turn times out;
+// both end with exit 3, turn idle, a status and a turn_end, and the agent's
+// group gone — even when it ignores SIGTERM.
+func TestAgentNeverAnswers(t *testing.T) {
+	tests := []struct {
+		name    string
+		script  claudetest.FakeScript
+		tune    func(r *Runner)
+		code    string
+		token   string
+		outcome string
+	}{
+		{"hang stalled", claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "thinking"}, {Hang: true}}}},
+			func(r *Runner) { r.StallTimeout = 300 * time.Millisecond }, CodeAgentStalled, "agent_stalled", "stalled"},
+		{"wait for interrupt timeout", claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{WaitInterrupt: true}}}},
+			func(r *Runner) { r.MaxDuration = 300 * time.Millisecond }, CodeTurnTimeout, "turn_timeout", "timeout"},
+		{"hang timeout", claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Hang: true}}}},
+			func(r *Runner) { r.MaxDuration = 300 * time.Millisecond; r.Grace = 200 * time.Millisecond }, CodeTurnTimeout, "turn_timeout", "timeout"},
+		{"ignores SIGTERM", claudetest.FakeScript{IgnoreSIGTERM: true, Turns: [][]claudetest.FakeStep{{{Hang: true}}}},
+			func(r *Runner) { r.StallTimeout = 300 * time.Millisecond; r.Grace = 200 * time.Millisecond }, CodeAgentStalled, "agent_stalled", "stalled"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, false)
+			const alias = "hang/t"
+			h.handOff(alias, "approval", "start")
+			h.play(tc.script)
+			var pgids []int
+			h.tune = tc.tune
+			h.recordPgid(&pgids)
+			start := time.Now()
+			sum := h.run(alias)
+			want(t, sum, OutcomeTurnFailed, ExitTurnFailed)
+			wantCode(t, sum, ExitTurnFailed, tc.code)
+			if d := time.Since(start); d > 20*time.Second {
+				t.Fatalf("the run took %s", d)
+			}
+			if len(pgids) != 1 || groupAlive(pgids[0]) {
+				t.Fatalf("agent groups %v still alive", pgids)
+			}
+			th := h.thread(alias)
+			if th.Turn.State != envelope.TurnStateIdle || th.Agent.Process != nil || th.Agent.State != envelope.StateActive {
+				t.Fatalf("turn %q process %v agent %q", th.Turn.State, th.Agent.Process, th.Agent.State)
+			}
+			var tokens, outcomes []string
+			for _, it := range h.srv.Items(alias) {
+				var m struct {
+					Type    string `json:"type"`
+					Outcome string `json:"outcome"`
+					Status  struct {
+						Token string `json:"token"`
+					} `json:"status"`
+				}
+				_ = json.Unmarshal(it.Metadata, &m)
+				switch m.Type {
+				case "status":
+					tokens = append(tokens, m.Status.Token)
+				case "turn_end":
+					outcomes = append(outcomes, m.Outcome)
+				}
+			}
+			if !slices.Equal(tokens, []string{tc.token}) || !slices.Equal(outcomes, []string{tc.outcome}) {
+				t.Fatalf("status %v turn_end %v, want [%s] [%s]", tokens, outcomes, tc.token, tc.outcome)
+			}
+			if h.wireState(alias) != envelope.StateActive {
+				t.Fatal("wire not active")
+			}
+			// Not resumed automatically: the next run is idle.
+			h.runner, h.tune = nil, nil
+			want(t, h.run(alias), OutcomeIdle, ExitOK)
+			h.noneTwice(alias)
+		})
+	}
+}
+
+// grandchildPid reads the pid the fake's grandchild step printed.
+func grandchildPid(t *testing.T, items []blobhub.Item) int {
+	t.Helper()
+	for _, it := range items {
+		if s, ok := strings.CutPrefix(it.Content[0].Text, "grandchild "); ok {
+			pid, err := strconv.Atoi(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pid
+		}
+	}
+	t.Fatal("no grandchild pid in the items")
+	return 0
+}
+
+// processGone reports whether pid has exited (a zombie counts as gone).
+func processGone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return strings.HasPrefix(rest, "Z")
+}
+
+// waitGone polls until pid is gone or the deadline passes.
+func waitGone(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !processGone(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// TestGrandchild: an agent that leaves a grandchild (in its own session,
+// holding the agent's stdout) does not hold the run; the agent's group is
+// stopped. In-process (OwnProcess false) the run must not sweep the test's
+// own children, so the grandchild itself is swept only by the binary:
+// TestGrandchildSweptByBinary.
+func TestGrandchild(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "gc/t"
+	h.handOff(alias, "approval", "start")
+	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Grandchild: true}, {Text: "done"}}}})
+	var pgids []int
+	h.recordPgid(&pgids)
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	pid := grandchildPid(t, h.srv.Items(alias))
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if len(pgids) != 1 || groupAlive(pgids[0]) {
+		t.Fatalf("agent group %v alive", pgids)
+	}
+	if th := h.thread(alias); th.Agent.Process != nil || th.Turn.State != envelope.TurnStateIdle {
+		t.Fatalf("process %v turn %q", th.Agent.Process, th.Turn.State)
+	}
+}
+
+// TestGrandchildSweptByBinary builds bhw-run and runs it on a file://
+// store: as the whole process it is a subreaper and sweeps the grandchild.
+func TestGrandchildSweptByBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "bhw-run")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	h := newHarness(t, true)
+	const alias = "gc/bin"
+	h.handOff(alias, "approval", "start")
+	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Grandchild: true}, {Text: "done"}}}})
+	cmd := exec.Command(bin, "--api-url", "file://"+h.srv.Dir(), "--state-dir", h.state, "--config", h.config,
+		"--revision", bhtest.RevisionID, "--session", bhtest.SessionID, "--json", "run", "--", alias)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + h.state}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bhw-run: %v\n%s", err, out)
+	}
+	var sum Summary
+	if err := json.Unmarshal(out, &sum); err != nil || sum.Outcome != OutcomeTurnCompleted {
+		t.Fatalf("summary %s (%v)", out, err)
+	}
+	pid := grandchildPid(t, h.srv.Items(alias))
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if !waitGone(pid, 5*time.Second) {
+		t.Fatalf("grandchild %d outlived bhw-run", pid)
+	}
+}
+
+// activationEnv selects maybeRunActivation in a re-executed test binary.
+const activationEnv = "BHW_TEST_ACTIVATION"
+
+type activationSpec struct {
+	State, Config, Store, Alias string
+	KillAt                      int // SIGKILL itself after this many journal writes
+}
+
+// maybeRunActivation runs one activation on a file:// store and exits,
+// killing itself with SIGKILL after KillAt journal writes.
+func maybeRunActivation() {
+	v := os.Getenv(activationEnv)
+	if v == "" {
+		return
+	}
+	var s activationSpec
+	if err := json.Unmarshal([]byte(v), &s); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	n := 0
+	testHookAfterJournal = func() {
+		if n++; n == s.KillAt {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}
+	setup, err := Resolve(Options{APIURL: "file://" + s.Store, StateDir: s.State, ConfigPath: s.Config,
+		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: s.State}, "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	c, err := blobhub.New(blobhub.Config{APIURL: "file://" + s.Store, RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, UserID: "usr_local"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	r := &Runner{Setup: setup, Client: c, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Starters: map[string]Starter{AgentClaude: func(ctx context.Context, l envelope.Launch) (Session, error) {
+			return claude.Start(ctx, l)
+		}},
+		MaxDuration: time.Minute, StallTimeout: time.Minute, Grace: time.Second,
+		Environ: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.State},
+	}
+	sum, _ := r.Run(context.Background(), s.Alias)
+	os.Exit(sum.ExitCode)
+}
+
+// runKilled runs one activation in a subprocess that SIGKILLs itself after
+// killAt journal writes; killed is false when the run ended first.
+func (h *harness) runKilled(alias string, killAt int) (killed bool, exit int) {
+	h.t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	spec, _ := json.Marshal(activationSpec{State: h.state, Config: h.config, Store: h.srv.Dir(), Alias: alias, KillAt: killAt})
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), activationEnv+"="+string(spec))
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			return true, -1
+		}
+		return false, ee.ExitCode()
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return false, 0
+}
+
+func typeSet(types []string) []string {
+	var out []string
+	for _, t := range types {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestKill9: bhw-run killed with SIGKILL after each journal write of a
+// turn, then a normal run: every emission is posted exactly once, the
+// items are those of a clean run (plus the note that a turn was resumed),
+// and the thread ends active and idle (SPEC §9.3, §12).
+func TestKill9(t *testing.T) {
+	script := claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{
+		{Text: "hello"},
+		{Tool: &claudetest.FakeTool{Name: "Read", Input: map[string]any{"file_path": "/etc/hostname"}, Result: "host"}},
+		{Text: "bye"},
+	}}}
+	clean := typeSet([]string{"person", "text", "tool_call", "tool_result", "turn_end"})
+	steps := 0
+	for n := 1; n < 60; n++ {
+		h := newHarness(t, true)
+		const alias = "kill/t"
+		h.handOff(alias, "approval", "start")
+		h.play(script)
+		killed, exit := h.runKilled(alias, n)
+		if !killed {
+			// The run got past every journal write: it is the clean run.
+			if exit != ExitOK || !slices.Equal(typeSet(h.items(alias)), clean) {
+				t.Fatalf("clean run: exit %d items %v", exit, h.items(alias))
+			}
+			steps = n - 1
+			break
+		}
+		sum := h.run(alias)
+		if sum.ExitCode != ExitOK {
+			t.Fatalf("kill at %d: the next run exits %d (%+v)", n, sum.ExitCode, sum.Error)
+		}
+		h.noneTwice(alias)
+		got := h.items(alias)
+		var types []string
+		for i, it := range h.srv.Items(alias) {
+			if got[i] == "status" && !strings.Contains(string(it.Metadata), "interrupted_turn_resumed") {
+				t.Errorf("kill at %d: unexpected status %s", n, it.Metadata)
+			}
+			if got[i] != "status" {
+				types = append(types, got[i])
+			}
+		}
+		if !slices.Equal(typeSet(types), clean) {
+			t.Errorf("kill at %d: item types %v, want %v", n, got, clean)
+		}
+		if count(got, "person") != 1 || count(got, "turn_end") < 1 {
+			t.Errorf("kill at %d: items %v", n, got)
+		}
+		th := h.thread(alias)
+		if h.wireState(alias) != envelope.StateActive || th.Agent.State != envelope.StateActive || th.Turn.State != envelope.TurnStateIdle || th.Agent.Process != nil {
+			t.Errorf("kill at %d: wire %s local %s turn %s process %v", n, h.wireState(alias), th.Agent.State, th.Turn.State, th.Agent.Process)
+		}
+		if open := h.journalOpen(alias); open != 0 {
+			t.Errorf("kill at %d: %d emissions unconfirmed", n, open)
+		}
+		// And the thread goes on normally.
+		want(t, h.run(alias), OutcomeIdle, ExitOK)
+	}
+	if steps < 10 {
+		t.Fatalf("only %d journal writes in a clean turn", steps)
+	}
+	t.Logf("killed after each of %d journal writes", steps)
+}
+
+// TestKill9Parked: the same around a turn that parks on a person, then the
+// answer: one pending_prompt, one pending_prompt_resolved, whatever the kill.
+func TestKill9Parked(t *testing.T) {
+	for n := 1; n < 40; n++ {
+		h := newHarness(t, true)
+		const alias = "killpark/t"
+		target := filepath.Join(h.work, "x.txt")
+		write := &claudetest.FakeTool{Name: "Write", Input: map[string]any{"file_path": target, "content": "hi"}, Result: "File created"}
+		h.handOff(alias, "approval", "write x")
+		h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "let me write"}, {Permission: write}}}})
+		killed, exit := h.runKilled(alias, n)
+		if killed {
+			sum := h.run(alias)
+			if sum.ExitCode != ExitOK {
+				t.Fatalf("kill at %d: the next run exits %d (%+v)", n, sum.ExitCode, sum.Error)
+			}
+		} else if exit != ExitOK {
+			t.Fatalf("clean run exits %d", exit)
+		}
+		th := h.thread(alias)
+		if th.Prompt == nil || th.Prompt.ItemID == "" {
+			t.Fatalf("kill at %d: not parked (prompt %+v), items %v", n, th.Prompt, h.items(alias))
+		}
+		if c := count(h.items(alias), "pending_prompt"); c != 1 {
+			t.Fatalf("kill at %d: %d pending_prompt items", n, c)
+		}
+		h.srv.PersonPost(alias, "yes")
+		h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Permission: write}, {Text: "written"}}}})
+		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+		got := h.items(alias)
+		if count(got, "pending_prompt") != 1 || count(got, "pending_prompt_resolved") != 1 {
+			t.Fatalf("kill at %d: items %v", n, got)
+		}
+		h.noneTwice(alias)
+		if th := h.thread(alias); th.Prompt != nil || th.Turn.State != envelope.TurnStateIdle || len(th.Grants) != 0 {
+			t.Fatalf("kill at %d: prompt %v turn %q grants %v", n, th.Prompt, th.Turn.State, th.Grants)
+		}
+		if !killed {
+			if n < 4 {
+				t.Fatalf("only %d journal writes before parking", n-1)
+			}
+			t.Logf("killed after each of %d journal writes; items %v", n-1, got)
+			return
+		}
+	}
+	t.Fatal("the parked run never finished without a kill")
+}
