@@ -55,7 +55,7 @@ func (h *harness) writeConfig() {
 	cfg := fmt.Sprintf(`agents:
   claude_code:
     executable: %s
-    env: {%s: %s}
+    env: {%s: %q}
 policy:
   allow_autonomous: true
 %s`, exe, claudetest.FakeAgentEnv, h.script, h.cfg)

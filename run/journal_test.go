@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude"
@@ -36,6 +37,7 @@ func TestFlakyReads(t *testing.T) {
 		},
 		"truncated list": func(s *bhtest.Server) { s.TruncateNext("list_session_thread_items", 1) },
 		"dropped list":   func(s *bhtest.Server) { s.DropBefore("list_session_thread_items", 2) },
+		"slow bodies":    func(s *bhtest.Server) { s.SlowBody(20 * time.Millisecond) },
 	}
 	for name, fault := range faults {
 		t.Run(name, func(t *testing.T) {
