@@ -31,10 +31,11 @@ type artifactHarness struct {
 	outbox  string
 	mu      sync.Mutex
 	uploads map[string]int
+	fail    map[string]error // artifact path → what its uploads answer
 }
 
 func newArtifactHarness(t *testing.T, local bool) *artifactHarness {
-	h := &artifactHarness{harness: newHarness(t, local), alias: "projects/p1/t1", uploads: map[string]int{}}
+	h := &artifactHarness{harness: newHarness(t, local), alias: "projects/p1/t1", uploads: map[string]int{}, fail: map[string]error{}}
 	h.outbox = filepath.Join(h.work, artifactsSource)
 	h.runner = func(r *Runner) { r.Client = &countingClient{Client: r.Client, h: h} }
 	return h
@@ -47,8 +48,14 @@ type countingClient struct {
 
 func (c *countingClient) Upload(ctx context.Context, alias string, v json.RawMessage) error {
 	c.h.mu.Lock()
-	c.h.uploads[alias]++
+	err := c.h.fail[strings.TrimPrefix(alias, c.h.alias+"/artifacts/")]
+	if err == nil {
+		c.h.uploads[alias]++
+	}
 	c.h.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	return c.Client.Upload(ctx, alias, v)
 }
 
@@ -242,10 +249,15 @@ func TestArtifactsParkedTurnPublishesNothing(t *testing.T) {
 	}
 }
 
-func TestArtifactsSkipLinks(t *testing.T) {
+func TestArtifactsSkipped(t *testing.T) {
 	h := newArtifactHarness(t, false)
+	h.cfg = "artifacts:\n  max_bytes: 10\n"
+	h.writeConfig()
 	h.activate()
 	h.write("ok.txt", "fine")
+	h.write("big.txt", "more than ten bytes")
+	// Its alias would end in a reserved file name: never a valid alias.
+	h.write("projects/p1/t2/thread.yaml", "alias: x")
 	if err := os.Symlink("/etc/passwd", filepath.Join(h.outbox, "passwd")); err != nil {
 		t.Fatal(err)
 	}
@@ -257,10 +269,10 @@ func TestArtifactsSkipLinks(t *testing.T) {
 		t.Skip("no hard links:", err)
 	}
 	h.turn()
-	if got := strings.Join(h.skipped(), ","); got != "hard,passwd" {
-		t.Fatalf("skipped %q, want hard,passwd", got)
+	if got := strings.Join(h.skipped(), ","); got != "big.txt,hard,passwd,projects/p1/t2/thread.yaml" {
+		t.Fatalf("skipped %q", got)
 	}
-	for _, rel := range []string{"passwd", "hard"} {
+	for _, rel := range []string{"passwd", "hard", "big.txt"} {
 		if _, ok := h.object(rel); ok {
 			t.Fatalf("%s was published", rel)
 		}
@@ -432,5 +444,44 @@ func TestArtifactIntentReplay(t *testing.T) {
 				t.Fatalf("after a later turn announced %v, want r.md %d time(s)", got, wantAnn)
 			}
 		})
+	}
+}
+
+func TestArtifactUploadFailures(t *testing.T) {
+	h := newArtifactHarness(t, false)
+	h.activate()
+	h.write("a.txt", "a")
+	h.write("b.txt", "b")
+	h.write("c.txt", "c")
+	// a.txt is refused for good; b.txt finds BlobHub unreachable.
+	h.mu.Lock()
+	h.fail["a.txt"] = &blobhub.APIError{Status: 413, Message: "too large"}
+	h.fail["b.txt"] = &blobhub.OpError{Command: "upload_session_object", Err: blobhub.ErrUnavailable}
+	h.mu.Unlock()
+	h.srv.PersonPost(h.alias, "go on")
+	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "done"}}}})
+	sum := h.run(h.alias)
+	if sum.ExitCode != ExitTempFail {
+		t.Fatalf("exit %d (%+v), want %d: an upload is left for the next run", sum.ExitCode, sum.Error, ExitTempFail)
+	}
+	if got := strings.Join(h.skipped(), ","); got != "a.txt" {
+		t.Fatalf("skipped %q, want a.txt", got)
+	}
+	if got := h.announced(); len(got) != 0 {
+		t.Fatalf("announced %v before b.txt was uploaded", got)
+	}
+	h.mu.Lock()
+	delete(h.fail, "b.txt")
+	h.mu.Unlock()
+	// The next run finishes b.txt and c.txt, in order, without a turn.
+	want(t, h.run(h.alias), OutcomeIdle, 0)
+	if got := h.announced(); len(got) != 2 || got["b.txt"] != 1 || got["c.txt"] != 1 {
+		t.Fatalf("announced %v, want b.txt and c.txt once", got)
+	}
+	if _, ok := h.object("a.txt"); ok {
+		t.Fatal("a refused file was published")
+	}
+	if n := count(h.items(h.alias), "turn_end"); n != 1 {
+		t.Fatalf("%d turn_end items, want 1", n)
 	}
 }

@@ -28,7 +28,7 @@ type Facts struct {
 	WireState   string // instance.state; "" when there is none
 	HasInstance bool
 	Local       *envelope.Thread // nil when there is no thread.yaml
-	Unfinished  bool             // journaled emissions not confirmed, local failed not yet on the wire
+	Unfinished  bool             // journaled emissions not confirmed (items and artifact upload intents), local failed not yet on the wire
 	Inbound     int              // person items not yet delivered (pending_inbound + read now)
 	Answered    bool             // a person item after the open prompt
 }
