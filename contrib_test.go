@@ -1,0 +1,407 @@
+package main
+
+// The operations kit in contrib/ and the README's pipeline, checked for
+// real: the units by systemd-analyze (and always as INI with the keys that
+// matter), the workflow by its keys, and every recipe's command executed
+// against a file:// store with two pending threads and the fake agent,
+// with the bhw-run binary TestMain built first on PATH.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/run"
+)
+
+// readmePipeline is the recipe line of the README.
+func readmePipeline(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if strings.HasPrefix(line, "set -o pipefail; bhw-run ls --runnable --print0 | xargs") {
+			return line
+		}
+	}
+	t.Fatal("the README holds no `set -o pipefail; bhw-run ls --runnable --print0 | xargs …` line")
+	return ""
+}
+
+// unitFile is an INI unit file: section → key → values in order.
+type unitFile map[string]map[string][]string
+
+func parseUnit(t *testing.T, path string) unitFile {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	u := unitFile{}
+	section := ""
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";"):
+		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
+			section = line[1 : len(line)-1]
+			u[section] = map[string][]string{}
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok || section == "" || strings.HasSuffix(line, "\\") {
+				t.Fatalf("%s:%d: not a key=value line of a section: %q", path, n, line)
+			}
+			u[section][strings.TrimSpace(k)] = append(u[section][strings.TrimSpace(k)], strings.TrimSpace(v))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func (u unitFile) want(t *testing.T, section, key, value string) {
+	t.Helper()
+	if !slices.Contains(u[section][key], value) {
+		t.Errorf("[%s] %s=%q, want %q", section, key, u[section][key], value)
+	}
+}
+
+// systemdArgs splits an ExecStart= value the way systemd does for what the
+// unit uses: words, double quotes with C escapes, and $$ for a literal $.
+func systemdArgs(t *testing.T, s string) []string {
+	t.Helper()
+	var args []string
+	var cur strings.Builder
+	inWord, quoted := false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '$':
+			if i+1 >= len(s) || s[i+1] != '$' {
+				t.Fatalf("ExecStart has a $ systemd would expand at %d: %q", i, s)
+			}
+			cur.WriteByte('$')
+			i++
+			inWord = true
+		case c == '\\' && quoted:
+			if i+1 >= len(s) {
+				t.Fatalf("ExecStart ends in a backslash: %q", s)
+			}
+			cur.WriteByte(s[i+1])
+			i++
+		case c == '"':
+			quoted = !quoted
+			inWord = true
+		case c == ' ' && !quoted:
+			if inWord {
+				args = append(args, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if quoted {
+		t.Fatalf("ExecStart has an open quote: %q", s)
+	}
+	if inWord {
+		args = append(args, cur.String())
+	}
+	return args
+}
+
+func TestContribSystemdUnits(t *testing.T) {
+	svc := parseUnit(t, "contrib/systemd/bhw-run.service")
+	svc.want(t, "Service", "Type", "oneshot")
+	svc.want(t, "Service", "SuccessExitStatus", "75")
+	execStart := svc["Service"]["ExecStart"]
+	if len(execStart) != 1 {
+		t.Fatalf("ExecStart=%q, want one", execStart)
+	}
+	args := systemdArgs(t, execStart[0])
+	if want := []string{"/bin/bash", "-c", readmePipeline(t)}; !slices.Equal(args, want) {
+		t.Errorf("ExecStart runs %q\nwant the README's pipeline under bash: %q", args, want)
+	}
+	tm := parseUnit(t, "contrib/systemd/bhw-run.timer")
+	tm.want(t, "Timer", "Unit", "bhw-run.service")
+	tm.want(t, "Install", "WantedBy", "timers.target")
+	if len(tm["Timer"]["OnUnitInactiveSec"])+len(tm["Timer"]["OnCalendar"]) == 0 {
+		t.Error("the timer has neither OnUnitInactiveSec= nor OnCalendar=")
+	}
+
+	sa, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		// Nothing is installed for this; the INI checks above stand.
+		t.Logf("systemd-analyze is not installed (CI=%q): checked the units as INI only", os.Getenv("CI"))
+		return
+	}
+	out, err := exec.Command(sa, "verify", "--man=no", "contrib/systemd/bhw-run.service", "contrib/systemd/bhw-run.timer").CombinedOutput()
+	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// workflow is the part of a GitHub Actions workflow the test reads.
+type workflow struct {
+	On   map[string]any `yaml:"on"`
+	Jobs map[string]struct {
+		RunsOn      []string          `yaml:"runs-on"`
+		Needs       any               `yaml:"needs"`
+		If          string            `yaml:"if"`
+		Concurrency any               `yaml:"concurrency"`
+		Outputs     map[string]string `yaml:"outputs"`
+		Strategy    struct {
+			Matrix map[string]any `yaml:"matrix"`
+		} `yaml:"strategy"`
+		Steps []struct {
+			ID    string            `yaml:"id"`
+			Shell string            `yaml:"shell"`
+			Env   map[string]string `yaml:"env"`
+			Run   string            `yaml:"run"`
+		} `yaml:"steps"`
+	} `yaml:"jobs"`
+}
+
+func loadWorkflow(t *testing.T) workflow {
+	t.Helper()
+	b, err := os.ReadFile("contrib/github-actions/bhw-run.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w workflow
+	if err := yaml.Unmarshal(b, &w); err != nil {
+		t.Fatalf("the workflow is not YAML: %v", err)
+	}
+	return w
+}
+
+func TestContribWorkflowKeys(t *testing.T) {
+	w := loadWorkflow(t)
+	if _, ok := w.On["schedule"]; !ok {
+		t.Error("on: has no schedule")
+	}
+	if _, ok := w.On["workflow_dispatch"]; !ok {
+		t.Error("on: has no workflow_dispatch")
+	}
+	d, r := w.Jobs["discover"], w.Jobs["run"]
+	for name, runsOn := range map[string][]string{"discover": d.RunsOn, "run": r.RunsOn} {
+		if !slices.Equal(runsOn, []string{"self-hosted", "bhw-run"}) {
+			t.Errorf("jobs.%s.runs-on %q, want [self-hosted, bhw-run]", name, runsOn)
+		}
+	}
+	if len(d.Steps) == 0 || !strings.Contains(d.Steps[0].Run, "bhw-run ls --runnable --json") || d.Outputs["matrix"] != "${{ steps."+d.Steps[0].ID+".outputs.matrix }}" {
+		t.Errorf("jobs.discover does not output the matrix of `bhw-run ls --runnable --json`: %+v", d)
+	}
+	if r.Needs != "discover" || r.Strategy.Matrix["include"] != "${{ fromJSON(needs.discover.outputs.matrix) }}" {
+		t.Errorf("jobs.run: needs %v, matrix %v", r.Needs, r.Strategy.Matrix)
+	}
+	if r.Concurrency != "bhw-run-${{ matrix.alias }}" {
+		t.Errorf("jobs.run.concurrency %v, want bhw-run-${{ matrix.alias }}", r.Concurrency)
+	}
+	if len(r.Steps) != 1 || r.Steps[0].Env["ALIAS"] != "${{ matrix.alias }}" || !strings.Contains(r.Steps[0].Run, `bhw-run run -- "$ALIAS"`) {
+		t.Errorf("jobs.run.steps: %+v", r.Steps)
+	}
+	if strings.Contains(r.Steps[0].Run, "${{") {
+		t.Error("jobs.run splices an expression into its script; pass it through env")
+	}
+}
+
+// pipelineEnv is an e2e env on a file:// store whose config points the
+// Claude agent at the fake (the test binary) playing one short turn.
+func pipelineEnv(t *testing.T) *e2eEnv {
+	e := newE2E(t)
+	e.useFileStore()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(e.root, "fake-claude.json")
+	b, _ := json.Marshal(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "done"}}}})
+	if err := os.WriteFile(script, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.Config.Agents.ClaudeCode.Executable = exe
+	e.Config.Agents.ClaudeCode.Env = map[string]string{claudetest.FakeAgentEnv: script}
+	e.writeConfig()
+	if err := os.MkdirAll(filepath.Join(e.home, ".blobhub-worker"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// shell runs argv with bhw-run's environment and the built binary first on
+// PATH, and returns the exit code and the output.
+func (e *e2eEnv) shell(extraEnv []string, argv ...string) (int, string) {
+	e.t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(e.environ(""), "PATH="+filepath.Dir(bhwBin)+":"+os.Getenv("PATH"))
+	cmd.Env = append(cmd.Env, extraEnv...)
+	cmd.Dir = e.root
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			e.t.Fatalf("%q: %v", argv, err)
+		}
+		code = ee.ExitCode()
+	}
+	e.t.Logf("%q → exit %d\n%s", argv, code, tail(string(out), 4000))
+	return code, string(out)
+}
+
+// ranOnce checks each thread is active with exactly one turn_end.
+func (e *e2eEnv) ranOnce(aliases ...string) {
+	e.t.Helper()
+	for _, a := range aliases {
+		if st := e.wireState(a); st != "active" || count(e.itemTypes(a), "turn_end") != 1 {
+			e.t.Errorf("%s: wire %s, items %v; want active with one turn_end", a, st, e.itemTypes(a))
+		}
+	}
+}
+
+// TestContribRecipes runs the README's pipeline, the crontab's command, the
+// unit's ExecStart and the workflow's scripts against two pending threads
+// each, in turn on one store; a pass runs only what is runnable, so earlier
+// threads stay at one turn.
+func TestContribRecipes(t *testing.T) {
+	e := pipelineEnv(t)
+	var done []string
+	handOffTwo := func(name string) []string {
+		a := []string{"ci/" + name + "/a", "ci/" + name + "/b"}
+		for _, alias := range a {
+			e.handOff(alias, run.AgentClaude, "", "please do "+alias)
+		}
+		return a
+	}
+	check := func(name string, code int, pair []string) {
+		t.Helper()
+		if code != 0 {
+			t.Fatalf("%s: exit %d", name, code)
+		}
+		done = append(done, pair...)
+		e.ranOnce(done...)
+	}
+
+	// readme
+	{
+		pair := handOffTwo("readme")
+		code, _ := e.shell(nil, "bash", "-c", readmePipeline(t))
+		check("README pipeline", code, pair)
+		// pipefail: a failing ls (here a config file that is missing) fails
+		// the pass, though xargs alone would exit 0 on no input.
+		if code, _ := e.shell([]string{"BHW_CONFIG=" + filepath.Join(e.root, "missing.yaml")}, "bash", "-c", readmePipeline(t)); code == 0 {
+			t.Error("the pipeline exits 0 when ls fails")
+		}
+	}
+
+	// cron
+	{
+		b, err := os.ReadFile("contrib/cron/bhw-run.crontab")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var jobs []string
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 5 && !strings.HasPrefix(line, "#") && !strings.Contains(f[0], "=") {
+				jobs = append(jobs, strings.Join(strings.Fields(line)[5:], " "))
+			}
+		}
+		if len(jobs) != 1 || !strings.HasPrefix(jobs[0], "flock -n ") {
+			t.Fatalf("the crontab holds %q, want one line with flock -n around the pipeline", jobs)
+		}
+		pair := handOffTwo("cron")
+		// cron runs the command with /bin/sh; the line sets PATH for cron,
+		// the test keeps the built binary first.
+		code, _ := e.shell(nil, "/bin/sh", "-c", jobs[0])
+		check("crontab", code, pair)
+		if log, err := os.ReadFile(filepath.Join(e.home, ".blobhub-worker", "cron.log")); err != nil || !strings.Contains(string(log), "turn_completed") {
+			t.Errorf("cron.log: %v\n%s", err, log)
+		}
+	}
+
+	// systemd
+	{
+		svc := parseUnit(t, "contrib/systemd/bhw-run.service")
+		args := systemdArgs(t, svc["Service"]["ExecStart"][0])
+		pair := handOffTwo("systemd")
+		code, _ := e.shell(nil, args...)
+		check("ExecStart", code, pair)
+	}
+
+	// github-actions
+	{
+		w := loadWorkflow(t)
+		pair := handOffTwo("actions")
+		out := filepath.Join(e.root, "github_output")
+		code, _ := e.shell([]string{"GITHUB_OUTPUT=" + out}, "bash", "-e", "-c", w.Jobs["discover"].Steps[0].Run)
+		if code != 0 {
+			t.Fatalf("discover: exit %d", code)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "matrix=")
+		var matrix []run.Listing
+		if !ok || json.Unmarshal([]byte(line), &matrix) != nil {
+			t.Fatalf("GITHUB_OUTPUT holds %q, want matrix=<JSON array>", b)
+		}
+		var aliases []string
+		for _, m := range matrix {
+			aliases = append(aliases, m.Alias)
+		}
+		if !slices.Equal(aliases, pair) {
+			t.Fatalf("the matrix holds %v, want %v", aliases, pair)
+		}
+		step := w.Jobs["run"].Steps[0].Run
+		for _, a := range aliases {
+			if code, _ := e.shell([]string{"ALIAS=" + a}, "bash", "-e", "-c", step); code != 0 {
+				t.Fatalf("run %s: exit %d", a, code)
+			}
+		}
+		check("workflow", 0, pair)
+
+		// 75 is success for the step; any other failure is not.
+		busy := pair[0]
+		e.post(busy, "more")
+		lk, err := lock.Acquire(context.Background(), filepath.Join(run.ThreadDir(e.jobDir(), busy), "thread.lock"), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, out75 := e.shell([]string{"ALIAS=" + busy}, "bash", "-e", "-c", step)
+		_ = lk.Unlock()
+		if code != 0 || !strings.Contains(out75, "exit 75") {
+			t.Errorf("a locked thread: step exit %d, want 0 with the exit-75 notice", code)
+		}
+		if code, _ := e.shell([]string{"ALIAS=ci/none"}, "bash", "-e", "-c", step); code != run.ExitNoThread {
+			t.Errorf("a missing thread: step exit %d, want %d", code, run.ExitNoThread)
+		}
+	}
+
+	// Nothing else is left to run.
+	ls := exec.Command(bhwBin, "ls", "--runnable")
+	ls.Env = e.environ("")
+	out, err := ls.Output()
+	if err != nil || string(out) != "ci/actions/a\tactive\n" {
+		t.Errorf("ls --runnable at the end: %v %q, want only the thread posted to while locked", err, out)
+	}
+}
