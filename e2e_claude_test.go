@@ -1,0 +1,584 @@
+package main
+
+// End-to-end tests of bhw-run with the real pinned Claude Code CLI against
+// the scripted fake model (claudetest.ModelServer): the built binary runs as
+// a subprocess, the way cron or a person's shell runs it, with an isolated
+// CLAUDE_CONFIG_DIR (agents.claude_code.config_dir) and the model server's
+// environment (agents.claude_code.env).
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/run"
+)
+
+// claudeE2E is an e2eEnv whose config points agents.claude_code at the real
+// CLI with its own config dir, talking to a scripted model.
+type claudeE2E struct {
+	*e2eEnv
+	model     *claudetest.ModelServer
+	configDir string
+}
+
+func newClaudeE2E(t testing.TB, steps ...claudetest.Step) *claudeE2E {
+	t.Helper()
+	e := &claudeE2E{e2eEnv: newE2E(t), model: claudetest.NewModelServer(t, steps...)}
+	e.configDir = filepath.Join(e.root, "claude-config")
+	if err := os.MkdirAll(e.configDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.Config.Agents.ClaudeCode.Executable = claudeBin(t)
+	e.Config.Agents.ClaudeCode.ConfigDir = e.configDir
+	// The model server's variables; HOME and CLAUDE_CONFIG_DIR come from
+	// bhw-run itself (its HOME, config_dir), PATH from its environment.
+	e.Config.Agents.ClaudeCode.Env = map[string]string{}
+	for _, kv := range e.model.Env(e.configDir) {
+		k, v, _ := strings.Cut(kv, "=")
+		if k != "PATH" && k != "HOME" && k != "CLAUDE_CONFIG_DIR" {
+			e.Config.Agents.ClaudeCode.Env[k] = v
+		}
+	}
+	e.writeConfig()
+	return e
+}
+
+func (e *claudeE2E) allowAutonomous() {
+	e.Config.Policy.AllowAutonomous = true
+	e.writeConfig()
+}
+
+func (e *claudeE2E) path(name string) string { return filepath.Join(e.work, name) }
+
+// wantItems fails unless the thread's item types are want, in order.
+func (e *claudeE2E) wantItems(alias string, want ...string) {
+	e.t.Helper()
+	if got := e.itemTypes(alias); !slices.Equal(got, want) {
+		e.t.Fatalf("items %v\nwant  %v", got, want)
+	}
+}
+
+// lastRequest is the model's latest request.
+func (e *claudeE2E) lastRequest() claudetest.Request {
+	e.t.Helper()
+	reqs := e.model.Requests()
+	if len(reqs) == 0 {
+		e.t.Fatal("the model got no request")
+	}
+	return reqs[len(reqs)-1]
+}
+
+func fileIs(t testing.TB, p, want string) {
+	t.Helper()
+	if b, err := os.ReadFile(p); err != nil || string(b) != want {
+		t.Fatalf("%s = %q, %v; want %q", p, b, err, want)
+	}
+}
+
+func fileAbsent(t testing.TB, p string) {
+	t.Helper()
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Fatalf("%s exists (or cannot be checked: %v); want absent", p, err)
+	}
+}
+
+func writeTool(p, content string) claudetest.Step {
+	return claudetest.Tool("Write", map[string]any{"file_path": p, "content": content})
+}
+
+func TestE2EClaudeAutonomousWriteAndResume(t *testing.T) {
+	e := newClaudeE2E(t)
+	x := e.path("x.txt")
+	e.model.Push(writeTool(x, "hi\n"), claudetest.Text("FIRST-DONE"))
+	e.allowAutonomous()
+	const alias = "projects/p1/claude-auto"
+	e.handOff(alias, run.AgentClaude, "autonomous", "please write x.txt")
+
+	s1 := e.activate(alias, 0, run.OutcomeTurnCompleted)
+	fileIs(t, x, "hi\n")
+	e.wantItems(alias, "person", "text", "tool_call", "tool_result", "text", "turn_end")
+	if s1.AgentSessionID == "" || s1.ItemsPosted != 5 {
+		t.Errorf("summary %+v, want an agent_session_id and 5 items posted", s1)
+	}
+	if got := meta(t, e.itemsOfType(alias, "turn_end")[0]).Outcome; got != "completed" {
+		t.Errorf("turn_end outcome %q", got)
+	}
+	if st := e.wireState(alias); st != "active" {
+		t.Errorf("wire state %q, want active", st)
+	}
+	th := e.threadYAML(alias)
+	if th.Agent.AgentSessionID != s1.AgentSessionID || th.Turn.State != "idle" || th.Agent.Process != nil {
+		t.Errorf("thread.yaml agent %+v turn %+v", th.Agent, th.Turn)
+	}
+
+	// A second message: a new bhw-run resumes the same session, and the
+	// model sees the earlier history.
+	e.post(alias, "second message")
+	e.model.Push(claudetest.Text("resumed"))
+	s2 := e.activate(alias, 0, run.OutcomeTurnCompleted)
+	if s2.AgentSessionID != s1.AgentSessionID {
+		t.Errorf("agent_session_id %q after the resume, want %q", s2.AgentSessionID, s1.AgentSessionID)
+	}
+	last := e.lastRequest()
+	if !last.Contains("please write x.txt") || !last.Contains("FIRST-DONE") || !last.Contains("toolu_fake_0001_0") {
+		t.Errorf("the resumed request lacks the first turn's history")
+	}
+	if !strings.Contains(last.LastUserText(), "second message") {
+		t.Errorf("the resumed request's last user text %q", last.LastUserText())
+	}
+	e.wantItems(alias, "person", "text", "tool_call", "tool_result", "text", "turn_end", "person", "text", "turn_end")
+}
+
+// parkOnWrite hands off an approval thread whose model writes x.txt and
+// runs it until it parks; it returns the file's path.
+func (e *claudeE2E) parkOnWrite(alias string, after ...claudetest.Step) string {
+	e.t.Helper()
+	x := e.path("x.txt")
+	e.model.Push(append([]claudetest.Step{writeTool(x, "approved content")}, after...)...)
+	e.handOff(alias, run.AgentClaude, "approval", "write x.txt")
+	e.activate(alias, 0, run.OutcomeParked)
+	fileAbsent(e.t, x)
+	e.wantItems(alias, "person", "text", "tool_call", "tool_result", "pending_prompt", "turn_end")
+	pp := meta(e.t, e.itemsOfType(alias, "pending_prompt")[0])
+	if pp.Prompt["kind"] != "approval" {
+		e.t.Fatalf("pending_prompt %+v, want kind approval", pp.Prompt)
+	}
+	if th := e.threadYAML(alias); th.Prompt == nil || th.Prompt.Call.Tool != "Write" || th.Agent.Process != nil {
+		e.t.Fatalf("thread.yaml prompt %+v process %+v", th.Prompt, th.Agent.Process)
+	}
+	return x
+}
+
+func (e *claudeE2E) resolved(alias string) itemMeta {
+	e.t.Helper()
+	r := e.itemsOfType(alias, "pending_prompt_resolved")
+	if len(r) != 1 {
+		e.t.Fatalf("%d pending_prompt_resolved items, want 1: %v", len(r), e.itemTypes(alias))
+	}
+	m := meta(e.t, r[0])
+	if want := e.itemsOfType(alias, "pending_prompt")[0].ID; m.PromptItemID != want {
+		e.t.Errorf("prompt_item_id %q, want %q", m.PromptItemID, want)
+	}
+	return m
+}
+
+func TestE2EClaudeApprovalParkThenApprove(t *testing.T) {
+	e := newClaudeE2E(t)
+	const alias = "projects/p1/claude-approve"
+	x := e.parkOnWrite(alias, writeTool(e.path("x.txt"), "approved content"), claudetest.Text("written"))
+	if n := len(e.model.Requests()); n != 1 {
+		t.Fatalf("%d model requests after the park, want 1", n)
+	}
+
+	// No answer: still parked, the CLI not started.
+	e.activate(alias, 0, run.OutcomeParked)
+	if n := len(e.model.Requests()); n != 1 {
+		t.Fatalf("a parked run without an answer made %d model requests, want 1", n)
+	}
+
+	e.post(alias, "yes")
+	e.activate(alias, 0, run.OutcomeTurnCompleted)
+	fileIs(t, x, "approved content")
+	if n := len(e.model.Requests()); n != 3 {
+		t.Errorf("%d model requests, want 3 (park, re-issue, final text)", n)
+	}
+	if !e.model.Requests()[1].Contains("A person approved your call to Write " + x) {
+		t.Error("the resume message did not reach the model")
+	}
+	if n := len(e.itemsOfType(alias, "pending_prompt")); n != 1 {
+		t.Errorf("%d pending_prompt items, want exactly 1 (the grant allows the re-issued Write)", n)
+	}
+	if m := e.resolved(alias); m.Decision != "approved" || m.Resolution != "answered" {
+		t.Errorf("pending_prompt_resolved decision %q resolution %q", m.Decision, m.Resolution)
+	}
+	if th := e.threadYAML(alias); th.Prompt != nil || len(th.Grants) != 0 {
+		t.Errorf("thread.yaml after the approved turn: prompt %+v grants %v", th.Prompt, th.Grants)
+	}
+}
+
+func TestE2EClaudeApprovalDenyReachesModel(t *testing.T) {
+	e := newClaudeE2E(t)
+	const alias = "projects/p1/claude-deny"
+	x := e.parkOnWrite(alias, claudetest.Text("understood, using the other file"))
+	e.post(alias, "no, use the other file")
+	e.activate(alias, 0, run.OutcomeTurnCompleted)
+	fileAbsent(t, x)
+	reqs := e.model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2", len(reqs))
+	}
+	last := reqs[1].LastUserText()
+	if !strings.Contains(last, "A person denied your call to Write") || !strings.Contains(last, "no, use the other file") {
+		t.Errorf("the model's resumed message %q lacks the deny and its reason", last)
+	}
+	if m := e.resolved(alias); m.Decision != "denied" || m.Resolution != "answered" {
+		t.Errorf("pending_prompt_resolved decision %q resolution %q", m.Decision, m.Resolution)
+	}
+}
+
+// Claude Code runs a read-only call inside the work folder without asking,
+// so under approval it never reaches the gate (SPEC §8.1).
+func TestE2EClaudeApprovalReadInWorkFolderUnasked(t *testing.T) {
+	e := newClaudeE2E(t)
+	r := e.path("notes.txt")
+	if err := os.WriteFile(r, []byte("READ-ME-MARKER\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.model.Push(claudetest.Tool("Read", map[string]any{"file_path": r}), claudetest.Text("read it"))
+	const alias = "projects/p1/claude-read"
+	e.handOff(alias, run.AgentClaude, "approval", "read notes.txt")
+	e.activate(alias, 0, run.OutcomeTurnCompleted)
+	e.wantItems(alias, "person", "text", "tool_call", "tool_result", "text", "turn_end")
+	out, _ := meta(t, e.itemsOfType(alias, "tool_result")[0]).Tool["output"].(string)
+	if !strings.Contains(out, "READ-ME-MARKER") {
+		t.Errorf("Read's tool_result output %q", out)
+	}
+}
+
+// An allow rule in the work folder's .claude/settings.local.json must not
+// approve a Write under approval (settings-and-sandbox.md Q1: bhw-run passes
+// --setting-sources= so no settings file is read).
+func TestE2EClaudeSettingsLocalAllowDoesNotApprove(t *testing.T) {
+	e := newClaudeE2E(t)
+	if err := os.MkdirAll(e.path(".claude"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rules := `{"permissions":{"allow":["Write","Write(*)","Edit","Bash"],"defaultMode":"bypassPermissions"}}`
+	if err := os.WriteFile(e.path(".claude/settings.local.json"), []byte(rules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.parkOnWrite("projects/p1/claude-settings")
+}
+
+func TestE2EClaudeAskUserQuestion(t *testing.T) {
+	e := newClaudeE2E(t, claudetest.Tool("AskUserQuestion", map[string]any{"questions": []any{map[string]any{
+		"question": "Which target?", "header": "Target", "multiSelect": false,
+		"options": []any{map[string]any{"label": "staging", "description": "s"}, map[string]any{"label": "production", "description": "p"}},
+	}}}), claudetest.Text("deploying to the chosen target"))
+	const alias = "projects/p1/claude-ask"
+	e.handOff(alias, run.AgentClaude, "approval", "ask me where to deploy")
+	e.activate(alias, 0, run.OutcomeParked)
+	pp := e.itemsOfType(alias, "pending_prompt")
+	if len(pp) != 1 || meta(t, pp[0]).Prompt["kind"] != "ask_user_question" {
+		t.Fatalf("pending_prompt items %d, prompt %+v; want one ask_user_question", len(pp), meta(t, pp[0]).Prompt)
+	}
+	e.post(alias, "2")
+	e.activate(alias, 0, run.OutcomeTurnCompleted)
+	last := e.lastRequest().LastUserText()
+	if !strings.Contains(last, "Which target?") || !strings.Contains(last, "production") || strings.Contains(last, "staging") {
+		t.Errorf("the model's resumed message %q, want the second option's label", last)
+	}
+	if m := e.resolved(alias); m.Resolution != "answered" {
+		t.Errorf("pending_prompt_resolved resolution %q", m.Resolution)
+	}
+}
+
+func TestE2EClaudeSIGTERMDuringBashThenResume(t *testing.T) {
+	e := newClaudeE2E(t)
+	marker := e.path("started.marker")
+	e.model.Push(claudetest.Tool("Bash", map[string]any{
+		"command": "touch " + marker + " && sleep 300", "description": "wait a long time"}))
+	e.allowAutonomous()
+	const alias = "projects/p1/claude-sigterm"
+	e.handOff(alias, run.AgentClaude, "autonomous", "run the long command")
+
+	p := e.start(bhtest.RunnerKey, nil, "--json", alias)
+	waitFor(t, 60*time.Second, "the Bash command's marker", func() bool {
+		_, err := os.Stat(marker)
+		return err == nil
+	})
+	th := e.threadYAML(alias)
+	if th.Agent.Process == nil || th.Agent.Process.Pgid <= 0 {
+		t.Fatalf("thread.yaml names no agent group while the agent runs: %+v", th.Agent)
+	}
+	pgid := th.Agent.Process.Pgid
+	sleeps := pidsWithCmd(t, "sleep 300", e.work)
+	if len(sleeps) == 0 {
+		t.Fatal("no `sleep 300` process while the marker exists")
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code := p.wait()
+	t.Logf("stdout: %s\nstderr:\n%s", p.stdout, tail(p.stderr.String(), 4000))
+	if code != 143 {
+		t.Fatalf("exit %d after SIGTERM, want 143", code)
+	}
+	if s := parseSummary(t, p.stdout.String()); s.Outcome != run.OutcomeInterrupted {
+		t.Errorf("outcome %q, want interrupted", s.Outcome)
+	}
+	noProcessesLeft(t, []int{pgid}, e.work)
+	for _, pid := range sleeps {
+		if pi, ok := readProc(pid); ok && pi.state != 'Z' && strings.Contains(pi.cmd, "sleep 300") {
+			t.Errorf("the Bash command's sleep (pid %d) outlived bhw-run", pid)
+		}
+	}
+	th = e.threadYAML(alias)
+	if th.Turn.State != "interrupted" || th.Agent.Process != nil {
+		t.Errorf("thread.yaml after SIGTERM: turn %+v process %+v", th.Turn, th.Agent.Process)
+	}
+
+	s := e.activate(alias, 0, run.OutcomeTurnCompleted)
+	if s.AgentSessionID != th.Agent.AgentSessionID {
+		t.Errorf("agent_session_id %q after the resume, want %q", s.AgentSessionID, th.Agent.AgentSessionID)
+	}
+	var resumed bool
+	for _, it := range e.itemsOfType(alias, "status") {
+		if meta(t, it).Status["token"] == "interrupted_turn_resumed" {
+			resumed = true
+		}
+	}
+	if !resumed {
+		t.Errorf("no interrupted_turn_resumed status item: %v", e.itemTypes(alias))
+	}
+	if !e.lastRequest().Contains("run the long command") {
+		t.Error("the resumed request lacks the interrupted turn's history")
+	}
+}
+
+// pidsWithCmd are the live processes whose command line contains s and
+// whose working directory is dir (other tests may run the same command).
+func pidsWithCmd(t testing.TB, s, dir string) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, de := range ents {
+		pid, err := strconv.Atoi(de.Name())
+		if err != nil {
+			continue
+		}
+		if pi, ok := readProc(pid); ok && pi.state != 'Z' && strings.Contains(pi.cmd, s) && pi.cwd == dir {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func TestE2EClaudeAPIErrorTurnFailed(t *testing.T) {
+	e := newClaudeE2E(t, claudetest.Error(500))
+	if e.Config.Agents.ClaudeCode.Env["CLAUDE_CODE_MAX_RETRIES"] != "0" {
+		t.Fatal("the model env must turn the CLI's retries off")
+	}
+	const alias = "projects/p1/claude-500"
+	e.handOff(alias, run.AgentClaude, "approval", "hello")
+	e.activate(alias, 3, run.OutcomeTurnFailed)
+	types := e.itemTypes(alias)
+	if types[len(types)-1] != "turn_end" || count(types, "status") == 0 {
+		t.Errorf("items %v, want a status and a final turn_end", types)
+	}
+	if got := meta(t, e.itemsOfType(alias, "turn_end")[0]).Outcome; got != "failed" {
+		t.Errorf("turn_end outcome %q, want failed", got)
+	}
+	if st := e.wireState(alias); st != "active" {
+		t.Errorf("wire state %q, want active", st)
+	}
+}
+
+func TestE2EClaudeStopWhileParked(t *testing.T) {
+	e := newClaudeE2E(t)
+	const alias = "projects/p1/claude-stop"
+	e.parkOnWrite(alias)
+	e.asPerson("thread", "stop", alias)
+	e.activate(alias, 0, run.OutcomeStopped)
+	if m := e.resolved(alias); m.Resolution != "cancelled" {
+		t.Errorf("pending_prompt_resolved resolution %q, want cancelled", m.Resolution)
+	}
+	if th := e.threadYAML(alias); th.Agent.State != "completed" || th.Prompt != nil {
+		t.Errorf("thread.yaml agent.state %q prompt %+v; want completed, no prompt", th.Agent.State, th.Prompt)
+	}
+	if n := len(e.model.Requests()); n != 1 {
+		t.Errorf("%d model requests, want 1 (the stop starts no agent)", n)
+	}
+}
+
+// BenchmarkE2EClaudeTurnOverhead runs, per iteration, one autonomous
+// one-tool turn (Write, then a final text) through the built bhw-run and
+// the real CLI. What it reports, and how it is measured:
+//   - claude-cpu-ms, claude-rss-MB: the CLI runs under the test binary's
+//     rusage wrapper (agents.claude_code.executable), which reports the
+//     CLI's user+system time and peak RSS as its own wait4 sees them (the
+//     CLI and any descendant it reaped).
+//   - bhw-cpu-ms: bhw-run's user+system time from its ProcessState, minus
+//     everything the wrapper accounted for (the CLI and the wrapper itself):
+//     wait4 folds reaped children into a process's times, and rusage times
+//     add up, so the difference is bhw-run's own CPU.
+//   - bhw-rss-MB: bhw-run's VmHWM, sampled from /proc/<pid>/status every
+//     few milliseconds while it runs (the last sample wins). Its Rusage.Maxrss
+//     cannot be used: wait4 reports the maximum over the process and its
+//     reaped children, i.e. the CLI's. VmHWM is a high-water mark, so only
+//     growth in the last sampling interval before exit can be missed.
+//   - wall-ms: the activation's wall time.
+func BenchmarkE2EClaudeTurnOverhead(b *testing.B) {
+	e := newClaudeE2E(b)
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	report := filepath.Join(e.root, "wrap.json")
+	e.Config.Agents.ClaudeCode.Executable = self
+	e.Config.Agents.ClaudeCode.Env[rusageWrapperEnv] = claudeBin(b) + "," + report
+	e.allowAutonomous()
+	var bhwCPU, claudeCPU, wall time.Duration
+	var bhwRSS, claudeRSS int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		alias := fmt.Sprintf("bench/claude-%d", i)
+		e.model.Push(writeTool(e.path(fmt.Sprintf("b%d.txt", i)), "x"), claudetest.Text("done"))
+		e.handOff(alias, run.AgentClaude, "autonomous", "write a file")
+		_ = os.Remove(report)
+		b.StartTimer()
+
+		start := time.Now()
+		p := e.start(bhtest.RunnerKey, nil, "--json", alias)
+		hwm := sampleVmHWM(p.cmd.Process.Pid)
+		code := p.wait()
+		wall += time.Since(start)
+		peak := <-hwm
+
+		b.StopTimer()
+		if s := parseSummary(b, p.stdout.String()); code != 0 || s.Outcome != run.OutcomeTurnCompleted {
+			b.Fatalf("exit %d outcome %q\n%s", code, s.Outcome, tail(p.stderr.String(), 4000))
+		}
+		var w wrapReport
+		if raw, err := os.ReadFile(report); err != nil || json.Unmarshal(raw, &w) != nil {
+			b.Fatalf("the rusage wrapper's report: %v", err)
+		}
+		ps := p.cmd.ProcessState
+		bhwCPU += ps.UserTime() + ps.SystemTime() - w.ChildCPU - w.SelfCPU
+		claudeCPU += w.ChildCPU
+		bhwRSS = max(bhwRSS, peak)
+		claudeRSS = max(claudeRSS, w.ChildRSSKB)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(float64(bhwCPU.Microseconds())/1e3/n, "bhw-cpu-ms/op")
+	b.ReportMetric(float64(bhwRSS)/1024, "bhw-rss-MB")
+	b.ReportMetric(float64(claudeCPU.Microseconds())/1e3/n, "claude-cpu-ms/op")
+	b.ReportMetric(float64(claudeRSS)/1024, "claude-rss-MB")
+	b.ReportMetric(float64(wall.Microseconds())/1e3/n, "wall-ms/op")
+}
+
+// sampleVmHWM reads the VmHWM (kB) of pid until the process is gone and
+// sends the last value read.
+func sampleVmHWM(pid int) <-chan int64 {
+	out := make(chan int64, 1)
+	go func() {
+		var last int64
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+			if err != nil {
+				break
+			}
+			i := strings.Index(string(b), "VmHWM:")
+			if i < 0 { // a zombie has no memory lines
+				break
+			}
+			f := strings.Fields(string(b[i+len("VmHWM:"):]))
+			if len(f) > 0 {
+				if v, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					last = v
+				}
+			}
+			<-tick.C
+		}
+		out <- last
+	}()
+	return out
+}
+
+// BenchmarkRelayItems relays one turn of 10,000 steps (text and tool steps
+// alternating: 15,000 items) from the fake claude agent (this test binary)
+// through the built bhw-run to the loopback bhtest BlobHub, and reports
+// items posted per second of the activation's wall time.
+//
+// The fake BlobHub's store fsyncs every item it appends (the durability a
+// real BlobHub provides on its side); on a disk that alone caps the rate at
+// a few hundred items/s whatever bhw-run does, so the store lives on tmpfs
+// (/dev/shm) when there is one. The rate still includes the end-of-turn
+// scan: bhw-run pages through the thread for person items (~150 pages of
+// 100), and the fake store re-reads the whole thread file for every page
+// (blobhub.LocalStore.ListItems → AllItems), about half the wall time at
+// 15,000 items; items/s is a lower bound for a server with an index, and
+// cpu-µs/item (bhw-run and the fake agent, its reaped child) is the
+// relay's own cost.
+func BenchmarkRelayItems(b *testing.B) {
+	e := newE2E(b)
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		dir, err := os.MkdirTemp("/dev/shm", "bhw-relay-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { os.RemoveAll(dir) })
+		e.srv = bhtest.New(b, bhtest.WithDir(dir))
+	} else {
+		b.Log("no /dev/shm: the store is on disk, and its per-item fsync bounds the rate")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var steps []claudetest.FakeStep
+	for i := range 10000 {
+		if i%2 == 0 {
+			steps = append(steps, claudetest.FakeStep{Text: fmt.Sprintf("step %d: thinking out loud about the next change", i)})
+		} else {
+			steps = append(steps, claudetest.FakeStep{Tool: &claudetest.FakeTool{Name: "Read",
+				Input: map[string]any{"file_path": "/src/file.go"}, Result: fmt.Sprintf("line 1\nline 2 of call %d", i)}})
+		}
+	}
+	raw, err := json.Marshal(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{steps}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	script := filepath.Join(e.root, "fake-claude.json")
+	if err := os.WriteFile(script, raw, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	e.Config.Agents.ClaudeCode.Executable = self
+	e.Config.Agents.ClaudeCode.Env = map[string]string{claudetest.FakeAgentEnv: script}
+	e.Config.Policy.AllowAutonomous = true
+	e.writeConfig()
+	var items int
+	var wall, cpu time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		alias := fmt.Sprintf("bench/relay-%d", i)
+		e.handOff(alias, run.AgentClaude, "autonomous", "go")
+		b.StartTimer()
+		start := time.Now()
+		p := e.start(bhtest.RunnerKey, nil, "-q", "--json", alias)
+		code := p.wait()
+		wall += time.Since(start)
+		out, stderr := p.stdout.String(), p.stderr.String()
+		// bhw-run's CPU with the fake agent's (a reaped child) folded in.
+		cpu += p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()
+		b.StopTimer()
+		s := parseSummary(b, out)
+		if code != 0 || s.Outcome != run.OutcomeTurnCompleted || s.ItemsPosted < 15000 {
+			b.Fatalf("exit %d outcome %q items %d\n%s", code, s.Outcome, s.ItemsPosted, tail(stderr, 4000))
+		}
+		items += s.ItemsPosted
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(items)/wall.Seconds(), "items/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(items), "cpu-µs/item")
+}
