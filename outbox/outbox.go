@@ -102,6 +102,13 @@ func ValidateSource(source string) error {
 	return nil
 }
 
+// CheckSource is the activation check of artifacts.source (SPEC §6.3 step
+// 5): ValidateSource, then the symlink check of the longest existing prefix.
+func CheckSource(workFolder, source string) error {
+	_, err := checkInside(workFolder, source)
+	return err
+}
+
 // checkInside re-checks, after resolving symbolic links, that the longest
 // existing prefix of workFolder/source stays strictly inside the work folder
 // and out of its .git (SPEC §6.3 step 5): the folder may have changed since

@@ -160,11 +160,16 @@ func (a *activation) download(ctx context.Context) error {
 	}
 	env, err := envelope.Parse(obj.Value)
 	if err != nil || !env.IsJob() {
-		why := "not a thread"
-		if err == nil && env.Type == "thread" {
+		if err != nil {
+			env = nil
+		}
+		// A thread object is never cached: it may become a job any time.
+		why, cache := notJobReason(env)
+		if cache {
+			_ = addNotMine(ctx, a.r.Setup.JobDir, a.alias, why)
+		} else {
 			why = "a thread without an agent block or instance.state"
 		}
-		_ = addNotMine(ctx, a.r.Setup.JobDir, a.alias, why)
 		return exitErr(ExitNotJob, CodeNotJob, "%q is not a job thread (%s); hand off a thread with an agent block", a.alias, why)
 	}
 	a.env = env

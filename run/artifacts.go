@@ -238,7 +238,7 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 	if err != nil {
 		return err
 	}
-	if err := addNotMine(ctx, a.r.Setup.JobDir, in.alias, "artifact"); err != nil {
+	if err := addNotMine(ctx, a.r.Setup.JobDir, in.alias, ReasonArtifact); err != nil {
 		// A cache: ls downloads the alias once more, nothing worse.
 		a.log.Warn("cannot cache the artifact alias in not_mine.yaml", "alias", in.alias, "error", err)
 	}

@@ -553,8 +553,10 @@ func TestBadEnvelope(t *testing.T) {
 }
 
 // TestNotAJob: an object that is not a job thread exits 65 and is cached
-// in not_mine.yaml; a value that is not a JSON object likewise; a missing
-// thread exits 66. Nothing is written to the thread.
+// in not_mine.yaml — except an object of type thread, which is never cached
+// (SPEC §3: it may become a job any time); a value that is not a JSON
+// object likewise; a missing thread exits 66. Nothing is written to the
+// thread.
 func TestNotAJob(t *testing.T) {
 	type testCase struct{ name, value string }
 	var cases []testCase
@@ -580,7 +582,11 @@ func TestNotAJob(t *testing.T) {
 			sum := h.run(alias)
 			wantCode(t, sum, ExitNotJob, CodeNotJob)
 			b, err := os.ReadFile(filepath.Join(h.setup().JobDir, "not_mine.yaml"))
-			if err != nil || !strings.Contains(string(b), alias) {
+			isThread := strings.HasPrefix(value, `{"type":"thread"`)
+			switch cached := err == nil && strings.Contains(string(b), alias); {
+			case isThread && cached:
+				t.Fatalf("an object of type thread was cached in not_mine.yaml: %s", b)
+			case !isThread && !cached:
 				t.Fatalf("not_mine.yaml does not cache %q: %v %s", alias, err, b)
 			}
 			if _, err := os.Stat(filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml")); err == nil {

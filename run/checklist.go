@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -153,8 +154,11 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 	}
 	// 5. The outbox source.
 	if env.Artifacts != nil {
-		if err := checkArtifactsSource(real, env.Artifacts.Source, env.Bad["artifacts.source"] != ""); err != nil {
-			return nil, err
+		if env.Bad["artifacts.source"] != "" {
+			return nil, envelope.Errorf(CodeArtifactsSourceInvalid, "artifacts.source is not a string; use a relative subfolder such as .bhw/outbox")
+		}
+		if err := outbox.CheckSource(real, env.Artifacts.Source); err != nil {
+			return nil, envelope.Errorf(CodeArtifactsSourceInvalid, "%v; use a relative subfolder such as .bhw/outbox", err)
 		}
 	}
 	// 6. The Codex sandbox, for approval and guarded.
@@ -263,46 +267,6 @@ func (r *Runner) workFolderAllowed(real string) error {
 func within(dir, p string) bool {
 	rel, err := filepath.Rel(dir, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
-}
-
-// checkArtifactsSource is SPEC §6.3 step 5.
-func checkArtifactsSource(workReal, src string, badType bool) error {
-	bad := func(why string) error {
-		return envelope.Errorf(CodeArtifactsSourceInvalid, "artifacts.source %q %s; use a relative subfolder such as .bhw/outbox", src, why)
-	}
-	switch {
-	case badType:
-		return bad("is not a string")
-	case src == "" || filepath.IsAbs(src):
-		return bad("must be a relative path")
-	case filepath.Clean(src) != src || strings.Contains(src, "\\"):
-		return bad("is not clean")
-	case src == "." || src == ".." || strings.HasPrefix(src, "../"):
-		return bad("must be a strict subfolder of the work folder")
-	case src == ".git" || strings.HasPrefix(src, ".git/"):
-		return bad("must not be under .git")
-	}
-	// Resolve symlinks on the longest existing prefix: a link out is refused.
-	p := filepath.Join(workReal, src)
-	probe, rest := p, ""
-	for {
-		if x, err := filepath.EvalSymlinks(probe); err == nil {
-			full := filepath.Join(x, rest)
-			if !within(workReal, full) || full == workReal {
-				return bad("leaves the work folder through a symbolic link")
-			}
-			if rel, _ := filepath.Rel(workReal, full); rel == ".git" || strings.HasPrefix(rel, ".git/") {
-				return bad("resolves under .git")
-			}
-			return nil
-		}
-		parent := filepath.Dir(probe)
-		if parent == probe {
-			return nil
-		}
-		rest = filepath.Join(filepath.Base(probe), rest)
-		probe = parent
-	}
 }
 
 // agentEnv builds the agent's environment from the allowlist of SPEC §7:

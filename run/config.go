@@ -349,7 +349,10 @@ func chooseSection(secs []Section, o Options, alias string) (Section, error) {
 		return Section{Name: "flags", JobType: JobType, Session: SessionTuple{RevisionID: o.RevisionID, SessionID: o.SessionID}}, nil
 	}
 	if len(secs) == 0 {
-		return Section{}, configErr(CodeInvalidConfig, "no session configured for %q; pass --revision and --session (or BHW_REVISION_ID/BHW_SESSION_ID), or add a section to config.yaml", alias)
+		return Section{}, configErr(CodeInvalidConfig, "no session configured; pass --revision and --session (or BHW_REVISION_ID/BHW_SESSION_ID), or add a section to config.yaml")
+	}
+	if alias == "" {
+		return Section{}, configErr(CodeInvalidConfig, "config.yaml has %d sections; pass --section to pick one", len(secs))
 	}
 	return Section{}, configErr(CodeInvalidConfig, "no config section owns alias %q; pass --section or give the sections a session_prefix", alias)
 }
