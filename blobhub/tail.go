@@ -25,8 +25,12 @@ const maxTailPages = 100000
 // the new items in order with the advanced cursor. An empty cursor reads
 // from the beginning.
 //
-// The API has no page cursor: more items sharing one instant than fit in a
-// page cannot all be read; BlobHub stamps microseconds so this does not occur.
+// The API has no page cursor. When a whole page of already-seen items sits at
+// the cursor's instant (more items share it than the server pages), the tail
+// asks once more strictly after that instant, so it never stalls there;
+// items of that one instant beyond the page can still be missed (BlobHub
+// stamps microseconds, so this does not occur in practice). A page of one
+// seen item — the idle path — costs no extra request.
 func Tail(ctx context.Context, c Client, alias string, from Cursor) ([]Item, Cursor, error) {
 	cur := Cursor{CreatedAt: from.CreatedAt, IDs: slices.Clone(from.IDs)}
 	var curT time.Time
@@ -44,10 +48,14 @@ func Tail(ctx context.Context, c Client, alias string, from Cursor) ([]Item, Cur
 		seen[id] = true
 	}
 	var out []Item
+	strict := false // the next query starts strictly after the cursor
 	for range maxTailPages {
 		q := ItemQuery{Ascending: true}
 		if cur.CreatedAt != "" {
 			q.CreatedSince = FormatTime(curT.Add(-time.Microsecond))
+			if strict {
+				q.CreatedSince = FormatTime(curT)
+			}
 		}
 		page, err := c.ListItems(ctx, alias, q)
 		if err != nil {
@@ -76,8 +84,23 @@ func Tail(ctx context.Context, c Client, alias string, from Cursor) ([]Item, Cur
 			}
 		}
 		if fresh == 0 {
-			return out, cur, nil
+			if strict || len(page) < 2 || !allAt(page, curT) {
+				return out, cur, nil
+			}
+			strict = true
+			continue
 		}
+		strict = false
 	}
 	return out, cur, fmt.Errorf("blobhub: tail %q: more than %d pages; the server keeps answering new items", alias, maxTailPages)
+}
+
+// allAt reports whether every item of page was created at t.
+func allAt(page []Item, t time.Time) bool {
+	for _, it := range page {
+		if pt, err := ParseTime(it.CreatedAt); err != nil || !pt.Equal(t) {
+			return false
+		}
+	}
+	return true
 }

@@ -76,6 +76,40 @@ func TestTailEqualTimestampsAcrossPages(t *testing.T) {
 	}
 }
 
+// TestTailFullPageAtCursor: with pages of 2, two items share the cursor's
+// instant, so the page at the cursor holds only seen ids; an item posted
+// later must still be read (the tail asks once more strictly after that
+// instant) and an idle tail stays cheap.
+func TestTailFullPageAtCursor(t *testing.T) {
+	srv := bhtest.New(t)
+	srv.PageSize(2)
+	c := srv.Client(bhtest.RunnerKey)
+	ctx := t.Context()
+	const alias = "full/page"
+	srv.EqualTimestamps(true)
+	a := srv.PersonPost(alias, "a")
+	b := srv.PersonPost(alias, "b")
+	srv.EqualTimestamps(false)
+	got, cur, err := blobhub.Tail(ctx, c, alias, blobhub.Cursor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertIDs(t, got, a, b)
+	later := srv.PersonPost(alias, "later")
+	got, cur, err = blobhub.Tail(ctx, c, alias, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertIDs(t, got, later)
+	srv.ResetCounts()
+	if got, _, err = blobhub.Tail(ctx, c, alias, cur); err != nil || len(got) != 0 {
+		t.Fatalf("idle tail = %v, %v", ids(got), err)
+	}
+	if n := srv.Count("list_session_thread_items"); n != 1 {
+		t.Errorf("idle tail read %d pages, want 1", n)
+	}
+}
+
 // TestTailInterleaved posts in random bursts (some sharing one instant, groups
 // smaller than a page) while tailing in between, over pages of 4, and checks
 // the tail saw exactly the stored items in order.
