@@ -98,6 +98,9 @@ func Start(ctx context.Context, l envelope.Launch) (*Session, error) {
 		lines: make(chan []byte), done: make(chan struct{}), stderrDone: make(chan struct{}),
 		sessionID: l.SessionID,
 	}
+	if l.KillGrace > 0 {
+		s.KillGrace = l.KillGrace
+	}
 	if s.log == nil {
 		s.log = io.Discard
 	}

@@ -139,6 +139,9 @@ func spawn(l envelope.Launch) (*Session, error) {
 		exited:         make(chan struct{}),
 		resumed:        l.Resume,
 	}
+	if l.KillGrace > 0 {
+		s.KillGrace = l.KillGrace
+	}
 	// Our own pipes rather than cmd.StdoutPipe: Wait must not close the
 	// read ends under the reader, and a grandchild holding stdout open must
 	// not keep Wait from returning.

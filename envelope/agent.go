@@ -3,6 +3,7 @@ package envelope
 import (
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/blobhub/bhw-run/policy"
 )
@@ -29,6 +30,9 @@ type Launch struct {
 	Logger *slog.Logger
 	// MaxLine bounds one line of agent output (default 64 MiB).
 	MaxLine int
+	// KillGrace is how long Close waits after SIGTERM before SIGKILL
+	// (0: the adapter's default).
+	KillGrace time.Duration
 }
 
 // Handler is how an adapter reports a turn to run. Both methods are called

@@ -143,6 +143,7 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 		SessionID: t.Agent.AgentSessionID, Resume: resume, Model: res.Model, Effort: res.Effort,
 		Permissions: res.Permissions, ExtraArgs: res.ExtraArgs, Sandbox: res.Sandbox,
 		ConfigDir: res.ConfigDir, CodexHome: res.CodexHome, Log: a.threadLog(), Logger: a.log,
+		KillGrace: a.r.grace(),
 	}
 	sess, err := start(ctx, l)
 	if err != nil {
