@@ -47,7 +47,10 @@ lint: ## go vet, gofmt, staticcheck (pinned in go.mod's tool block)
 	go tool staticcheck ./...
 
 bench: tools ## benchmarks: idle run vs two curls, agent overhead, relay rate (medians)
-	$(GO_TEST_ENV) go test -run '^$$' -bench . -benchtime 20x -count 1 ./...
+	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleRun' -benchtime 20x -count 1 .
+	$(GO_TEST_ENV) go test -run '^$$' -bench 'TurnOverhead' -benchtime 10x -count 1 .
+	$(GO_TEST_ENV) go test -run '^$$' -bench 'RelayItems' -benchtime 3x -count 1 .
+	go test -run '^$$' -bench . -count 1 ./blobhub/... ./policy/... ./envelope/...
 
 fuzz: ## run each fuzz test for 20 s
 	@for pkg in $$(go list ./...); do \
