@@ -96,6 +96,7 @@ func (cl *cliState) app() *cli.App {
 		Name:                   "bhw-run",
 		Usage:                  "run one activation of one BlobHub thread and exit",
 		UsageText:              "bhw-run [flags] <alias>\nbhw-run run [flags] <alias>\nbhw-run ls [--state S,...] [--runnable] [--print0] [--json]\nbhw-run thread new|post|show|stop|retry …\nbhw-run version",
+		ArgsUsage:              "<alias>",
 		Version:                version,
 		HideVersion:            true,
 		Flags:                  globalFlags(),
@@ -192,19 +193,33 @@ func client(s *run.Setup, key, userID string) (blobhub.Client, error) {
 	return c, nil
 }
 
-func (cl *cliState) runAlias(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return &run.ExitError{Exit: run.ExitUsage, Message: fmt.Sprintf("expected exactly one <alias>, got %d arguments; put flags before `--`", c.NArg())}
+// open validates the command's <alias> (the first of nargs arguments),
+// resolves the setup for it and opens BlobHub with the key the command
+// posts with: the runner's, or with --as the person's.
+func open(c *cli.Context, nargs int, person bool) (alias string, s *run.Setup, bh blobhub.Client, err error) {
+	if c.NArg() != nargs {
+		return "", nil, nil, &run.ExitError{Exit: run.ExitUsage, Message: fmt.Sprintf("%s expects %d argument(s), got %d: %s; put flags before `--`", c.Command.FullName(), nargs, c.NArg(), c.Command.ArgsUsage)}
 	}
-	alias := c.Args().First()
+	alias = c.Args().First()
 	if err := run.ValidateAlias(alias); err != nil {
-		return &run.ExitError{Exit: run.ExitUsage, Code: run.CodeBadAlias, Message: fmt.Sprintf("invalid alias %q: %v", alias, err)}
+		return "", nil, nil, &run.ExitError{Exit: run.ExitUsage, Code: run.CodeBadAlias, Message: fmt.Sprintf("invalid alias %q: %v", alias, err)}
 	}
-	setup, err := run.Resolve(options(c), alias)
-	if err != nil {
-		return err
+	if s, err = run.Resolve(options(c), alias); err != nil {
+		return "", nil, nil, err
 	}
-	bh, err := client(setup, setup.APIKey, "usr_local")
+	key, userID := s.APIKey, "usr_local"
+	if person {
+		if key, err = run.PersonKey(s, c.String("as")); err != nil {
+			return "", nil, nil, err
+		}
+		userID = "usr_person"
+	}
+	bh, err = client(s, key, userID)
+	return alias, s, bh, err
+}
+
+func (cl *cliState) runAlias(c *cli.Context) error {
+	alias, setup, bh, err := open(c, 1, false)
 	if err != nil {
 		return err
 	}
@@ -277,18 +292,7 @@ func (cl *cliState) ls(c *cli.Context) error {
 }
 
 func (cl *cliState) explain(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return &run.ExitError{Exit: run.ExitUsage, Message: "policy explain expects exactly one <alias>"}
-	}
-	alias := c.Args().First()
-	if err := run.ValidateAlias(alias); err != nil {
-		return &run.ExitError{Exit: run.ExitUsage, Code: run.CodeBadAlias, Message: fmt.Sprintf("invalid alias %q: %v", alias, err)}
-	}
-	setup, err := run.Resolve(options(c), alias)
-	if err != nil {
-		return err
-	}
-	bh, err := client(setup, setup.APIKey, "usr_local")
+	alias, setup, bh, err := open(c, 1, false)
 	if err != nil {
 		return err
 	}

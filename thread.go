@@ -97,22 +97,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 
 // person resolves the session and the person's credentials and runs fn.
 func (cl *cliState) person(c *cli.Context, nargs int, fn func(context.Context, *run.Setup, blobhub.Client, string) error) error {
-	if c.NArg() != nargs {
-		return &run.ExitError{Exit: run.ExitUsage, Message: fmt.Sprintf("%s expects %d argument(s), got %d: %s", c.Command.FullName(), nargs, c.NArg(), c.Command.ArgsUsage)}
-	}
-	alias := c.Args().First()
-	if err := run.ValidateAlias(alias); err != nil {
-		return &run.ExitError{Exit: run.ExitUsage, Code: run.CodeBadAlias, Message: fmt.Sprintf("invalid alias %q: %v", alias, err)}
-	}
-	s, err := run.Resolve(options(c), alias)
-	if err != nil {
-		return err
-	}
-	key, err := run.PersonKey(s, c.String("as"))
-	if err != nil {
-		return err
-	}
-	bh, err := client(s, key, "usr_person")
+	alias, s, bh, err := open(c, nargs, true)
 	if err != nil {
 		return err
 	}

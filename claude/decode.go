@@ -325,7 +325,7 @@ func summary(tool string, input json.RawMessage) string {
 	if s == "{}" || s == "null" {
 		return ""
 	}
-	return shorten(s, 120)
+	return envelope.Shorten(s, 120)
 }
 
 func oneLine(s string) string {
@@ -334,20 +334,6 @@ func oneLine(s string) string {
 		return s[:i] + " …"
 	}
 	return s
-}
-
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := 0
-	for i := range s {
-		if i > n {
-			break
-		}
-		cut = i
-	}
-	return s[:cut] + "…"
 }
 
 var (

@@ -48,7 +48,7 @@ func TextItem(text string) Item { return newItem(ItemText, text) }
 
 // ThinkingItem is the agent's reasoning; the brief is its first ~120 characters.
 func ThinkingItem(text string) Item {
-	return newItem(ItemThinking, firstChars(text, 120), "text", text)
+	return newItem(ItemThinking, Shorten(text, 120), "text", text)
 }
 
 // ToolCallItem announces a call; it is posted before its result.
@@ -60,7 +60,7 @@ func ToolCallItem(name, invocationID string, input json.RawMessage, summary stri
 	if summary != "" {
 		brief = name + " → " + summary
 	}
-	return newItem(ItemToolCall, firstChars(brief, 300), "tool", map[string]any{
+	return newItem(ItemToolCall, Shorten(brief, 300), "tool", map[string]any{
 		"name": name, "invocation_id": invocationID, "input": input,
 	})
 }
@@ -69,7 +69,7 @@ func ToolCallItem(name, invocationID string, input json.RawMessage, summary stri
 func ToolResultItem(invocationID, output string, isError bool) Item {
 	lines := strings.Count(strings.TrimRight(output, "\n"), "\n") + 1
 	first, _, _ := strings.Cut(output, "\n")
-	brief := fmt.Sprintf("→ %s (%d lines)", firstChars(first, 200), lines)
+	brief := fmt.Sprintf("→ %s (%d lines)", Shorten(first, 200), lines)
 	if isError {
 		brief = "✗ " + brief
 	}
@@ -107,7 +107,8 @@ func CallMeta(c policy.Call) map[string]any {
 	}
 }
 
-func firstChars(s string, n int) string {
+// Shorten cuts s to about n bytes on a rune boundary, marking the cut with "…".
+func Shorten(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

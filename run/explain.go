@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
 )
@@ -26,16 +25,9 @@ func (r *Runner) Explain(ctx context.Context, alias, effect, command, path strin
 			effect = policy.EffectWrite
 		}
 	}
-	obj, err := r.Client.Download(ctx, alias)
-	if errors.Is(err, blobhub.ErrNotFound) {
-		return "", exitErr(ExitNoThread, CodeNoThread, "there is no thread %q", alias)
-	}
+	_, env, err := downloadJob(ctx, r.Client, alias)
 	if err != nil {
-		return "", apiErr(err, "download "+alias)
-	}
-	env, err := envelope.Parse(obj.Value)
-	if err != nil || !env.IsJob() {
-		return "", exitErr(ExitNotJob, CodeNotJob, "%q is not a job thread", alias)
+		return "", err
 	}
 	perm, pol, err := r.posture(env, r.agentConfig(env.Agent.Type))
 	var te *envelope.Error

@@ -111,16 +111,9 @@ func ThreadPost(ctx context.Context, c blobhub.Client, alias, text string) (blob
 // ThreadSetState is the person's write of instance.state (stop: completed;
 // retry: failed → pending, or active with no local record → pending).
 func ThreadSetState(ctx context.Context, s *Setup, c blobhub.Client, alias, to string) (string, error) {
-	obj, err := c.Download(ctx, alias)
-	if errors.Is(err, blobhub.ErrNotFound) {
-		return "", exitErr(ExitNoThread, CodeNoThread, "there is no thread %q", alias)
-	}
+	obj, env, err := downloadJob(ctx, c, alias)
 	if err != nil {
-		return "", apiErr(err, "download "+alias)
-	}
-	env, err := envelope.Parse(obj.Value)
-	if err != nil || !env.IsJob() {
-		return "", exitErr(ExitNotJob, CodeNotJob, "%q is not a job thread", alias)
+		return "", err
 	}
 	if to == envelope.StatePending {
 		switch env.State {
@@ -142,6 +135,23 @@ func ThreadSetState(ctx context.Context, s *Setup, c blobhub.Client, alias, to s
 		return "", apiErr(err, "upload "+alias)
 	}
 	return env.State, nil
+}
+
+// downloadJob reads a job thread's envelope for the person's commands and
+// explain: 66 when absent, 65 when not a job.
+func downloadJob(ctx context.Context, c blobhub.Client, alias string) (blobhub.Object, *envelope.Envelope, error) {
+	obj, err := c.Download(ctx, alias)
+	if errors.Is(err, blobhub.ErrNotFound) {
+		return obj, nil, exitErr(ExitNoThread, CodeNoThread, "there is no thread %q", alias)
+	}
+	if err != nil {
+		return obj, nil, apiErr(err, "download "+alias)
+	}
+	env, err := envelope.Parse(obj.Value)
+	if err != nil || !env.IsJob() {
+		return obj, nil, exitErr(ExitNotJob, CodeNotJob, "%q is not a job thread", alias)
+	}
+	return obj, env, nil
 }
 
 func orNone(s string) string {
