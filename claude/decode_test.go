@@ -120,7 +120,7 @@ func TestTranscriptMapping(t *testing.T) {
 		t.Errorf("api-retry items = %v", got)
 	}
 
-	items, results, reqs := transcriptItems(t, "deny.jsonl")
+	items, _, reqs := transcriptItems(t, "deny.jsonl")
 	if len(reqs) != 1 || reqs[0].Request.ToolName != "Write" || reqs[0].Request.ToolUseID == "" {
 		t.Errorf("deny requests = %+v", reqs)
 	}

@@ -70,7 +70,9 @@ func TestClaudeFingerprint(t *testing.T) {
 	if ClaudeFingerprint("Task", nil) != ClaudeFingerprint("Task", json.RawMessage(`null`)) {
 		t.Error("nil and null differ")
 	}
-	if ClaudeFingerprint("Bash", json.RawMessage(`{"command":"ls"}`)) != ClaudeFingerprint("Bash", json.RawMessage(`{"command":"ls"}`)) {
+	// Two separately built inputs of one call give one fingerprint.
+	a, b := json.RawMessage(`{"command":"ls"}`), json.RawMessage(`{ "command" : "ls" }`)
+	if ClaudeFingerprint("Bash", a) != ClaudeFingerprint("Bash", b) {
 		t.Error("unstable")
 	}
 }
