@@ -71,8 +71,8 @@ func TestClaudeFingerprint(t *testing.T) {
 		t.Error("nil and null differ")
 	}
 	// Two separately built inputs of one call give one fingerprint.
-	a, b := json.RawMessage(`{"command":"ls"}`), json.RawMessage(`{ "command" : "ls" }`)
-	if ClaudeFingerprint("Bash", a) != ClaudeFingerprint("Bash", b) {
+	in1, in2 := json.RawMessage(`{"command":"ls"}`), json.RawMessage(`{ "command" : "ls" }`)
+	if ClaudeFingerprint("Bash", in1) != ClaudeFingerprint("Bash", in2) {
 		t.Error("unstable")
 	}
 }
