@@ -1,0 +1,132 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/envelope"
+)
+
+// wantExitCode checks a run's exit code and error code.
+func wantExitCode(t *testing.T, sum *Summary, exit int, code string) {
+	t.Helper()
+	if sum.ExitCode != exit || sum.Error == nil || sum.Error.Code != code {
+		t.Fatalf("exit %d error %+v, want exit %d %s", sum.ExitCode, sum.Error, exit, code)
+	}
+}
+
+// TestSessionNotFound: no such thread and the session itself cannot be
+// listed → the configuration is wrong, exit 78.
+func TestSessionNotFound(t *testing.T) {
+	h := newHarness(t, false)
+	wantExitCode(t, h.run("a/b"), ExitConfig, CodeSessionNotFound)
+}
+
+// TestRefused covers the exit-77 refusals: each leaves the thread as it
+// was (still pending on the wire, no thread.yaml activation, no item).
+func TestRefused(t *testing.T) {
+	const alias = "refused/t"
+	cases := []struct {
+		name  string
+		code  string
+		setup func(h *harness)
+	}{
+		{"a key BlobHub refuses", CodeAuthInvalid, func(h *harness) {
+			h.runner = func(r *Runner) { r.Client = h.srv.Client("bhk_revoked") }
+		}},
+		{"a state tree recorded for another user", CodeUserIdentityMismatch, func(h *harness) {
+			b, _ := yaml.Marshal(Identity{UserID: "usr_somebody_else", RecordedAt: now()})
+			if err := os.WriteFile(identityPath(h.state), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a session worked by another user", CodeSessionOwnedByOther, func(h *harness) {
+			h.srv.Put("worker", `{"type":"thread","thread":{"metadata":{"user":{"user_id":"usr_other"}}}}`)
+		}},
+		{"a worker object that is not a thread", CodeWorkerObjectMalformed, func(h *harness) {
+			h.srv.Put("worker", `{"type":"note"}`)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, false)
+			h.handOff(alias, "approval", "hello")
+			tc.setup(h)
+			wantExitCode(t, h.run(alias), ExitRefused, tc.code)
+			if got := h.wireState(alias); got != envelope.StatePending {
+				t.Fatalf("wire state %q, want pending", got)
+			}
+			if th := h.thread(alias); th != nil && th.Agent.State != "" {
+				t.Fatalf("local state %q after a refusal", th.Agent.State)
+			}
+			if got := h.items(alias); len(got) != 1 {
+				t.Fatalf("items %v, want only the person's", got)
+			}
+			if tc.code == CodeSessionOwnedByOther || tc.code == CodeWorkerObjectMalformed {
+				b, err := os.ReadFile(filepath.Join(h.setup().JobDir, "section.yaml"))
+				if err != nil || !strings.Contains(string(b), "status: refused") || !strings.Contains(string(b), tc.code) {
+					t.Fatalf("section.yaml does not record the refusal: %v\n%s", err, b)
+				}
+			}
+		})
+	}
+}
+
+// TestSandboxUnavailable: a Codex approval thread on a machine whose
+// sandbox does not work fails the checklist and never starts the agent.
+func TestSandboxUnavailable(t *testing.T) {
+	h := newHarness(t, false)
+	exe, _ := os.Executable()
+	started := false
+	h.runner = func(r *Runner) {
+		r.Setup.Config.Agents.Codex.Executable = exe // any executable: step 4 must resolve before step 6
+		r.SandboxCheck = func(context.Context, string, []string) error {
+			return errors.New("bwrap: no user namespaces")
+		}
+		r.Starters[AgentCodex] = func(context.Context, envelope.Launch) (Session, error) {
+			started = true
+			return nil, errors.New("must not start")
+		}
+	}
+	const alias = "codex/sandbox"
+	h.srv.Put(alias, string(envelope.NewThread(h.work, AgentCodex, "approval", alias)))
+	h.srv.PersonPost(alias, "run the tests")
+	sum := h.run(alias)
+	want(t, sum, OutcomeFailed, ExitFailed)
+	if sum.Error == nil || sum.Error.Code != CodeSandboxUnavailable || !strings.Contains(sum.Error.Message, "user namespaces") {
+		t.Fatalf("error %+v", sum.Error)
+	}
+	if started {
+		t.Fatal("the agent was started")
+	}
+	if got := h.wireState(alias); got != envelope.StateFailed {
+		t.Fatalf("wire state %q", got)
+	}
+}
+
+// TestPosterIsRunner: the person's side refuses to post with the runner's
+// own identity, which the runner would drop as its own item.
+func TestPosterIsRunner(t *testing.T) {
+	h := newHarness(t, false)
+	h.handOff("p/t", "approval", "")
+	b, _ := yaml.Marshal(Identity{UserID: bhtest.RunnerUserID, RecordedAt: now()})
+	if err := os.WriteFile(identityPath(h.state), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := h.setup()
+	err := CheckPoster(t.Context(), s, h.srv.Client(bhtest.RunnerKey), func(string) {})
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Exit != ExitConfig || ee.Code != CodePosterIsRunner || !strings.Contains(ee.Message, "--as") {
+		t.Fatalf("err = %v", err)
+	}
+	if err := CheckPoster(t.Context(), s, h.srv.Client(bhtest.PersonKey), func(string) {}); err != nil {
+		t.Fatalf("the person's own key was refused: %v", err)
+	}
+}
