@@ -582,3 +582,47 @@ func BenchmarkRelayItems(b *testing.B) {
 	b.ReportMetric(float64(items)/wall.Seconds(), "items/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(items), "cpu-µs/item")
 }
+
+// TestE2EClaudeLostSessionStartsFresh: the session's transcript is gone
+// from the config dir (a wiped ~/.claude, another machine's record), so
+// `claude --resume` answers "No conversation found". bhw-run then starts a
+// new session with the same message and a note, and says so in a status
+// item (SPEC §6.4) — not an error turn.
+func TestE2EClaudeLostSessionStartsFresh(t *testing.T) {
+	e := newClaudeE2E(t, claudetest.Text("LOST-HISTORY-MARKER"))
+	e.allowAutonomous()
+	const alias = "projects/p1/claude-lost"
+	e.handOff(alias, run.AgentClaude, "autonomous", "first message")
+	s1 := e.activate(alias, 0, run.OutcomeTurnCompleted)
+	if err := os.RemoveAll(filepath.Join(e.configDir, "projects")); err != nil {
+		t.Fatal(err)
+	}
+	before := len(e.model.Requests())
+
+	e.post(alias, "second message")
+	e.model.Push(claudetest.Text("FRESH"))
+	s2 := e.activate(alias, 0, run.OutcomeTurnCompleted)
+	if s2.AgentSessionID == "" || s2.AgentSessionID == s1.AgentSessionID {
+		t.Fatalf("agent_session_id %q after a lost session, want a new one (was %q)", s2.AgentSessionID, s1.AgentSessionID)
+	}
+	reqs := e.model.Requests()
+	if len(reqs) != before+1 {
+		t.Fatalf("the model got %d requests, want 1", len(reqs)-before)
+	}
+	last := reqs[len(reqs)-1]
+	if !strings.Contains(last.LastUserText(), "second message") || !strings.Contains(last.LastUserText(), "could not be resumed") {
+		t.Fatalf("the fresh session's message %q lacks the person's text or the note", last.LastUserText())
+	}
+	if last.Contains("LOST-HISTORY-MARKER") {
+		t.Fatal("the fresh session carries the lost history")
+	}
+	var tokens []string
+	for _, it := range e.itemsOfType(alias, "status") {
+		tok, _ := meta(t, it).Status["token"].(string)
+		tokens = append(tokens, tok)
+	}
+	if !slices.Contains(tokens, "resume_failed") {
+		t.Fatalf("status tokens %v, want resume_failed", tokens)
+	}
+	e.wantItems(alias, "person", "text", "turn_end", "person", "status", "text", "turn_end")
+}
