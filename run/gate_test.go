@@ -2,6 +2,7 @@ package run
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
 )
@@ -159,4 +161,39 @@ func TestGuardedDecide(t *testing.T) {
 			t.Errorf("thread.log lacks %q:\n%s", want, log)
 		}
 	}
+}
+
+// TestGuardedPolicyRecheckedOnResume: a guarded thread parked on an ask is
+// answered after the person broke its policy; the run re-reads and
+// re-checks the policy before resuming, fails POLICY_INVALID and never
+// starts the agent again.
+func TestGuardedPolicyRecheckedOnResume(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "guarded/recheck"
+	thread := func(rules string) string {
+		return fmt.Sprintf(`{"type":"thread","thread":{"metadata":{"workspace":{"work_folder":%q},"agent":{"type":"claude_code","permissions":"guarded"},"policy":{"default":"ask","rules":%s},"instance":{"state":"%%s"}}}}`, h.work, rules)
+	}
+	h.srv.Put(alias, fmt.Sprintf(thread(`[{"effect":"read","decision":"allow"}]`), "pending"))
+	h.srv.PersonPost(alias, "write x")
+	write := &claudetest.FakeTool{Name: "Write", Input: map[string]any{"file_path": filepath.Join(h.work, "x"), "content": "x"}}
+	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Permission: write}}}})
+	want(t, h.run(alias), OutcomeParked, ExitOK)
+	if got := h.items(alias); !slices.Equal(got, []string{"person", "policy_applied", "tool_call", "tool_result", "pending_prompt", "turn_end"}) {
+		t.Fatalf("items %v", got)
+	}
+
+	// The person breaks the policy, then answers.
+	h.srv.Put(alias, fmt.Sprintf(thread(`[{"effect":"teleport","decision":"allow"}]`), "active"))
+	h.srv.PersonPost(alias, "yes")
+	var pgids []int
+	h.recordPgid(&pgids)
+	sum := h.run(alias)
+	want(t, sum, OutcomeFailed, ExitFailed)
+	if sum.Error == nil || sum.Error.Code != CodePolicyInvalid {
+		t.Fatalf("error %+v, want POLICY_INVALID", sum.Error)
+	}
+	if len(pgids) != 0 {
+		t.Fatal("the agent was started with an invalid policy")
+	}
+	h.wantThreadFailed(alias, CodePolicyInvalid)
 }
