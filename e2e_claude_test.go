@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -625,4 +627,66 @@ func TestE2EClaudeLostSessionStartsFresh(t *testing.T) {
 		t.Fatalf("status tokens %v, want resume_failed", tokens)
 	}
 	e.wantItems(alias, "person", "text", "turn_end", "person", "status", "text", "turn_end")
+}
+
+// TestE2EClaudeOutboxArtifacts: the real agent writes a report into the
+// thread's outbox; after the completed turn it comes back as an artifact
+// (object, artifact_published item), the work folder's git status stays
+// clean, and a second run publishes nothing new.
+func TestE2EClaudeOutboxArtifacts(t *testing.T) {
+	e := newClaudeE2E(t)
+	e.allowAutonomous()
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", e.work, "-c", "user.email=t@example.com", "-c", "user.name=t"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	git("init", "-q")
+	writeFile(t, filepath.Join(e.work, "README"), "repo\n")
+	git("add", "README")
+	git("commit", "-qm", "init")
+
+	const alias = "projects/p1/claude-outbox"
+	var v map[string]any
+	if err := json.Unmarshal(envelope.NewThread(e.work, run.AgentClaude, run.PermAutonomous, alias), &v); err != nil {
+		t.Fatal(err)
+	}
+	v["thread"].(map[string]any)["metadata"].(map[string]any)["artifacts"] = map[string]any{"source": ".bhw/outbox"}
+	b, _ := json.Marshal(v)
+	e.srv.Put(alias, string(b))
+	e.post(alias, "write the report")
+	report := filepath.Join(e.work, ".bhw", "outbox", "report.md")
+	e.model.Push(writeTool(report, "# Report\nall good\n"), claudetest.Text("done"))
+
+	e.activate(alias, 0, run.OutcomeTurnCompleted)
+	fileIs(t, report, "# Report\nall good\n")
+	pub := e.itemsOfType(alias, "artifact_published")
+	if len(pub) != 1 {
+		t.Fatalf("%d artifact_published items, want 1: %v", len(pub), e.itemTypes(alias))
+	}
+	obj, ok := e.srv.Get(alias + "/artifacts/report.md")
+	if !ok || !strings.Contains(string(obj.Value), `"type":"artifact"`) || !strings.Contains(string(obj.Value), "all good") {
+		t.Fatalf("artifact object %v %s", ok, obj.Value)
+	}
+	if st := git("status", "--porcelain", "--untracked-files=all"); st != "" {
+		t.Fatalf("git status is not clean:\n%s", st)
+	}
+
+	e.post(alias, "anything else?")
+	e.model.Push(claudetest.Text("nothing"))
+	e.activate(alias, 0, run.OutcomeTurnCompleted)
+	if n := len(e.itemsOfType(alias, "artifact_published")); n != 1 {
+		t.Fatalf("%d artifact_published after an unchanged run, want 1", n)
+	}
+}
+
+func writeFile(t testing.TB, p, content string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
