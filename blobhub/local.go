@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -428,30 +429,20 @@ func appendLine(path string, line []byte) error {
 
 // AllItems reads every item of a thread in stored order (no paging).
 func (s *LocalStore) AllItems(ctx context.Context, sessionID, alias string) ([]Item, error) {
-	if err := checkAlias(alias); err != nil {
-		return nil, err
-	}
-	sd, err := s.sessionDir(sessionID)
+	f, err := s.openItems(sessionID, alias)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(filepath.Join(sd, "items", aliasFileName(alias)+".jsonl"))
-	if errors.Is(err, fs.ErrNotExist) {
+	if f == nil {
 		return []Item{}, nil
-	}
-	if err != nil {
-		return nil, err
 	}
 	defer f.Close()
 	items := []Item{}
 	r := bufio.NewReader(f)
 	for {
 		line, err := r.ReadBytes('\n')
-		if len(bytes.TrimSpace(line)) > 0 {
-			var it Item
-			if json.Unmarshal(line, &it) == nil && it.ID != "" {
-				items = append(items, it)
-			}
+		if it, ok := decodeItem(line); ok {
+			items = append(items, it)
 		}
 		if err == io.EOF {
 			return items, nil
@@ -462,44 +453,345 @@ func (s *LocalStore) AllItems(ctx context.Context, sessionID, alias string) ([]I
 	}
 }
 
-// ListItems answers one page, like BlobHub: bounds strict, at most the page
-// size, oldest first when ascending, newest first otherwise.
-func (s *LocalStore) ListItems(ctx context.Context, sessionID, alias string, q ItemQuery) ([]Item, error) {
-	var since, before time.Time
-	var err error
-	if q.CreatedSince != "" {
-		if since, err = ParseTime(q.CreatedSince); err != nil {
-			return nil, &APIError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "created_since: " + err.Error()}
-		}
+// openItems opens a thread's file; nil without an error when it does not
+// exist yet.
+func (s *LocalStore) openItems(sessionID, alias string) (*os.File, error) {
+	if err := checkAlias(alias); err != nil {
+		return nil, err
 	}
-	if q.CreatedBefore != "" {
-		if before, err = ParseTime(q.CreatedBefore); err != nil {
-			return nil, &APIError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "created_before: " + err.Error()}
-		}
-	}
-	all, err := s.AllItems(ctx, sessionID, alias)
+	sd, err := s.sessionDir(sessionID)
 	if err != nil {
 		return nil, err
+	}
+	f, err := os.Open(filepath.Join(sd, "items", aliasFileName(alias)+".jsonl"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return f, err
+}
+
+// decodeItem reads one line of a thread file: blank lines, lines torn by a
+// crash and anything else that is not an item with an id are skipped.
+func decodeItem(line []byte) (Item, bool) {
+	var it Item
+	if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &it) != nil || it.ID == "" {
+		return Item{}, false
+	}
+	return it, true
+}
+
+// decodeListed is decodeItem for ListItems, which also skips an item whose
+// created_at does not parse.
+func decodeListed(line []byte) (Item, time.Time, bool) {
+	it, ok := decodeItem(line)
+	if !ok {
+		return Item{}, time.Time{}, false
+	}
+	t, err := ParseTime(it.CreatedAt)
+	if err != nil {
+		return Item{}, time.Time{}, false
+	}
+	return it, t, true
+}
+
+// itemBounds is an ItemQuery's bounds, parsed; both strict.
+type itemBounds struct {
+	since, before       time.Time
+	hasSince, hasBefore bool
+}
+
+func (b itemBounds) admits(t time.Time) bool {
+	return (!b.hasSince || t.After(b.since)) && (!b.hasBefore || t.Before(b.before))
+}
+
+// ListItems answers one page, like BlobHub: bounds strict, at most the page
+// size, oldest first when ascending, newest first otherwise. The page is the
+// first (ascending) or last (descending) items of the file, in file order,
+// that the bounds admit.
+//
+// Post appends under the session lock with a created_at that never goes
+// back (strictly increasing; equal with EqualTimestamps on), so a thread
+// file is sorted by created_at and a page costs O(log N) line reads to find
+// where it starts plus O(page) to read it (listSorted). Where those reads
+// meet an item older than one before it (a file edited by hand, a clock
+// reset), ListItems reads the whole file instead (listLinear).
+func (s *LocalStore) ListItems(ctx context.Context, sessionID, alias string, q ItemQuery) ([]Item, error) {
+	var b itemBounds
+	var err error
+	if q.CreatedSince != "" {
+		if b.since, err = ParseTime(q.CreatedSince); err != nil {
+			return nil, &APIError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "created_since: " + err.Error()}
+		}
+		b.hasSince = true
+	}
+	if q.CreatedBefore != "" {
+		if b.before, err = ParseTime(q.CreatedBefore); err != nil {
+			return nil, &APIError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "created_before: " + err.Error()}
+		}
+		b.hasBefore = true
+	}
+	f, err := s.openItems(sessionID, alias)
+	if err != nil {
+		return nil, err
+	}
+	if f == nil {
+		return []Item{}, nil
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	n := int(s.pageSize.Load())
+	page, err := listSorted(f, st.Size(), q, b, n)
+	if errors.Is(err, errUnsorted) {
+		return listLinear(f, q, b, n)
+	}
+	return page, err
+}
+
+// errUnsorted: listSorted met items out of created_at order.
+var errUnsorted = errors.New("local store: thread file out of created_at order")
+
+// listLinear decodes every line of f and pages in file order.
+func listLinear(f *os.File, q ItemQuery, b itemBounds, n int) ([]Item, error) {
+	type entry struct {
+		it Item
+		t  time.Time
+	}
+	var all []entry
+	r := bufio.NewReader(io.NewSectionReader(f, 0, math.MaxInt64))
+	for {
+		line, err := r.ReadBytes('\n')
+		if it, t, ok := decodeListed(line); ok {
+			all = append(all, entry{it, t})
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	if !q.Ascending {
 		slices.Reverse(all)
 	}
-	n := int(s.pageSize.Load())
 	page := []Item{}
-	for _, it := range all {
-		t, err := ParseTime(it.CreatedAt)
-		if err != nil {
+	for _, e := range all {
+		if !b.admits(e.t) {
 			continue
 		}
-		if q.CreatedSince != "" && !t.After(since) || q.CreatedBefore != "" && !t.Before(before) {
-			continue
-		}
-		page = append(page, it)
+		page = append(page, e.it)
 		if len(page) == n {
 			break
 		}
 	}
 	return page, nil
+}
+
+// bisectSpan: the search for a page's start stops probing once the stretch
+// left is this short and reads it through (a var for the tests).
+var bisectSpan int64 = 16 << 10
+
+// listSorted is ListItems for a file sorted by created_at (non-decreasing
+// among the items ListItems serves; every other line is skipped wherever it
+// is), size bytes long when it was looked at. An ascending page starts at the first item after created_since,
+// found by bisecting byte offsets, and ends at the page size or the first
+// item at or after created_before; a descending page is read backwards from
+// the first item at or after created_before (bisected) or the end, down to
+// created_since. Every item read is checked against its neighbours and the
+// probes that placed it; errUnsorted when one is out of order, so the
+// caller can read the whole file instead. Disorder in lines it never reads
+// goes unseen: only a hand edit can put it there.
+func listSorted(f io.ReaderAt, size int64, q ItemQuery, b itemBounds, n int) ([]Item, error) {
+	var err error
+	page := []Item{}
+	if q.Ascending {
+		sp := span{hi: size}
+		if b.hasSince {
+			if sp, err = bisect(f, size, func(t time.Time) bool { return t.After(b.since) }); err != nil {
+				return nil, err
+			}
+		}
+		// Read on to the end of the file as it is now, not as it was at Stat.
+		r := bufio.NewReaderSize(io.NewSectionReader(f, sp.lo, math.MaxInt64-sp.lo), 64<<10)
+		prev, hasPrev := sp.loT, sp.hasLoT
+		for {
+			line, rerr := r.ReadBytes('\n')
+			if it, t, ok := decodeListed(line); ok {
+				if hasPrev && t.Before(prev) {
+					return nil, errUnsorted
+				}
+				prev, hasPrev = t, true
+				if b.hasBefore && !t.Before(b.before) {
+					return page, nil // and so is every later item
+				}
+				if b.admits(t) {
+					if page = append(page, it); len(page) == n {
+						return page, nil
+					}
+				}
+			}
+			if rerr == io.EOF {
+				return page, nil
+			}
+			if rerr != nil {
+				return nil, rerr
+			}
+		}
+	}
+	sp := span{lo: 0, hi: size}
+	if b.hasBefore {
+		if sp, err = bisect(f, size, func(t time.Time) bool { return !t.Before(b.before) }); err != nil {
+			return nil, err
+		}
+	}
+	prev, hasPrev := sp.hiT, sp.hasHiT
+	err = linesBackward(f, sp.hi, func(line []byte) (bool, error) {
+		it, t, ok := decodeListed(line)
+		if !ok {
+			return true, nil
+		}
+		if hasPrev && prev.Before(t) {
+			return false, errUnsorted
+		}
+		prev, hasPrev = t, true
+		if b.hasSince && !t.After(b.since) {
+			return false, nil // and so is every earlier item
+		}
+		if b.admits(t) {
+			page = append(page, it)
+		}
+		return len(page) < n, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// span is what bisect learnt: every item starting before lo fails the
+// predicate, every item starting at or after hi passes it (lo and hi are
+// line starts, or the file's size). loT is the created_at of the item that
+// ends at lo and hiT that of the first item at hi, when a probe read them.
+type span struct {
+	lo, hi         int64
+	loT, hiT       time.Time
+	hasLoT, hasHiT bool
+}
+
+// bisect searches f[0:size), sorted by created_at, for where past turns
+// true (past is monotone in created_at). Each probe reads from a byte offset
+// to the end of the first item that starts there or after, so it costs
+// O(log size) line reads, lines skipped by readers included.
+func bisect(f io.ReaderAt, size int64, past func(time.Time) bool) (span, error) {
+	sp := span{hi: size}
+	top := size // every line start in (lo, hi) is below top
+	for top-sp.lo > bisectSpan {
+		mid := sp.lo + (top-sp.lo)/2
+		p, err := probe(f, mid, mid == sp.lo, sp.hi)
+		if err != nil {
+			return sp, err
+		}
+		switch {
+		case !p.anyStart: // mid is inside the last line before hi
+			top = mid
+		case !p.found: // lines from p.first to hi are all skipped ones
+			sp.hi, top = p.first, mid
+		case sp.hasLoT && p.t.Before(sp.loT) || sp.hasHiT && sp.hiT.Before(p.t):
+			return sp, errUnsorted
+		case past(p.t):
+			sp.hi, sp.hiT, sp.hasHiT, top = p.first, p.t, true, mid
+		default:
+			sp.lo, sp.loT, sp.hasLoT, top = p.end, p.t, true, sp.hi
+		}
+	}
+	return sp, nil
+}
+
+// probed is one probe: the first line start at or after the offset (first),
+// and the first item starting there or after, below hi (found, t, end: the
+// offset after its line).
+type probed struct {
+	anyStart, found bool
+	first, end      int64
+	t               time.Time
+}
+
+// probe reads f[off:hi) from the first line start at or after off (off
+// itself when atStart) to the end of the first item there.
+func probe(f io.ReaderAt, off int64, atStart bool, hi int64) (probed, error) {
+	var p probed
+	pos := off
+	if !atStart {
+		pos = off - 1 // a line starts at off when the byte before is '\n'
+	}
+	r := bufio.NewReaderSize(io.NewSectionReader(f, pos, hi-pos), 4<<10)
+	if !atStart {
+		for { // skip to the end of the line holding off-1
+			chunk, err := r.ReadSlice('\n')
+			pos += int64(len(chunk))
+			if err == nil {
+				break
+			}
+			if err == io.EOF {
+				return p, nil
+			}
+			if err != bufio.ErrBufferFull {
+				return p, err
+			}
+		}
+	}
+	p.anyStart, p.first = pos < hi, pos
+	for pos < hi {
+		line, err := r.ReadBytes('\n')
+		pos += int64(len(line))
+		if _, t, ok := decodeListed(line); ok {
+			p.found, p.t, p.end = true, t, pos
+			return p, nil
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// linesBackward calls fn with the lines of f[0:end), last first, without
+// their newlines, until fn returns false or an error. The line fn gets is
+// valid only during the call.
+func linesBackward(f io.ReaderAt, end int64, fn func(line []byte) (bool, error)) error {
+	const chunk = 64 << 10
+	var buf []byte // f[pos:end) not handed to fn yet: at most one '\n'-free head plus whole lines
+	pos := end
+	for {
+		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+			more, err := fn(buf[i+1:])
+			if err != nil || !more {
+				return err
+			}
+			buf = buf[:i]
+			continue
+		}
+		if pos == 0 {
+			_, err := fn(buf)
+			return err
+		}
+		k := min(int64(chunk), pos)
+		pos -= k
+		nb := make([]byte, int(k)+len(buf))
+		if got, err := f.ReadAt(nb[:k], pos); int64(got) < k {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		copy(nb[k:], buf)
+		buf = nb
+	}
 }
 
 // localClient binds a LocalStore to one session and user.
