@@ -513,13 +513,10 @@ func sampleVmHWM(pid int) <-chan int64 {
 // The fake BlobHub's store fsyncs every item it appends (the durability a
 // real BlobHub provides on its side); on a disk that alone caps the rate at
 // a few hundred items/s whatever bhw-run does, so the store lives on tmpfs
-// (/dev/shm) when there is one. The rate still includes the end-of-turn
-// scan: bhw-run pages through the thread for person items (~150 pages of
-// 100), and the fake store re-reads the whole thread file for every page
-// (blobhub.LocalStore.ListItems → AllItems), about half the wall time at
-// 15,000 items; items/s is a lower bound for a server with an index, and
-// cpu-µs/item (bhw-run and the fake agent, its reaped child) is the
-// relay's own cost.
+// (/dev/shm) when there is one. The rate includes the end-of-turn scan:
+// bhw-run pages through the thread for person items (~150 pages of 100;
+// the store finds each page's start by binary search). cpu-µs/item
+// (bhw-run and the fake agent, its reaped child) is the relay's own cost.
 func BenchmarkRelayItems(b *testing.B) {
 	e := newE2E(b)
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
