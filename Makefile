@@ -15,6 +15,10 @@ GO_TEST_ENV := BHW_CLAUDE_BIN=$(CLAUDE_BIN) BHW_CODEX_BIN=$(CODEX_BIN)
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
+# A static binary (no cgo): one file that runs anywhere, and it starts a
+# millisecond faster than the dynamically linked one.
+export CGO_ENABLED := 0
+
 build: ## build bin/bhw-run
 	go build -o bin/bhw-run .
 

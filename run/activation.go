@@ -280,10 +280,7 @@ func (a *activation) attach(ctx context.Context) error {
 		return err
 	}
 	a.userID = id.UserID
-	if err := ensureWorker(ctx, a.r.Client, a.r.Setup.JobDir, a.r.Setup.Section, a.userID); err != nil {
-		return err
-	}
-	st, err := updateSection(ctx, a.r.Setup.JobDir, a.r.Setup.Section, nil)
+	st, err := ensureWorker(ctx, a.r.Client, a.r.Setup.JobDir, a.r.Setup.Section, a.userID)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -96,8 +97,9 @@ func updateSection(ctx context.Context, jobDir string, sec Section, fn func(*Sec
 	err := lock.WithLock(ctx, filepath.Join(jobDir, "section.lock"), func() error {
 		path := filepath.Join(jobDir, "section.yaml")
 		var st SectionState
-		if b, err := os.ReadFile(path); err == nil {
-			if err := yaml.Unmarshal(b, &st); err != nil {
+		old, err := os.ReadFile(path)
+		if err == nil {
+			if err := yaml.Unmarshal(old, &st); err != nil {
 				return exitErr(ExitConfig, CodeStateTreeInvalid, "%s is not valid YAML: %v; fix or remove it", path, err)
 			}
 		}
@@ -113,6 +115,9 @@ func updateSection(ctx context.Context, jobDir string, sec Section, fn func(*Sec
 		}
 		b, _ := yaml.Marshal(&st)
 		out = st
+		if bytes.Equal(b, old) {
+			return nil // unchanged: no write, no fsync
+		}
 		return envelope.WriteFileAtomic(path, b, 0o600)
 	})
 	return &out, err
@@ -185,10 +190,10 @@ func (e NotMineEntry) cached(t time.Time) bool {
 
 // ensureWorker makes sure the session's worker object is ours (SPEC §6.5):
 // absent → upload it, then read it back (two first runs may race).
-func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Section, userID string) error {
+func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Section, userID string) (*SectionState, error) {
 	st, err := updateSection(ctx, jobDir, sec, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	refuse := func(code, format string, args ...any) error {
 		e := exitErr(ExitRefused, code, format, args...)
@@ -213,12 +218,12 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 				}}}
 			b, _ := json.Marshal(v)
 			if err := c.Upload(ctx, "worker", b); err != nil {
-				return apiErr(err, "worker")
+				return nil, apiErr(err, "worker")
 			}
 			continue
 		}
 		if err != nil {
-			return apiErr(err, "worker")
+			return nil, apiErr(err, "worker")
 		}
 		var w struct {
 			Type   string `json:"type"`
@@ -231,10 +236,10 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 			} `json:"thread"`
 		}
 		if json.Unmarshal(obj.Value, &w) != nil || w.Type != "thread" || w.Thread == nil {
-			return refuse(CodeWorkerObjectMalformed, "the session's worker object is not a thread; fix or remove the object \"worker\" in session %s", sec.Session.SessionID)
+			return nil, refuse(CodeWorkerObjectMalformed, "the session's worker object is not a thread; fix or remove the object \"worker\" in session %s", sec.Session.SessionID)
 		}
 		if owner := w.Thread.Metadata.User.UserID; owner != userID {
-			return refuse(CodeSessionOwnedByOther, "session %s is worked by user %s, not %s; use that user's key or another session", sec.Session.SessionID, owner, userID)
+			return nil, refuse(CodeSessionOwnedByOther, "session %s is worked by user %s, not %s; use that user's key or another session", sec.Session.SessionID, owner, userID)
 		}
 		if attempt == 0 {
 			// Refresh last_seen_at at most once per run.
@@ -242,15 +247,14 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 				_ = c.Upload(ctx, "worker", nv)
 			}
 		}
-		_, err = updateSection(ctx, jobDir, sec, func(s *SectionState) {
+		return updateSection(ctx, jobDir, sec, func(s *SectionState) {
 			if s.Attachment.Status != "attached" {
 				s.Attachment.AttachedAt = now()
 			}
 			s.Attachment.Status, s.Attachment.Error = "attached", nil
 		})
-		return err
 	}
-	return refuse(CodeWorkerObjectMalformed, "the session's worker object could not be created; check the session")
+	return nil, refuse(CodeWorkerObjectMalformed, "the session's worker object could not be created; check the session")
 }
 
 func setJSON(raw json.RawMessage, path []string, v any) (json.RawMessage, error) {
