@@ -221,6 +221,16 @@ func open(c *cli.Context, nargs int, person bool) (alias string, s *run.Setup, b
 func (cl *cliState) runAlias(c *cli.Context) error {
 	alias, setup, bh, err := open(c, 1, false)
 	if err != nil {
+		// --json promises one summary object, also when no run started.
+		cl.summary = &run.Summary{Alias: c.Args().First()}
+		var ee *run.ExitError
+		if errors.As(err, &ee) {
+			cl.summary.ExitCode = ee.Exit
+			cl.summary.Error = &run.SummaryError{Code: ee.Code, Message: ee.Message}
+		} else {
+			cl.summary.ExitCode = run.ExitUsage
+			cl.summary.Error = &run.SummaryError{Message: err.Error()}
+		}
 		return err
 	}
 	sigs := make(chan os.Signal, 2)
