@@ -341,8 +341,9 @@ var (
 	reRequestID      = regexp.MustCompile(`"request_id"\s*:\s*"((?:[^"\\]|\\.){1,200})"`)
 )
 
-// overlongRequestID finds the request_id in the first bytes of a line too
-// long to read, when those bytes show a control_request.
+// overlongRequestID finds the request_id of a control_request line that
+// cannot be decoded: the first bytes of a line too long to read, or a line
+// whose body does not decode.
 func overlongRequestID(prefix []byte) (string, bool) {
 	if !reControlRequest.Match(prefix) {
 		return "", false

@@ -292,3 +292,24 @@ func TestFakeGrandchildHoldsStdout(t *testing.T) {
 		t.Fatalf("grandchild %d gone already", pid)
 	}
 }
+
+// A control_request whose body does not decode (a field of an unexpected
+// type) must still be answered: the CLI waits for every answer.
+func TestFakeUndecodableRequestAnswered(t *testing.T) {
+	l, _ := fakeLaunch(t, claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{
+		{RawRequest: `{"type":"control_request","request_id":"raw_req_1","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"rm -rf /"},"tool_use_id":"toolu_x","requires_user_interaction":"maybe"}}`},
+	}}}, "approval")
+	s := start(t, l)
+	fastClose(s)
+	h := &recorder{answer: map[string]policy.Verdict{"*": {Action: policy.Allow}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := s.Turn(ctx, "go", h)
+	if err != nil || res.Outcome != envelope.TurnCompleted {
+		t.Fatalf("Turn = %+v, %v (the request was left unanswered)", res, err)
+	}
+	texts := h.find(envelope.ItemText)
+	if len(texts) != 1 || texts[0].Brief != "raw request answered: success deny" {
+		t.Fatalf("texts = %+v, want a deny", texts)
+	}
+}

@@ -101,6 +101,11 @@ func (s *Session) handle(raw []byte, h envelope.Handler, st *turnState) (envelop
 	l, err := decodeLine(raw)
 	if err != nil {
 		s.logf("skipped a bad line: %v", err)
+		// The CLI waits for an answer to every request, readable or not.
+		if id, ok := overlongRequestID(raw); ok && l.Kind == kindControlReq {
+			s.logf("the bad line is control_request %s: answering deny", id)
+			_ = s.writeJSON(denyResponse(id, "bhw-run: request could not be read"))
+		}
 		return envelope.TurnResult{}, false
 	}
 	switch l.Kind {

@@ -54,6 +54,10 @@ type FakeStep struct {
 	// (request_id "big_req_1"), waits for its answer and reports it as text
 	// "big request answered: <behavior>: <message>".
 	BigRequest int `json:"big_request,omitempty"`
+	// RawRequest prints this control_request line as is (its request_id
+	// must be "raw_req_1"), waits for the answer and reports it as text
+	// "raw request answered: <subtype> <behavior>".
+	RawRequest string `json:"raw_request,omitempty"`
 	// Hang never answers again (ignores stdin, keeps running).
 	Hang bool `json:"hang,omitempty"`
 	// Grandchild starts `sleep 300` in its own session, holding a copy of
@@ -347,6 +351,20 @@ func (f *fake) playTurn(steps []FakeStep) (code int, exit bool) {
 			}
 			inner, _ := resp["response"].(map[string]any)
 			f.assistant(map[string]any{"type": "text", "text": fmt.Sprintf("big request answered: %v: %v", inner["behavior"], inner["message"])})
+		case st.RawRequest != "":
+			c := f.waitFor("raw_req_1")
+			f.printRaw([]byte(st.RawRequest))
+			var resp map[string]any
+			select {
+			case resp = <-c:
+			case <-f.interrupt:
+				f.interrupted(turns)
+				return 0, false
+			case <-f.eof:
+				return 0, true
+			}
+			inner, _ := resp["response"].(map[string]any)
+			f.assistant(map[string]any{"type": "text", "text": fmt.Sprintf("raw request answered: %v %v", resp["subtype"], inner["behavior"])})
 		case st.Hang:
 			for {
 				time.Sleep(time.Hour)
