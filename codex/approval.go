@@ -2,6 +2,7 @@ package codex
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 
 	"github.com/blobhub/bhw-run/envelope"
@@ -70,7 +71,10 @@ func (t *turn) cancel(reqID int64, call policy.Call) {
 
 // commandCall describes a command approval: effect exec, the script inside
 // `bash -lc '…'` as the target, fingerprint over {command, cwd} as Codex
-// sends them (ids and the model's reason are not part of it).
+// sends them (ids and the model's reason are not part of it). A request of
+// another kind (writeStdin: input to a running terminal) or for network
+// access carries those in its fingerprint too, so a grant for running the
+// command never covers it; a request without a command gets none.
 func (t *turn) commandCall(p commandApprovalParams) policy.Call {
 	command, cwd := "", t.cwd
 	if p.Command != nil {
@@ -83,7 +87,18 @@ func (t *turn) commandCall(p commandApprovalParams) policy.Call {
 	if command == "" && len(p.CommandActions) == 1 {
 		script = p.CommandActions[0].Command
 	}
-	in := map[string]any{"command": command, "cwd": cwd}
+	key := map[string]any{"command": command, "cwd": cwd}
+	if p.Kind != nil && *p.Kind != "" && *p.Kind != "command" {
+		key["kind"] = *p.Kind
+	}
+	if len(p.NetworkApprovalContext) > 0 && string(p.NetworkApprovalContext) != "null" {
+		key["network"] = p.NetworkApprovalContext
+	}
+	fp := ""
+	if command != "" {
+		fp = policy.Fingerprint(key)
+	}
+	in := maps.Clone(key)
 	if p.Reason != nil && *p.Reason != "" {
 		in["reason"] = *p.Reason
 	}
@@ -95,7 +110,7 @@ func (t *turn) commandCall(p commandApprovalParams) policy.Call {
 		InvocationID: p.ItemID,
 		Input:        input,
 		Target:       target,
-		Fingerprint:  policy.Fingerprint(map[string]any{"command": command, "cwd": cwd}),
+		Fingerprint:  fp, // "" never matches a grant
 		Kind:         policy.KindApproval,
 		Summary:      policy.Summary(ToolExec, target),
 	}

@@ -239,6 +239,10 @@ type commandApprovalParams struct {
 	Cwd            *string         `json:"cwd"`
 	CommandActions []commandAction `json:"commandActions"`
 	Reason         *string         `json:"reason"`
+	// Kind is "command" (or absent), "writeStdin" (input to a running
+	// terminal) or "humanCommand".
+	Kind                   *string         `json:"kind"`
+	NetworkApprovalContext json.RawMessage `json:"networkApprovalContext"`
 }
 
 type fileChangeApprovalParams struct {

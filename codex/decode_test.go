@@ -282,3 +282,38 @@ func TestParkCancelsOtherApprovals(t *testing.T) {
 		}
 	}
 }
+
+// A grant for running a command must not cover a different request about
+// the same command line: input to a running terminal (kind writeStdin), a
+// network approval for some host, or a request that names no command.
+func TestCommandCallFingerprintCoversOnlyThatCall(t *testing.T) {
+	tr := &turn{cwd: "/w"}
+	cmd, cwd := "/bin/bash -lc 'python3 -i'", "/w"
+	plain := tr.commandCall(commandApprovalParams{ItemID: "call_1", Command: &cmd, Cwd: &cwd})
+	explicit := "command"
+	same := tr.commandCall(commandApprovalParams{ItemID: "call_2", Command: &cmd, Cwd: &cwd, Kind: &explicit})
+	if plain.Fingerprint == "" || plain.Fingerprint != same.Fingerprint {
+		t.Fatalf("kind command must not change the fingerprint: %s %s", plain.Fingerprint, same.Fingerprint)
+	}
+	stdin := "writeStdin"
+	others := map[string]policy.Call{
+		"writeStdin": tr.commandCall(commandApprovalParams{ItemID: "call_3", Command: &cmd, Cwd: &cwd, Kind: &stdin}),
+		"network": tr.commandCall(commandApprovalParams{ItemID: "call_4", Command: &cmd, Cwd: &cwd,
+			NetworkApprovalContext: json.RawMessage(`{"host":"evil.example","protocol":"https"}`)}),
+	}
+	for name, c := range others {
+		if c.Fingerprint == plain.Fingerprint {
+			t.Errorf("%s request shares the fingerprint of the plain command", name)
+		}
+	}
+	for name, want := range map[string]string{"writeStdin": `"kind":"writeStdin"`, "network": "evil.example"} {
+		if !strings.Contains(string(others[name].Input), want) {
+			t.Errorf("%s request input %s does not show it", name, others[name].Input)
+		}
+	}
+	a := tr.commandCall(commandApprovalParams{ItemID: "call_5", CommandActions: []commandAction{{Command: "ls"}}})
+	b := tr.commandCall(commandApprovalParams{ItemID: "call_6", CommandActions: []commandAction{{Command: "rm -rf /"}}})
+	if a.Fingerprint != "" || b.Fingerprint != "" {
+		t.Errorf("requests without a command got fingerprints %q %q", a.Fingerprint, b.Fingerprint)
+	}
+}
