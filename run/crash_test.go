@@ -494,3 +494,44 @@ func TestKill9Parked(t *testing.T) {
 	}
 	t.Fatal("the parked run never finished without a kill")
 }
+
+// TestKill9Answered: the run that hands a person's answer to a parked
+// agent, killed after each of its journal writes, then a normal run: the
+// prompt is resolved by exactly one pending_prompt_resolved item.
+func TestKill9Answered(t *testing.T) {
+	for n := 1; n < 40; n++ {
+		h := newHarness(t, true)
+		const alias = "killanswer/t"
+		target := filepath.Join(h.work, "x.txt")
+		write := &claudetest.FakeTool{Name: "Write", Input: map[string]any{"file_path": target, "content": "hi"}, Result: "File created"}
+		h.handOff(alias, "approval", "write x")
+		h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Permission: write}}}})
+		want(t, h.run(alias), OutcomeParked, ExitOK)
+		h.srv.PersonPost(alias, "yes")
+		h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Permission: write}, {Text: "written"}}}})
+		killed, exit := h.runKilled(alias, n)
+		if killed {
+			// The agent of the next run has done the write already (a
+			// replayed Write would be a new question, the grant consumed).
+			h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "written"}}}})
+			if sum := h.run(alias); sum.ExitCode != ExitOK {
+				t.Fatalf("kill at %d: the next run exits %d (%+v)", n, sum.ExitCode, sum.Error)
+			}
+		} else if exit != ExitOK {
+			t.Fatalf("clean run exits %d", exit)
+		}
+		got := h.items(alias)
+		if count(got, "pending_prompt") != 1 || count(got, "pending_prompt_resolved") != 1 {
+			t.Fatalf("kill at %d: items %v", n, got)
+		}
+		h.noneTwice(alias)
+		if th := h.thread(alias); th.Prompt != nil {
+			t.Fatalf("kill at %d: still parked on %+v", n, th.Prompt)
+		}
+		if !killed {
+			t.Logf("killed after each of %d journal writes; items %v", n-1, got)
+			return
+		}
+	}
+	t.Fatal("the answering run never finished without a kill")
+}

@@ -28,6 +28,9 @@ type journal struct {
 	byID map[string]*emission
 	// posted maps confirmed emission ids to the server's item.
 	posted map[string]postedInfo
+	// resolutions maps a prompt's item id to the emission id of its
+	// pending_prompt_resolved, so a prompt is resolved once (resolution).
+	resolutions map[string]string
 }
 
 type postedInfo struct{ ItemID, CreatedAt string }
@@ -70,7 +73,7 @@ func openJournal(path, nonce string) (*journal, error) {
 // readJournal reads the journal without opening it for writing (ls reads
 // it under no lock and must not create files); a write to it fails.
 func readJournal(path, nonce string) (*journal, error) {
-	j := &journal{path: path, nonce: nonce, byID: map[string]*emission{}, posted: map[string]postedInfo{}}
+	j := &journal{path: path, nonce: nonce, byID: map[string]*emission{}, posted: map[string]postedInfo{}, resolutions: map[string]string{}}
 	f, err := os.Open(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -105,6 +108,7 @@ func (j *journal) apply(line []byte) {
 		if n, ok := counterOf(e.ID, j.nonce); ok && n > j.counter {
 			j.counter = n
 		}
+		j.noteResolution(e)
 		if _, done := j.posted[e.ID]; done {
 			return
 		}
@@ -165,7 +169,30 @@ func (j *journal) addID(id, target string, it envelope.Item, kind string) (*emis
 	}
 	j.byID[e.ID] = e
 	j.open = append(j.open, e)
+	j.noteResolution(e)
 	return e, nil
+}
+
+// noteResolution remembers which prompt a pending_prompt_resolved resolves.
+func (j *journal) noteResolution(e *emission) {
+	if e.Item.Type() != envelope.ItemPendingPromptResolved {
+		return
+	}
+	if id, _ := e.Item.Meta["prompt_item_id"].(string); id != "" {
+		j.resolutions[id] = e.ID
+	}
+}
+
+// resolution journals it, the pending_prompt_resolved of the prompt posted
+// as promptItemID, unless the journal already holds one: a run killed after
+// journaling it, before thread.yaml dropped the prompt, resolves the prompt
+// again. The journaled emission is returned then (nil once it is posted), so
+// one prompt never gets two resolutions (SPEC §9.3).
+func (j *journal) resolution(target, promptItemID string, it envelope.Item) (*emission, error) {
+	if id, ok := j.resolutions[promptItemID]; ok && promptItemID != "" {
+		return j.byID[id], nil
+	}
+	return j.add(target, it, "")
 }
 
 // confirm records that the server holds the emission.

@@ -263,9 +263,9 @@ func (a *activation) cancelPrompt(ctx context.Context) error {
 		return nil
 	}
 	a.t.Prompt = nil
-	e, err := a.j.add(a.alias, envelope.Item{Brief: "cancelled", Meta: map[string]any{
+	e, err := a.j.resolution(a.alias, p.ItemID, envelope.Item{Brief: "cancelled", Meta: map[string]any{
 		"type": envelope.ItemPendingPromptResolved, "prompt_item_id": p.ItemID, "resolution": "cancelled",
-	}}, "")
+	}})
 	if err != nil {
 		return err
 	}

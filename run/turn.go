@@ -56,7 +56,7 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 		t.Items.LastConsumed = envelope.ItemRef{ItemID: ans.ID, CreatedAt: ans.CreatedAt}
 	}
 	t.Prompt = nil
-	e, err := a.j.add(a.alias, envelope.Item{Brief: brief, Meta: meta}, "")
+	e, err := a.j.resolution(a.alias, p.ItemID, envelope.Item{Brief: brief, Meta: meta})
 	if err != nil {
 		return turnPlan{}, err
 	}
