@@ -289,7 +289,7 @@ func (a *activation) attach(ctx context.Context) error {
 }
 
 // setWireState is the runner's read-modify-write of instance.state (SPEC
-// §4.2): download, check the state is still `from` ("" = any), change only
+// §4.2): download, check the state is still `from`, change only
 // the state, upload, read back.
 func (a *activation) setWireState(ctx context.Context, from, to string) error {
 	obj, err := a.r.Client.Download(ctx, a.alias)
@@ -300,7 +300,7 @@ func (a *activation) setWireState(ctx context.Context, from, to string) error {
 	if err != nil {
 		return exitErr(ExitTempFail, CodeUnavailable, "the envelope of %q changed into something unreadable; the next run decides", a.alias)
 	}
-	if from != "" && cur.State != from {
+	if cur.State != from {
 		return exitErr(ExitTempFail, "STATE_CHANGED", "instance.state of %q changed from %s to %s meanwhile; the next run decides", a.alias, from, cur.State)
 	}
 	nv, err := envelope.WithState(obj.Value, to)

@@ -1,13 +1,16 @@
 package run
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/envelope"
 )
 
 // TestLifecycle drives one thread through pending → active → several turns
@@ -94,4 +97,50 @@ func count(s []string, v string) int {
 		}
 	}
 	return n
+}
+
+// stopBeforeSecondDownload is a client that lets a person stop the thread
+// (instance.state completed) just before the run's second download of it:
+// the read of the runner's read-modify-write (SPEC §4.2).
+type stopBeforeSecondDownload struct {
+	blobhub.Client
+	h         *harness
+	alias     string
+	downloads int
+}
+
+func (c *stopBeforeSecondDownload) Download(ctx context.Context, alias string) (blobhub.Object, error) {
+	if alias == c.alias {
+		if c.downloads++; c.downloads == 2 {
+			o, _ := c.h.srv.Get(alias)
+			v, err := envelope.WithState(o.Value, envelope.StateCompleted)
+			if err != nil {
+				c.h.t.Fatal(err)
+			}
+			c.h.srv.Put(alias, string(v))
+		}
+	}
+	return c.Client.Download(ctx, alias)
+}
+
+// TestFailedNotOverAPersonsWrite: a thread failing its checklist is not put
+// to failed on the wire when a person changed instance.state after the run
+// decided: the transition is abandoned and the next run decides (SPEC §4.2).
+func TestFailedNotOverAPersonsWrite(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "stopped/meanwhile"
+	h.srv.Put(alias, envelopeWith(filepath.Join(h.work, "missing"), nil))
+	h.runner = func(r *Runner) { r.Client = &stopBeforeSecondDownload{Client: r.Client, h: h, alias: alias} }
+	sum := h.run(alias)
+	if got := h.wireState(alias); got != envelope.StateCompleted {
+		t.Fatalf("wire state %q after a person stopped the thread, want completed", got)
+	}
+	if sum.ExitCode != ExitTempFail {
+		t.Fatalf("exit %d (%+v), want %d: the next run decides", sum.ExitCode, sum.Error, ExitTempFail)
+	}
+	h.runner = nil
+	want(t, h.run(alias), OutcomeIdle, ExitOK)
+	if got := h.wireState(alias); got != envelope.StateCompleted {
+		t.Fatalf("wire state %q after the next run, want completed", got)
+	}
 }

@@ -342,8 +342,10 @@ func (a *activation) fail(ctx context.Context, te *envelope.Error) error {
 }
 
 // uploadFailed puts failed on the wire once, and remembers that it landed.
+// Only over the state the run decided on: a person who changed it meanwhile
+// (stopped the thread, say) is not overwritten (SPEC §4.2).
 func (a *activation) uploadFailed(ctx context.Context) error {
-	if err := a.setWireState(ctx, "", envelope.StateFailed); err != nil {
+	if err := a.setWireState(ctx, a.env.State, envelope.StateFailed); err != nil {
 		return err
 	}
 	a.t.Agent.FailedOnWire = true
