@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,7 +58,8 @@ type Session struct {
 
 	wmu     sync.Mutex // serialises writes to stdin
 	reqSeq  int
-	inClose bool // stdin closed by us
+	inClose atomic.Bool // stdin closed by us
+	closeIn sync.Once
 
 	lmu sync.Mutex // serialises writes to l.Log
 	log io.Writer
@@ -339,21 +341,17 @@ func (s *Session) finish() error {
 	return nil
 }
 
+// closeStdin does not take wmu: a write blocked on an agent that stopped
+// reading holds it, and closing the file is what unblocks that write.
 func (s *Session) closeStdin() {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if !s.inClose {
-		s.inClose = true
+	s.closeIn.Do(func() {
+		s.inClose.Store(true)
 		s.stdin.Close()
 		s.logf("stdin closed")
-	}
+	})
 }
 
-func (s *Session) stdinClosed() bool {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	return s.inClose
-}
+func (s *Session) stdinClosed() bool { return s.inClose.Load() }
 
 func (s *Session) writeJSON(v any) error {
 	b, err := marshal(v)
@@ -366,7 +364,7 @@ func (s *Session) writeJSON(v any) error {
 func (s *Session) writeLine(b []byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if s.inClose {
+	if s.inClose.Load() {
 		return errors.New("claude: stdin already closed")
 	}
 	s.logLine("stdin: ", b)

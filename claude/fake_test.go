@@ -6,8 +6,11 @@ package claude_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -311,5 +314,57 @@ func TestFakeUndecodableRequestAnswered(t *testing.T) {
 	texts := h.find(envelope.ItemText)
 	if len(texts) != 1 || texts[0].Brief != "raw request answered: success deny" {
 		t.Fatalf("texts = %+v, want a deny", texts)
+	}
+}
+
+// lineSignal closes hit the first time a log line starts with prefix.
+type lineSignal struct {
+	prefix string
+	hit    chan struct{}
+	once   sync.Once
+}
+
+func (w *lineSignal) Write(p []byte) (int, error) {
+	if strings.HasPrefix(string(p), w.prefix) {
+		w.once.Do(func() { close(w.hit) })
+	}
+	return len(p), nil
+}
+
+// An agent that stops reading its stdin leaves a large user message stuck
+// in the pipe; Close must still end the process, and the write must fail.
+func TestFakeCloseWhileTurnWriteIsStuck(t *testing.T) {
+	dir := t.TempDir()
+	deaf := filepath.Join(dir, "deaf")
+	if err := os.WriteFile(deaf, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writing := &lineSignal{prefix: "stdin: ", hit: make(chan struct{})}
+	s, err := claude.Start(context.Background(), envelope.Launch{Executable: deaf, WorkFolder: dir,
+		Env: []string{"PATH=/usr/bin:/bin"}, SessionID: newUUID(), Permissions: "approval", Log: writing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fastClose(s)
+	turned := make(chan error, 1)
+	go func() {
+		_, err := s.Turn(context.Background(), strings.Repeat("x", 8<<20), &recorder{})
+		turned <- err
+	}()
+	<-writing.hit // the message is being written: far more than a pipe holds
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close(context.Background()) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close is stuck behind the blocked write")
+	}
+	select {
+	case err := <-turned:
+		if err == nil {
+			t.Error("Turn reported no error for a message that never reached the agent")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Turn is stuck in its write after Close")
 	}
 }
