@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,5 +155,55 @@ func TestCloseKillsStubbornProcess(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("Close took %v", d)
+	}
+}
+
+// lineSignal closes hit the first time a log line starts with prefix.
+type lineSignal struct {
+	prefix string
+	hit    chan struct{}
+	once   sync.Once
+}
+
+func (w *lineSignal) Write(p []byte) (int, error) {
+	if strings.HasPrefix(string(p), w.prefix) {
+		w.once.Do(func() { close(w.hit) })
+	}
+	return len(p), nil
+}
+
+// An agent that stops reading its stdin leaves a large message stuck in the
+// pipe; Close must still end the process, and the write must fail.
+func TestCloseWhileAWriteIsStuck(t *testing.T) {
+	dir := t.TempDir()
+	deaf := dir + "/deaf"
+	if err := os.WriteFile(deaf, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writing := &lineSignal{prefix: "codex> ", hit: make(chan struct{})}
+	s, err := spawn(envelope.Launch{Executable: deaf, WorkFolder: dir, Env: []string{"PATH=/usr/bin:/bin"}, Log: writing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.StdinGrace, s.KillGrace = 50*time.Millisecond, 50*time.Millisecond
+	wrote := make(chan error, 1)
+	go func() {
+		wrote <- s.write(map[string]any{"method": "turn/start", "params": strings.Repeat("x", 8<<20)})
+	}()
+	<-writing.hit // far more than a pipe holds: the write blocks
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close(context.Background()) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close is stuck behind the blocked write")
+	}
+	select {
+	case err := <-wrote:
+		if err == nil {
+			t.Error("the stuck write reported success")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write is still stuck after Close")
 	}
 }

@@ -313,9 +313,9 @@ func (s *Session) Close(ctx context.Context) error {
 		s.mu.Lock()
 		s.stdinClosed = true
 		s.mu.Unlock()
-		s.wmu.Lock()
+		// Not under wmu: a write blocked on an agent that stopped reading
+		// holds it, and closing the file is what unblocks that write.
 		s.stdin.Close()
-		s.wmu.Unlock()
 		if !s.waitExit(ctx, s.StdinGrace) {
 			s.logger.Warn("codex did not exit after stdin closed; sending SIGTERM", "pid", s.pgid)
 			_ = syscall.Kill(-s.pgid, syscall.SIGTERM)
