@@ -2,11 +2,13 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/claude/claudetest"
@@ -197,5 +199,45 @@ func TestPersonPostsDuringTurn(t *testing.T) {
 		t.Fatalf("second turn delivered %v", got)
 	}
 	want(t, h.run(alias), OutcomeIdle, ExitOK)
+	h.noneTwice(alias)
+}
+
+// tooLargeClient answers thread_item_too_large for every item of type text
+// that is not a truncated stub, and cuts the first stub post before it
+// reaches the server (an ambiguous failure).
+type tooLargeClient struct {
+	blobhub.Client
+	cutStub bool
+}
+
+func (c *tooLargeClient) Post(ctx context.Context, alias string, p blobhub.NewItem) (blobhub.Item, error) {
+	var m struct {
+		Type      string `json:"type"`
+		Truncated bool   `json:"truncated"`
+	}
+	_ = json.Unmarshal(p.Metadata, &m)
+	switch {
+	case m.Type == envelope.ItemText && !m.Truncated:
+		return blobhub.Item{}, &blobhub.APIError{Status: http.StatusRequestEntityTooLarge, Code: blobhub.CodeThreadItemTooLarge}
+	case m.Truncated && !c.cutStub:
+		c.cutStub = true
+		return blobhub.Item{}, blobhub.ErrAmbiguous
+	}
+	return c.Client.Post(ctx, alias, p)
+}
+
+// TestTooLargeStubAmbiguous: an item BlobHub finds too large is replaced by
+// its stub (SPEC §9.2); when the stub's post is cut and the stub is not on
+// the thread, the stub is posted again, not the item the server refused.
+func TestTooLargeStubAmbiguous(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "toolarge/t"
+	h.handOff(alias, "approval", "start")
+	h.play(oneTurn())
+	h.runner = func(r *Runner) { r.Client = &tooLargeClient{Client: r.Client} }
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	if got := h.items(alias); !slices.Equal(got, oneTurnItems) {
+		t.Fatalf("items %v, want %v (the text as a stub)", got, oneTurnItems)
+	}
 	h.noneTwice(alias)
 }

@@ -51,22 +51,9 @@ func (a *activation) post(ctx context.Context, e *emission) {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	fitted := envelope.Fit(e.Item, envelope.ItemBudget)
-	item, err := a.r.Client.Post(ctx, e.Target, newItem(fitted))
+	item, err := a.postBody(ctx, e, newItem(envelope.Fit(e.Item, envelope.ItemBudget)))
 	if errors.Is(err, blobhub.ErrItemTooLarge) {
-		item, err = a.r.Client.Post(ctx, e.Target, newItem(envelope.Stub(e.Item, e.Item.Size())))
-	}
-	if errors.Is(err, blobhub.ErrAmbiguous) {
-		a.log.Warn("a post's outcome is unknown; looking for it before posting again", "emission_id", e.ID)
-		found, ferr := a.findPosted(ctx, e)
-		switch {
-		case ferr != nil:
-			err = ferr
-		case found != nil:
-			item, err = *found, nil
-		default:
-			item, err = a.r.Client.Post(ctx, e.Target, newItem(fitted))
-		}
+		item, err = a.postBody(ctx, e, newItem(envelope.Stub(e.Item, e.Item.Size())))
 	}
 	var api *blobhub.APIError
 	switch {
@@ -81,6 +68,25 @@ func (a *activation) post(ctx context.Context, e *emission) {
 		a.log.Warn("BlobHub unreachable; items stay journaled for the next run", "emission_id", e.ID, "error", err)
 		a.offline = true
 	}
+}
+
+// postBody posts body, the form of e the server is sent; after an
+// ambiguous failure it looks for e's emission_id and posts the same body
+// again only when the server does not hold it.
+func (a *activation) postBody(ctx context.Context, e *emission, body blobhub.NewItem) (blobhub.Item, error) {
+	item, err := a.r.Client.Post(ctx, e.Target, body)
+	if !errors.Is(err, blobhub.ErrAmbiguous) {
+		return item, err
+	}
+	a.log.Warn("a post's outcome is unknown; looking for it before posting again", "emission_id", e.ID)
+	found, err := a.findPosted(ctx, e)
+	switch {
+	case err != nil:
+		return blobhub.Item{}, err
+	case found != nil:
+		return *found, nil
+	}
+	return a.r.Client.Post(ctx, e.Target, body)
 }
 
 // confirmed records that the server holds e.
