@@ -65,6 +65,7 @@ type Session struct {
 	log io.Writer
 
 	lines chan []byte   // stdout lines, closed at EOF
+	quit  chan struct{} // closed by Close: no Turn will read lines any more
 	done  chan struct{} // closed once the process has been waited for
 	// set before done is closed
 	waitErr error
@@ -97,7 +98,7 @@ func Start(ctx context.Context, l envelope.Launch) (*Session, error) {
 	s := &Session{
 		ExitWait: DefaultExitWait, KillGrace: DefaultKillGrace, TurnGrace: DefaultTurnGrace,
 		l: l, logger: l.Logger, log: l.Log,
-		lines: make(chan []byte), done: make(chan struct{}), stderrDone: make(chan struct{}),
+		lines: make(chan []byte), quit: make(chan struct{}), done: make(chan struct{}), stderrDone: make(chan struct{}),
 		sessionID: l.SessionID,
 	}
 	if l.KillGrace > 0 {
@@ -337,6 +338,7 @@ func (s *Session) close(ctx context.Context) error {
 func (s *Session) finish() error {
 	_ = syscall.Kill(-s.pgid, syscall.SIGKILL)
 	s.cancel()
+	close(s.quit)
 	s.stdout.Close()
 	return nil
 }
@@ -430,7 +432,13 @@ func (s *Session) readStdout() {
 			}
 		case len(line.data) > 0:
 			s.logLine("stdout: ", line.data)
-			s.lines <- line.data
+			select {
+			case s.lines <- line.data:
+			case <-s.quit:
+				// Closed with no Turn reading (a line after the turn
+				// ended): the reader must not stay blocked here.
+				return
+			}
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {

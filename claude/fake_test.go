@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -367,4 +368,34 @@ func TestFakeCloseWhileTurnWriteIsStuck(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Turn is stuck in its write after Close")
 	}
+}
+
+// A line the agent prints when no Turn is reading (here the answer to an
+// Interrupt between turns) must not pin the stdout reader after Close.
+func TestFakeCloseEndsTheReaderBetweenTurns(t *testing.T) {
+	exe, env := claudetest.FakeAgentCommand(t, claudetest.FakeScript{})
+	read := &lineSignal{prefix: "stdout: ", hit: make(chan struct{})}
+	s, err := claude.Start(context.Background(), envelope.Launch{Executable: exe, WorkFolder: t.TempDir(),
+		Env: env, SessionID: newUUID(), Permissions: "approval", Log: read})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fastClose(s)
+	if err := s.Interrupt(); err != nil {
+		t.Fatal(err)
+	}
+	<-read.hit // the reader holds the control_response and no Turn takes it
+	closeSession(t, s)
+	deadline := time.Now().Add(5 * time.Second)
+	for readerRunning() {
+		if time.Now().After(deadline) {
+			t.Fatal("the stdout reader outlived Close")
+		}
+		runtime.Gosched()
+	}
+}
+
+func readerRunning() bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "claude.(*Session).readStdout")
 }
