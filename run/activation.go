@@ -70,12 +70,14 @@ func (a *activation) load() error {
 		return exitErr(ExitConfig, CodeStateTreeInvalid, "cannot open the emission journal: %v", err)
 	}
 	a.restorePrompt()
+	// A state tree bhw-run cannot use is the machine's fault (78), never a
+	// failed thread (1).
 	if err := os.MkdirAll(filepath.Join(a.dir, "logs"), 0o700); err != nil {
-		return err
+		return exitErr(ExitConfig, CodeStateTreeInvalid, "cannot create the thread's log folder: %v; fix the state tree", err)
 	}
 	a.tlog, err = os.OpenFile(filepath.Join(a.dir, "logs", "thread.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return exitErr(ExitConfig, CodeStateTreeInvalid, "cannot open thread.log: %v; fix the state tree", err)
 	}
 	id, err := LoadIdentity(a.r.Setup.StateDir)
 	if err != nil {

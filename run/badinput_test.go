@@ -763,3 +763,22 @@ func TestNoSlotPending(t *testing.T) {
 		t.Fatalf("items %v", got)
 	}
 }
+
+// TestThreadLogUnusable: a thread folder whose logs/thread.log cannot be
+// opened is a broken state tree (exit 78 STATE_INVALID naming the path),
+// not a failed thread (exit 1 is "set to failed in this run").
+func TestThreadLogUnusable(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "nolog/t"
+	h.handOff(alias, "approval", "start")
+	dir := ThreadDir(h.setup().JobDir, alias)
+	writeFile(t, filepath.Join(dir, "logs"), "not a folder", 0o600)
+	sum := h.run(alias)
+	wantCode(t, sum, ExitConfig, CodeStateTreeInvalid)
+	if !strings.Contains(sum.Error.Message, filepath.Join(dir, "logs")) {
+		t.Fatalf("message %q does not name the folder", sum.Error.Message)
+	}
+	if got := h.wireState(alias); got != envelope.StatePending {
+		t.Fatalf("wire %q, want pending", got)
+	}
+}

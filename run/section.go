@@ -38,7 +38,7 @@ func LoadIdentity(stateDir string) (*Identity, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, exitErr(ExitConfig, CodeStateTreeInvalid, "cannot read %s: %v", identityPath(stateDir), err)
 	}
 	var id Identity
 	if err := yaml.Unmarshal(b, &id); err != nil {
