@@ -32,7 +32,6 @@ type Thread struct {
 	Grants        []string       `yaml:"grants"`
 	Items         Cursors        `yaml:"items"`
 	EmissionNonce string         `yaml:"emission_nonce"`
-	Counter       int64          `yaml:"emission_counter"`
 	Outbox        OutboxState    `yaml:"outbox"`
 	Artifacts     ArtifactsState `yaml:"artifacts"`
 	// Extra keeps keys this version does not know, so a newer field survives.
@@ -119,16 +118,12 @@ type TurnState struct {
 
 // Prompt is present only while parked on a person (SPEC §8.4).
 type Prompt struct {
-	Kind        string      `yaml:"kind"`
-	ItemID      string      `yaml:"item_id"`
-	EmissionID  string      `yaml:"emission_id"`
-	CreatedAt   string      `yaml:"created_at"`
-	Call        policy.Call `yaml:"call"`
-	InputJSON   string      `yaml:"input_json,omitempty"`
-	Resolution  string      `yaml:"resolution,omitempty"`
-	AnswerID    string      `yaml:"answer_item_id,omitempty"`
-	AnswerText  string      `yaml:"answer_text,omitempty"`
-	ResumeNotes string      `yaml:"resume_notes,omitempty"`
+	Kind       string      `yaml:"kind"`
+	ItemID     string      `yaml:"item_id"`
+	EmissionID string      `yaml:"emission_id"`
+	CreatedAt  string      `yaml:"created_at"`
+	Call       policy.Call `yaml:"call"`
+	InputJSON  string      `yaml:"input_json,omitempty"`
 }
 
 // Cursors are the four item cursors of SPEC §5.2.
@@ -197,15 +192,6 @@ func LoadThread(path string) (*Thread, error) {
 		return nil, fmt.Errorf("%s is not valid YAML: %w; fix or move it aside", path, err)
 	}
 	return &t, nil
-}
-
-// SaveThread writes thread.yaml atomically.
-func SaveThread(path string, t *Thread) error {
-	b, err := yaml.Marshal(t)
-	if err != nil {
-		return err
-	}
-	return WriteFileAtomic(path, b, 0o600)
 }
 
 // WriteFileAtomic writes b to path through a temp file in the same folder:

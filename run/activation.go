@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,8 @@ type activation struct {
 	tlog    *os.File
 	slot    *lock.Slot
 	offline bool // a post found BlobHub unreachable: journal only until the end
+	// authRefused: a post got 401/403; the run ends AUTH_INVALID (77).
+	authRefused bool
 
 	instanceID    string
 	failedThisRun bool
@@ -106,8 +109,11 @@ func (a *activation) restorePrompt() {
 	}
 	it := promptItem(p)
 	it.Meta["emission_id"] = p.EmissionID
-	_ = a.j.write(journalRecord{Emission: &emission{ID: p.EmissionID, Target: a.alias, Item: it}})
-	a.j.apply(mustJSON(journalRecord{Emission: &emission{ID: p.EmissionID, Target: a.alias, Item: it}}))
+	rec := journalRecord{Emission: &emission{ID: p.EmissionID, Target: a.alias, Item: it}}
+	// On ls's read-only journal the write fails and only the in-memory
+	// record counts it as unfinished work, as a run would journal it.
+	_ = a.j.write(rec)
+	a.j.apply(mustJSON(rec))
 }
 
 func (a *activation) close() {
@@ -144,9 +150,6 @@ func (a *activation) saveLocked() error {
 	a.saved = b
 	return nil
 }
-
-// saveIfChanged persists what an idle run read (cursors, pending inbound).
-func (a *activation) saveIfChanged() error { return a.save() }
 
 // download reads the envelope (SPEC §6.1 step 5).
 func (a *activation) download(ctx context.Context) error {
@@ -322,10 +325,7 @@ func (a *activation) setWireState(ctx context.Context, from, to string) error {
 
 func jsonEqual(x, y []byte) bool {
 	var a, b any
-	if json.Unmarshal(x, &a) != nil || json.Unmarshal(y, &b) != nil {
-		return false
-	}
-	return fmt.Sprint(a) == fmt.Sprint(b)
+	return json.Unmarshal(x, &a) == nil && json.Unmarshal(y, &b) == nil && reflect.DeepEqual(a, b)
 }
 
 // reserveSlot takes an agent slot of the state tree (SPEC §6.6).

@@ -64,6 +64,9 @@ func (a *activation) post(ctx context.Context, e *emission) {
 		a.mu.Lock()
 		_ = a.j.drop(e.ID)
 		a.mu.Unlock()
+	case errors.Is(err, blobhub.ErrAuth):
+		a.log.Error("BlobHub refused the API key while posting; items stay journaled", "emission_id", e.ID)
+		a.offline, a.authRefused = true, true
 	default:
 		a.log.Warn("BlobHub unreachable; items stay journaled for the next run", "emission_id", e.ID, "error", err)
 		a.offline = true
@@ -107,29 +110,38 @@ func (a *activation) confirmed(e *emission, item blobhub.Item) {
 // findPosted lists the target thread after last_posted and looks for the
 // emission's id (SPEC §9.3).
 func (a *activation) findPosted(ctx context.Context, e *emission) (*blobhub.Item, error) {
+	posted, err := a.postedSince(ctx, e)
+	if it, ok := posted[e.ID]; ok && err == nil {
+		return &it, nil
+	}
+	return nil, err
+}
+
+// postedSince lists e's target thread from where e may have landed and maps
+// every emission_id found to its item: after last_posted on the job thread;
+// on worker, which has no cursor of ours, from an hour before e was
+// journaled (clocks may differ).
+func (a *activation) postedSince(ctx context.Context, e *emission) (map[string]blobhub.Item, error) {
 	from := blobhub.Cursor{}
 	if e.Target == a.alias {
 		from.CreatedAt = a.t.Items.LastPosted.CreatedAt
-	} else if e.At != "" {
-		// The worker thread has no cursor of ours: look from a while before
-		// the emission was journaled (clocks may differ).
-		if t, err := blobhub.ParseTime(e.At); err == nil {
-			from.CreatedAt = blobhub.FormatTime(t.Add(-time.Hour))
-		}
+	} else if t, err := blobhub.ParseTime(e.At); err == nil {
+		from.CreatedAt = blobhub.FormatTime(t.Add(-time.Hour))
 	}
 	items, _, err := blobhub.Tail(ctx, a.r.Client, e.Target, from)
 	if err != nil {
 		return nil, err
 	}
-	for i := range items {
+	found := map[string]blobhub.Item{}
+	for _, it := range items {
 		var m struct {
 			EmissionID string `json:"emission_id"`
 		}
-		if json.Unmarshal(items[i].Metadata, &m) == nil && m.EmissionID == e.ID {
-			return &items[i], nil
+		if json.Unmarshal(it.Metadata, &m) == nil && m.EmissionID != "" {
+			found[m.EmissionID] = it
 		}
 	}
-	return nil, nil
+	return found, nil
 }
 
 // reconcile posts every unconfirmed emission, after looking for those the
@@ -145,25 +157,9 @@ func (a *activation) reconcile(ctx context.Context) error {
 		if _, ok := seen[e.Target]; ok || e.Kind == kindArtifact {
 			continue
 		}
-		probe := *e
-		found := map[string]blobhub.Item{}
-		from := blobhub.Cursor{}
-		if e.Target == a.alias {
-			from.CreatedAt = a.t.Items.LastPosted.CreatedAt
-		} else if t, err := blobhub.ParseTime(probe.At); err == nil {
-			from.CreatedAt = blobhub.FormatTime(t.Add(-time.Hour))
-		}
-		items, _, err := blobhub.Tail(ctx, a.r.Client, e.Target, from)
+		found, err := a.postedSince(ctx, e)
 		if err != nil {
 			return apiErr(err, "reconcile "+e.Target)
-		}
-		for _, it := range items {
-			var m struct {
-				EmissionID string `json:"emission_id"`
-			}
-			if json.Unmarshal(it.Metadata, &m) == nil && m.EmissionID != "" {
-				found[m.EmissionID] = it
-			}
 		}
 		seen[e.Target] = found
 	}

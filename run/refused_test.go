@@ -5,12 +5,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 )
 
@@ -128,5 +130,29 @@ func TestPosterIsRunner(t *testing.T) {
 	}
 	if err := CheckPoster(t.Context(), s, h.srv.Client(bhtest.PersonKey), func(string) {}); err != nil {
 		t.Fatalf("the person's own key was refused: %v", err)
+	}
+}
+
+// TestKeyRefusedWhilePosting: BlobHub answers 401 to the turn's posts (a
+// key revoked mid-run). The run ends 77 AUTH_INVALID, not 75, and the
+// items stay journaled; the next run with a working key posts each once.
+func TestKeyRefusedWhilePosting(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "auth/mid-run"
+	h.handOff(alias, "approval", "hello")
+	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "hi"}}}})
+	// One refusal is enough: the run stops posting after it.
+	h.srv.FailNext("post_session_thread_item", 1, 401, "")
+	wantExitCode(t, h.run(alias), ExitRefused, CodeAuthInvalid)
+	if n := h.journalOpen(alias); n == 0 {
+		t.Fatal("no item left journaled")
+	}
+	sum := h.run(alias)
+	if sum.ExitCode != ExitOK {
+		t.Fatalf("next run: exit %d %+v", sum.ExitCode, sum.Error)
+	}
+	h.noneTwice(alias, "worker")
+	if got := h.items(alias); !slices.Equal(got, []string{"person", "text", "turn_end"}) {
+		t.Fatalf("items %v", got)
 	}
 }

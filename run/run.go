@@ -77,7 +77,10 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		if a.t != nil && sum.AgentSessionID == "" {
 			sum.AgentSessionID = a.t.Agent.AgentSessionID
 		}
-		finish(sum, err, a.signal)
+		a.mu.Lock()
+		sig := a.signal
+		a.mu.Unlock()
+		finish(sum, err, sig)
 		a.writeSectionLog(sum)
 	}()
 
@@ -142,9 +145,9 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	if !d.Acts {
 		sum.Outcome = d.Outcome
 		if d.Row == RowNotHere {
-			return sum, exitErr(ExitNotHere, "", "thread %q is active but this state tree never activated it (another host's, or its record was lost); if it should run here, run `bhw-run thread retry %s`", alias, alias)
+			return sum, notHere(alias)
 		}
-		return sum, a.saveIfChanged()
+		return sum, a.save()
 	}
 	if err := a.attach(ctx); err != nil {
 		return sum, err
@@ -164,6 +167,9 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	if serr := a.save(); serr != nil && err == nil {
 		err = serr
 	}
+	if err == nil && a.authRefused {
+		err = exitErr(ExitRefused, CodeAuthInvalid, "BlobHub refused the API key while posting; %d item(s) stay journaled for the next run with a valid key", a.unposted())
+	}
 	if err == nil && a.unposted() > 0 {
 		err = exitErr(ExitTempFail, CodeUnposted, "%d item(s) could not be posted to BlobHub; they are journaled and the next run posts them", a.unposted())
 	}
@@ -180,7 +186,7 @@ func (a *activation) act(ctx context.Context, d Decision) error {
 			sum.Outcome = OutcomeFailed
 		}
 		if d.Row == RowNotHere {
-			return exitErr(ExitNotHere, "", "thread %q is active but this state tree never activated it; run `bhw-run thread retry %s` to start it here", a.alias, a.alias)
+			return notHere(a.alias)
 		}
 		return nil
 	case RowStop:
@@ -420,4 +426,10 @@ func (r *Runner) grace() time.Duration {
 		return r.Grace
 	}
 	return 5 * time.Second
+}
+
+// notHere is the not_here exit: an active thread this state tree never
+// activated (SPEC §6.2).
+func notHere(alias string) error {
+	return exitErr(ExitNotHere, "", "thread %q is active but this state tree never activated it (another host's, or its record was lost); if it should run here, run `bhw-run thread retry %s`", alias, alias)
 }

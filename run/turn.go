@@ -290,8 +290,10 @@ func (a *activation) endTurn(ctx context.Context, r envelope.TurnResult, err err
 		e, jerr = a.j.add(a.alias, envelope.TurnEndItem(outcome, r), "")
 	}
 	t.Turn.State = envelope.TurnStateIdle
-	serr := a.saveLocked()
+	// The journal reaches the disk before the record that says the turn
+	// ended, so a power loss cannot keep the state and lose the turn_end.
 	_ = a.j.sync()
+	serr := a.saveLocked()
 	a.mu.Unlock()
 	if jerr != nil {
 		return jerr
