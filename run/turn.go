@@ -156,6 +156,17 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 	}
 	err = a.saveLocked()
 	a.mu.Unlock()
+	// A second signal skips the politeness for as long as the agent lives,
+	// closing included.
+	stopHurry := make(chan struct{})
+	go func() {
+		select {
+		case <-a.hurry:
+			stopGroup(sess.Pgid(), 0)
+		case <-stopHurry:
+		}
+	}()
+	defer close(stopHurry)
 	defer a.closeAgent(ctx, sess)
 	if err != nil {
 		return envelope.TurnResult{}, err
@@ -172,14 +183,6 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 	}
 	stopWatch := h.watch(a.r.StallTimeout, cancel)
 	defer stopWatch()
-	go func() {
-		select {
-		case <-a.hurry:
-			// A second signal: no more politeness.
-			stopGroup(sess.Pgid(), 0)
-		case <-turnCtx.Done():
-		}
-	}()
 
 	result, err := sess.Turn(turnCtx, message, h)
 	a.mu.Lock()
@@ -210,11 +213,17 @@ func (a *activation) closeAgent(ctx context.Context, sess Session) {
 	if err := sess.Close(cctx); err != nil {
 		a.log.Warn("closing the agent", "error", err)
 	}
+	grace := a.r.grace()
+	select {
+	case <-a.hurry:
+		grace = 0
+	default:
+	}
 	if groupAlive(sess.Pgid()) {
-		stopGroup(sess.Pgid(), a.r.grace())
+		stopGroup(sess.Pgid(), grace)
 	}
 	if a.r.OwnProcess {
-		if n := sweepDescendants(a.r.grace()); n > 0 {
+		if n := sweepDescendants(grace); n > 0 {
 			a.log.Warn("stopped processes the agent left behind", "count", n)
 		}
 	}
