@@ -123,9 +123,6 @@ func (h *harness) recordPgid(pgids *[]int) {
 			}
 			return s, err
 		}
-		if h.tune != nil {
-			h.tune(r)
-		}
 	}
 }
 

@@ -111,6 +111,9 @@ func (h *harness) run(alias string) *Summary {
 	if h.runner != nil {
 		h.runner(r)
 	}
+	if h.tune != nil {
+		h.tune(r)
+	}
 	sum, err := r.Run(context.Background(), alias)
 	if err != nil {
 		h.t.Logf("run %s: %v", alias, err)

@@ -1,17 +1,22 @@
 package run
 
 import (
+	"context"
+	"encoding/json"
 	"os"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 )
 
 // runWithSignals runs alias with a signal channel and sends sigs once the
-// agent has posted its first text item (the turn is running).
+// agent's first text item has been posted (the turn is running): the
+// client tells, no polling.
 func (h *harness) runWithSignals(alias string, sigs ...os.Signal) *Summary {
 	h.t.Helper()
 	ch := make(chan os.Signal, len(sigs))
@@ -21,22 +26,31 @@ func (h *harness) runWithSignals(alias string, sigs ...os.Signal) *Summary {
 			prev(r)
 		}
 		r.Signals = ch
-	}
-	go func() {
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			for _, typ := range h.items(alias) {
-				if typ == "text" {
-					for _, s := range sigs {
-						ch <- s
-					}
-					return
-				}
+		r.Client = &signalOnText{Client: r.Client, send: func() {
+			for _, s := range sigs {
+				ch <- s
 			}
-			time.Sleep(5 * time.Millisecond) // polling the store for the agent's item
-		}
-	}()
+		}}
+	}
 	return h.run(alias)
+}
+
+// signalOnText calls send once, right after the first text item is posted.
+type signalOnText struct {
+	blobhub.Client
+	once sync.Once
+	send func()
+}
+
+func (c *signalOnText) Post(ctx context.Context, alias string, p blobhub.NewItem) (blobhub.Item, error) {
+	it, err := c.Client.Post(ctx, alias, p)
+	var m struct {
+		Type string `json:"type"`
+	}
+	if err == nil && json.Unmarshal(p.Metadata, &m) == nil && m.Type == envelope.ItemText {
+		c.once.Do(c.send)
+	}
+	return it, err
 }
 
 // TestSIGINTMidTurn: the first SIGINT interrupts the agent politely,
