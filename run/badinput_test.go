@@ -263,6 +263,7 @@ func TestSectionChoice(t *testing.T) {
     session: {org_id: o, blob_id: b, revision_id: rev_1, session_id: ses_p1}
     session_prefix: "projects/p1/"
 `, 0o600)
+	sessionOf := map[string]string{"all": "ses_all", "projects": "ses_proj", "p1": "ses_p1"}
 	for alias, want := range map[string]string{"projects/p1/t": "p1", "projects/p2/t": "projects", "projects/p1": "projects"} {
 		s, err := Resolve(Options{Home: home, StateDir: state, ConfigPath: cfg}, alias)
 		if err != nil {
@@ -274,8 +275,8 @@ func TestSectionChoice(t *testing.T) {
 		if s.APIKey != "bhk_x" || s.APIURL != "https://api.example.test/v1" || s.StateName != "p" {
 			t.Errorf("credentials resolved to %q %q %q", s.APIKey, s.APIURL, s.StateName)
 		}
-		if s.JobDir != filepath.Join(state, "jobs", "session_agent_harness-ses_"+want) && want != "projects" {
-			t.Errorf("job dir %s", s.JobDir)
+		if wantDir := filepath.Join(state, "jobs", "session_agent_harness-"+sessionOf[want]); s.JobDir != wantDir {
+			t.Errorf("%s: job dir %s, want %s", alias, s.JobDir, wantDir)
 		}
 	}
 	// Several sections and no prefix match: an error naming the alias.
