@@ -446,46 +446,43 @@ func TestTrySlotRejectsNoSlots(t *testing.T) {
 	}
 }
 
+// TestSlotsRaceNeverExceedMax: in each round every worker tries for a slot
+// at once, and no one releases until all have tried, so exactly maxAgents of
+// them may hold one.
 func TestSlotsRaceNeverExceedMax(t *testing.T) {
 	dir := t.TempDir()
 	const maxAgents, workers, rounds = 3, 16, 40
-	var inUse, peak, taken atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for range rounds {
+	for round := range rounds {
+		var tried sync.WaitGroup
+		tried.Add(workers)
+		release := make(chan struct{})
+		var got atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
 				s, err := TrySlot(dir, maxAgents)
-				if errors.Is(err, ErrNoSlot) {
-					continue
+				if s != nil {
+					got.Add(1)
 				}
-				if err != nil {
+				tried.Done()
+				if err != nil && !errors.Is(err, ErrNoSlot) {
 					t.Error(err)
+				}
+				if s == nil {
 					return
 				}
-				raise(&peak, inUse.Add(1))
-				taken.Add(1)
-				inUse.Add(-1)
+				<-release
 				if err := s.Release(); err != nil {
 					t.Error(err)
 				}
-			}
-		})
-	}
-	wg.Wait()
-	if peak.Load() > maxAgents {
-		t.Errorf("%d slots held at once, max %d", peak.Load(), maxAgents)
-	}
-	if taken.Load() == 0 {
-		t.Error("no worker ever got a slot")
-	}
-}
-
-// raise sets peak to n if n is higher.
-func raise(peak *atomic.Int64, n int64) {
-	for {
-		p := peak.Load()
-		if n <= p || peak.CompareAndSwap(p, n) {
-			return
+			})
+		}
+		tried.Wait()
+		n := got.Load()
+		close(release)
+		wg.Wait()
+		if n != maxAgents {
+			t.Fatalf("round %d: %d of %d workers held a slot at once, want exactly %d", round, n, workers, maxAgents)
 		}
 	}
 }
