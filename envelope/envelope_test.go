@@ -74,6 +74,9 @@ func TestParse(t *testing.T) {
 			if tc.bad != "" && e.Bad[tc.bad] == "" {
 				t.Errorf("Bad[%s] not set: %v", tc.bad, e.Bad)
 			}
+			if tc.bad == "" && len(e.Bad) != 0 {
+				t.Errorf("a well-formed envelope is marked bad: %v", e.Bad)
+			}
 		})
 	}
 }
