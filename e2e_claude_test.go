@@ -271,8 +271,11 @@ func TestE2EClaudeAskUserQuestion(t *testing.T) {
 	e.handOff(alias, run.AgentClaude, "approval", "ask me where to deploy")
 	e.activate(alias, 0, run.OutcomeParked)
 	pp := e.itemsOfType(alias, "pending_prompt")
-	if len(pp) != 1 || meta(t, pp[0]).Prompt["kind"] != "ask_user_question" {
-		t.Fatalf("pending_prompt items %d, prompt %+v; want one ask_user_question", len(pp), meta(t, pp[0]).Prompt)
+	if len(pp) != 1 {
+		t.Fatalf("%d pending_prompt items, want one: %v", len(pp), e.itemTypes(alias))
+	}
+	if p := meta(t, pp[0]).Prompt; p["kind"] != "ask_user_question" {
+		t.Fatalf("pending_prompt %+v, want kind ask_user_question", p)
 	}
 	e.post(alias, "2")
 	e.activate(alias, 0, run.OutcomeTurnCompleted)
