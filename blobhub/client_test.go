@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -262,8 +263,8 @@ func TestRetryAfter(t *testing.T) {
 		t.Fatalf("List = %v, want ErrUnavailable", err)
 	}
 	var ae *blobhub.APIError
-	if !errors.As(err, &ae) || ae.Status != 429 {
-		t.Errorf("error %v does not carry the 429", err)
+	if errors.As(err, &ae) || !strings.Contains(err.Error(), "status 429") {
+		t.Errorf("error %v does not name the 429, or reads as a permanent *APIError", err)
 	}
 	if n := srv.Count("list_session_objects"); n != 1 || time.Since(start) > 5*time.Second {
 		t.Errorf("lists = %d after %v, want 1 at once", n, time.Since(start))
@@ -536,5 +537,40 @@ func TestItemTooLarge(t *testing.T) {
 	_, err := c.Post(t.Context(), "a", text(strings.Repeat("x", blobhub.MaxItemBytes)))
 	if !errors.Is(err, blobhub.ErrItemTooLarge) || errors.Is(err, blobhub.ErrAmbiguous) {
 		t.Fatalf("Post = %v, want ErrItemTooLarge", err)
+	}
+}
+
+// A 429 or 5xx is not the server's last word: callers take an *APIError
+// for a permanent refusal (and drop the item or skip the artifact), so a
+// transient answer must not read as one under errors.As.
+func TestTransientAnswerIsNotAnAPIError(t *testing.T) {
+	srv := bhtest.New(t)
+	c := srv.Client(bhtest.RunnerKey)
+	for _, tc := range []struct {
+		status int
+		want   error
+	}{
+		{429, blobhub.ErrUnavailable},
+		{500, blobhub.ErrAmbiguous},
+		{503, blobhub.ErrAmbiguous},
+	} {
+		srv.FailNext("post_session_thread_item", 1, tc.status, "0")
+		_, err := c.Post(t.Context(), "th", text("x"))
+		var ae *blobhub.APIError
+		if !errors.Is(err, tc.want) || errors.As(err, &ae) {
+			t.Errorf("Post after %d = %v (APIError %v); want %v and no *APIError", tc.status, err, ae, tc.want)
+		}
+		if err != nil && !strings.Contains(err.Error(), "status "+strconv.Itoa(tc.status)) {
+			t.Errorf("Post after %d: message %q does not name the status", tc.status, err)
+		}
+	}
+	cfg := srv.Config(bhtest.RunnerKey)
+	cfg.RetryBudget = time.Millisecond
+	c = newClient(t, cfg)
+	srv.FailNext("list_session_objects", 1, 503, "60")
+	_, err := c.List(t.Context())
+	var ae *blobhub.APIError
+	if !errors.Is(err, blobhub.ErrUnavailable) || errors.As(err, &ae) {
+		t.Errorf("List past the budget = %v; want ErrUnavailable and no *APIError", err)
 	}
 }

@@ -94,6 +94,13 @@ func opErr(cmd, alias string, err error) error {
 	return &OpError{Command: cmd, Alias: alias, Err: err}
 }
 
+// transientAnswer is a 429 or 5xx answer: its text, but not an *APIError
+// under errors.As, which callers take for the server's final word (a
+// permanent refusal: the item dropped, the artifact skipped).
+type transientAnswer struct{ e *APIError }
+
+func (t transientAnswer) Error() string { return t.e.Error() }
+
 // unavailable wraps a transient cause (kept for errors.Is, e.g.
 // context.Canceled) as ErrUnavailable.
 func unavailable(cause error) error {

@@ -245,7 +245,7 @@ func errString(err error) string {
 func statusError(resp *http.Response, body []byte) error {
 	e := parseAPIError(resp.StatusCode, body)
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
-		return unavailable(e)
+		return unavailable(transientAnswer{e})
 	}
 	return e
 }
@@ -480,9 +480,9 @@ func (c *httpClient) Post(ctx context.Context, alias string, p NewItem) (Item, e
 	b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
-		return Item{}, opErr(cmdPost, alias, unavailable(parseAPIError(resp.StatusCode, b)))
+		return Item{}, opErr(cmdPost, alias, unavailable(transientAnswer{parseAPIError(resp.StatusCode, b)}))
 	case resp.StatusCode >= 500:
-		return Item{}, opErr(cmdPost, alias, ambiguous(parseAPIError(resp.StatusCode, b)))
+		return Item{}, opErr(cmdPost, alias, ambiguous(transientAnswer{parseAPIError(resp.StatusCode, b)}))
 	case resp.StatusCode/100 != 2:
 		return Item{}, opErr(cmdPost, alias, parseAPIError(resp.StatusCode, b))
 	case rerr != nil:
