@@ -574,3 +574,22 @@ func TestTransientAnswerIsNotAnAPIError(t *testing.T) {
 		t.Errorf("List past the budget = %v; want ErrUnavailable and no *APIError", err)
 	}
 }
+
+// A Retry-After so large that seconds→Duration overflows must end the call
+// like any wait beyond the budget, not turn into a negative wait that adds
+// to the budget and retries at once.
+func TestRetryAfterOverflow(t *testing.T) {
+	srv := bhtest.New(t)
+	cfg := srv.Config(bhtest.RunnerKey)
+	cfg.RetryBudget = time.Second
+	c := newClient(t, cfg)
+	srv.Put("a", `{"type":"thread"}`)
+	srv.FailNext("list_session_objects", 1, 429, "9300000000")
+	_, err := c.List(t.Context())
+	if !errors.Is(err, blobhub.ErrUnavailable) {
+		t.Fatalf("List = %v, want ErrUnavailable", err)
+	}
+	if n := srv.Count("list_session_objects"); n != 1 {
+		t.Errorf("lists = %d, want 1", n)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -115,6 +116,12 @@ func backoff(lo, hi time.Duration, attempt int, resp *http.Response) time.Durati
 	if resp != nil {
 		if s := resp.Header.Get("Retry-After"); s != "" {
 			if n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64); err == nil && n >= 0 {
+				if n > int64(math.MaxInt64/time.Second) {
+					// n seconds overflow a Duration (a negative wait would
+					// add to the budget and retry at once): wait forever,
+					// which the budget refuses.
+					return math.MaxInt64
+				}
 				return time.Duration(n) * time.Second
 			}
 			if t, err := http.ParseTime(s); err == nil {
