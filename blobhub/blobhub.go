@@ -143,36 +143,39 @@ func New(cfg Config) (Client, error) {
 	}
 	u, err := url.Parse(cfg.APIURL)
 	if err != nil || cfg.APIURL == "" {
-		return nil, fmt.Errorf("blobhub: api url %q is not a URL; pass https://…/v1 or file:///abs/dir", cfg.APIURL)
-	}
-	switch u.Scheme {
-	case "https":
-		if u.Host == "" {
-			return nil, fmt.Errorf("blobhub: api url %q has no host; pass https://host/v1", cfg.APIURL)
-		}
-	case "http":
-		if !isLoopback(u.Hostname()) {
-			return nil, fmt.Errorf("blobhub: api url %q uses http:// for a host that is not loopback; use https:// (http:// is only for 127.0.0.1, ::1 or localhost)", cfg.APIURL)
-		}
-	case "file":
-		if u.Host != "" && u.Host != "localhost" {
-			return nil, fmt.Errorf("blobhub: api url %q names a host; a local store is file:///abs/dir", cfg.APIURL)
-		}
-		if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("blobhub: api url %q has extra parts; a local store is file:///abs/dir", cfg.APIURL)
-		}
-		if !filepath.IsAbs(u.Path) {
-			return nil, fmt.Errorf("blobhub: api url %q is not an absolute path; a local store is file:///abs/dir", cfg.APIURL)
-		}
-		return newLocalClient(cfg, filepath.Clean(u.Path)), nil
-	default:
-		return nil, fmt.Errorf("blobhub: api url %q has scheme %q; pass https://…/v1 or file:///abs/dir", cfg.APIURL, u.Scheme)
+		// The text is not echoed: it may hold a key.
+		return nil, fmt.Errorf("blobhub: the api url is not a URL; pass https://…/v1 or file:///abs/dir")
 	}
 	if u.User != nil {
 		return nil, fmt.Errorf("blobhub: api url must not carry credentials; pass the key with --api-key or BLOBHUB_API_KEY")
 	}
+	// Messages show the URL without its query, which may hold a key too.
+	shown := redactURL(u)
+	switch u.Scheme {
+	case "https":
+		if u.Host == "" {
+			return nil, fmt.Errorf("blobhub: api url %q has no host; pass https://host/v1", shown)
+		}
+	case "http":
+		if !isLoopback(u.Hostname()) {
+			return nil, fmt.Errorf("blobhub: api url %q uses http:// for a host that is not loopback; use https:// (http:// is only for 127.0.0.1, ::1 or localhost)", shown)
+		}
+	case "file":
+		if u.Host != "" && u.Host != "localhost" {
+			return nil, fmt.Errorf("blobhub: api url %q names a host; a local store is file:///abs/dir", shown)
+		}
+		if u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("blobhub: api url %q has extra parts; a local store is file:///abs/dir", shown)
+		}
+		if !filepath.IsAbs(u.Path) {
+			return nil, fmt.Errorf("blobhub: api url %q is not an absolute path; a local store is file:///abs/dir", shown)
+		}
+		return newLocalClient(cfg, filepath.Clean(u.Path)), nil
+	default:
+		return nil, fmt.Errorf("blobhub: api url %q has scheme %q; pass https://…/v1 or file:///abs/dir", shown, u.Scheme)
+	}
 	if cfg.APIKey == "" {
-		return nil, fmt.Errorf("blobhub: no API key for %s; set BLOBHUB_API_KEY or a credentials profile", redactURL(u))
+		return nil, fmt.Errorf("blobhub: no API key for %s; set BLOBHUB_API_KEY or a credentials profile", shown)
 	}
 	return newHTTPClient(cfg, u), nil
 }

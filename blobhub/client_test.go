@@ -593,3 +593,27 @@ func TestRetryAfterOverflow(t *testing.T) {
 		t.Errorf("lists = %d, want 1", n)
 	}
 }
+
+// Credentials written into the URL must not come back in New's errors.
+func TestNewErrorsHideURLSecrets(t *testing.T) {
+	for _, u := range []string{
+		"http://bhk_secret@api.blobhub.io/v1",
+		"http://user:bhk_secret@api.blobhub.io/v1",
+		"ftp://user:bhk_secret@x/v1",
+		"https://user:bhk_secret@/v1",
+		"file://user:bhk_secret@host/tmp/store",
+		"https:///v1?key=bhk_secret",
+		"http://api.blobhub.io/v1?key=bhk_secret",
+		"file:///tmp/store?key=bhk_secret",
+		"gopher://x/v1?key=bhk_secret",
+	} {
+		_, err := blobhub.New(blobhub.Config{APIURL: u, APIKey: "k"})
+		if err == nil {
+			t.Errorf("New(%q): no error", u)
+			continue
+		}
+		if strings.Contains(err.Error(), "bhk_secret") {
+			t.Errorf("New(%q): error %q shows the secret", u, err)
+		}
+	}
+}
