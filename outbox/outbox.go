@@ -210,21 +210,61 @@ func Create(workFolder, source string) (createdByUs bool, err error) {
 	}
 }
 
-// openRoot opens the outbox folder without following a link at its last
-// component; its parents are checked to stay inside the work folder.
+// testHookOpenRoot, when set by a test, runs between the path checks of
+// openRoot and its opens, where a swap of a folder would race them.
+var testHookOpenRoot func()
+
+// openRoot opens the outbox folder without following a link anywhere on the
+// way: the work folder is opened by its resolved path, then every folder
+// below it with openat and O_NOFOLLOW, so a folder swapped for a link after
+// the checks is refused instead of followed out of the work folder. A parent
+// that is a link staying inside the work folder (CheckSource allows it) is
+// walked by its resolved path; the outbox folder itself must not be a link.
 func openRoot(workFolder, source string) (int, error) {
 	workReal, err := checkInside(workFolder, source)
 	if err != nil {
 		return -1, err
 	}
-	dir := filepath.Join(workReal, source)
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	switch {
-	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
-		// O_NOFOLLOW on a symlink is ELOOP: a root swapped for a link is refused.
-		return -1, &SourceError{Source: source, Why: "is a symbolic link or not a folder; refusing to read it"}
-	case err != nil:
-		return -1, &os.PathError{Op: "open", Path: dir, Err: err}
+	var segs []string
+	if parent := filepath.Dir(source); parent != "." {
+		real, err := filepath.EvalSymlinks(filepath.Join(workReal, parent))
+		if err != nil {
+			return -1, fmt.Errorf("outbox %s: %w", filepath.Join(workReal, parent), err)
+		}
+		rel, err := filepath.Rel(workReal, real)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+			return -1, &SourceError{Source: source, Why: "leaves the work folder through a symbolic link"}
+		}
+		if rel != "." {
+			segs = strings.Split(rel, string(filepath.Separator))
+		}
+		if len(segs) > 0 && segs[0] == ".git" {
+			return -1, &SourceError{Source: source, Why: "resolves under .git"}
+		}
+	}
+	segs = append(segs, filepath.Base(source))
+	if testHookOpenRoot != nil {
+		testHookOpenRoot()
+	}
+	const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Open(workReal, dirFlags, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: workReal, Err: err}
+	}
+	at := workReal
+	for _, seg := range segs {
+		at = filepath.Join(at, seg)
+		next, err := unix.Openat(fd, seg, dirFlags, 0)
+		unix.Close(fd)
+		switch {
+		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+			// O_NOFOLLOW on a symlink is ELOOP: a root or a parent swapped
+			// for a link is refused.
+			return -1, &SourceError{Source: source, Why: "is a symbolic link or not a folder, or lies under one; refusing to read it"}
+		case err != nil:
+			return -1, &os.PathError{Op: "open", Path: at, Err: err}
+		}
+		fd = next
 	}
 	return fd, nil
 }

@@ -310,3 +310,57 @@ func TestRead(t *testing.T) {
 }
 
 func mkfifo(p string) error { return unix.Mkfifo(p, 0o644) }
+
+// The outbox's parent swapped for a link out between the check and the open:
+// the open must not follow it (only the last component used O_NOFOLLOW).
+func TestScanParentSwappedAfterCheck(t *testing.T) {
+	work := t.TempDir()
+	if _, err := Create(work, src); err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	write(t, filepath.Join(outside, "outbox", "secret.txt"), "secret")
+	parent := filepath.Join(work, filepath.Dir(src))
+	swapped := false
+	testHookOpenRoot = func() {
+		if swapped {
+			return
+		}
+		swapped = true
+		if err := os.Rename(parent, parent+".old"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(outside, parent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { testHookOpenRoot = nil })
+	files, _, err := Scan(work, src, 1<<20, nil)
+	if err == nil || len(files) != 0 {
+		t.Fatalf("Scan through a swapped parent = %v, %v; want an error and no files", paths(files), err)
+	}
+	// Put the folder back and race Read the same way.
+	if err := os.Remove(parent); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(parent+".old", parent); err != nil {
+		t.Fatal(err)
+	}
+	swapped = false
+	if f, err := Read(work, src, "secret.txt", 1<<20); err == nil || !swapped {
+		t.Fatalf("Read through a swapped parent = %v, %v (swapped %v)", f, err, swapped)
+	}
+}
+
+// A parent that is a link staying inside the work folder is still walked.
+func TestScanParentLinkInside(t *testing.T) {
+	work := t.TempDir()
+	write(t, filepath.Join(work, "real", "outbox", "a.txt"), "a")
+	if err := os.Symlink("real", filepath.Join(work, "via")); err != nil {
+		t.Fatal(err)
+	}
+	files, _, err := Scan(work, "via/outbox", 1<<20, nil)
+	if err != nil || !slices.Equal(paths(files), []string{"a.txt"}) {
+		t.Fatalf("Scan = %v, %v", paths(files), err)
+	}
+}
