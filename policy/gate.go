@@ -343,9 +343,12 @@ func (g Gate) outsidePaths(c Call, ex *explainer) []string {
 	}
 	var outside []string
 	for _, p := range paths {
+		// Cleaned first (a tool that normalises the path) and walked like the
+		// kernel (a symlink before ".."): outside if either reading is.
 		r, ok := resolvePath(p, base)
+		rw, okw := resolveWalk(p, base)
 		switch {
-		case !ok:
+		case !ok || !okw:
 			ex.printf("path %q: cannot be resolved; counts as outside the work folder", p)
 			if filepath.IsAbs(p) {
 				r = filepath.Clean(p)
@@ -353,11 +356,15 @@ func (g Gate) outsidePaths(c Call, ex *explainer) []string {
 				r = p
 			}
 			outside = append(outside, r)
-		case workOK && within(r, work):
+		case workOK && within(r, work) && within(rw, work):
 			ex.printf("path %q: inside the work folder (%s); path rules do not apply to it", p, r)
 		default:
-			ex.printf("path %q: outside the work folder (%s)", p, r)
-			outside = append(outside, r)
+			for _, x := range []string{r, rw} {
+				if (!workOK || !within(x, work)) && !slices.Contains(outside, x) {
+					ex.printf("path %q: outside the work folder (%s)", p, x)
+					outside = append(outside, x)
+				}
+			}
 		}
 	}
 	return outside

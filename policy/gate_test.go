@@ -307,3 +307,40 @@ func TestRulesInForce(t *testing.T) {
 		t.Errorf("autonomous: %+v", got)
 	}
 }
+
+// A symlink followed by ".." is resolved the way the kernel opens it: the
+// ".." leaves the link's target, not the link. Cleaning first made
+// <work>/to-sub/../x read as <work>/x (inside) while a write lands in
+// <out>/x, past the machine owner's deny.
+func TestDecideDotDotAfterLink(t *testing.T) {
+	f := newFixture(t)
+	if err := os.MkdirAll(filepath.Join(f.out, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(f.out, "sub"), filepath.Join(f.work, "to-sub")); err != nil {
+		t.Fatal(err)
+	}
+	// A link to a folder two levels down inside: "../.." from it stays inside
+	// for the kernel but leaves the work folder when cleaned first.
+	if err := os.MkdirAll(filepath.Join(f.work, "d1", "d2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(f.work, "d1", "d2"), filepath.Join(f.work, "deep")); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Dir(f.work)
+	for _, tc := range []struct {
+		name string
+		rule Rule
+		call Call
+	}{
+		{"absolute", pathR(EffectWrite, f.out+"/**", DecisionDeny), fileCall(EffectWrite, filepath.Join(f.work, "to-sub")+"/../x")},
+		{"relative", pathR(EffectWrite, f.out+"/**", DecisionDeny), fileCall(EffectWrite, "to-sub/../x")},
+		{"cleaned reading leaves", pathR(EffectWrite, root+"/*", DecisionDeny), fileCall(EffectWrite, filepath.Join(f.work, "deep")+"/../../x")},
+	} {
+		g := Gate{Posture: PostureGuarded, Worker: []Rule{tc.rule}, Thread: thread(DecisionAllow), WorkFolder: f.work}
+		if d := g.Decide(tc.call); d.Decision != DecisionDeny {
+			t.Errorf("%s: %v = %s (%s), want deny by worker 1", tc.name, tc.call.Target.Paths, d.Decision, d.Reason)
+		}
+	}
+}

@@ -320,6 +320,61 @@ func resolveAbs(p string, hops int) (string, bool) {
 	return resolveAbs(filepath.Join(target, rest), hops+1)
 }
 
+// resolveWalk resolves a path the way the kernel opens it: component by
+// component from the root, a symlink replaced by its target before a later
+// ".." applies, so "link/../x" is x beside the link's target. resolvePath
+// cleans first, which is how a tool that normalises a path before opening it
+// reads it; the gate judges both readings. Components that do not exist are
+// taken as written. ok is false for a relative path with no base, a loop or
+// an unreadable folder.
+func resolveWalk(p, base string) (string, bool) {
+	if p == "" {
+		return "", false
+	}
+	if !filepath.IsAbs(p) {
+		if base == "" || !filepath.IsAbs(base) {
+			return "", false
+		}
+		p = base + string(filepath.Separator) + p // not Join: it cleans ".." away
+	}
+	todo := strings.Split(p, string(filepath.Separator))
+	cur, hops := string(filepath.Separator), 0
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur) // cur holds no link, so this is the kernel's ".."
+			continue
+		}
+		next := filepath.Join(cur, c)
+		fi, err := os.Lstat(next)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+			cur = next
+		case err != nil:
+			return "", false
+		case fi.Mode()&fs.ModeSymlink != 0:
+			if hops++; hops > maxLinks {
+				return "", false
+			}
+			target, err := os.Readlink(next)
+			if err != nil {
+				return "", false
+			}
+			if filepath.IsAbs(target) {
+				cur = string(filepath.Separator)
+			}
+			todo = append(strings.Split(target, string(filepath.Separator)), todo...)
+		default:
+			cur = next
+		}
+	}
+	return cur, true
+}
+
 // within reports whether resolved path p lies in folder dir (or is dir).
 func within(p, dir string) bool {
 	if dir == "/" {
