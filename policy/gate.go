@@ -141,6 +141,8 @@ type subject struct {
 	effect  string
 	command string   // exec: the simple command, folded
 	outside []string // read/write: the resolved paths outside the work folder
+	// unparsed: an exec line that does not parse, judged as one string.
+	unparsed bool
 }
 
 func strictness(decision string) int {
@@ -233,6 +235,13 @@ func (g Gate) evaluate(c Call, ex *explainer) Decision {
 			best = d
 		}
 	}
+	if best.Decision == DecisionAllow && len(subjects) == 1 && subjects[0].unparsed {
+		// Judged as one string, the line's commands were never seen one by
+		// one, and bash runs the commands before a syntax error
+		// ("ls\nrm -rf ~\n'"): a rule or default may not allow it unasked.
+		best = Decision{Decision: DecisionAsk, Reason: "held for a person: the line does not parse as shell, so its commands cannot be judged one by one (it would have been " + best.Reason + ")"}
+		ex.printf("command: an unparsable line is never allowed unasked")
+	}
 	return best
 }
 
@@ -305,7 +314,7 @@ func (g Gate) subjects(c Call, ex *explainer) (subjects []subject, whole *subjec
 			ex.printf("command: does not parse as a shell line; judged as one string %q", line)
 		}
 		if !ok || len(parts) == 0 {
-			return []subject{{effect: EffectExec, command: line}}, nil
+			return []subject{{effect: EffectExec, command: line, unparsed: !ok}}, nil
 		}
 		for _, p := range parts {
 			subjects = append(subjects, subject{effect: EffectExec, command: p})

