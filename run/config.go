@@ -187,15 +187,15 @@ func Resolve(o Options, alias string) (*Setup, error) {
 	s.APIURL = strings.TrimRight(firstNonEmpty(o.APIURL, prof.APIURL, prof.URL, DefaultAPIURL), "/")
 	u, err := url.Parse(s.APIURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "file") {
-		return nil, configErr(CodeInvalidConfig, "api url %q is not https://…, http://loopback or file:///abs/dir", s.APIURL)
+		return nil, configErr(CodeInvalidConfig, "api url %q is not https://…, http://loopback or file:///abs/dir", shownURL(s.APIURL))
 	}
 	if u.Scheme == "file" && (!filepath.IsAbs(u.Path) || u.Host != "") {
-		return nil, configErr(CodeInvalidConfig, "api url %q: a local store needs an absolute path, file:///abs/dir", s.APIURL)
+		return nil, configErr(CodeInvalidConfig, "api url %q: a local store needs an absolute path, file:///abs/dir", shownURL(s.APIURL))
 	}
 	if u.Scheme != "file" && s.APIKey == "" {
 		return nil, configErr(CodeCredentialsNotFound,
 			"no API key for %s; set BLOBHUB_API_KEY, pass --api-key, or add a profile to %s (or use --api-url file:///abs/dir for a local store)",
-			s.APIURL, CredentialsPath(home))
+			shownURL(s.APIURL), CredentialsPath(home))
 	}
 	switch {
 	case s.Profile != "":
@@ -355,6 +355,17 @@ func chooseSection(secs []Section, o Options, alias string) (Section, error) {
 		return Section{}, configErr(CodeInvalidConfig, "config.yaml has %d sections; pass --section to pick one", len(secs))
 	}
 	return Section{}, configErr(CodeInvalidConfig, "no config section owns alias %q; pass --section or give the sections a session_prefix", alias)
+}
+
+// shownURL is an API URL fit for a message: no user info, query or
+// fragment, which may carry a key.
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
 }
 
 func firstNonEmpty(v ...string) string {

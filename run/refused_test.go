@@ -156,3 +156,14 @@ func TestKeyRefusedWhilePosting(t *testing.T) {
 		t.Fatalf("items %v", got)
 	}
 }
+
+// TestAPIURLSecretsNotShown: a key smuggled into the API URL never reaches
+// an error message.
+func TestAPIURLSecretsNotShown(t *testing.T) {
+	for _, raw := range []string{"ftp://bhk_secret@host/v1", "https://host/v1?key=bhk_secret", "file://bhk_secret@host/rel"} {
+		_, err := Resolve(Options{APIURL: raw, StateDir: t.TempDir(), Home: t.TempDir(), RevisionID: "rev", SessionID: "ses"}, "")
+		if err == nil || strings.Contains(err.Error(), "bhk_secret") {
+			t.Errorf("%s: %v", raw, err)
+		}
+	}
+}
