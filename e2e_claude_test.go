@@ -112,16 +112,7 @@ func TestE2EClaudeAutonomousWriteAndResume(t *testing.T) {
 	if s1.AgentSessionID == "" || s1.ItemsPosted != 5 {
 		t.Errorf("summary %+v, want an agent_session_id and 5 items posted", s1)
 	}
-	if got := meta(t, e.itemsOfType(alias, "turn_end")[0]).Outcome; got != "completed" {
-		t.Errorf("turn_end outcome %q", got)
-	}
-	if st := e.wireState(alias); st != "active" {
-		t.Errorf("wire state %q, want active", st)
-	}
-	th := e.threadYAML(alias)
-	if th.Agent.AgentSessionID != s1.AgentSessionID || th.Turn.State != "idle" || th.Agent.Process != nil {
-		t.Errorf("thread.yaml agent %+v turn %+v", th.Agent, th.Turn)
-	}
+	e.wantCompletedIdle(alias, s1.AgentSessionID)
 
 	// A second message: a new bhw-run resumes the same session, and the
 	// model sees the earlier history.

@@ -98,16 +98,7 @@ func testCodexAutonomous(t *testing.T, local bool) {
 	if out, _ := meta(t, results[0]).Tool["output"].(string); !strings.Contains(out, "done-cmd") {
 		t.Errorf("command result output %q", out)
 	}
-	if got := meta(t, e.itemsOfType(alias, "turn_end")[0]).Outcome; got != "completed" {
-		t.Errorf("turn_end outcome %q", got)
-	}
-	if st := e.wireState(alias); st != "active" {
-		t.Errorf("wire state %q", st)
-	}
-	th := e.threadYAML(alias)
-	if th.Agent.AgentSessionID != s1.AgentSessionID || th.Turn.State != "idle" || th.Agent.Process != nil {
-		t.Errorf("thread.yaml agent %+v turn %+v", th.Agent, th.Turn)
-	}
+	e.wantCompletedIdle(alias, s1.AgentSessionID)
 
 	// Nothing new: idle, codex not started.
 	before := len(e.model.Requests())

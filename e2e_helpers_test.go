@@ -543,3 +543,20 @@ func maybeRunRusageWrapper() {
 	}
 	os.Exit(code)
 }
+
+// wantCompletedIdle checks what a completed first turn leaves: a turn_end
+// with outcome completed, the wire active, and thread.yaml idle on session
+// with no agent process recorded.
+func (e *e2eEnv) wantCompletedIdle(alias, session string) {
+	e.t.Helper()
+	if got := meta(e.t, e.itemsOfType(alias, "turn_end")[0]).Outcome; got != "completed" {
+		e.t.Errorf("turn_end outcome %q", got)
+	}
+	if st := e.wireState(alias); st != "active" {
+		e.t.Errorf("wire state %q, want active", st)
+	}
+	th := e.threadYAML(alias)
+	if th.Agent.AgentSessionID != session || th.Turn.State != "idle" || th.Agent.Process != nil {
+		e.t.Errorf("thread.yaml agent %+v turn %+v", th.Agent, th.Turn)
+	}
+}
