@@ -67,7 +67,7 @@ type Client interface {
 	// the request may have reached the server is ErrAmbiguous.
 	Post(ctx context.Context, alias string, p NewItem) (Item, error)
 	// ListItems reads one server-sized page of a thread's items.
-	ListItems(ctx context.Context, alias string, q ItemQuery) ([]Item, error)
+	ListItems(ctx context.Context, alias string, q ItemQuery) (Page, error)
 }
 
 // User is the identity behind an API key.
@@ -117,6 +117,14 @@ type ItemQuery struct {
 	Ascending     bool
 	CreatedSince  string
 	CreatedBefore string
+}
+
+// Page is one answer of ListItems.
+type Page struct {
+	Items []Item
+	// Date is the server's clock when it answered: the HTTP Date header,
+	// the local store's clock; zero when the answer did not say.
+	Date time.Time
 }
 
 // New picks the HTTP client or the local store by the URL's scheme.

@@ -83,17 +83,22 @@ func TestRoundTrip(t *testing.T) {
 		}
 		posted = append(posted, it)
 	}
-	asc, err := c.ListItems(ctx, "projects/p1/thread", blobhub.ItemQuery{Ascending: true})
+	page, err := c.ListItems(ctx, "projects/p1/thread", blobhub.ItemQuery{Ascending: true})
 	if err != nil {
 		t.Fatalf("ListItems: %v", err)
 	}
+	// The answer's Date header is the page's present, to the second.
+	if d := time.Since(page.Date); d < -time.Second || d > time.Minute {
+		t.Fatalf("page date %v, want the server's clock now", page.Date)
+	}
+	asc := page.Items
 	assertSameItems(t, asc, posted)
 	assertSameItems(t, srv.Items("projects/p1/thread"), posted)
-	desc, err := c.ListItems(ctx, "projects/p1/thread", blobhub.ItemQuery{})
+	desc, err := listed(c.ListItems(ctx, "projects/p1/thread", blobhub.ItemQuery{}))
 	if err != nil || len(desc) != 3 || desc[0].ID != posted[2].ID {
 		t.Fatalf("ListItems descending = %v, %v", ids(desc), err)
 	}
-	between, err := c.ListItems(ctx, "projects/p1/thread", blobhub.ItemQuery{Ascending: true, CreatedSince: posted[0].CreatedAt, CreatedBefore: posted[2].CreatedAt})
+	between, err := listed(c.ListItems(ctx, "projects/p1/thread", blobhub.ItemQuery{Ascending: true, CreatedSince: posted[0].CreatedAt, CreatedBefore: posted[2].CreatedAt}))
 	if err != nil || len(between) != 1 || between[0].ID != posted[1].ID {
 		t.Fatalf("ListItems strict bounds = %v, %v; want [%s]", ids(between), err, posted[1].ID)
 	}
@@ -409,7 +414,7 @@ func TestPostDroppedAfterStore(t *testing.T) {
 	if len(stored) != 1 {
 		t.Fatalf("stored %d items, want 1", len(stored))
 	}
-	items, _, err := blobhub.Tail(t.Context(), c, "th", blobhub.Cursor{})
+	items, _, _, err := blobhub.Tail(t.Context(), c, "th", blobhub.Cursor{}, blobhub.Limits{})
 	if err != nil || len(items) != 1 || string(items[0].Metadata) != `{"type":"text","emission_id":"abc:1"}` {
 		t.Fatalf("reconcile listing = %+v, %v", items, err)
 	}
@@ -617,3 +622,6 @@ func TestNewErrorsHideURLSecrets(t *testing.T) {
 		}
 	}
 }
+
+// listed is a page's items.
+func listed(p blobhub.Page, err error) ([]blobhub.Item, error) { return p.Items, err }

@@ -70,6 +70,7 @@ type call struct {
 	command, alias string
 	method, url    string
 	body           []byte
+	date           time.Time // the Date header of the answer do returned
 }
 
 func (c *httpClient) sessionCall(cmd, alias string, fields map[string]any) (*call, error) {
@@ -207,6 +208,7 @@ func (c *httpClient) do(ctx context.Context, k *call) ([]byte, error) {
 			return fmt.Errorf("answer larger than %d bytes", maxBody)
 		}
 		body = b
+		k.date, _ = http.ParseTime(resp.Header.Get("Date"))
 		if resp.StatusCode/100 == 2 && !json.Valid(b) {
 			return errBadBody
 		}
@@ -417,7 +419,7 @@ func parseAliases(b []byte) ([]string, error) {
 	return out, nil
 }
 
-func (c *httpClient) ListItems(ctx context.Context, alias string, q ItemQuery) ([]Item, error) {
+func (c *httpClient) ListItems(ctx context.Context, alias string, q ItemQuery) (Page, error) {
 	f := map[string]any{"alias": alias, "ascending": q.Ascending} // the API defaults to descending
 	if q.CreatedSince != "" {
 		f["created_since"] = q.CreatedSince
@@ -427,11 +429,11 @@ func (c *httpClient) ListItems(ctx context.Context, alias string, q ItemQuery) (
 	}
 	k, err := c.sessionCall(cmdListItems, alias, f)
 	if err != nil {
-		return nil, err
+		return Page{}, err
 	}
 	b, err := c.do(ctx, k)
 	if err != nil {
-		return nil, err
+		return Page{}, err
 	}
 	var ans struct {
 		Items []Item `json:"items"`
@@ -442,12 +444,12 @@ func (c *httpClient) ListItems(ctx context.Context, alias string, q ItemQuery) (
 		err = json.Unmarshal(b, &ans)
 	}
 	if err != nil {
-		return nil, opErr(cmdListItems, alias, fmt.Errorf("answer is not a list of items: %w", err))
+		return Page{}, opErr(cmdListItems, alias, fmt.Errorf("answer is not a list of items: %w", err))
 	}
 	if ans.Items == nil {
 		ans.Items = []Item{}
 	}
-	return ans.Items, nil
+	return Page{Items: ans.Items, Date: k.date}, nil
 }
 
 // Post sends one item, once. Only a failure known to come before the server

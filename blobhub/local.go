@@ -291,6 +291,20 @@ func checkItem(p NewItem) error {
 // Post appends an item stamped with a fresh id, the next created_at of the
 // session and userID.
 func (s *LocalStore) Post(ctx context.Context, sessionID, userID, alias string, p NewItem) (Item, error) {
+	return s.post(ctx, sessionID, userID, alias, p, "")
+}
+
+// PostAt is Post with createdAt as the item's stamp, leaving the session's
+// clock as it is: a clock that jumped for one item (a test switch).
+func (s *LocalStore) PostAt(ctx context.Context, sessionID, userID, alias string, p NewItem, createdAt string) (Item, error) {
+	t, err := ParseTime(createdAt)
+	if err != nil {
+		return Item{}, err
+	}
+	return s.post(ctx, sessionID, userID, alias, p, FormatTime(t))
+}
+
+func (s *LocalStore) post(ctx context.Context, sessionID, userID, alias string, p NewItem, at string) (Item, error) {
 	if err := checkAlias(alias); err != nil {
 		return Item{}, err
 	}
@@ -316,9 +330,11 @@ func (s *LocalStore) Post(ctx context.Context, sessionID, userID, alias string, 
 	}
 	defer lk.Close()
 
-	stamp, err := s.nextStamp(filepath.Join(sd, "clock"))
-	if err != nil {
-		return Item{}, err
+	stamp := at
+	if stamp == "" {
+		if stamp, err = s.nextStamp(filepath.Join(sd, "clock")); err != nil {
+			return Item{}, err
+		}
 	}
 	var id [10]byte
 	if _, err := rand.Read(id[:]); err != nil {
@@ -863,10 +879,12 @@ func (c *localClient) Post(ctx context.Context, alias string, p NewItem) (Item, 
 	return it, opErr(cmdPost, alias, err)
 }
 
-func (c *localClient) ListItems(ctx context.Context, alias string, q ItemQuery) ([]Item, error) {
+// ListItems answers with the local clock as the page's Date: the store
+// stamps new items with it.
+func (c *localClient) ListItems(ctx context.Context, alias string, q ItemQuery) (Page, error) {
 	if err := c.done(ctx, cmdListItems, alias); err != nil {
-		return nil, err
+		return Page{}, err
 	}
 	items, err := c.store.ListItems(ctx, c.cfg.SessionID, alias, q)
-	return items, opErr(cmdListItems, alias, err)
+	return Page{Items: items, Date: time.Now()}, opErr(cmdListItems, alias, err)
 }

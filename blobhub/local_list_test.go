@@ -233,11 +233,11 @@ func TestListItemsMatchesLinear(t *testing.T) {
 				if len(stamps) > 0 && r.IntN(2) == 0 {
 					from.CreatedAt = FormatTime(stamps[r.IntN(len(stamps))])
 				}
-				got, gotCur, err := Tail(t.Context(), c, "t", from)
+				got, gotCur, _, err := Tail(t.Context(), c, "t", from, Limits{})
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, wantCur, err := Tail(t.Context(), ref, "t", from)
+				want, wantCur, _, err := Tail(t.Context(), ref, "t", from, Limits{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -256,8 +256,9 @@ type linearClient struct {
 	items []Item
 }
 
-func (c *linearClient) ListItems(ctx context.Context, alias string, q ItemQuery) ([]Item, error) {
-	return pageLinear(c.items, q, int(c.store.pageSize.Load()))
+func (c *linearClient) ListItems(ctx context.Context, alias string, q ItemQuery) (Page, error) {
+	items, err := pageLinear(c.items, q, int(c.store.pageSize.Load()))
+	return Page{Items: items, Date: time.Now()}, err
 }
 
 func itemIDs(items []Item) []string {
@@ -358,7 +359,7 @@ func BenchmarkLocalTail(b *testing.B) {
 	s.SetPageSize(100)
 	c := &localClient{store: s, cfg: Config{SessionID: "s", UserID: "u"}}
 	for b.Loop() {
-		got, _, err := Tail(b.Context(), c, "t", Cursor{})
+		got, _, _, err := Tail(b.Context(), c, "t", Cursor{}, Limits{})
 		if err != nil || len(got) != items {
 			b.Fatalf("tail read %d items, %v", len(got), err)
 		}

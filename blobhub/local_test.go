@@ -207,7 +207,7 @@ func TestLocalStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	items, err := c.ListItems(ctx, "a/b", blobhub.ItemQuery{Ascending: true})
+	items, err := listed(c.ListItems(ctx, "a/b", blobhub.ItemQuery{Ascending: true}))
 	if err != nil {
 		t.Fatal(err)
 	}

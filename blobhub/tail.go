@@ -7,92 +7,266 @@ import (
 	"time"
 )
 
-// Cursor is how far a thread has been read: the newest created_at seen and
-// every id seen at exactly that instant (thread.yaml's scanned).
+// Cursor is how far a thread has been read (thread.yaml's scanned): the
+// newest created_at read that was not ahead of the server's present, every
+// id read at exactly that instant, and the items read while they were
+// ahead of the present (see Tail).
 type Cursor struct {
 	CreatedAt string   `yaml:"created_at" json:"created_at"`
 	IDs       []string `yaml:"ids" json:"ids"`
+	Ahead     []Stamp  `yaml:"ahead,omitempty" json:"ahead,omitempty"`
 }
 
-// maxTailPages stops a server that keeps answering new pages forever.
-const maxTailPages = 100000
+// Stamp names one item by its id and created_at.
+type Stamp struct {
+	ID        string `yaml:"id" json:"id"`
+	CreatedAt string `yaml:"created_at" json:"created_at"`
+}
 
-// Tail reads alias's items forward from the cursor (SPEC §4.1). Every query,
-// the first one too, asks ascending with created_since = cursor − 1µs and
-// drops the ids already seen at that instant, so items that share a
-// timestamp with the cursor or straddle a page boundary are neither lost nor
-// repeated. It ends on an empty page or a page of only seen ids, and returns
-// the new items in order with the advanced cursor. An empty cursor reads
-// from the beginning.
+// Limits bound what one tail reads. A zero field is no bound.
+type Limits struct {
+	Items int   // items read
+	Bytes int64 // their ItemSize summed; the first item is read whatever its size
+}
+
+// TailLimits is what one run reads of a thread at most; the next run reads
+// on from where it stopped. 10,000 items cover the longest relayed turn
+// seen; 32 MiB bounds the memory whatever the items hold.
+var TailLimits = Limits{Items: 10000, Bytes: 32 << 20}
+
+// MaxAhead bounds Cursor.Ahead: the items read ahead of the server's
+// present that a cursor remembers. An item ahead of the present beyond
+// that many is left for a later tail (the present catches up with the
+// oldest of them, and they leave the list).
+const MaxAhead = 100
+
+// presentSlack is how far past a page's Date an item may be stamped and
+// still count as present: an HTTP Date has whole seconds, so an item
+// stamped 0.9 s before the answer may carry a time after it.
+const presentSlack = time.Second
+
+// ItemSize is what an item costs a tail's byte bound: the bytes of its
+// fields as decoded.
+func ItemSize(it Item) int64 {
+	n := len(it.ID) + len(it.CreatedAt) + len(it.UserID) + len(it.ParentID) + len(it.Metadata)
+	for _, b := range it.Content {
+		n += len(b.Type) + len(b.Text) + len(b.JSON)
+	}
+	return int64(n)
+}
+
+// Tail reads alias's items forward from the cursor and returns them in
+// order with the cursor after the last one; more says it stopped at lim
+// (or at MaxAhead) before the end, and the next tail from the returned
+// cursor reads on, neither losing nor repeating an item.
+func Tail(ctx context.Context, c Client, alias string, from Cursor, lim Limits) (items []Item, next Cursor, more bool, err error) {
+	next, more, err = TailEach(ctx, c, alias, from, lim, func(it Item) bool {
+		items = append(items, it)
+		return true
+	})
+	return items, next, more, err
+}
+
+// TailEach is Tail handing each new item to fn instead of keeping it; fn
+// returns false to stop after that item (more is then true).
 //
-// The API has no page cursor. When a whole page of already-seen items sits at
-// the cursor's instant (more items share it than the server pages), the tail
-// asks once more strictly after that instant, so it never stalls there;
-// items of that one instant beyond the page can still be missed (BlobHub
-// stamps microseconds, so this does not occur in practice). A page of one
-// seen item — the idle path — costs no extra request.
-func Tail(ctx context.Context, c Client, alias string, from Cursor) ([]Item, Cursor, error) {
-	cur := Cursor{CreatedAt: from.CreatedAt, IDs: slices.Clone(from.IDs)}
-	var curT time.Time
-	if cur.CreatedAt != "" {
-		t, err := ParseTime(cur.CreatedAt)
-		if err != nil {
-			return nil, from, fmt.Errorf("blobhub: tail %q: cursor: %w", alias, err)
+// Paging: the API has no page cursor. Every query, the first one too,
+// asks ascending with created_since = position − 1µs and drops the ids
+// already seen at that instant, so items that share a timestamp with the
+// position or straddle a page boundary are neither lost nor repeated. It
+// ends on an empty page or a page of only seen ids. When a whole page of
+// seen items sits at one instant (more items share it than the server
+// pages), it asks once more strictly after that instant, so it never
+// stalls there; items of that one instant beyond the page can still be
+// missed (BlobHub stamps microseconds, so this does not occur in practice).
+// A page of one seen item — the idle path — costs no extra request.
+//
+// The server's present: an item's created_at never moves the cursor past
+// the clock of the server that answered. The present of a page is its
+// Date (the HTTP answer's Date header, the local store's clock; the local
+// clock when the answer has none) plus presentSlack. An item stamped after
+// the present of the page that carried it (a server whose clock jumped to
+// 2099 for a moment) is read and returned once, and recorded in the
+// cursor's Ahead instead of moving CreatedAt there, so the items the right
+// clock stamps afterwards (before 2099) are still after the cursor. Every
+// later tail drops the ids in Ahead; an Ahead item leaves the list once the
+// cursor reaches its time (when it is no longer ahead of a page's present,
+// or the cursor passes it). At most MaxAhead items are kept there: a tail
+// that meets one more item ahead of the present stops before it.
+func TailEach(ctx context.Context, c Client, alias string, from Cursor, lim Limits, fn func(Item) bool) (next Cursor, more bool, err error) {
+	tl, err := newTailer(from)
+	if err != nil {
+		return from, false, fmt.Errorf("blobhub: tail %q: cursor: %w", alias, err)
+	}
+	read, size := 0, int64(0)
+	strict := false // the next query starts strictly after pos
+	// Pages that read nothing new but move the position over seen items
+	// (Ahead items, a repeated id) are bounded: a server repeating seen ids
+	// at ever later times cannot keep the tail going.
+	idle, maxIdle := 0, len(from.IDs)+len(from.Ahead)+2
+	for {
+		if lim.Items > 0 && read >= lim.Items || lim.Bytes > 0 && size >= lim.Bytes {
+			return tl.cursor(), true, nil // spent: no page read to find out
 		}
-		curT = t
-	}
-	// seen holds the ids at curT, plus every id returned by this tail, so a
-	// server that repeats an item is not believed twice.
-	seen := make(map[string]bool, len(cur.IDs))
-	for _, id := range cur.IDs {
-		seen[id] = true
-	}
-	var out []Item
-	strict := false // the next query starts strictly after the cursor
-	for range maxTailPages {
 		q := ItemQuery{Ascending: true}
-		if cur.CreatedAt != "" {
-			q.CreatedSince = FormatTime(curT.Add(-time.Microsecond))
+		var bound time.Time // the query admits nothing before it
+		if tl.hasPos {
+			bound = tl.pos
+			q.CreatedSince = FormatTime(tl.pos.Add(-time.Microsecond))
 			if strict {
-				q.CreatedSince = FormatTime(curT)
+				bound = tl.pos.Add(time.Microsecond)
+				q.CreatedSince = FormatTime(tl.pos)
 			}
 		}
 		page, err := c.ListItems(ctx, alias, q)
 		if err != nil {
-			return out, cur, err
+			return tl.cursor(), false, err
 		}
-		fresh := 0
-		for _, it := range page {
-			if seen[it.ID] {
-				continue
-			}
+		present := page.Date
+		if present.IsZero() {
+			present = time.Now()
+		}
+		present = present.Add(presentSlack)
+		fresh, moved := 0, false
+		for _, it := range page.Items {
 			t, err := ParseTime(it.CreatedAt)
 			if err != nil {
-				return out, cur, fmt.Errorf("blobhub: tail %q: item %s: %w", alias, it.ID, err)
+				return tl.cursor(), false, fmt.Errorf("blobhub: tail %q: item %s: %w", alias, it.ID, err)
 			}
-			if cur.CreatedAt != "" && t.Before(curT) {
-				continue // behind the cursor: read before
+			if tl.hasPos && t.Before(bound) {
+				continue // outside the query: read before
 			}
-			seen[it.ID] = true
-			fresh++
-			out = append(out, it)
-			if cur.CreatedAt == "" || t.After(curT) {
-				curT = t
-				cur = Cursor{CreatedAt: it.CreatedAt, IDs: []string{it.ID}}
+			if tl.seen[it.ID] {
+				if _, ok := tl.ahead[it.ID]; ok && !t.After(present) {
+					tl.advance(it, t) // the present caught up with it
+				}
+				moved = tl.move(t) || moved
+				continue
+			}
+			sz := ItemSize(it)
+			ahead := t.After(present)
+			if lim.Items > 0 && read >= lim.Items || lim.Bytes > 0 && read > 0 && size+sz > lim.Bytes ||
+				ahead && len(tl.ahead) >= MaxAhead {
+				return tl.cursor(), true, nil
+			}
+			read, size, fresh = read+1, size+sz, fresh+1
+			tl.seen[it.ID] = true
+			if ahead {
+				tl.ahead[it.ID] = t
+				tl.cur.Ahead = append(tl.cur.Ahead, Stamp{ID: it.ID, CreatedAt: it.CreatedAt})
 			} else {
-				cur.IDs = append(cur.IDs, it.ID)
+				tl.advance(it, t)
+			}
+			moved = tl.move(t) || moved
+			if !fn(it) {
+				return tl.cursor(), true, nil
 			}
 		}
-		if fresh == 0 {
-			if strict || len(page) < 2 || !allAt(page, curT) {
-				return out, cur, nil
+		switch {
+		case fresh > 0:
+			strict, idle = false, 0
+		case moved:
+			if idle++; idle > maxIdle {
+				return tl.cursor(), true, nil
 			}
+			strict = false
+		case strict || len(page.Items) < 2 || !allAt(page.Items, tl.pos):
+			return tl.cursor(), false, nil
+		default:
 			strict = true
-			continue
 		}
-		strict = false
 	}
-	return out, cur, fmt.Errorf("blobhub: tail %q: more than %d pages; the server keeps answering new items", alias, maxTailPages)
+}
+
+// tailer is one tail's state: the cursor it returns (never past the
+// present) and the position it reads from (the newest created_at met,
+// ahead of the present or not).
+type tailer struct {
+	cur    Cursor
+	curT   time.Time
+	hasCur bool
+	ahead  map[string]time.Time // cur.Ahead
+	seen   map[string]bool      // cur.IDs, cur.Ahead and every id this tail read
+	pos    time.Time
+	hasPos bool
+}
+
+func newTailer(from Cursor) (*tailer, error) {
+	tl := &tailer{
+		cur:   Cursor{CreatedAt: from.CreatedAt, IDs: slices.Clone(from.IDs)},
+		ahead: map[string]time.Time{},
+		seen:  map[string]bool{},
+	}
+	if from.CreatedAt != "" {
+		t, err := ParseTime(from.CreatedAt)
+		if err != nil {
+			return nil, err
+		}
+		tl.curT, tl.hasCur, tl.pos, tl.hasPos = t, true, t, true
+	}
+	for _, id := range from.IDs {
+		tl.seen[id] = true
+	}
+	for _, a := range from.Ahead {
+		t, err := ParseTime(a.CreatedAt)
+		if err != nil {
+			return nil, fmt.Errorf("ahead item %s: %w", a.ID, err)
+		}
+		if tl.hasCur && t.Before(tl.curT) {
+			continue // behind the cursor: no query returns it again
+		}
+		tl.ahead[a.ID] = t
+		tl.seen[a.ID] = true
+		tl.cur.Ahead = append(tl.cur.Ahead, a)
+	}
+	return tl, nil
+}
+
+// advance moves the cursor to an item created at t, not ahead of the
+// present; Ahead items the cursor reaches leave the list (those at its
+// instant join IDs). The item is not in IDs: it is new, or it was in Ahead.
+func (tl *tailer) advance(it Item, t time.Time) {
+	switch {
+	case !tl.hasCur || t.After(tl.curT):
+		tl.curT, tl.hasCur = t, true
+		tl.cur.CreatedAt, tl.cur.IDs = it.CreatedAt, []string{it.ID}
+	case t.Equal(tl.curT):
+		tl.cur.IDs = append(tl.cur.IDs, it.ID)
+	}
+	if len(tl.cur.Ahead) == 0 {
+		return
+	}
+	kept := tl.cur.Ahead[:0]
+	for _, a := range tl.cur.Ahead {
+		at := tl.ahead[a.ID]
+		switch {
+		case at.After(tl.curT):
+			kept = append(kept, a)
+			continue
+		case at.Equal(tl.curT) && !slices.Contains(tl.cur.IDs, a.ID):
+			tl.cur.IDs = append(tl.cur.IDs, a.ID)
+		}
+		delete(tl.ahead, a.ID)
+	}
+	tl.cur.Ahead = kept
+}
+
+// move puts the read position at t if t is later; it reports a move.
+func (tl *tailer) move(t time.Time) bool {
+	if tl.hasPos && !t.After(tl.pos) {
+		return false
+	}
+	tl.pos, tl.hasPos = t, true
+	return true
+}
+
+// cursor is the cursor to return: a copy, Ahead nil when empty.
+func (tl *tailer) cursor() Cursor {
+	c := Cursor{CreatedAt: tl.cur.CreatedAt, IDs: slices.Clone(tl.cur.IDs)}
+	if len(tl.cur.Ahead) > 0 {
+		c.Ahead = slices.Clone(tl.cur.Ahead)
+	}
+	return c
 }
 
 // allAt reports whether every item of page was created at t.

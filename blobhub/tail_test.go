@@ -1,9 +1,12 @@
 package blobhub_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +37,7 @@ func TestTailEqualTimestampsAcrossPages(t *testing.T) {
 	}
 
 	srv.ResetCounts()
-	got, cur, err := blobhub.Tail(ctx, c, alias, blobhub.Cursor{})
+	got, cur, _, err := blobhub.Tail(ctx, c, alias, blobhub.Cursor{}, blobhub.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +52,7 @@ func TestTailEqualTimestampsAcrossPages(t *testing.T) {
 
 	// Idle: one page holding only seen ids.
 	srv.ResetCounts()
-	got, cur2, err := blobhub.Tail(ctx, c, alias, cur)
+	got, cur2, _, err := blobhub.Tail(ctx, c, alias, cur, blobhub.Limits{})
 	if err != nil || len(got) != 0 || cur2.CreatedAt != cur.CreatedAt || !slices.Equal(cur2.IDs, cur.IDs) {
 		t.Fatalf("idle tail = %v, %+v, %v", ids(got), cur2, err)
 	}
@@ -62,7 +65,7 @@ func TestTailEqualTimestampsAcrossPages(t *testing.T) {
 	srv.EqualTimestamps(true)
 	x5 := srv.PersonPost(alias, "x5")
 	srv.EqualTimestamps(false)
-	got, cur3, err := blobhub.Tail(ctx, c, alias, cur)
+	got, cur3, _, err := blobhub.Tail(ctx, c, alias, cur, blobhub.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +73,7 @@ func TestTailEqualTimestampsAcrossPages(t *testing.T) {
 	if cur3.CreatedAt != x4.CreatedAt || !slices.Equal(cur3.IDs, []string{x4.ID, x5.ID}) {
 		t.Fatalf("cursor = %+v", cur3)
 	}
-	got, _, err = blobhub.Tail(ctx, c, alias, cur3)
+	got, _, _, err = blobhub.Tail(ctx, c, alias, cur3, blobhub.Limits{})
 	if err != nil || len(got) != 0 {
 		t.Fatalf("tail after x5 = %v, %v", ids(got), err)
 	}
@@ -90,19 +93,19 @@ func TestTailFullPageAtCursor(t *testing.T) {
 	a := srv.PersonPost(alias, "a")
 	b := srv.PersonPost(alias, "b")
 	srv.EqualTimestamps(false)
-	got, cur, err := blobhub.Tail(ctx, c, alias, blobhub.Cursor{})
+	got, cur, _, err := blobhub.Tail(ctx, c, alias, blobhub.Cursor{}, blobhub.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	assertIDs(t, got, a, b)
 	later := srv.PersonPost(alias, "later")
-	got, cur, err = blobhub.Tail(ctx, c, alias, cur)
+	got, cur, _, err = blobhub.Tail(ctx, c, alias, cur, blobhub.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	assertIDs(t, got, later)
 	srv.ResetCounts()
-	if got, _, err = blobhub.Tail(ctx, c, alias, cur); err != nil || len(got) != 0 {
+	if got, _, _, err = blobhub.Tail(ctx, c, alias, cur, blobhub.Limits{}); err != nil || len(got) != 0 {
 		t.Fatalf("idle tail = %v, %v", ids(got), err)
 	}
 	if n := srv.Count("list_session_thread_items"); n != 1 {
@@ -133,7 +136,7 @@ func TestTailInterleaved(t *testing.T) {
 				n++
 			}
 		}
-		got, next, err := blobhub.Tail(t.Context(), c, alias, cur)
+		got, next, _, err := blobhub.Tail(t.Context(), c, alias, cur, blobhub.Limits{})
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
@@ -153,7 +156,7 @@ func TestTailLocalStore(t *testing.T) {
 		}
 		want = append(want, it)
 	}
-	got, cur, err := blobhub.Tail(t.Context(), c, "a/b", blobhub.Cursor{})
+	got, cur, _, err := blobhub.Tail(t.Context(), c, "a/b", blobhub.Cursor{}, blobhub.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,5 +196,241 @@ func TestTime(t *testing.T) {
 	}
 	if _, err := blobhub.ParseTime("yesterday"); err == nil {
 		t.Error("ParseTime(yesterday): no error")
+	}
+}
+
+// clockServer is a fake BlobHub list endpoint: items served in created_at
+// order (as BlobHub does, whatever order they were stamped in), pages of
+// size, every answer dated date. Only ListItems is served.
+type clockServer struct {
+	blobhub.Client
+	items   []blobhub.Item
+	size    int
+	date    time.Time
+	queries int
+}
+
+func (s *clockServer) add(id string, at time.Time) blobhub.Item {
+	it := blobhub.Item{ID: id, CreatedAt: blobhub.FormatTime(at), UserID: "usr_person", Content: []blobhub.Block{{Type: "text", Text: id}}}
+	s.items = append(s.items, it)
+	return it
+}
+
+func (s *clockServer) ListItems(_ context.Context, _ string, q blobhub.ItemQuery) (blobhub.Page, error) {
+	s.queries++
+	if !q.Ascending {
+		return blobhub.Page{}, fmt.Errorf("clockServer serves ascending pages only")
+	}
+	at := func(it blobhub.Item) time.Time { t, _ := blobhub.ParseTime(it.CreatedAt); return t }
+	all := slices.Clone(s.items)
+	slices.SortStableFunc(all, func(a, b blobhub.Item) int { return at(a).Compare(at(b)) })
+	page := []blobhub.Item{}
+	since, err := blobhub.ParseTime(q.CreatedSince)
+	for _, it := range all {
+		if q.CreatedSince != "" && (err != nil || !at(it).After(since)) {
+			continue
+		}
+		if page = append(page, it); len(page) == s.size {
+			break
+		}
+	}
+	return blobhub.Page{Items: page, Date: s.date}, nil
+}
+
+// TestTailPresent: items stamped before, at, just after (within the Date
+// header's second) and far ahead of the page's Date. Each is read once; the
+// cursor stops at the newest item not ahead of the server's present, so an
+// item stamped later by the right clock is still read, and the item read
+// ahead of the present is remembered, not read twice, and forgotten once
+// the present catches up with it.
+func TestTailPresent(t *testing.T) {
+	d := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	s := &clockServer{size: 2, date: d}
+	past := s.add("past", d.Add(-time.Hour))
+	equal := s.add("equal", d)
+	slack := s.add("slack", d.Add(500*time.Millisecond))
+	future := s.add("future", time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC))
+	ctx := t.Context()
+
+	got, cur, more, err := blobhub.Tail(ctx, s, "t", blobhub.Cursor{}, blobhub.Limits{})
+	if err != nil || more {
+		t.Fatal(err, more)
+	}
+	assertIDs(t, got, past, equal, slack, future)
+	want := blobhub.Cursor{CreatedAt: slack.CreatedAt, IDs: []string{"slack"}, Ahead: []blobhub.Stamp{{ID: "future", CreatedAt: future.CreatedAt}}}
+	if !reflect.DeepEqual(cur, want) {
+		t.Fatalf("cursor %+v, want %+v", cur, want)
+	}
+
+	// The right clock goes on; the item stamped 2099 sorts after the new one.
+	s.date = d.Add(time.Minute)
+	later := s.add("later", d.Add(30*time.Second))
+	got, cur, more, err = blobhub.Tail(ctx, s, "t", cur, blobhub.Limits{})
+	if err != nil || more {
+		t.Fatal(err, more)
+	}
+	assertIDs(t, got, later)
+	want = blobhub.Cursor{CreatedAt: later.CreatedAt, IDs: []string{"later"}, Ahead: want.Ahead}
+	if !reflect.DeepEqual(cur, want) {
+		t.Fatalf("cursor %+v, want %+v", cur, want)
+	}
+	// Idle: nothing read, the cursor as it was.
+	got, idle, more, err := blobhub.Tail(ctx, s, "t", cur, blobhub.Limits{})
+	if err != nil || more || len(got) != 0 || !reflect.DeepEqual(idle, cur) {
+		t.Fatalf("idle tail = %v, %+v, %v, %v", ids(got), idle, more, err)
+	}
+
+	// The server's present reaches 2099: the item leaves Ahead and the
+	// cursor moves to it, still without reading it again.
+	s.date = time.Date(2099, 1, 2, 0, 0, 0, 0, time.UTC)
+	got, cur, more, err = blobhub.Tail(ctx, s, "t", cur, blobhub.Limits{})
+	if err != nil || more || len(got) != 0 {
+		t.Fatalf("tail = %v, %v, %v", ids(got), more, err)
+	}
+	want = blobhub.Cursor{CreatedAt: future.CreatedAt, IDs: []string{"future"}}
+	if !reflect.DeepEqual(cur, want) {
+		t.Fatalf("cursor %+v, want %+v", cur, want)
+	}
+}
+
+// TestTailAheadBounded: more items ahead of the present than a cursor
+// keeps. The tail stops before the one too many and says there is more;
+// items stamped by the right clock are still read, in their order.
+func TestTailAheadBounded(t *testing.T) {
+	d := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	s := &clockServer{size: 7, date: d}
+	var ahead []blobhub.Item
+	for i := range blobhub.MaxAhead + 3 {
+		ahead = append(ahead, s.add(fmt.Sprintf("ahead%03d", i), d.Add(time.Duration(i+1)*time.Hour)))
+	}
+	got, cur, more, err := blobhub.Tail(t.Context(), s, "t", blobhub.Cursor{}, blobhub.Limits{})
+	if err != nil || !more {
+		t.Fatalf("tail: more %v, %v; want more", more, err)
+	}
+	assertIDs(t, got, ahead[:blobhub.MaxAhead]...)
+	if len(cur.Ahead) != blobhub.MaxAhead || cur.CreatedAt != "" {
+		t.Fatalf("cursor %q with %d ahead", cur.CreatedAt, len(cur.Ahead))
+	}
+	now := s.add("now", d.Add(-time.Second))
+	got, cur, more, err = blobhub.Tail(t.Context(), s, "t", cur, blobhub.Limits{})
+	if err != nil || !more {
+		t.Fatalf("tail: more %v, %v; want more", more, err)
+	}
+	assertIDs(t, got, now)
+	if cur.CreatedAt != now.CreatedAt || len(cur.Ahead) != blobhub.MaxAhead {
+		t.Fatalf("cursor %q with %d ahead", cur.CreatedAt, len(cur.Ahead))
+	}
+	// Once the present passes the first hour, one place frees up.
+	s.date = d.Add(90 * time.Minute)
+	got, _, _, err = blobhub.Tail(t.Context(), s, "t", cur, blobhub.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertIDs(t, got, ahead[blobhub.MaxAhead])
+}
+
+// TestTailRepeatingServer: a server that answers the same seen item with
+// an ever later stamp does not keep a tail going.
+func TestTailRepeatingServer(t *testing.T) {
+	d := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	s := &repeater{at: d}
+	_, _, more, err := blobhub.Tail(t.Context(), s, "t", blobhub.Cursor{}, blobhub.Limits{})
+	if err != nil || !more || s.queries > 10 {
+		t.Fatalf("tail: more %v after %d queries, %v", more, s.queries, err)
+	}
+}
+
+type repeater struct {
+	blobhub.Client
+	at      time.Time
+	queries int
+}
+
+func (s *repeater) ListItems(context.Context, string, blobhub.ItemQuery) (blobhub.Page, error) {
+	s.queries++
+	s.at = s.at.Add(time.Millisecond)
+	return blobhub.Page{Items: []blobhub.Item{{ID: "same", CreatedAt: blobhub.FormatTime(s.at)}}, Date: s.at}, nil
+}
+
+// TestTailLimits: a tail bounded by items or bytes stops exactly after the
+// last item it returns, also inside a run of equal timestamps and a page,
+// and the tails that follow read the rest: nothing lost, nothing repeated.
+func TestTailLimits(t *testing.T) {
+	srv := bhtest.New(t)
+	srv.PageSize(3)
+	c := srv.Client(bhtest.RunnerKey)
+	const alias = "limits"
+	var all []blobhub.Item
+	for i := range 14 {
+		srv.EqualTimestamps(i%4 == 1 || i%4 == 2) // pairs and triples sharing an instant
+		all = append(all, srv.PersonPost(alias, strings.Repeat("x", 10*(i+1))))
+	}
+	srv.EqualTimestamps(false)
+	for _, lim := range []blobhub.Limits{
+		{Items: 1}, {Items: 2}, {Items: 4}, {Items: 5},
+		{Bytes: 1}, // one item per tail, whatever its size
+		{Bytes: blobhub.ItemSize(all[0]) + blobhub.ItemSize(all[1]) + blobhub.ItemSize(all[2])},
+		{Items: 3, Bytes: 400},
+	} {
+		var read []blobhub.Item
+		cur := blobhub.Cursor{}
+		for tails := 0; ; tails++ {
+			if tails > len(all)+1 {
+				t.Fatalf("%+v: no end after %d tails", lim, tails)
+			}
+			got, next, more, err := blobhub.Tail(t.Context(), c, alias, cur, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lim.Items > 0 && len(got) > lim.Items {
+				t.Fatalf("%+v: read %d items", lim, len(got))
+			}
+			var size int64
+			for _, it := range got {
+				size += blobhub.ItemSize(it)
+			}
+			if lim.Bytes > 0 && len(got) > 1 && size > lim.Bytes {
+				t.Fatalf("%+v: read %d bytes", lim, size)
+			}
+			if len(got) > 0 {
+				last := got[len(got)-1]
+				if next.CreatedAt != last.CreatedAt || next.IDs[len(next.IDs)-1] != last.ID {
+					t.Fatalf("%+v: cursor %+v does not end at the last item read %s@%s", lim, next, last.ID, last.CreatedAt)
+				}
+			}
+			read = append(read, got...)
+			cur = next
+			if !more {
+				break
+			}
+		}
+		assertSameItems(t, read, all)
+	}
+}
+
+// BenchmarkTailEndless: a server that answers every query with 50 new
+// items. One tail reads at most TailLimits, however many the server
+// offers: items/op and held_MiB (their ItemSize) stay flat as offered
+// grows, and so do B/op and the time.
+func BenchmarkTailEndless(b *testing.B) {
+	for _, pages := range []int{400, 2000} {
+		b.Run(fmt.Sprintf("offered=%d", pages*50), func(b *testing.B) {
+			srv := bhtest.New(b)
+			c := srv.Client(bhtest.RunnerKey)
+			var got []blobhub.Item
+			for b.Loop() {
+				srv.EndlessList("t", 50, pages)
+				var err error
+				if got, _, _, err = blobhub.Tail(b.Context(), c, "t", blobhub.Cursor{}, blobhub.TailLimits); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var held int64
+			for _, it := range got {
+				held += blobhub.ItemSize(it)
+			}
+			b.ReportMetric(float64(len(got)), "items/op")
+			b.ReportMetric(float64(held)/(1<<20), "held_MiB")
+		})
 	}
 }

@@ -140,11 +140,14 @@ type ItemRef struct {
 	CreatedAt string `yaml:"created_at"`
 }
 
-// Scanned is how far the thread has been read: the newest created_at and
-// every id seen at exactly that instant.
+// Scanned is how far the thread has been read: the newest created_at not
+// ahead of the server's clock, every id seen at exactly that instant, and
+// the items read while they were stamped ahead of the server's clock (a
+// clock that jumped), which must not be read twice.
 type Scanned struct {
-	CreatedAt string   `yaml:"created_at"`
-	IDs       []string `yaml:"ids"`
+	CreatedAt string    `yaml:"created_at"`
+	IDs       []string  `yaml:"ids"`
+	Ahead     []ItemRef `yaml:"ahead,omitempty"`
 }
 
 // InboundItem is a person's item read but not yet delivered.

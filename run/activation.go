@@ -41,6 +41,7 @@ type activation struct {
 	tlog    *os.File
 	slot    *lock.Slot
 	offline bool // a post found BlobHub unreachable: journal only until the end
+	unread  bool // the last read of the thread stopped at its bound
 	// authRefused: a post got 401/403; the run ends AUTH_INVALID (77).
 	authRefused bool
 
@@ -182,14 +183,20 @@ func (a *activation) download(ctx context.Context) error {
 }
 
 // readItems tails the thread after items.scanned, keeping person items not
-// yet delivered in pending_inbound and skipping our own (SPEC §6.4).
+// yet delivered in pending_inbound and skipping our own (SPEC §6.4). One
+// read stops at blobhub.TailLimits; a.unread then says the next run reads
+// on from the cursor saved here.
 func (a *activation) readItems(ctx context.Context) error {
 	a.mu.Lock()
-	from := blobhub.Cursor{CreatedAt: a.t.Items.Scanned.CreatedAt, IDs: a.t.Items.Scanned.IDs}
+	from := scannedCursor(a.t.Items.Scanned)
 	a.mu.Unlock()
-	items, cur, err := blobhub.Tail(ctx, a.r.Client, a.alias, from)
+	items, cur, more, err := blobhub.Tail(ctx, a.r.Client, a.alias, from, blobhub.TailLimits)
 	if err != nil {
 		return apiErr(err, "read items of "+a.alias)
+	}
+	a.unread = more
+	if more {
+		a.log.Info("read the thread up to the bound of one run; the next run reads on", "items", len(items))
 	}
 	if len(items) > 0 && a.userID == "" {
 		// No identity.yaml yet: we must know who we are to filter our own items.
@@ -210,8 +217,26 @@ func (a *activation) readItems(ctx context.Context) error {
 		}
 		a.t.Items.PendingInbound = append(a.t.Items.PendingInbound, inboundOf(it))
 	}
-	a.t.Items.Scanned = envelope.Scanned{CreatedAt: cur.CreatedAt, IDs: cur.IDs}
+	a.t.Items.Scanned = scannedOf(cur)
 	return nil
+}
+
+// scannedCursor and scannedOf map thread.yaml's scanned to a tail cursor
+// and back.
+func scannedCursor(s envelope.Scanned) blobhub.Cursor {
+	c := blobhub.Cursor{CreatedAt: s.CreatedAt, IDs: s.IDs}
+	for _, r := range s.Ahead {
+		c.Ahead = append(c.Ahead, blobhub.Stamp{ID: r.ItemID, CreatedAt: r.CreatedAt})
+	}
+	return c
+}
+
+func scannedOf(c blobhub.Cursor) envelope.Scanned {
+	s := envelope.Scanned{CreatedAt: c.CreatedAt, IDs: c.IDs}
+	for _, st := range c.Ahead {
+		s.Ahead = append(s.Ahead, envelope.ItemRef{ItemID: st.ID, CreatedAt: st.CreatedAt})
+	}
+	return s
 }
 
 func (a *activation) consumed(id string) bool {

@@ -166,7 +166,8 @@ func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope
 	}
 	d := Decide(a.facts())
 	l.Row = d.Row.String()
-	l.Runnable = d.Acts && d.Row != RowNotHere
+	// A read that stopped at its bound leaves items a run would read on.
+	l.Runnable = (d.Acts || a.unread) && d.Row != RowNotHere
 	return l, read, nil
 }
 

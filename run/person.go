@@ -182,9 +182,32 @@ func ThreadShow(ctx context.Context, c blobhub.Client, alias string, jsonOut, fo
 	if !jsonOut && env != nil {
 		fmt.Fprintf(w, "thread %s: %s (agent %s, work folder %s)\n", alias, orNone(env.State), env.Agent.Type, env.WorkFolder)
 	}
+	show := func(it blobhub.Item) bool {
+		if jsonOut {
+			b, _ := json.Marshal(it)
+			fmt.Fprintln(w, string(b))
+		} else {
+			fmt.Fprintln(w, renderItem(it))
+		}
+		return true
+	}
+	if !follow {
+		// Items are printed as read, never held; the bound stops a server
+		// that keeps answering new items.
+		_, more, err := blobhub.TailEach(ctx, c, alias, blobhub.Cursor{}, showLimits, show)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil
+		case err != nil:
+			return apiErr(err, "read items of "+alias)
+		case more:
+			return exitErr(ExitTempFail, CodeUnavailable, "stopped after %d items of %q without reaching the end (a server that keeps answering new items?); pass --follow to read on", showLimits.Items, alias)
+		}
+		return nil
+	}
 	cur := blobhub.Cursor{}
 	for {
-		items, next, err := blobhub.Tail(ctx, c, alias, cur)
+		next, _, err := blobhub.TailEach(ctx, c, alias, cur, blobhub.TailLimits, show)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -192,17 +215,6 @@ func ThreadShow(ctx context.Context, c blobhub.Client, alias string, jsonOut, fo
 			return apiErr(err, "read items of "+alias)
 		}
 		cur = next
-		for _, it := range items {
-			if jsonOut {
-				b, _ := json.Marshal(it)
-				fmt.Fprintln(w, string(b))
-				continue
-			}
-			fmt.Fprintln(w, renderItem(it))
-		}
-		if !follow {
-			return nil
-		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -210,6 +222,9 @@ func ThreadShow(ctx context.Context, c blobhub.Client, alias string, jsonOut, fo
 		}
 	}
 }
+
+// showLimits bounds `thread show` without --follow.
+var showLimits = blobhub.Limits{Items: 100000}
 
 // renderItem is one item for a person at a terminal.
 func renderItem(it blobhub.Item) string {

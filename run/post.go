@@ -56,9 +56,15 @@ func (a *activation) post(ctx context.Context, e *emission) {
 		item, err = a.postBody(ctx, e, newItem(envelope.Stub(e.Item, e.Item.Size())))
 	}
 	var api *blobhub.APIError
+	var undecided *ExitError
 	switch {
 	case err == nil:
 		a.confirmed(e, item)
+	case errors.As(err, &undecided):
+		// The search for an ambiguous post could not tell: posting again
+		// might post it twice, so it waits, with everything after it.
+		a.log.Warn("items stay journaled for the next run", "emission_id", e.ID, "error", undecided.Message)
+		a.offline = true
 	case errors.As(err, &api) && !errors.Is(err, blobhub.ErrAuth):
 		a.log.Error("BlobHub refused an item for good; dropping it", "emission_id", e.ID, "error", err)
 		a.mu.Lock()
@@ -110,36 +116,46 @@ func (a *activation) confirmed(e *emission, item blobhub.Item) {
 // findPosted lists the target thread after last_posted and looks for the
 // emission's id (SPEC §9.3).
 func (a *activation) findPosted(ctx context.Context, e *emission) (*blobhub.Item, error) {
-	posted, err := a.postedSince(ctx, e)
+	posted, err := a.postedSince(ctx, e, map[string]bool{e.ID: true})
 	if it, ok := posted[e.ID]; ok && err == nil {
 		return &it, nil
 	}
 	return nil, err
 }
 
+// postedLimits bounds the search for posted emissions. It keeps only the
+// items it is looking for, so it reads much further than a run's tail.
+var postedLimits = blobhub.Limits{Items: 100000}
+
 // postedSince lists e's target thread from where e may have landed and maps
-// every emission_id found to its item: after last_posted on the job thread;
-// on worker, which has no cursor of ours, from an hour before e was
-// journaled (clocks may differ).
-func (a *activation) postedSince(ctx context.Context, e *emission) (map[string]blobhub.Item, error) {
+// the emission_ids of want found there to their items: after last_posted on
+// the job thread; on worker, which has no cursor of ours, from an hour
+// before e was journaled (clocks may differ). It stops once every id of
+// want is found. A search that ends at postedLimits first cannot tell
+// whether the rest was posted: that is an error, so nothing is posted
+// again blindly; the emissions stay journaled for the next run.
+func (a *activation) postedSince(ctx context.Context, e *emission, want map[string]bool) (map[string]blobhub.Item, error) {
 	from := blobhub.Cursor{}
 	if e.Target == a.alias {
 		from.CreatedAt = a.t.Items.LastPosted.CreatedAt
 	} else if t, err := blobhub.ParseTime(e.At); err == nil {
 		from.CreatedAt = blobhub.FormatTime(t.Add(-time.Hour))
 	}
-	items, _, err := blobhub.Tail(ctx, a.r.Client, e.Target, from)
-	if err != nil {
-		return nil, err
-	}
 	found := map[string]blobhub.Item{}
-	for _, it := range items {
+	_, more, err := blobhub.TailEach(ctx, a.r.Client, e.Target, from, postedLimits, func(it blobhub.Item) bool {
 		var m struct {
 			EmissionID string `json:"emission_id"`
 		}
-		if json.Unmarshal(it.Metadata, &m) == nil && m.EmissionID != "" {
+		if json.Unmarshal(it.Metadata, &m) == nil && want[m.EmissionID] {
 			found[m.EmissionID] = it
 		}
+		return len(found) < len(want)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if more && len(found) < len(want) {
+		return found, exitErr(ExitTempFail, CodeUnposted, "could not tell whether BlobHub holds %d journaled item(s) of %q: the thread has more than %d items after where they would be; they stay journaled and the next run looks again", len(want)-len(found), e.Target, postedLimits.Items)
 	}
 	return found, nil
 }
@@ -152,12 +168,23 @@ func (a *activation) reconcile(ctx context.Context) error {
 	if len(pending) == 0 {
 		return nil
 	}
-	seen := map[string]map[string]blobhub.Item{}
+	// Per target, in journal order: its first emission (the earliest
+	// place to look from) and every emission id to look for.
+	var firsts []*emission
+	want := map[string]map[string]bool{}
 	for _, e := range pending {
-		if _, ok := seen[e.Target]; ok || e.Kind == kindArtifact {
+		if e.Kind == kindArtifact {
 			continue
 		}
-		found, err := a.postedSince(ctx, e)
+		if want[e.Target] == nil {
+			want[e.Target] = map[string]bool{}
+			firsts = append(firsts, e)
+		}
+		want[e.Target][e.ID] = true
+	}
+	seen := map[string]map[string]blobhub.Item{}
+	for _, e := range firsts {
+		found, err := a.postedSince(ctx, e, want[e.Target])
 		if err != nil {
 			return apiErr(err, "reconcile "+e.Target)
 		}

@@ -1,8 +1,9 @@
 // Package bhtest serves a blobhub.LocalStore over a real HTTP server in the
 // BlobHub wire format (SPEC §4.1, §4.3), with switches for the faults a run
 // must survive: small pages, equal timestamps, injected 500/429 with
-// Retry-After, slow and truncated bodies, and connections dropped before or
-// after an item is stored. It is not a _test package so every package's
+// Retry-After, slow and truncated bodies, connections dropped before or
+// after an item is stored, list answers that never end and items stamped
+// by a clock that jumped. It is not a _test package so every package's
 // tests can import it.
 package bhtest
 
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +49,16 @@ type Server struct {
 	faults     []*fault
 	slow       time.Duration
 	dropStored int
+	pageSize   int
+	endless    map[string]*endless
+	extra      map[string][]blobhub.Item
+	fabricated int
+}
+
+// endless is an alias whose list answers are made up: every answer a page
+// of new items, pages times.
+type endless struct {
+	perPage, pages int
 }
 
 type faultKind int
@@ -169,7 +181,113 @@ func (s *Server) ResetCounts() {
 }
 
 // PageSize makes list_session_thread_items answer at most n items.
-func (s *Server) PageSize(n int) { s.store.SetPageSize(n) }
+func (s *Server) PageSize(n int) {
+	s.mu.Lock()
+	s.pageSize = n
+	s.mu.Unlock()
+	s.store.SetPageSize(n)
+}
+
+// EndlessList makes the next pages list answers for alias a page of
+// perPage new items that the store does not hold, as a server or proxy
+// that never stops answering new items would: each made-up item has a
+// fresh id, is stamped 1µs after the one before it, starting 1µs after
+// created_since (an hour ago without one), so always in the past, and is
+// the runner's own status item, so a run reads past it. The store's items
+// are served again once the made-up pages are spent.
+func (s *Server) EndlessList(alias string, perPage, pages int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.endless == nil {
+		s.endless = map[string]*endless{}
+	}
+	s.endless[alias] = &endless{perPage: perPage, pages: pages}
+}
+
+// ServeItem adds it to every list answer of alias whose bounds admit its
+// created_at, in created_at order within the page, as if the store held
+// it: an item stamped by a server clock that jumped (in the future, say)
+// among items stamped by the right clock. The store is not touched.
+func (s *Server) ServeItem(alias string, it blobhub.Item) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.extra == nil {
+		s.extra = map[string][]blobhub.Item{}
+	}
+	s.extra[alias] = append(s.extra[alias], it)
+}
+
+// madeUp answers a list query from an EndlessList switch; ok is false when
+// none is on for alias.
+func (s *Server) madeUp(alias string, q blobhub.ItemQuery) (items []blobhub.Item, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.endless[alias]
+	if e == nil || e.pages <= 0 {
+		return nil, false
+	}
+	e.pages--
+	at := time.Now().Add(-time.Hour)
+	if t, err := blobhub.ParseTime(q.CreatedSince); err == nil {
+		at = t
+	}
+	for range e.perPage {
+		at = at.Add(time.Microsecond)
+		s.fabricated++
+		items = append(items, blobhub.Item{
+			ID: fmt.Sprintf("itm_endless_%08d", s.fabricated), CreatedAt: blobhub.FormatTime(at), UserID: RunnerUserID,
+			Content:  []blobhub.Block{{Type: "text", Text: fmt.Sprintf("made-up item %d", s.fabricated)}},
+			Metadata: json.RawMessage(`{"type":"status","status":{"token":"endless"}}`),
+		})
+	}
+	return items, true
+}
+
+// withServed merges the ServeItem items of alias that q admits into a page
+// the store answered, keeping the query's order and the page size.
+func (s *Server) withServed(alias string, q blobhub.ItemQuery, page []blobhub.Item) []blobhub.Item {
+	s.mu.Lock()
+	extra, size := s.extra[alias], s.pageSize
+	s.mu.Unlock()
+	if len(extra) == 0 {
+		return page
+	}
+	if size <= 0 {
+		size = blobhub.DefaultPageSize
+	}
+	since, _ := blobhub.ParseTime(q.CreatedSince)
+	before, _ := blobhub.ParseTime(q.CreatedBefore)
+	at := func(it blobhub.Item) time.Time { t, _ := blobhub.ParseTime(it.CreatedAt); return t }
+	out := slices.Clone(page)
+	for _, it := range extra {
+		t := at(it)
+		if (q.CreatedSince == "" || t.After(since)) && (q.CreatedBefore == "" || t.Before(before)) {
+			out = append(out, it)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b blobhub.Item) int {
+		if q.Ascending {
+			return at(a).Compare(at(b))
+		}
+		return at(b).Compare(at(a))
+	})
+	// A store page shorter than the page size holds every stored item the
+	// bounds admit, so what sorts after its last item is all served; a full
+	// one stops at its last item, as the server's own page would.
+	if len(page) == size {
+		last := at(page[len(page)-1])
+		out = slices.DeleteFunc(out, func(it blobhub.Item) bool {
+			if q.Ascending {
+				return at(it).After(last)
+			}
+			return at(it).Before(last)
+		})
+	}
+	if len(out) > size {
+		out = out[:size]
+	}
+	return out
+}
 
 // EqualTimestamps makes new items share the session's last created_at.
 func (s *Server) EqualTimestamps(on bool) { s.store.SetEqualTimestamps(on) }
@@ -248,6 +366,18 @@ func (s *Server) PostAs(userID, sessionID, alias string, p blobhub.NewItem) blob
 	it, err := s.store.Post(s.t.Context(), sessionID, userID, alias, p)
 	if err != nil {
 		s.t.Fatalf("bhtest: post to %q: %v", alias, err)
+	}
+	return it
+}
+
+// PostAt stores a person's text item in the default session stamped
+// createdAt instead of the store's clock, as a server whose clock jumped
+// for one item would: the thread file is then out of created_at order.
+func (s *Server) PostAt(alias, createdAt, text string) blobhub.Item {
+	s.t.Helper()
+	it, err := s.store.PostAt(s.t.Context(), SessionID, PersonUserID, alias, blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: text}}}, createdAt)
+	if err != nil {
+		s.t.Fatalf("bhtest: post to %q at %s: %v", alias, createdAt, err)
 	}
 	return it
 }
@@ -434,12 +564,16 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request) {
 		if req.Ascending != nil {
 			q.Ascending = *req.Ascending // BlobHub's default is descending
 		}
+		if items, ok := s.madeUp(alias, q); ok {
+			s.answer(w, r, req.Command, http.StatusOK, map[string]any{"items": items})
+			return
+		}
 		items, err := s.store.ListItems(ctx, req.SessionID, alias, q)
 		if err != nil {
 			writeStoreError(w, err)
 			return
 		}
-		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"items": items})
+		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"items": s.withServed(alias, q, items)})
 	default:
 		writeError(w, http.StatusBadRequest, "unknown_command", fmt.Sprintf("unknown command %q", req.Command))
 	}

@@ -1,0 +1,217 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/envelope"
+)
+
+// activeIdle hands off alias without a message and activates it: an active
+// thread with nothing to say.
+func activeIdle(t *testing.T, h *harness, alias string) {
+	t.Helper()
+	h.handOff(alias, "approval", "")
+	want(t, h.run(alias), OutcomeIdle, 0)
+}
+
+// TestEndlessListBoundedPerRun: a server that answers every list query
+// with 50 new items is read up to blobhub.TailLimits per run, not for
+// ever; the cursor ends exactly after the last item read, so the next run
+// reads on from there and a person's message behind the flood is
+// delivered once, nothing lost.
+func TestEndlessListBoundedPerRun(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "projects/p1/endless"
+	activeIdle(t, h, alias)
+	const perPage, pages = 50, 400 // 20,000 made-up items, twice the bound
+	h.srv.EndlessList(alias, perPage, pages)
+	pagesPerRun := 10000 / perPage
+
+	h.srv.ResetCounts()
+	want(t, h.run(alias), OutcomeIdle, 0)
+	if n := h.srv.Count("list_session_thread_items"); n != pagesPerRun {
+		t.Fatalf("the run read %d pages, want %d (10,000 items of 50 a page)", n, pagesPerRun)
+	}
+	sc := h.thread(alias).Items.Scanned
+	if !slices.Equal(sc.IDs, []string{"itm_endless_00010000"}) {
+		t.Fatalf("scanned = %+v, want it to end at the 10,000th item read", sc)
+	}
+
+	h.srv.ResetCounts()
+	want(t, h.run(alias), OutcomeIdle, 0)
+	if n := h.srv.Count("list_session_thread_items"); n != pagesPerRun {
+		t.Fatalf("the second run read %d pages, want %d", n, pagesPerRun)
+	}
+	if sc := h.thread(alias).Items.Scanned; !slices.Equal(sc.IDs, []string{"itm_endless_00020000"}) {
+		t.Fatalf("scanned = %+v after the second run", sc)
+	}
+
+	msg := h.srv.PersonPost(alias, "still there?")
+	if c, m := mustTime(t, msg.CreatedAt), mustTime(t, sc.CreatedAt); !c.After(m) {
+		t.Fatalf("setup: the message (%s) is not after the made-up items (%s)", msg.CreatedAt, sc.CreatedAt)
+	}
+	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "yes"}}}})
+	want(t, h.run(alias), OutcomeTurnCompleted, 0)
+	if got := h.thread(alias).Turn.InboundIDs; !slices.Equal(got, []string{msg.ID}) {
+		t.Fatalf("delivered %v, want the person's message %s", got, msg.ID)
+	}
+	want(t, h.run(alias), OutcomeIdle, 0)
+}
+
+// TestFutureItemDoesNotStallThread: a person's item stamped 2099 (a server
+// clock that jumped) is delivered once, and the thread still hears the
+// messages stamped by the right clock after it.
+func TestFutureItemDoesNotStallThread(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http", true: "file"}[local], func(t *testing.T) {
+			h := newHarness(t, local)
+			const alias = "projects/p1/future"
+			activeIdle(t, h, alias)
+			const y2099 = "2099-01-01T00:00:00.000000+00:00"
+			var future blobhub.Item
+			if local {
+				// The store's clock jumped for one item: stored out of order.
+				future = h.srv.PostAt(alias, y2099, "from the future")
+			} else {
+				// BlobHub serves it last, in created_at order.
+				future = blobhub.Item{ID: "itm_future", CreatedAt: y2099, UserID: bhtest.PersonUserID,
+					Content: []blobhub.Block{{Type: "text", Text: "from the future"}}}
+				h.srv.ServeItem(alias, future)
+			}
+			turn := func() {
+				h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "ok"}}}})
+			}
+			turn()
+			want(t, h.run(alias), OutcomeTurnCompleted, 0)
+			if got := h.thread(alias).Turn.InboundIDs; !slices.Equal(got, []string{future.ID}) {
+				t.Fatalf("delivered %v, want the future item", got)
+			}
+
+			now := h.srv.PersonPost(alias, "stamped by the right clock")
+			turn()
+			want(t, h.run(alias), OutcomeTurnCompleted, 0)
+			if got := h.thread(alias).Turn.InboundIDs; !slices.Equal(got, []string{now.ID}) {
+				t.Fatalf("delivered %v, want only %s (the future item once, the later one heard)", got, now.ID)
+			}
+			want(t, h.run(alias), OutcomeIdle, 0)
+		})
+	}
+}
+
+func mustTime(t *testing.T, s string) time.Time {
+	t.Helper()
+	tm, err := blobhub.ParseTime(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm
+}
+
+// TestLsRunnableWhenReadIsCut: ls reads what a run reads; when that read
+// stops at its bound, the thread is runnable, so a run reads on (and ls
+// never leaves a person's message behind a flood unread for ever).
+func TestLsRunnableWhenReadIsCut(t *testing.T) {
+	f := newLsFixture(t, "")
+	const alias = "t/flooded"
+	f.thread(alias, "active")
+	end := f.runnerPost(alias, "turn_end")
+	f.local(alias, "active", func(th *envelope.Thread) { th.Items.Scanned = scannedAt(end) })
+	runnable := func() bool {
+		for _, l := range f.list(ListOptions{Runnable: true}) {
+			if l.Alias == alias {
+				return true
+			}
+		}
+		return false
+	}
+	if runnable() {
+		t.Fatal("an idle thread is runnable")
+	}
+	// Exactly one run's worth of the runner's own items: nothing for a
+	// turn, but the read stops at its bound.
+	f.srv.EndlessList(alias, 50, blobhub.TailLimits.Items/50)
+	if !runnable() {
+		t.Fatal("a thread whose read stopped at its bound is not runnable")
+	}
+	if runnable() {
+		t.Fatal("runnable once everything is read")
+	}
+}
+
+// TestPostSearchThatCannotTell: a post whose answer is lost is looked for
+// before it is posted again; when the search stops at its bound without
+// finding it, the run cannot tell whether BlobHub holds it, so nothing is
+// posted again blindly: the items stay journaled (75), and the next run
+// finds the item and posts the rest, none twice.
+func TestPostSearchThatCannotTell(t *testing.T) {
+	defer func(l blobhub.Limits) { postedLimits = l }(postedLimits)
+	postedLimits = blobhub.Limits{Items: 100}
+	h := newHarness(t, false)
+	const alias = "projects/p1/cannot-tell"
+	h.handOff(alias, "approval", "start")
+	h.play(oneTurn())
+	h.runner = func(r *Runner) {
+		r.Client = &floodOnPost{Client: r.Client, flood: func() {
+			// The first post is stored and its answer lost, and the thread
+			// then answers more items than the search reads.
+			h.srv.DropAfterStore(1)
+			h.srv.EndlessList(alias, 50, 3)
+		}}
+	}
+	sum := h.run(alias)
+	wantCode(t, sum, ExitTempFail, CodeUnposted)
+	if got := h.items(alias); !slices.Equal(got, []string{"person", "text"}) {
+		t.Fatalf("items %v, want the person's and the one stored", got)
+	}
+	h.runner = nil
+	want(t, h.run(alias), OutcomeIdle, ExitOK)
+	if got := h.items(alias); !slices.Equal(got, oneTurnItems) {
+		t.Fatalf("items after the next run %v", got)
+	}
+	h.noneTwice(alias)
+	if n := h.journalOpen(alias); n != 0 {
+		t.Fatalf("%d emissions still open", n)
+	}
+}
+
+// floodOnPost runs flood once, before the first post.
+type floodOnPost struct {
+	blobhub.Client
+	flood func()
+	once  sync.Once
+}
+
+func (c *floodOnPost) Post(ctx context.Context, alias string, p blobhub.NewItem) (blobhub.Item, error) {
+	c.once.Do(c.flood)
+	return c.Client.Post(ctx, alias, p)
+}
+
+// TestThreadShowBounded: `thread show` prints items as it reads them and,
+// without --follow, stops a list that never ends with a clear error.
+func TestThreadShowBounded(t *testing.T) {
+	defer func(l blobhub.Limits) { showLimits = l }(showLimits)
+	showLimits = blobhub.Limits{Items: 120}
+	srv := bhtest.New(t)
+	const alias = "show/endless"
+	srv.PersonPost(alias, "first")
+	srv.Put(alias, string(envelope.NewThread("/w", AgentClaude, "approval", alias)))
+	srv.EndlessList(alias, 50, 10)
+	var out strings.Builder
+	err := ThreadShow(t.Context(), srv.Client(bhtest.PersonKey), alias, true, false, 0, &out)
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Exit != ExitTempFail || !strings.Contains(ee.Message, "--follow") {
+		t.Fatalf("show = %v, want exit 75 naming --follow", err)
+	}
+	if n := strings.Count(out.String(), "\n"); n != 120 {
+		t.Fatalf("printed %d lines, want 120", n)
+	}
+}
