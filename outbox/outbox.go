@@ -5,6 +5,7 @@
 package outbox
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -39,15 +40,17 @@ const (
 	ReasonUnreadable = "unreadable"
 )
 
-// File is one regular file of the outbox, read and hashed from one open
-// file descriptor.
+// File is one regular file of the outbox, hashed (and, by Read, read)
+// from one open file descriptor. Scan only hashes: its files carry no
+// Data and no Encoding, so what it costs does not grow with the files'
+// bytes; Read reads one file's bytes when they are uploaded.
 type File struct {
 	Path      string // relative to the outbox, slash-separated
 	Size      int64
 	SHA256    string // hex
-	Data      []byte
+	Data      []byte // Read only
 	MediaType string
-	Encoding  string // "utf-8" or "base64"
+	Encoding  string // "utf-8" or "base64"; Read only
 }
 
 // Name is the file's base name.
@@ -273,7 +276,8 @@ func openRoot(workFolder, source string) (int, error) {
 // changed against published (relative path → sha256), sorted by path,
 // and the files it will not publish. It never follows a link: every file
 // is opened relative to its folder's descriptor with O_NOFOLLOW and
-// checked with Fstat on that same descriptor, then hashed and read from it.
+// checked with Fstat on that same descriptor, then hashed from it, a
+// buffer at a time: the files' bytes are not kept (Read them one by one).
 func Scan(workFolder, source string, maxBytes int64, published map[string]string) ([]File, []Skip, error) {
 	root, err := openRoot(workFolder, source)
 	if err != nil {
@@ -291,7 +295,10 @@ var ErrNotPublishable = errors.New("not publishable")
 
 // Read reads one file of the outbox by its relative path, under the rules
 // of Scan: every folder on the way and the file itself are opened without
-// following links. A replayed upload re-reads its bytes with it.
+// following links, and the bytes are hashed as they are read from the same
+// descriptor. An upload reads its bytes with it, after Scan hashed them:
+// the caller compares the SHA256 with Scan's, since the file may have
+// changed in between.
 func Read(workFolder, source, rel string, maxBytes int64) (*File, error) {
 	if rel == "" || path.Clean(rel) != rel || strings.HasPrefix(rel, "../") || rel == ".." || path.IsAbs(rel) || rel == GitIgnore {
 		return nil, fmt.Errorf("%q: %w", rel, ErrNotPublishable)
@@ -309,7 +316,7 @@ func Read(workFolder, source, rel string, maxBytes int64) (*File, error) {
 		}
 		fd = next
 	}
-	w := &walker{maxBytes: maxBytes}
+	w := &walker{maxBytes: maxBytes, read: true}
 	f, skip, err := w.file(fd, parts[len(parts)-1], rel)
 	unix.Close(fd)
 	switch {
@@ -323,6 +330,7 @@ func Read(workFolder, source, rel string, maxBytes int64) (*File, error) {
 
 type walker struct {
 	maxBytes  int64
+	read      bool // keep the bytes (Read), or only hash them (Scan)
 	published map[string]string
 	files     []File
 	skips     []Skip
@@ -383,7 +391,8 @@ func (w *walker) dir(fd int, prefix string, depth int) {
 }
 
 // file opens name in the folder dirfd without following a link, checks
-// it with Fstat on the same descriptor and reads and hashes it from there.
+// it with Fstat on the same descriptor and hashes it from there, keeping
+// its bytes when w.read is set.
 func (w *walker) file(dirfd int, name, rel string) (*File, string, error) {
 	// O_NONBLOCK: opening a FIFO the agent left must not hang the run.
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
@@ -409,17 +418,27 @@ func (w *walker) file(dirfd int, name, rel string) (*File, string, error) {
 		return nil, ReasonTooLarge, nil
 	}
 	h := sha256.New()
-	data, err := io.ReadAll(io.TeeReader(io.LimitReader(f, w.maxBytes+1), h))
+	src := io.LimitReader(f, w.maxBytes+1)
+	var data []byte
+	var n int64
+	if w.read {
+		data, err = io.ReadAll(io.TeeReader(src, h))
+		n = int64(len(data))
+	} else {
+		n, err = io.Copy(h, src)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", rel, err)
 	}
-	if int64(len(data)) > w.maxBytes {
+	if n > w.maxBytes {
 		return nil, ReasonTooLarge, nil // it grew while we read
 	}
-	out := &File{Path: rel, Size: int64(len(data)), SHA256: hex.EncodeToString(h.Sum(nil)), Data: data,
-		MediaType: MediaType(rel), Encoding: "base64"}
-	if utf8.Valid(data) && !strings.ContainsRune(string(data), 0) {
-		out.Encoding = "utf-8"
+	out := &File{Path: rel, Size: n, SHA256: hex.EncodeToString(h.Sum(nil)), Data: data, MediaType: MediaType(rel)}
+	if w.read {
+		out.Encoding = "base64"
+		if utf8.Valid(data) && !bytes.ContainsRune(data, 0) {
+			out.Encoding = "utf-8"
+		}
 	}
 	return out, "", nil
 }

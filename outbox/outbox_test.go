@@ -189,6 +189,8 @@ func TestScan(t *testing.T) {
 	}
 }
 
+// TestScanFileFields: Scan hashes every file and keeps none of its bytes;
+// Read reads one, hashed from the same descriptor, with its encoding.
 func TestScanFileFields(t *testing.T) {
 	work := t.TempDir()
 	out := filepath.Join(work, src)
@@ -199,25 +201,29 @@ func TestScanFileFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]File{
-		"report.md": {Size: 7, SHA256: sum("héllo\n"), MediaType: "text/markdown", Encoding: "utf-8"},
-		"img.png":   {Size: 5, SHA256: sum("\x89PNG\x00"), MediaType: "image/png", Encoding: "base64"},
-		"noext":     {Size: 2, SHA256: sum("\xff\xfe"), MediaType: "application/octet-stream", Encoding: "base64"},
+	want := map[string]struct {
+		File
+		data string // EncodedData after Read
+	}{
+		"report.md": {File{Size: 7, SHA256: sum("héllo\n"), MediaType: "text/markdown", Encoding: "utf-8"}, "héllo\n"},
+		"img.png":   {File{Size: 5, SHA256: sum("\x89PNG\x00"), MediaType: "image/png", Encoding: "base64"}, "iVBORwA="},
+		"noext":     {File{Size: 2, SHA256: sum("\xff\xfe"), MediaType: "application/octet-stream", Encoding: "base64"}, "//4="},
 	}
 	if len(files) != len(want) {
 		t.Fatalf("files %v", paths(files))
 	}
 	for _, f := range files {
 		w := want[f.Path]
-		if f.Size != w.Size || f.SHA256 != w.SHA256 || f.MediaType != w.MediaType || f.Encoding != w.Encoding {
-			t.Errorf("%s: got %+v, want %+v", f.Path, f, w)
+		if f.Size != w.Size || f.SHA256 != w.SHA256 || f.MediaType != w.MediaType || f.Data != nil || f.Encoding != "" {
+			t.Errorf("scanned %s: got %+v, want %+v without data", f.Path, f, w.File)
 		}
-	}
-	if got := files[0].EncodedData(); got != "iVBORwA=" { // img.png sorts first
-		t.Errorf("base64 data %q", got)
-	}
-	if got := files[2].EncodedData(); got != "héllo\n" {
-		t.Errorf("utf-8 data %q", got)
+		r, err := Read(work, src, f.Path, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Path != f.Path || r.Size != w.Size || r.SHA256 != w.SHA256 || r.MediaType != w.MediaType || r.Encoding != w.Encoding || r.EncodedData() != w.data {
+			t.Errorf("read %s: got %+v (data %q), want %+v (data %q)", f.Path, r, r.EncodedData(), w.File, w.data)
+		}
 	}
 }
 

@@ -40,8 +40,9 @@ type activation struct {
 	userID  string
 	tlog    *os.File
 	slot    *lock.Slot
-	offline bool // a post found BlobHub unreachable: journal only until the end
-	unread  bool // the last read of the thread stopped at its bound
+	offline bool              // a post found BlobHub unreachable: journal only until the end
+	unread  bool              // the last read of the thread stopped at its bound
+	notMine map[string]string // aliases for not_mine.yaml, written once at the end
 	// authRefused: a post got 401/403; the run ends AUTH_INVALID (77).
 	authRefused bool
 

@@ -117,6 +117,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		return sum, err
 	}
 	defer a.close()
+	defer a.flushNotMine(ctx)
 
 	// 4. An agent left behind by a killed bhw-run is stopped first.
 	if p := a.t.Agent.Process; p != nil {

@@ -2,12 +2,16 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
@@ -214,4 +218,166 @@ func TestThreadShowBounded(t *testing.T) {
 	if n := strings.Count(out.String(), "\n"); n != 120 {
 		t.Fatalf("printed %d lines, want 120", n)
 	}
+}
+
+// hookClient runs onUpload before every upload and onPost before every
+// post.
+type hookClient struct {
+	blobhub.Client
+	onUpload func(alias string)
+	onPost   func(p blobhub.NewItem)
+}
+
+func (c *hookClient) Upload(ctx context.Context, alias string, v json.RawMessage) error {
+	if c.onUpload != nil {
+		c.onUpload(alias)
+	}
+	return c.Client.Upload(ctx, alias, v)
+}
+
+func (c *hookClient) Post(ctx context.Context, alias string, p blobhub.NewItem) (blobhub.Item, error) {
+	if c.onPost != nil {
+		c.onPost(p)
+	}
+	return c.Client.Post(ctx, alias, p)
+}
+
+// hook wraps the run's client (after the harness's own wrapping).
+func (h *artifactHarness) hook(c hookClient) {
+	prev := h.runner
+	h.runner = func(r *Runner) {
+		prev(r)
+		c.Client = r.Client
+		r.Client = &c
+	}
+}
+
+// TestArtifactsReadOneAtATime: the outbox is scanned (hashed) first, and
+// each file's bytes are read only for its own upload, so a run holds one
+// file at a time. A file that changes after the scan, before its upload,
+// is published as it is then: uploaded, recorded and announced with the
+// sha256 of the bytes sent.
+func TestArtifactsReadOneAtATime(t *testing.T) {
+	h := newArtifactHarness(t, false)
+	h.activate()
+	h.write("a.txt", "a v1")
+	h.write("b.txt", "b v1")
+	h.hook(hookClient{onUpload: func(alias string) {
+		if strings.HasSuffix(alias, "/a.txt") {
+			h.write("b.txt", "b v2, written while a.txt was uploaded")
+		}
+	}})
+	h.turn()
+	b, ok := h.object("b.txt")
+	if !ok || b.Data != "b v2, written while a.txt was uploaded" || b.SHA256 != sha(b.Data) || b.Size != int64(len(b.Data)) {
+		t.Fatalf("b.txt published as %+v, want the bytes on disk at its upload", b)
+	}
+	if got := h.thread(h.alias).Artifacts.Published["b.txt"].SHA256; got != sha(b.Data) {
+		t.Fatalf("thread.yaml records %s, want the sha256 uploaded", got)
+	}
+	var announcedSHA []string
+	for _, it := range h.srv.Items(h.alias) {
+		var m struct {
+			Type     string `json:"type"`
+			Artifact struct {
+				Alias, SHA256 string
+			} `json:"artifact"`
+		}
+		if json.Unmarshal(it.Metadata, &m) == nil && m.Type == envelope.ItemArtifactPublished && strings.HasSuffix(m.Artifact.Alias, "/b.txt") {
+			announcedSHA = append(announcedSHA, m.Artifact.SHA256)
+		}
+	}
+	if !slices.Equal(announcedSHA, []string{sha(b.Data)}) {
+		t.Fatalf("b.txt announced with %v, want once with the sha256 uploaded", announcedSHA)
+	}
+	if h.uploadsOf("a.txt") != 1 || h.uploadsOf("b.txt") != 1 {
+		t.Fatalf("uploads a %d b %d, want one each", h.uploadsOf("a.txt"), h.uploadsOf("b.txt"))
+	}
+	// The next turn finds nothing new: the record holds what was sent.
+	h.turn()
+	if got := h.announced(); got["a.txt"] != 1 || got["b.txt"] != 1 {
+		t.Fatalf("announced %v after a turn with nothing new", got)
+	}
+}
+
+// TestNotMineWrittenOncePerRun: a run publishing several artifacts writes
+// not_mine.yaml once, after them, not once per artifact.
+func TestNotMineWrittenOncePerRun(t *testing.T) {
+	h := newArtifactHarness(t, false)
+	h.activate()
+	for _, f := range []string{"a", "b", "c", "d", "e"} {
+		h.write(f+".txt", f)
+	}
+	path := filepath.Join(h.setup().JobDir, "not_mine.yaml")
+	versions := map[uint64]bool{} // not_mine.yaml as each announcement is posted, by inode (0: absent)
+	h.hook(hookClient{onPost: func(p blobhub.NewItem) {
+		if !strings.Contains(string(p.Metadata), envelope.ItemArtifactPublished) {
+			return
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil {
+			st.Ino = 0
+		}
+		versions[st.Ino] = true
+	}})
+	h.turn()
+	if len(h.announced()) != 5 {
+		t.Fatalf("announced %v", h.announced())
+	}
+	if len(versions) != 1 {
+		t.Fatalf("not_mine.yaml was rewritten while the artifacts were published (%d versions seen)", len(versions))
+	}
+	nm := h.notMine()
+	for _, f := range []string{"a", "b", "c", "d", "e"} {
+		if e := nm.Aliases[h.alias+"/artifacts/"+f+".txt"]; e.Reason != ReasonArtifact {
+			t.Fatalf("%s.txt not cached after the run: %+v", f, e)
+		}
+	}
+}
+
+// TestKill9Artifacts: bhw-run killed with SIGKILL after each journal write
+// of a turn that publishes three files, then a normal run: every file is
+// published with its bytes and announced exactly once, nothing stays open.
+func TestKill9Artifacts(t *testing.T) {
+	files := map[string]string{"a.md": "# a\n", "sub/b.bin": "\x00\x01", "c.txt": "c"}
+	for n := 1; n < 60; n++ {
+		h := newArtifactHarness(t, true)
+		h.activate()
+		for rel, data := range files {
+			h.write(rel, data)
+		}
+		h.srv.PersonPost(h.alias, "publish")
+		script := claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "done"}}}}
+		h.play(script)
+		killed, exit := h.runKilled(h.alias, n)
+		if killed {
+			h.play(script)
+			if sum := h.run(h.alias); sum.ExitCode != ExitOK {
+				t.Fatalf("kill at %d: the next run exits %d (%+v)", n, sum.ExitCode, sum.Error)
+			}
+		} else if exit != ExitOK {
+			t.Fatalf("clean run exits %d", exit)
+		}
+		got := h.announced()
+		for rel, data := range files {
+			if got[rel] != 1 {
+				t.Fatalf("kill at %d: announced %v, want each file once", n, got)
+			}
+			if o, ok := h.object(rel); !ok || o.SHA256 != sha(data) {
+				t.Fatalf("kill at %d: %s published as %+v", n, rel, o)
+			}
+		}
+		h.noneTwice(h.alias)
+		if open := h.journalOpen(h.alias); open != 0 {
+			t.Fatalf("kill at %d: %d emissions unconfirmed", n, open)
+		}
+		if !killed {
+			if n < 8 {
+				t.Fatalf("only %d journal writes in a publishing turn", n-1)
+			}
+			t.Logf("killed after each of %d journal writes", n-1)
+			return
+		}
+	}
+	t.Fatal("the publishing run never finished without a kill")
 }
