@@ -177,14 +177,7 @@ func TestPostSearchThatCannotTell(t *testing.T) {
 		t.Fatalf("items %v, want the person's and the one stored", got)
 	}
 	h.runner = nil
-	want(t, h.run(alias), OutcomeIdle, ExitOK)
-	if got := h.items(alias); !slices.Equal(got, oneTurnItems) {
-		t.Fatalf("items after the next run %v", got)
-	}
-	h.noneTwice(alias)
-	if n := h.journalOpen(alias); n != 0 {
-		t.Fatalf("%d emissions still open", n)
-	}
+	h.nextRunPostsTheRest(alias)
 }
 
 // floodOnPost runs flood once, before the first post.

@@ -83,18 +83,25 @@ func TestPostsDropped(t *testing.T) {
 	if st := h.thread(alias).Turn.State; st != envelope.TurnStateIdle {
 		t.Fatalf("turn %q", st)
 	}
-	want(t, h.run(alias), OutcomeIdle, ExitOK)
-	if got := h.items(alias); !slices.Equal(got, oneTurnItems) {
-		t.Fatalf("items after the next run %v", got)
-	}
-	h.noneTwice(alias)
-	if n := h.journalOpen(alias); n != 0 {
-		t.Fatalf("%d emissions still open", n)
-	}
+	h.nextRunPostsTheRest(alias)
 	h.srv.ResetCounts()
 	want(t, h.run(alias), OutcomeIdle, ExitOK)
 	if n, cmds := h.srv.Requests(); n != 2 {
 		t.Fatalf("idle run after recovery made %d requests: %v", n, cmds)
+	}
+}
+
+// nextRunPostsTheRest: after a run that left oneTurn's items journaled, an
+// idle run posts them all, none twice, and closes the journal.
+func (h *harness) nextRunPostsTheRest(alias string) {
+	h.t.Helper()
+	want(h.t, h.run(alias), OutcomeIdle, ExitOK)
+	if got := h.items(alias); !slices.Equal(got, oneTurnItems) {
+		h.t.Fatalf("items after the next run %v", got)
+	}
+	h.noneTwice(alias)
+	if n := h.journalOpen(alias); n != 0 {
+		h.t.Fatalf("%d emissions still open", n)
 	}
 }
 
