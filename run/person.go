@@ -207,7 +207,11 @@ func ThreadShow(ctx context.Context, c blobhub.Client, alias string, jsonOut, fo
 	}
 	cur := blobhub.Cursor{}
 	for {
-		next, _, err := blobhub.TailEach(ctx, c, alias, cur, blobhub.TailLimits, show)
+		shown := 0
+		next, more, err := blobhub.TailEach(ctx, c, alias, cur, blobhub.TailLimits, func(it blobhub.Item) bool {
+			shown++
+			return show(it)
+		})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -215,6 +219,9 @@ func ThreadShow(ctx context.Context, c blobhub.Client, alias string, jsonOut, fo
 			return apiErr(err, "read items of "+alias)
 		}
 		cur = next
+		if more && shown > 0 {
+			continue // a long thread: read on at once
+		}
 		select {
 		case <-ctx.Done():
 			return nil
