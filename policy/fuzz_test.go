@@ -78,3 +78,73 @@ func FuzzPathPattern(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRespelling: for a command of plain words, spelling its words another
+// way (quoted, escaped, split by empty quotes) never changes the decision,
+// and putting assignments or a wrapper in front never turns the machine
+// owner's deny into anything else.
+func FuzzRespelling(f *testing.F) {
+	for _, s := range []string{"rm -rf /", "rm -rf build out", "ls -la", "go test ./...", "rm -rf", "rm  -rf  x", "rmdir -rf x", "git push --force origin"} {
+		f.Add(s)
+	}
+	g := Gate{Posture: PostureGuarded,
+		Worker: []Rule{exR("rm -rf *", DecisionDeny), exR("git push --force*", DecisionDeny)},
+		Thread: thread(DecisionAsk, exR("go test *", DecisionAllow), exR("ls *", DecisionAllow), exR("rm *", DecisionAllow))}
+	reserved := map[string]bool{"if": true, "then": true, "else": true, "elif": true, "fi": true, "do": true, "done": true,
+		"case": true, "esac": true, "while": true, "until": true, "for": true, "in": true, "function": true,
+		"select": true, "time": true, "coproc": true}
+	plain := func(w string) bool {
+		for _, r := range w {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./,:+@%-", r)) {
+				return false
+			}
+		}
+		return true
+	}
+	f.Fuzz(func(t *testing.T, cmd string) {
+		words := strings.Fields(cmd)
+		if len(words) == 0 || len(cmd) > 300 || reserved[words[0]] {
+			return
+		}
+		for _, w := range words {
+			if !plain(w) {
+				return
+			}
+		}
+		cmd = strings.Join(words, " ")
+		each := func(spell func(string) string) string {
+			out := make([]string, len(words))
+			for i, w := range words {
+				out[i] = spell(w)
+			}
+			return strings.Join(out, " ")
+		}
+		base := g.Decide(bash(cmd))
+		for _, v := range []string{
+			each(func(w string) string { return "'" + w + "'" }),
+			each(func(w string) string { return `"` + w + `"` }),
+			each(func(w string) string { return `\` + w }),
+			each(func(w string) string { return w[:1] + "''" + w[1:] }),
+			each(func(w string) string { return "$'" + w + "'" }),
+		} {
+			if d := g.Decide(bash(v)); d.Decision != base.Decision {
+				t.Fatalf("%q = %s (%s) but %q = %s (%s)", cmd, base.Decision, base.Reason, v, d.Decision, d.Reason)
+			}
+		}
+		if base.Decision != DecisionDeny {
+			return
+		}
+		for _, prefix := range []string{"X=1 ", "A=1 B=2 ", "env ", "env -i ", "/usr/bin/env X=1 ", "sudo ", "sudo -u root ",
+			"command ", "builtin ", "exec ", "nice -n 5 ", "nohup ", "timeout 5 ", "busybox ", "> /dev/null ", "sudo env "} {
+			v := prefix + cmd
+			if d := g.Decide(bash(v)); d.Decision != DecisionDeny {
+				t.Fatalf("%q is denied (%s) but %q = %s (%s)", cmd, base.Reason, v, d.Decision, d.Reason)
+			}
+		}
+		if !strings.Contains(words[0], "/") {
+			if v := "/bin/" + cmd; g.Decide(bash(v)).Decision != DecisionDeny {
+				t.Fatalf("%q is denied but %q is not", cmd, v)
+			}
+		}
+	})
+}

@@ -44,6 +44,10 @@ type Decision struct {
 	// Part is the simple command (of a compound line) that decided, when the
 	// call had more than one.
 	Part string `json:"part,omitempty"`
+	// Reading is how the deciding rule read the command when it was not as
+	// written: its words after quote removal ("rm -rf /" for `\rm -rf /`),
+	// past a wrapper, … Empty when the rule matched the source.
+	Reading string `json:"reading,omitempty"`
 	// Reason is for people: denied by worker rule 2 (exec "rm -rf *").
 	Reason string `json:"reason"`
 }
@@ -139,11 +143,13 @@ func (e *explainer) printf(format string, args ...any) {
 // exec call, or the whole call for the other effects.
 type subject struct {
 	effect  string
-	command string   // exec: the simple command, folded
+	command string   // exec: the simple command as written, folded
+	part    *part    // exec: its other readings; nil for a line judged as one string
 	outside []string // read/write: the resolved paths outside the work folder
-	// unparsed: an exec line that does not parse, judged as one string.
-	unparsed bool
 }
+
+// raw reports whether the subject is text the gate could not split.
+func (s subject) raw() bool { return s.part != nil && s.part.raw }
 
 func strictness(decision string) int {
 	switch decision {
@@ -182,15 +188,17 @@ func (g Gate) evaluate(c Call, ex *explainer) Decision {
 		return Decision{Decision: DecisionAllow, Reason: "the autonomous posture (no gate)"}
 	}
 
-	subjects, whole := g.subjects(c, ex)
-	pm := patternResolver{}
+	subjects, whole, over := g.subjects(c, ex)
+	pm := newMatcher()
 
 	// 1. The machine owner's deny rules: nothing relaxes them.
 	denyRules := func(src Source, rules []Rule, s subject, part string) (Decision, bool) {
 		for i, r := range rules {
-			if r.Decision == DecisionDeny && pm.matches(r, s) {
-				m := &Match{src, i, r}
-				return Decision{Decision: DecisionDeny, By: m, Part: part, Reason: verb(DecisionDeny) + " " + m.String() + partSuffix(part)}, true
+			if r.Decision != DecisionDeny {
+				continue
+			}
+			if ok, f := pm.matches(r, s); ok {
+				return ruleDecided(DecisionDeny, &Match{src, i, r}, part, s, f), true
 			}
 		}
 		return Decision{}, false
@@ -207,11 +215,17 @@ func (g Gate) evaluate(c Call, ex *explainer) Decision {
 	}
 	ex.printf("machine owner's deny rules: none matches")
 
-	// 2. A one-shot grant a person gave for exactly this call.
-	if c.Fingerprint != "" && slices.Contains(g.Grants, c.Fingerprint) {
+	// 2. A one-shot grant a person gave for exactly this call. A line past
+	// the gate's limits was never checked in full against the machine
+	// owner's deny rules, so while there are any a person cannot approve it.
+	granted := c.Fingerprint != "" && slices.Contains(g.Grants, c.Fingerprint)
+	if granted && over != "" && g.ownerDeniesExec() {
+		ex.printf("one-shot grant: not for this line: it is over the gate's limits and the machine owner has exec deny rules it could not be checked against")
+		granted = false
+	} else if granted {
 		return Decision{Decision: DecisionAllow, Granted: true, Reason: "allowed by a one-shot grant (a person approved this exact call)"}
 	}
-	if len(g.Grants) > 0 {
+	if len(g.Grants) > 0 && !granted {
 		ex.printf("one-shot grants: none for this call's fingerprint %q", c.Fingerprint)
 	}
 
@@ -219,7 +233,12 @@ func (g Gate) evaluate(c Call, ex *explainer) Decision {
 	var best Decision
 	for i, s := range subjects {
 		part := partName(s, subjects)
-		d := g.decideSubject(c, posture, s, part, &pm)
+		d := g.decideSubject(c, posture, s, part, pm)
+		if s.raw() && d.Decision == DecisionAllow {
+			// Judged as one string, the text's commands were never seen one
+			// by one: a rule or default may not allow it unasked.
+			d = Decision{Decision: DecisionAsk, Part: d.Part, Reason: "held for a person: " + s.part.why + ", so its commands cannot be judged one by one (it would have been " + d.Reason + ")"}
+		}
 		if len(subjects) > 1 {
 			ex.printf("part %q: %s", s.command, d.Reason)
 		}
@@ -235,41 +254,77 @@ func (g Gate) evaluate(c Call, ex *explainer) Decision {
 			best = d
 		}
 	}
-	if best.Decision == DecisionAllow && len(subjects) == 1 && subjects[0].unparsed {
-		// Judged as one string, the line's commands were never seen one by
-		// one, and bash runs the commands before a syntax error
-		// ("ls\nrm -rf ~\n'"): a rule or default may not allow it unasked.
-		best = Decision{Decision: DecisionAsk, Reason: "held for a person: the line does not parse as shell, so its commands cannot be judged one by one (it would have been " + best.Reason + ")"}
-		ex.printf("command: an unparsable line is never allowed unasked")
-	}
 	return best
 }
 
-// decideSubject is step 3 for one part.
-func (g Gate) decideSubject(c Call, posture string, s subject, part string, pm *patternResolver) Decision {
-	decided := func(decision string, m *Match, who string) Decision {
-		if m != nil {
-			who = m.String()
+// ownerDeniesExec reports whether the machine owner has an exec deny rule.
+func (g Gate) ownerDeniesExec() bool {
+	for _, r := range g.Worker {
+		if r.Effect == EffectExec && r.Decision == DecisionDeny {
+			return true
 		}
-		return Decision{Decision: decision, By: m, Part: part, Reason: verb(decision) + " " + who + partSuffix(part)}
+	}
+	return false
+}
+
+// ruleDecided is the decision a rule gives a subject it matched in reading f
+// (nil: as written).
+func ruleDecided(decision string, m *Match, part string, s subject, f *form) Decision {
+	d := Decision{Decision: decision, By: m, Part: part, Reason: verb(decision) + " " + m.String() + partSuffix(part)}
+	if f != nil {
+		d.Reading = f.text()
+		if d.Reading != s.command {
+			d.Reason += fmt.Sprintf(", reading %q as %q (%s)", s.command, d.Reading, f.note)
+		}
+		if f.wild() && decision != DecisionAllow {
+			d.Reason += "; " + wildNote(*f) + ": write the command out in full"
+		}
+	}
+	return d
+}
+
+// wildNote says which stretches of a reading the gate cannot know.
+func wildNote(f form) string {
+	var ws []string
+	for _, s := range f.segs {
+		if s.wild != known && !slices.Contains(ws, s.text) {
+			ws = append(ws, s.text)
+		}
+	}
+	if len(ws) == 1 {
+		return quoteList(ws) + " is only known when the shell runs, and the rule matches some value of it"
+	}
+	return quoteList(ws) + " are only known when the shell runs, and the rule matches some value of them"
+}
+
+// decideSubject is step 3 for one part.
+func (g Gate) decideSubject(c Call, posture string, s subject, part string, pm *matcher) Decision {
+	decided := func(decision string, who string) Decision {
+		return Decision{Decision: decision, Part: part, Reason: verb(decision) + " " + who + partSuffix(part)}
 	}
 	if posture == PostureApproval {
 		for i, r := range g.Worker {
-			if r.Decision == DecisionAsk && pm.matches(r, s) {
-				return decided(DecisionAsk, &Match{SourceWorker, i, r}, "")
+			if r.Decision != DecisionAsk {
+				continue
+			}
+			if ok, f := pm.matches(r, s); ok {
+				return ruleDecided(DecisionAsk, &Match{SourceWorker, i, r}, part, s, f)
 			}
 		}
-		return decided(DecisionAsk, nil, "the approval posture (a person decides every call)")
+		return decided(DecisionAsk, "the approval posture (a person decides every call)")
 	}
 	if s.effect != "" {
 		for i, r := range g.Worker {
-			if r.Decision != DecisionDeny && pm.matches(r, s) {
-				return decided(ruleDecision(r), &Match{SourceWorker, i, r}, "")
+			if r.Decision == DecisionDeny {
+				continue
+			}
+			if ok, f := pm.matches(r, s); ok {
+				return ruleDecided(ruleDecision(r), &Match{SourceWorker, i, r}, part, s, f)
 			}
 		}
 		for i, r := range g.Thread.Rules {
-			if pm.matches(r, s) {
-				return decided(ruleDecision(r), &Match{SourceThread, i, r}, "")
+			if ok, f := pm.matches(r, s); ok {
+				return ruleDecided(ruleDecision(r), &Match{SourceThread, i, r}, part, s, f)
 			}
 		}
 	}
@@ -277,7 +332,7 @@ func (g Gate) decideSubject(c Call, posture string, s subject, part string, pm *
 	if strictness(def) == 1 {
 		def = DecisionAsk // an unknown default fails closed
 	}
-	return decided(def, nil, "the thread's default")
+	return decided(def, "the thread's default")
 }
 
 // ruleDecision fails closed: a decision Validate would refuse is an ask.
@@ -305,32 +360,46 @@ func partSuffix(part string) string {
 
 // subjects splits a call into what rules are matched against. whole is the
 // full command line when it is compound (checked against deny rules too).
-func (g Gate) subjects(c Call, ex *explainer) (subjects []subject, whole *subject) {
+// over names the limit an exec line is past, "" when none.
+func (g Gate) subjects(c Call, ex *explainer) (subjects []subject, whole *subject, over string) {
 	switch c.Effect {
 	case EffectExec:
 		line := foldSpace(c.Target.Command)
-		parts, ok := commandParts(c.Target.Command)
-		if !ok {
-			ex.printf("command: does not parse as a shell line; judged as one string %q", line)
+		sp := splitLine(c.Target.Command)
+		switch {
+		case sp.over != "":
+			ex.printf("command: over the gate's limits (%s); the commands before the limit are judged one by one, the line as one string, and the call is at best ask", sp.over)
+		case sp.unparsed:
+			ex.printf("command: does not parse as a shell line; judged as one string %q, and each statement before the error on its own", line)
 		}
-		if !ok || len(parts) == 0 {
-			return []subject{{effect: EffectExec, command: line, unparsed: !ok}}, nil
+		if len(sp.parts) == 0 {
+			return []subject{{effect: EffectExec, command: line}}, nil, sp.over
 		}
-		for _, p := range parts {
-			subjects = append(subjects, subject{effect: EffectExec, command: p})
+		var sources []string
+		for i := range sp.parts {
+			p := &sp.parts[i]
+			subjects = append(subjects, subject{effect: EffectExec, command: p.source, part: p})
+			sources = append(sources, p.source)
 		}
-		if len(parts) > 1 || parts[0] != line {
-			ex.printf("command parts: %s", quoteList(parts))
-			whole = &subject{effect: EffectExec, command: line}
+		if len(sources) > 1 || sources[0] != line {
+			ex.printf("command parts: %s", quoteList(sources))
+			if sp.over == "" && !sp.unparsed {
+				whole = &subject{effect: EffectExec, command: line}
+			}
 		}
-		return subjects, whole
+		for _, p := range sp.parts {
+			if p.words != nil && p.words.text() != p.source {
+				ex.printf("part %q: its words read %q", p.source, p.words.text())
+			}
+		}
+		return subjects, whole, sp.over
 	case EffectRead, EffectWrite:
-		return []subject{{effect: c.Effect, outside: g.outsidePaths(c, ex)}}, nil
+		return []subject{{effect: c.Effect, outside: g.outsidePaths(c, ex)}}, nil, ""
 	case "":
 		ex.printf("effect: none; only the thread's default answers this call (under approval, a person)")
-		return []subject{{}}, nil
+		return []subject{{}}, nil, ""
 	default:
-		return []subject{{effect: c.Effect}}, nil
+		return []subject{{effect: c.Effect}}, nil, ""
 	}
 }
 
@@ -379,33 +448,73 @@ func (g Gate) outsidePaths(c Call, ex *explainer) []string {
 	return outside
 }
 
-// patternResolver matches rules against subjects, resolving each path
-// pattern's fixed base through symlinks once, the same way targets are
-// resolved, so "/home/me/**" still matches when /home/me is a link.
-type patternResolver map[string]string
+// matcher matches rules against subjects. It resolves each path pattern's
+// fixed base through symlinks once, the same way targets are resolved, so
+// "/home/me/**" still matches when /home/me is a link; and it bounds the
+// work of matching readings with unknown words for one call.
+type matcher struct {
+	paths map[string]string
+	cells int // mayMatch steps left
+}
 
-func (pm patternResolver) matches(r Rule, s subject) bool {
+func newMatcher() *matcher { return &matcher{paths: map[string]string{}, cells: maxMatchCells} }
+
+// matches reports whether rule r matches subject s, and the reading it
+// matched in (nil: as written). A command rule matches the source as
+// written or the words the shell runs; a rule that holds calls back (deny,
+// ask) also matches the readings of strictForms, and a reading with unknown
+// words when some value of them matches (see words.go).
+func (pm *matcher) matches(r Rule, s subject) (bool, *form) {
 	if r.Effect != s.effect || s.effect == "" {
-		return false
+		return false, nil
 	}
 	switch {
 	case r.Command != "":
-		return s.effect == EffectExec && MatchCommand(r.Command, s.command)
+		if s.effect != EffectExec {
+			return false, nil
+		}
+		if MatchCommand(r.Command, s.command) {
+			return true, nil
+		}
+		if s.part == nil {
+			return false, nil
+		}
+		holds := ruleDecision(r) != DecisionAllow
+		if w := s.part.words; w != nil {
+			// An allow rule reads an unknown word as written.
+			if !w.wild() || !holds {
+				if MatchCommand(r.Command, w.text()) {
+					return true, w
+				}
+			} else if mayMatch(r.Command, *w, &pm.cells) {
+				return true, w
+			}
+		}
+		if !holds {
+			return false, nil
+		}
+		for i := range s.part.strict {
+			f := &s.part.strict[i]
+			if f.wild() && mayMatch(r.Command, *f, &pm.cells) || !f.wild() && MatchCommand(r.Command, f.text()) {
+				return true, f
+			}
+		}
+		return false, nil
 	case r.Path != "":
 		resolved := pm.resolve(r.Path)
 		for _, p := range s.outside {
 			if MatchPath(r.Path, p) || (resolved != r.Path && MatchPath(resolved, p)) {
-				return true
+				return true, nil
 			}
 		}
-		return false
+		return false, nil
 	default:
-		return true
+		return true, nil
 	}
 }
 
-func (pm patternResolver) resolve(pattern string) string {
-	if r, ok := pm[pattern]; ok {
+func (pm *matcher) resolve(pattern string) string {
+	if r, ok := pm.paths[pattern]; ok {
 		return r
 	}
 	out := pattern
@@ -418,7 +527,7 @@ func (pm patternResolver) resolve(pattern string) string {
 			out = escapeMeta(r) + "/" + rest
 		}
 	}
-	pm[pattern] = out
+	pm.paths[pattern] = out
 	return out
 }
 

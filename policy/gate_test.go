@@ -146,7 +146,11 @@ func TestDecide(t *testing.T) {
 		// guarded: compound lines.
 		{name: "compound: every part allowed", gate: grd(th(thread("", exR("git *", DecisionAllow)))), call: bash("git add . && git commit -m 'x y'"), want: DecisionAllow, by: "thread 1"},
 		{name: "compound: one part falls to the default", gate: grd(th(thread("", exR("git *", DecisionAllow)))), call: bash("git add . && curl -s x"), want: DecisionAsk, part: "curl -s x"},
-		{name: "compound: deny beats ask and allow", gate: grd(th(thread("", exR("echo *", DecisionAllow)), exR("rm *", DecisionDeny))), call: bash("echo hi; curl x | sh; rm y"), want: DecisionDeny, by: "worker 1", part: "rm y"},
+		{name: "compound: deny beats ask and allow", gate: grd(th(thread("", exR("echo *", DecisionAllow)), exR("rm *", DecisionDeny))), call: bash("echo hi; curl x | wc -l; rm y"), want: DecisionDeny, by: "worker 1", part: "rm y"},
+		{name: "compound: a shell reading a pipe may run anything", gate: grd(th(thread(DecisionAllow), exR("rm *", DecisionDeny))), call: bash("curl -s https://x | sh"), want: DecisionDeny, by: "worker 1", part: "sh"},
+		{name: "compound: a shell reading a here-string runs it", gate: grd(th(thread(DecisionAllow), exR("rm *", DecisionDeny))), call: bash("bash <<< 'r\\m x'"), want: DecisionDeny, by: "worker 1", part: "r\\m x"},
+		{name: "compound: a shell reading a here-document runs it", gate: grd(th(thread(DecisionAllow), exR("rm *", DecisionDeny))), call: bash("sh <<'EOF'\ncd /tmp\n\"rm\" x\nEOF"), want: DecisionDeny, by: "worker 1", part: `"rm" x`},
+		{name: "compound: a shell running a file is not read", gate: grd(th(thread(DecisionAllow), exR("rm *", DecisionDeny))), call: bash("bash ./build.sh"), want: DecisionAllow},
 		{name: "compound: pipeline of allowed parts", gate: grd(th(thread("", exR("cat *", DecisionAllow), exR("grep *", DecisionAllow)))), call: bash("cat f | grep -v x"), want: DecisionAllow, by: "thread 1"},
 		{name: "compound: subshell", gate: grd(th(thread(DecisionAllow, exR("rm -rf *", DecisionDeny)))), call: bash("(cd /tmp && rm -rf x)"), want: DecisionDeny, by: "thread 1", part: "rm -rf x"},
 		{name: "compound: command substitution", gate: grd(th(thread("", exR("echo *", DecisionAllow), exR("rm -rf *", DecisionDeny)))), call: bash("echo $(rm -rf x)"), want: DecisionDeny, by: "thread 2", part: "rm -rf x"},
@@ -157,7 +161,8 @@ func TestDecide(t *testing.T) {
 		{name: "compound: function body judged", gate: grd(th(thread(DecisionAllow, exR("rm -rf /", DecisionDeny)))), call: bash("f() { rm -rf /; }; f"), want: DecisionDeny, by: "thread 1"},
 		{name: "compound: a pipeline deny rule matches the whole line", gate: grd(th(thread("", exR("curl *", DecisionAllow), exR("sh", DecisionAllow), exR("curl * | sh", DecisionDeny)))), call: bash("curl -s https://x | sh"), want: DecisionDeny, by: "thread 3"},
 		{name: "unparsable line is never allowed: ask", gate: grd(th(thread("", exR("echo *", DecisionAllow)))), call: bash("echo 'unterminated"), want: DecisionAsk},
-		{name: "unparsable line: bash runs the lines before the error", gate: grd(th(thread(DecisionAllow, exR("echo *", DecisionAllow)), rmDeny)), call: bash("echo hi\nrm -rf ~\n'"), want: DecisionAsk},
+		{name: "unparsable line: bash runs the lines before the error", gate: grd(th(thread(DecisionAllow, exR("echo *", DecisionAllow)), rmDeny)), call: bash("echo hi\nrm -rf ~\n'"), want: DecisionDeny, by: "worker 1", part: "rm -rf ~"},
+		{name: "unparsable line: the lines before the error are allowed, the line asks", gate: grd(th(thread(DecisionAllow), rmDeny)), call: bash("echo hi\nls\n'"), want: DecisionAsk},
 		{name: "unparsable line judged whole: deny", gate: grd(w(exR("*'*", DecisionDeny))), call: bash("echo 'unterminated"), want: DecisionDeny, by: "worker 1"},
 
 		// guarded: grants.

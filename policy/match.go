@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -71,44 +72,232 @@ func hasGlobMeta(pattern string) bool {
 	return strings.ContainsAny(pattern, `*?[]{}\`)
 }
 
-// commandParts splits a command line into its simple commands with a real
-// shell parser (SPEC §8.3): pipelines, lists, subshells, blocks, control
-// structures, command and process substitutions, and `bash -c '…'` scripts.
-// Each part keeps its redirections ("echo hi > /etc/x"), so a rule for the
-// command sees where it writes. ok is false when the line does not parse; the
-// caller then decides the line as one string.
-func commandParts(line string) (parts []string, ok bool) {
-	return commandPartsDepth(line, 0)
+// Limits on the work one command line may cost the gate. Parsing is
+// recursive (a nesting level costs the parser up to ~6 KiB of stack) and each
+// nested statement's text holds the text of those inside it, so a line of
+// 25,000 nested $( ) once took gigabytes. A line past a limit is over-limit:
+// the parts found before the limit are judged as usual, the line is judged as
+// one string too (so a rule that matches it as written still decides), and
+// the call is at best ask. Every realistic command line stays far inside them.
+const (
+	// Linux refuses a single argument this long (MAX_ARG_STRLEN), so a line
+	// past it cannot run as `bash -c <line>`, which is how agents run one.
+	maxLineBytes = 128 << 10
+	// Bytes that can open a nesting level in the parser: ( { [ ` ! ?. Their
+	// count bounds the parser's depth before it runs; 4096 bounds its stack
+	// to some 25 MiB. About one byte in thirty of code is one of them, so a
+	// here-document of code reaches it only near the length limit.
+	maxOpeners = 4096
+	// Statements nested in one another (subshells, substitutions, blocks,
+	// bodies of if/while/for, functions).
+	maxStmtDepth = 64
+	// Scripts run through `bash -c`, `eval` or a wrapper, inside each other.
+	maxScriptDepth = 4
+	// Simple commands in one line, and the bytes of all their readings.
+	maxParts     = 1024
+	maxFormBytes = 1 << 20
+	// Steps of the walk that matches a rule against a reading with unknown
+	// words (mayMatch), for one call.
+	maxMatchCells = 1 << 24
+)
+
+// part is one simple command of a line as rules read it.
+type part struct {
+	source string // the statement as written, folded: what every rule reads
+	// words is the words the shell runs (quotes removed; assignments and
+	// redirections set aside), nil when the statement has none (a
+	// declaration, a test, redirections alone) or they read exactly as the
+	// source does.
+	words *form
+	// strict are the readings only deny and ask rules see.
+	strict []form
+	// raw: the text could not be split (it does not parse, or it is past a
+	// limit) and is judged as one string; it is at best ask. why says so.
+	raw bool
+	why string
 }
 
-const maxScriptDepth = 4
+// split is a command line split into parts.
+type split struct {
+	parts []part
+	// over names the limit the line is past, "" when none.
+	over string
+	// unparsed: the line, or a script inside it, does not parse.
+	unparsed bool
+	bytes    int
+}
 
-func commandPartsDepth(line string, depth int) ([]string, bool) {
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(line), "")
-	if err != nil {
-		return nil, false
+// splitLine splits a command line into its simple commands with a real shell
+// parser: pipelines, lists, subshells, blocks, control structures, command
+// and process substitutions, and the scripts of `bash -c '…'` and `eval`
+// (also past a wrapper such as sudo). Each part keeps its redirections in its
+// source ("echo hi > /etc/x"), so a rule for the command sees where it
+// writes. A line that does not parse gives the statements before the error
+// (bash runs those before it stops) and the line as one raw part.
+func splitLine(line string) split {
+	var sp split
+	sp.script(line, 0)
+	return sp
+}
+
+func (sp *split) script(line string, depth int) {
+	if depth > maxScriptDepth {
+		sp.overLimit(line, fmt.Sprintf("scripts run by scripts more than %d deep", maxScriptDepth))
+		return
 	}
-	var parts []string
-	syntax.Walk(f, func(n syntax.Node) bool {
-		st, isStmt := n.(*syntax.Stmt)
-		if !isStmt || !simpleCommand(st.Cmd) {
-			return true
+	// Past the cut, the line is not parsed at all: the statements that end
+	// before it are judged, the rest only as part of the line as one string.
+	cut, why := cutPoint(line)
+	stmts, err := parseStmts(line[:cut])
+	for _, st := range stmts {
+		if cut < len(line) && int(st.End().Offset()) >= cut {
+			break // it may go on past the cut
 		}
-		if part, ok := stmtSource(line, st); ok {
-			parts = append(parts, part)
+		if sp.over != "" {
+			return
 		}
-		if depth < maxScriptDepth {
-			if script, isShell := shellScript(st.Cmd); isShell {
-				if inner, ok := commandPartsDepth(script, depth+1); ok {
-					parts = append(parts, inner...)
-				} else {
-					parts = append(parts, foldSpace(script))
-				}
-			}
+		sp.walk(line, st, depth)
+	}
+	switch {
+	case cut < len(line):
+		sp.overLimit(line, why)
+	case err != nil && sp.over == "":
+		sp.unparsed = true
+		why := "the line does not parse as shell"
+		if depth > 0 {
+			why = fmt.Sprintf("the script %q does not parse as shell", foldSpace(line))
 		}
+		sp.parts = append(sp.parts, part{source: foldSpace(line), raw: true, why: why})
+	}
+}
+
+// parseStmts parses a script's statements one by one, so those before a
+// syntax error are kept. A panic in the parser on hostile input is an error
+// (the line is then judged as one string), not the end of the run.
+func parseStmts(script string) (stmts []*syntax.Stmt, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stmts, err = nil, fmt.Errorf("the shell parser failed: %v", r)
+		}
+	}()
+	// The callback never stops the walk early: mvdan.cc/sh v3.14.1's Stmts
+	// panics when asked to ("range function continued iteration").
+	err = syntax.NewParser(syntax.Variant(syntax.LangBash)).Stmts(strings.NewReader(script), func(st *syntax.Stmt) bool {
+		stmts = append(stmts, st)
 		return true
 	})
-	return parts, true
+	return stmts, err
+}
+
+// cutPoint is how much of a line the parser is given: all of it, or the
+// bytes before the limit it passes, and which limit that is.
+func cutPoint(line string) (int, string) {
+	n := 0
+	for i := 0; i < len(line); i++ {
+		if i == maxLineBytes {
+			return i, fmt.Sprintf("longer than %d KiB", maxLineBytes>>10)
+		}
+		switch line[i] {
+		case '(', '{', '[', '`', '!', '?':
+			if n++; n > maxOpeners {
+				return i, fmt.Sprintf("more than %d of ( { [ ` ! ?", maxOpeners)
+			}
+		}
+	}
+	return len(line), ""
+}
+
+// overLimit stops the split: what follows is judged as one raw string.
+func (sp *split) overLimit(text, why string) {
+	if sp.over == "" {
+		sp.over = why
+		sp.parts = append(sp.parts, part{source: foldSpace(text), raw: true, why: "the line is over the gate's limits (" + why + ")"})
+	}
+}
+
+func (sp *split) walk(line string, root *syntax.Stmt, depth int) {
+	// For each node Walk is inside: the node, and whether it counts as a
+	// level of nesting. The operands of `&&`, `||` and `|` are statements
+	// beside each other, not inside each other.
+	type open struct {
+		node  syntax.Node
+		level bool
+	}
+	var stack []open
+	nest := 0
+	syntax.Walk(root, func(n syntax.Node) bool {
+		if n == nil {
+			if stack[len(stack)-1].level {
+				nest--
+			}
+			stack = stack[:len(stack)-1]
+			return true
+		}
+		if sp.over != "" {
+			return false
+		}
+		st, isStmt := n.(*syntax.Stmt)
+		level := false
+		if isStmt {
+			inList := false
+			if len(stack) > 0 {
+				_, inList = stack[len(stack)-1].node.(*syntax.BinaryCmd)
+			}
+			if level = !inList; level && nest == maxStmtDepth {
+				sp.overLimit(line, fmt.Sprintf("statements nested more than %d deep", maxStmtDepth))
+				return false
+			}
+			if simpleCommand(st.Cmd) {
+				sp.add(line, st, depth)
+			}
+		}
+		if level {
+			nest++
+		}
+		stack = append(stack, open{n, level})
+		return true
+	})
+}
+
+// add reads one simple statement into a part, then splits the scripts it
+// runs.
+func (sp *split) add(line string, st *syntax.Stmt, depth int) {
+	src, ok := stmtSource(line, st)
+	if !ok {
+		return
+	}
+	pt := part{source: src}
+	budget := maxFormBytes - sp.bytes - len(src)
+	var scripts []string
+	if call, ok := st.Cmd.(*syntax.CallExpr); ok && len(call.Args) > 0 {
+		ws := readWords(line, call.Args)
+		if w := joinWords(ws, "the words the shell runs"); w.wild() || w.text() != src {
+			pt.words = &w
+			budget -= w.cost()
+		}
+		tails := commandTails(ws)
+		pt.strict = strictForms(ws, redirWords(line, st.Redirs), tails, &budget)
+		var unknown []string
+		scripts, unknown = wrappedScripts(ws, tails)
+		in, inUnknown := inputScripts(line, ws, tails, st.Redirs)
+		scripts, unknown = append(scripts, in...), append(unknown, inUnknown...)
+		for _, u := range unknown {
+			pt.strict = append(pt.strict, form{segs: []seg{{text: u, wild: anyText}}, display: u, note: "a command only known when the shell runs"})
+		}
+	}
+	sp.bytes = maxFormBytes - budget
+	if budget < 0 || len(sp.parts) >= maxParts {
+		why := fmt.Sprintf("more than %d simple commands", maxParts)
+		if budget < 0 {
+			why = fmt.Sprintf("its commands read more than %d KiB", maxFormBytes>>10)
+		}
+		sp.overLimit(line, why)
+		return
+	}
+	sp.parts = append(sp.parts, pt)
+	for _, s := range scripts {
+		sp.script(s, depth+1)
+	}
 }
 
 // stmtSource is the text of a simple statement as written, with its
@@ -155,7 +344,7 @@ func simpleCommand(c syntax.Command) bool {
 }
 
 // shellScript returns the script of `sh -c '<script>'` and its kin when every
-// word is a literal, so "bash -c 'rm -rf /'" is judged as "rm -rf /" too.
+// word is known, so "bash -c 'rm -rf /'" is judged as "rm -rf /" too.
 func shellScript(c syntax.Command) (string, bool) {
 	call, ok := c.(*syntax.CallExpr)
 	if !ok || len(call.Args) < 3 {
@@ -173,31 +362,13 @@ func shellScript(c syntax.Command) (string, bool) {
 	return script, ok
 }
 
-// literalWord is the value of a word made only of literals and quotes.
+// literalWord is the value of a word the shell reads as one known word.
 func literalWord(w *syntax.Word) (string, bool) {
-	var b strings.Builder
-	for _, p := range w.Parts {
-		switch x := p.(type) {
-		case *syntax.Lit:
-			b.WriteString(x.Value)
-		case *syntax.SglQuoted:
-			if x.Dollar {
-				return "", false
-			}
-			b.WriteString(x.Value)
-		case *syntax.DblQuoted:
-			for _, q := range x.Parts {
-				lit, ok := q.(*syntax.Lit)
-				if !ok {
-					return "", false
-				}
-				b.WriteString(lit.Value)
-			}
-		default:
-			return "", false
-		}
+	ws := readWord("", w)
+	if len(ws) != 1 {
+		return "", false
 	}
-	return b.String(), true
+	return ws[0].value()
 }
 
 // shells are the interpreters whose -c script is judged as a command line.

@@ -177,3 +177,16 @@ func TestResolvePath(t *testing.T) {
 		t.Fatal("fixture path not clean")
 	}
 }
+
+// commandParts is the sources of a line's parts, and whether the line split
+// in full (it parses and is within the limits).
+func commandParts(line string) ([]string, bool) {
+	sp := splitLine(line)
+	var out []string
+	for _, p := range sp.parts {
+		if !p.raw {
+			out = append(out, p.source)
+		}
+	}
+	return out, !sp.unparsed && sp.over == ""
+}
