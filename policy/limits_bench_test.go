@@ -67,3 +67,22 @@ func BenchmarkDecideLarge(b *testing.B) {
 		b.Run(name, func(b *testing.B) { benchDecide(b, g, c) })
 	}
 }
+
+// BenchmarkDecideHostile: other lines built to cost the gate much stay
+// bounded too: brace expansions that multiply, a wrapper with a long tail of
+// options, wrappers inside wrappers, and 1,025 commands.
+func BenchmarkDecideHostile(b *testing.B) {
+	g := Gate{Posture: PostureGuarded, Worker: []Rule{exR("rm -rf *", DecisionDeny)}, Thread: thread(DecisionAllow)}
+	r := strings.Repeat
+	lines := map[string]string{
+		"braces":   "echo " + r("{a,b}{c,d}{e,f}{g,h}{i,j}{k,l} ", 1_000),
+		"bomb":     r("echo "+r("{a,b}", 22)+"; ", 100),
+		"options":  "sudo " + r("-a ", 40_000) + "true",
+		"wrappers": r("env -a ", 10_000) + "true",
+		"commands": r("true; ", maxParts+1),
+	}
+	for name, line := range lines {
+		c := bash(line)
+		b.Run(name, func(b *testing.B) { benchDecide(b, g, c) })
+	}
+}

@@ -24,6 +24,8 @@ func TestOverLimit(t *testing.T) {
 		"readings too large":            "echo " + r("$(echo ", 20) + r("y", 60_000) + r(")", 20),
 		"scripts in scripts too deep":   "bash -c \"bash -c 'bash -c \\\"bash -c \\\\\\\"bash -c true\\\\\\\"\\\"'\"",
 		"a wrapper with too many words": "sudo " + r("-a ", 40_000) + "true",
+		"wrappers in wrappers":          r("env -a ", 10_000) + "true",
+		"brace expansions":              "echo " + r("{a,b}{c,d}{e,f}{g,h}{i,j}{k,l} ", 1_000),
 	}
 	allowAll := Gate{Posture: PostureGuarded, Thread: thread(DecisionAllow, exR("*", DecisionAllow))}
 	ownerDeny := Gate{Posture: PostureGuarded, Worker: []Rule{exR("rm -rf *", DecisionDeny)}, Thread: thread(DecisionAllow)}
@@ -100,5 +102,20 @@ func TestRealisticLinesSplit(t *testing.T) {
 	}
 	if len(lines[1]) < 100_000 || len(lines[2]) < 25_000 {
 		t.Fatalf("the long lines are not long: %d, %d", len(lines[1]), len(lines[2]))
+	}
+}
+
+// A brace expansion that would make more words than the gate reads is an
+// unknown word, not a million known ones.
+func TestBraceBomb(t *testing.T) {
+	sp := splitLine("echo " + strings.Repeat("{a,b}", 22) + " {1..10000000}")
+	if sp.over != "" || len(sp.parts) != 1 || sp.parts[0].words == nil {
+		t.Fatalf("over %q, %d parts", sp.over, len(sp.parts))
+	}
+	if got := sp.parts[0].words.text(); len(got) > 200 || !sp.parts[0].words.wild() {
+		t.Errorf("words read %.80q… (%d bytes), want the brace words unknown", got, len(got))
+	}
+	if sp := splitLine("echo {a,b}{1..3}"); sp.parts[0].words.text() != "echo a1 a2 a3 b1 b2 b3" {
+		t.Errorf("a small brace expansion reads %q", sp.parts[0].words.text())
 	}
 }

@@ -270,20 +270,7 @@ func (sp *split) add(line string, st *syntax.Stmt, depth int) {
 	budget := maxFormBytes - sp.bytes - len(src)
 	var scripts []string
 	if call, ok := st.Cmd.(*syntax.CallExpr); ok && len(call.Args) > 0 {
-		ws := readWords(line, call.Args)
-		if w := joinWords(ws, "the words the shell runs"); w.wild() || w.text() != src {
-			pt.words = &w
-			budget -= w.cost()
-		}
-		tails := commandTails(ws)
-		pt.strict = strictForms(ws, redirWords(line, st.Redirs), tails, &budget)
-		var unknown []string
-		scripts, unknown = wrappedScripts(ws, tails)
-		in, inUnknown := inputScripts(line, ws, tails, st.Redirs)
-		scripts, unknown = append(scripts, in...), append(unknown, inUnknown...)
-		for _, u := range unknown {
-			pt.strict = append(pt.strict, form{segs: []seg{{text: u, wild: anyText}}, display: u, note: "a command only known when the shell runs"})
-		}
+		scripts = readCall(&pt, line, st, call, &budget)
 	}
 	sp.bytes = maxFormBytes - budget
 	if budget < 0 || len(sp.parts) >= maxParts {
@@ -298,6 +285,38 @@ func (sp *split) add(line string, st *syntax.Stmt, depth int) {
 	for _, s := range scripts {
 		sp.script(s, depth+1)
 	}
+}
+
+// readCall fills in a call's readings (see words.go) and returns the scripts
+// it runs. Each step's cost is taken from *budget; it stops when that runs
+// out.
+func readCall(pt *part, line string, st *syntax.Stmt, call *syntax.CallExpr, budget *int) []string {
+	ws := readWords(line, call.Args, budget)
+	if *budget < 0 {
+		return nil
+	}
+	if *budget -= wordsCost(ws); *budget < 0 {
+		return nil
+	}
+	if w := joinWords(ws, "the words the shell runs"); w.wild() || w.text() != pt.source {
+		pt.words = &w
+	}
+	tails := commandTails(ws, budget)
+	if *budget < 0 {
+		return nil
+	}
+	pt.strict = strictForms(ws, redirWords(line, st.Redirs), tails, budget)
+	if *budget < 0 {
+		return nil
+	}
+	scripts, unknown := wrappedScripts(ws, tails)
+	in, inUnknown := inputScripts(line, ws, tails, st.Redirs)
+	scripts, unknown = append(scripts, in...), append(unknown, inUnknown...)
+	for _, u := range unknown {
+		pt.strict = append(pt.strict, form{segs: []seg{{text: u, wild: anyText}}, display: u, note: "a command only known when the shell runs"})
+		*budget -= len(u)
+	}
+	return scripts
 }
 
 // stmtSource is the text of a simple statement as written, with its

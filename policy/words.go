@@ -2,6 +2,7 @@ package policy
 
 import (
 	"path/filepath"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -16,7 +17,9 @@ import (
 // and `X=1 rm -rf /` all run rm with -rf and /. So besides the command's
 // source text a rule is matched against its words after quote removal
 // (escapes and quotes removed, braces expanded), with leading assignments and
-// redirections set aside; a rule matches when either reading does.
+// redirections set aside; a rule matches when either reading does. A word
+// holding a space or an operator character reads quoted, so `echo '> /x'`
+// never reads as a redirection.
 //
 // A deny or ask rule (a rule that holds a call back) also reads the command
 // the way the shell may end up running it, so that no spelling slips past it:
@@ -27,11 +30,21 @@ import (
 //   - a word the gate cannot know before the shell runs (one holding $VAR,
 //     ${…}, $(…), `…`, $((…)), <(…), or an unquoted glob) may be anything:
 //     an unquoted one any text, several words or none, a quoted one any text
-//     within its word. The rule matches if it matches for some value of such
-//     words, so `$X -rf /` and `$(echo rm) -rf /` are denied by a deny rule
-//     "rm -rf *", while `"$PY" x.py` is not (no value of one word makes it
-//     read "rm -rf …"). A command that is only known when the shell runs
-//     (`eval "$X"`, `bash -c "$X"`) may be any command.
+//     within its word; never an operator. The rule matches if it matches for
+//     some value of such words, so `$X -rf /` and `$(echo rm) -rf /` are
+//     denied by a deny rule "rm -rf *", while `"$PY" x.py` is not (no value
+//     of one word makes it read "rm -rf …"). A command only known when the
+//     shell runs (`eval "$X"`, `bash -c "$X"`, a shell reading a pipe) may be
+//     any command.
+//
+// Such a match denies (or asks, for an ask rule): the agent is told to write
+// the command out. It is not turned into a question, because a person's
+// approval is something the thread sends, and nothing the thread sends may
+// relax the machine owner's deny.
+//
+// The scripts a call runs are split into their own parts, judged like the
+// line: `bash -c '…'`, `eval …`, `su -c '…'`, `env -S '…'`, `watch '…'`,
+// and a shell's here-document or here-string, also behind a wrapper.
 //
 // An allow rule reads only the source and the words (with an unknown word as
 // written): it cannot widen what a deny holds back, and it never allows
@@ -112,12 +125,15 @@ func (f form) wild() bool {
 	return false
 }
 
-// cost is what a form weighs against the line's budget: its bytes, and
-// a little for each segment.
-func (f form) cost() int {
+// wordsCost is what the form of words weighs against the line's budget:
+// its bytes, and a little for each segment.
+func wordsCost(ws []word) int {
 	n := 0
-	for _, s := range f.segs {
-		n += len(s.text) + 16
+	for _, w := range ws {
+		n += 16
+		for _, s := range w {
+			n += len(s.text) + 16
+		}
 	}
 	return n
 }
@@ -150,17 +166,42 @@ func joinWords(ws []word, note string) form {
 }
 
 // readWords reads the words of a call: each argument after quote removal and
-// brace expansion, in order. line is the source the words point into.
-func readWords(line string, args []*syntax.Word) []word {
+// brace expansion, in order. line is the source the words point into. Each
+// word's bytes are taken from *budget; reading stops when it runs out.
+func readWords(line string, args []*syntax.Word, budget *int) []word {
 	var out []word
 	for _, a := range args {
-		out = append(out, readWord(line, a)...)
+		ws := readWord(line, a)
+		for _, w := range ws {
+			*budget -= len(w.String()) + 16
+		}
+		if *budget < 0 {
+			return out
+		}
+		out = append(out, ws...)
 	}
 	return out
 }
 
+// maxBraceWords is how many words one brace expansion may make before the
+// gate reads the word as unknown: {a,b}{a,b}… doubles with each pair.
+const maxBraceWords = 64
+
 // readWord reads one shell word; brace expansion can make it several.
 func readWord(line string, w *syntax.Word) []word {
+	if len(w.Parts) == 1 {
+		// The common words need no expansion: plain ones and 'quoted' ones.
+		switch x := w.Parts[0].(type) {
+		case *syntax.Lit:
+			if !strings.ContainsAny(x.Value, "\\{~*?[") {
+				return []word{knownWord(x.Value)}
+			}
+		case *syntax.SglQuoted:
+			if !x.Dollar {
+				return []word{knownWord(x.Value)}
+			}
+		}
+	}
 	src := nodeSource(line, w)
 	static := true
 	for _, p := range w.Parts {
@@ -182,13 +223,28 @@ func readWord(line string, w *syntax.Word) []word {
 		}
 	}
 	if static {
-		fields, err := expand.Fields(&expand.Config{}, w)
-		if err != nil {
-			return []word{{{text: src, wild: anyText}}}
+		words := []*syntax.Word{w}
+		if b := *w; syntax.SplitBraces(&b) { // a copy: SplitBraces replaces its parts
+			if braceWords(&b) > maxBraceWords {
+				return []word{{{text: src, wild: anyText}}}
+			}
+			words = nil
+			for e, err := range expand.BracesSeq(nil, &b) {
+				if err != nil || len(words) == maxBraceWords {
+					return []word{{{text: src, wild: anyText}}}
+				}
+				words = append(words, e)
+			}
 		}
-		ws := make([]word, len(fields))
-		for i, f := range fields {
-			ws[i] = knownWord(f)
+		var ws []word
+		for _, e := range words {
+			fields, err := expand.Fields(&expand.Config{}, e)
+			if err != nil {
+				return []word{{{text: src, wild: anyText}}}
+			}
+			for _, f := range fields {
+				ws = append(ws, knownWord(f))
+			}
 		}
 		return ws
 	}
@@ -233,6 +289,52 @@ func readWord(line string, w *syntax.Word) []word {
 		}
 	}
 	return []word{segs}
+}
+
+// braceWords is how many words a brace expansion makes, counted the way
+// mvdan.cc/sh/expand expands it, and at most maxBraceWords+1.
+func braceWords(w *syntax.Word) int {
+	n := 1
+	for _, p := range w.Parts {
+		br, ok := p.(*syntax.BraceExp)
+		if !ok {
+			continue
+		}
+		k := 0
+		if br.Sequence {
+			k = maxBraceWords + 1
+			from, err1 := strconv.ParseInt(br.Elems[0].Lit(), 10, 64)
+			to, err2 := strconv.ParseInt(br.Elems[1].Lit(), 10, 64)
+			if err1 != nil || err2 != nil {
+				a, b := br.Elems[0].Lit(), br.Elems[1].Lit()
+				if a != "" && b != "" {
+					from, to = int64(a[0]), int64(b[0])
+					err1 = nil
+				}
+			}
+			step := int64(1)
+			if len(br.Elems) > 2 {
+				if s, err := strconv.ParseInt(br.Elems[2].Lit(), 10, 64); err == nil && s != 0 {
+					step = max(s, -s)
+				}
+			}
+			if err1 == nil && step > 0 {
+				span := max(to-from, from-to)
+				if span >= 0 && span/step < maxBraceWords {
+					k = int(span/step) + 1
+				}
+			}
+		} else {
+			for _, e := range br.Elems {
+				k += braceWords(e)
+			}
+		}
+		n *= min(k, maxBraceWords+1)
+		if n > maxBraceWords {
+			return maxBraceWords + 1
+		}
+	}
+	return n
 }
 
 // partValue is the value of one quoted or literal word part after quote
@@ -369,8 +471,9 @@ type tail struct {
 
 // commandTails are the places in a call's words where a command may start:
 // the call itself, and every command its wrappers may run, wrappers inside
-// wrappers included (`sudo env rm`).
-func commandTails(ws []word) []tail {
+// wrappers included (`sudo env rm`). Each word looked at costs *budget a
+// little; it stops when that runs out.
+func commandTails(ws []word, budget *int) []tail {
 	tails := []tail{{start: 0}}
 	seen := map[int]bool{0: true}
 	var by tail // how the wrapper being read passes its command on
@@ -380,7 +483,7 @@ func commandTails(ws []word) []tail {
 			tails = append(tails, tail{i, by.appends, by.viaShell})
 		}
 	}
-	for n := 0; n < len(tails); n++ {
+	for n := 0; n < len(tails) && *budget >= 0; n++ {
 		k := tails[n].start
 		name, ok := commandName(ws[k:])
 		w, isWrapper := wrappers[name]
@@ -390,6 +493,7 @@ func commandTails(ws []word) []tail {
 		by = tail{appends: w.appends || tails[n].appends, viaShell: w.viaShell}
 		if w.exec {
 			for i := k + 1; i < len(ws); i++ {
+				*budget -= 8
 				v, known := ws[i].value()
 				switch {
 				case !known:
@@ -405,6 +509,7 @@ func commandTails(ws []word) []tail {
 		positional, afterOption := w.positional, false
 	words:
 		for i := k + 1; i < len(ws); i++ {
+			*budget -= 8
 			push(i)
 			v, known := ws[i].value()
 			switch {
@@ -446,15 +551,16 @@ func isAssignment(s string) bool {
 // stop when it runs out (the caller then gives up on the line).
 func strictForms(ws, rw []word, tails []tail, budget *int) []form {
 	var out []form
-	add := func(f form) bool {
-		*budget -= f.cost()
-		if *budget < 0 {
+	add := func(ws []word, note string) bool {
+		// The cost is known before the form is built, so a form the budget
+		// cannot pay for is never built.
+		if *budget -= wordsCost(ws); *budget < 0 {
 			return false
 		}
-		out = append(out, f)
+		out = append(out, joinWords(ws, note))
 		return true
 	}
-	if len(rw) > 0 && !add(joinWords(append(append([]word{}, ws...), rw...), "the words and redirections the shell runs")) {
+	if len(rw) > 0 && !add(append(append([]word{}, ws...), rw...), "the words and redirections the shell runs") {
 		return out
 	}
 	for _, t := range tails {
@@ -466,11 +572,11 @@ func strictForms(ws, rw []word, tails []tail, budget *int) []form {
 			if t.appends {
 				cmd = append(append([]word{}, cmd...), word{{text: "…", wild: anyText}})
 			}
-			if !add(joinWords(cmd, note)) {
+			if !add(cmd, note) {
 				return out
 			}
 		}
-		if b, ok := withBaseName(cmd); ok && !add(joinWords(b, note)) {
+		if b, ok := withBaseName(cmd); ok && !add(b, note) {
 			return out
 		}
 	}
@@ -693,10 +799,8 @@ func foldSegs(segs []seg) []seg {
 			out = append(out, seg{text: b.String()})
 		}
 	}
-	// A space next to another one across a wild stretch is still one
-	// space once the stretch is empty; the folded pattern has single ones,
-	// so a doubled space can only fail to match, never match wrongly. At
-	// either end the space goes, as MatchCommand trims.
+	// At either end the space goes, as MatchCommand trims; mayMatch lets a
+	// space beside a wild stretch vanish with it.
 	if n := len(out); n > 0 && out[0].wild == known {
 		out[0].text = strings.TrimLeft(out[0].text, " ")
 	}
