@@ -122,7 +122,8 @@ type split struct {
 	parts []part
 	// over names the limit the line is past, "" when none.
 	over string
-	// unparsed: the line, or a script inside it, does not parse.
+	// unparsed: the line does not parse (a script inside it that does not
+	// is a raw part of its own).
 	unparsed bool
 	bytes    int
 }
@@ -162,9 +163,10 @@ func (sp *split) script(line string, depth int) {
 	case cut < len(line):
 		sp.overLimit(line, why)
 	case err != nil && sp.over == "":
-		sp.unparsed = true
 		why := "the line does not parse as shell"
-		if depth > 0 {
+		if depth == 0 {
+			sp.unparsed = true
+		} else {
 			why = fmt.Sprintf("the script %q does not parse as shell", foldSpace(line))
 		}
 		sp.parts = append(sp.parts, part{source: foldSpace(line), raw: true, why: why})
