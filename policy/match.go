@@ -182,12 +182,15 @@ func parseStmts(script string) (stmts []*syntax.Stmt, err error) {
 			stmts, err = nil, fmt.Errorf("the shell parser failed: %v", r)
 		}
 	}()
-	// The callback never stops the walk early: mvdan.cc/sh v3.14.1's Stmts
-	// panics when asked to ("range function continued iteration").
-	err = syntax.NewParser(syntax.Variant(syntax.LangBash)).Stmts(strings.NewReader(script), func(st *syntax.Stmt) bool {
+	// The loop never stops the iterator early: mvdan.cc/sh v3.14.1's
+	// StmtsSeq panics when asked to ("range function continued iteration").
+	for st, e := range syntax.NewParser(syntax.Variant(syntax.LangBash)).StmtsSeq(strings.NewReader(script)) {
+		if e != nil {
+			err = e
+			continue
+		}
 		stmts = append(stmts, st)
-		return true
-	})
+	}
 	return stmts, err
 }
 
