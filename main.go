@@ -81,6 +81,7 @@ func globalFlags() []cli.Flag {
 		&cli.StringFlag{Name: "revision", EnvVars: []string{"BHW_REVISION_ID"}, Usage: "revision id, without a config file"},
 		&cli.StringFlag{Name: "session", EnvVars: []string{"BHW_SESSION_ID"}, Usage: "session id, without a config file"},
 		&cli.DurationFlag{Name: "lock-wait", EnvVars: []string{"BHW_LOCK_WAIT"}, Usage: "wait this long for the thread lock (0: fail fast)"},
+		&cli.DurationFlag{Name: "slot-wait", EnvVars: []string{"BHW_SLOT_WAIT"}, Usage: "wait this long for a free agent slot, in arrival order (0: fail fast)"},
 		&cli.DurationFlag{Name: "max-duration", EnvVars: []string{"BHW_MAX_DURATION"}, Value: 60 * time.Minute, Usage: "wall-clock cap on one turn"},
 		&cli.DurationFlag{Name: "stall-timeout", EnvVars: []string{"BHW_STALL_TIMEOUT"}, Value: 10 * time.Minute, Usage: "agent silent this long while nothing is open → stalled"},
 		&cli.StringFlag{Name: "log-format", EnvVars: []string{"BHW_LOG_FORMAT"}, Value: "auto", Usage: "auto (tint on a TTY, JSON otherwise), text, json"},
@@ -220,6 +221,10 @@ func open(c *cli.Context, nargs int, person bool) (alias string, s *run.Setup, b
 
 func (cl *cliState) runAlias(c *cli.Context) error {
 	alias, setup, bh, err := open(c, 1, false)
+	if w := c.Duration("slot-wait"); err == nil && w < 0 {
+		// Bounded: a wait for ever would hold the thread lock for ever.
+		err = &run.ExitError{Exit: run.ExitUsage, Message: fmt.Sprintf("--slot-wait %v is negative; pass how long to wait for an agent slot, e.g. 30m (0: fail fast)", w)}
+	}
 	if err != nil {
 		// --json promises one summary object, also when no run started.
 		cl.summary = &run.Summary{Alias: c.Args().First()}
@@ -243,7 +248,7 @@ func (cl *cliState) runAlias(c *cli.Context) error {
 			run.AgentCodex:  func(ctx context.Context, l envelope.Launch) (run.Session, error) { return codex.Start(ctx, l) },
 		},
 		SandboxCheck: codex.SandboxWorks,
-		LockWait:     c.Duration("lock-wait"), MaxDuration: c.Duration("max-duration"), StallTimeout: c.Duration("stall-timeout"),
+		LockWait:     c.Duration("lock-wait"), SlotWait: c.Duration("slot-wait"), MaxDuration: c.Duration("max-duration"), StallTimeout: c.Duration("stall-timeout"),
 		OwnProcess: true, Signals: sigs, Secrets: secrets(setup),
 	}
 	sum, err := r.Run(c.Context, alias)

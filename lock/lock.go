@@ -1,11 +1,12 @@
 // Package lock holds bhw-run's file locks (SPEC §3, §6.1 step 3, §6.6): the per-thread lock
 // thread.lock, the section lock section.lock around read-modify-write of section files, and the
-// agent slots slots/N.lock of a state tree.
+// agent slots slots/N.lock of a state tree, with the queue of processes waiting for one
+// (queue.go).
 //
 // Every lock is flock(2) on an open file descriptor (github.com/gofrs/flock), so the kernel drops
-// it when the process dies, even by SIGKILL: there are no stale locks to break. Lock files are
-// never deleted, because deleting one while another process waits on its inode lets two processes
-// hold "the" lock at once. The thread lock and the slots record their Holder in the file after
+// it when the process dies, even by SIGKILL: there are no stale locks to break. Lock files (all but
+// the queue's tickets, see queue.go) are never deleted, because deleting one while another process
+// waits on its inode lets two processes hold "the" lock at once. The thread lock and the slots record their Holder in the file after
 // locking, so a process that finds them held can say by whom.
 package lock
 
@@ -158,9 +159,14 @@ func open(path string) (*flock.Flock, error) {
 	return flock.New(path, flock.SetPermissions(0o600)), nil
 }
 
-// tryUntil calls TryLock until it succeeds, wait has elapsed (wait < 0: never) or ctx is done.
-// It reports whether the lock was taken.
+// tryUntil calls TryLock until it succeeds, wait has elapsed (wait < 0: never) or ctx is done,
+// every pollInterval. It reports whether the lock was taken.
 func tryUntil(ctx context.Context, f *flock.Flock, wait time.Duration) (bool, error) {
+	return tryEvery(ctx, f, wait, pollInterval)
+}
+
+// tryEvery is tryUntil polling every interval.
+func tryEvery(ctx context.Context, f *flock.Flock, wait, interval time.Duration) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -170,7 +176,7 @@ func tryUntil(ctx context.Context, f *flock.Flock, wait time.Duration) (bool, er
 		if ok || err != nil {
 			return ok, err
 		}
-		sleep := pollInterval
+		sleep := interval
 		if wait >= 0 {
 			left := time.Until(deadline)
 			if left <= 0 {

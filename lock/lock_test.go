@@ -20,7 +20,8 @@ import (
 )
 
 // envHold makes the test binary a lock holder instead of running tests: "thread:<path>" takes the
-// thread lock at path, "slot:<dir>" takes a slot of dir with max 1. It prints "locked" and holds
+// thread lock at path, "slot:<dir>" takes a slot of dir with max 1, "wait:<dir>" waits for one
+// with WaitSlot, printing "queued" once its ticket is in the queue. It prints "locked" and holds
 // until stdin closes or it is killed.
 const envHold = "BHW_LOCK_TEST_HOLD"
 
@@ -39,6 +40,9 @@ func hold(spec string) int {
 		_, err = Acquire(context.Background(), arg, 0)
 	case "slot":
 		_, err = TrySlot(arg, 1)
+	case "wait":
+		testHookQueued = func() { fmt.Println("queued") }
+		_, err = WaitSlot(context.Background(), arg, 1, time.Hour)
 	default:
 		err = fmt.Errorf("unknown hold kind %q", kind)
 	}
@@ -93,9 +97,12 @@ func killHolder(t *testing.T, cmd *exec.Cmd) {
 // fastPolling shrinks the waits for the duration of the test.
 func fastPolling(t *testing.T) {
 	t.Helper()
-	p, a, d := pollInterval, holderReadAttempts, holderReadDelay
+	p, a, d, hp, qp := pollInterval, holderReadAttempts, holderReadDelay, headPollInterval, queuePollInterval
 	pollInterval, holderReadAttempts, holderReadDelay = 100*time.Microsecond, 2, 100*time.Microsecond
-	t.Cleanup(func() { pollInterval, holderReadAttempts, holderReadDelay = p, a, d })
+	headPollInterval, queuePollInterval = 100*time.Microsecond, 100*time.Microsecond
+	t.Cleanup(func() {
+		pollInterval, holderReadAttempts, holderReadDelay, headPollInterval, queuePollInterval = p, a, d, hp, qp
+	})
 }
 
 // onWaiting makes fn run once a waiter has found the lock held and started to wait.

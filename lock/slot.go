@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // ErrNoSlot is returned by TrySlot when every agent slot is held.
@@ -12,13 +13,15 @@ var ErrNoSlot = errors.New("no free agent slot")
 
 // Slot is a held agent slot (SPEC §6.6). A run holds it for as long as its agent lives.
 type Slot struct {
-	lock  *Lock
-	index int
+	lock   *Lock
+	index  int
+	waited time.Duration // how long WaitSlot queued for it; 0 when it was free at once
 }
 
 // TrySlot takes the first free slot among the files dir/0.lock … dir/(maxAgents-1).lock, without
 // waiting, and records this process's Holder in it. All slots held → ErrNoSlot. Because each slot
 // is an flock, any number of processes sharing dir never hold more than maxAgents slots together.
+// TrySlot ignores the processes queued for a slot; runs use WaitSlot, which does not.
 func TrySlot(dir string, maxAgents int) (*Slot, error) {
 	if maxAgents < 1 {
 		return nil, fmt.Errorf("agent slots: max_agents is %d, want at least 1", maxAgents)
@@ -50,3 +53,6 @@ func (s *Slot) Release() error { return s.lock.Unlock() }
 
 // Index is the slot's number N, as in slots/N.lock.
 func (s *Slot) Index() int { return s.index }
+
+// Waited is how long WaitSlot queued for the slot: 0 when a slot was free at once.
+func (s *Slot) Waited() time.Duration { return s.waited }

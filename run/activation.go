@@ -354,20 +354,51 @@ func jsonEqual(x, y []byte) bool {
 	return json.Unmarshal(x, &a) == nil && json.Unmarshal(y, &b) == nil && reflect.DeepEqual(a, b)
 }
 
-// reserveSlot takes an agent slot of the state tree (SPEC §6.6).
-func (a *activation) reserveSlot() error {
+// reserveSlot takes an agent slot of the state tree (SPEC §6.6), waiting up
+// to --slot-wait behind the runs that queued earlier.
+func (a *activation) reserveSlot(ctx context.Context) error {
 	if a.slot != nil {
 		return nil
 	}
-	s, err := lock.TrySlot(filepath.Join(a.r.Setup.StateDir, "slots"), a.r.Setup.Config.Concurrency.MaxAgents)
-	if errors.Is(err, lock.ErrNoSlot) {
-		return exitErr(ExitTempFail, CodeNoSlot, "all %d agent slots of this state tree are taken; retry later or raise concurrency.max_agents", a.r.Setup.Config.Concurrency.MaxAgents)
+	dir, maxAgents := filepath.Join(a.r.Setup.StateDir, "slots"), a.r.Setup.Config.Concurrency.MaxAgents
+	s, err := lock.WaitSlot(ctx, dir, maxAgents, 0)
+	if errors.Is(err, lock.ErrNoSlot) && a.r.SlotWait > 0 {
+		a.log.Info("every agent slot is taken; waiting for one", "max_agents", maxAgents, "slot_wait", a.r.SlotWait.String())
+		s, err = lock.WaitSlot(ctx, dir, maxAgents, a.r.SlotWait)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, lock.ErrNoSlot) && a.r.SlotWait > 0:
+		return exitErr(ExitTempFail, CodeNoSlot, "no agent slot of this state tree (%d) was freed within --slot-wait %v; retry later, wait longer or raise concurrency.max_agents", maxAgents, a.r.SlotWait)
+	case errors.Is(err, lock.ErrNoSlot):
+		return exitErr(ExitTempFail, CodeNoSlot, "all %d agent slots of this state tree are taken; retry later, pass --slot-wait or raise concurrency.max_agents", maxAgents)
+	case err != nil && ctx.Err() != nil:
+		return exitErr(ExitTempFail, "", "stopped while waiting for an agent slot; nothing was written, the next run starts over")
+	case err != nil:
 		return err
+	}
+	if s.Waited() > 0 {
+		a.log.Info("took an agent slot after waiting", "slot", s.Index(), "waited_ms", s.Waited().Milliseconds())
 	}
 	a.slot = s
 	return nil
+}
+
+// lookAgain reads the envelope and the new items again after a wait for a
+// slot, and decides again: a person may have stopped the thread or written
+// more while the run waited. Without a wait, d stands.
+func (a *activation) lookAgain(ctx context.Context, d Decision) (Decision, error) {
+	if a.slot.Waited() == 0 {
+		return d, nil
+	}
+	if err := a.download(ctx); err != nil {
+		return d, err
+	}
+	if err := a.readItems(ctx); err != nil {
+		return d, err
+	}
+	d = Decide(a.facts())
+	a.log.Debug("decided again after the wait", "row", d.Row.String(), "unfinished", d.Unfinished, "acts", d.Acts)
+	return d, nil
 }
 
 func (a *activation) turnInterrupted() bool {

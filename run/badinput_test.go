@@ -738,7 +738,7 @@ func TestIdleRequests(t *testing.T) {
 }
 
 // TestNoSlotPending: a pending thread with a message and no free slot exits
-// 75 with nothing written: still pending on the wire and locally.
+// 75 with nothing written: still pending on the wire, no thread.yaml.
 func TestNoSlotPending(t *testing.T) {
 	h := newHarness(t, false)
 	h.cfg = "concurrency: {max_agents: 1}\n"
@@ -754,8 +754,8 @@ func TestNoSlotPending(t *testing.T) {
 	if got := h.wireState(alias); got != envelope.StatePending {
 		t.Fatalf("wire %q", got)
 	}
-	if st := h.thread(alias).Agent.State; st != "" {
-		t.Fatalf("local state %q", st)
+	if th := h.thread(alias); th != nil {
+		t.Fatalf("a run without a slot wrote thread.yaml (local state %q)", th.Agent.State)
 	}
 	_ = s.Release()
 	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "hi"}}}})

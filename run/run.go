@@ -29,6 +29,7 @@ type Runner struct {
 	Logger       *slog.Logger
 
 	LockWait     time.Duration
+	SlotWait     time.Duration // wait this long for an agent slot, in arrival order (0: fail fast)
 	MaxDuration  time.Duration // one turn's wall-clock cap
 	StallTimeout time.Duration // agent silent this long → stalled
 	Grace        time.Duration // SIGTERM → SIGKILL grace
@@ -143,6 +144,18 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	// 7. Decide; act at most once.
 	d := Decide(a.facts())
 	a.log.Debug("decided", "row", d.Row.String(), "unfinished", d.Unfinished, "acts", d.Acts)
+	if d.Spawns {
+		// The agent slot comes before the run's first write: a wait that ends
+		// without one (--slot-wait elapsed, a signal) leaves everything as it
+		// was. The thread lock is held meanwhile, so no second run of this
+		// thread queues behind this one.
+		if err := a.reserveSlot(ctx); err != nil {
+			return sum, err
+		}
+		if d, err = a.lookAgain(ctx, d); err != nil {
+			return sum, err
+		}
+	}
 	if !d.Acts {
 		sum.Outcome = d.Outcome
 		if d.Row == RowNotHere {
@@ -239,7 +252,7 @@ func (a *activation) activate(ctx context.Context) error {
 	}
 	inbound := len(a.t.Items.PendingInbound) > 0 || a.turnInterrupted()
 	if inbound {
-		if err := a.reserveSlot(); err != nil {
+		if err := a.reserveSlot(ctx); err != nil {
 			return err
 		}
 	}
@@ -276,7 +289,7 @@ func (a *activation) resumeParked(ctx context.Context) error {
 	if err != nil {
 		return a.failOrExit(ctx, err)
 	}
-	if err := a.reserveSlot(); err != nil {
+	if err := a.reserveSlot(ctx); err != nil {
 		return err
 	}
 	plan, err := a.answerPrompt()
@@ -289,7 +302,7 @@ func (a *activation) resumeParked(ctx context.Context) error {
 // recover resumes after a turn that was running or interrupted when the
 // last run ended, delivering that turn's messages again.
 func (a *activation) recover(ctx context.Context) error {
-	if err := a.reserveSlot(); err != nil {
+	if err := a.reserveSlot(ctx); err != nil {
 		return err
 	}
 	a.emit(envelope.StatusItem("interrupted_turn_resumed", "the previous turn was interrupted; resuming it", nil))
@@ -303,7 +316,7 @@ func (a *activation) turn(ctx context.Context, plan turnPlan) error {
 	if err != nil {
 		return a.failOrExit(ctx, err)
 	}
-	if err := a.reserveSlot(); err != nil {
+	if err := a.reserveSlot(ctx); err != nil {
 		return err
 	}
 	return a.turnWith(ctx, res, plan)

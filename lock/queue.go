@@ -1,0 +1,265 @@
+package lock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofrs/flock"
+)
+
+// Waiting for an agent slot, in arrival order.
+//
+// flock(2) gives waiters no order: whichever process polls first after a slot is freed takes it,
+// so under a steady stream of runs an early waiter can lose every round. Waiters therefore queue
+// on the file system, next to the slots:
+//
+//	slots/queue.lock            a short lock around the queue's changes
+//	slots/queue/<seq>.ticket    one per waiting process, flock-held by it while it waits
+//
+// A waiter takes the next sequence number and creates and locks its ticket under queue.lock; only
+// the waiter whose ticket is the lowest live one (the head) tries the slots. A ticket whose lock is
+// free belongs to a process that died (kill -9 included, since the kernel drops flock locks with
+// the process): whoever finds it removes it, under queue.lock, so it never blocks the queue.
+// Unlike the other lock files, tickets are deleted: each is locked only by the process that
+// created it, which locked it before anyone could see it (under queue.lock), and a stale one is
+// removed only under queue.lock after probing it again, so nobody ever waits on a deleted inode.
+
+// Intervals of the slot queue; tests shrink them. The head polls the slots often, since a slot
+// freed while it sleeps stays unused until it wakes; the others only look whether they have
+// become the head.
+var (
+	headPollInterval  = 10 * time.Millisecond
+	queuePollInterval = 50 * time.Millisecond
+)
+
+// testHookQueued, when set by a test, is called once a waiter's ticket is in the queue.
+var testHookQueued func()
+
+const ticketSuffix = ".ticket"
+
+// WaitSlot takes a free agent slot as TrySlot does, but waits up to wait for one, behind the
+// processes of the same dir that started waiting earlier; wait <= 0 tries once. Either way a
+// slot is taken only when no live waiter is ahead, so a process that does not wait never takes a
+// slot from one that does. No slot within wait → ErrNoSlot; ctx done first → ctx.Err(), wrapped.
+// The waiter's ticket is removed in every case.
+func WaitSlot(ctx context.Context, dir string, maxAgents int, wait time.Duration) (*Slot, error) {
+	if maxAgents < 1 {
+		return nil, fmt.Errorf("agent slots: max_agents is %d, want at least 1", maxAgents)
+	}
+	start := time.Now()
+	q := slotQueue{dir: filepath.Join(dir, "queue"), lock: filepath.Join(dir, "queue.lock")}
+	var s *Slot
+	var tk *flock.Flock
+	err := withLockEvery(ctx, q.lock, headPollInterval, func() error {
+		ahead, next, err := q.scan(nil)
+		if err != nil {
+			return err
+		}
+		if !ahead {
+			if s, err = TrySlot(dir, maxAgents); !errors.Is(err, ErrNoSlot) {
+				return err
+			}
+		}
+		if wait <= 0 {
+			return nil
+		}
+		tk, err = q.enqueue(next)
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case s != nil:
+		return s, nil
+	case tk == nil:
+		return nil, ErrNoSlot
+	}
+	defer q.leave(tk)
+	if testHookQueued != nil {
+		testHookQueued()
+	}
+	deadline := start.Add(wait)
+	for {
+		head, err := q.isHead(ctx, tk)
+		if err != nil {
+			return nil, err
+		}
+		sleep := queuePollInterval
+		if head {
+			s, err := TrySlot(dir, maxAgents)
+			if s != nil {
+				s.waited = time.Since(start)
+				return s, nil
+			}
+			if !errors.Is(err, ErrNoSlot) {
+				return nil, err
+			}
+			sleep = headPollInterval
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, ErrNoSlot
+		}
+		t := time.NewTimer(min(sleep, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("wait for an agent slot: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// slotQueue is the queue of waiters for the slots of one dir.
+type slotQueue struct {
+	dir  string // the tickets
+	lock string // queue.lock
+}
+
+type ticket struct {
+	seq  uint64
+	path string
+}
+
+// tickets lists the queue's tickets in arrival order; a missing queue is empty.
+func (q slotQueue) tickets() ([]ticket, error) {
+	ents, err := os.ReadDir(q.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent slot queue %s: %w", q.dir, err)
+	}
+	var out []ticket
+	for _, e := range ents {
+		num, ok := strings.CutSuffix(e.Name(), ticketSuffix)
+		seq, err := strconv.ParseUint(num, 10, 64)
+		if !ok || err != nil {
+			continue // not ours; never in the way
+		}
+		out = append(out, ticket{seq: seq, path: filepath.Join(q.dir, e.Name())})
+	}
+	slices.SortFunc(out, func(a, b ticket) int { return cmp.Compare(a.seq, b.seq) })
+	return out, nil
+}
+
+// scan, under queue.lock, removes the dead tickets ahead of mine (from the front when mine is nil)
+// until it meets a live one, and says whether a live one is ahead; next is the sequence number a
+// new ticket takes, after every ticket present. A ticket of mine that is gone (removed by hand)
+// counts as behind everyone: such a waiter takes no slot and gives up when its wait ends.
+func (q slotQueue) scan(mine *flock.Flock) (ahead bool, next uint64, err error) {
+	ts, err := q.tickets()
+	if err != nil {
+		return false, 0, err
+	}
+	if len(ts) > 0 {
+		next = ts[len(ts)-1].seq + 1
+	}
+	for _, t := range ts {
+		if mine != nil && t.path == mine.Path() {
+			return false, next, nil
+		}
+		held, err := Held(t.path)
+		if err != nil {
+			return false, 0, err
+		}
+		if held {
+			return true, next, nil
+		}
+		if err := os.Remove(t.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return false, 0, fmt.Errorf("agent slot queue: remove the ticket of a waiter that died: %w", err)
+		}
+	}
+	return mine != nil, next, nil
+}
+
+// enqueue creates and locks ticket seq, under queue.lock: nobody can find it unlocked and take it
+// for a dead waiter's.
+func (q slotQueue) enqueue(seq uint64) (*flock.Flock, error) {
+	if err := os.MkdirAll(q.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent slot queue: %w", err)
+	}
+	path := filepath.Join(q.dir, fmt.Sprintf("%020d%s", seq, ticketSuffix))
+	fh, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("agent slot queue: %w", err)
+	}
+	if err := fh.Close(); err != nil {
+		return nil, fmt.Errorf("agent slot queue: %w", err)
+	}
+	tk := flock.New(path)
+	// Lock, not TryLock: a waiter probing the new file outside queue.lock may hold it for an
+	// instant (Held locks and unlocks at once), and must not make the enqueue fail.
+	if err := tk.Lock(); err != nil {
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("agent slot queue: lock %s: %w", path, err)
+	}
+	return tk, nil
+}
+
+// isHead reports whether no live ticket is ahead of mine. It reads the queue without queue.lock
+// (a waiter looks every poll interval, and most of the time the first ticket is alive, which
+// needs no lock to see); only a ticket that looks dead is looked at again, and removed, under it.
+func (q slotQueue) isHead(ctx context.Context, mine *flock.Flock) (bool, error) {
+	ts, err := q.tickets()
+	if err != nil {
+		return false, err
+	}
+	for _, t := range ts {
+		if t.path == mine.Path() {
+			return true, nil
+		}
+		held, err := Held(t.path)
+		if err != nil {
+			return false, err
+		}
+		if held {
+			return false, nil
+		}
+		// Dead, or just created and not locked yet: scan decides under the lock.
+		var ahead bool
+		if err := withLockEvery(ctx, q.lock, headPollInterval, func() error {
+			ahead, _, err = q.scan(mine)
+			return err
+		}); err != nil {
+			return false, err
+		}
+		return !ahead, nil
+	}
+	// My ticket is gone (removed by hand): nowhere in the queue, take no slot ahead of anyone.
+	return false, nil
+}
+
+// leave removes my ticket and unlocks it. No queue.lock is needed: nobody else removes a locked
+// ticket, and its name is reused only after it is gone.
+func (q slotQueue) leave(mine *flock.Flock) {
+	_ = os.Remove(mine.Path())
+	_ = mine.Unlock()
+}
+
+// withLockEvery is WithLock polling at interval: the queue's lock is held for microseconds, and a
+// waiter should not sleep a whole pollInterval behind it.
+func withLockEvery(ctx context.Context, path string, interval time.Duration, fn func() error) (err error) {
+	f, err := open(path)
+	if err != nil {
+		return err
+	}
+	if _, err := tryEvery(ctx, f, -1, interval); err != nil {
+		return fmt.Errorf("lock %s: %w", path, err)
+	}
+	defer func() {
+		if errUnlock := f.Unlock(); errUnlock != nil {
+			err = errors.Join(err, fmt.Errorf("unlock %s: %w", path, errUnlock))
+		}
+	}()
+	return fn()
+}
