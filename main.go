@@ -119,10 +119,10 @@ func (cl *cliState) app() *cli.App {
 		Commands: []*cli.Command{
 			{Name: "run", Usage: "one activation of <alias> (for an alias that equals a command name)", ArgsUsage: "<alias>", Action: cl.runAlias},
 			{
-				Name: "ls", Usage: "list the section's job threads (alias<TAB>state), or those a run would act on now", ArgsUsage: " ",
+				Name: "ls", Usage: "list the section's job threads (alias<TAB>state), or those a run would act on now, oldest waiting first", ArgsUsage: " ",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "state", Usage: "only these wire states, comma-separated: pending, active, completed, failed, none"},
-					&cli.BoolFlag{Name: "runnable", Usage: "only threads a run would act on now whose lock is free"},
+					&cli.BoolFlag{Name: "runnable", Usage: "only threads a run would act on now whose lock is free, the oldest waiting person message first"},
 					&cli.BoolFlag{Name: "print0", Usage: "print the aliases NUL-separated (for xargs -0)"},
 				},
 				Action: cl.ls,

@@ -34,6 +34,11 @@ type Listing struct {
 	// Locked: a run holds the thread lock right now (probed only for
 	// runnable threads).
 	Locked bool `json:"locked,omitempty"`
+	// WaitingSince is when the oldest person message a run would deliver
+	// was posted, or without one when the envelope last changed (a hand-off
+	// to pending, a stop); "" when neither is known. --runnable lists the
+	// oldest first.
+	WaitingSince string `json:"waiting_since,omitempty"`
 }
 
 // StateNone is the listed state of a job thread without instance.state.
@@ -119,7 +124,7 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 		if !wantState(o.States, listedState(env)) {
 			continue
 		}
-		l, read, err := r.judge(ctx, alias, env, id)
+		l, read, err := r.judge(ctx, alias, env, obj.UpdatedAt, id)
 		if read {
 			tails++
 		}
@@ -141,14 +146,44 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 	if err := addNotMines(ctx, r.Setup.JobDir, notMine); err != nil {
 		r.Logger.Warn("ls: could not update not_mine.yaml", "error", err)
 	}
+	if o.Runnable {
+		oldestFirst(out)
+	}
 	return out, nil
+}
+
+// oldestFirst orders runnable listings by WaitingSince, oldest first, so
+// that a pass — which runs them in this order, and hands agent slots out in
+// arrival order — serves the thread that has waited longest first, and a
+// busy thread never keeps a quiet one waiting pass after pass. Listings
+// without a time come last; ties keep alias order.
+func oldestFirst(out []Listing) {
+	at := make(map[string]time.Time, len(out))
+	for _, l := range out {
+		if t, err := blobhub.ParseTime(l.WaitingSince); err == nil {
+			at[l.Alias] = t
+		}
+	}
+	slices.SortStableFunc(out, func(x, y Listing) int {
+		tx, okx := at[x.Alias]
+		ty, oky := at[y.Alias]
+		switch {
+		case okx && oky:
+			return tx.Compare(ty)
+		case okx:
+			return -1
+		case oky:
+			return 1
+		}
+		return 0
+	})
 }
 
 // judge reads what a run would read of a job thread — thread.yaml, the
 // journal and, for a thread active on the wire and here, the items after
 // scanned — in memory only, and asks Decide. read says whether the items
 // were read.
-func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope, id *Identity) (l Listing, read bool, err error) {
+func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope, updatedAt string, id *Identity) (l Listing, read bool, err error) {
 	l = Listing{Alias: alias, State: listedState(env)}
 	a := &activation{r: r, alias: alias, dir: ThreadDir(r.Setup.JobDir, alias), env: env, log: r.Logger.With("alias", alias), sum: &Summary{Alias: alias}}
 	if id != nil {
@@ -168,7 +203,37 @@ func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope
 	l.Row = d.Row.String()
 	// A read that stopped at its bound leaves items a run would read on.
 	l.Runnable = (d.Acts || a.unread) && d.Row != RowNotHere
+	l.WaitingSince = waitingSince(a.t, updatedAt)
 	return l, read, nil
+}
+
+// waitingSince is the created_at of the oldest person message a run would
+// deliver — pending_inbound (with what ls has just read of an active
+// thread) and the messages of a turn left running or interrupted — or,
+// without one, updatedAt, the envelope's last change: when a pending
+// thread was handed off (ls reads no items of a pending thread; its first
+// message follows the hand-off) or a person stopped it. Both come from what
+// ls reads anyway: no request is added.
+func waitingSince(t *envelope.Thread, updatedAt string) string {
+	var oldest time.Time
+	consider := func(in []envelope.InboundItem) {
+		for _, it := range in {
+			if ts, err := blobhub.ParseTime(it.CreatedAt); err == nil && (oldest.IsZero() || ts.Before(oldest)) {
+				oldest = ts
+			}
+		}
+	}
+	consider(t.Items.PendingInbound)
+	if st := t.Turn.State; st == envelope.TurnStateRunning || st == envelope.TurnStateInterrupted {
+		consider(t.Turn.Inbound)
+	}
+	if !oldest.IsZero() {
+		return blobhub.FormatTime(oldest)
+	}
+	if ts, err := blobhub.ParseTime(updatedAt); err == nil {
+		return blobhub.FormatTime(ts)
+	}
+	return ""
 }
 
 // peek is load without a lock or a write: thread.yaml (missing = empty)

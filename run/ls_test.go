@@ -277,6 +277,7 @@ func TestLsTable(t *testing.T) {
 	for _, l := range runnable {
 		names = append(names, l.Alias)
 	}
+	slices.Sort(names) // TestLsRunnableOldestFirst checks the order
 	var wantNames []string
 	for alias, w := range cases {
 		if w.runnable {
@@ -470,5 +471,84 @@ func TestLsCost(t *testing.T) {
 		if len(out) != wantLen {
 			t.Errorf("runnable=%v: %d listed, want %d", runnable, len(out), wantLen)
 		}
+	}
+}
+
+// TestLsRunnableOldestFirst: --runnable lists the thread whose person has
+// waited longest first, whatever its alias and however busy the others are:
+// an interrupted turn's message, a message read before, a parked thread's
+// answer, a pending thread's hand-off, a stop, each by its own time.
+func TestLsRunnableOldestFirst(t *testing.T) {
+	f := newLsFixture(t, "q/")
+	base := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	at := func(m int) string { return blobhub.FormatTime(base.Add(time.Duration(m) * time.Minute)) }
+	readFrom := func(th *envelope.Thread) { th.Items.Scanned = envelope.Scanned{CreatedAt: at(-60)} }
+
+	// A turn left running, its message the oldest of all.
+	f.thread("q/z-recover", "active")
+	f.local("q/z-recover", "active", func(th *envelope.Thread) {
+		readFrom(th)
+		th.Turn.State = envelope.TurnStateRunning
+		th.Turn.InboundIDs = []string{"itm_r"}
+		th.Turn.Inbound = []envelope.InboundItem{{ID: "itm_r", CreatedAt: at(0), UserID: bhtest.PersonUserID}}
+	})
+	// A quiet thread: one message, long ago.
+	f.thread("q/y-quiet", "active")
+	f.local("q/y-quiet", "active", readFrom)
+	f.srv.PostAt("q/y-quiet", at(10), "one question")
+	// Parked, answered after the prompt.
+	f.thread("q/x-parked", "active")
+	f.local("q/x-parked", "active", func(th *envelope.Thread) {
+		readFrom(th)
+		th.Prompt = &envelope.Prompt{Kind: "approval", ItemID: "itm_p", EmissionID: "n0:1", CreatedAt: at(15)}
+	})
+	f.srv.PostAt("q/x-parked", at(20), "yes")
+	// Handed off now: its envelope's updated_at.
+	f.thread("q/w-pending", "pending")
+	f.srv.PersonPost("q/w-pending", "start")
+	// A busy thread: messages keep coming, all after the hand-off above.
+	f.thread("q/a-busy", "active")
+	f.local("q/a-busy", "active", readFrom)
+	for _, m := range []string{"one", "two", "three"} {
+		f.srv.PersonPost("q/a-busy", m)
+	}
+	// Stopped last.
+	f.thread("q/b-stopped", "completed")
+	f.local("q/b-stopped", "active", nil)
+
+	out := f.list(ListOptions{Runnable: true})
+	var names []string
+	for _, l := range out {
+		names = append(names, l.Alias)
+	}
+	wantOrder := []string{"q/z-recover", "q/y-quiet", "q/x-parked", "q/w-pending", "q/a-busy", "q/b-stopped"}
+	if !slices.Equal(names, wantOrder) {
+		t.Fatalf("--runnable order %v, want the oldest waiting first %v", names, wantOrder)
+	}
+	since := map[string]string{}
+	for _, l := range out {
+		since[l.Alias] = l.WaitingSince
+	}
+	for alias, want := range map[string]string{"q/z-recover": at(0), "q/y-quiet": at(10), "q/x-parked": at(20)} {
+		if since[alias] != want {
+			t.Errorf("%s: waiting_since %q, want %q", alias, since[alias], want)
+		}
+	}
+	pend, _ := f.srv.Get("q/w-pending")
+	if since["q/w-pending"] != pend.UpdatedAt {
+		t.Errorf("q/w-pending: waiting_since %q, want the envelope's updated_at %q", since["q/w-pending"], pend.UpdatedAt)
+	}
+	busy := f.srv.Items("q/a-busy")
+	if since["q/a-busy"] != busy[0].CreatedAt {
+		t.Errorf("q/a-busy: waiting_since %q, want its oldest message's %q", since["q/a-busy"], busy[0].CreatedAt)
+	}
+
+	// A plain listing keeps alias order.
+	var all []string
+	for _, l := range f.list(ListOptions{}) {
+		all = append(all, l.Alias)
+	}
+	if !slices.IsSorted(all) {
+		t.Errorf("ls without --runnable: %v, want alias order", all)
 	}
 }
