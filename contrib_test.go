@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +27,7 @@ import (
 )
 
 // readmePipeline is the recipe line of the README.
-func readmePipeline(t *testing.T) string {
+func readmePipeline(t testing.TB) string {
 	t.Helper()
 	b, err := os.ReadFile("README.md")
 	if err != nil {
@@ -216,7 +217,7 @@ func TestContribWorkflowKeys(t *testing.T) {
 	if r.Concurrency != "bhw-run-${{ matrix.alias }}" {
 		t.Errorf("jobs.run.concurrency %v, want bhw-run-${{ matrix.alias }}", r.Concurrency)
 	}
-	if len(r.Steps) != 1 || r.Steps[0].Env["ALIAS"] != "${{ matrix.alias }}" || !strings.Contains(r.Steps[0].Run, `bhw-run run -- "$ALIAS"`) {
+	if len(r.Steps) != 1 || r.Steps[0].Env["ALIAS"] != "${{ matrix.alias }}" || !strings.Contains(r.Steps[0].Run, `bhw-run run --slot-wait 1h -- "$ALIAS"`) {
 		t.Errorf("jobs.run.steps: %+v", r.Steps)
 	}
 	if strings.Contains(r.Steps[0].Run, "${{") {
@@ -279,8 +280,8 @@ func (e *e2eEnv) ranOnce(aliases ...string) {
 }
 
 // TestContribRecipes runs the README's pipeline, the crontab's command, the
-// unit's ExecStart and the workflow's scripts against two pending threads
-// each, in turn on one store; a pass runs only what is runnable, so earlier
+// unit's ExecStart, the CronJob's and the Nomad task's scripts and the
+// workflow's scripts against two pending threads each, in turn on one store; a pass runs only what is runnable, so earlier
 // threads stay at one turn.
 func TestContribRecipes(t *testing.T) {
 	e := pipelineEnv(t)
@@ -315,23 +316,10 @@ func TestContribRecipes(t *testing.T) {
 
 	// cron
 	{
-		b, err := os.ReadFile("contrib/cron/bhw-run.crontab")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var jobs []string
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if f := strings.Fields(line); len(f) > 5 && !strings.HasPrefix(line, "#") && !strings.Contains(f[0], "=") {
-				jobs = append(jobs, strings.Join(strings.Fields(line)[5:], " "))
-			}
-		}
-		if len(jobs) != 1 || !strings.HasPrefix(jobs[0], "flock -n ") {
-			t.Fatalf("the crontab holds %q, want one line with flock -n around the pipeline", jobs)
-		}
 		pair := handOffTwo("cron")
 		// cron runs the command with /bin/sh; the line sets PATH for cron,
 		// the test keeps the built binary first.
-		code, _ := e.shell(nil, "/bin/sh", "-c", jobs[0])
+		code, _ := e.shell(nil, "/bin/sh", "-c", cronCommand(t))
 		check("crontab", code, pair)
 		if log, err := os.ReadFile(filepath.Join(e.home, ".blobhub-worker", "cron.log")); err != nil || !strings.Contains(string(log), "turn_completed") {
 			t.Errorf("cron.log: %v\n%s", err, log)
@@ -345,6 +333,14 @@ func TestContribRecipes(t *testing.T) {
 		pair := handOffTwo("systemd")
 		code, _ := e.shell(nil, args...)
 		check("ExecStart", code, pair)
+	}
+
+	// kubernetes, nomad: the container's and the task's bash -c script.
+	_, k8s := k8sScript(t)
+	for name, script := range map[string]string{"kubernetes": k8s, "nomad": nomadScript(t)} {
+		pair := handOffTwo(name)
+		code, _ := e.shell(nil, "/bin/bash", "-c", script)
+		check(name, code, pair)
 	}
 
 	// github-actions
@@ -397,11 +393,42 @@ func TestContribRecipes(t *testing.T) {
 		}
 	}
 
-	// Nothing else is left to run.
+	// Nothing else is left to run (the Kubernetes and Nomad scripts left
+	// their threads answered once).
 	ls := exec.Command(bhwBin, "ls", "--runnable")
 	ls.Env = e.environ("")
 	out, err := ls.Output()
 	if err != nil || string(out) != "ci/actions/a\tactive\n" {
 		t.Errorf("ls --runnable at the end: %v %q, want only the thread posted to while locked", err, out)
+	}
+}
+
+// TestContribScripts75: the scripts of the engines without a
+// SuccessExitStatus (Kubernetes, Nomad) end 0 when the pass ends 75 (ls found
+// BlobHub unreachable: try again later) and keep every other failure, with a
+// stand-in bhw-run first on PATH that exits as told.
+func TestContribScripts75(t *testing.T) {
+	_, k8s := k8sScript(t)
+	for name, script := range map[string]string{"kubernetes": k8s, "nomad": nomadScript(t)} {
+		for _, tc := range []struct{ ls, want int }{{0, 0}, {75, 0}, {78, 78}, {77, 77}} {
+			dir := t.TempDir()
+			stub := fmt.Sprintf("#!/bin/sh\n[ \"$1\" = ls ] && exit %d\nexit 0\n", tc.ls)
+			if err := os.WriteFile(filepath.Join(dir, "bhw-run"), []byte(stub), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("/bin/bash", "-c", script)
+			cmd.Env = []string{"PATH=" + dir + ":/usr/bin:/bin"}
+			err := cmd.Run()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.want {
+				t.Errorf("%s: ls exits %d, the script exits %d; want %d", name, tc.ls, code, tc.want)
+			}
+		}
 	}
 }
