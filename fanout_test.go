@@ -191,7 +191,8 @@ type rssPeak struct {
 
 // sampleTree sums the resident set of root and all its descendants (bash,
 // xargs, the sh wrappers, every bhw-run and every agent) every 10 ms until
-// ctx is done, and keeps the largest sum. A sample reads /proc/<pid>/stat
+// ctx is done, and keeps the largest sum and the most bhw-run processes
+// (`ls` and the runs) alive at once. A sample reads /proc/<pid>/stat
 // of every process (ppid and rss); a peak shorter than the interval can be
 // missed, so the figure is a lower bound of the true peak.
 func sampleTree(ctx context.Context, root int) rssPeak {
@@ -208,6 +209,7 @@ func sampleTree(ctx context.Context, root int) rssPeak {
 		kids := map[int][]int{}
 		rss := map[int]int64{}
 		isRun := map[int]bool{}
+		parent := map[int]int{}
 		ents, _ := os.ReadDir("/proc")
 		for _, de := range ents {
 			pid, err := strconv.Atoi(de.Name())
@@ -232,6 +234,7 @@ func sampleTree(ctx context.Context, root int) rssPeak {
 			ppid, _ := strconv.Atoi(fl[1])
 			pages, _ := strconv.ParseInt(fl[21], 10, 64)
 			kids[ppid] = append(kids[ppid], pid)
+			parent[pid] = ppid
 			rss[pid] = pages * page
 			isRun[pid] = s[open+1:end] == "bhw-run" && fl[0] != "Z" // a zombie has exited
 		}
@@ -240,6 +243,11 @@ func sampleTree(ctx context.Context, root int) rssPeak {
 		for todo := []int{root}; len(todo) > 0; {
 			pid := todo[len(todo)-1]
 			todo = append(todo[:len(todo)-1], kids[pid]...)
+			if isRun[pid] && isRun[parent[pid]] {
+				// bhw-run's child between fork and exec (of the agent): it
+				// shares bhw-run's memory (CLONE_VM), and would count twice.
+				continue
+			}
 			sum += rss[pid]
 			if isRun[pid] {
 				runs++
