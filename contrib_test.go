@@ -225,23 +225,30 @@ func TestContribWorkflowKeys(t *testing.T) {
 	}
 }
 
-// pipelineEnv is an e2e env on a file:// store whose config points the
-// Claude agent at the fake (the test binary) playing one short turn.
-func pipelineEnv(t *testing.T) *e2eEnv {
-	e := newE2E(t)
-	e.useFileStore()
+// fakeClaudeDone points the config's Claude agent at the fake (the test
+// binary) answering every turn with one text, and writes the config.
+func (e *e2eEnv) fakeClaudeDone() {
+	e.t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	script := filepath.Join(e.root, "fake-claude.json")
 	b, _ := json.Marshal(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "done"}}}})
 	if err := os.WriteFile(script, b, 0o600); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	e.Config.Agents.ClaudeCode.Executable = exe
 	e.Config.Agents.ClaudeCode.Env = map[string]string{claudetest.FakeAgentEnv: script}
 	e.writeConfig()
+}
+
+// pipelineEnv is an e2e env on a file:// store whose config points the
+// Claude agent at the fake playing one short turn.
+func pipelineEnv(t *testing.T) *e2eEnv {
+	e := newE2E(t)
+	e.useFileStore()
+	e.fakeClaudeDone()
 	if err := os.MkdirAll(filepath.Join(e.home, ".blobhub-worker"), 0o700); err != nil {
 		t.Fatal(err)
 	}

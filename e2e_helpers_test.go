@@ -410,19 +410,25 @@ type procInfo struct {
 	cwd, cmd  string
 }
 
-func readProc(pid int) (procInfo, bool) {
+// procStat reads /proc/<pid>/stat: comm, and the fields after it (state,
+// ppid, pgrp, … so that f[k] is field k+3 of proc(5)).
+func procStat(pid int) (comm string, f []string, ok bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return procInfo{}, false
+		return "", nil, false
 	}
 	// comm may hold spaces and parentheses: the fields follow the last ')'.
 	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return procInfo{}, false
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return "", nil, false
 	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 3 {
+	return s[open+1 : end], strings.Fields(s[end+1:]), true
+}
+
+func readProc(pid int) (procInfo, bool) {
+	_, f, ok := procStat(pid)
+	if !ok || len(f) < 3 {
 		return procInfo{}, false
 	}
 	pi := procInfo{pid: pid, state: f[0][0]}

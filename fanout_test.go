@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
-	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/run"
 )
@@ -36,19 +35,8 @@ type fanOut struct {
 func newFanOut(tb testing.TB, n, maxAgents int) *fanOut {
 	tb.Helper()
 	e := newE2E(tb)
-	exe, err := os.Executable()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	script := filepath.Join(e.root, "fake-claude.json")
-	b, _ := json.Marshal(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "done"}}}})
-	if err := os.WriteFile(script, b, 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	e.Config.Agents.ClaudeCode.Executable = exe
-	e.Config.Agents.ClaudeCode.Env = map[string]string{claudetest.FakeAgentEnv: script}
 	e.Config.Concurrency.MaxAgents = maxAgents
-	e.writeConfig()
+	e.fakeClaudeDone()
 
 	f := &fanOut{e: e}
 	for i := range n {
@@ -216,19 +204,9 @@ func sampleTree(ctx context.Context, root int) rssPeak {
 			if err != nil {
 				continue
 			}
-			b, err := os.ReadFile("/proc/" + de.Name() + "/stat")
-			if err != nil {
-				continue
-			}
-			s := string(b)
-			open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-			if open < 0 || end < open {
-				continue
-			}
-			// Fields after comm: state ppid pgrp … rss is the 24th field
-			// of the line, the 22nd after comm.
-			fl := strings.Fields(s[end+1:])
-			if len(fl) < 22 {
+			// ppid is field 4 of proc(5), rss (in pages) field 24.
+			comm, fl, ok := procStat(pid)
+			if !ok || len(fl) < 22 {
 				continue
 			}
 			ppid, _ := strconv.Atoi(fl[1])
@@ -236,7 +214,7 @@ func sampleTree(ctx context.Context, root int) rssPeak {
 			kids[ppid] = append(kids[ppid], pid)
 			parent[pid] = ppid
 			rss[pid] = pages * page
-			isRun[pid] = s[open+1:end] == "bhw-run" && fl[0] != "Z" // a zombie has exited
+			isRun[pid] = comm == "bhw-run" && fl[0] != "Z" // a zombie has exited
 		}
 		var sum int64
 		runs := 0

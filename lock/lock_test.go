@@ -55,8 +55,15 @@ func hold(spec string) int {
 	return 0
 }
 
-// startHolder re-executes the test binary as a holder and returns once it holds the lock.
-func startHolder(t *testing.T, spec string) *exec.Cmd {
+// helper is the test binary re-executed as a holder or a waiter (see envHold).
+type helper struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string // what it prints, line by line; closed at its end
+}
+
+// startHelper re-executes the test binary with spec and returns once it has printed first.
+func startHelper(t *testing.T, spec, first string) *helper {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), envHold+"="+spec)
@@ -73,16 +80,33 @@ func startHolder(t *testing.T, spec string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	h := &helper{cmd: cmd, stdin: stdin, lines: make(chan string, 4)}
 	t.Cleanup(func() {
 		_ = stdin.Close()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if line != "locked\n" {
-		t.Fatalf("holder said %q (%v), stderr: %s", line, err, stderr.String())
+	go func() {
+		defer close(h.lines)
+		r := bufio.NewReader(stdout)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			h.lines <- strings.TrimSpace(line)
+		}
+	}()
+	if line := <-h.lines; line != first {
+		t.Fatalf("%s said %q, stderr: %s", spec, line, stderr.String())
 	}
-	return cmd
+	return h
+}
+
+// startHolder re-executes the test binary as a holder and returns once it holds the lock.
+func startHolder(t *testing.T, spec string) *exec.Cmd {
+	t.Helper()
+	return startHelper(t, spec, "locked").cmd
 }
 
 // killHolder kills the holder with SIGKILL, which gives it no chance to unlock, and reaps it.
@@ -139,15 +163,23 @@ func acquireAsync(ctx context.Context, path string, wait time.Duration) <-chan a
 // result waits for an acquireAsync, failing the test if it takes far too long.
 func result(t *testing.T, ch <-chan acquired) acquired {
 	t.Helper()
+	r := await(t, ch, "Acquire")
+	if r.l != nil {
+		t.Cleanup(func() { _ = r.l.Unlock() })
+	}
+	return r
+}
+
+// await is what ch carries, failing the test if what is waited for takes far too long.
+func await[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
 	select {
 	case r := <-ch:
-		if r.l != nil {
-			t.Cleanup(func() { _ = r.l.Unlock() })
-		}
 		return r
 	case <-time.After(30 * time.Second):
-		t.Fatal("Acquire still waiting")
-		return acquired{}
+		t.Fatalf("%s still waiting", what)
+		var zero T
+		return zero
 	}
 }
 

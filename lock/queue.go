@@ -211,35 +211,29 @@ func (q slotQueue) enqueue(seq uint64) (*flock.Flock, error) {
 
 // isHead reports whether no live ticket is ahead of mine. It reads the queue without queue.lock
 // (a waiter looks every poll interval, and most of the time the first ticket is alive, which
-// needs no lock to see); only a ticket that looks dead is looked at again, and removed, under it.
+// needs no lock to see); only a first ticket that looks dead is looked at again, and removed with
+// the other dead ones ahead of mine, under it.
 func (q slotQueue) isHead(ctx context.Context, mine *flock.Flock) (bool, error) {
 	ts, err := q.tickets()
-	if err != nil {
+	if err != nil || len(ts) == 0 {
+		// No ticket at all: mine was removed by hand. Nowhere in the queue, take no slot ahead
+		// of anyone.
 		return false, err
 	}
-	for _, t := range ts {
-		if t.path == mine.Path() {
-			return true, nil
-		}
-		held, err := Held(t.path)
-		if err != nil {
-			return false, err
-		}
-		if held {
-			return false, nil
-		}
-		// Dead, or just created and not locked yet: scan decides under the lock.
-		var ahead bool
-		if err := withLockEvery(ctx, q.lock, headPollInterval, func() error {
-			ahead, _, err = q.scan(mine)
-			return err
-		}); err != nil {
-			return false, err
-		}
-		return !ahead, nil
+	if ts[0].path == mine.Path() {
+		return true, nil
 	}
-	// My ticket is gone (removed by hand): nowhere in the queue, take no slot ahead of anyone.
-	return false, nil
+	held, err := Held(ts[0].path)
+	if err != nil || held {
+		return false, err
+	}
+	// Dead, or just created and not locked yet: scan decides under the lock.
+	var ahead bool
+	err = withLockEvery(ctx, q.lock, headPollInterval, func() error {
+		ahead, _, err = q.scan(mine)
+		return err
+	})
+	return err == nil && !ahead, err
 }
 
 // leave removes my ticket and unlocks it. No queue.lock is needed: nobody else removes a locked

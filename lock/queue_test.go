@@ -1,14 +1,10 @@
 package lock
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,16 +35,11 @@ func waitSlotAsync(ctx context.Context, dir string, maxAgents int, wait time.Dur
 
 func waitResult(t *testing.T, ch <-chan waited) waited {
 	t.Helper()
-	select {
-	case r := <-ch:
-		if r.s != nil {
-			t.Cleanup(func() { _ = r.s.Release() })
-		}
-		return r
-	case <-time.After(30 * time.Second):
-		t.Fatal("WaitSlot still waiting")
-		return waited{}
+	r := await(t, ch, "WaitSlot")
+	if r.s != nil {
+		t.Cleanup(func() { _ = r.s.Release() })
 	}
+	return r
 }
 
 func mustTrySlot(t *testing.T, dir string, maxAgents int) *Slot {
@@ -245,52 +236,11 @@ func TestWaitSlotsNeverExceedMax(t *testing.T) {
 	}
 }
 
-// waiter is a test binary re-executed to wait for the only slot of a dir.
-type waiter struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	lines chan string
-}
-
-// startWaiter starts a waiter and returns once its ticket is in the queue.
-func startWaiter(t *testing.T, dir string) *waiter {
+// startWaiter re-executes the test binary to wait for the only slot of dir, and returns once
+// its ticket is in the queue.
+func startWaiter(t *testing.T, dir string) *helper {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), envHold+"=wait:"+dir)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w := &waiter{cmd: cmd, stdin: stdin, lines: make(chan string, 4)}
-	t.Cleanup(func() {
-		_ = stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	go func() {
-		r := bufio.NewReader(stdout)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				close(w.lines)
-				return
-			}
-			w.lines <- strings.TrimSpace(line)
-		}
-	}()
-	if line := <-w.lines; line != "queued" {
-		t.Fatalf("waiter said %q, stderr: %s", line, stderr.String())
-	}
-	return w
+	return startHelper(t, "wait:"+dir, "queued")
 }
 
 // TestWaitSlotAcrossProcesses: two processes queue for the only slot; the first to arrive takes

@@ -79,6 +79,14 @@ func (h *harness) wroteNothing(alias string) {
 	}
 }
 
+// noTicketsLeft checks that no run is left in the slot queue.
+func (h *harness) noTicketsLeft() {
+	h.t.Helper()
+	if m, _ := filepath.Glob(filepath.Join(h.state, "slots", "queue", "*")); len(m) != 0 {
+		h.t.Errorf("tickets left in the slot queue: %v", m)
+	}
+}
+
 func result(t *testing.T, done <-chan *Summary) *Summary {
 	t.Helper()
 	select {
@@ -114,9 +122,7 @@ func TestSlotWaitTakesTheFreedSlot(t *testing.T) {
 	if ids := h.thread(alias).Turn.InboundIDs; len(ids) != 2 {
 		t.Fatalf("the turn delivered %v, want both messages", ids)
 	}
-	if m, _ := filepath.Glob(filepath.Join(h.state, "slots", "queue", "*")); len(m) != 0 {
-		t.Fatalf("tickets left: %v", m)
-	}
+	h.noTicketsLeft()
 }
 
 // TestSlotWaitSeesAStop: a person who stops the thread while its run waits
@@ -192,9 +198,7 @@ func TestSlotWaitSignal(t *testing.T) {
 			if h.journalOpen(alias) != 0 {
 				t.Error("a run stopped while waiting journaled")
 			}
-			if m, _ := filepath.Glob(filepath.Join(h.state, "slots", "queue", "*")); len(m) != 0 {
-				t.Errorf("tickets left: %v", m)
-			}
+			h.noTicketsLeft()
 		})
 	}
 }
