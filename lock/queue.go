@@ -100,7 +100,7 @@ func WaitSlot(ctx context.Context, dir string, maxAgents int, wait time.Duration
 		if head {
 			s, err := TrySlot(dir, maxAgents)
 			if s != nil {
-				s.waited = time.Since(start)
+				s.waited = max(time.Since(start), time.Nanosecond) // > 0: it queued
 				return s, nil
 			}
 			if !errors.Is(err, ErrNoSlot) {
