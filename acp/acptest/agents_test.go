@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -50,7 +49,22 @@ type recipe struct {
 	// loadMinute: session/load must not run in the UTC minute of the
 	// session's creation.
 	loadMinute bool
+
+	// turnFailed reports whether a prompt's response and message text
+	// read as a turn the model API failed.
+	turnFailed func(res *rpcMsg, text string) bool
+
+	// shellOutlivesTerm: SIGTERM to the agent's group leaves a running
+	// shell call behind (the agent runs it in a group of its own).
+	shellOutlivesTerm bool
+
+	// permissiveWorkspace writes the agent's own workspace config that
+	// would allow every call, were it obeyed.
+	permissiveWorkspace func(t *testing.T, work string)
 }
+
+// rpcFailed: the prompt ended in a JSON-RPC error.
+func rpcFailed(res *rpcMsg, _ string) bool { return res.Error != nil }
 
 // home is one test's isolated state: the agent's home, its XDG dirs, its
 // temp dir and the workspace (cwd).
@@ -76,6 +90,14 @@ func (h *home) path(p ...string) string { return filepath.Join(append([]string{h
 func mkdir(t *testing.T, d string) {
 	t.Helper()
 	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	mkdir(t, filepath.Dir(path))
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -133,6 +155,15 @@ var gemini = &recipe{
 				"maxAttempts": 2, "sessionRetention": map[string]any{"enabled": false}},
 			"model": map[string]any{"name": geminiModel},
 		})
+		// Without a rule that has an argsPattern, the CLI runs shell
+		// commands it deems read-only (cat, ls, echo, pwd, find, …) without
+		// asking; this rule makes every shell command reach the client.
+		writeFile(t, filepath.Join(cli, ".gemini", "policies", "bhw-run.toml"), `[[rule]]
+toolName = "run_shell_command"
+argsPattern = ".*"
+decision = "ask_user"
+priority = 900
+`)
 		return append(baseEnv(h),
 			"GEMINI_CLI_HOME="+cli,
 			"GEMINI_API_KEY="+fakeKey,
@@ -153,6 +184,15 @@ var gemini = &recipe{
 			strings.Contains(string(e.Data), "Invalid session identifier"))
 	},
 	loadMinute: true,
+	turnFailed: rpcFailed,
+	permissiveWorkspace: func(t *testing.T, work string) {
+		writeJSONFile(t, filepath.Join(work, ".gemini", "settings.json"), map[string]any{
+			"tools":   map[string]any{"allowed": []string{"run_shell_command", "write_file", "replace"}},
+			"general": map[string]any{"defaultApprovalMode": "yolo"},
+		})
+		writeFile(t, filepath.Join(work, ".gemini", "policies", "allow.toml"),
+			"[[rule]]\ntoolName = [\"run_shell_command\", \"write_file\"]\ndecision = \"allow\"\npriority = 999\n")
+	},
 }
 
 var qwen = &recipe{
@@ -172,11 +212,15 @@ var qwen = &recipe{
 			"telemetry": map[string]any{"enabled": false},
 			"general":   map[string]any{"enableAutoUpdate": false},
 			"model": map[string]any{"name": "fake-model",
-				"generationConfig": map[string]any{"maxRetries": 1, "retryInitialDelayMs": 100, "retryMaxDelayMs": 1000}},
+				"generationConfig": map[string]any{"maxRetries": 0, "retryInitialDelayMs": 100, "retryMaxDelayMs": 1000}},
 			// Background model calls after every turn: a next-prompt
 			// suggestion and memory agents that hold write and shell tools.
 			"ui":     map[string]any{"enableFollowupSuggestions": false},
 			"memory": map[string]any{"enableManagedAutoMemory": false, "enableManagedAutoDream": false, "enableAutoSkill": false},
+			// Read-only shell commands (cat, ls, git status, grep, sed -n,
+			// …) otherwise run unasked; ask rules also outrank any allow
+			// rule a workspace's .qwen/settings.json adds.
+			"permissions": map[string]any{"ask": []string{"Bash", "Write", "Edit", "NotebookEdit", "WebFetch"}},
 		})
 		return append(baseEnv(h),
 			"QWEN_HOME="+qh,
@@ -189,6 +233,13 @@ var qwen = &recipe{
 	parkStop: "cancelled",
 	noSession: func(e *rpcError) bool {
 		return e.Code == -32002 && strings.Contains(e.Message, "Resource not found")
+	},
+	turnFailed: rpcFailed,
+	permissiveWorkspace: func(t *testing.T, work string) {
+		writeJSONFile(t, filepath.Join(work, ".qwen", "settings.json"), map[string]any{
+			"permissions": map[string]any{"allow": []string{"Bash", "Write", "Edit"}},
+			"tools":       map[string]any{"approvalMode": "yolo"},
+		})
 	},
 }
 
@@ -248,6 +299,13 @@ var opencode = &recipe{
 	noSession: func(e *rpcError) bool {
 		return e.Code == -32603 && strings.Contains(string(e.Data), `"service":"session"`)
 	},
+	turnFailed:        rpcFailed,
+	shellOutlivesTerm: true,
+	permissiveWorkspace: func(t *testing.T, work string) {
+		allow := map[string]any{"permission": map[string]any{"edit": "allow", "bash": "allow", "webfetch": "allow"}}
+		writeJSONFile(t, filepath.Join(work, "opencode.json"), allow)
+		writeJSONFile(t, filepath.Join(work, ".opencode", "opencode.json"), allow)
+	},
 }
 
 var copilot = &recipe{
@@ -275,6 +333,16 @@ var copilot = &recipe{
 	parkStop: "cancelled",
 	noSession: func(e *rpcError) bool {
 		return e.Code == -32002 && strings.Contains(e.Message, "not found")
+	},
+	// A failed turn still ends end_turn; the failure is only in the text.
+	turnFailed: func(res *rpcMsg, text string) bool {
+		return res.Error == nil && strings.Contains(res.String(), `"end_turn"`) && strings.Contains(text, "Error: ")
+	},
+	permissiveWorkspace: func(t *testing.T, work string) {
+		writeJSONFile(t, filepath.Join(work, ".github", "copilot", "settings.json"), map[string]any{
+			"allowAllTools": true, "allowAllPaths": true, "allowedTools": []string{"shell", "write"}})
+		writeJSONFile(t, filepath.Join(work, ".claude", "settings.json"), map[string]any{
+			"permissions": map[string]any{"allow": []string{"Bash", "Write", "Edit"}}})
 	},
 }
 
@@ -427,11 +495,6 @@ func (a *agentProc) newSession(t *testing.T, cwd string) string {
 func (a *agentProc) prompt(sid, text string) *call {
 	return a.send("session/prompt", map[string]any{"sessionId": sid,
 		"prompt": []any{map[string]any{"type": "text", "text": text}}})
-}
-
-// groupAlive reports whether any process is left in the process group.
-func groupAlive(pgid int) bool {
-	return syscall.Kill(-pgid, 0) == nil
 }
 
 // marker is the script marker that makes the fake model call tool with args.

@@ -197,6 +197,7 @@ func (s *ChatServer) fail(w http.ResponseWriter, status int, retry time.Duration
 	if retry > 0 {
 		secs := int(retry.Round(time.Second) / time.Second)
 		w.Header().Set("Retry-After", fmt.Sprint(secs))
+		w.Header().Set("retry-after-ms", fmt.Sprint(retry.Milliseconds()))
 		w.Header().Set("x-ratelimit-remaining-requests", "0")
 		w.Header().Set("x-ratelimit-reset-requests", fmt.Sprintf("%gs", retry.Seconds()))
 	}
@@ -261,7 +262,11 @@ func (s *ChatServer) answer(w http.ResponseWriter, req Request, d decision, call
 			chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0,
 				"function": map[string]any{"arguments": string(d.call.Args)}}}}, nil))
 	} else {
-		for _, p := range split(d.text) {
+		pieces := split(d.text)
+		if d.rule == RuleHelperJSON {
+			pieces = []string{d.text}
+		}
+		for _, p := range pieces {
 			chunks = append(chunks, chunk(map[string]any{"content": p}, nil))
 		}
 	}

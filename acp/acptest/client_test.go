@@ -74,6 +74,40 @@ type line struct {
 	Dir string          `json:"dir"` // "send": client → agent, "recv": agent → client
 	T   float64         `json:"t"`   // seconds since spawn
 	Msg json.RawMessage `json:"msg"`
+	// Trimmed is the message's real size when its availableCommands list
+	// was cut to keep the transcript small (Qwen Code sends ~570 KB).
+	Trimmed int `json:"trimmed,omitempty"`
+}
+
+// maxLine is the size above which a transcript line's command list is cut.
+const maxLine = 32 << 10
+
+// trimCommands cuts an available_commands_update to its first 3 commands
+// (and Qwen Code's skill bodies in _meta to the first one).
+func trimCommands(msg json.RawMessage) (json.RawMessage, bool) {
+	var m map[string]any
+	if json.Unmarshal(msg, &m) != nil {
+		return msg, false
+	}
+	params, _ := m["params"].(map[string]any)
+	upd, _ := params["update"].(map[string]any)
+	cmds, ok := upd["availableCommands"].([]any)
+	if !ok {
+		return msg, false
+	}
+	if len(cmds) > 3 {
+		upd["availableCommands"] = cmds[:3]
+	}
+	if meta, ok := upd["_meta"].(map[string]any); ok {
+		if d, ok := meta["availableSkillDetails"].([]any); ok && len(d) > 1 {
+			meta["availableSkillDetails"] = d[:1]
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return msg, false
+	}
+	return b, true
 }
 
 type agentProc struct {
@@ -92,6 +126,7 @@ type agentProc struct {
 	changed  chan struct{} // closed and replaced when queue grows or stdout ends
 	lines    []line
 	noise    []string // stdout lines that are not JSON-RPC
+	longest  int      // bytes of the longest stdout line
 	auto     []*rpcMsg
 	eof      bool
 	stderr   bytes.Buffer
@@ -174,6 +209,9 @@ func (a *agentProc) read(r io.Reader) {
 
 func (a *agentProc) handle(b []byte) {
 	at := time.Since(a.start)
+	a.mu.Lock()
+	a.longest = max(a.longest, len(b))
+	a.mu.Unlock()
 	var m rpcMsg
 	if err := json.Unmarshal(b, &m); err != nil || m.JSONRPC != "2.0" {
 		a.mu.Lock()
@@ -434,6 +472,30 @@ func tagged(tag string) []int {
 	return out
 }
 
+// groupMembers lists the live processes of group pgid (state and command).
+func groupMembers(pgid int) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(st, ')')
+		f := strings.Fields(string(st[i+1:]))
+		// A zombie has exited; it stays listed until init reaps it (which a
+		// container's init may never do).
+		if len(f) < 3 || f[2] != strconv.Itoa(pgid) || f[0] == "Z" {
+			continue
+		}
+		out = append(out, e.Name()+" "+f[0]+" "+string(st[bytes.IndexByte(st, '(')+1:i]))
+	}
+	return out
+}
+
 // rss is the summed resident set (KiB) of every tagged process.
 func rssKiB(tag string) int {
 	total := 0
@@ -457,11 +519,19 @@ func (a *agentProc) transcript() []byte {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var b bytes.Buffer
+	mod := moduleRoot(a.t)
 	for _, l := range a.lines {
 		l.T = float64(int(l.T*1000)) / 1000
-		// Absolute and relative (OpenCode's titles) forms of the test root.
+		if len(l.Msg) > maxLine {
+			if cut, ok := trimCommands(l.Msg); ok {
+				l.Trimmed, l.Msg = len(l.Msg), cut
+			}
+		}
+		// Absolute and relative (OpenCode's titles) forms of the test root,
+		// and the checkout (the CLIs name their own install path).
 		l.Msg = bytes.ReplaceAll(l.Msg, []byte(a.root), []byte("/probe"))
 		l.Msg = bytes.ReplaceAll(l.Msg, []byte(strings.TrimPrefix(a.root, "/")), []byte("probe"))
+		l.Msg = bytes.ReplaceAll(l.Msg, []byte(mod), []byte("/bhw-run"))
 		j, _ := json.Marshal(l)
 		b.Write(j)
 		b.WriteByte('\n')
@@ -491,7 +561,11 @@ func (a *agentProc) stderrText() string {
 }
 
 func (a *agentProc) dump() {
-	a.t.Logf("%s transcript:\n%s", a.label, clip(string(a.transcript()), 60000))
+	var lines []string
+	for _, l := range strings.Split(string(a.transcript()), "\n") {
+		lines = append(lines, clip(l, 3000))
+	}
+	a.t.Logf("%s transcript:\n%s", a.label, clip(strings.Join(lines, "\n"), 60000))
 	a.t.Logf("%s stderr:\n%s", a.label, clip(a.stderrText(), 8000))
 	a.mu.Lock()
 	noise := a.noise

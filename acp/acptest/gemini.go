@@ -265,6 +265,9 @@ func (s *GeminiServer) answer(w http.ResponseWriter, req Request, d decision) {
 		chunks = append(chunks, cand([]any{map[string]any{"functionCall": map[string]any{"name": d.call.Name, "args": args}}}, true))
 	} else {
 		parts := split(d.text)
+		if d.rule == RuleHelperJSON {
+			parts = []string{d.text} // one parseable piece
+		}
 		for i, p := range parts {
 			chunks = append(chunks, cand([]any{map[string]any{"text": p}}, i == len(parts)-1))
 		}
@@ -274,7 +277,19 @@ func (s *GeminiServer) answer(w http.ResponseWriter, req Request, d decision) {
 		var parts []any
 		for _, c := range chunks {
 			content := c["candidates"].([]any)[0].(map[string]any)["content"].(map[string]any)
-			parts = append(parts, content["parts"].([]any)...)
+			for _, p := range content["parts"].([]any) {
+				pm := p.(map[string]any)
+				if n := len(parts); n > 0 {
+					prev := parts[n-1].(map[string]any)
+					pt, ok1 := prev["text"].(string)
+					t, ok2 := pm["text"].(string)
+					if ok1 && ok2 && prev["thought"] == pm["thought"] {
+						prev["text"] = pt + t // the split halves of one text
+						continue
+					}
+				}
+				parts = append(parts, pm)
+			}
 		}
 		writeJSON(w, 200, cand(parts, true))
 		return

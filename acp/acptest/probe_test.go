@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -19,16 +20,53 @@ import (
 // Bounds for one step of a probe; generous, as two cores are shared.
 const (
 	stepWait = 90 * time.Second
-	exitWait = 20 * time.Second
+	exitWait = 45 * time.Second
 )
 
 func forEachAgent(t *testing.T, f func(t *testing.T, r *recipe)) {
+	var named []namedTest
 	for _, r := range recipes {
-		t.Run(r.name, func(t *testing.T) {
-			t.Parallel()
-			f(t, r)
-		})
+		named = append(named, namedTest{r.name, func(t *testing.T) { f(t, r) }})
 	}
+	concurrently(t, named...)
+}
+
+type namedTest struct {
+	name string
+	f    func(t *testing.T)
+}
+
+// concurrently runs each test as a subtest of t, all at once. Subtests
+// started from goroutines do not wait for a -parallel slot (2 on a 2-core
+// machine), which would queue everything behind Gemini's wait for the
+// minute to turn; most of a probe's time is spent waiting on the agents.
+func concurrently(t *testing.T, tests ...namedTest) {
+	var wg sync.WaitGroup
+	for _, nt := range tests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.Run(nt.name, nt.f)
+		}()
+	}
+	wg.Wait()
+}
+
+// TestProbe runs every scenario on every agent, all at once.
+func TestProbe(t *testing.T) {
+	forEachAgent(t, func(t *testing.T, r *recipe) {
+		tests := []namedTest{
+			{"park_resume", func(t *testing.T) { probeParkResume(t, r) }},
+			{"errors", func(t *testing.T) { probeErrors(t, r) }},
+			{"model_down", func(t *testing.T) { probeModelDown(t, r) }},
+			{"stop", func(t *testing.T) { probeStop(t, r) }},
+			{"workspace_config", func(t *testing.T) { probeWorkspaceConfig(t, r) }},
+		}
+		if r == gemini {
+			tests = append(tests, namedTest{"launcher", probeGeminiLauncher})
+		}
+		concurrently(t, tests...)
+	})
 }
 
 // parked is what the first process leaves for the resume.
@@ -41,97 +79,98 @@ type parked struct {
 	file      string // the file the call makes, absent until it runs
 }
 
-func TestProbeParkResume(t *testing.T) {
-	forEachAgent(t, func(t *testing.T, r *recipe) {
-		g := newRig(t, r)
-		write := &parked{tool: r.writeTool, file: filepath.Join(g.h.work, "w.txt")}
-		write.args = r.writeArgs(write.file, "parked write\n")
-		shell := &parked{tool: r.shellTool, file: filepath.Join(g.h.work, "s.txt")}
-		shell.args = r.shellArgs("echo ran > s.txt")
+func probeParkResume(t *testing.T, r *recipe) {
+	g := newRig(t, r)
+	write := &parked{tool: r.writeTool, file: filepath.Join(g.h.work, "w.txt")}
+	write.args = r.writeArgs(write.file, "parked write\n")
+	shell := &parked{tool: r.shellTool, file: filepath.Join(g.h.work, "s.txt")}
+	shell.args = r.shellArgs("echo ran > s.txt")
 
-		// Process 1: two sessions, each parked at its call.
-		p1 := g.start()
-		ini := p1.initialize(t)
-		checkInitialize(t, r, ini)
-		for _, c := range []*parked{write, shell} {
-			c.created = time.Now().UTC()
-			c.sessionID = p1.newSession(t, g.h.work)
-			before := len(g.model().ModelRequests())
-			pc := p1.prompt(c.sessionID, marker(c.tool, c.args))
-			perm, ahead := p1.next(isPermission, stepWait)
-			c.perm = parsePermission(t, perm)
-			checkPermission(t, r, c, ahead)
-			if exists(c.file) {
-				t.Fatalf("%s ran before it was answered", c.tool)
-			}
-			asked := len(g.model().ModelRequests())
-			r.park(p1, c.sessionID, perm)
-			res, _ := p1.collectUntil(pc, stepWait)
-			if stop := stopReason(t, res); stop != r.parkStop {
-				t.Fatalf("parked prompt ended %q, want %q (%s)", stop, r.parkStop, res)
-			}
-			if n := len(g.model().ModelRequests()); n != asked {
-				t.Errorf("%d model requests after the park (the turn went on)", n-asked)
-			}
-			if asked-before != 1 {
-				t.Errorf("%d model requests for one call", asked-before)
-			}
+	// Process 1: two sessions, each parked at its call.
+	p1 := g.start()
+	ini := p1.initialize(t)
+	checkInitialize(t, r, ini)
+	for _, c := range []*parked{write, shell} {
+		c.created = time.Now().UTC()
+		c.sessionID = p1.newSession(t, g.h.work)
+		before := len(g.model().ModelRequests())
+		pc := p1.prompt(c.sessionID, marker(c.tool, c.args))
+		perm, ahead := p1.next(isPermission, stepWait)
+		c.perm = parsePermission(t, perm)
+		checkPermission(t, r, c, ahead)
+		if exists(c.file) {
+			t.Fatalf("%s ran before it was answered", c.tool)
 		}
-		p1.closeStdin()
-		if code, d := p1.waitExit(exitWait); code != 0 {
-			t.Errorf("exit %d after stdin closed (%s)", code, d)
-		} else {
-			t.Logf("fact: parked process exits 0 %s after stdin closes", d.Round(time.Millisecond))
+		asked := len(g.model().ModelRequests())
+		r.park(p1, c.sessionID, perm)
+		res, _ := p1.collectUntil(pc, stepWait)
+		if stop := stopReason(t, res); stop != r.parkStop {
+			t.Fatalf("parked prompt ended %q, want %q (%s)", stop, r.parkStop, res)
 		}
-		checkNoneLeft(t, p1)
-		for _, c := range []*parked{write, shell} {
-			if exists(c.file) {
-				t.Errorf("the parked %s ran", c.tool)
-			}
+		if n := len(g.model().ModelRequests()); n != asked {
+			t.Errorf("%d model requests after the park (the turn went on)", n-asked)
 		}
-		p1.save(r.name, "park")
+		if asked-before != 1 {
+			t.Errorf("%d model requests for one call", asked-before)
+		}
+	}
+	p1.closeStdin()
+	if code, d := p1.waitExit(exitWait); code != 0 {
+		t.Errorf("exit %d after stdin closed (%s)", code, d)
+	} else {
+		t.Logf("fact: parked process exits 0 %s after stdin closes", d.Round(time.Millisecond))
+	}
+	checkNoneLeft(t, p1)
+	for _, c := range []*parked{write, shell} {
+		if exists(c.file) {
+			t.Errorf("the parked %s ran", c.tool)
+		}
+	}
+	p1.save(r.name, "park")
 
-		if r.loadMinute {
-			waitMinuteTurn(t, write.created, shell.created)
-		}
+	if r.loadMinute {
+		waitMinuteTurn(t, write.created, shell.created)
+	}
 
-		// Process 2: load each session, the model re-issues its call, the
-		// grant is matched and allowed once.
-		p2 := g.start()
-		p2.initialize(t)
-		for _, c := range []*parked{write, shell} {
-			replay := loadSession(t, p2, c.sessionID, g.h.work)
-			logReplay(t, c.tool, replay)
-			mark := len(g.model().Requests())
-			argsJSON, _ := json.Marshal(c.args)
-			pc := p2.prompt(c.sessionID, "A person approved your call "+c.tool+" "+string(argsJSON)+". Run it again now, unchanged.")
-			perm, _ := p2.next(isPermission, stepWait)
-			again := parsePermission(t, perm)
-			checkFingerprint(t, r, c.perm, again)
-			checkResumedRequest(t, g, mark, c)
-			p2.choose(perm, again.option(t, "allow_once"))
-			res, _ := p2.collectUntil(pc, stepWait)
-			if stop := stopReason(t, res); stop != "end_turn" {
-				t.Fatalf("resumed prompt ended %q (%s)", stop, res)
-			}
-			if !exists(c.file) {
-				t.Fatalf("the re-issued %s did not run after allow_once", c.tool)
-			}
-		}
-		// The grant was for one call: the same call again asks again.
-		pc := p2.prompt(shell.sessionID, marker(shell.tool, shell.args))
+	// Process 2: load each session, the model re-issues its call, the
+	// grant is matched and allowed once.
+	p2 := g.start()
+	p2.initialize(t)
+	for _, c := range []*parked{write, shell} {
+		replay := loadSession(t, p2, c.sessionID, g.h.work)
+		logReplay(t, c.tool, replay)
+		mark := len(g.model().Requests())
+		argsJSON, _ := json.Marshal(c.args)
+		pc := p2.prompt(c.sessionID, "A person approved your call "+c.tool+" "+string(argsJSON)+". Run it again now, unchanged.")
 		perm, _ := p2.next(isPermission, stepWait)
-		p2.choose(perm, parsePermission(t, perm).option(t, "reject_once"))
-		if res, _ := p2.collectUntil(pc, stepWait); stopReason(t, res) != "end_turn" {
-			t.Errorf("rejected prompt: %s", res)
+		again := parsePermission(t, perm)
+		checkFingerprint(t, r, c.perm, again)
+		checkResumedRequest(t, g, mark, c)
+		p2.choose(perm, again.option(t, "allow_once"))
+		res, _ := p2.collectUntil(pc, stepWait)
+		if stop := stopReason(t, res); stop != "end_turn" {
+			t.Fatalf("resumed prompt ended %q (%s)", stop, res)
 		}
-		p2.closeStdin()
-		if code, _ := p2.waitExit(exitWait); code != 0 {
-			t.Errorf("exit %d", code)
+		if !exists(c.file) {
+			t.Fatalf("the re-issued %s did not run after allow_once", c.tool)
 		}
-		checkNoneLeft(t, p2)
-		p2.save(r.name, "resume")
-	})
+	}
+	// The grant was for one call: the same call again asks again.
+	pc := p2.prompt(shell.sessionID, marker(shell.tool, shell.args))
+	perm, _ := p2.next(isPermission, stepWait)
+	p2.choose(perm, parsePermission(t, perm).option(t, "reject_once"))
+	if res, _ := p2.collectUntil(pc, stepWait); stopReason(t, res) != "end_turn" {
+		t.Errorf("rejected prompt: %s", res)
+	}
+	p2.closeStdin()
+	if code, _ := p2.waitExit(exitWait); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	checkNoneLeft(t, p2)
+	for _, a := range []*agentProc{p1, p2} {
+		a.checkStdout(t)
+	}
+	p2.save(r.name, "resume")
 }
 
 func checkInitialize(t *testing.T, r *recipe, ini map[string]any) {
@@ -168,7 +207,7 @@ func checkPermission(t *testing.T, r *recipe, c *parked, ahead []*rpcMsg) {
 	for _, o := range p.Options {
 		kinds[o.Kind] = true
 	}
-	for _, k := range []string{"allow_once", "reject_once", "allow_always"} {
+	for _, k := range []string{"allow_once", "reject_once"} {
 		if !kinds[k] {
 			t.Errorf("%s: no %s option in %+v", c.tool, k, p.Options)
 		}
@@ -185,7 +224,7 @@ func checkPermission(t *testing.T, r *recipe, c *parked, ahead []*rpcMsg) {
 			}
 		}
 	}
-	t.Logf("fact: %s permission (title %q, rawInput %s) preceded by %v", c.tool, p.ToolCall.Title, p.ToolCall.RawInput, seen)
+	t.Logf("fact: %s permission (title %q, rawInput %s, options %+v) preceded by %v", c.tool, p.ToolCall.Title, p.ToolCall.RawInput, p.Options, seen)
 }
 
 func stopReason(t *testing.T, m *rpcMsg) string {
@@ -340,12 +379,23 @@ func exists(p string) bool {
 // checkNoneLeft fails when a process the agent started is still running.
 func checkNoneLeft(t *testing.T, a *agentProc) {
 	t.Helper()
-	if left := tagged(a.tag); len(left) > 0 {
+	if left := leftovers(a); len(left) > 0 {
 		t.Errorf("processes left behind: %v", describe(left))
 	}
-	if groupAlive(a.pgid()) {
-		t.Errorf("process group %d still has members", a.pgid())
+	if m := groupMembers(a.pgid()); len(m) > 0 {
+		t.Errorf("process group %d still has members: %v", a.pgid(), m)
 	}
+}
+
+// leftovers are the agent's processes still running after it exited. A
+// child signalled just before the agent exited may take a moment to die:
+// it gets a short, bounded while (polled; there is no event to wait on).
+func leftovers(a *agentProc) []int {
+	deadline := time.Now().Add(3 * time.Second)
+	for len(tagged(a.tag)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return tagged(a.tag)
 }
 
 func describe(pids []int) []string {
@@ -355,4 +405,17 @@ func describe(pids []int) []string {
 		out = append(out, strconv.Itoa(p)+" "+strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " "))
 	}
 	return out
+}
+
+// checkStdout: stdout carried nothing but JSON-RPC; logs the longest line
+// (a reader's line bound must exceed it).
+func (a *agentProc) checkStdout(t *testing.T) {
+	t.Helper()
+	a.mu.Lock()
+	noise, longest := a.noise, a.longest
+	a.mu.Unlock()
+	if len(noise) > 0 {
+		t.Errorf("%s: %d non-JSON-RPC lines on stdout: %q", a.label, len(noise), noise)
+	}
+	t.Logf("fact: %s: longest stdout line %d bytes", a.label, longest)
 }
