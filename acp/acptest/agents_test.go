@@ -35,7 +35,7 @@ type recipe struct {
 	shellArgs            func(command string) map[string]any
 
 	// setup writes the agent's settings under h and returns its env.
-	setup func(t *testing.T, h *home, modelURL, bin string) []string
+	setup func(t testing.TB, h *home, modelURL, bin string) []string
 
 	// park stops the turn at an open permission request so the call never
 	// runs; parkStop is the stopReason the prompt then ends with.
@@ -60,7 +60,7 @@ type recipe struct {
 
 	// permissiveWorkspace writes the agent's own workspace config that
 	// would allow every call, were it obeyed.
-	permissiveWorkspace func(t *testing.T, work string)
+	permissiveWorkspace func(t testing.TB, work string)
 }
 
 // rpcFailed: the prompt ended in a JSON-RPC error.
@@ -72,7 +72,7 @@ type home struct {
 	root, home, tmp, work string
 }
 
-func newHome(t *testing.T) *home {
+func newHome(t testing.TB) *home {
 	root := t.TempDir()
 	// The workspace path is resolved: agents compare absolute cwds.
 	if r, err := filepath.EvalSymlinks(root); err == nil {
@@ -87,14 +87,14 @@ func newHome(t *testing.T) *home {
 
 func (h *home) path(p ...string) string { return filepath.Join(append([]string{h.root}, p...)...) }
 
-func mkdir(t *testing.T, d string) {
+func mkdir(t testing.TB, d string) {
 	t.Helper()
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	mkdir(t, filepath.Dir(path))
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
@@ -102,7 +102,7 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-func writeJSONFile(t *testing.T, path string, v any) {
+func writeJSONFile(t testing.TB, path string, v any) {
 	t.Helper()
 	mkdir(t, filepath.Dir(path))
 	b, err := json.MarshalIndent(v, "", "  ")
@@ -145,7 +145,7 @@ var gemini = &recipe{
 	writeTool: "write_file", shellTool: "run_shell_command",
 	writeArgs: func(p, c string) map[string]any { return map[string]any{"file_path": p, "content": c} },
 	shellArgs: func(c string) map[string]any { return map[string]any{"command": c, "description": "probe"} },
-	setup: func(t *testing.T, h *home, url, bin string) []string {
+	setup: func(t testing.TB, h *home, url, bin string) []string {
 		cli := h.path("gemini")
 		writeJSONFile(t, filepath.Join(cli, ".gemini", "settings.json"), map[string]any{
 			"security":  map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}},
@@ -185,7 +185,7 @@ priority = 900
 	},
 	loadMinute: true,
 	turnFailed: rpcFailed,
-	permissiveWorkspace: func(t *testing.T, work string) {
+	permissiveWorkspace: func(t testing.TB, work string) {
 		writeJSONFile(t, filepath.Join(work, ".gemini", "settings.json"), map[string]any{
 			"tools":   map[string]any{"allowed": []string{"run_shell_command", "write_file", "replace"}},
 			"general": map[string]any{"defaultApprovalMode": "yolo"},
@@ -204,7 +204,7 @@ var qwen = &recipe{
 	writeTool: "write_file", shellTool: "run_shell_command",
 	writeArgs: func(p, c string) map[string]any { return map[string]any{"file_path": p, "content": c} },
 	shellArgs: func(c string) map[string]any { return map[string]any{"command": c, "description": "probe"} },
-	setup: func(t *testing.T, h *home, url, bin string) []string {
+	setup: func(t testing.TB, h *home, url, bin string) []string {
 		qh := h.path("qwen")
 		writeJSONFile(t, filepath.Join(qh, "settings.json"), map[string]any{
 			"security":  map[string]any{"auth": map[string]any{"selectedType": "openai"}},
@@ -235,7 +235,7 @@ var qwen = &recipe{
 		return e.Code == -32002 && strings.Contains(e.Message, "Resource not found")
 	},
 	turnFailed: rpcFailed,
-	permissiveWorkspace: func(t *testing.T, work string) {
+	permissiveWorkspace: func(t testing.TB, work string) {
 		writeJSONFile(t, filepath.Join(work, ".qwen", "settings.json"), map[string]any{
 			"permissions": map[string]any{"allow": []string{"Bash", "Write", "Edit"}},
 			"tools":       map[string]any{"approvalMode": "yolo"},
@@ -250,7 +250,7 @@ var opencode = &recipe{
 	writeTool: "write", shellTool: "bash",
 	writeArgs: func(p, c string) map[string]any { return map[string]any{"filePath": p, "content": c} },
 	shellArgs: func(c string) map[string]any { return map[string]any{"command": c, "description": "probe"} },
-	setup: func(t *testing.T, h *home, url, bin string) []string {
+	setup: func(t testing.TB, h *home, url, bin string) []string {
 		cfg := h.path("config")
 		// OpenCode npm-installs @opencode-ai/plugin into its config dir on
 		// every start unless the install is already there.
@@ -301,7 +301,7 @@ var opencode = &recipe{
 	},
 	turnFailed:        rpcFailed,
 	shellOutlivesTerm: true,
-	permissiveWorkspace: func(t *testing.T, work string) {
+	permissiveWorkspace: func(t testing.TB, work string) {
 		allow := map[string]any{"permission": map[string]any{"edit": "allow", "bash": "allow", "webfetch": "allow"}}
 		writeJSONFile(t, filepath.Join(work, "opencode.json"), allow)
 		writeJSONFile(t, filepath.Join(work, ".opencode", "opencode.json"), allow)
@@ -315,7 +315,7 @@ var copilot = &recipe{
 	writeTool: "create", shellTool: "bash",
 	writeArgs: func(p, c string) map[string]any { return map[string]any{"path": p, "file_text": c} },
 	shellArgs: func(c string) map[string]any { return map[string]any{"command": c, "description": "probe command"} },
-	setup: func(t *testing.T, h *home, url, bin string) []string {
+	setup: func(t testing.TB, h *home, url, bin string) []string {
 		return append(baseEnv(h),
 			"COPILOT_HOME="+h.path("copilot"),
 			"XDG_CONFIG_HOME="+h.path("config"),
@@ -338,7 +338,7 @@ var copilot = &recipe{
 	turnFailed: func(res *rpcMsg, text string) bool {
 		return res.Error == nil && strings.Contains(res.String(), `"end_turn"`) && strings.Contains(text, "Error: ")
 	},
-	permissiveWorkspace: func(t *testing.T, work string) {
+	permissiveWorkspace: func(t testing.TB, work string) {
 		writeJSONFile(t, filepath.Join(work, ".github", "copilot", "settings.json"), map[string]any{
 			"allowAllTools": true, "allowAllPaths": true, "allowedTools": []string{"shell", "write"}})
 		writeJSONFile(t, filepath.Join(work, ".claude", "settings.json"), map[string]any{
@@ -365,7 +365,7 @@ var (
 // 235 MB runtime there on its first start. make tools fills
 // $BHW_COPILOT_CACHE; without it, one dir for this test binary is warmed
 // once by `copilot --version`, before any test runs an agent in it.
-func copilotCache(t *testing.T, bin string) string {
+func copilotCache(t testing.TB, bin string) string {
 	cacheOnce.Do(func() {
 		if d := os.Getenv("BHW_COPILOT_CACHE"); d != "" {
 			cacheDir = d
@@ -391,7 +391,7 @@ func copilotCache(t *testing.T, bin string) string {
 
 // binary is the recipe's pinned CLI: $BHW_<AGENT>_BIN or the module's
 // .tools. A missing one fails the test: make test installs it.
-func binary(t *testing.T, r *recipe) string {
+func binary(t testing.TB, r *recipe) string {
 	t.Helper()
 	p := os.Getenv(r.binEnv)
 	if p == "" {
@@ -406,7 +406,7 @@ func binary(t *testing.T, r *recipe) string {
 
 // rig is one agent under test with its fake model.
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	r      *recipe
 	h      *home
 	gem    *GeminiServer
@@ -417,7 +417,7 @@ type rig struct {
 	logged bool
 }
 
-func newRig(t *testing.T, r *recipe) *rig {
+func newRig(t testing.TB, r *recipe) *rig {
 	t.Helper()
 	g := &rig{t: t, r: r, h: newHome(t), bin: binary(t, r)}
 	url := ""
@@ -468,7 +468,7 @@ func (g *rig) start() *agentProc {
 
 // initialize sends the handshake with no client capability: the agent then
 // reads, writes and runs shells itself, after asking.
-func (a *agentProc) initialize(t *testing.T) map[string]any {
+func (a *agentProc) initialize(t testing.TB) map[string]any {
 	t.Helper()
 	res := a.request("initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{},
 		"clientInfo": map[string]any{"name": "bhw-run-probe", "version": "0"}}, 90*time.Second)
@@ -479,7 +479,7 @@ func (a *agentProc) initialize(t *testing.T) map[string]any {
 	return out
 }
 
-func (a *agentProc) newSession(t *testing.T, cwd string) string {
+func (a *agentProc) newSession(t testing.TB, cwd string) string {
 	t.Helper()
 	res := a.request("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}}, 60*time.Second)
 	var out struct {
@@ -525,7 +525,7 @@ type permission struct {
 	} `json:"toolCall"`
 }
 
-func parsePermission(t *testing.T, m *rpcMsg) permission {
+func parsePermission(t testing.TB, m *rpcMsg) permission {
 	t.Helper()
 	var p permission
 	if err := json.Unmarshal(m.Params, &p); err != nil {
@@ -536,7 +536,7 @@ func parsePermission(t *testing.T, m *rpcMsg) permission {
 
 // option is the optionId of the option of kind (allow_once, reject_once):
 // the ids differ between agents, and a wrong id is a silent deny on some.
-func (p permission) option(t *testing.T, kind string) string {
+func (p permission) option(t testing.TB, kind string) string {
 	t.Helper()
 	for _, o := range p.Options {
 		if o.Kind == kind {

@@ -111,7 +111,7 @@ func trimCommands(msg json.RawMessage) (json.RawMessage, bool) {
 }
 
 type agentProc struct {
-	t     *testing.T
+	t     testing.TB
 	label string
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
@@ -136,7 +136,7 @@ type agentProc struct {
 }
 
 // spawn starts argv with env in dir, in its own process group.
-func spawn(t *testing.T, label, root, dir string, env, argv []string) *agentProc {
+func spawn(t testing.TB, label, root, dir string, env, argv []string) *agentProc {
 	t.Helper()
 	tag := fmt.Sprintf("%s-%d-%d", label, os.Getpid(), time.Now().UnixNano())
 	cmd := exec.Command(argv[0], argv[1:]...)

@@ -13,7 +13,7 @@ import (
 
 // turn sends a prompt and returns its response and the text of the agent
 // message chunks that came with it.
-func turn(t *testing.T, a *agentProc, sid, text string, d time.Duration) (*rpcMsg, string) {
+func turn(t testing.TB, a *agentProc, sid, text string, d time.Duration) (*rpcMsg, string) {
 	t.Helper()
 	res, ups := a.collectUntil(a.prompt(sid, text), d)
 	var b strings.Builder
@@ -27,7 +27,7 @@ func turn(t *testing.T, a *agentProc, sid, text string, d time.Duration) (*rpcMs
 	return res, b.String()
 }
 
-func mustEndTurn(t *testing.T, what string, res *rpcMsg) {
+func mustEndTurn(t testing.TB, what string, res *rpcMsg) {
 	t.Helper()
 	if res.Error != nil {
 		t.Fatalf("%s: %v", what, res.Error)
@@ -149,7 +149,7 @@ func probeModelDown(t *testing.T, r *recipe) {
 
 // startShell starts a turn whose shell call blocks on a FIFO, allows it,
 // and waits until the command runs.
-func startShell(t *testing.T, g *rig, a *agentProc) {
+func startShell(t testing.TB, g *rig, a *agentProc) {
 	t.Helper()
 	sid := a.newSession(t, g.h.work)
 	a.prompt(sid, marker(g.r.shellTool, g.r.shellArgs("cat hold.fifo")))
@@ -159,7 +159,7 @@ func startShell(t *testing.T, g *rig, a *agentProc) {
 }
 
 // waitProcess polls the agent's processes until one runs cmdline.
-func waitProcess(t *testing.T, a *agentProc, cmdline string) int {
+func waitProcess(t testing.TB, a *agentProc, cmdline string) int {
 	t.Helper()
 	deadline := time.Now().Add(stepWait)
 	for time.Now().Before(deadline) {

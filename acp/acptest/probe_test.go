@@ -173,7 +173,7 @@ func probeParkResume(t *testing.T, r *recipe) {
 	p2.save(r.name, "resume")
 }
 
-func checkInitialize(t *testing.T, r *recipe, ini map[string]any) {
+func checkInitialize(t testing.TB, r *recipe, ini map[string]any) {
 	t.Helper()
 	info, _ := ini["agentInfo"].(map[string]any)
 	if v, _ := info["version"].(string); v != r.version {
@@ -190,7 +190,7 @@ func checkInitialize(t *testing.T, r *recipe, ini map[string]any) {
 
 // checkPermission checks the request's shape and logs which notifications
 // about the same call came before it.
-func checkPermission(t *testing.T, r *recipe, c *parked, ahead []*rpcMsg) {
+func checkPermission(t testing.TB, r *recipe, c *parked, ahead []*rpcMsg) {
 	t.Helper()
 	p := c.perm
 	want := "edit"
@@ -227,7 +227,7 @@ func checkPermission(t *testing.T, r *recipe, c *parked, ahead []*rpcMsg) {
 	t.Logf("fact: %s permission (title %q, rawInput %s, options %+v) preceded by %v", c.tool, p.ToolCall.Title, p.ToolCall.RawInput, p.Options, seen)
 }
 
-func stopReason(t *testing.T, m *rpcMsg) string {
+func stopReason(t testing.TB, m *rpcMsg) string {
 	t.Helper()
 	if m.Error != nil {
 		t.Fatalf("prompt failed: %v", m.Error)
@@ -242,7 +242,7 @@ func stopReason(t *testing.T, m *rpcMsg) string {
 // waitMinuteTurn waits until the UTC minute differs from every creation
 // time: Gemini CLI names its session file by the minute, and a load in the
 // creation's minute overwrites the stored history.
-func waitMinuteTurn(t *testing.T, created ...time.Time) {
+func waitMinuteTurn(t testing.TB, created ...time.Time) {
 	t.Helper()
 	for _, c := range created {
 		next := c.Truncate(time.Minute).Add(time.Minute)
@@ -257,7 +257,7 @@ func waitMinuteTurn(t *testing.T, created ...time.Time) {
 // loadSession loads sid and returns the replayed updates: those before the
 // response and those after it up to available_commands_update, which every
 // agent sends once the replay is done.
-func loadSession(t *testing.T, a *agentProc, sid, cwd string) []*rpcMsg {
+func loadSession(t testing.TB, a *agentProc, sid, cwd string) []*rpcMsg {
 	t.Helper()
 	lc := a.send("session/load", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}})
 	res, replay := a.collectUntil(lc, stepWait)
@@ -282,7 +282,7 @@ func hasUpdate(ms []*rpcMsg, kind string) bool {
 	return false
 }
 
-func logReplay(t *testing.T, tool string, replay []*rpcMsg) {
+func logReplay(t testing.TB, tool string, replay []*rpcMsg) {
 	var kinds []string
 	for _, m := range replay {
 		k, u := m.update()
@@ -301,7 +301,7 @@ func logReplay(t *testing.T, tool string, replay []*rpcMsg) {
 
 // checkFingerprint compares the re-issued call's permission request with
 // the parked one's: the fields a one-shot grant is keyed on must be equal.
-func checkFingerprint(t *testing.T, r *recipe, was, now permission) {
+func checkFingerprint(t testing.TB, r *recipe, was, now permission) {
 	t.Helper()
 	fields := map[string][2]string{
 		"kind":       {was.ToolCall.Kind, now.ToolCall.Kind},
@@ -333,7 +333,7 @@ var fingerprintFields = []string{"kind", "title", "locations", "content", "rawIn
 // checkResumedRequest checks the first model request after the approval:
 // it carries the model's own earlier call, with the same arguments, and
 // the configured model.
-func checkResumedRequest(t *testing.T, g *rig, mark int, c *parked) {
+func checkResumedRequest(t testing.TB, g *rig, mark int, c *parked) {
 	t.Helper()
 	reqs := g.model().Requests()[mark:]
 	for _, q := range reqs {
@@ -377,7 +377,7 @@ func exists(p string) bool {
 }
 
 // checkNoneLeft fails when a process the agent started is still running.
-func checkNoneLeft(t *testing.T, a *agentProc) {
+func checkNoneLeft(t testing.TB, a *agentProc) {
 	t.Helper()
 	if left := leftovers(a); len(left) > 0 {
 		t.Errorf("processes left behind: %v", describe(left))
@@ -409,7 +409,7 @@ func describe(pids []int) []string {
 
 // checkStdout: stdout carried nothing but JSON-RPC; logs the longest line
 // (a reader's line bound must exceed it).
-func (a *agentProc) checkStdout(t *testing.T) {
+func (a *agentProc) checkStdout(t testing.TB) {
 	t.Helper()
 	a.mu.Lock()
 	noise, longest := a.noise, a.longest

@@ -509,13 +509,17 @@ func pause(ctx context.Context, d time.Duration) {
 	}
 }
 
-// split cuts s into two chunks (at a rune boundary), so streams carry more
-// than one delta and a reader must coalesce them.
+// split cuts s into two chunks, so streams carry more than one delta and a
+// reader must coalesce them: after the last space before the middle (a
+// path or word stays whole), else at the middle's rune boundary.
 func split(s string) []string {
 	if len(s) < 2 {
 		return []string{s}
 	}
-	i := len(s) / 2
+	i := strings.LastIndexByte(s[:len(s)/2], ' ') + 1
+	if i <= 0 {
+		i = len(s) / 2
+	}
 	for i < len(s) && !utf8RuneStart(s[i]) {
 		i++
 	}
