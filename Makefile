@@ -25,9 +25,9 @@ COPILOT_BIN  := $(NPM_MODS)/@github/copilot-linux-x64/copilot
 # The checks run with a home inside .tools/, so none of the CLIs writes into
 # the user's own ~/.cache, ~/.config or ~/.gemini.
 COPILOT_CACHE := $(TOOLS)/cache
-TOOL_ENV   := env -i PATH="$$PATH" LANG=C.UTF-8 HOME=$(TOOLS)/home \
-	XDG_CONFIG_HOME=$(TOOLS)/home/.config XDG_DATA_HOME=$(TOOLS)/home/.local/share \
+TOOL_XDG   := XDG_CONFIG_HOME=$(TOOLS)/home/.config XDG_DATA_HOME=$(TOOLS)/home/.local/share \
 	XDG_STATE_HOME=$(TOOLS)/home/.local/state XDG_CACHE_HOME=$(COPILOT_CACHE)
+TOOL_ENV   := env -i PATH="$$PATH" LANG=C.UTF-8 HOME=$(TOOLS)/home $(TOOL_XDG)
 # The stamp names every version, so a bump in any of them reinstalls all.
 STAMP      := $(TOOLS)/.installed-claude-$(CLAUDE_VERSION)-codex-$(CODEX_VERSION)-gemini-$(GEMINI_VERSION)-qwen-$(QWEN_VERSION)-opencode-$(OPENCODE_VERSION)-copilot-$(COPILOT_VERSION)
 GO_TEST_ENV := BHW_CLAUDE_BIN=$(CLAUDE_BIN) BHW_CODEX_BIN=$(CODEX_BIN) \
@@ -53,9 +53,11 @@ tools: $(STAMP) ## install the pinned agent CLIs from npm into .tools/ (for the 
 
 # The CLIs ship their native binaries inside registry packages; nothing is
 # downloaded from anywhere else. A failed install fails the tests.
+# OpenCode's postinstall runs the binary, which makes its XDG dirs: the XDG
+# variables keep those inside .tools/ too.
 $(STAMP):
 	rm -rf $(TOOLS) && mkdir -p $(TOOLS)/home
-	npm install --prefix $(TOOLS) --no-audit --no-fund --loglevel=error \
+	$(TOOL_XDG) npm install --prefix $(TOOLS) --no-audit --no-fund --loglevel=error \
 		@anthropic-ai/claude-code@$(CLAUDE_VERSION) @openai/codex@$(CODEX_VERSION) \
 		@google/gemini-cli@$(GEMINI_VERSION) @qwen-code/qwen-code@$(QWEN_VERSION) \
 		opencode-ai@$(OPENCODE_VERSION) @github/copilot@$(COPILOT_VERSION)
