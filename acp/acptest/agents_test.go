@@ -406,15 +406,14 @@ func binary(t testing.TB, r *recipe) string {
 
 // rig is one agent under test with its fake model.
 type rig struct {
-	t      testing.TB
-	r      *recipe
-	h      *home
-	gem    *GeminiServer
-	chat   *ChatServer
-	env    []string
-	n      int
-	bin    string
-	logged bool
+	t    testing.TB
+	r    *recipe
+	h    *home
+	gem  *GeminiServer
+	chat *ChatServer
+	env  []string
+	n    int
+	bin  string
 }
 
 func newRig(t testing.TB, r *recipe) *rig {

@@ -159,20 +159,12 @@ func (s *ChatServer) serve(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, status, retry)
 		return
 	}
-	var d decision
-	switch {
-	case cb.ResponseFormat != nil && cb.ResponseFormat.Type != "text":
-		var schema json.RawMessage
-		if cb.ResponseFormat.JSONSchema != nil {
-			schema = cb.ResponseFormat.JSONSchema.Schema
-		}
-		v, _ := json.Marshal(fillSchema(schema))
-		d = decision{rule: RuleHelperJSON, text: string(v)}
-	case len(req.Tools) == 0:
-		d = decision{rule: RuleNoTools, text: "Test title"}
-	default:
-		d = s.decide(req)
+	var schema json.RawMessage
+	jsonMode := cb.ResponseFormat != nil && cb.ResponseFormat.Type != "text"
+	if jsonMode && cb.ResponseFormat.JSONSchema != nil {
+		schema = cb.ResponseFormat.JSONSchema.Schema
 	}
+	d := s.answerFor(req, jsonMode, schema)
 	req.Rule, req.Text, req.Answer = d.rule, d.text, d.call
 	if d.status != 0 {
 		req.Status = d.status

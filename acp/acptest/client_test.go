@@ -48,8 +48,7 @@ type rpcMsg struct {
 	at time.Duration // since spawn
 }
 
-func (m *rpcMsg) isRequest() bool      { return m.Method != "" && len(m.ID) > 0 }
-func (m *rpcMsg) isNotification() bool { return m.Method != "" && len(m.ID) == 0 }
+func (m *rpcMsg) isRequest() bool { return m.Method != "" && len(m.ID) > 0 }
 
 // update is a session/update notification's update kind ("" otherwise).
 func (m *rpcMsg) update() (kind string, u map[string]any) {
@@ -421,15 +420,6 @@ func (a *agentProc) waitExit(d time.Duration) (int, time.Duration) {
 		a.t.Fatalf("%s: still running %s after stdin closed", a.label, d)
 	}
 	return a.procStat.ExitCode(), time.Since(t0)
-}
-
-func (a *agentProc) hasExited() bool {
-	select {
-	case <-a.exited:
-		return true
-	default:
-		return false
-	}
 }
 
 // killGroup ends whatever is left: SIGTERM to the group, SIGKILL after 3 s.

@@ -137,12 +137,13 @@ func TestGeminiScript(t *testing.T) {
 	}
 
 	// "approved" re-issues the model's own latest call, same arguments.
-	parts, _ = geminiStream(t, s, prompt, call1, result("write_file"), geminiUser("A person approved your call. Run it again."))
-	if fc, _ := parts[0]["functionCall"].(map[string]any); fc["name"] != "write_file" || !sameJSON(fc["args"], call1["parts"].([]any)[0].(map[string]any)["functionCall"].(map[string]any)["args"]) {
+	parts, _ = geminiStream(t, s, prompt, call1, result("write_file"), call2, result("run_shell_command"),
+		geminiUser("A person approved your call. Run it again."))
+	if fc, _ := parts[0]["functionCall"].(map[string]any); fc["name"] != "run_shell_command" || !sameJSON(fc["args"], map[string]any{"command": "ls"}) {
 		t.Errorf("re-issued %v", parts)
 	}
 	reqs := s.Requests()
-	if last := reqs[len(reqs)-1]; last.Rule != RuleReissue || last.Answer == nil || last.Answer.Name != "write_file" {
+	if last := reqs[len(reqs)-1]; last.Rule != RuleReissue || last.Answer == nil || last.Answer.Name != "run_shell_command" {
 		t.Errorf("logged %+v", last)
 	}
 	// With no call in the history, the latest earlier marker is used.

@@ -177,20 +177,15 @@ func (s *GeminiServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	var d decision
-	switch {
-	case gb.GenerationConfig != nil && gb.GenerationConfig.ResponseMimeType == "application/json":
-		schema := gb.GenerationConfig.ResponseJSONSchema
+	var schema json.RawMessage
+	jsonMode := gb.GenerationConfig != nil && gb.GenerationConfig.ResponseMimeType == "application/json"
+	if jsonMode {
+		schema = gb.GenerationConfig.ResponseJSONSchema
 		if len(schema) == 0 {
 			schema = gb.GenerationConfig.ResponseSchema
 		}
-		v, _ := json.Marshal(fillSchema(schema))
-		d = decision{rule: RuleHelperJSON, text: string(v)}
-	case len(req.Tools) == 0:
-		d = decision{rule: RuleNoTools, text: "Test title"}
-	default:
-		d = s.decide(req)
 	}
+	d := s.answerFor(req, jsonMode, schema)
 	req.Rule, req.Text, req.Answer = d.rule, d.text, d.call
 	if d.status != 0 {
 		req.Status = d.status

@@ -112,8 +112,6 @@ type Request struct {
 	Answer   *Call       `json:"answer_call,omitempty"` // the call answered, if any
 	Text     string      `json:"answer_text,omitempty"` // the text answered, if any
 	Body     []byte      `json:"-"`
-
-	schema json.RawMessage // a helper request's response schema
 }
 
 // LastUserText is the text of the last user turn.
@@ -185,6 +183,7 @@ var (
 	failRe  = regexp.MustCompile(`<<fail\s*([0-9]{3})((?:\s+(?:once|retry=[0-9.]+(?:ms|s)?))*)\s*>>`)
 	thinkRe = regexp.MustCompile(`(?s)<<think\s+(.*?)>>`)
 	apprRe  = regexp.MustCompile(`(?i)\bapproved\b`)
+	durRe   = regexp.MustCompile(`^([0-9.]+)(ms|s)?$`)
 )
 
 // markers are the <<tool NAME {json}>> markers of text, in order. The JSON
@@ -228,6 +227,19 @@ func parseDur(num, unit string) time.Duration {
 	return time.Duration(f * float64(time.Second))
 }
 
+// answerFor decides a request's answer: a helper's JSON filled from its
+// schema (jsonMode), a helper's title (no tools offered), or the script.
+func (c *core) answerFor(r Request, jsonMode bool, schema json.RawMessage) decision {
+	switch {
+	case jsonMode:
+		v, _ := json.Marshal(fillSchema(schema))
+		return decision{rule: RuleHelperJSON, text: string(v)}
+	case len(r.Tools) == 0:
+		return decision{rule: RuleNoTools, text: "Test title"}
+	}
+	return c.decide(r)
+}
+
 // decide plays the script for one request that offers tools.
 func (c *core) decide(r Request) decision {
 	last := r.LastUserText()
@@ -249,7 +261,7 @@ func (c *core) decide(r Request) decision {
 			if opt == "once" {
 				once = true
 			} else if v, ok := strings.CutPrefix(opt, "retry="); ok {
-				mm := regexp.MustCompile(`^([0-9.]+)(ms|s)?$`).FindStringSubmatch(v)
+				mm := durRe.FindStringSubmatch(v)
 				if mm != nil {
 					d.retryAfter = parseDur(mm[1], mm[2])
 				}
