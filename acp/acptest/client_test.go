@@ -273,7 +273,6 @@ func (a *agentProc) write(v any) {
 type call struct {
 	method string
 	ch     chan *rpcMsg
-	sent   time.Time
 }
 
 func (a *agentProc) send(method string, params any) *call {
@@ -283,7 +282,7 @@ func (a *agentProc) send(method string, params any) *call {
 	ch := make(chan *rpcMsg, 1)
 	a.pending[strconv.Itoa(id)] = ch // the id's JSON form, as the response carries it
 	a.mu.Unlock()
-	c := &call{method: method, ch: ch, sent: time.Now()}
+	c := &call{method: method, ch: ch}
 	a.write(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 	return c
 }
@@ -378,7 +377,7 @@ func (a *agentProc) drain() []*rpcMsg {
 	return q
 }
 
-// nextUntil takes queued messages until the response of c arrives (or d
+// collectUntil takes queued messages until the response of c arrives (or d
 // passes), returning them and the response.
 func (a *agentProc) collectUntil(c *call, d time.Duration) (*rpcMsg, []*rpcMsg) {
 	a.t.Helper()
