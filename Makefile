@@ -2,13 +2,37 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-CLAUDE_VERSION := 2.1.332
-CODEX_VERSION  := 0.171.0
+CLAUDE_VERSION   := 2.1.332
+CODEX_VERSION    := 0.171.0
+GEMINI_VERSION   := 0.61.0
+QWEN_VERSION     := 0.24.4
+OPENCODE_VERSION := 1.18.33
+COPILOT_VERSION  := 1.0.102
 TOOLS      := $(CURDIR)/.tools
-CLAUDE_BIN := $(TOOLS)/node_modules/@anthropic-ai/claude-code-linux-x64/claude
-CODEX_BIN  := $(TOOLS)/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
-STAMP      := $(TOOLS)/.installed-claude-$(CLAUDE_VERSION)-codex-$(CODEX_VERSION)
-GO_TEST_ENV := BHW_CLAUDE_BIN=$(CLAUDE_BIN) BHW_CODEX_BIN=$(CODEX_BIN)
+NPM_MODS   := $(TOOLS)/node_modules
+CLAUDE_BIN := $(NPM_MODS)/@anthropic-ai/claude-code-linux-x64/claude
+CODEX_BIN  := $(NPM_MODS)/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
+# Gemini CLI and Qwen Code are node programs (their package "bin"; the
+# "#!/usr/bin/env node" line needs node on PATH). OpenCode and Copilot ship
+# native binaries in per-platform packages: those are spawned directly, not
+# the npm launcher scripts in front of them.
+GEMINI_BIN   := $(NPM_MODS)/@google/gemini-cli/bundle/gemini.js
+QWEN_BIN     := $(NPM_MODS)/@qwen-code/qwen-code/cli-entry.js
+OPENCODE_BIN := $(NPM_MODS)/opencode-linux-x64/bin/opencode
+COPILOT_BIN  := $(NPM_MODS)/@github/copilot-linux-x64/copilot
+# Copilot unpacks a 235 MB runtime into $XDG_CACHE_HOME/copilot on its first
+# start; its version check fills COPILOT_CACHE once, and the tests share it.
+# The checks run with a home inside .tools/, so none of the CLIs writes into
+# the user's own ~/.cache, ~/.config or ~/.gemini.
+COPILOT_CACHE := $(TOOLS)/cache
+TOOL_XDG   := XDG_CONFIG_HOME=$(TOOLS)/home/.config XDG_DATA_HOME=$(TOOLS)/home/.local/share \
+	XDG_STATE_HOME=$(TOOLS)/home/.local/state XDG_CACHE_HOME=$(COPILOT_CACHE)
+TOOL_ENV   := env -i PATH="$$PATH" LANG=C.UTF-8 HOME=$(TOOLS)/home $(TOOL_XDG)
+# The stamp names every version, so a bump in any of them reinstalls all.
+STAMP      := $(TOOLS)/.installed-claude-$(CLAUDE_VERSION)-codex-$(CODEX_VERSION)-gemini-$(GEMINI_VERSION)-qwen-$(QWEN_VERSION)-opencode-$(OPENCODE_VERSION)-copilot-$(COPILOT_VERSION)
+GO_TEST_ENV := BHW_CLAUDE_BIN=$(CLAUDE_BIN) BHW_CODEX_BIN=$(CODEX_BIN) \
+	BHW_GEMINI_BIN=$(GEMINI_BIN) BHW_QWEN_BIN=$(QWEN_BIN) \
+	BHW_OPENCODE_BIN=$(OPENCODE_BIN) BHW_COPILOT_BIN=$(COPILOT_BIN) BHW_COPILOT_CACHE=$(COPILOT_CACHE)
 
 .PHONY: help build install test e2e lint bench fuzz tools demo clean
 
@@ -29,14 +53,30 @@ tools: $(STAMP) ## install the pinned agent CLIs from npm into .tools/ (for the 
 
 # The CLIs ship their native binaries inside registry packages; nothing is
 # downloaded from anywhere else. A failed install fails the tests.
+# OpenCode's postinstall runs the binary, which makes its XDG dirs: the XDG
+# variables keep those inside .tools/ too.
 $(STAMP):
-	rm -rf $(TOOLS) && mkdir -p $(TOOLS)
-	npm install --prefix $(TOOLS) --no-audit --no-fund --loglevel=error \
-		@anthropic-ai/claude-code@$(CLAUDE_VERSION) @openai/codex@$(CODEX_VERSION)
+	rm -rf $(TOOLS) && mkdir -p $(TOOLS)/home
+	$(TOOL_XDG) npm install --prefix $(TOOLS) --no-audit --no-fund --loglevel=error \
+		@anthropic-ai/claude-code@$(CLAUDE_VERSION) @openai/codex@$(CODEX_VERSION) \
+		@google/gemini-cli@$(GEMINI_VERSION) @qwen-code/qwen-code@$(QWEN_VERSION) \
+		opencode-ai@$(OPENCODE_VERSION) @github/copilot@$(COPILOT_VERSION)
 	test -x $(CLAUDE_BIN) || { echo "the Claude Code native binary is missing after npm install"; exit 1; }
 	test -x $(CODEX_BIN) || { echo "the Codex native binary is missing after npm install"; exit 1; }
+	test -f $(GEMINI_BIN) || { echo "the Gemini CLI entry $(GEMINI_BIN) is missing after npm install"; exit 1; }
+	test -f $(QWEN_BIN) || { echo "the Qwen Code entry $(QWEN_BIN) is missing after npm install"; exit 1; }
+	test -x $(OPENCODE_BIN) || { echo "the OpenCode native binary is missing after npm install"; exit 1; }
+	test -x $(COPILOT_BIN) || { echo "the Copilot CLI native binary is missing after npm install"; exit 1; }
 	$(CLAUDE_BIN) --version | grep -q '^$(CLAUDE_VERSION) '
 	$(CODEX_BIN) --version | grep -q '$(CODEX_VERSION)'
+	$(TOOL_ENV) $(GEMINI_BIN) --version | grep -qx '$(GEMINI_VERSION)' \
+		|| { echo "the Gemini CLI at $(GEMINI_BIN) is not version $(GEMINI_VERSION)"; exit 1; }
+	$(TOOL_ENV) $(QWEN_BIN) --version | grep -qx '$(QWEN_VERSION)' \
+		|| { echo "the Qwen Code at $(QWEN_BIN) is not version $(QWEN_VERSION)"; exit 1; }
+	$(TOOL_ENV) $(OPENCODE_BIN) --version | grep -qx '$(OPENCODE_VERSION)' \
+		|| { echo "the OpenCode at $(OPENCODE_BIN) is not version $(OPENCODE_VERSION)"; exit 1; }
+	$(TOOL_ENV) $(COPILOT_BIN) --version | grep -q '^GitHub Copilot CLI $(COPILOT_VERSION)\.' \
+		|| { echo "the Copilot CLI at $(COPILOT_BIN) is not version $(COPILOT_VERSION)"; exit 1; }
 	touch $@
 
 test: tools ## run every test, the end-to-end ones with the real CLIs included
@@ -50,10 +90,11 @@ lint: ## go vet, gofmt, staticcheck (pinned in go.mod's tool block)
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go tool staticcheck ./...
 
-bench: tools ## benchmarks: idle run vs two curls, agent overhead, relay rate (medians), outbox publishing, a pass over 1,000 threads
+bench: tools ## benchmarks: idle run vs two curls, agent overhead, relay rate (medians), outbox publishing, each ACP agent's own cost, a pass over 1,000 threads
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleRun' -benchtime 20x -count 1 .
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'TurnOverhead' -benchtime 10x -count 1 .
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'RelayItems' -benchtime 3x -count 1 .
+	$(GO_TEST_ENV) go test -run '^$$' -bench 'Agent' -benchtime 5x -count 1 ./acp/acptest
 	go test -run '^$$' -bench . -count 1 ./blobhub/... ./policy/... ./envelope/...
 	go test -run '^$$' -bench 'Publish' -benchmem -benchtime 3x -count 1 ./run/
 	go test -run '^$$' -bench 'FanOut' -benchtime 1x -count 1 -timeout 30m .
