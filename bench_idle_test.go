@@ -24,7 +24,7 @@ func BenchmarkIdleRun(b *testing.B) {
 	const alias = "bench/idle"
 	e.handOff(alias, "claude_code", "approval", "") // no message: activates without spawning
 	// The checklist resolves the executable even when nothing spawns.
-	e.Config.Agents.ClaudeCode.Executable = claudeBin(b)
+	e.agentConfig(claudeType).Executable = claudeBin(b)
 	e.writeConfig()
 	if code, out, _ := e.run("--json", alias); code != 0 {
 		b.Fatalf("activation: exit %d %s", code, out)

@@ -238,8 +238,8 @@ func (e *e2eEnv) fakeClaudeDone() {
 	if err := os.WriteFile(script, b, 0o600); err != nil {
 		e.t.Fatal(err)
 	}
-	e.Config.Agents.ClaudeCode.Executable = exe
-	e.Config.Agents.ClaudeCode.Env = map[string]string{claudetest.FakeAgentEnv: script}
+	e.agentConfig(claudeType).Executable = exe
+	e.agentConfig(claudeType).Env = map[string]string{claudetest.FakeAgentEnv: script}
 	e.writeConfig()
 }
 
@@ -296,7 +296,7 @@ func TestContribRecipes(t *testing.T) {
 	handOffTwo := func(name string) []string {
 		a := []string{"ci/" + name + "/a", "ci/" + name + "/b"}
 		for _, alias := range a {
-			e.handOff(alias, run.AgentClaude, "", "please do "+alias)
+			e.handOff(alias, claudeType, "", "please do "+alias)
 		}
 		return a
 	}

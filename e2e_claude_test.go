@@ -40,15 +40,15 @@ func newClaudeE2E(t testing.TB, steps ...claudetest.Step) *claudeE2E {
 	if err := os.MkdirAll(e.configDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	e.Config.Agents.ClaudeCode.Executable = claudeBin(t)
-	e.Config.Agents.ClaudeCode.ConfigDir = e.configDir
+	e.agentConfig(claudeType).Executable = claudeBin(t)
+	e.agentConfig(claudeType).Own["config_dir"] = e.configDir
 	// The model server's variables; HOME and CLAUDE_CONFIG_DIR come from
 	// bhw-run itself (its HOME, config_dir), PATH from its environment.
-	e.Config.Agents.ClaudeCode.Env = map[string]string{}
+	e.agentConfig(claudeType).Env = map[string]string{}
 	for _, kv := range e.model.Env(e.configDir) {
 		k, v, _ := strings.Cut(kv, "=")
 		if k != "PATH" && k != "HOME" && k != "CLAUDE_CONFIG_DIR" {
-			e.Config.Agents.ClaudeCode.Env[k] = v
+			e.agentConfig(claudeType).Env[k] = v
 		}
 	}
 	e.writeConfig()
@@ -104,7 +104,7 @@ func TestE2EClaudeAutonomousWriteAndResume(t *testing.T) {
 	e.model.Push(writeTool(x, "hi\n"), claudetest.Text("FIRST-DONE"))
 	e.allowAutonomous()
 	const alias = "projects/p1/claude-auto"
-	e.handOff(alias, run.AgentClaude, "autonomous", "please write x.txt")
+	e.handOff(alias, claudeType, "autonomous", "please write x.txt")
 
 	s1 := e.activate(alias, 0, run.OutcomeTurnCompleted)
 	fileIs(t, x, "hi\n")
@@ -138,7 +138,7 @@ func (e *claudeE2E) parkOnWrite(alias string, after ...claudetest.Step) string {
 	e.t.Helper()
 	x := e.path("x.txt")
 	e.model.Push(append([]claudetest.Step{writeTool(x, "approved content")}, after...)...)
-	e.handOff(alias, run.AgentClaude, "approval", "write x.txt")
+	e.handOff(alias, claudeType, "approval", "write x.txt")
 	e.activate(alias, 0, run.OutcomeParked)
 	fileAbsent(e.t, x)
 	e.wantItems(alias, "person", "text", "tool_call", "tool_result", "pending_prompt", "turn_end")
@@ -229,7 +229,7 @@ func TestE2EClaudeApprovalReadInWorkFolderUnasked(t *testing.T) {
 	}
 	e.model.Push(claudetest.Tool("Read", map[string]any{"file_path": r}), claudetest.Text("read it"))
 	const alias = "projects/p1/claude-read"
-	e.handOff(alias, run.AgentClaude, "approval", "read notes.txt")
+	e.handOff(alias, claudeType, "approval", "read notes.txt")
 	e.activate(alias, 0, run.OutcomeTurnCompleted)
 	e.wantItems(alias, "person", "text", "tool_call", "tool_result", "text", "turn_end")
 	out, _ := meta(t, e.itemsOfType(alias, "tool_result")[0]).Tool["output"].(string)
@@ -259,7 +259,7 @@ func TestE2EClaudeAskUserQuestion(t *testing.T) {
 		"options": []any{map[string]any{"label": "staging", "description": "s"}, map[string]any{"label": "production", "description": "p"}},
 	}}}), claudetest.Text("deploying to the chosen target"))
 	const alias = "projects/p1/claude-ask"
-	e.handOff(alias, run.AgentClaude, "approval", "ask me where to deploy")
+	e.handOff(alias, claudeType, "approval", "ask me where to deploy")
 	e.activate(alias, 0, run.OutcomeParked)
 	pp := e.itemsOfType(alias, "pending_prompt")
 	if len(pp) != 1 {
@@ -286,7 +286,7 @@ func TestE2EClaudeSIGTERMDuringBashThenResume(t *testing.T) {
 		"command": "touch " + marker + " && sleep 300", "description": "wait a long time"}))
 	e.allowAutonomous()
 	const alias = "projects/p1/claude-sigterm"
-	e.handOff(alias, run.AgentClaude, "autonomous", "run the long command")
+	e.handOff(alias, claudeType, "autonomous", "run the long command")
 
 	p := e.start(bhtest.RunnerKey, nil, "--json", alias)
 	waitFor(t, 60*time.Second, "the Bash command's marker", func() bool {
@@ -365,11 +365,11 @@ func pidsWithCmd(t testing.TB, s, dir string) []int {
 
 func TestE2EClaudeAPIErrorTurnFailed(t *testing.T) {
 	e := newClaudeE2E(t, claudetest.Error(500))
-	if e.Config.Agents.ClaudeCode.Env["CLAUDE_CODE_MAX_RETRIES"] != "0" {
+	if e.agentConfig(claudeType).Env["CLAUDE_CODE_MAX_RETRIES"] != "0" {
 		t.Fatal("the model env must turn the CLI's retries off")
 	}
 	const alias = "projects/p1/claude-500"
-	e.handOff(alias, run.AgentClaude, "approval", "hello")
+	e.handOff(alias, claudeType, "approval", "hello")
 	e.activate(alias, 3, run.OutcomeTurnFailed)
 	types := e.itemTypes(alias)
 	if types[len(types)-1] != "turn_end" || count(types, "status") == 0 {
@@ -424,8 +424,8 @@ func BenchmarkE2EClaudeTurnOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	report := filepath.Join(e.root, "wrap.json")
-	e.Config.Agents.ClaudeCode.Executable = self
-	e.Config.Agents.ClaudeCode.Env[rusageWrapperEnv] = claudeBin(b) + "," + report
+	e.agentConfig(claudeType).Executable = self
+	e.agentConfig(claudeType).Env[rusageWrapperEnv] = claudeBin(b) + "," + report
 	e.allowAutonomous()
 	var bhwCPU, claudeCPU, wall time.Duration
 	var bhwRSS, claudeRSS int64
@@ -434,7 +434,7 @@ func BenchmarkE2EClaudeTurnOverhead(b *testing.B) {
 		b.StopTimer()
 		alias := fmt.Sprintf("bench/claude-%d", i)
 		e.model.Push(writeTool(e.path(fmt.Sprintf("b%d.txt", i)), "x"), claudetest.Text("done"))
-		e.handOff(alias, run.AgentClaude, "autonomous", "write a file")
+		e.handOff(alias, claudeType, "autonomous", "write a file")
 		_ = os.Remove(report)
 		b.StartTimer()
 
@@ -544,8 +544,8 @@ func BenchmarkRelayItems(b *testing.B) {
 	if err := os.WriteFile(script, raw, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	e.Config.Agents.ClaudeCode.Executable = self
-	e.Config.Agents.ClaudeCode.Env = map[string]string{claudetest.FakeAgentEnv: script}
+	e.agentConfig(claudeType).Executable = self
+	e.agentConfig(claudeType).Env = map[string]string{claudetest.FakeAgentEnv: script}
 	e.Config.Policy.AllowAutonomous = true
 	e.writeConfig()
 	var items int
@@ -554,7 +554,7 @@ func BenchmarkRelayItems(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		alias := fmt.Sprintf("bench/relay-%d", i)
-		e.handOff(alias, run.AgentClaude, "autonomous", "go")
+		e.handOff(alias, claudeType, "autonomous", "go")
 		b.StartTimer()
 		start := time.Now()
 		p := e.start(bhtest.RunnerKey, nil, "-q", "--json", alias)
@@ -585,7 +585,7 @@ func TestE2EClaudeLostSessionStartsFresh(t *testing.T) {
 	e := newClaudeE2E(t, claudetest.Text("LOST-HISTORY-MARKER"))
 	e.allowAutonomous()
 	const alias = "projects/p1/claude-lost"
-	e.handOff(alias, run.AgentClaude, "autonomous", "first message")
+	e.handOff(alias, claudeType, "autonomous", "first message")
 	s1 := e.activate(alias, 0, run.OutcomeTurnCompleted)
 	if err := os.RemoveAll(filepath.Join(e.configDir, "projects")); err != nil {
 		t.Fatal(err)
@@ -643,7 +643,7 @@ func TestE2EClaudeOutboxArtifacts(t *testing.T) {
 
 	const alias = "projects/p1/claude-outbox"
 	var v map[string]any
-	if err := json.Unmarshal(envelope.NewThread(e.work, run.AgentClaude, run.PermAutonomous, alias), &v); err != nil {
+	if err := json.Unmarshal(envelope.NewThread(e.work, claudeType, run.PermAutonomous, alias), &v); err != nil {
 		t.Fatal(err)
 	}
 	v["thread"].(map[string]any)["metadata"].(map[string]any)["artifacts"] = map[string]any{"source": ".bhw/outbox"}

@@ -34,11 +34,11 @@ func newCodexE2E(t testing.TB, steps ...codextest.Step) *codexE2E {
 	e := &codexE2E{e2eEnv: newE2E(t), model: codextest.NewModelServer(t, steps...)}
 	e.codexHome = filepath.Join(e.root, "codex-home")
 	codextest.WriteCodexHome(t, e.codexHome, e.model.URL)
-	e.Config.Agents.Codex.Executable = codexBin(t)
-	e.Config.Agents.Codex.CodexHome = e.codexHome
+	e.agentConfig(codexType).Executable = codexBin(t)
+	e.agentConfig(codexType).Own["codex_home"] = e.codexHome
 	// The fake provider's key (codextest's config.toml names it); not in
 	// the agent environment's allowlist, so the config passes it.
-	e.Config.Agents.Codex.Env = map[string]string{"FAKE_OPENAI_API_KEY": "dummy"}
+	e.agentConfig(codexType).Env = map[string]string{"FAKE_OPENAI_API_KEY": "dummy"}
 	e.writeConfig()
 	return e
 }
@@ -78,7 +78,7 @@ func testCodexAutonomous(t *testing.T, local bool) {
 		e.useFileStore()
 	}
 	const alias = "projects/p1/auto"
-	e.handOff(alias, run.AgentCodex, "autonomous", "make two files")
+	e.handOff(alias, codexType, "autonomous", "make two files")
 
 	s1 := e.activate(alias, 0, run.OutcomeTurnCompleted)
 	if s1.AgentSessionID == "" {
@@ -154,7 +154,7 @@ func promptResolved(t testing.TB, e *codexE2E, alias string) itemMeta {
 // and that a run with no answer stays parked without starting codex.
 func parkOnEscalation(t *testing.T, e *codexE2E, alias, cmd, marker string) {
 	t.Helper()
-	e.handOff(alias, run.AgentCodex, "approval", "append to the log outside the sandbox")
+	e.handOff(alias, codexType, "approval", "append to the log outside the sandbox")
 	e.activate(alias, 0, run.OutcomeParked)
 	if exists(e.file(marker)) {
 		t.Fatalf("%s exists: the parked call ran", marker)
@@ -248,10 +248,10 @@ func TestE2ECodexApprovalParkThenDeny(t *testing.T) {
 func TestE2ECodexReadOnlyFileChangeParkThenGrant(t *testing.T) {
 	patch := codextest.AddFile("p.txt", "hello from the fake")
 	e := newCodexE2E(t, codextest.Patch(patch))
-	e.Config.Agents.Codex.Sandbox = "read-only"
+	e.agentConfig(codexType).Own["sandbox"] = "read-only"
 	e.writeConfig()
 	const alias = "projects/p1/readonly"
-	e.handOff(alias, run.AgentCodex, "approval", "write p.txt")
+	e.handOff(alias, codexType, "approval", "write p.txt")
 	e.activate(alias, 0, run.OutcomeParked)
 	if exists(e.file("p.txt")) {
 		t.Fatal("p.txt exists after a park")
@@ -280,7 +280,7 @@ func TestE2ECodexSIGTERMMidCommandThenResume(t *testing.T) {
 	e.Config.Policy.AllowAutonomous = true
 	e.writeConfig()
 	const alias = "projects/p1/sigterm"
-	e.handOff(alias, run.AgentCodex, "autonomous", "sleep a while")
+	e.handOff(alias, codexType, "autonomous", "sleep a while")
 
 	p := e.start(bhtest.RunnerKey, nil, "--json", alias)
 	waitFor(t, 30*time.Second, "the command to start", func() bool { return exists(e.file("started.marker")) })
@@ -354,7 +354,7 @@ func TestE2ECodexHTTP500FailsTurn(t *testing.T) {
 	e.Config.Policy.AllowAutonomous = true
 	e.writeConfig()
 	const alias = "projects/p1/http500"
-	e.handOff(alias, run.AgentCodex, "autonomous", "hello")
+	e.handOff(alias, codexType, "autonomous", "hello")
 	e.activate(alias, 3, run.OutcomeTurnFailed)
 	types := e.itemTypes(alias)
 	if count(types, "status") == 0 || count(types, "turn_end") != 1 {
@@ -400,8 +400,8 @@ func BenchmarkE2ECodexTurnOverhead(b *testing.B) {
 	}
 	report := filepath.Join(e.root, "rusage.json")
 	e.Config.Policy.AllowAutonomous = true
-	e.Config.Agents.Codex.Executable = self
-	e.Config.Agents.Codex.Env[rusageWrapperEnv] = codexBin(b) + "," + report
+	e.agentConfig(codexType).Executable = self
+	e.agentConfig(codexType).Env[rusageWrapperEnv] = codexBin(b) + "," + report
 	e.writeConfig()
 
 	var bhwCPU, bhwRSS, codexCPU, codexRSS []float64
@@ -409,7 +409,7 @@ func BenchmarkE2ECodexTurnOverhead(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		alias := fmt.Sprintf("bench/t%d", i)
-		e.handOff(alias, run.AgentCodex, "autonomous", "run it")
+		e.handOff(alias, codexType, "autonomous", "run it")
 		e.model.Push(codextest.Run("echo hi"), codextest.Say("ok"))
 		_ = os.Remove(report)
 		b.StartTimer()

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/codex/codextest"
 	"github.com/blobhub/bhw-run/envelope"
@@ -107,7 +108,7 @@ func (s *guardedScenario) policyMissing(t *testing.T) {
 				Code string `json:"code"`
 			} `json:"error"`
 		}
-		if json.Unmarshal(it.Metadata, &m) == nil && m.Type == envelope.ItemThreadFailed && m.Alias == alias {
+		if json.Unmarshal(it.Metadata, &m) == nil && m.Type == agent.ItemThreadFailed && m.Alias == alias {
 			found = true
 			if m.Error.Code != run.CodePolicyMissing {
 				t.Errorf("thread_failed error code %q, want %s", m.Error.Code, run.CodePolicyMissing)
@@ -139,7 +140,7 @@ func (s *guardedScenario) checkPolicyFirst(t *testing.T, alias string, from int)
 			continue
 		}
 		first = append(first, m.Type)
-		if m.Type != envelope.ItemPolicyApplied {
+		if m.Type != agent.ItemPolicyApplied {
 			continue
 		}
 		applied++
@@ -166,7 +167,7 @@ func (s *guardedScenario) checkPolicyFirst(t *testing.T, alias string, from int)
 			t.Errorf("policy_applied %s, want default ask and rules %v", it.Metadata, want)
 		}
 	}
-	if len(first) == 0 || first[0] != envelope.ItemPolicyApplied || applied != 1 {
+	if len(first) == 0 || first[0] != agent.ItemPolicyApplied || applied != 1 {
 		t.Fatalf("this run's items %v: want exactly one policy_applied, first", first)
 	}
 }
@@ -174,7 +175,7 @@ func (s *guardedScenario) checkPolicyFirst(t *testing.T, alias string, from int)
 // checkDenied (b): one policy_denied by the worker's rule for the write.
 func (s *guardedScenario) checkDenied(t *testing.T, alias string) {
 	t.Helper()
-	denied := s.e.itemsOfType(alias, envelope.ItemPolicyDenied)
+	denied := s.e.itemsOfType(alias, agent.ItemPolicyDenied)
 	if len(denied) != 1 {
 		t.Fatalf("%d policy_denied items, want 1: %v", len(denied), s.e.itemTypes(alias))
 	}
@@ -218,7 +219,7 @@ func (s *guardedScenario) checkParked(t *testing.T, alias string) {
 	if exists(filepath.Join(e.work, "asked.txt")) {
 		t.Fatal("asked.txt exists: the asked call ran before a person answered")
 	}
-	prompts := e.itemsOfType(alias, envelope.ItemPendingPrompt)
+	prompts := e.itemsOfType(alias, agent.ItemPendingPrompt)
 	if len(prompts) != 1 {
 		t.Fatalf("%d pending_prompt items, want 1: %v", len(prompts), e.itemTypes(alias))
 	}
@@ -231,13 +232,13 @@ func (s *guardedScenario) checkParked(t *testing.T, alias string) {
 	// The allowed command has its result; the only prompt is the asked one.
 	var allowedResult bool
 	calls := map[string]bool{}
-	for _, it := range e.itemsOfType(alias, envelope.ItemToolCall) {
+	for _, it := range e.itemsOfType(alias, agent.ItemToolCall) {
 		if in, _ := json.Marshal(meta(t, it).Tool["input"]); strings.Contains(string(in), "allowed.txt") {
 			id, _ := meta(t, it).Tool["invocation_id"].(string)
 			calls[id] = true
 		}
 	}
-	for _, it := range e.itemsOfType(alias, envelope.ItemToolResult) {
+	for _, it := range e.itemsOfType(alias, agent.ItemToolResult) {
 		tool := meta(t, it).Tool
 		if id, _ := tool["invocation_id"].(string); calls[id] && tool["is_error"] != true {
 			allowedResult = true
@@ -246,7 +247,7 @@ func (s *guardedScenario) checkParked(t *testing.T, alias string) {
 	if !allowedResult {
 		t.Errorf("no successful tool_result for the allowed command: %v", e.itemTypes(alias))
 	}
-	ends := e.itemsOfType(alias, envelope.ItemTurnEnd)
+	ends := e.itemsOfType(alias, agent.ItemTurnEnd)
 	if got := meta(t, ends[len(ends)-1]).Outcome; got != "parked" {
 		t.Errorf("turn_end outcome %q, want parked", got)
 	}
@@ -261,10 +262,10 @@ func (s *guardedScenario) checkReleased(t *testing.T, alias string) {
 		t.Fatal("asked.txt is missing: the approved call did not run")
 	}
 	types := e.itemTypes(alias)
-	if n := count(types, envelope.ItemPendingPrompt); n != 1 {
+	if n := count(types, agent.ItemPendingPrompt); n != 1 {
 		t.Fatalf("%d pending_prompt items, want exactly 1: %v", n, types)
 	}
-	res := e.itemsOfType(alias, envelope.ItemPendingPromptResolved)
+	res := e.itemsOfType(alias, agent.ItemPendingPromptResolved)
 	if len(res) != 1 || meta(t, res[0]).Decision != "approved" {
 		t.Fatalf("pending_prompt_resolved %v", types)
 	}
@@ -272,7 +273,7 @@ func (s *guardedScenario) checkReleased(t *testing.T, alias string) {
 	if th.Prompt != nil || len(th.Grants) != 0 {
 		t.Errorf("thread.yaml prompt %+v grants %v after the released call", th.Prompt, th.Grants)
 	}
-	if n := count(types, envelope.ItemPolicyDenied); n != 1 {
+	if n := count(types, agent.ItemPolicyDenied); n != 1 {
 		t.Errorf("%d policy_denied items after the resumed turn, want still 1", n)
 	}
 	if st := e.wireState(alias); st != envelope.StateActive {
@@ -294,8 +295,10 @@ func (s *guardedScenario) gateDecisions(alias string) []string {
 	}
 	var out []string
 	for _, line := range strings.Split(string(b), "\n") {
-		if _, rest, ok := strings.Cut(line, " bhw-run: gate "); ok {
-			out = append(out, rest)
+		if _, stream, text, ok := agent.ParseLogLine(line); ok && stream == agent.StreamRun {
+			if rest, ok := strings.CutPrefix(text, "gate "); ok {
+				out = append(out, rest)
+			}
 		}
 	}
 	return out
@@ -355,16 +358,16 @@ func TestE2EGuardedClaude(t *testing.T) {
 	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	e.Config.Agents.ClaudeCode.Executable = claudeBin(t)
-	e.Config.Agents.ClaudeCode.ConfigDir = cfgDir
-	e.Config.Agents.ClaudeCode.Env = map[string]string{}
+	e.agentConfig(claudeType).Executable = claudeBin(t)
+	e.agentConfig(claudeType).Own["config_dir"] = cfgDir
+	e.agentConfig(claudeType).Env = map[string]string{}
 	for _, kv := range model.Env(cfgDir) {
 		k, v, _ := strings.Cut(kv, "=")
 		if k != "PATH" && k != "HOME" && k != "CLAUDE_CONFIG_DIR" {
-			e.Config.Agents.ClaudeCode.Env[k] = v
+			e.agentConfig(claudeType).Env[k] = v
 		}
 	}
-	s := newGuardedScenario(e, run.AgentClaude, func() int { return len(model.Requests()) })
+	s := newGuardedScenario(e, claudeType, func() int { return len(model.Requests()) })
 
 	t.Run("no policy", s.policyMissing)
 
@@ -375,7 +378,7 @@ func TestE2EGuardedClaude(t *testing.T) {
 		claudetest.Tool("Write", map[string]any{"file_path": s.deniedPath, "content": "should never land\n"}),
 		asked,
 	)
-	e.handOffGuarded(alias, run.AgentClaude, s.threadPolicy(), "make the markers")
+	e.handOffGuarded(alias, claudeType, s.threadPolicy(), "make the markers")
 	from := len(e.items(alias))
 	n0 := len(model.Requests())
 	e.activate(alias, 0, run.OutcomeParked)
@@ -409,7 +412,7 @@ func TestE2EGuardedClaude(t *testing.T) {
 
 func TestE2EGuardedCodex(t *testing.T) {
 	e := newCodexE2E(t)
-	s := newGuardedScenario(e.e2eEnv, run.AgentCodex, func() int { return len(e.model.Requests()) })
+	s := newGuardedScenario(e.e2eEnv, codexType, func() int { return len(e.model.Requests()) })
 	// /tmp and $TMPDIR are writable roots of workspace-write, and the test's
 	// folders may well lie under /tmp: take both out of the sandbox so the
 	// outside folder is outside every writable root and its write asks.
@@ -434,7 +437,7 @@ func TestE2EGuardedCodex(t *testing.T) {
 		codextest.Patch(codextest.AddFile(s.deniedPath, "should never land")),
 		asked,
 	)
-	e.handOffGuarded(alias, run.AgentCodex, s.threadPolicy(), "make the markers")
+	e.handOffGuarded(alias, codexType, s.threadPolicy(), "make the markers")
 	from := len(e.items(alias))
 	n0 := len(e.model.Requests())
 	e.activate(alias, 0, run.OutcomeParked)

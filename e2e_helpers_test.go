@@ -25,7 +25,9 @@ import (
 
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/codex"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/run"
 )
@@ -186,6 +188,26 @@ func (e *e2eEnv) environ(key string) []string {
 		env = append(env, "BLOBHUB_API_URL="+e.srv.URL(), "BLOBHUB_API_KEY="+key)
 	}
 	return append(env, e.Env...)
+}
+
+// The agent types of the end-to-end tests.
+var (
+	claudeType = claude.Adapter.Type
+	codexType  = codex.Adapter.Type
+)
+
+// agentConfig is agents.<typ> of e.Config, created when missing; tests
+// set its fields (the adapter's own keys in Own) and call writeConfig.
+func (e *e2eEnv) agentConfig(typ string) *run.AgentConfig {
+	if e.Config.Agents == nil {
+		e.Config.Agents = map[string]*run.AgentConfig{}
+	}
+	ac := e.Config.Agents[typ]
+	if ac == nil {
+		ac = &run.AgentConfig{Own: map[string]any{}}
+		e.Config.Agents[typ] = ac
+	}
+	return ac
 }
 
 // proc is a running bhw-run.

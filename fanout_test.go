@@ -49,7 +49,7 @@ func newFanOut(tb testing.TB, n, maxAgents int) *fanOut {
 	for range 8 {
 		wg.Go(func() {
 			for alias := range ch {
-				e.srv.Put(alias, string(envelope.NewThread(e.work, run.AgentClaude, "", alias)))
+				e.srv.Put(alias, string(envelope.NewThread(e.work, claudeType, "", alias)))
 				e.srv.PersonPost(alias, "please do "+alias)
 			}
 		})

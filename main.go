@@ -21,28 +21,18 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/codex"
-	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/run"
 )
 
 var version = "dev"
 
-const exitCodesHelp = `EXIT CODES:
-   0        turn_completed, idle, parked, stopped: nothing for a person to fix
-   1        failed: the thread was set to failed in this run (fix it, then bhw-run thread retry)
-   3        turn_failed: the turn did not complete (error turn, TURN_TIMEOUT, AGENT_STALLED); the thread stays active
-   64       usage: bad flags or alias
-   65       the alias is not a job thread
-   66       no such thread
-   69       not_here: an active thread this state tree holds no record of
-   75       try again later: lock held, no agent slot, BlobHub unreachable or items left unposted
-   77       refused: AUTH_INVALID, USER_IDENTITY_MISMATCH, SESSION_OWNED_BY_DIFFERENT_USER, SECTION_WORKER_OBJECT_MALFORMED
-   78       configuration: CREDENTIALS_NOT_FOUND, INSECURE_CREDENTIALS_PERMISSIONS, INVALID_CONFIG, SESSION_NOT_FOUND, AGENT_NOT_INSTALLED, ...
-   130/143  interrupted by SIGINT/SIGTERM; state saved, the next run resumes
-`
+// adapters are the agents this build runs; the first is `thread new`'s
+// default. Adding an agent is its folder plus one entry here.
+var adapters = []agent.Adapter{claude.Adapter, codex.Adapter}
 
 func main() {
 	os.Exit(Main(os.Args, os.Stdout, os.Stderr))
@@ -103,7 +93,7 @@ func (cl *cliState) app() *cli.App {
 		Flags:                  globalFlags(),
 		Writer:                 cl.stdout,
 		ErrWriter:              cl.stderr,
-		CustomAppHelpTemplate:  cli.AppHelpTemplate + "\n" + exitCodesHelp,
+		CustomAppHelpTemplate:  cli.AppHelpTemplate + "\n" + run.ExitHelp(),
 		UseShortOptionHandling: false,
 		// Errors become exit codes once, in exit(): never inside Run, where
 		// deferred unlocks and state writes would be skipped.
@@ -112,7 +102,7 @@ func (cl *cliState) app() *cli.App {
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
 				_ = cli.ShowAppHelp(c)
-				return &run.ExitError{Exit: run.ExitUsage, Message: "missing <alias>"}
+				return run.UsageError("missing <alias>")
 			}
 			return cl.runAlias(c)
 		},
@@ -146,7 +136,31 @@ func (cl *cliState) app() *cli.App {
 			}},
 		},
 	}
+	app.Before, app.Action = coded(app.Before), coded(app.Action)
+	codedCommands(app.Commands)
 	return app
+}
+
+// coded makes every error of fn an *run.ExitError with its exit code
+// (run.Exit: INTERNAL, 1, for one without a documented code), so that exit
+// can tell our errors from urfave/cli's own.
+func coded(fn func(*cli.Context) error) func(*cli.Context) error {
+	if fn == nil {
+		return nil
+	}
+	return func(c *cli.Context) error {
+		if ee := run.Exit(fn(c)); ee != nil {
+			return ee
+		}
+		return nil
+	}
+}
+
+func codedCommands(cmds []*cli.Command) {
+	for _, c := range cmds {
+		c.Action = coded(c.Action)
+		codedCommands(c.Subcommands)
+	}
 }
 
 func (cl *cliState) before(c *cli.Context) error {
@@ -171,7 +185,7 @@ func (cl *cliState) before(c *cli.Context) error {
 	case "json":
 		cl.log = slog.New(slog.NewJSONHandler(cl.stderr, &slog.HandlerOptions{Level: level}))
 	default:
-		return &run.ExitError{Exit: run.ExitUsage, Message: fmt.Sprintf("--log-format %q: use auto, text or json", format)}
+		return run.UsageError("--log-format %q: use auto, text or json", format)
 	}
 	return nil
 }
@@ -181,6 +195,7 @@ func options(c *cli.Context) run.Options {
 		Profile: c.String("profile"), APIURL: c.String("api-url"), APIKey: c.String("api-key"),
 		StateDir: c.String("state-dir"), ConfigPath: c.String("config"), Section: c.String("section"),
 		RevisionID: c.String("revision"), SessionID: c.String("session"),
+		Adapters: adapters,
 	}
 }
 
@@ -189,7 +204,7 @@ func client(s *run.Setup, key, userID string) (blobhub.Client, error) {
 	c, err := blobhub.New(blobhub.Config{APIURL: s.APIURL, APIKey: key,
 		RevisionID: s.Section.Session.RevisionID, SessionID: s.Section.Session.SessionID, UserID: userID})
 	if err != nil {
-		return nil, &run.ExitError{Exit: run.ExitConfig, Code: run.CodeInvalidConfig, Message: err.Error()}
+		return nil, run.Errorf(run.CodeInvalidConfig, "%v", err)
 	}
 	return c, nil
 }
@@ -199,11 +214,11 @@ func client(s *run.Setup, key, userID string) (blobhub.Client, error) {
 // posts with: the runner's, or with --as the person's.
 func open(c *cli.Context, nargs int, person bool) (alias string, s *run.Setup, bh blobhub.Client, err error) {
 	if c.NArg() != nargs {
-		return "", nil, nil, &run.ExitError{Exit: run.ExitUsage, Message: fmt.Sprintf("%s expects %d argument(s), got %d: %s; put flags before `--`", c.Command.FullName(), nargs, c.NArg(), c.Command.ArgsUsage)}
+		return "", nil, nil, run.UsageError("%s expects %d argument(s), got %d: %s; put flags before `--`", c.Command.FullName(), nargs, c.NArg(), c.Command.ArgsUsage)
 	}
 	alias = c.Args().First()
 	if err := run.ValidateAlias(alias); err != nil {
-		return "", nil, nil, &run.ExitError{Exit: run.ExitUsage, Code: run.CodeBadAlias, Message: fmt.Sprintf("invalid alias %q: %v", alias, err)}
+		return "", nil, nil, run.Errorf(run.CodeBadAlias, "invalid alias %q: %v", alias, err)
 	}
 	if s, err = run.Resolve(options(c), alias); err != nil {
 		return "", nil, nil, err
@@ -223,32 +238,20 @@ func (cl *cliState) runAlias(c *cli.Context) error {
 	alias, setup, bh, err := open(c, 1, false)
 	if w := c.Duration("slot-wait"); err == nil && w < 0 {
 		// Bounded: a wait for ever would hold the thread lock for ever.
-		err = &run.ExitError{Exit: run.ExitUsage, Message: fmt.Sprintf("--slot-wait %v is negative; pass how long to wait for an agent slot, e.g. 30m (0: fail fast)", w)}
+		err = run.UsageError("--slot-wait %v is negative; pass how long to wait for an agent slot, e.g. 30m (0: fail fast)", w)
 	}
 	if err != nil {
 		// --json promises one summary object, also when no run started.
-		cl.summary = &run.Summary{Alias: c.Args().First()}
-		var ee *run.ExitError
-		if errors.As(err, &ee) {
-			cl.summary.ExitCode = ee.Exit
-			cl.summary.Error = &run.SummaryError{Code: ee.Code, Message: ee.Message}
-		} else {
-			cl.summary.ExitCode = run.ExitUsage
-			cl.summary.Error = &run.SummaryError{Message: err.Error()}
-		}
-		return err
+		ee := run.Exit(err)
+		cl.summary = &run.Summary{Alias: c.Args().First(), ExitCode: ee.Exit, Error: &run.SummaryError{Code: ee.Code, Message: ee.Message}}
+		return ee
 	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	r := &run.Runner{
 		Setup: setup, Client: bh, Logger: cl.log,
-		Starters: map[string]run.Starter{
-			run.AgentClaude: func(ctx context.Context, l envelope.Launch) (run.Session, error) { return claude.Start(ctx, l) },
-			run.AgentCodex:  func(ctx context.Context, l envelope.Launch) (run.Session, error) { return codex.Start(ctx, l) },
-		},
-		SandboxCheck: codex.SandboxWorks,
-		LockWait:     c.Duration("lock-wait"), SlotWait: c.Duration("slot-wait"), MaxDuration: c.Duration("max-duration"), StallTimeout: c.Duration("stall-timeout"),
+		LockWait: c.Duration("lock-wait"), SlotWait: c.Duration("slot-wait"), MaxDuration: c.Duration("max-duration"), StallTimeout: c.Duration("stall-timeout"),
 		OwnProcess: true, Signals: sigs, Secrets: secrets(setup),
 	}
 	sum, err := r.Run(c.Context, alias)
@@ -259,7 +262,7 @@ func (cl *cliState) runAlias(c *cli.Context) error {
 // ls is discovery for schedulers (SPEC §11.3).
 func (cl *cliState) ls(c *cli.Context) error {
 	if c.NArg() != 0 {
-		return &run.ExitError{Exit: run.ExitUsage, Message: fmt.Sprintf("ls takes no arguments, got %q; pick the section with --section", c.Args().Slice())}
+		return run.UsageError("ls takes no arguments, got %q; pick the section with --section", c.Args().Slice())
 	}
 	var states []string
 	for _, s := range strings.Split(c.String("state"), ",") {
@@ -268,11 +271,11 @@ func (cl *cliState) ls(c *cli.Context) error {
 		case "pending", "active", "completed", "failed", run.StateNone:
 			states = append(states, s)
 		default:
-			return &run.ExitError{Exit: run.ExitUsage, Message: fmt.Sprintf("--state %q: use pending, active, completed, failed or none, comma-separated", s)}
+			return run.UsageError("--state %q: use pending, active, completed, failed or none, comma-separated", s)
 		}
 	}
 	if c.Bool("print0") && cl.jsonOut {
-		return &run.ExitError{Exit: run.ExitUsage, Message: "--print0 and --json exclude each other; pick one"}
+		return run.UsageError("--print0 and --json exclude each other; pick one")
 	}
 	setup, err := run.Resolve(options(c), "")
 	if err != nil {
@@ -344,7 +347,9 @@ func (cl *cliState) exit(err error) int {
 	case errors.As(err, &ee):
 		code = ee.Exit
 	case err != nil:
-		// urfave/cli's own errors (unknown flag, missing value) are usage.
+		// Every error of ours is an *ExitError by now (coded wraps the
+		// actions), so this is urfave/cli's own: a flag value it cannot
+		// parse is a usage error.
 		code = run.ExitUsage
 	}
 	if err != nil {

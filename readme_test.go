@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/blobhub/bhw-run/run"
 )
 
 // TestREADMEHelpIsVerbatim keeps the README's usage block equal to what
@@ -30,5 +32,22 @@ func TestREADMEHelpIsVerbatim(t *testing.T) {
 		if !strings.Contains(out.String(), code) {
 			t.Errorf("--help does not list exit code %s", code)
 		}
+	}
+}
+
+// TestREADMEExitTableIsTheTable keeps the README's exit-code table equal to
+// run.Exits, the table --help and the code use.
+func TestREADMEExitTableIsTheTable(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "## Exit codes\n\n")
+	if !ok {
+		t.Fatal("README.md has no ## Exit codes section")
+	}
+	table, _, _ := strings.Cut(rest, "\n\n")
+	if want := strings.TrimRight(run.ExitTable(), "\n"); table != want {
+		t.Fatalf("README's exit-code table differs from run.Exits; paste this:\n%s", want)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
-	"github.com/blobhub/bhw-run/run"
 )
 
 // TestThreadShowFollowSIGINT: `thread show --follow` prints an item posted
@@ -18,7 +17,7 @@ import (
 func TestThreadShowFollowSIGINT(t *testing.T) {
 	e := newE2E(t)
 	const alias = "show/t1"
-	e.handOff(alias, run.AgentClaude, "", "first message")
+	e.handOff(alias, claudeType, "", "first message")
 
 	cmd := exec.Command(bhwBin, "thread", "show", "--follow", "--poll-interval", "10ms", alias)
 	cmd.Env = e.environ(bhtest.PersonKey)

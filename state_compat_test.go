@@ -19,9 +19,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/codex"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
@@ -114,15 +116,15 @@ func (s *legacyState) thread(alias string) *envelope.Thread {
 	return th
 }
 
-func (s *legacyState) runner(starters map[string]run.Starter) *run.Runner {
+func (s *legacyState) runner(adapters ...agent.Adapter) *run.Runner {
 	s.t.Helper()
 	setup, err := run.Resolve(run.Options{APIURL: s.srv.URL(), APIKey: bhtest.RunnerKey, StateDir: s.state, ConfigPath: s.config,
-		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: s.state}, "")
+		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: s.state, Adapters: adapters}, "")
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	return &run.Runner{Setup: setup, Client: s.srv.Client(bhtest.RunnerKey), Logger: slog.New(slog.DiscardHandler),
-		Starters: starters, MaxDuration: time.Minute, StallTimeout: time.Minute, Grace: 2 * time.Second,
+		MaxDuration: time.Minute, StallTimeout: time.Minute, Grace: 2 * time.Second,
 		Environ: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.state}}
 }
 
@@ -145,7 +147,7 @@ func TestLegacyParkedClaudeThreadResumes(t *testing.T) {
 	s := newLegacyState(t)
 	const alias = "projects/p1/legacy"
 	s.install("claude-parked", alias)
-	raw, err := envelope.SetPath(envelope.NewThread(s.work, run.AgentClaude, "approval", alias), []string{"thread", "metadata", "artifacts"}, []byte(`{"source":".bhw/outbox"}`))
+	raw, err := envelope.SetPath(envelope.NewThread(s.work, claudeType, "approval", alias), []string{"thread", "metadata", "artifacts"}, []byte(`{"source":".bhw/outbox"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,11 +176,13 @@ func TestLegacyParkedClaudeThreadResumes(t *testing.T) {
 	}
 	s.srv.PersonPost(alias, "yes")
 
-	var launches []envelope.Launch
-	sum, err := s.runner(map[string]run.Starter{run.AgentClaude: func(ctx context.Context, l envelope.Launch) (run.Session, error) {
+	var launches []agent.Launch
+	ad := claude.Adapter
+	ad.Start = func(ctx context.Context, l agent.Launch) (agent.Session, error) {
 		launches = append(launches, l)
-		return claude.Start(ctx, l)
-	}}).Run(context.Background(), alias)
+		return claude.Adapter.Start(ctx, l)
+	}
+	sum, err := s.runner(ad).Run(context.Background(), alias)
 	if err != nil || sum.Outcome != run.OutcomeTurnCompleted {
 		t.Fatalf("run: %+v %v", sum, err)
 	}
@@ -247,10 +251,7 @@ func TestLegacyParkedClaudeThreadResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	launches = nil
-	sum, err = s.runner(map[string]run.Starter{run.AgentClaude: func(ctx context.Context, l envelope.Launch) (run.Session, error) {
-		launches = append(launches, l)
-		return claude.Start(ctx, l)
-	}}).Run(context.Background(), alias)
+	sum, err = s.runner(ad).Run(context.Background(), alias)
 	if err != nil || sum.Outcome != run.OutcomeTurnCompleted || len(launches) != 1 {
 		t.Fatalf("second run: %+v %v (%d launches)", sum, err, len(launches))
 	}
@@ -264,9 +265,9 @@ type fixtureSession struct{ id string }
 
 func (f *fixtureSession) SessionID() string { return f.id }
 func (f *fixtureSession) Pgid() int         { return 0 }
-func (f *fixtureSession) Turn(_ context.Context, msg string, h envelope.Handler) (envelope.TurnResult, error) {
-	h.Emit(envelope.TextItem("got: " + msg))
-	return envelope.TurnResult{Outcome: envelope.TurnCompleted}, nil
+func (f *fixtureSession) Turn(_ context.Context, msg string, h agent.Handler) (agent.TurnResult, error) {
+	h.Emit(agent.TextItem("got: " + msg))
+	return agent.TurnResult{Outcome: agent.TurnCompleted}, nil
 }
 func (f *fixtureSession) Interrupt() error            { return nil }
 func (f *fixtureSession) Close(context.Context) error { return nil }
@@ -278,7 +279,7 @@ func TestLegacyIdleCodexThreadResumes(t *testing.T) {
 	s := newLegacyState(t)
 	const alias = "projects/p1/legacy-codex"
 	s.install("codex-idle", alias)
-	raw, _ := envelope.WithState(envelope.NewThread(s.work, run.AgentCodex, "approval", alias), envelope.StateActive)
+	raw, _ := envelope.WithState(envelope.NewThread(s.work, codexType, "approval", alias), envelope.StateActive)
 	s.srv.Put(alias, string(raw))
 	before := s.thread(alias)
 	now := filepath.Join(t.TempDir(), "codex-home-now")
@@ -288,17 +289,18 @@ func TestLegacyIdleCodexThreadResumes(t *testing.T) {
 	}
 	s.srv.PersonPost(alias, "and now the docs")
 
-	var launches []envelope.Launch
-	r := s.runner(map[string]run.Starter{run.AgentCodex: func(ctx context.Context, l envelope.Launch) (run.Session, error) {
-		launches = append(launches, l)
-		return &fixtureSession{id: l.SessionID}, nil
-	}})
+	var launches []agent.Launch
 	var checked []string
-	r.SandboxCheck = func(_ context.Context, exe string, env []string) error {
-		checked = append(checked, envOf(env, "CODEX_HOME"))
+	ad := codex.Adapter
+	ad.Preflight = func(_ context.Context, l agent.Launch) error {
+		checked = append(checked, envOf(l.Env, "CODEX_HOME"))
 		return nil
 	}
-	sum, err := r.Run(context.Background(), alias)
+	ad.Start = func(ctx context.Context, l agent.Launch) (agent.Session, error) {
+		launches = append(launches, l)
+		return &fixtureSession{id: l.SessionID}, nil
+	}
+	sum, err := s.runner(ad).Run(context.Background(), alias)
 	if err != nil || sum.Outcome != run.OutcomeTurnCompleted || len(launches) != 1 {
 		t.Fatalf("run: %+v %v (%d launches)", sum, err, len(launches))
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -24,7 +25,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 				Name: "new", Usage: "hand off a new thread (state pending)", ArgsUsage: "<alias>",
 				Flags: []cli.Flag{asFlag,
 					&cli.StringFlag{Name: "work-folder", Usage: "absolute path of the checkout the agent works in"},
-					&cli.StringFlag{Name: "agent", Value: run.AgentClaude, Usage: "claude_code or codex"},
+					&cli.StringFlag{Name: "agent", Value: adapters[0].Type, Usage: agentTypes()},
 					&cli.StringFlag{Name: "permissions", Usage: "autonomous, guarded or approval (default: the machine's, then approval)"},
 					&cli.StringFlag{Name: "message", Usage: "the first message to the agent"},
 				},
@@ -107,4 +108,13 @@ func (cl *cliState) person(c *cli.Context, nargs int, fn func(context.Context, *
 		}
 	}
 	return fn(c.Context, s, bh, alias)
+}
+
+// agentTypes names the agent types of this build for --agent's usage.
+func agentTypes() string {
+	var types []string
+	for _, a := range adapters {
+		types = append(types, a.Type)
+	}
+	return strings.Join(types, ", ")
 }

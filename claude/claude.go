@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/agent"
 )
 
 // DefaultMaxLine bounds one line of agent output when Launch.MaxLine is 0.
@@ -47,7 +47,7 @@ type Session struct {
 	KillGrace time.Duration
 	TurnGrace time.Duration
 
-	l      envelope.Launch
+	l      agent.Launch
 	logger *slog.Logger
 	cmd    *exec.Cmd
 	pgid   int
@@ -61,8 +61,7 @@ type Session struct {
 	inClose atomic.Bool // stdin closed by us
 	closeIn sync.Once
 
-	lmu sync.Mutex // serialises writes to l.Log
-	log io.Writer
+	log *agent.Log
 
 	lines chan []byte   // stdout lines, closed at EOF
 	quit  chan struct{} // closed by Close: no Turn will read lines any more
@@ -86,8 +85,8 @@ type Session struct {
 
 // Start launches the agent and returns once the process is spawned. The
 // CLI prints system/init only after the first user message, so Start does
-// not wait for it. Launch failures are *envelope.Error AGENT_SPAWN_FAILED.
-func Start(ctx context.Context, l envelope.Launch) (*Session, error) {
+// not wait for it. Launch failures are *agent.Error AGENT_SPAWN_FAILED.
+func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 	args, env, err := command(l)
 	if err != nil {
 		return nil, err
@@ -104,9 +103,6 @@ func Start(ctx context.Context, l envelope.Launch) (*Session, error) {
 	if l.KillGrace > 0 {
 		s.KillGrace = l.KillGrace
 	}
-	if s.log == nil {
-		s.log = io.Discard
-	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -116,13 +112,13 @@ func Start(ctx context.Context, l envelope.Launch) (*Session, error) {
 	// copy of stdout holds the pipe open, and reads never race Wait.
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return nil, envelope.Errorf(envelope.CodeAgentSpawnFailed, "claude: pipe: %v", err)
+		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "claude: pipe: %v", err)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		inR.Close()
 		inW.Close()
-		return nil, envelope.Errorf(envelope.CodeAgentSpawnFailed, "claude: pipe: %v", err)
+		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "claude: pipe: %v", err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
@@ -130,7 +126,7 @@ func Start(ctx context.Context, l envelope.Launch) (*Session, error) {
 		inW.Close()
 		outR.Close()
 		outW.Close()
-		return nil, envelope.Errorf(envelope.CodeAgentSpawnFailed, "claude: pipe: %v", err)
+		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "claude: pipe: %v", err)
 	}
 
 	// The process context is not the caller's: a cancelled activation must
@@ -155,7 +151,7 @@ func Start(ctx context.Context, l envelope.Launch) (*Session, error) {
 		inW.Close()
 		outR.Close()
 		errR.Close()
-		return nil, envelope.Errorf(envelope.CodeAgentSpawnFailed, "claude: start %s: %v", l.Executable, err)
+		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "claude: start %s: %v", l.Executable, err)
 	}
 	s.cmd, s.pgid, s.cancel = cmd, cmd.Process.Pid, cancel
 	s.stdin, s.stdout = inW, outR
@@ -175,9 +171,9 @@ func Start(ctx context.Context, l envelope.Launch) (*Session, error) {
 
 // command builds argv and env (SPEC §7.1), refusing unsafe values before
 // anything is spawned.
-func command(l envelope.Launch) (args, env []string, err error) {
+func command(l agent.Launch) (args, env []string, err error) {
 	if l.Executable == "" {
-		return nil, nil, envelope.Errorf(envelope.CodeAgentSpawnFailed, "claude: no executable given")
+		return nil, nil, agent.Errorf(agent.CodeAgentSpawnFailed, "claude: no executable given")
 	}
 	args = []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
 		"--permission-prompt-tool", "stdio", "--strict-mcp-config"}
@@ -189,7 +185,7 @@ func command(l envelope.Launch) (args, env []string, err error) {
 		return nil
 	}
 	if l.SessionID == "" {
-		return nil, nil, envelope.Errorf(envelope.CodeAgentSpawnFailed, "claude: no session id given")
+		return nil, nil, agent.Errorf(agent.CodeAgentSpawnFailed, "claude: no session id given")
 	}
 	name := "session-id"
 	if l.Resume {
@@ -220,7 +216,7 @@ func command(l envelope.Launch) (args, env []string, err error) {
 		// explicitly below because this drops it too.
 		args = append(args, "--permission-mode=default", "--setting-sources=")
 	default:
-		return nil, nil, envelope.Errorf(envelope.CodeAgentSpawnFailed, "claude: unknown permissions %q; want autonomous, guarded or approval", l.Permissions)
+		return nil, nil, agent.Errorf(agent.CodeAgentSpawnFailed, "claude: unknown permissions %q; want autonomous, guarded or approval", l.Permissions)
 	}
 	if l.WorkFolder != "" {
 		md := filepath.Join(l.WorkFolder, "CLAUDE.md")
@@ -235,7 +231,7 @@ func command(l envelope.Launch) (args, env []string, err error) {
 	}
 	for _, a := range l.ExtraArgs {
 		if hasControl(a) {
-			return nil, nil, envelope.Errorf(envelope.CodeAgentSpawnFailed, "claude: extra argument %q holds a control character; remove it", a)
+			return nil, nil, agent.Errorf(agent.CodeAgentSpawnFailed, "claude: extra argument %q holds a control character; remove it", a)
 		}
 	}
 	args = append(args, l.ExtraArgs...)
@@ -244,10 +240,10 @@ func command(l envelope.Launch) (args, env []string, err error) {
 
 func checkValue(name, v string) error {
 	if strings.HasPrefix(v, "-") {
-		return envelope.Errorf(envelope.CodeAgentSpawnFailed, "claude: --%s value %q starts with '-'; fix the thread's agent settings", name, v)
+		return agent.Errorf(agent.CodeAgentSpawnFailed, "claude: --%s value %q starts with '-'; fix the thread's agent settings", name, v)
 	}
 	if hasControl(v) {
-		return envelope.Errorf(envelope.CodeAgentSpawnFailed, "claude: --%s value %q holds a control character; fix the thread's agent settings", name, v)
+		return agent.Errorf(agent.CodeAgentSpawnFailed, "claude: --%s value %q holds a control character; fix the thread's agent settings", name, v)
 	}
 	return nil
 }
@@ -369,24 +365,13 @@ func (s *Session) writeLine(b []byte) error {
 	if s.inClose.Load() {
 		return errors.New("claude: stdin already closed")
 	}
-	s.logLine("stdin: ", b)
+	s.log.Line(agent.StreamStdin, b)
 	_, err := s.stdin.Write(append(b[:len(b):len(b)], '\n'))
 	return err
 }
 
-func (s *Session) logLine(prefix string, b []byte) {
-	if s.log == nil {
-		return
-	}
-	s.lmu.Lock()
-	defer s.lmu.Unlock()
-	buf := make([]byte, 0, len(prefix)+len(b)+1)
-	buf = append(append(append(buf, prefix...), b...), '\n')
-	_, _ = s.log.Write(buf)
-}
-
 func (s *Session) logf(format string, args ...any) {
-	s.logLine("bhw: ", []byte(fmt.Sprintf(format, args...)))
+	s.log.Printf(agent.StreamAdapter, format, args...)
 }
 
 func (s *Session) drainStderr(r *os.File) {
@@ -397,7 +382,7 @@ func (s *Session) drainStderr(r *os.File) {
 		line, err := readBounded(br, 1<<20)
 		if len(line.data) > 0 || line.over > 0 {
 			text := strings.TrimRight(string(line.data), "\r")
-			s.logLine("stderr: ", []byte(text))
+			s.log.Line(agent.StreamStderr, []byte(text))
 			if strings.TrimSpace(text) != "" {
 				s.emu.Lock()
 				s.lastStderr, s.anyStderr = text, true
@@ -431,7 +416,7 @@ func (s *Session) readStdout() {
 				_ = s.writeJSON(denyResponse(id, "bhw-run: request too large to read"))
 			}
 		case len(line.data) > 0:
-			s.logLine("stdout: ", line.data)
+			s.log.Line(agent.StreamStdout, line.data)
 			select {
 			case s.lines <- line.data:
 			case <-s.quit:

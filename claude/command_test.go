@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/agent"
 )
 
 var base = []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
@@ -22,16 +22,16 @@ func TestCommand(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name    string
-		l       envelope.Launch
+		l       agent.Launch
 		args    []string
 		sandbox bool
 	}{
-		{"autonomous new", envelope.Launch{SessionID: "s1", Permissions: "autonomous", WorkFolder: work},
+		{"autonomous new", agent.Launch{SessionID: "s1", Permissions: "autonomous", WorkFolder: work},
 			[]string{"--session-id=s1", "--permission-mode=bypassPermissions"}, true},
-		{"approval resume model effort extra", envelope.Launch{SessionID: "s1", Resume: true, Model: "opus", Effort: "high",
+		{"approval resume model effort extra", agent.Launch{SessionID: "s1", Resume: true, Model: "opus", Effort: "high",
 			Permissions: "approval", WorkFolder: work, ExtraArgs: []string{"--max-turns", "5"}},
 			[]string{"--resume=s1", "--model=opus", "--effort=high", "--permission-mode=default", "--setting-sources=", "--max-turns", "5"}, false},
-		{"guarded with CLAUDE.md", envelope.Launch{SessionID: "s1", Permissions: "guarded", WorkFolder: withMD},
+		{"guarded with CLAUDE.md", agent.Launch{SessionID: "s1", Permissions: "guarded", WorkFolder: withMD},
 			[]string{"--session-id=s1", "--permission-mode=default", "--setting-sources=",
 				"--append-system-prompt-file=" + filepath.Join(withMD, "CLAUDE.md")}, false},
 	} {
@@ -55,7 +55,7 @@ func TestCommand(t *testing.T) {
 }
 
 func TestCommandRefusesBadValues(t *testing.T) {
-	for _, l := range []envelope.Launch{
+	for _, l := range []agent.Launch{
 		{SessionID: "-rf", Permissions: "approval"},
 		{SessionID: "s", Model: "--dangerously-skip-permissions", Permissions: "approval"},
 		{SessionID: "s", Effort: "hi\ngh", Permissions: "approval"},
@@ -66,8 +66,8 @@ func TestCommandRefusesBadValues(t *testing.T) {
 	} {
 		l.Executable = "/bin/claude"
 		_, _, err := command(l)
-		var e *envelope.Error
-		if !errors.As(err, &e) || e.Code != envelope.CodeAgentSpawnFailed {
+		var e *agent.Error
+		if !errors.As(err, &e) || e.Code != agent.CodeAgentSpawnFailed {
 			t.Errorf("%+v: err = %v, want AGENT_SPAWN_FAILED", l, err)
 		} else if strings.ContainsAny(e.Message, "\n\x1b") && !strings.Contains(e.Message, `\n`) && !strings.Contains(e.Message, `\x1b`) {
 			t.Errorf("message carries raw control characters: %q", e.Message)

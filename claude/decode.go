@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/agent"
 )
 
 // Line kinds the CLI prints on stdout (claude-code.md §4).
@@ -186,8 +186,8 @@ func knownKind(k string) bool {
 }
 
 // items maps an assistant, user or system line to thread items (SPEC §7.1).
-func (l line) items() []envelope.Item {
-	var out []envelope.Item
+func (l line) items() []agent.Item {
+	var out []agent.Item
 	switch {
 	case l.Assistant != nil:
 		if l.Assistant.IsAPIError {
@@ -199,14 +199,14 @@ func (l line) items() []envelope.Item {
 			switch b.Type {
 			case "text":
 				if strings.TrimSpace(b.Text) != "" {
-					out = append(out, envelope.TextItem(b.Text))
+					out = append(out, agent.TextItem(b.Text))
 				}
 			case "thinking":
 				if strings.TrimSpace(b.Thinking) != "" {
-					out = append(out, envelope.ThinkingItem(b.Thinking))
+					out = append(out, agent.ThinkingItem(b.Thinking))
 				}
 			case "tool_use":
-				out = append(out, envelope.ToolCallItem(b.Name, b.ID, b.Input, summary(b.Name, b.Input)))
+				out = append(out, agent.ToolCallItem(b.Name, b.ID, b.Input, summary(b.Name, b.Input)))
 			}
 		}
 	case l.User != nil:
@@ -219,7 +219,7 @@ func (l line) items() []envelope.Item {
 		}
 		for _, b := range blocks {
 			if b.Type == "tool_result" {
-				out = append(out, envelope.ToolResultItem(b.ToolUseID, resultText(b.Content), b.IsError))
+				out = append(out, agent.ToolResultItem(b.ToolUseID, resultText(b.Content), b.IsError))
 			}
 		}
 	case l.System != nil:
@@ -231,7 +231,7 @@ func (l line) items() []envelope.Item {
 }
 
 // status maps the meaningful system subtypes to a status item.
-func (m *systemMsg) status() (envelope.Item, bool) {
+func (m *systemMsg) status() (agent.Item, bool) {
 	switch m.Subtype {
 	case "api_retry":
 		st := 0
@@ -239,7 +239,7 @@ func (m *systemMsg) status() (envelope.Item, bool) {
 			st = *m.ErrorStatus
 		}
 		text := fmt.Sprintf("API error %d (%s), retry %d of %d in %.1f s", st, m.Error, m.Attempt, m.MaxRetries, float64(m.RetryDelayMS)/1000)
-		return envelope.StatusItem("api_retry", text, map[string]any{
+		return agent.StatusItem("api_retry", text, map[string]any{
 			"attempt": m.Attempt, "max_retries": m.MaxRetries, "retry_delay_ms": m.RetryDelayMS,
 			"error_status": st, "error": m.Error,
 		}), true
@@ -251,24 +251,24 @@ func (m *systemMsg) status() (envelope.Item, bool) {
 			extra["pre_tokens"] = m.CompactMetadata.PreTokens
 			text = fmt.Sprintf("conversation compacted (%s, %d tokens before)", m.CompactMetadata.Trigger, m.CompactMetadata.PreTokens)
 		}
-		return envelope.StatusItem("compaction", text, extra), true
+		return agent.StatusItem("compaction", text, extra), true
 	case "permission_denied":
 		text := fmt.Sprintf("Claude refused %s", m.ToolName)
 		if m.Message != "" {
 			text += ": " + m.Message
 		}
-		return envelope.StatusItem("permission_denied", text, map[string]any{
+		return agent.StatusItem("permission_denied", text, map[string]any{
 			"tool": m.ToolName, "invocation_id": m.ToolUseID,
 		}), true
 	case "status":
 		// "requesting" accompanies every API call and null clears a status:
 		// noise. "compacting" and the like are worth a line.
 		if m.Status == nil || *m.Status == "" || *m.Status == "requesting" {
-			return envelope.Item{}, false
+			return agent.Item{}, false
 		}
-		return envelope.StatusItem("agent_status", "Claude is "+*m.Status, map[string]any{"agent_status": *m.Status}), true
+		return agent.StatusItem("agent_status", "Claude is "+*m.Status, map[string]any{"agent_status": *m.Status}), true
 	}
-	return envelope.Item{}, false
+	return agent.Item{}, false
 }
 
 // resultText flattens a tool_result content (a string or text blocks).
@@ -325,7 +325,7 @@ func summary(tool string, input json.RawMessage) string {
 	if s == "{}" || s == "null" {
 		return ""
 	}
-	return envelope.Shorten(s, 120)
+	return agent.Shorten(s, 120)
 }
 
 func oneLine(s string) string {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/agent"
 )
 
 // transcripts are the real CLI's stdout lines recorded by the real-CLI
@@ -60,12 +60,12 @@ func TestDecodeTranscripts(t *testing.T) {
 }
 
 // items of a whole transcript, plus its result lines.
-func transcriptItems(t *testing.T, name string) ([]envelope.Item, []*resultMsg, []*controlRequest) {
+func transcriptItems(t *testing.T, name string) ([]agent.Item, []*resultMsg, []*controlRequest) {
 	lines := transcripts(t)[name]
 	if lines == nil {
 		t.Fatalf("no transcript %s", name)
 	}
-	var items []envelope.Item
+	var items []agent.Item
 	var results []*resultMsg
 	var reqs []*controlRequest
 	for _, raw := range lines {
@@ -84,7 +84,7 @@ func transcriptItems(t *testing.T, name string) ([]envelope.Item, []*resultMsg, 
 	return items, results, reqs
 }
 
-func itemTypes(items []envelope.Item) []string {
+func itemTypes(items []agent.Item) []string {
 	var t []string
 	for _, it := range items {
 		t = append(t, it.Type())
@@ -150,24 +150,24 @@ func TestResultMapping(t *testing.T) {
 		t.Errorf("unknown resume: %+v", got)
 	}
 	s.sawInit = true
-	if got := s.result(r, &turnState{}); got.ResumeFailed || got.Outcome != envelope.TurnFailed {
+	if got := s.result(r, &turnState{}); got.ResumeFailed || got.Outcome != agent.TurnFailed {
 		t.Errorf("after init: %+v", got)
 	}
 	r = &resultMsg{IsError: true, Subtype: "error_during_execution", NumTurns: 2}
-	if got := s.result(r, &turnState{parked: true}); got.Outcome != envelope.TurnParked || got.ErrorText != "" {
+	if got := s.result(r, &turnState{parked: true}); got.Outcome != agent.TurnParked || got.ErrorText != "" {
 		t.Errorf("parked: %+v", got)
 	}
-	if got := s.result(r, &turnState{interrupted: true}); got.Outcome != envelope.TurnInterrupted {
+	if got := s.result(r, &turnState{interrupted: true}); got.Outcome != agent.TurnInterrupted {
 		t.Errorf("interrupted: %+v", got)
 	}
 	r = &resultMsg{IsError: true, Subtype: "success", Result: "API Error: 400 bad"}
-	if got := s.result(r, &turnState{}); got.Outcome != envelope.TurnFailed || got.ErrorText != "API Error: 400 bad" {
+	if got := s.result(r, &turnState{}); got.Outcome != agent.TurnFailed || got.ErrorText != "API Error: 400 bad" {
 		t.Errorf("api error: %+v", got)
 	}
 	r = &resultMsg{Subtype: "success", NumTurns: 3, DurationMS: 9, TotalCostUSD: 0.5}
 	r.Usage.InputTokens, r.Usage.CacheReadInputTokens, r.Usage.CacheCreationInputTokens, r.Usage.OutputTokens = 10, 20, 5, 7
 	got := s.result(r, &turnState{})
-	want := envelope.TurnResult{Outcome: envelope.TurnCompleted, Usage: envelope.Usage{InputTokens: 35, InputTokensCached: 20, OutputTokens: 7},
+	want := agent.TurnResult{Outcome: agent.TurnCompleted, Usage: agent.Usage{InputTokens: 35, InputTokensCached: 20, OutputTokens: 7},
 		CostUSD: 0.5, NumTurns: 3, DurationMS: 9}
 	if got != want {
 		t.Errorf("success: %+v, want %+v", got, want)

@@ -11,23 +11,22 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/claude/claudetest"
-	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
 )
 
-func fakeLaunch(t *testing.T, sc claudetest.FakeScript, permissions string) (envelope.Launch, *syncBuf) {
+func fakeLaunch(t *testing.T, sc claudetest.FakeScript, permissions string) (agent.Launch, *syncBuf) {
 	t.Helper()
 	exe, env := claudetest.FakeAgentCommand(t, sc)
 	log := &syncBuf{}
-	return envelope.Launch{Executable: exe, WorkFolder: t.TempDir(), Env: env, SessionID: newUUID(),
-		Permissions: permissions, Log: log}, log
+	return agent.Launch{Executable: exe, WorkFolder: t.TempDir(), Env: env, SessionID: newUUID(),
+		Permissions: permissions, Log: log.Log()}, log
 }
 
 // fastClose shortens the graces so escalation is quick in tests.
@@ -43,13 +42,13 @@ func TestFakeCrashMidTurn(t *testing.T) {
 	h := &recorder{}
 	_, err := s.Turn(context.Background(), "go", h)
 	e := asEnvelopeError(err)
-	if e == nil || e.Code != envelope.CodeAgentCrashed {
+	if e == nil || e.Code != agent.CodeAgentCrashed {
 		t.Fatalf("err = %v, want AGENT_CRASHED", err)
 	}
 	if !strings.Contains(e.Message, "exit status 3") || !strings.Contains(e.Message, "panic: fake boom") {
 		t.Errorf("message = %q, want the exit status and last stderr line", e.Message)
 	}
-	if got := h.types(); len(got) != 1 || got[0] != envelope.ItemText {
+	if got := h.types(); len(got) != 1 || got[0] != agent.ItemText {
 		t.Errorf("items = %v", got)
 	}
 }
@@ -58,15 +57,15 @@ func TestFakeStartupFailure(t *testing.T) {
 	l, _ := fakeLaunch(t, claudetest.FakeScript{StartupError: "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons"}, "autonomous")
 	s := start(t, l)
 	_, err := s.Turn(context.Background(), "go", &recorder{})
-	if e := asEnvelopeError(err); e == nil || e.Code != envelope.CodeAgentSpawnFailed || !strings.Contains(e.Message, "root/sudo") {
+	if e := asEnvelopeError(err); e == nil || e.Code != agent.CodeAgentSpawnFailed || !strings.Contains(e.Message, "root/sudo") {
 		t.Fatalf("err = %v, want AGENT_SPAWN_FAILED with the stderr line", err)
 	}
 }
 
 func TestFakeExecFailure(t *testing.T) {
-	_, err := claude.Start(context.Background(), envelope.Launch{Executable: "/nonexistent/claude",
+	_, err := claude.Start(context.Background(), agent.Launch{Executable: "/nonexistent/claude",
 		WorkFolder: t.TempDir(), SessionID: newUUID(), Permissions: "approval"})
-	if e := asEnvelopeError(err); e == nil || e.Code != envelope.CodeAgentSpawnFailed {
+	if e := asEnvelopeError(err); e == nil || e.Code != agent.CodeAgentSpawnFailed {
 		t.Fatalf("err = %v, want AGENT_SPAWN_FAILED", err)
 	}
 }
@@ -82,10 +81,10 @@ func TestFakeGarbageSkipped(t *testing.T) {
 	s := start(t, l)
 	h := &recorder{}
 	res, err := s.Turn(context.Background(), "go", h)
-	if err != nil || res.Outcome != envelope.TurnCompleted {
+	if err != nil || res.Outcome != agent.TurnCompleted {
 		t.Fatalf("Turn = %+v, %v", res, err)
 	}
-	if it := h.find(envelope.ItemText); len(it) != 1 || it[0].Brief != "after the garbage" {
+	if it := h.find(agent.ItemText); len(it) != 1 || it[0].Brief != "after the garbage" {
 		t.Fatalf("items = %+v", h.items)
 	}
 	for _, want := range []string{"skipped a bad line", `unknown type "weird_new_kind"`} {
@@ -105,17 +104,17 @@ func TestFakeOverlongLines(t *testing.T) {
 	h := &recorder{}
 	t0 := time.Now()
 	res, err := s.Turn(context.Background(), "go", h)
-	if err != nil || res.Outcome != envelope.TurnCompleted {
+	if err != nil || res.Outcome != agent.TurnCompleted {
 		t.Fatalf("Turn = %+v, %v", res, err)
 	}
-	texts := h.find(envelope.ItemText)
+	texts := h.find(agent.ItemText)
 	if len(texts) != 2 || texts[0].Brief != "after the big line" || !strings.HasPrefix(texts[1].Brief, "big request answered: deny:") {
 		t.Fatalf("texts = %+v", texts)
 	}
 	if len(h.calls) != 0 {
 		t.Errorf("the over-long request reached the gate: %+v", h.calls)
 	}
-	if n := strings.Count(log.String(), "bhw: skipped a line of"); n != 2 {
+	if n := strings.Count(log.String(), " adapter skipped a line of"); n != 2 {
 		t.Errorf("%d skipped-line notes, want 2", n)
 	}
 	if len(log.String()) > 1<<20 {
@@ -137,10 +136,10 @@ func TestFakePermissions(t *testing.T) {
 		"Bash":  {Action: policy.Deny, Message: "denied by worker rule 1"},
 	}}
 	res, err := s.Turn(context.Background(), "go", h)
-	if err != nil || res.Outcome != envelope.TurnCompleted {
+	if err != nil || res.Outcome != agent.TurnCompleted {
 		t.Fatalf("Turn = %+v, %v", res, err)
 	}
-	results := h.find(envelope.ItemToolResult)
+	results := h.find(agent.ItemToolResult)
 	if len(results) != 2 {
 		t.Fatalf("results = %+v", results)
 	}
@@ -161,8 +160,8 @@ func TestFakePermissions(t *testing.T) {
 	if want := policy.ClaudeFingerprint("Bash", []byte(`{"command":"rm -rf build"}`)); c.Fingerprint != want {
 		t.Errorf("fingerprint = %s, want %s", c.Fingerprint, want)
 	}
-	for _, l := range strings.Split(log.String(), "\n") {
-		if strings.HasPrefix(l, "stdin: ") && (strings.Contains(l, "updatedPermissions") || strings.Contains(l, "localSettings")) {
+	for _, l := range log.Lines(agent.StreamStdin) {
+		if strings.Contains(l, "updatedPermissions") || strings.Contains(l, "localSettings") {
 			t.Errorf("permission suggestions echoed: %s", l)
 		}
 	}
@@ -170,7 +169,7 @@ func TestFakePermissions(t *testing.T) {
 	// Park: deny + interrupt; the turn ends parked, not failed.
 	h.answer["Bash"] = policy.Verdict{Action: policy.Park}
 	res, err = s.Turn(context.Background(), "again", h)
-	if err != nil || res.Outcome != envelope.TurnParked || res.ErrorText != "" {
+	if err != nil || res.Outcome != agent.TurnParked || res.ErrorText != "" {
 		t.Fatalf("parked Turn = %+v, %v", res, err)
 	}
 	if !strings.Contains(log.String(), `"behavior":"deny","interrupt":true,"message":"waiting for a person"`) {
@@ -186,7 +185,7 @@ func TestFakeAskUserQuestion(t *testing.T) {
 	// Even an Allow parks a question: it has no answers to give.
 	h := &recorder{answer: map[string]policy.Verdict{"*": {Action: policy.Allow}}}
 	res, err := s.Turn(context.Background(), "ask", h)
-	if err != nil || res.Outcome != envelope.TurnParked {
+	if err != nil || res.Outcome != agent.TurnParked {
 		t.Fatalf("Turn = %+v, %v", res, err)
 	}
 	c := h.calls[0]
@@ -203,7 +202,7 @@ func TestFakeInterrupt(t *testing.T) {
 	}}, "approval")
 	s := start(t, l)
 	h := &recorder{}
-	h.onEmit = func(it envelope.Item) {
+	h.onEmit = func(it agent.Item) {
 		if it.Brief == "long work" {
 			// From another goroutine, as run's signal handler does.
 			errc := make(chan error)
@@ -214,12 +213,12 @@ func TestFakeInterrupt(t *testing.T) {
 		}
 	}
 	res, err := s.Turn(context.Background(), "go", h)
-	if err != nil || res.Outcome != envelope.TurnInterrupted {
+	if err != nil || res.Outcome != agent.TurnInterrupted {
 		t.Fatalf("Turn = %+v, %v", res, err)
 	}
 	// The session stays usable, and the next turn is not "interrupted".
 	res, err = s.Turn(context.Background(), "go on", h)
-	if err != nil || res.Outcome != envelope.TurnCompleted {
+	if err != nil || res.Outcome != agent.TurnCompleted {
 		t.Fatalf("next Turn = %+v, %v", res, err)
 	}
 }
@@ -232,7 +231,7 @@ func TestFakeHangTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	res, err := s.Turn(ctx, "go", &recorder{})
-	if !errors.Is(err, context.DeadlineExceeded) || res.Outcome != envelope.TurnInterrupted {
+	if !errors.Is(err, context.DeadlineExceeded) || res.Outcome != agent.TurnInterrupted {
 		t.Fatalf("Turn = %+v, %v", res, err)
 	}
 	pgid := s.Pgid()
@@ -276,10 +275,10 @@ func TestFakeGrandchildHoldsStdout(t *testing.T) {
 	fastClose(s)
 	h := &recorder{}
 	res, err := s.Turn(context.Background(), "go", h)
-	if err != nil || res.Outcome != envelope.TurnCompleted {
+	if err != nil || res.Outcome != agent.TurnCompleted {
 		t.Fatalf("Turn = %+v, %v", res, err)
 	}
-	texts := h.find(envelope.ItemText)
+	texts := h.find(agent.ItemText)
 	pid, err := strconv.Atoi(strings.TrimPrefix(texts[0].Brief, "grandchild "))
 	if err != nil {
 		t.Fatalf("texts = %+v", texts)
@@ -309,27 +308,13 @@ func TestFakeUndecodableRequestAnswered(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := s.Turn(ctx, "go", h)
-	if err != nil || res.Outcome != envelope.TurnCompleted {
+	if err != nil || res.Outcome != agent.TurnCompleted {
 		t.Fatalf("Turn = %+v, %v (the request was left unanswered)", res, err)
 	}
-	texts := h.find(envelope.ItemText)
+	texts := h.find(agent.ItemText)
 	if len(texts) != 1 || texts[0].Brief != "raw request answered: success deny" {
 		t.Fatalf("texts = %+v, want a deny", texts)
 	}
-}
-
-// lineSignal closes hit the first time a log line starts with prefix.
-type lineSignal struct {
-	prefix string
-	hit    chan struct{}
-	once   sync.Once
-}
-
-func (w *lineSignal) Write(p []byte) (int, error) {
-	if strings.HasPrefix(string(p), w.prefix) {
-		w.once.Do(func() { close(w.hit) })
-	}
-	return len(p), nil
 }
 
 // An agent that stops reading its stdin leaves a large user message stuck
@@ -340,9 +325,10 @@ func TestFakeCloseWhileTurnWriteIsStuck(t *testing.T) {
 	if err := os.WriteFile(deaf, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writing := &lineSignal{prefix: "stdin: ", hit: make(chan struct{})}
-	s, err := claude.Start(context.Background(), envelope.Launch{Executable: deaf, WorkFolder: dir,
-		Env: []string{"PATH=/usr/bin:/bin"}, SessionID: newUUID(), Permissions: "approval", Log: writing})
+	var log syncBuf
+	writing := log.Signal(agent.StreamStdin)
+	s, err := claude.Start(context.Background(), agent.Launch{Executable: deaf, WorkFolder: dir,
+		Env: []string{"PATH=/usr/bin:/bin"}, SessionID: newUUID(), Permissions: "approval", Log: log.Log()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +338,7 @@ func TestFakeCloseWhileTurnWriteIsStuck(t *testing.T) {
 		_, err := s.Turn(context.Background(), strings.Repeat("x", 8<<20), &recorder{})
 		turned <- err
 	}()
-	<-writing.hit // the message is being written: far more than a pipe holds
+	<-writing // the message is being written: far more than a pipe holds
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close(context.Background()) }()
 	select {
@@ -374,9 +360,10 @@ func TestFakeCloseWhileTurnWriteIsStuck(t *testing.T) {
 // Interrupt between turns) must not pin the stdout reader after Close.
 func TestFakeCloseEndsTheReaderBetweenTurns(t *testing.T) {
 	exe, env := claudetest.FakeAgentCommand(t, claudetest.FakeScript{})
-	read := &lineSignal{prefix: "stdout: ", hit: make(chan struct{})}
-	s, err := claude.Start(context.Background(), envelope.Launch{Executable: exe, WorkFolder: t.TempDir(),
-		Env: env, SessionID: newUUID(), Permissions: "approval", Log: read})
+	var log syncBuf
+	read := log.Signal(agent.StreamStdout)
+	s, err := claude.Start(context.Background(), agent.Launch{Executable: exe, WorkFolder: t.TempDir(),
+		Env: env, SessionID: newUUID(), Permissions: "approval", Log: log.Log()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +371,7 @@ func TestFakeCloseEndsTheReaderBetweenTurns(t *testing.T) {
 	if err := s.Interrupt(); err != nil {
 		t.Fatal(err)
 	}
-	<-read.hit // the reader holds the control_response and no Turn takes it
+	<-read // the reader holds the control_response and no Turn takes it
 	closeSession(t, s)
 	deadline := time.Now().Add(5 * time.Second)
 	for readerRunning() {

@@ -1,7 +1,6 @@
 package claude_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -13,9 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/claude/claudetest"
-	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -64,48 +64,22 @@ func newUUID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// syncBuf is a goroutine-safe log sink.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// stdoutLines are the agent's stdout lines in the log.
-func (s *syncBuf) stdoutLines() []string {
-	var out []string
-	for _, l := range strings.Split(s.String(), "\n") {
-		if r, ok := strings.CutPrefix(l, "stdout: "); ok {
-			out = append(out, r)
-		}
-	}
-	return out
-}
+// syncBuf is a thread.log in memory.
+type syncBuf = agenttest.LogBuffer
 
 // recorder is a Handler recording items and answering Decide from a table
 // keyed by tool name ("*" for any); a missing entry parks.
 type recorder struct {
 	mu      sync.Mutex
-	items   []envelope.Item
+	items   []agent.Item
 	calls   []policy.Call
 	answer  map[string]policy.Verdict
 	decide  func(policy.Call) policy.Verdict
-	onEmit  func(envelope.Item)
+	onEmit  func(agent.Item)
 	decided chan policy.Call
 }
 
-func (r *recorder) Emit(it envelope.Item) {
+func (r *recorder) Emit(it agent.Item) {
 	r.mu.Lock()
 	r.items = append(r.items, it)
 	f := r.onEmit
@@ -144,10 +118,10 @@ func (r *recorder) types() []string {
 	return t
 }
 
-func (r *recorder) find(typ string) []envelope.Item {
+func (r *recorder) find(typ string) []agent.Item {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []envelope.Item
+	var out []agent.Item
 	for _, it := range r.items {
 		if it.Type() == typ {
 			out = append(out, it)
@@ -176,17 +150,17 @@ func newEnv(t *testing.T, script ...claudetest.Step) *env {
 	return &env{t: t, model: claudetest.NewModelServer(t, script...), work: work, config: t.TempDir(), bin: bin}
 }
 
-func (e *env) launch(permissions, sessionID string, resume bool) (envelope.Launch, *syncBuf) {
+func (e *env) launch(permissions, sessionID string, resume bool) (agent.Launch, *syncBuf) {
 	log := &syncBuf{}
-	return envelope.Launch{
+	return agent.Launch{
 		Executable: e.bin, WorkFolder: e.work, Env: e.model.Env(e.config),
 		SessionID: sessionID, Resume: resume, Permissions: permissions,
-		ConfigDir: e.config, Log: log,
+		Home: e.config, Log: log.Log(),
 	}, log
 }
 
 // start starts a session and closes it at cleanup.
-func start(t *testing.T, l envelope.Launch) *claude.Session {
+func start(t *testing.T, l agent.Launch) *claude.Session {
 	t.Helper()
 	s, err := claude.Start(context.Background(), l)
 	if err != nil {
@@ -201,7 +175,7 @@ func start(t *testing.T, l envelope.Launch) *claude.Session {
 }
 
 // turn runs one turn with a deadline.
-func turn(t *testing.T, s *claude.Session, msg string, h envelope.Handler) envelope.TurnResult {
+func turn(t *testing.T, s *claude.Session, msg string, h agent.Handler) agent.TurnResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -229,7 +203,7 @@ func record(t *testing.T, name string, logs ...*syncBuf) {
 	}
 	var b strings.Builder
 	for _, l := range logs {
-		for _, line := range l.stdoutLines() {
+		for _, line := range l.Lines(agent.StreamStdout) {
 			b.WriteString(line + "\n")
 		}
 	}
@@ -241,8 +215,8 @@ func record(t *testing.T, name string, logs ...*syncBuf) {
 	}
 }
 
-func asEnvelopeError(err error) *envelope.Error {
-	var e *envelope.Error
+func asEnvelopeError(err error) *agent.Error {
+	var e *agent.Error
 	if errors.As(err, &e) {
 		return e
 	}

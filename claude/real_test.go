@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/claude/claudetest"
-	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -32,18 +32,18 @@ func TestRealAutonomousWrite(t *testing.T) {
 	closeSession(t, s)
 	record(t, "autonomous-write", log)
 
-	if res.Outcome != envelope.TurnCompleted || res.ErrorText != "" {
+	if res.Outcome != agent.TurnCompleted || res.ErrorText != "" {
 		t.Fatalf("result = %+v, want completed", res)
 	}
 	if b, err := os.ReadFile(x); err != nil || string(b) != "hi\n" {
 		t.Fatalf("x.txt = %q, %v; want hi", b, err)
 	}
 	got := h.types()
-	want := []string{envelope.ItemThinking, envelope.ItemText, envelope.ItemToolCall, envelope.ItemToolResult, envelope.ItemText}
+	want := []string{agent.ItemThinking, agent.ItemText, agent.ItemToolCall, agent.ItemToolResult, agent.ItemText}
 	if !slices.Equal(got, want) {
 		t.Fatalf("items = %v, want %v\nlog:\n%s", got, want, log)
 	}
-	call := h.find(envelope.ItemToolCall)[0]
+	call := h.find(agent.ItemToolCall)[0]
 	if !strings.Contains(call.Brief, "Write → "+x) {
 		t.Errorf("tool_call brief = %q", call.Brief)
 	}
@@ -64,14 +64,14 @@ func TestRealResumeSeesHistory(t *testing.T) {
 	id := newUUID()
 	l, log1 := e.launch("approval", id, false)
 	s := start(t, l)
-	if res := turn(t, s, "remember MARKER-ONE", &recorder{}); res.Outcome != envelope.TurnCompleted {
+	if res := turn(t, s, "remember MARKER-ONE", &recorder{}); res.Outcome != agent.TurnCompleted {
 		t.Fatalf("first turn = %+v", res)
 	}
 	closeSession(t, s)
 
 	l, log2 := e.launch("approval", id, true)
 	s = start(t, l)
-	if res := turn(t, s, "what did I say?", &recorder{}); res.Outcome != envelope.TurnCompleted {
+	if res := turn(t, s, "what did I say?", &recorder{}); res.Outcome != agent.TurnCompleted {
 		t.Fatalf("resumed turn = %+v\n%s", res, log2)
 	}
 	closeSession(t, s)
@@ -102,7 +102,7 @@ func TestRealParkThenResumeAllowed(t *testing.T) {
 	h := &recorder{}
 	res := turn(t, s, "write x.txt", h)
 	closeSession(t, s)
-	if res.Outcome != envelope.TurnParked || res.ErrorText != "" {
+	if res.Outcome != agent.TurnParked || res.ErrorText != "" {
 		t.Fatalf("result = %+v, want parked\n%s", res, log1)
 	}
 	if _, err := os.Stat(x); !os.IsNotExist(err) {
@@ -129,7 +129,7 @@ func TestRealParkThenResumeAllowed(t *testing.T) {
 	res = turn(t, s, "A person approved your call to Write "+x+". Run it again now, unchanged.", h2)
 	closeSession(t, s)
 	record(t, "park-resume-allow", log1, log2)
-	if res.Outcome != envelope.TurnCompleted {
+	if res.Outcome != agent.TurnCompleted {
 		t.Fatalf("resumed result = %+v\n%s", res, log2)
 	}
 	if len(h2.calls) != 1 || h2.calls[0].InvocationID == parked.InvocationID {
@@ -154,13 +154,13 @@ func TestRealDenyMessageReachesModel(t *testing.T) {
 	res := turn(t, s, "write x.txt", h)
 	closeSession(t, s)
 	record(t, "deny", log)
-	if res.Outcome != envelope.TurnCompleted {
+	if res.Outcome != agent.TurnCompleted {
 		t.Fatalf("result = %+v", res)
 	}
 	if _, err := os.Stat(x); !os.IsNotExist(err) {
 		t.Fatal("x.txt written despite the deny")
 	}
-	tr := h.find(envelope.ItemToolResult)
+	tr := h.find(agent.ItemToolResult)
 	if len(tr) != 1 || tr[0].Meta["tool"].(map[string]any)["is_error"] != true ||
 		tr[0].Meta["tool"].(map[string]any)["output"] != "denied by worker rule 2" {
 		t.Fatalf("tool_result = %+v", tr)
@@ -182,7 +182,7 @@ func TestRealAskUserQuestion(t *testing.T) {
 	res := turn(t, s, "ask me", h)
 	closeSession(t, s)
 	record(t, "ask", log)
-	if res.Outcome != envelope.TurnParked {
+	if res.Outcome != agent.TurnParked {
 		t.Fatalf("result = %+v", res)
 	}
 	if len(h.calls) != 1 {
@@ -214,7 +214,7 @@ func TestRealLocalSettingsDoNotApprove(t *testing.T) {
 	s := start(t, l)
 	h := &recorder{}
 	res := turn(t, s, "write", h)
-	if res.Outcome != envelope.TurnParked || len(h.calls) != 1 {
+	if res.Outcome != agent.TurnParked || len(h.calls) != 1 {
 		t.Fatalf("result = %+v calls = %+v: the local allow rule approved the call", res, h.calls)
 	}
 	if _, err := os.Stat(x); !os.IsNotExist(err) {
@@ -231,7 +231,7 @@ func TestRealClaudeMDAppended(t *testing.T) {
 	}
 	l, log := e.launch("guarded", newUUID(), false)
 	s := start(t, l)
-	if res := turn(t, s, "hi", &recorder{}); res.Outcome != envelope.TurnCompleted {
+	if res := turn(t, s, "hi", &recorder{}); res.Outcome != agent.TurnCompleted {
 		t.Fatalf("result = %+v\n%s", res, log)
 	}
 	if !strings.Contains(string(e.model.Requests()[0].System), "PROJECT-RULE-7731") {
@@ -245,7 +245,7 @@ func TestRealAPIError(t *testing.T) {
 	s := start(t, l)
 	res := turn(t, s, "hi", &recorder{})
 	record(t, "apierr-500", log)
-	if res.Outcome != envelope.TurnFailed || !strings.Contains(res.ErrorText, "500") || res.ResumeFailed {
+	if res.Outcome != agent.TurnFailed || !strings.Contains(res.ErrorText, "500") || res.ResumeFailed {
 		t.Fatalf("result = %+v", res)
 	}
 }
@@ -296,8 +296,8 @@ func TestRealInterruptThenClose(t *testing.T) {
 	go func() { pidc <- readPid(fifo) }()
 	h := &recorder{}
 	var sleepPid int
-	h.onEmit = func(it envelope.Item) {
-		if it.Type() == envelope.ItemToolCall {
+	h.onEmit = func(it agent.Item) {
+		if it.Type() == agent.ItemToolCall {
 			// The sleep's pid arrives through the fifo once Bash runs it.
 			sleepPid = <-pidc
 			if err := s.Interrupt(); err != nil {
@@ -307,7 +307,7 @@ func TestRealInterruptThenClose(t *testing.T) {
 	}
 	t0 := time.Now()
 	res := turn(t, s, "sleep", h)
-	if res.Outcome != envelope.TurnInterrupted {
+	if res.Outcome != agent.TurnInterrupted {
 		t.Fatalf("result = %+v\n%s", res, log)
 	}
 	pgid := s.Pgid()
@@ -332,10 +332,10 @@ func TestRealAPIRetryStatus(t *testing.T) {
 	h := &recorder{}
 	res := turn(t, s, "hi", h)
 	record(t, "api-retry", log)
-	if res.Outcome != envelope.TurnCompleted {
+	if res.Outcome != agent.TurnCompleted {
 		t.Fatalf("result = %+v", res)
 	}
-	st := h.find(envelope.ItemStatus)
+	st := h.find(agent.ItemStatus)
 	if len(st) != 1 || st[0].Meta["status"].(map[string]any)["token"] != "api_retry" ||
 		st[0].Meta["status"].(map[string]any)["error_status"] != 529 {
 		t.Fatalf("status items = %+v", st)
@@ -348,7 +348,7 @@ func TestRealModelAndEffort(t *testing.T) {
 	l, log := e.launch("approval", newUUID(), false)
 	l.Model, l.Effort = "sonnet", "low"
 	s := start(t, l)
-	if res := turn(t, s, "hi", &recorder{}); res.Outcome != envelope.TurnCompleted {
+	if res := turn(t, s, "hi", &recorder{}); res.Outcome != agent.TurnCompleted {
 		t.Fatalf("result = %+v\n%s", res, log)
 	}
 	r := e.model.Requests()[0]

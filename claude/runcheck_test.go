@@ -1,9 +1,9 @@
 package claude_test
 
 import (
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/claude"
-	"github.com/blobhub/bhw-run/run"
 )
 
-// *claude.Session must satisfy run.Session; the adapter cannot import run.
-var _ run.Session = (*claude.Session)(nil)
+// *claude.Session is an agent.Session.
+var _ agent.Session = (*claude.Session)(nil)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -42,14 +42,14 @@ type turnState struct {
 
 // Turn sends one user message and relays the turn through h until the CLI
 // prints its result line (SPEC §6.4).
-func (s *Session) Turn(ctx context.Context, message string, h envelope.Handler) (envelope.TurnResult, error) {
+func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (agent.TurnResult, error) {
 	s.mu.Lock()
 	s.interrupted = false
 	s.mu.Unlock()
 	msg := userLine{Type: "user", Message: userContent{Role: "user", Content: []textBlock{{Type: "text", Text: message}}}}
 	if err := s.writeJSON(msg); err != nil {
 		// The process is probably gone; report how it ended.
-		return envelope.TurnResult{}, s.deadError(err)
+		return agent.TurnResult{}, s.deadError(err)
 	}
 
 	var st turnState
@@ -75,14 +75,14 @@ func (s *Session) Turn(ctx context.Context, message string, h envelope.Handler) 
 			st.interrupted = true
 			s.logf("turn cancelled (%v): interrupting", context.Cause(ctx))
 			if err := s.Interrupt(); err != nil {
-				return envelope.TurnResult{Outcome: envelope.TurnInterrupted}, ctx.Err()
+				return agent.TurnResult{Outcome: agent.TurnInterrupted}, ctx.Err()
 			}
 			t := time.NewTimer(s.TurnGrace)
 			defer t.Stop()
 			grace = t.C
 		case <-grace:
 			s.logf("no result %v after the interrupt", s.TurnGrace)
-			return envelope.TurnResult{Outcome: envelope.TurnInterrupted}, ctx.Err()
+			return agent.TurnResult{Outcome: agent.TurnInterrupted}, ctx.Err()
 		case <-exited:
 			// Lines already in the pipe still count; a grandchild may hold the
 			// pipe open, so stop after a short drain.
@@ -97,7 +97,7 @@ func (s *Session) Turn(ctx context.Context, message string, h envelope.Handler) 
 }
 
 // handle processes one line; end reports the turn's end.
-func (s *Session) handle(raw []byte, h envelope.Handler, st *turnState) (envelope.TurnResult, bool) {
+func (s *Session) handle(raw []byte, h agent.Handler, st *turnState) (agent.TurnResult, bool) {
 	l, err := decodeLine(raw)
 	if err != nil {
 		s.logf("skipped a bad line: %v", err)
@@ -106,7 +106,7 @@ func (s *Session) handle(raw []byte, h envelope.Handler, st *turnState) (envelop
 			s.logf("the bad line is control_request %s: answering deny", id)
 			_ = s.writeJSON(denyResponse(id, "bhw-run: request could not be read"))
 		}
-		return envelope.TurnResult{}, false
+		return agent.TurnResult{}, false
 	}
 	switch l.Kind {
 	case kindSystem:
@@ -121,24 +121,24 @@ func (s *Session) handle(raw []byte, h envelope.Handler, st *turnState) (envelop
 		}
 	case kindControlReq:
 		s.answer(l.Control, h, st)
-		return envelope.TurnResult{}, false
+		return agent.TurnResult{}, false
 	case kindControlCancel:
 		s.logf("the CLI withdrew control_request %s", l.Cancel.RequestID)
-		return envelope.TurnResult{}, false
+		return agent.TurnResult{}, false
 	case kindResult:
 		return s.result(l.Result, st), true
 	case kindAssistant, kindUser, kindControlResp, kindStreamEvent:
 	default:
 		s.logf("skipped a line of unknown type %q", l.Kind)
-		return envelope.TurnResult{}, false
+		return agent.TurnResult{}, false
 	}
 	for _, it := range l.items() {
 		h.Emit(it)
 	}
-	return envelope.TurnResult{}, false
+	return agent.TurnResult{}, false
 }
 
-func (s *Session) result(r *resultMsg, st *turnState) envelope.TurnResult {
+func (s *Session) result(r *resultMsg, st *turnState) agent.TurnResult {
 	s.mu.Lock()
 	if r.SessionID != "" {
 		s.sessionID = r.SessionID
@@ -146,9 +146,9 @@ func (s *Session) result(r *resultMsg, st *turnState) envelope.TurnResult {
 	sawInit := s.sawInit
 	interrupted := st.interrupted || s.interrupted
 	s.mu.Unlock()
-	out := envelope.TurnResult{
-		Outcome: envelope.TurnCompleted,
-		Usage: envelope.Usage{
+	out := agent.TurnResult{
+		Outcome: agent.TurnCompleted,
+		Usage: agent.Usage{
 			InputTokens:       r.Usage.InputTokens + r.Usage.CacheReadInputTokens + r.Usage.CacheCreationInputTokens,
 			InputTokensCached: r.Usage.CacheReadInputTokens,
 			OutputTokens:      r.Usage.OutputTokens,
@@ -167,36 +167,36 @@ func (s *Session) result(r *resultMsg, st *turnState) envelope.TurnResult {
 	switch {
 	case r.NumTurns == 0 && !sawInit && strings.Contains(out.ErrorText, "No conversation found"):
 		out.ResumeFailed = true
-		out.Outcome = envelope.TurnFailed
+		out.Outcome = agent.TurnFailed
 	case st.parked:
 		// error_during_execution / aborted_tools is the expected end of a
 		// parked turn (SPEC §8.4), not a failure.
-		out.Outcome, out.ErrorText = envelope.TurnParked, ""
+		out.Outcome, out.ErrorText = agent.TurnParked, ""
 	case interrupted:
-		out.Outcome, out.ErrorText = envelope.TurnInterrupted, ""
+		out.Outcome, out.ErrorText = agent.TurnInterrupted, ""
 	default:
-		out.Outcome = envelope.TurnFailed
+		out.Outcome = agent.TurnFailed
 	}
 	return out
 }
 
 // endWithoutResult: stdout ended (or the process exited) before result.
-func (s *Session) endWithoutResult(ctx context.Context, st turnState) (envelope.TurnResult, error) {
+func (s *Session) endWithoutResult(ctx context.Context, st turnState) (agent.TurnResult, error) {
 	select {
 	case <-s.done:
 	case <-time.After(s.ExitWait):
 		// stdout closed but the process lives on: treat it as dead anyway.
 	}
 	if ctx.Err() != nil {
-		return envelope.TurnResult{Outcome: envelope.TurnInterrupted}, ctx.Err()
+		return agent.TurnResult{Outcome: agent.TurnInterrupted}, ctx.Err()
 	}
 	s.mu.Lock()
 	interrupted := st.interrupted || s.interrupted
 	s.mu.Unlock()
 	if interrupted || s.stdinClosed() {
-		return envelope.TurnResult{Outcome: envelope.TurnInterrupted}, nil
+		return agent.TurnResult{Outcome: agent.TurnInterrupted}, nil
 	}
-	return envelope.TurnResult{}, s.deadError(nil)
+	return agent.TurnResult{}, s.deadError(nil)
 }
 
 // deadError describes a process that ended before its result line:
@@ -207,7 +207,7 @@ func (s *Session) deadError(cause error) error {
 	case <-s.done:
 	case <-time.After(s.ExitWait):
 		if cause != nil {
-			return envelope.Errorf(envelope.CodeAgentCrashed, "claude: writing to the agent: %v", cause)
+			return agent.Errorf(agent.CodeAgentCrashed, "claude: writing to the agent: %v", cause)
 		}
 	}
 	last, any := s.stderrTail()
@@ -221,18 +221,18 @@ func (s *Session) deadError(cause error) error {
 	default:
 	}
 	if !sawInit && any {
-		return envelope.Errorf(envelope.CodeAgentSpawnFailed, "claude ended before it started (%s): %s", status, last)
+		return agent.Errorf(agent.CodeAgentSpawnFailed, "claude ended before it started (%s): %s", status, last)
 	}
 	msg := "claude ended before its turn-end line (" + status + ")"
 	if last != "" {
 		msg += "; last stderr: " + last
 	}
-	return envelope.Errorf(envelope.CodeAgentCrashed, "%s", msg)
+	return agent.Errorf(agent.CodeAgentCrashed, "%s", msg)
 }
 
 // answer replies to one CLI → host control request. Every request gets an
 // answer: an unanswered one would leave the CLI waiting (fail closed).
-func (s *Session) answer(r *controlRequest, h envelope.Handler, st *turnState) {
+func (s *Session) answer(r *controlRequest, h agent.Handler, st *turnState) {
 	if r.Request.Subtype != "can_use_tool" {
 		s.logf("unsupported control_request %q: answering error", r.Request.Subtype)
 		_ = s.writeJSON(map[string]any{"type": "control_response", "response": map[string]any{

@@ -5,8 +5,7 @@ import (
 	"maps"
 	"strings"
 
-	"github.com/blobhub/bhw-run/envelope"
-
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -64,7 +63,7 @@ func (t *turn) cancel(reqID int64, call policy.Call) {
 	if !t.calls[id] {
 		// Normally announced by item/started; a tool_call still comes first.
 		t.calls[id] = true
-		t.h.Emit(envelope.ToolCallItem(call.Tool, id, call.Input, strings.TrimPrefix(call.Summary, call.Tool+" → ")))
+		t.h.Emit(agent.ToolCallItem(call.Tool, id, call.Input, strings.TrimPrefix(call.Summary, call.Tool+" → ")))
 	}
 	t.emitResult(id, notRunText, true)
 }

@@ -2,17 +2,16 @@ package codex
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -88,16 +87,16 @@ func fakeAppServer(scenario string) int {
 	}
 }
 
-func fakeLaunch(t *testing.T, scenario string) envelope.Launch {
+func fakeLaunch(t *testing.T, scenario string) agent.Launch {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return envelope.Launch{
+	return agent.Launch{
 		Executable: exe, WorkFolder: t.TempDir(),
 		Env:         []string{"BHW_FAKE_CODEX=" + scenario, "PATH=/usr/bin:/bin"},
 		Permissions: "approval",
-		Log:         &syncWriter{w: &bytes.Buffer{}},
+		Log:         (&agenttest.LogBuffer{}).Log(),
 	}
 }
 
@@ -111,7 +110,7 @@ func TestCrashMidTurnIsAgentCrashed(t *testing.T) {
 	defer cancel()
 	_, err = s.Turn(ctx, "hi", &recorder{})
 	e := asEnvelopeError(err)
-	if e == nil || e.Code != envelope.CodeAgentCrashed || !strings.Contains(e.Message, "exit status 3") {
+	if e == nil || e.Code != agent.CodeAgentCrashed || !strings.Contains(e.Message, "exit status 3") {
 		t.Fatalf("Turn error %v", err)
 	}
 }
@@ -128,7 +127,7 @@ func TestOverlongServerRequestIsAnswered(t *testing.T) {
 	defer cancel()
 	h := &recorder{decide: func(policy.Call) policy.Verdict { t.Error("the gate saw an unread request"); return policy.Verdict{} }}
 	res, err := s.Turn(ctx, "hi", h)
-	if err != nil || res.Outcome != envelope.TurnCompleted {
+	if err != nil || res.Outcome != agent.TurnCompleted {
 		t.Fatalf("Turn = %+v, %v", res, err)
 	}
 }
@@ -140,7 +139,7 @@ func TestCloseKillsStubbornProcess(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\ntrap '' TERM\nexec sleep 60\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	l := envelope.Launch{Executable: script, WorkFolder: dir, Env: []string{"PATH=/usr/bin:/bin"}}
+	l := agent.Launch{Executable: script, WorkFolder: dir, Env: []string{"PATH=/usr/bin:/bin"}}
 	s, err := spawn(l)
 	if err != nil {
 		t.Fatal(err)
@@ -158,20 +157,6 @@ func TestCloseKillsStubbornProcess(t *testing.T) {
 	}
 }
 
-// lineSignal closes hit the first time a log line starts with prefix.
-type lineSignal struct {
-	prefix string
-	hit    chan struct{}
-	once   sync.Once
-}
-
-func (w *lineSignal) Write(p []byte) (int, error) {
-	if strings.HasPrefix(string(p), w.prefix) {
-		w.once.Do(func() { close(w.hit) })
-	}
-	return len(p), nil
-}
-
 // An agent that stops reading its stdin leaves a large message stuck in the
 // pipe; Close must still end the process, and the write must fail.
 func TestCloseWhileAWriteIsStuck(t *testing.T) {
@@ -180,8 +165,9 @@ func TestCloseWhileAWriteIsStuck(t *testing.T) {
 	if err := os.WriteFile(deaf, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writing := &lineSignal{prefix: "codex> ", hit: make(chan struct{})}
-	s, err := spawn(envelope.Launch{Executable: deaf, WorkFolder: dir, Env: []string{"PATH=/usr/bin:/bin"}, Log: writing})
+	var log agenttest.LogBuffer
+	writing := log.Signal(agent.StreamStdin)
+	s, err := spawn(agent.Launch{Executable: deaf, WorkFolder: dir, Env: []string{"PATH=/usr/bin:/bin"}, Log: log.Log()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +176,7 @@ func TestCloseWhileAWriteIsStuck(t *testing.T) {
 	go func() {
 		wrote <- s.write(map[string]any{"method": "turn/start", "params": strings.Repeat("x", 8<<20)})
 	}()
-	<-writing.hit // far more than a pipe holds: the write blocks
+	<-writing // far more than a pipe holds: the write blocks
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close(context.Background()) }()
 	select {

@@ -1,7 +1,6 @@
 package codex
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -13,8 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/codex/codextest"
-	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -64,7 +64,7 @@ type rig struct {
 	model *codextest.ModelServer
 	home  string
 	work  string
-	logs  []*bytes.Buffer
+	logs  []*agenttest.LogBuffer
 	mu    sync.Mutex
 }
 
@@ -86,24 +86,24 @@ func newRig(t *testing.T, steps ...codextest.Step) *rig {
 	return r
 }
 
-func (r *rig) launch(permissions, sandbox string) envelope.Launch {
-	buf := &bytes.Buffer{}
+func (r *rig) launch(permissions, sandbox string) agent.Launch {
+	buf := &agenttest.LogBuffer{}
 	r.mu.Lock()
 	r.logs = append(r.logs, buf)
 	r.mu.Unlock()
-	return envelope.Launch{
+	return agent.Launch{
 		Executable:  r.bin,
 		WorkFolder:  r.work,
 		Env:         codextest.Env(r.home),
 		Permissions: permissions,
-		Sandbox:     sandbox,
-		CodexHome:   r.home,
-		Log:         &syncWriter{w: buf},
+		Options:     Options{Sandbox: sandbox},
+		Home:        r.home,
+		Log:         buf.Log(),
 	}
 }
 
 // start starts a process and closes it at the end of the test.
-func (r *rig) start(l envelope.Launch) *Session {
+func (r *rig) start(l agent.Launch) *Session {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -136,12 +136,7 @@ func (r *rig) dump() {
 		if !*record {
 			continue
 		}
-		var keep []string
-		for _, l := range strings.Split(b.String(), "\n") {
-			if strings.HasPrefix(l, "codex> ") || strings.HasPrefix(l, "codex< ") {
-				keep = append(keep, l)
-			}
-		}
+		keep := transcript(b.String())
 		name := strings.ReplaceAll(r.t.Name(), "/", "_")
 		p := filepath.Join(moduleRoot(r.t), "testdata/codex", name+"-"+string(rune('0'+i))+".log")
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -158,28 +153,34 @@ func (r *rig) path(name string) string { return filepath.Join(r.work, name) }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-type syncWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
+// transcript is the protocol part of a thread.log in the form the files of
+// testdata/codex keep: "codex> " before a line bhw-run sent, "codex< "
+// before one the agent sent (stderr is noise with ANSI colours).
+func transcript(log string) []string {
+	var keep []string
+	for _, l := range strings.Split(log, "\n") {
+		_, stream, text, ok := agent.ParseLogLine(l)
+		switch {
+		case ok && stream == agent.StreamStdin:
+			keep = append(keep, "codex> "+text)
+		case ok && stream == agent.StreamStdout:
+			keep = append(keep, "codex< "+text)
+		}
+	}
+	return keep
 }
 
 // recorder is a test Handler: it keeps every item and call, and answers the
 // gate with decide.
 type recorder struct {
 	mu     sync.Mutex
-	items  []envelope.Item
+	items  []agent.Item
 	calls  []policy.Call
 	decide func(policy.Call) policy.Verdict
-	onItem func(envelope.Item)
+	onItem func(agent.Item)
 }
 
-func (h *recorder) Emit(it envelope.Item) {
+func (h *recorder) Emit(it agent.Item) {
 	h.mu.Lock()
 	h.items = append(h.items, it)
 	f := h.onItem
@@ -210,10 +211,10 @@ func (h *recorder) types() []string {
 	return out
 }
 
-func (h *recorder) ofType(typ string) []envelope.Item {
+func (h *recorder) ofType(typ string) []agent.Item {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []envelope.Item
+	var out []agent.Item
 	for _, it := range h.items {
 		if it.Type() == typ {
 			out = append(out, it)
@@ -222,12 +223,12 @@ func (h *recorder) ofType(typ string) []envelope.Item {
 	return out
 }
 
-func toolMeta(it envelope.Item) map[string]any {
+func toolMeta(it agent.Item) map[string]any {
 	m, _ := it.Meta["tool"].(map[string]any)
 	return m
 }
 
-func runTurn(t *testing.T, s *Session, msg string, h envelope.Handler) envelope.TurnResult {
+func runTurn(t *testing.T, s *Session, msg string, h agent.Handler) agent.TurnResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -238,8 +239,8 @@ func runTurn(t *testing.T, s *Session, msg string, h envelope.Handler) envelope.
 	return res
 }
 
-func asEnvelopeError(err error) *envelope.Error {
-	var e *envelope.Error
+func asEnvelopeError(err error) *agent.Error {
+	var e *agent.Error
 	if errors.As(err, &e) {
 		return e
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/codex/codextest"
-	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -34,14 +34,14 @@ func TestAutonomousCommandPatchAndResume(t *testing.T) {
 	}
 	h := &recorder{}
 	res := runTurn(t, s, "make two files", h)
-	if res.Outcome != envelope.TurnCompleted {
+	if res.Outcome != agent.TurnCompleted {
 		t.Fatalf("outcome %q (%s)", res.Outcome, res.ErrorText)
 	}
 	want := []string{"tool_call", "tool_result", "tool_call", "tool_result", "text"}
 	if got := h.types(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("items %v, want %v", got, want)
 	}
-	calls, results := h.ofType(envelope.ItemToolCall), h.ofType(envelope.ItemToolResult)
+	calls, results := h.ofType(agent.ItemToolCall), h.ofType(agent.ItemToolResult)
 	if n := toolMeta(calls[0])["name"]; n != ToolExec {
 		t.Errorf("first call %v", n)
 	}
@@ -56,8 +56,8 @@ func TestAutonomousCommandPatchAndResume(t *testing.T) {
 			t.Errorf("result is an error: %v", res.Meta)
 		}
 	}
-	if h.ofType(envelope.ItemText)[0].Brief != "all done" {
-		t.Errorf("text %q", h.ofType(envelope.ItemText)[0].Brief)
+	if h.ofType(agent.ItemText)[0].Brief != "all done" {
+		t.Errorf("text %q", h.ofType(agent.ItemText)[0].Brief)
 	}
 	if b, err := os.ReadFile(r.path("hello.txt")); err != nil || string(b) != "hello\n" {
 		t.Errorf("hello.txt = %q, %v", b, err)
@@ -66,7 +66,7 @@ func TestAutonomousCommandPatchAndResume(t *testing.T) {
 		t.Error("made.txt not created")
 	}
 	// 3 model requests, 100 input (40 cached) and 10 output tokens each.
-	if res.Usage != (envelope.Usage{InputTokens: 300, InputTokensCached: 120, OutputTokens: 30}) {
+	if res.Usage != (agent.Usage{InputTokens: 300, InputTokensCached: 120, OutputTokens: 30}) {
 		t.Errorf("usage %+v", res.Usage)
 	}
 	if res.DurationMS <= 0 {
@@ -88,7 +88,7 @@ func TestAutonomousCommandPatchAndResume(t *testing.T) {
 	}
 	h2 := &recorder{}
 	res2 := runTurn(t, s2, "second message", h2)
-	if res2.Outcome != envelope.TurnCompleted {
+	if res2.Outcome != agent.TurnCompleted {
 		t.Fatalf("resumed outcome %q", res2.Outcome)
 	}
 	reqs := r.model.Requests()
@@ -125,7 +125,7 @@ func TestApprovalEscalationParkThenGrant(t *testing.T) {
 	thread := s.SessionID()
 	h := &recorder{decide: allowByFingerprint("")}
 	res := runTurn(t, s, "touch it", h)
-	if res.Outcome != envelope.TurnParked {
+	if res.Outcome != agent.TurnParked {
 		t.Fatalf("outcome %q", res.Outcome)
 	}
 	if exists(r.path("esc.txt")) {
@@ -139,7 +139,7 @@ func TestApprovalEscalationParkThenGrant(t *testing.T) {
 		c.Target.Cwd != r.work || c.Kind != policy.KindApproval || !strings.HasPrefix(c.Fingerprint, "sha256:") || c.InvocationID == "" {
 		t.Fatalf("call %+v", c)
 	}
-	results := h.ofType(envelope.ItemToolResult)
+	results := h.ofType(agent.ItemToolResult)
 	if len(results) != 1 || toolMeta(results[0])["output"] != notRunText || toolMeta(results[0])["is_error"] != true {
 		t.Fatalf("results %v", results)
 	}
@@ -153,7 +153,7 @@ func TestApprovalEscalationParkThenGrant(t *testing.T) {
 	s2 := r.start(l)
 	h2 := &recorder{decide: allowByFingerprint(c.Fingerprint)}
 	res2 := runTurn(t, s2, "A person approved your call. Run it again now, unchanged.", h2)
-	if res2.Outcome != envelope.TurnCompleted {
+	if res2.Outcome != agent.TurnCompleted {
 		t.Fatalf("resumed outcome %q", res2.Outcome)
 	}
 	if len(h2.calls) != 1 || h2.calls[0].Fingerprint != c.Fingerprint || h2.calls[0].InvocationID == c.InvocationID {
@@ -177,7 +177,7 @@ func TestApprovalDenyDeclines(t *testing.T) {
 		return policy.Verdict{Action: policy.Deny, Message: "rule 2 denies it"}
 	}}
 	res := runTurn(t, s, "touch it", h)
-	if res.Outcome != envelope.TurnCompleted {
+	if res.Outcome != agent.TurnCompleted {
 		t.Fatalf("outcome %q", res.Outcome)
 	}
 	if exists(r.path("deny.txt")) {
@@ -194,7 +194,7 @@ func TestApprovalDenyDeclines(t *testing.T) {
 	if !strings.Contains(told, "rejected") {
 		t.Errorf("the model was told %q", told)
 	}
-	results := h.ofType(envelope.ItemToolResult)
+	results := h.ofType(agent.ItemToolResult)
 	if len(results) != 1 || toolMeta(results[0])["is_error"] != true {
 		t.Errorf("results %v", results)
 	}
@@ -207,7 +207,7 @@ func TestReadOnlyFileChangeParkThenGrant(t *testing.T) {
 	thread := s.SessionID()
 	h := &recorder{decide: allowByFingerprint("")}
 	res := runTurn(t, s, "write p.txt", h)
-	if res.Outcome != envelope.TurnParked {
+	if res.Outcome != agent.TurnParked {
 		t.Fatalf("outcome %q", res.Outcome)
 	}
 	if exists(r.path("p.txt")) {
@@ -226,8 +226,8 @@ func TestReadOnlyFileChangeParkThenGrant(t *testing.T) {
 	if want := "tool_call,tool_result"; strings.Join(h.types(), ",") != want {
 		t.Fatalf("items %v", h.types())
 	}
-	if toolMeta(h.ofType(envelope.ItemToolResult)[0])["output"] != notRunText {
-		t.Fatalf("result %v", h.ofType(envelope.ItemToolResult)[0].Meta)
+	if toolMeta(h.ofType(agent.ItemToolResult)[0])["output"] != notRunText {
+		t.Fatalf("result %v", h.ofType(agent.ItemToolResult)[0].Meta)
 	}
 	closeNow(t, s)
 
@@ -237,7 +237,7 @@ func TestReadOnlyFileChangeParkThenGrant(t *testing.T) {
 	s2 := r.start(l)
 	h2 := &recorder{decide: allowByFingerprint(c.Fingerprint)}
 	res2 := runTurn(t, s2, "A person approved your patch. Run it again now, unchanged.", h2)
-	if res2.Outcome != envelope.TurnCompleted {
+	if res2.Outcome != agent.TurnCompleted {
 		t.Fatalf("resumed outcome %q", res2.Outcome)
 	}
 	if len(h2.calls) != 1 || h2.calls[0].Fingerprint != c.Fingerprint {
@@ -253,10 +253,10 @@ func TestHTTP500FailsTurn(t *testing.T) {
 	s := r.start(r.launch("autonomous", ""))
 	h := &recorder{}
 	res := runTurn(t, s, "hello", h)
-	if res.Outcome != envelope.TurnFailed || res.ErrorText == "" || res.ResumeFailed {
+	if res.Outcome != agent.TurnFailed || res.ErrorText == "" || res.ResumeFailed {
 		t.Fatalf("result %+v", res)
 	}
-	st := h.ofType(envelope.ItemStatus)
+	st := h.ofType(agent.ItemStatus)
 	if len(st) == 0 {
 		t.Fatalf("no status item; items %v", h.types())
 	}
@@ -267,8 +267,8 @@ func TestInterruptSleepingCommandThenClose(t *testing.T) {
 	r := newRig(t, codextest.Run("sleep 30; touch late.txt"))
 	s := r.start(r.launch("autonomous", ""))
 	started := make(chan struct{}, 1)
-	h := &recorder{onItem: func(it envelope.Item) {
-		if it.Type() == envelope.ItemToolCall {
+	h := &recorder{onItem: func(it agent.Item) {
+		if it.Type() == agent.ItemToolCall {
 			select {
 			case started <- struct{}{}:
 			default:
@@ -283,14 +283,14 @@ func TestInterruptSleepingCommandThenClose(t *testing.T) {
 	}()
 	t0 := time.Now()
 	res := runTurn(t, s, "sleep", h)
-	if res.Outcome != envelope.TurnInterrupted {
+	if res.Outcome != agent.TurnInterrupted {
 		t.Fatalf("outcome %q", res.Outcome)
 	}
 	if d := time.Since(t0); d > 20*time.Second {
 		t.Fatalf("interrupt took %v", d)
 	}
 	// The interrupted command got no item/completed; its call is closed.
-	if rs := h.ofType(envelope.ItemToolResult); len(rs) != 1 || toolMeta(rs[0])["is_error"] != true {
+	if rs := h.ofType(agent.ItemToolResult); len(rs) != 1 || toolMeta(rs[0])["is_error"] != true {
 		t.Fatalf("results %v", h.types())
 	}
 	closeNow(t, s)
@@ -307,13 +307,13 @@ func TestCancelledContextInterrupts(t *testing.T) {
 	s := r.start(r.launch("autonomous", ""))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h := &recorder{onItem: func(it envelope.Item) {
-		if it.Type() == envelope.ItemToolCall {
+	h := &recorder{onItem: func(it agent.Item) {
+		if it.Type() == agent.ItemToolCall {
 			cancel()
 		}
 	}}
 	res, err := s.Turn(ctx, "sleep", h)
-	if err != context.Canceled || res.Outcome != envelope.TurnInterrupted {
+	if err != context.Canceled || res.Outcome != agent.TurnInterrupted {
 		t.Fatalf("Turn = %+v, %v", res, err)
 	}
 }
@@ -338,7 +338,7 @@ func TestStartFailsWithBadArgs(t *testing.T) {
 	l.ExtraArgs = []string{"--no-such-flag"}
 	_, err := Start(context.Background(), l)
 	e := asEnvelopeError(err)
-	if e == nil || e.Code != envelope.CodeAgentSpawnFailed {
+	if e == nil || e.Code != agent.CodeAgentSpawnFailed {
 		t.Fatalf("Start error %v", err)
 	}
 	t.Logf("%v", err)

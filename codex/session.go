@@ -28,7 +28,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/agent"
 )
 
 // DefaultMaxLine bounds one protocol line (SPEC §7).
@@ -51,7 +51,7 @@ type Session struct {
 	KillGrace      time.Duration
 	InterruptGrace time.Duration
 
-	l      envelope.Launch
+	l      agent.Launch
 	logger *slog.Logger
 	log    *lineLog
 	cmd    *exec.Cmd
@@ -94,11 +94,11 @@ const (
 // Start spawns `<Executable> app-server` in l.WorkFolder, runs the
 // handshake and starts or resumes the thread. A resume of an unknown thread
 // does not fail Start: the first Turn reports ResumeFailed. Any other
-// failure is an *envelope.Error with AGENT_SPAWN_FAILED.
-func Start(ctx context.Context, l envelope.Launch) (*Session, error) {
+// failure is an *agent.Error with AGENT_SPAWN_FAILED.
+func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 	s, err := spawn(l)
 	if err != nil {
-		return nil, envelope.Errorf(envelope.CodeAgentSpawnFailed, "cannot start %s app-server: %v", l.Executable, err)
+		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "cannot start %s app-server: %v", l.Executable, err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
@@ -106,16 +106,16 @@ func Start(ctx context.Context, l envelope.Launch) (*Session, error) {
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer ccancel()
 		_ = s.Close(cctx)
-		var ee *envelope.Error
+		var ee *agent.Error
 		if errors.As(err, &ee) {
 			return nil, ee
 		}
-		return nil, envelope.Errorf(envelope.CodeAgentSpawnFailed, "codex app-server did not start: %v%s", err, s.log.stderrTail())
+		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "codex app-server did not start: %v%s", err, s.log.stderrTail())
 	}
 	return s, nil
 }
 
-func spawn(l envelope.Launch) (*Session, error) {
+func spawn(l agent.Launch) (*Session, error) {
 	if l.Executable == "" {
 		return nil, errors.New("no executable")
 	}
@@ -132,7 +132,7 @@ func spawn(l envelope.Launch) (*Session, error) {
 		InterruptGrace: DefaultInterruptGrace,
 		l:              l,
 		logger:         logger,
-		log:            &lineLog{w: l.Log},
+		log:            &lineLog{log: l.Log},
 		pending:        map[int64]chan Message{},
 		q:              &queue{signal: make(chan struct{}, 1)},
 		readDone:       make(chan struct{}),
@@ -226,12 +226,8 @@ func (s *Session) open(ctx context.Context) error {
 		params["approvalPolicy"] = "never"
 		params["sandbox"] = "danger-full-access"
 	} else {
-		sb := l.Sandbox
-		if sb == "" {
-			sb = "workspace-write"
-		}
 		params["approvalPolicy"] = "on-request"
-		params["sandbox"] = sb
+		params["sandbox"] = sandbox(l)
 	}
 	if l.Model != "" {
 		params["model"] = l.Model
@@ -354,7 +350,7 @@ func (s *Session) write(v any) error {
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	s.log.line("codex> ", b)
+	s.log.log.Line(agent.StreamStdin, b)
 	_, err = s.stdin.Write(append(b, '\n'))
 	return err
 }
@@ -445,13 +441,13 @@ func (s *Session) readLoop() {
 	for {
 		line, prefix, tooLong, err := readLine(br, s.l.MaxLine)
 		if tooLong {
-			s.log.line("codex< ", append(prefix, []byte(" …[line over the limit, skipped]")...))
+			s.log.log.Line(agent.StreamStdout, append(prefix, []byte(" …[line over the limit, skipped]")...))
 			s.logger.Warn("codex: line over the limit skipped", "max_line", s.l.MaxLine)
 			if id, method, ok := requestInPrefix(prefix); ok {
 				s.answerUnread(id, method)
 			}
 		} else if len(line) > 0 {
-			s.log.line("codex< ", line)
+			s.log.log.Line(agent.StreamStdout, line)
 			s.dispatch(line)
 		}
 		if err != nil {
@@ -618,26 +614,16 @@ func (q *queue) setOpen(open bool) []Message {
 	return out
 }
 
-// lineLog copies protocol lines and stderr to Launch.Log, one writer at a time.
+// lineLog copies protocol lines and stderr to Launch.Log and keeps the
+// stderr tail.
 type lineLog struct {
+	log  *agent.Log
 	mu   sync.Mutex
-	w    io.Writer
 	tail []string // last stderr lines, for a failed start
 }
 
-func (l *lineLog) line(prefix string, b []byte) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.w == nil {
-		return
-	}
-	buf := make([]byte, 0, len(prefix)+len(b)+1)
-	buf = append(append(append(buf, prefix...), b...), '\n')
-	_, _ = l.w.Write(buf)
-}
-
 func (l *lineLog) stderr(b []byte) {
-	l.line("codex! ", b)
+	l.log.Line(agent.StreamStderr, b)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.tail = append(l.tail, string(b))

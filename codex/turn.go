@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -28,7 +28,7 @@ const notRunText = "not run: waiting for a person"
 // turn is the state of one Turn.
 type turn struct {
 	s     *Session
-	h     envelope.Handler
+	h     agent.Handler
 	start time.Time
 
 	id        string
@@ -49,7 +49,7 @@ type turn struct {
 
 // Turn sends message as one user turn and relays it through h until
 // turn/completed, a park, the end of the process or ctx.
-func (s *Session) Turn(ctx context.Context, message string, h envelope.Handler) (envelope.TurnResult, error) {
+func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (agent.TurnResult, error) {
 	r, err := s.turn(ctx, message, h)
 	if err == nil && ctx.Err() != nil && !r.ResumeFailed {
 		err = ctx.Err()
@@ -57,7 +57,7 @@ func (s *Session) Turn(ctx context.Context, message string, h envelope.Handler) 
 	return r, err
 }
 
-func (s *Session) turn(ctx context.Context, message string, h envelope.Handler) (envelope.TurnResult, error) {
+func (s *Session) turn(ctx context.Context, message string, h agent.Handler) (agent.TurnResult, error) {
 	s.mu.Lock()
 	failed := s.resumeFailed
 	thread := s.threadID
@@ -70,7 +70,7 @@ func (s *Session) turn(ctx context.Context, message string, h envelope.Handler) 
 	s.turnID, s.interrupted, s.wantInterupt = "", false, false
 	s.mu.Unlock()
 	if failed != "" {
-		return envelope.TurnResult{Outcome: envelope.TurnFailed, ErrorText: failed, ResumeFailed: true}, nil
+		return agent.TurnResult{Outcome: agent.TurnFailed, ErrorText: failed, ResumeFailed: true}, nil
 	}
 
 	s.q.setOpen(true)
@@ -96,7 +96,7 @@ func (s *Session) turn(ctx context.Context, message string, h envelope.Handler) 
 		"input":    []any{map[string]any{"type": "text", "text": message, "text_elements": []any{}}},
 	})
 	if err != nil {
-		return t.result(envelope.TurnFailed), s.crashed("turn/start: " + err.Error())
+		return t.result(agent.TurnFailed), s.crashed("turn/start: " + err.Error())
 	}
 
 	var grace <-chan time.Time
@@ -106,7 +106,7 @@ func (s *Session) turn(ctx context.Context, message string, h envelope.Handler) 
 		case m := <-resp:
 			resp = nil
 			if m.Error != nil {
-				return t.result(envelope.TurnFailed), fmt.Errorf("codex turn/start: %w", m.Error)
+				return t.result(agent.TurnFailed), fmt.Errorf("codex turn/start: %w", m.Error)
 			}
 			var tr turnResult
 			if json.Unmarshal(m.Result, &tr) == nil && tr.Turn.ID != "" {
@@ -133,7 +133,7 @@ func (s *Session) turn(ctx context.Context, message string, h envelope.Handler) 
 			grace = timer.C
 		case <-grace:
 			t.closeOpenCalls("not finished: the turn was interrupted")
-			return t.result(envelope.TurnInterrupted), ctx.Err()
+			return t.result(agent.TurnInterrupted), ctx.Err()
 		}
 	}
 }
@@ -173,13 +173,13 @@ func (t *turn) drain() bool {
 }
 
 // finish builds the result of a turn that reported turn/completed.
-func (t *turn) finish(ctx context.Context) (envelope.TurnResult, error) {
+func (t *turn) finish(ctx context.Context) (agent.TurnResult, error) {
 	c := t.completed
 	switch c.Status {
 	case "completed":
-		return t.result(envelope.TurnCompleted), nil
+		return t.result(agent.TurnCompleted), nil
 	case "failed":
-		r := t.result(envelope.TurnFailed)
+		r := t.result(agent.TurnFailed)
 		if c.Error != nil && c.Error.Message != "" {
 			r.ErrorText = c.Error.Message
 		} else {
@@ -189,14 +189,14 @@ func (t *turn) finish(ctx context.Context) (envelope.TurnResult, error) {
 	default: // interrupted
 		t.closeOpenCalls("not finished: the turn was interrupted")
 		if t.parked {
-			return t.result(envelope.TurnParked), nil
+			return t.result(agent.TurnParked), nil
 		}
-		return t.result(envelope.TurnInterrupted), ctx.Err()
+		return t.result(agent.TurnInterrupted), ctx.Err()
 	}
 }
 
 // died is the end of stdout before turn/completed.
-func (t *turn) died() (envelope.TurnResult, error) {
+func (t *turn) died() (agent.TurnResult, error) {
 	s := t.s
 	s.mu.Lock()
 	closed, interrupted := s.stdinClosed, s.interrupted
@@ -205,20 +205,20 @@ func (t *turn) died() (envelope.TurnResult, error) {
 	case t.parked:
 		// Like a cancel (park-and-resume.md X7): the call did not run.
 		t.closeOpenCalls(notRunText)
-		return t.result(envelope.TurnParked), nil
+		return t.result(agent.TurnParked), nil
 	case closed || interrupted:
 		t.closeOpenCalls("not finished: the turn was interrupted")
-		return t.result(envelope.TurnInterrupted), nil
+		return t.result(agent.TurnInterrupted), nil
 	}
-	return t.result(envelope.TurnFailed), s.crashed("codex app-server ended before the turn did")
+	return t.result(agent.TurnFailed), s.crashed("codex app-server ended before the turn did")
 }
 
 func (s *Session) crashed(what string) error {
-	return envelope.Errorf(envelope.CodeAgentCrashed, "%s (%s)%s", what, s.exitStatus(), s.log.stderrTail())
+	return agent.Errorf(agent.CodeAgentCrashed, "%s (%s)%s", what, s.exitStatus(), s.log.stderrTail())
 }
 
-func (t *turn) result(outcome string) envelope.TurnResult {
-	r := envelope.TurnResult{Outcome: outcome, DurationMS: time.Since(t.start).Milliseconds()}
+func (t *turn) result(outcome string) agent.TurnResult {
+	r := agent.TurnResult{Outcome: outcome, DurationMS: time.Since(t.start).Milliseconds()}
 	t.s.mu.Lock()
 	total, have := t.s.total, t.s.haveTotal
 	t.s.mu.Unlock()
@@ -226,7 +226,7 @@ func (t *turn) result(outcome string) envelope.TurnResult {
 	if t.startKnown && have {
 		u = total.minus(t.startTotal)
 	}
-	r.Usage = envelope.Usage{InputTokens: u.InputTokens, InputTokensCached: u.CachedInputTokens, OutputTokens: u.OutputTokens}
+	r.Usage = agent.Usage{InputTokens: u.InputTokens, InputTokensCached: u.CachedInputTokens, OutputTokens: u.OutputTokens}
 	return r
 }
 
@@ -280,7 +280,7 @@ func (t *turn) handle(m Message) {
 		if len(n.Error.CodexErrorInfo) > 0 && json.Unmarshal(n.Error.CodexErrorInfo, &info) == nil && info != nil {
 			extra["codex_error_info"] = info
 		}
-		t.h.Emit(envelope.StatusItem(token, n.Error.Message, extra))
+		t.h.Emit(agent.StatusItem(token, n.Error.Message, extra))
 	case "thread/tokenUsage/updated":
 		var n tokenUsageNotification
 		if json.Unmarshal(m.Params, &n) != nil || !t.s.ownThread(n.ThreadID) {
@@ -314,11 +314,11 @@ func (t *turn) itemCompleted(it wireItem) {
 	switch it.Type {
 	case "agentMessage":
 		if it.Text != "" {
-			t.h.Emit(envelope.TextItem(it.Text))
+			t.h.Emit(agent.TextItem(it.Text))
 		}
 	case "reasoning":
 		if text := reasoningText(it); text != "" {
-			t.h.Emit(envelope.ThinkingItem(text))
+			t.h.Emit(agent.ThinkingItem(text))
 		}
 	case "commandExecution", "fileChange", "mcpToolCall", "webSearch":
 		if it.Type == "fileChange" && len(it.Changes) > 0 {
@@ -341,7 +341,7 @@ func (t *turn) emitCall(it wireItem) {
 	}
 	t.calls[it.ID] = true
 	name, input, summary := describeItem(it)
-	t.h.Emit(envelope.ToolCallItem(name, it.ID, input, summary))
+	t.h.Emit(agent.ToolCallItem(name, it.ID, input, summary))
 }
 
 func (t *turn) emitResult(id, out string, isErr bool) {
@@ -349,7 +349,7 @@ func (t *turn) emitResult(id, out string, isErr bool) {
 		return
 	}
 	t.results[id] = true
-	t.h.Emit(envelope.ToolResultItem(id, out, isErr))
+	t.h.Emit(agent.ToolResultItem(id, out, isErr))
 }
 
 // closeOpenCalls gives every announced call without a result one, so each

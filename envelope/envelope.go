@@ -1,7 +1,7 @@
-// Package envelope holds the thread's two records and the mapping between
-// them: the wire envelope (the `value` of the thread's session object, SPEC
-// §5.1) and the local thread.yaml (§5.2); plus the item and agent types that
-// run and the agent adapters share.
+// Package envelope holds the thread's two records: the wire envelope (the
+// `value` of the thread's session object on BlobHub, where a person hands a
+// thread off and stops it) and the local thread.yaml (what this machine
+// knows of the thread, authoritative for recovery). See docs/state.md.
 package envelope
 
 import (

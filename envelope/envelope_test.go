@@ -1,10 +1,8 @@
 package envelope
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 func TestWithStateKeepsEverythingElse(t *testing.T) {
@@ -104,50 +102,4 @@ func FuzzParseEnvelope(f *testing.F) {
 			t.Fatalf("WithState: state %q job %v→%v", e2.State, e.IsJob(), e2.IsJob())
 		}
 	})
-}
-
-func TestFit(t *testing.T) {
-	big := strings.Repeat("é", 300_000) // 600 KB of two-byte runes
-	cases := []struct {
-		name string
-		it   Item
-	}{
-		{"tool output", ToolResultItem("toolu_1", big, false)},
-		{"thinking", ThinkingItem(big)},
-		{"brief", TextItem(big)},
-		{"many small strings", func() Item {
-			var parts []string
-			for i := 0; i < 60_000; i++ {
-				parts = append(parts, "abcdefgh")
-			}
-			in, _ := json.Marshal(map[string]any{"parts": parts})
-			return ToolCallItem("Bash", "toolu_2", in, "x")
-		}()},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			orig := tc.it.Size()
-			got := Fit(tc.it, ItemBudget)
-			if n := got.Size(); n > ItemBudget {
-				t.Fatalf("size %d > budget", n)
-			}
-			if got.Meta["truncated"] != true || got.Meta["original_bytes"] != orig {
-				t.Fatalf("markers: %v %v", got.Meta["truncated"], got.Meta["original_bytes"])
-			}
-			if got.Type() != tc.it.Type() {
-				t.Fatalf("type %q", got.Type())
-			}
-			b, _ := json.Marshal(got.Meta)
-			if !utf8.Valid(b) || !utf8.ValidString(got.Brief) {
-				t.Fatal("truncation split a rune")
-			}
-			if !strings.Contains(string(b)+got.Brief, "…[truncated ") {
-				t.Fatal("no truncation marker")
-			}
-		})
-	}
-	small := TextItem("hi")
-	if got := Fit(small, ItemBudget); got.Meta["truncated"] != nil {
-		t.Fatal("a small item was marked truncated")
-	}
 }

@@ -66,26 +66,21 @@ type ErrorRecord struct {
 	Message *string `yaml:"message"`
 }
 
-// Set records e; nil clears.
-func (r *ErrorRecord) Set(e *Error) {
-	if e == nil {
-		r.Code, r.Message = nil, nil
-		return
-	}
-	c, m := e.Code, e.Message
-	r.Code, r.Message = &c, &m
-}
+// Set records a thread error.
+func (r *ErrorRecord) Set(code, message string) { r.Code, r.Message = &code, &message }
 
-// Get returns the recorded error or nil.
-func (r ErrorRecord) Get() *Error {
+// Clear empties the record.
+func (r *ErrorRecord) Clear() { r.Code, r.Message = nil, nil }
+
+// Get returns the recorded error; ok is false when there is none.
+func (r ErrorRecord) Get() (code, message string, ok bool) {
 	if r.Code == nil {
-		return nil
+		return "", "", false
 	}
-	e := &Error{Code: *r.Code}
 	if r.Message != nil {
-		e.Message = *r.Message
+		message = *r.Message
 	}
-	return e
+	return *r.Code, message, true
 }
 
 // Resolved is the agent's resolved launch, reused on resume.
@@ -94,9 +89,22 @@ type Resolved struct {
 	Model       string `yaml:"model,omitempty"`
 	Effort      string `yaml:"effort,omitempty"`
 	Permissions string `yaml:"permissions,omitempty"`
-	Home        string `yaml:"home,omitempty"`
-	ConfigDir   string `yaml:"config_dir,omitempty"`
-	CodexHome   string `yaml:"codex_home,omitempty"`
+	// Home is the user's home, the agent's HOME.
+	Home string `yaml:"home,omitempty"`
+	// AgentHome is the agent's own isolated home (what goes in
+	// CLAUDE_CONFIG_DIR, CODEX_HOME, …), whatever the agent.
+	AgentHome string `yaml:"agent_home,omitempty"`
+	// Extra keeps the keys this version does not know. A thread.yaml
+	// written before agent_home existed recorded the agent's home under the
+	// agent's own key (config_dir for Claude Code, codex_home for Codex):
+	// LegacyHome reads it from here.
+	Extra map[string]any `yaml:",inline"`
+}
+
+// LegacyHome is the agent home an older thread.yaml recorded under key.
+func (r Resolved) LegacyHome(key string) string {
+	s, _ := r.Extra[key].(string)
+	return s
 }
 
 // ProcessInfo names a live agent's process group.
@@ -112,8 +120,7 @@ type TurnState struct {
 	InboundIDs []string `yaml:"inbound_ids"`
 	// Inbound keeps the delivered items themselves, so an interrupted turn's
 	// messages can be delivered again without another read.
-	Inbound    []InboundItem `yaml:"inbound,omitempty"`
-	UsageStart *Usage        `yaml:"usage_start,omitempty"`
+	Inbound []InboundItem `yaml:"inbound,omitempty"`
 }
 
 // Prompt is present only while parked on a person (SPEC §8.4).

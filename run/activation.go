@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -13,10 +12,10 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/lock"
@@ -38,7 +37,8 @@ type activation struct {
 	j       *journal
 	env     *envelope.Envelope
 	userID  string
-	tlog    *os.File
+	tfile   *os.File   // logs/thread.log
+	tlog    *agent.Log // tfile, secrets redacted
 	slot    *lock.Slot
 	offline bool              // a post found BlobHub unreachable: journal only until the end
 	unread  bool              // the last read of the thread stopped at its bound
@@ -57,12 +57,12 @@ func (a *activation) load() error {
 	path := filepath.Join(a.dir, "thread.yaml")
 	t, err := envelope.LoadThread(path)
 	if err != nil {
-		return exitErr(ExitConfig, CodeStateTreeInvalid, "%v", err)
+		return exitErr(CodeStateTreeInvalid, "%v", err)
 	}
 	if t == nil {
 		t = &envelope.Thread{Alias: a.alias}
 	} else if t.Alias != a.alias {
-		return exitErr(ExitConfig, CodeStateTreeInvalid, "%s records alias %q, not %q (a case-insensitive file system?); refusing to mix two threads", path, t.Alias, a.alias)
+		return exitErr(CodeStateTreeInvalid, "%s records alias %q, not %q (a case-insensitive file system?); refusing to mix two threads", path, t.Alias, a.alias)
 	} else {
 		a.saved, _ = yaml.Marshal(t)
 	}
@@ -72,18 +72,19 @@ func (a *activation) load() error {
 	a.t = t
 	a.j, err = openJournal(filepath.Join(a.dir, "emissions.jsonl"), t.EmissionNonce)
 	if err != nil {
-		return exitErr(ExitConfig, CodeStateTreeInvalid, "cannot open the emission journal: %v", err)
+		return exitErr(CodeStateTreeInvalid, "cannot open the emission journal: %v", err)
 	}
 	a.restorePrompt()
 	// A state tree bhw-run cannot use is the machine's fault (78), never a
 	// failed thread (1).
 	if err := os.MkdirAll(filepath.Join(a.dir, "logs"), 0o700); err != nil {
-		return exitErr(ExitConfig, CodeStateTreeInvalid, "cannot create the thread's log folder: %v; fix the state tree", err)
+		return exitErr(CodeStateTreeInvalid, "cannot create the thread's log folder: %v; fix the state tree", err)
 	}
-	a.tlog, err = os.OpenFile(filepath.Join(a.dir, "logs", "thread.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	a.tfile, err = os.OpenFile(filepath.Join(a.dir, "logs", "thread.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return exitErr(ExitConfig, CodeStateTreeInvalid, "cannot open thread.log: %v; fix the state tree", err)
+		return exitErr(CodeStateTreeInvalid, "cannot open thread.log: %v; fix the state tree", err)
 	}
+	a.tlog = agent.NewLog(&redactor{w: a.tfile, secrets: a.r.Secrets})
 	id, err := LoadIdentity(a.r.Setup.StateDir)
 	if err != nil {
 		return err
@@ -125,8 +126,8 @@ func (a *activation) close() {
 	if a.j != nil {
 		_ = a.j.closeFile()
 	}
-	if a.tlog != nil {
-		_ = a.tlog.Close()
+	if a.tfile != nil {
+		_ = a.tfile.Close()
 	}
 }
 
@@ -147,7 +148,7 @@ func (a *activation) saveLocked() error {
 		return nil
 	}
 	if err := envelope.WriteFileAtomic(filepath.Join(a.dir, "thread.yaml"), b, 0o600); err != nil {
-		return exitErr(ExitTempFail, CodeStateTreeInvalid, "cannot write thread.yaml: %v", err)
+		return exitErr(CodeStateTreeInvalid, "cannot write thread.yaml: %v; fix the state tree", err)
 	}
 	a.saved = b
 	return nil
@@ -158,9 +159,9 @@ func (a *activation) download(ctx context.Context) error {
 	obj, err := a.r.Client.Download(ctx, a.alias)
 	if errors.Is(err, blobhub.ErrNotFound) {
 		if _, lerr := a.r.Client.List(ctx); errors.Is(lerr, blobhub.ErrNotFound) {
-			return exitErr(ExitConfig, CodeSessionNotFound, "session %s was not found on BlobHub; check the section's revision_id and session_id", a.r.Setup.Section.Session.SessionID)
+			return exitErr(CodeSessionNotFound, "session %s was not found on BlobHub; check the section's revision_id and session_id", a.r.Setup.Section.Session.SessionID)
 		}
-		return exitErr(ExitNoThread, CodeNoThread, "there is no thread %q in session %s; check the alias or create it with `bhw-run thread new`", a.alias, a.r.Setup.Section.Session.SessionID)
+		return exitErr(CodeNoThread, "there is no thread %q in session %s; check the alias or create it with `bhw-run thread new`", a.alias, a.r.Setup.Section.Session.SessionID)
 	}
 	if err != nil {
 		return apiErr(err, "download "+a.alias)
@@ -177,7 +178,7 @@ func (a *activation) download(ctx context.Context) error {
 		} else {
 			why = "a thread without an agent block or instance.state"
 		}
-		return exitErr(ExitNotJob, CodeNotJob, "%q is not a job thread (%s); hand off a thread with an agent block", a.alias, why)
+		return exitErr(CodeNotJob, "%q is not a job thread (%s); hand off a thread with an agent block", a.alias, why)
 	}
 	a.env = env
 	return nil
@@ -329,14 +330,14 @@ func (a *activation) setWireState(ctx context.Context, from, to string) error {
 	}
 	cur, err := envelope.Parse(obj.Value)
 	if err != nil {
-		return exitErr(ExitTempFail, CodeUnavailable, "the envelope of %q changed into something unreadable; the next run decides", a.alias)
+		return exitErr(CodeUnavailable, "the envelope of %q changed into something unreadable; the next run decides", a.alias)
 	}
 	if cur.State != from {
-		return exitErr(ExitTempFail, "STATE_CHANGED", "instance.state of %q changed from %s to %s meanwhile; the next run decides", a.alias, from, cur.State)
+		return exitErr(CodeStateChanged, "instance.state of %q changed from %s to %s meanwhile; the next run decides", a.alias, from, cur.State)
 	}
 	nv, err := envelope.WithState(obj.Value, to)
 	if err != nil {
-		return exitErr(ExitTempFail, CodeUnavailable, "cannot set instance.state: %v", err)
+		return exitErr(CodeUnavailable, "cannot set instance.state: %v", err)
 	}
 	if err := a.r.Client.Upload(ctx, a.alias, nv); err != nil {
 		return apiErr(err, "upload "+a.alias)
@@ -368,11 +369,11 @@ func (a *activation) reserveSlot(ctx context.Context) error {
 	}
 	switch {
 	case errors.Is(err, lock.ErrNoSlot) && a.r.SlotWait > 0:
-		return exitErr(ExitTempFail, CodeNoSlot, "no agent slot of this state tree (%d) was freed within --slot-wait %v; retry later, wait longer or raise concurrency.max_agents", maxAgents, a.r.SlotWait)
+		return exitErr(CodeNoSlot, "no agent slot of this state tree (%d) was freed within --slot-wait %v; retry later, wait longer or raise concurrency.max_agents", maxAgents, a.r.SlotWait)
 	case errors.Is(err, lock.ErrNoSlot):
-		return exitErr(ExitTempFail, CodeNoSlot, "all %d agent slots of this state tree are taken; retry later, pass --slot-wait or raise concurrency.max_agents", maxAgents)
+		return exitErr(CodeNoSlot, "all %d agent slots of this state tree are taken; retry later, pass --slot-wait or raise concurrency.max_agents", maxAgents)
 	case err != nil && ctx.Err() != nil:
-		return exitErr(ExitTempFail, "", "stopped while waiting for an agent slot; nothing was written, the next run starts over")
+		return exitErr(CodeNoSlot, "stopped while waiting for an agent slot; nothing was written, the next run starts over")
 	case err != nil:
 		return err
 	}
@@ -453,15 +454,10 @@ func (a *activation) writeSectionLog(sum *Summary) {
 	_, _ = f.Write(append(redact(b, a.r.Secrets), '\n'))
 }
 
-// threadLog is thread.log with secrets redacted.
-func (a *activation) threadLog() io.Writer {
-	return &redactor{w: a.tlog, secrets: a.r.Secrets, mu: &a.mu}
-}
-
+// redactor writes to w with every secret replaced by [REDACTED].
 type redactor struct {
 	w       io.Writer
 	secrets []string
-	mu      *sync.Mutex
 }
 
 func (r *redactor) Write(p []byte) (int, error) {
@@ -489,6 +485,7 @@ func redactString(s string, secrets []string) string {
 
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
 
+// logf writes one of run's own lines to thread.log.
 func (a *activation) logf(format string, args ...any) {
-	fmt.Fprintf(a.threadLog(), "%s bhw-run: %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
+	a.tlog.Printf(agent.StreamRun, format, args...)
 }

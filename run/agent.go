@@ -1,35 +1,66 @@
 package run
 
 import (
-	"context"
+	"fmt"
+	"slices"
+	"strings"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/agent"
 )
 
-// Session is one live agent process, driven by an adapter (claude, codex).
-// Both adapters satisfy it; main wires them in as Starters.
-type Session interface {
-	// SessionID is the agent's resume pointer (Claude session id, Codex
-	// thread id), known once the session has started.
-	SessionID() string
-	// Pgid is the agent's process group, recorded in thread.yaml.
-	Pgid() int
-	// Turn sends one user message and relays the turn through h until the
-	// agent ends it, the gate parks it, or ctx is cancelled. A process that
-	// dies before its turn-end line returns an *envelope.Error with
-	// AGENT_CRASHED.
-	Turn(ctx context.Context, message string, h envelope.Handler) (envelope.TurnResult, error)
-	// Interrupt asks the agent to stop the running turn politely (Claude
-	// interrupt control request, Codex turn/interrupt). Safe to call from
-	// another goroutine while Turn runs.
-	Interrupt() error
-	// Close ends the process: close its input and wait a short while, then
-	// SIGTERM to the group, SIGKILL after grace. It returns once the process
-	// is gone.
-	Close(ctx context.Context) error
+// The agents a run can start are the adapters main lists (Options.Adapters):
+// run knows each one only by its descriptor, never by name.
+
+// adapter is the descriptor of agent type t, or nil.
+func (s *Setup) adapter(t string) *agent.Adapter {
+	for i := range s.Adapters {
+		if s.Adapters[i].Type == t {
+			return &s.Adapters[i]
+		}
+	}
+	return nil
 }
 
-// Starter launches an agent. A start that fails (bad flags, refused start,
-// exit before init) returns an *envelope.Error with AGENT_SPAWN_FAILED; a
-// resume of an unknown session is reported by Turn (TurnResult.ResumeFailed).
-type Starter func(ctx context.Context, l envelope.Launch) (Session, error)
+// agentTypes lists the known types for a message: "claude_code or codex".
+func (s *Setup) agentTypes() string {
+	var types []string
+	for _, a := range s.Adapters {
+		types = append(types, a.Type)
+	}
+	if len(types) <= 1 {
+		return strings.Join(types, "")
+	}
+	return strings.Join(types[:len(types)-1], ", ") + " or " + types[len(types)-1]
+}
+
+// agentConfig is agents.<t> of config.yaml (empty when absent).
+func (s *Setup) agentConfig(t string) *AgentConfig {
+	if ac := s.Config.Agents[t]; ac != nil {
+		return ac
+	}
+	return &AgentConfig{}
+}
+
+// homeKey is the key under agents.<type> that names the adapter's home.
+func homeKey(a *agent.Adapter) string {
+	if a.HomeKey != "" {
+		return a.HomeKey
+	}
+	return "home"
+}
+
+// checkAdapters refuses a list run cannot use: a type twice, or a
+// descriptor without a type, an executable or a Start.
+func checkAdapters(list []agent.Adapter) error {
+	var seen []string
+	for i, a := range list {
+		switch {
+		case a.Type == "" || a.Executable == "" || a.Start == nil:
+			return fmt.Errorf("adapter %d (%q) lacks a type, an executable or a Start", i, a.Type)
+		case slices.Contains(seen, a.Type):
+			return fmt.Errorf("two adapters for agent type %q", a.Type)
+		}
+		seen = append(seen, a.Type)
+	}
+	return nil
+}

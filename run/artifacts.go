@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/outbox"
@@ -50,7 +51,7 @@ func (a *activation) createOutbox(ctx context.Context) error {
 	}
 	created, err := outbox.Create(a.env.WorkFolder, a.env.Artifacts.Source)
 	if err != nil {
-		return a.fail(ctx, envelope.Errorf(CodeArtifactsSourceInvalid, "cannot create the outbox: %v; fix artifacts.source or the work folder, then `bhw-run thread retry`", err))
+		return a.fail(ctx, agent.Errorf(CodeArtifactsSourceInvalid, "cannot create the outbox: %v; fix artifacts.source or the work folder, then `bhw-run thread retry`", err))
 	}
 	if created {
 		a.t.Outbox.CreatedByUs = true
@@ -110,7 +111,7 @@ func (a *activation) skipArtifact(rel, reason string) {
 	if rel == "" {
 		text = "📎 no artifacts published: " + reason
 	}
-	a.emit(envelope.StatusItem("artifact_skipped", text, map[string]any{"path": rel, "reason": reason}))
+	a.emit(agent.StatusItem("artifact_skipped", text, map[string]any{"path": rel, "reason": reason}))
 }
 
 // journalIntents journals one upload intent per file. The caller holds
@@ -132,7 +133,7 @@ func (a *activation) journalIntents(files []outbox.File) ([]*artifactIntent, err
 func journalIntent(j *journal, thread, workFolder, source string, f *outbox.File) (*artifactIntent, error) {
 	in := &artifactIntent{alias: thread + "/artifacts/" + f.Path, path: f.Path, sha256: f.SHA256,
 		workFolder: workFolder, source: source, announceID: j.nextID()}
-	e, err := j.add(thread, envelope.Item{Brief: "artifact upload " + f.Path, Meta: map[string]any{
+	e, err := j.add(thread, agent.Item{Brief: "artifact upload " + f.Path, Meta: map[string]any{
 		"alias": in.alias, "path": in.path, "sha256": in.sha256, "size": f.Size,
 		"work_folder": in.workFolder, "source": in.source, "announce_id": in.announceID,
 	}}, kindArtifact)
@@ -245,8 +246,8 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 	}
 	a.cacheNotMine(in.alias, ReasonArtifact)
 
-	it := envelope.Item{Brief: fmt.Sprintf("📎 %s (%s)", in.path, humanSize(meta.Size)), Meta: map[string]any{
-		"type":     envelope.ItemArtifactPublished,
+	it := agent.Item{Brief: fmt.Sprintf("📎 %s (%s)", in.path, humanSize(meta.Size)), Meta: map[string]any{
+		"type":     agent.ItemArtifactPublished,
 		"artifact": map[string]any{"name": meta.Name, "alias": in.alias, "sha256": meta.SHA256, "size": meta.Size},
 	}}
 	a.mu.Lock()

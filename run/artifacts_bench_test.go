@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
 )
@@ -49,7 +50,7 @@ func newBenchPublisher(b *testing.B, maxBytes int64) *benchPublisher {
 	b.Cleanup(func() { _ = tlog.Close() })
 	th := &envelope.Thread{Alias: alias, EmissionNonce: "n0"}
 	th.Workspace.WorkFolder = work
-	a := &activation{r: r, alias: alias, dir: dir, log: r.Logger, sum: &Summary{Alias: alias}, t: th, j: j, tlog: tlog,
+	a := &activation{r: r, alias: alias, dir: dir, log: r.Logger, sum: &Summary{Alias: alias}, t: th, j: j, tfile: tlog, tlog: agent.NewLog(tlog),
 		env: &envelope.Envelope{Artifacts: &envelope.Artifacts{Source: artifactsSource}}}
 	p := &benchPublisher{a: a, outbox: filepath.Join(work, artifactsSource), sink: sink}
 	if err := os.MkdirAll(p.outbox, 0o755); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
@@ -69,7 +70,7 @@ func (h *artifactHarness) uploadsOf(rel string) int {
 // activation without a message: the outbox is created, no turn runs.
 func (h *artifactHarness) activate() {
 	h.t.Helper()
-	raw, err := envelope.SetPath(envelope.NewThread(h.work, AgentClaude, "approval", h.alias),
+	raw, err := envelope.SetPath(envelope.NewThread(h.work, testAgent, "approval", h.alias),
 		[]string{"thread", "metadata", "artifacts"}, json.RawMessage(`{"source":"`+artifactsSource+`"}`))
 	if err != nil {
 		h.t.Fatal(err)
@@ -128,7 +129,7 @@ func (h *artifactHarness) announced() map[string]int {
 			} `json:"artifact"`
 		}
 		_ = json.Unmarshal(it.Metadata, &m)
-		if m.Type == envelope.ItemArtifactPublished {
+		if m.Type == agent.ItemArtifactPublished {
 			out[strings.TrimPrefix(m.Artifact.Alias, h.alias+"/artifacts/")]++
 		}
 	}
@@ -382,8 +383,8 @@ func (h *artifactHarness) journalArtifactIntent(rel, content string, announce bo
 		if err := addNotMine(h.t.Context(), h.setup().JobDir, in.alias, "artifact"); err != nil {
 			h.t.Fatal(err)
 		}
-		if _, err := j.addID(in.announceID, h.alias, envelope.Item{Brief: "📎 " + rel, Meta: map[string]any{
-			"type": envelope.ItemArtifactPublished, "artifact": map[string]any{"name": f.Name(), "alias": in.alias, "sha256": f.SHA256, "size": f.Size},
+		if _, err := j.addID(in.announceID, h.alias, agent.Item{Brief: "📎 " + rel, Meta: map[string]any{
+			"type": agent.ItemArtifactPublished, "artifact": map[string]any{"name": f.Name(), "alias": in.alias, "sha256": f.SHA256, "size": f.Size},
 		}}, ""); err != nil {
 			h.t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
@@ -202,7 +203,11 @@ func TestBadCredentialsAndConfig(t *testing.T) {
 		{name: "bad url scheme", o: Options{APIURL: "ftp://x", APIKey: "k"}, code: CodeInvalidConfig},
 		{name: "relative file url", o: Options{APIURL: "file://rel/dir"}, code: CodeInvalidConfig},
 		{name: "unknown config key", config: "bogus: 1\n", code: CodeInvalidConfig, msg: "bogus"},
-		{name: "unknown nested key", config: "agents:\n  claude_code:\n    exe: claude\n", code: CodeInvalidConfig},
+		{name: "unknown nested key", config: "agents:\n  claude_code:\n    exe: claude\n", code: CodeInvalidConfig, msg: `unknown key "exe"`},
+		{name: "unknown agent type", config: "agents:\n  gemini_cli: {}\n", code: CodeInvalidConfig, msg: "agents.gemini_cli: no such agent type"},
+		{name: "another agent's key", config: "agents:\n  claude_code:\n    sandbox: read-only\n", code: CodeInvalidConfig, msg: `agents.claude_code: unknown key "sandbox"`},
+		{name: "adapter's own key invalid", config: "agents:\n  codex:\n    sandbox: none\n", code: CodeInvalidConfig, msg: "agents.codex: sandbox \"none\""},
+		{name: "home not a path", config: "agents:\n  codex:\n    codex_home: [a, b]\n", code: CodeInvalidConfig, msg: "agents.codex.codex_home"},
 		{name: "wrong type", config: "concurrency:\n  max_agents: many\n", code: CodeInvalidConfig},
 		{name: "not YAML", config: "agents: [\n", code: CodeInvalidConfig},
 		{name: "negative max_agents", config: "concurrency: {max_agents: -1}\n", code: CodeInvalidConfig},
@@ -225,7 +230,7 @@ func TestBadCredentialsAndConfig(t *testing.T) {
 				writeFile(t, CredentialsPath(home), tc.creds, tc.mode)
 			}
 			o := tc.o
-			o.Home, o.StateDir = home, state
+			o.Home, o.StateDir, o.Adapters = home, state, testAdapters()
 			if o.APIURL == "" && o.APIKey == "" && tc.code != CodeCredentialsNotFound {
 				o.APIURL, o.APIKey = "http://127.0.0.1:1/v1", "bhk_test"
 			}
@@ -293,7 +298,7 @@ func TestSectionChoice(t *testing.T) {
 // envelopeWith is a pending claude thread on work whose metadata mod edits.
 func envelopeWith(work string, mod func(md map[string]any)) string {
 	var v map[string]any
-	_ = json.Unmarshal(envelope.NewThread(work, AgentClaude, "approval", "t"), &v)
+	_ = json.Unmarshal(envelope.NewThread(work, testAgent, "approval", "t"), &v)
 	md := v["thread"].(map[string]any)["metadata"].(map[string]any)
 	if mod != nil {
 		mod(md)
@@ -397,8 +402,8 @@ func (h *harness) wantThreadFailed(alias, code string) {
 	if th.Agent.State != envelope.StateFailed || !th.Agent.FailedOnWire {
 		h.t.Errorf("local state %q failed_on_wire %v, want failed true", th.Agent.State, th.Agent.FailedOnWire)
 	}
-	if e := th.Agent.Error.Get(); e == nil || e.Code != code {
-		h.t.Errorf("local error %+v, want %s", e, code)
+	if got, _, ok := th.Agent.Error.Get(); !ok || got != code {
+		h.t.Errorf("local error %q, want %s", got, code)
 	}
 	n := 0
 	for _, it := range h.srv.Items("worker") {
@@ -410,7 +415,7 @@ func (h *harness) wantThreadFailed(alias, code string) {
 			} `json:"error"`
 		}
 		_ = json.Unmarshal(it.Metadata, &m)
-		if m.Type == envelope.ItemThreadFailed && m.Alias == alias {
+		if m.Type == agent.ItemThreadFailed && m.Alias == alias {
 			n++
 			if m.Error.Code != code {
 				h.t.Errorf("thread_failed says %s, want %s", m.Error.Code, code)
@@ -495,7 +500,7 @@ func TestBadEnvelope(t *testing.T) {
 		{"policy relative path", env(set("policy", map[string]any{"rules": []any{map[string]any{"effect": "write", "path": "etc/*", "decision": "deny"}}})), nil, CodePolicyInvalid},
 		{"policy a string", env(set("policy", "allow everything")), nil, CodePolicyInvalid},
 		{"executable not allowed", env(set("agent.executable", "/bin/sh")), nil, CodeExecutableNotAllowed},
-		{"model starting with -", env(set("agent.model", "--dangerously-skip-permissions")), nil, envelope.CodeAgentSpawnFailed},
+		{"model starting with -", env(set("agent.model", "--dangerously-skip-permissions")), nil, agent.CodeAgentSpawnFailed},
 		{"artifacts dot", env(set("artifacts.source", ".")), nil, CodeArtifactsSourceInvalid},
 		{"artifacts dotdot", env(set("artifacts.source", "../x")), nil, CodeArtifactsSourceInvalid},
 		{"artifacts unclean", env(set("artifacts.source", "a/../b")), nil, CodeArtifactsSourceInvalid},

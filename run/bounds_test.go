@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
@@ -200,7 +201,7 @@ func TestThreadShowBounded(t *testing.T) {
 	srv := bhtest.New(t)
 	const alias = "show/endless"
 	srv.PersonPost(alias, "first")
-	srv.Put(alias, string(envelope.NewThread("/w", AgentClaude, "approval", alias)))
+	srv.Put(alias, string(envelope.NewThread("/w", testAgent, "approval", alias)))
 	srv.EndlessList(alias, 50, 10)
 	var out strings.Builder
 	err := ThreadShow(t.Context(), srv.Client(bhtest.PersonKey), alias, true, false, 0, &out)
@@ -276,7 +277,7 @@ func TestArtifactsReadOneAtATime(t *testing.T) {
 				Alias, SHA256 string
 			} `json:"artifact"`
 		}
-		if json.Unmarshal(it.Metadata, &m) == nil && m.Type == envelope.ItemArtifactPublished && strings.HasSuffix(m.Artifact.Alias, "/b.txt") {
+		if json.Unmarshal(it.Metadata, &m) == nil && m.Type == agent.ItemArtifactPublished && strings.HasSuffix(m.Artifact.Alias, "/b.txt") {
 			announcedSHA = append(announcedSHA, m.Artifact.SHA256)
 		}
 	}
@@ -304,7 +305,7 @@ func TestNotMineWrittenOncePerRun(t *testing.T) {
 	path := filepath.Join(h.setup().JobDir, "not_mine.yaml")
 	versions := map[uint64]bool{} // not_mine.yaml as each announcement is posted, by inode (0: absent)
 	h.hook(hookClient{onPost: func(p blobhub.NewItem) {
-		if !strings.Contains(string(p.Metadata), envelope.ItemArtifactPublished) {
+		if !strings.Contains(string(p.Metadata), agent.ItemArtifactPublished) {
 			return
 		}
 		var st unix.Stat_t

@@ -2,28 +2,28 @@ package run
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
 )
 
-// Agent types and postures.
+// Postures.
 const (
-	AgentClaude = "claude_code"
-	AgentCodex  = "codex"
-
 	PermAutonomous = "autonomous"
 	PermGuarded    = "guarded"
 	PermApproval   = "approval"
 )
 
-// Thread failure codes of the activation checklist (SPEC §6.3).
+// Thread failure codes of the activation checklist.
 const (
 	CodeWorkFolderNotAbsolute  = "WORK_FOLDER_NOT_ABSOLUTE"
 	CodeWorkFolderNotFound     = "WORK_FOLDER_NOT_FOUND"
@@ -37,30 +37,28 @@ const (
 	CodePolicyInvalid          = "POLICY_INVALID"
 	CodeExecutableNotAllowed   = "AGENT_EXECUTABLE_NOT_ALLOWED"
 	CodeArtifactsSourceInvalid = "ARTIFACTS_SOURCE_INVALID"
-	CodeSandboxUnavailable     = "SANDBOX_UNAVAILABLE"
 	CodeTurnTimeout            = "TURN_TIMEOUT"
 	CodeAgentStalled           = "AGENT_STALLED"
+	CodeTurnFailed             = "TURN_FAILED"
 )
 
 // resolved is the agent launch resolved per field: envelope agent.* →
-// agents.<type>.* → built-in default (SPEC §2.2).
+// agents.<type>.* → built-in default.
 type resolved struct {
 	envelope.Resolved
 	Type      string
+	adapter   *agent.Adapter
 	ExtraArgs []string
-	Sandbox   string
 	Env       map[string]string
+	Options   any // the adapter's options (agents.<type>, decoded)
 	Policy    policy.Policy
 }
 
-// SandboxCheck runs the Codex sandbox preflight (SPEC §6.3 step 6); main
-// wires codex.SandboxWorks into it.
-type SandboxCheck func(ctx context.Context, executable string, env []string) error
-
-// checklist validates a thread before it is activated or resumed (SPEC
-// §6.3), in the exact order, first failure wins. A *envelope.Error fails the
-// thread; an *ExitError (AGENT_NOT_INSTALLED) leaves it as it is. fixed, when
-// set, holds the values fixed at activation (work folder, type, executable).
+// checklist validates a thread before it is activated or resumed, in a
+// fixed order where the first failure wins (docs/run.md). An *agent.Error
+// fails the thread; an *ExitError (AGENT_NOT_INSTALLED) leaves it as it is.
+// fixed, when set, holds the values fixed at activation (work folder, type,
+// executable, homes).
 func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *envelope.Thread) (*resolved, error) {
 	wf := env.WorkFolder
 	agentType := env.Agent.Type
@@ -68,52 +66,79 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 		wf, agentType = fixed.Workspace.WorkFolder, fixed.Workspace.AgentType
 	}
 	// 1. The work folder.
-	if env.Bad["workspace.work_folder"] != "" || !filepath.IsAbs(wf) {
-		return nil, envelope.Errorf(CodeWorkFolderNotAbsolute, "workspace.work_folder %q is not an absolute path; set it to the checkout's absolute path", wf)
-	}
-	fi, err := os.Stat(wf)
+	real, err := r.checkWorkFolder(env, wf)
 	if err != nil {
-		return nil, envelope.Errorf(CodeWorkFolderNotFound, "work folder %s does not exist on this machine; check the path or create the checkout", wf)
-	}
-	if !fi.IsDir() {
-		return nil, envelope.Errorf(CodeWorkFolderNotADir, "work folder %s is not a directory", wf)
-	}
-	if f, err := os.Open(wf); err != nil {
-		return nil, envelope.Errorf(CodeWorkFolderNotReadable, "work folder %s is not readable: %v", wf, err)
-	} else {
-		_, err = f.Readdirnames(1)
-		f.Close()
-		if err != nil && err.Error() != "EOF" {
-			return nil, envelope.Errorf(CodeWorkFolderNotReadable, "work folder %s is not readable: %v", wf, err)
-		}
-	}
-	real, err := filepath.EvalSymlinks(wf)
-	if err != nil {
-		return nil, envelope.Errorf(CodeWorkFolderNotReadable, "work folder %s cannot be resolved: %v", wf, err)
-	}
-	if err := r.workFolderAllowed(real); err != nil {
 		return nil, err
 	}
 	// 2. The agent type.
-	switch agentType {
-	case AgentClaude, AgentCodex:
-	case "antigravity":
-		return nil, envelope.Errorf(CodeAgentTypeUnsupported, "agent type antigravity is not supported yet; use claude_code or codex")
-	default:
-		return nil, envelope.Errorf(CodeAgentTypeUnsupported, "agent.type %q is not supported; use claude_code or codex", agentType)
+	ad := r.Setup.adapter(agentType)
+	if ad == nil {
+		return nil, agent.Errorf(CodeAgentTypeUnsupported, "agent.type %q is not supported; use %s", agentType, r.Setup.agentTypes())
 	}
-	ac := r.agentConfig(agentType)
-	res := &resolved{Type: agentType, ExtraArgs: ac.ExtraArgs, Env: ac.Env}
+	ac := r.Setup.agentConfig(agentType)
+	res := &resolved{Type: agentType, adapter: ad, ExtraArgs: ac.ExtraArgs, Env: ac.Env, Options: ac.Options}
 	// 3. Permissions and policy.
-	perm, pol, err := r.posture(env, ac)
-	if err != nil {
+	if res.Permissions, res.Policy, err = r.posture(env, ac); err != nil {
 		return nil, err
 	}
-	res.Permissions, res.Policy = perm, pol
-	// 4. The executable, resolved on bhw-run's PATH before the work folder
-	// becomes the cwd, so a relative name never runs from the repository.
-	def := map[string]string{AgentClaude: "claude", AgentCodex: "codex"}[agentType]
-	base := firstNonEmpty(ac.Executable, def)
+	// 4. The executable, model, effort and homes.
+	if err := r.resolveLaunch(res, env, ac, fixed); err != nil {
+		return nil, err
+	}
+	// 5. The outbox source.
+	if err := checkArtifactsSource(env, real); err != nil {
+		return nil, err
+	}
+	// 6. The adapter's own preflight (the Codex sandbox).
+	if ad.Preflight != nil {
+		if err := ad.Preflight(ctx, r.launch(res, real)); err != nil {
+			var te *agent.Error
+			if errors.As(err, &te) {
+				return nil, te
+			}
+			return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "the %s check before start failed: %v", agentType, err)
+		}
+	}
+	return res, nil
+}
+
+// checkWorkFolder is step 1: an absolute, existing, readable directory,
+// allowed on this machine. It returns the folder with symlinks resolved.
+func (r *Runner) checkWorkFolder(env *envelope.Envelope, wf string) (string, error) {
+	if env.Bad["workspace.work_folder"] != "" || !filepath.IsAbs(wf) {
+		return "", agent.Errorf(CodeWorkFolderNotAbsolute, "workspace.work_folder %q is not an absolute path; set it to the checkout's absolute path", wf)
+	}
+	fi, err := os.Stat(wf)
+	if err != nil {
+		return "", agent.Errorf(CodeWorkFolderNotFound, "work folder %s does not exist on this machine; check the path or create the checkout", wf)
+	}
+	if !fi.IsDir() {
+		return "", agent.Errorf(CodeWorkFolderNotADir, "work folder %s is not a directory", wf)
+	}
+	f, err := os.Open(wf)
+	if err != nil {
+		return "", agent.Errorf(CodeWorkFolderNotReadable, "work folder %s is not readable: %v", wf, err)
+	}
+	_, err = f.Readdirnames(1)
+	f.Close()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", agent.Errorf(CodeWorkFolderNotReadable, "work folder %s is not readable: %v", wf, err)
+	}
+	real, err := filepath.EvalSymlinks(wf)
+	if err != nil {
+		return "", agent.Errorf(CodeWorkFolderNotReadable, "work folder %s cannot be resolved: %v", wf, err)
+	}
+	return real, r.workFolderAllowed(real)
+}
+
+// resolveLaunch is step 4: the executable, resolved on bhw-run's PATH
+// before the work folder becomes the cwd (so a relative name never runs
+// from the repository), the model and effort, and the homes. The values
+// fixed at activation win over today's config, so cron, systemd and a shell
+// find the same sessions.
+func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *AgentConfig, fixed *envelope.Thread) error {
+	ad := res.adapter
+	base := firstNonEmpty(ac.Executable, ad.Executable)
 	allow := ac.Executables
 	if len(allow) == 0 {
 		allow = []string{base}
@@ -121,7 +146,7 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 	exe := base
 	if env.Agent.Executable != "" {
 		if !slices.Contains(allow, env.Agent.Executable) {
-			return nil, envelope.Errorf(CodeExecutableNotAllowed, "agent.executable %q is not in this machine's allowlist (agents.%s.executables); remove it from the thread or ask the machine owner", env.Agent.Executable, agentType)
+			return agent.Errorf(CodeExecutableNotAllowed, "agent.executable %q is not in this machine's allowlist (agents.%s.executables); remove it from the thread or ask the machine owner", env.Agent.Executable, res.Type)
 		}
 		exe = env.Agent.Executable
 	}
@@ -130,70 +155,78 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 	}
 	abs, err := lookPath(exe)
 	if err != nil {
-		return nil, exitErr(ExitConfig, CodeAgentNotInstalled, "the %s executable %q is not installed on this machine (%v); install it or set agents.%s.executable; the thread stays pending", agentType, exe, err, agentType)
+		return exitErr(CodeAgentNotInstalled, "the %s executable %q is not installed on this machine (%v); install it or set agents.%s.executable; the thread stays pending", res.Type, exe, err, res.Type)
 	}
 	res.Executable = abs
 	res.Model = firstNonEmpty(env.Agent.Model, ac.Model)
 	res.Effort = firstNonEmpty(env.Agent.Effort, ac.Effort)
 	for flag, v := range map[string]string{"model": res.Model, "effort": res.Effort} {
 		if strings.HasPrefix(v, "-") || strings.ContainsFunc(v, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
-			return nil, envelope.Errorf(envelope.CodeAgentSpawnFailed, "agent.%s %q starts with - or holds control characters; fix the thread", flag, v)
+			return agent.Errorf(agent.CodeAgentSpawnFailed, "agent.%s %q starts with - or holds control characters; fix the thread", flag, v)
 		}
 	}
-	res.Sandbox = firstNonEmpty(ac.Sandbox, "workspace-write")
 	res.Home = r.Setup.Home
-	res.ConfigDir = firstNonEmpty(ac.ConfigDir, os.Getenv("CLAUDE_CONFIG_DIR"))
-	res.CodexHome = firstNonEmpty(ac.CodexHome, os.Getenv("CODEX_HOME"))
+	if ad.HomeEnv != "" {
+		res.AgentHome = os.Getenv(ad.HomeEnv)
+	}
+	res.AgentHome = firstNonEmpty(ac.Home, res.AgentHome)
 	if fixed != nil {
-		// The recorded home dirs are reused so cron, systemd and a shell
-		// find the same sessions.
 		rr := fixed.Agent.Resolved
 		res.Home = firstNonEmpty(rr.Home, res.Home)
-		res.ConfigDir = firstNonEmpty(rr.ConfigDir, res.ConfigDir)
-		res.CodexHome = firstNonEmpty(rr.CodexHome, res.CodexHome)
+		res.AgentHome = firstNonEmpty(rr.AgentHome, rr.LegacyHome(homeKey(ad)), res.AgentHome)
 	}
-	// 5. The outbox source.
-	if env.Artifacts != nil {
-		if env.Bad["artifacts.source"] != "" {
-			return nil, envelope.Errorf(CodeArtifactsSourceInvalid, "artifacts.source is not a string; use a relative subfolder such as .bhw/outbox")
-		}
-		if err := outbox.CheckSource(real, env.Artifacts.Source); err != nil {
-			return nil, envelope.Errorf(CodeArtifactsSourceInvalid, "%v; use a relative subfolder such as .bhw/outbox", err)
-		}
+	return nil
+}
+
+// checkArtifactsSource is step 5: the outbox a thread asks for lies inside
+// its work folder.
+func checkArtifactsSource(env *envelope.Envelope, real string) error {
+	if env.Artifacts == nil {
+		return nil
 	}
-	// 6. The Codex sandbox, for approval and guarded.
-	if agentType == AgentCodex && res.Permissions != PermAutonomous && r.SandboxCheck != nil {
-		if err := r.SandboxCheck(ctx, res.Executable, r.agentEnv(res)); err != nil {
-			return nil, envelope.Errorf(CodeSandboxUnavailable, "the Codex sandbox does not work on this machine (%v); approval and guarded threads need it", err)
-		}
+	if env.Bad["artifacts.source"] != "" {
+		return agent.Errorf(CodeArtifactsSourceInvalid, "artifacts.source is not a string; use a relative subfolder such as .bhw/outbox")
 	}
-	return res, nil
+	if err := outbox.CheckSource(real, env.Artifacts.Source); err != nil {
+		return agent.Errorf(CodeArtifactsSourceInvalid, "%v; use a relative subfolder such as .bhw/outbox", err)
+	}
+	return nil
+}
+
+// launch is what the adapter's Start (and Preflight) get for res, without
+// a session.
+func (r *Runner) launch(res *resolved, workFolder string) agent.Launch {
+	return agent.Launch{
+		Executable: res.Executable, WorkFolder: workFolder, Env: r.agentEnv(res),
+		Model: res.Model, Effort: res.Effort, Permissions: res.Permissions, ExtraArgs: res.ExtraArgs,
+		Home: res.AgentHome, Options: res.Options, Logger: r.Logger, KillGrace: r.grace(),
+	}
 }
 
 // posture resolves the thread's permissions and policy (SPEC §6.3 step 3);
 // the gate and `policy explain` both use it.
-func (r *Runner) posture(env *envelope.Envelope, ac AgentConfig) (string, policy.Policy, error) {
+func (r *Runner) posture(env *envelope.Envelope, ac *AgentConfig) (string, policy.Policy, error) {
 	var pol policy.Policy
 	perm := firstNonEmpty(env.Agent.Permissions, ac.Permissions, PermApproval)
 	switch {
 	case env.Bad["agent.permissions"] != "":
-		return "", pol, envelope.Errorf(CodePermissionsUnsupported, "agent.permissions is %s; use autonomous, guarded or approval", env.Bad["agent.permissions"])
+		return "", pol, agent.Errorf(CodePermissionsUnsupported, "agent.permissions is %s; use autonomous, guarded or approval", env.Bad["agent.permissions"])
 	case !slices.Contains([]string{PermAutonomous, PermGuarded, PermApproval}, perm):
-		return "", pol, envelope.Errorf(CodePermissionsUnsupported, "agent.permissions %q is not supported; use autonomous, guarded or approval", perm)
+		return "", pol, agent.Errorf(CodePermissionsUnsupported, "agent.permissions %q is not supported; use autonomous, guarded or approval", perm)
 	case perm == PermAutonomous && !r.Setup.Config.Policy.AllowAutonomous:
-		return "", pol, envelope.Errorf(CodeAutonomousForbidden, "this machine does not allow autonomous threads (policy.allow_autonomous is false); use guarded or approval")
+		return "", pol, agent.Errorf(CodeAutonomousForbidden, "this machine does not allow autonomous threads (policy.allow_autonomous is false); use guarded or approval")
 	}
 	if env.Bad["policy"] != "" {
-		return "", pol, envelope.Errorf(CodePolicyInvalid, "the thread's policy does not parse: %s", env.Bad["policy"])
+		return "", pol, agent.Errorf(CodePolicyInvalid, "the thread's policy does not parse: %s", env.Bad["policy"])
 	}
 	if env.Policy != nil {
 		if err := env.Policy.Validate(); err != nil {
-			return "", pol, envelope.Errorf(CodePolicyInvalid, "the thread's policy is invalid: %v", err)
+			return "", pol, agent.Errorf(CodePolicyInvalid, "the thread's policy is invalid: %v", err)
 		}
 		pol = *env.Policy
 	}
 	if perm == PermGuarded && env.Policy == nil {
-		return "", pol, envelope.Errorf(CodePolicyMissing, "a guarded thread needs a policy in thread.metadata.policy; add one or use approval")
+		return "", pol, agent.Errorf(CodePolicyMissing, "a guarded thread needs a policy in thread.metadata.policy; add one or use approval")
 	}
 	if pol.Default == "" {
 		pol.Default = policy.DecisionAsk
@@ -214,13 +247,6 @@ func lookPath(exe string) (string, error) {
 	return filepath.Abs(p)
 }
 
-func (r *Runner) agentConfig(t string) AgentConfig {
-	if t == AgentCodex {
-		return r.Setup.Config.Agents.Codex
-	}
-	return r.Setup.Config.Agents.ClaudeCode
-}
-
 // workFolderAllowed applies the roots and the forbidden folders of §6.3 step 1.
 func (r *Runner) workFolderAllowed(real string) error {
 	roots := r.Setup.Config.Workspace.Roots
@@ -232,18 +258,25 @@ func (r *Runner) workFolderAllowed(real string) error {
 			}
 		}
 		if !ok {
-			return envelope.Errorf(CodeWorkFolderNotAllowed, "work folder %s is not under workspace.roots (%s); move the checkout or ask the machine owner", real, strings.Join(roots, ", "))
+			return agent.Errorf(CodeWorkFolderNotAllowed, "work folder %s is not under workspace.roots (%s); move the checkout or ask the machine owner", real, strings.Join(roots, ", "))
 		}
 	}
 	forbidden := map[string]string{
-		r.Setup.StateDir:                           "the bhw-run state tree",
-		filepath.Join(r.Setup.Home, ".blobhub"):    "~/.blobhub",
-		os.Getenv("CLAUDE_CONFIG_DIR"):             "the Claude config dir",
-		os.Getenv("CODEX_HOME"):                    "CODEX_HOME",
-		r.Setup.Config.Agents.ClaudeCode.ConfigDir: "the Claude config dir",
-		r.Setup.Config.Agents.Codex.CodexHome:      "CODEX_HOME",
-		filepath.Join(r.Setup.Home, ".claude"):     "~/.claude",
-		filepath.Join(r.Setup.Home, ".codex"):      "~/.codex",
+		r.Setup.StateDir:                        "the bhw-run state tree",
+		filepath.Join(r.Setup.Home, ".blobhub"): "~/.blobhub",
+	}
+	// Every agent's home and folders, whatever the thread's agent: each
+	// holds credentials or sessions.
+	for _, ad := range r.Setup.Adapters {
+		if ad.HomeEnv != "" {
+			forbidden[os.Getenv(ad.HomeEnv)] = ad.HomeEnv
+		}
+		if ac := r.Setup.Config.Agents[ad.Type]; ac != nil && ac.Home != "" {
+			forbidden[ac.Home] = "agents." + ad.Type + "." + homeKey(&ad)
+		}
+		for _, d := range ad.HomeDirs {
+			forbidden[filepath.Join(r.Setup.Home, d)] = "~/" + d
+		}
 	}
 	if p, ok := strings.CutPrefix(r.Setup.APIURL, "file://"); ok {
 		forbidden[p] = "the local store"
@@ -257,7 +290,7 @@ func (r *Runner) workFolderAllowed(real string) error {
 			rd = x
 		}
 		if within(real, rd) {
-			return envelope.Errorf(CodeWorkFolderNotAllowed, "work folder %s contains or is %s (%s); pick a folder that holds only the checkout", real, what, rd)
+			return agent.Errorf(CodeWorkFolderNotAllowed, "work folder %s contains or is %s (%s); pick a folder that holds only the checkout", real, what, rd)
 		}
 	}
 	return nil
@@ -269,8 +302,9 @@ func within(dir, p string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
 }
 
-// agentEnv builds the agent's environment from the allowlist of SPEC §7:
-// never BLOBHUB_*.
+// agentEnv builds the agent's environment from an allowlist: the basics
+// every program needs, proxies, locale, the adapter's own prefixes and
+// agents.<type>.env; never BLOBHUB_*, so the agent never sees bhw-run's key.
 func (r *Runner) agentEnv(res *resolved) []string {
 	keep := func(k string) bool {
 		switch k {
@@ -279,7 +313,10 @@ func (r *Runner) agentEnv(res *resolved) []string {
 			"DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER", "DISABLE_ERROR_REPORTING", "SSL_CERT_FILE", "SSL_CERT_DIR":
 			return true
 		}
-		for _, p := range []string{"LC_", "ANTHROPIC_", "CLAUDE_", "CODEX_", "OPENAI_"} {
+		if strings.HasPrefix(k, "LC_") {
+			return true
+		}
+		for _, p := range res.adapter.EnvPrefixes {
 			if strings.HasPrefix(k, p) {
 				return true
 			}
@@ -301,11 +338,8 @@ func (r *Runner) agentEnv(res *resolved) []string {
 	if res.Home != "" {
 		m["HOME"] = res.Home
 	}
-	if res.ConfigDir != "" {
-		m["CLAUDE_CONFIG_DIR"] = res.ConfigDir
-	}
-	if res.CodexHome != "" {
-		m["CODEX_HOME"] = res.CodexHome
+	if res.adapter.HomeEnv != "" && res.AgentHome != "" {
+		m[res.adapter.HomeEnv] = res.AgentHome
 	}
 	out := make([]string, 0, len(m))
 	for k, v := range m {

@@ -5,9 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -33,6 +34,8 @@ type Options struct {
 	Section                 string
 	RevisionID, SessionID   string
 	Home                    string // the user's home (tests override it)
+	// Adapters are the agents this build can run (main lists them).
+	Adapters []agent.Adapter
 }
 
 // Config is config.yaml (SPEC §2.2). Unknown keys are refused.
@@ -40,10 +43,9 @@ type Config struct {
 	Concurrency struct {
 		MaxAgents int `yaml:"max_agents"`
 	} `yaml:"concurrency"`
-	Agents struct {
-		ClaudeCode AgentConfig `yaml:"claude_code"`
-		Codex      AgentConfig `yaml:"codex"`
-	} `yaml:"agents"`
+	// Agents is agents.<type>: one block per agent type a listed adapter
+	// handles.
+	Agents    map[string]*AgentConfig `yaml:"agents"`
 	Workspace struct {
 		Roots []string `yaml:"roots"`
 	} `yaml:"workspace"`
@@ -57,19 +59,28 @@ type Config struct {
 	Sections []Section `yaml:"sections"`
 }
 
-// AgentConfig is agents.<type> of config.yaml.
+// AgentConfig is agents.<type> of config.yaml: the keys every agent has,
+// and the adapter's own.
 type AgentConfig struct {
-	Executable  string            `yaml:"executable"`
-	Executables []string          `yaml:"executables"`
-	Model       string            `yaml:"model"`
-	Effort      string            `yaml:"effort"`
-	Permissions string            `yaml:"permissions"`
-	ConfigDir   string            `yaml:"config_dir"`
-	CodexHome   string            `yaml:"codex_home"`
-	Sandbox     string            `yaml:"sandbox"`
-	ExtraArgs   []string          `yaml:"extra_args"`
-	Env         map[string]string `yaml:"env"`
+	Executable  string            `yaml:"executable,omitempty"`
+	Executables []string          `yaml:"executables,omitempty"`
+	Model       string            `yaml:"model,omitempty"`
+	Effort      string            `yaml:"effort,omitempty"`
+	Permissions string            `yaml:"permissions,omitempty"`
+	ExtraArgs   []string          `yaml:"extra_args,omitempty"`
+	Env         map[string]string `yaml:"env,omitempty"`
+	// Own holds every other key as written: the home under the adapter's
+	// HomeKey (config_dir, codex_home, …) and the adapter's own options.
+	Own map[string]any `yaml:",inline"`
+
+	// Home and Options are what Resolve made of Own: the agent's home, and
+	// what the adapter's Options returned for the rest.
+	Home    string `yaml:"-"`
+	Options any    `yaml:"-"`
 }
+
+// commonAgentKeys are the keys of agents.<type> every agent has.
+var commonAgentKeys = []string{"effort", "env", "executable", "executables", "extra_args", "model", "permissions"}
 
 // Section is one configured session a state tree watches.
 type Section struct {
@@ -106,8 +117,9 @@ type Setup struct {
 	Config    Config
 	Section   Section
 	JobDir    string // {state}/jobs/session_agent_harness-{session_id}
-	// PersonKey is the key the `thread` subcommands post with (--as).
-	Home string
+	Home      string // the user's home
+	// Adapters are the agents this build can run, from Options.
+	Adapters []agent.Adapter
 }
 
 type credentialsFile struct {
@@ -135,19 +147,19 @@ func loadCredentials(home string) (*credentialsFile, error) {
 		return &credentialsFile{}, nil
 	}
 	if err != nil {
-		return nil, configErr(CodeInvalidConfig, "cannot read %s: %v", path, err)
+		return nil, exitErr(CodeInvalidConfig, "cannot read %s: %v", path, err)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, configErr(CodeInsecureCredentials,
+		return nil, exitErr(CodeInsecureCredentials,
 			"%s has mode %04o; run chmod 600 %s", path, fi.Mode().Perm(), path)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, configErr(CodeInvalidConfig, "cannot read %s: %v", path, err)
+		return nil, exitErr(CodeInvalidConfig, "cannot read %s: %v", path, err)
 	}
 	var c credentialsFile
 	if err := yaml.Unmarshal(b, &c); err != nil {
-		return nil, configErr(CodeInvalidConfig, "%s is not valid YAML: %v", path, err)
+		return nil, exitErr(CodeInvalidConfig, "%s is not valid YAML: %v", path, err)
 	}
 	return &c, nil
 }
@@ -159,7 +171,7 @@ func Resolve(o Options, alias string) (*Setup, error) {
 	if home == "" {
 		h, err := os.UserHomeDir()
 		if err != nil {
-			return nil, configErr(CodeInvalidConfig, "cannot find the home folder: %v; set HOME", err)
+			return nil, exitErr(CodeInvalidConfig, "cannot find the home folder: %v; set HOME", err)
 		}
 		home = h
 	}
@@ -167,7 +179,10 @@ func Resolve(o Options, alias string) (*Setup, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Setup{Home: home}
+	if err := checkAdapters(o.Adapters); err != nil {
+		return nil, err
+	}
+	s := &Setup{Home: home, Adapters: o.Adapters}
 	s.Profile = o.Profile
 	if s.Profile == "" {
 		s.Profile = creds.Default
@@ -175,11 +190,11 @@ func Resolve(o Options, alias string) (*Setup, error) {
 	var prof credentialProfile
 	if s.Profile != "" {
 		if err := ValidateName(s.Profile); err != nil {
-			return nil, configErr(CodeInvalidConfig, "profile name %q: %v", s.Profile, err)
+			return nil, exitErr(CodeInvalidConfig, "profile name %q: %v", s.Profile, err)
 		}
 		p, ok := creds.Profiles[s.Profile]
 		if !ok && o.Profile != "" {
-			return nil, configErr(CodeCredentialsNotFound, "profile %q is not in %s; add it or pick another --profile", s.Profile, CredentialsPath(home))
+			return nil, exitErr(CodeCredentialsNotFound, "profile %q is not in %s; add it or pick another --profile", s.Profile, CredentialsPath(home))
 		}
 		prof = p
 	}
@@ -187,13 +202,13 @@ func Resolve(o Options, alias string) (*Setup, error) {
 	s.APIURL = strings.TrimRight(firstNonEmpty(o.APIURL, prof.APIURL, prof.URL, DefaultAPIURL), "/")
 	u, err := url.Parse(s.APIURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "file") {
-		return nil, configErr(CodeInvalidConfig, "api url %q is not https://…, http://loopback or file:///abs/dir", shownURL(s.APIURL))
+		return nil, exitErr(CodeInvalidConfig, "api url %q is not https://…, http://loopback or file:///abs/dir", shownURL(s.APIURL))
 	}
 	if u.Scheme == "file" && (!filepath.IsAbs(u.Path) || u.Host != "") {
-		return nil, configErr(CodeInvalidConfig, "api url %q: a local store needs an absolute path, file:///abs/dir", shownURL(s.APIURL))
+		return nil, exitErr(CodeInvalidConfig, "api url %q: a local store needs an absolute path, file:///abs/dir", shownURL(s.APIURL))
 	}
 	if u.Scheme != "file" && s.APIKey == "" {
-		return nil, configErr(CodeCredentialsNotFound,
+		return nil, exitErr(CodeCredentialsNotFound,
 			"no API key for %s; set BLOBHUB_API_KEY, pass --api-key, or add a profile to %s (or use --api-url file:///abs/dir for a local store)",
 			shownURL(s.APIURL), CredentialsPath(home))
 	}
@@ -212,7 +227,7 @@ func Resolve(o Options, alias string) (*Setup, error) {
 	if !filepath.IsAbs(s.StateDir) {
 		abs, err := filepath.Abs(s.StateDir)
 		if err != nil {
-			return nil, configErr(CodeInvalidConfig, "state dir %q: %v", s.StateDir, err)
+			return nil, exitErr(CodeInvalidConfig, "state dir %q: %v", s.StateDir, err)
 		}
 		s.StateDir = abs
 	}
@@ -224,7 +239,7 @@ func Resolve(o Options, alias string) (*Setup, error) {
 	if err := loadConfig(cfgPath, explicit, &s.Config); err != nil {
 		return nil, err
 	}
-	if err := validateConfig(&s.Config); err != nil {
+	if err := validateConfig(&s.Config, s); err != nil {
 		return nil, err
 	}
 	sec, err := chooseSection(s.Config.Sections, o, alias)
@@ -233,7 +248,7 @@ func Resolve(o Options, alias string) (*Setup, error) {
 	}
 	s.Section = sec
 	if err := ValidateName(sec.Session.SessionID); err != nil {
-		return nil, configErr(CodeInvalidConfig, "session id %q: %v", sec.Session.SessionID, err)
+		return nil, exitErr(CodeInvalidConfig, "session id %q: %v", sec.Session.SessionID, err)
 	}
 	s.JobDir = filepath.Join(s.StateDir, "jobs", JobType+"-"+sec.Session.SessionID)
 	return s, nil
@@ -245,19 +260,19 @@ func loadConfig(path string, explicit bool, c *Config) error {
 		return nil
 	}
 	if err != nil {
-		return configErr(CodeInvalidConfig, "cannot read config %s: %v", path, err)
+		return exitErr(CodeInvalidConfig, "cannot read config %s: %v", path, err)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return configErr(CodeInvalidConfig, "config %s: %v", path, err)
+		return exitErr(CodeInvalidConfig, "config %s: %v", path, err)
 	}
 	return nil
 }
 
-func validateConfig(c *Config) error {
+func validateConfig(c *Config, s *Setup) error {
 	if c.Concurrency.MaxAgents < 0 {
-		return configErr(CodeInvalidConfig, "concurrency.max_agents must be 1 or more")
+		return exitErr(CodeInvalidConfig, "concurrency.max_agents must be 1 or more")
 	}
 	if c.Concurrency.MaxAgents == 0 {
 		c.Concurrency.MaxAgents = 4
@@ -267,28 +282,21 @@ func validateConfig(c *Config) error {
 	}
 	for _, r := range c.Workspace.Roots {
 		if !filepath.IsAbs(r) {
-			return configErr(CodeInvalidConfig, "workspace.roots: %q is not an absolute path", r)
+			return exitErr(CodeInvalidConfig, "workspace.roots: %q is not an absolute path", r)
 		}
 	}
-	for name, a := range map[string]AgentConfig{"claude_code": c.Agents.ClaudeCode, "codex": c.Agents.Codex} {
-		switch a.Permissions {
-		case "", PermAutonomous, PermGuarded, PermApproval:
-		default:
-			return configErr(CodeInvalidConfig, "agents.%s.permissions %q: use autonomous, guarded or approval", name, a.Permissions)
-		}
-		switch a.Sandbox {
-		case "", "workspace-write", "read-only":
-		default:
-			return configErr(CodeInvalidConfig, "agents.%s.sandbox %q: use workspace-write or read-only", name, a.Sandbox)
+	for _, name := range slices.Sorted(maps.Keys(c.Agents)) {
+		if err := validateAgent(c, s, name); err != nil {
+			return err
 		}
 	}
 	if err := policy.ValidateRules(c.Policy.Rules); err != nil {
-		return configErr(CodeInvalidConfig, "policy.rules: %v", err)
+		return exitErr(CodeInvalidConfig, "policy.rules: %v", err)
 	}
 	seen := map[string]string{}
 	for i, s := range c.Sections {
 		if s.JobType != "" && s.JobType != JobType {
-			return configErr(CodeUnknownJobType, "sections[%d] (%s): job_type %q is not supported; use %s", i, s.Name, s.JobType, JobType)
+			return exitErr(CodeUnknownJobType, "sections[%d] (%s): job_type %q is not supported; use %s", i, s.Name, s.JobType, JobType)
 		}
 		t := s.Session
 		var missing []string
@@ -298,16 +306,60 @@ func validateConfig(c *Config) error {
 			}
 		}
 		if len(missing) > 0 {
-			return configErr(CodeMissingSessionKeys, "sections[%d] (%s): session is missing %s; give all four ids (org_id, blob_id, revision_id, session_id)", i, s.Name, strings.Join(slices.Sorted(slices.Values(missing)), ", "))
+			return exitErr(CodeMissingSessionKeys, "sections[%d] (%s): session is missing %s; give all four ids (org_id, blob_id, revision_id, session_id)", i, s.Name, strings.Join(slices.Sorted(slices.Values(missing)), ", "))
 		}
 		if !strings.HasPrefix(t.SessionID, "ses_") && strings.Contains(t.SessionID, "/") {
-			return configErr(CodeInvalidConfig, "sections[%d] (%s): session_id %q looks like an alias; resolving session aliases is not supported, give the literal id", i, s.Name, t.SessionID)
+			return exitErr(CodeInvalidConfig, "sections[%d] (%s): session_id %q looks like an alias; resolving session aliases is not supported, give the literal id", i, s.Name, t.SessionID)
 		}
 		key := t.RevisionID + "/" + t.SessionID + "/" + s.Prefix()
 		if prev, dup := seen[key]; dup {
-			return configErr(CodeDuplicateSectionTarget, "sections %q and %q watch the same session and prefix; remove one", prev, s.Name)
+			return exitErr(CodeDuplicateSectionTarget, "sections %q and %q watch the same session and prefix; remove one", prev, s.Name)
 		}
 		seen[key] = s.Name
+	}
+	return nil
+}
+
+// validateAgent checks agents.<name> and decodes its own keys: the home
+// under the adapter's HomeKey, the rest by the adapter's Options.
+func validateAgent(c *Config, s *Setup, name string) error {
+	ad := s.adapter(name)
+	if ad == nil {
+		return exitErr(CodeInvalidConfig, "agents.%s: no such agent type; use %s", name, s.agentTypes())
+	}
+	a := c.Agents[name]
+	if a == nil {
+		a = &AgentConfig{}
+		c.Agents[name] = a
+	}
+	switch a.Permissions {
+	case "", PermAutonomous, PermGuarded, PermApproval:
+	default:
+		return exitErr(CodeInvalidConfig, "agents.%s.permissions %q: use autonomous, guarded or approval", name, a.Permissions)
+	}
+	own := maps.Clone(a.Own)
+	key := homeKey(ad)
+	if v, ok := own[key]; ok {
+		home, isString := v.(string)
+		if !isString && v != nil {
+			return exitErr(CodeInvalidConfig, "agents.%s.%s: want a path, got %v", name, key, v)
+		}
+		a.Home = home
+		delete(own, key)
+	}
+	var err error
+	if ad.Options != nil {
+		a.Options, err = ad.Options(own)
+	} else if len(own) > 0 {
+		err = &agent.UnknownKeyError{Key: slices.Sorted(maps.Keys(own))[0]}
+	}
+	var uk *agent.UnknownKeyError
+	if errors.As(err, &uk) {
+		keys := slices.Sorted(slices.Values(append(append([]string{key}, commonAgentKeys...), uk.Known...)))
+		return exitErr(CodeInvalidConfig, "agents.%s: unknown key %q; the keys are %s", name, uk.Key, strings.Join(keys, ", "))
+	}
+	if err != nil {
+		return exitErr(CodeInvalidConfig, "agents.%s: %v", name, err)
 	}
 	return nil
 }
@@ -319,7 +371,7 @@ func chooseSection(secs []Section, o Options, alias string) (Section, error) {
 				return s, nil
 			}
 		}
-		return Section{}, configErr(CodeInvalidConfig, "no section named %q in the config", o.Section)
+		return Section{}, exitErr(CodeInvalidConfig, "no section named %q in the config", o.Section)
 	}
 	if alias != "" {
 		best, bestLen, tie := -1, -1, false
@@ -336,7 +388,7 @@ func chooseSection(secs []Section, o Options, alias string) (Section, error) {
 			}
 		}
 		if tie {
-			return Section{}, configErr(CodeInvalidConfig, "alias %q matches several sections with the same session_prefix; pass --section", alias)
+			return Section{}, exitErr(CodeInvalidConfig, "alias %q matches several sections with the same session_prefix; pass --section", alias)
 		}
 		if best >= 0 {
 			return secs[best], nil
@@ -349,12 +401,12 @@ func chooseSection(secs []Section, o Options, alias string) (Section, error) {
 		return Section{Name: "flags", JobType: JobType, Session: SessionTuple{RevisionID: o.RevisionID, SessionID: o.SessionID}}, nil
 	}
 	if len(secs) == 0 {
-		return Section{}, configErr(CodeInvalidConfig, "no session configured; pass --revision and --session (or BHW_REVISION_ID/BHW_SESSION_ID), or add a section to config.yaml")
+		return Section{}, exitErr(CodeInvalidConfig, "no session configured; pass --revision and --session (or BHW_REVISION_ID/BHW_SESSION_ID), or add a section to config.yaml")
 	}
 	if alias == "" {
-		return Section{}, configErr(CodeInvalidConfig, "config.yaml has %d sections; pass --section to pick one", len(secs))
+		return Section{}, exitErr(CodeInvalidConfig, "config.yaml has %d sections; pass --section to pick one", len(secs))
 	}
-	return Section{}, configErr(CodeInvalidConfig, "no config section owns alias %q; pass --section or give the sections a session_prefix", alias)
+	return Section{}, exitErr(CodeInvalidConfig, "no config section owns alias %q; pass --section or give the sections a session_prefix", alias)
 }
 
 // shownURL is an API URL fit for a message: no user info, query or
@@ -380,8 +432,4 @@ func firstNonEmpty(v ...string) string {
 func shortHash(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])[:12]
-}
-
-func configErr(code, format string, args ...any) error {
-	return &ExitError{Exit: ExitConfig, Code: code, Message: fmt.Sprintf(format, args...)}
 }

@@ -19,9 +19,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
-	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 )
@@ -36,8 +36,8 @@ func TestAgentCrash(t *testing.T) {
 	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "working"}, {Crash: 1, Stderr: "boom"}}}})
 	sum := h.run(alias)
 	want(t, sum, OutcomeFailed, ExitFailed)
-	wantCode(t, sum, ExitFailed, envelope.CodeAgentCrashed)
-	h.wantThreadFailed(alias, envelope.CodeAgentCrashed)
+	wantCode(t, sum, ExitFailed, agent.CodeAgentCrashed)
+	h.wantThreadFailed(alias, agent.CodeAgentCrashed)
 	th := h.thread(alias)
 	if th.Turn.State != envelope.TurnStateRunning || len(th.Turn.InboundIDs) != 1 {
 		t.Fatalf("turn %q inbound %v, want running with the message", th.Turn.State, th.Turn.InboundIDs)
@@ -58,7 +58,7 @@ func TestAgentCrash(t *testing.T) {
 	if !slices.Equal(th.Turn.InboundIDs, delivered) || th.Turn.State != envelope.TurnStateIdle {
 		t.Fatalf("retry delivered %v (turn %q), want %v", th.Turn.InboundIDs, th.Turn.State, delivered)
 	}
-	if th.Agent.State != envelope.StateActive || th.Agent.Error.Get() != nil || th.Agent.FailedOnWire {
+	if th.Agent.State != envelope.StateActive || hasError(th) || th.Agent.FailedOnWire {
 		t.Fatalf("local after retry: %+v", th.Agent)
 	}
 	if h.wireState(alias) != envelope.StateActive {
@@ -118,13 +118,15 @@ func TestAgentOutput(t *testing.T) {
 // recordPgid wraps the claude starter to remember every agent group.
 func (h *harness) recordPgid(pgids *[]int) {
 	h.runner = func(r *Runner) {
-		r.Starters[AgentClaude] = func(ctx context.Context, l envelope.Launch) (Session, error) {
-			s, err := claude.Start(ctx, l)
-			if err == nil {
-				*pgids = append(*pgids, s.Pgid())
+		wrapStart(r, testAgent, func(next startFunc) startFunc {
+			return func(ctx context.Context, l agent.Launch) (agent.Session, error) {
+				s, err := next(ctx, l)
+				if err == nil {
+					*pgids = append(*pgids, s.Pgid())
+				}
+				return s, err
 			}
-			return s, err
-		}
+		})
 	}
 }
 
@@ -339,7 +341,7 @@ func maybeRunActivation() {
 		}
 	}
 	setup, err := Resolve(Options{APIURL: "file://" + s.Store, StateDir: s.State, ConfigPath: s.Config,
-		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: s.State}, "")
+		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: s.State, Adapters: testAdapters()}, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -350,9 +352,6 @@ func maybeRunActivation() {
 		os.Exit(2)
 	}
 	r := &Runner{Setup: setup, Client: c, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Starters: map[string]Starter{AgentClaude: func(ctx context.Context, l envelope.Launch) (Session, error) {
-			return claude.Start(ctx, l)
-		}},
 		MaxDuration: time.Minute, StallTimeout: time.Minute, Grace: time.Second,
 		Environ: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.State},
 	}
@@ -547,3 +546,5 @@ func TestKill9Answered(t *testing.T) {
 	}
 	t.Fatal("the answering run never finished without a kill")
 }
+
+func hasError(th *envelope.Thread) bool { _, _, ok := th.Agent.Error.Get(); return ok }

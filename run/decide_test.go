@@ -9,7 +9,7 @@ import (
 // local builds a thread.yaml for the decision table: agent state, then
 // options that set the session, the turn and the prompt.
 func local(state string, opts ...func(*envelope.Thread)) *envelope.Thread {
-	t := &envelope.Thread{Alias: "a", Workspace: envelope.Workspace{AgentType: AgentClaude, WorkFolder: "/w"}}
+	t := &envelope.Thread{Alias: "a", Workspace: envelope.Workspace{AgentType: testAgent, WorkFolder: "/w"}}
 	t.Agent.State = state
 	t.Agent.AgentSessionID = "sess-1"
 	t.Turn.State = envelope.TurnStateIdle

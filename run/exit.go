@@ -1,8 +1,14 @@
 package run
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"strings"
 
-// Exit codes (SPEC §11.1).
+	"github.com/blobhub/bhw-run/agent"
+)
+
+// Exit codes.
 const (
 	ExitOK          = 0
 	ExitFailed      = 1
@@ -14,11 +20,11 @@ const (
 	ExitTempFail    = 75
 	ExitRefused     = 77
 	ExitConfig      = 78
-	ExitInterrupted = 130 // SIGINT; SIGTERM is 143
-	ExitTerminated  = 143
+	ExitInterrupted = 130 // SIGINT
+	ExitTerminated  = 143 // SIGTERM
 )
 
-// Outcomes (SPEC §11.1).
+// Outcomes of a run.
 const (
 	OutcomeTurnCompleted = "turn_completed"
 	OutcomeIdle          = "idle"
@@ -30,8 +36,10 @@ const (
 	OutcomeInterrupted   = "interrupted"
 )
 
-// Error codes that are not thread failures (SPEC §2, §4, §6).
+// Error codes of a command that ends before (or instead of) failing the
+// thread. The checklist's thread failure codes are in checklist.go.
 const (
+	CodeInternal               = "INTERNAL"
 	CodeCredentialsNotFound    = "CREDENTIALS_NOT_FOUND"
 	CodeInsecureCredentials    = "INSECURE_CREDENTIALS_PERMISSIONS"
 	CodeInvalidConfig          = "INVALID_CONFIG"
@@ -45,9 +53,13 @@ const (
 	CodeSessionOwnedByOther    = "SESSION_OWNED_BY_DIFFERENT_USER"
 	CodeWorkerObjectMalformed  = "SECTION_WORKER_OBJECT_MALFORMED"
 	CodeBadAlias               = "INVALID_ALIAS"
+	CodeThreadExists           = "THREAD_EXISTS"
+	CodeThreadActive           = "THREAD_ACTIVE"
+	CodeNotRetryable           = "NOT_RETRYABLE"
 	CodeLocked                 = "THREAD_LOCKED"
 	CodeNoSlot                 = "NO_AGENT_SLOT"
 	CodeUnavailable            = "BLOBHUB_UNAVAILABLE"
+	CodeStateChanged           = "STATE_CHANGED"
 	CodeNotJob                 = "NOT_A_JOB_THREAD"
 	CodeNoThread               = "THREAD_NOT_FOUND"
 	CodeUnposted               = "ITEMS_UNPOSTED"
@@ -55,13 +67,109 @@ const (
 	CodePosterIsRunner         = "POSTER_IS_RUNNER"
 )
 
+// ExitClass is one exit code: when a command ends with it, what a
+// scheduler does about it, and the error codes that end a command with it.
+// Exits is the one table `--help`, the README and exitErr are made from.
+type ExitClass struct {
+	Exit  int
+	Label string // the code as shown: "75", "130 / 143"
+	// Outcome is the run's outcome with this exit, "" for none.
+	Outcome string
+	// Help is the line of `bhw-run --help`.
+	Help string
+	// Scheduler is the README's "what a scheduler should do".
+	Scheduler string
+	// Codes are the error codes that end a command with this exit; an
+	// uncoded error is a usage error (64) or not_here (69).
+	Codes []string
+}
+
+// Exits is every exit code bhw-run ends with, in order.
+var Exits = []ExitClass{
+	{Exit: ExitOK, Label: "0", Outcome: "`turn_completed`, `idle`, `parked`, `stopped`",
+		Help:      "turn_completed, idle, parked, stopped: nothing for a person to fix",
+		Scheduler: "done; nothing for a person to fix"},
+	{Exit: ExitFailed, Label: "1", Outcome: "`failed`",
+		Help:      "failed: the thread was set to failed in this run (fix it, then bhw-run thread retry); INTERNAL: an error without a documented code",
+		Scheduler: "the thread was set to `failed` in this run; a person fixes the cause and runs `bhw-run thread retry` (`INTERNAL`: a bug or a broken machine, state saved; a person looks)",
+		Codes: []string{CodeInternal, CodeWorkFolderNotAbsolute, CodeWorkFolderNotFound, CodeWorkFolderNotADir, CodeWorkFolderNotReadable,
+			CodeWorkFolderNotAllowed, CodeAgentTypeUnsupported, CodePermissionsUnsupported, CodeAutonomousForbidden, CodePolicyMissing,
+			CodePolicyInvalid, CodeExecutableNotAllowed, CodeArtifactsSourceInvalid, agent.CodeAgentCrashed, agent.CodeAgentSpawnFailed}},
+	{Exit: ExitTurnFailed, Label: "3", Outcome: "`turn_failed`",
+		Help:      "turn_failed: the turn did not complete (error turn, TURN_TIMEOUT, AGENT_STALLED); the thread stays active",
+		Scheduler: "the turn did not complete (error turn, `TURN_TIMEOUT`, `AGENT_STALLED`); the thread stays active, the next message runs a new turn",
+		Codes:     []string{CodeTurnFailed, CodeTurnTimeout, CodeAgentStalled}},
+	{Exit: ExitUsage, Label: "64", Outcome: "—",
+		Help:      "usage: bad flags or alias",
+		Scheduler: "usage: bad flags or alias (fix the invocation)",
+		Codes:     []string{CodeBadAlias, CodeThreadExists, CodeThreadActive, CodeNotRetryable}},
+	{Exit: ExitNotJob, Label: "65", Outcome: "—",
+		Help: "the alias is not a job thread", Scheduler: "the alias is not a job thread",
+		Codes: []string{CodeNotJob}},
+	{Exit: ExitNoThread, Label: "66", Outcome: "—",
+		Help: "no such thread", Scheduler: "no such thread",
+		Codes: []string{CodeNoThread}},
+	{Exit: ExitNotHere, Label: "69", Outcome: "`not_here`",
+		Help:      "not_here: an active thread this state tree holds no record of",
+		Scheduler: "an active thread this state tree holds no record of (another host's, or lost)"},
+	{Exit: ExitTempFail, Label: "75", Outcome: "—",
+		Help:      "try again later: THREAD_LOCKED, NO_AGENT_SLOT, BLOBHUB_UNAVAILABLE, ITEMS_UNPOSTED, STATE_CHANGED",
+		Scheduler: "try again later: lock held, no agent slot (within `--slot-wait`), BlobHub unreachable, items left unposted, or the thread changed meanwhile (systemd: `SuccessExitStatus=75`)",
+		Codes:     []string{CodeLocked, CodeNoSlot, CodeUnavailable, CodeUnposted, CodeStateChanged}},
+	{Exit: ExitRefused, Label: "77", Outcome: "—",
+		Help:      "refused: AUTH_INVALID, USER_IDENTITY_MISMATCH, SESSION_OWNED_BY_DIFFERENT_USER, SECTION_WORKER_OBJECT_MALFORMED",
+		Scheduler: "refused: `AUTH_INVALID`, `USER_IDENTITY_MISMATCH`, `SESSION_OWNED_BY_DIFFERENT_USER`, `SECTION_WORKER_OBJECT_MALFORMED`",
+		Codes:     []string{CodeAuthInvalid, CodeUserIdentityMismatch, CodeSessionOwnedByOther, CodeWorkerObjectMalformed}},
+	{Exit: ExitConfig, Label: "78", Outcome: "—",
+		Help:      "configuration: CREDENTIALS_NOT_FOUND, INSECURE_CREDENTIALS_PERMISSIONS, INVALID_CONFIG, SESSION_NOT_FOUND, AGENT_NOT_INSTALLED, STATE_INVALID, ...",
+		Scheduler: "configuration: `CREDENTIALS_NOT_FOUND`, `INSECURE_CREDENTIALS_PERMISSIONS`, `INVALID_CONFIG`, `UNKNOWN_JOB_TYPE`, `MISSING_SESSION_KEYS`, `DUPLICATE_SECTION_TARGET`, `SESSION_NOT_FOUND`, `AGENT_NOT_INSTALLED`, `STATE_INVALID` (the state tree cannot be read or written), `POSTER_IS_RUNNER`",
+		Codes: []string{CodeCredentialsNotFound, CodeInsecureCredentials, CodeInvalidConfig, CodeUnknownJobType, CodeMissingSessionKeys,
+			CodeDuplicateSectionTarget, CodeSessionNotFound, CodeAgentNotInstalled, CodeStateTreeInvalid, CodePosterIsRunner}},
+	{Exit: ExitInterrupted, Label: "130 / 143", Outcome: "`interrupted`",
+		Help:      "interrupted by SIGINT/SIGTERM; state saved, the next run resumes",
+		Scheduler: "SIGINT / SIGTERM: state saved, the next run resumes"},
+}
+
+// ExitHelp is the EXIT CODES section of `bhw-run --help`, from Exits.
+func ExitHelp() string {
+	var b strings.Builder
+	b.WriteString("EXIT CODES:\n")
+	for _, c := range Exits {
+		fmt.Fprintf(&b, "   %-8s %s\n", strings.ReplaceAll(c.Label, " ", ""), c.Help)
+	}
+	return b.String()
+}
+
+// ExitTable is the README's exit-code table, from Exits.
+func ExitTable() string {
+	var b strings.Builder
+	b.WriteString("| code | outcome | what a scheduler should do |\n|---|---|---|\n")
+	for _, c := range Exits {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", c.Label, c.Outcome, c.Scheduler)
+	}
+	return b.String()
+}
+
+// exitOf is the exit code of error code code.
+func exitOf(code string) (int, bool) {
+	for _, c := range Exits {
+		for _, x := range c.Codes {
+			if x == code {
+				return c.Exit, true
+			}
+		}
+	}
+	return ExitFailed, false
+}
+
 // ExitError ends a command with an exit code and a coded message. main
-// maps it to the process exit once, after the app returns (STYLE: errors
-// and exits), so deferred unlocks and state writes always run.
+// maps it to the process exit once, after the app returns, so deferred
+// unlocks and state writes always run. Err is the cause, when there is one.
 type ExitError struct {
 	Exit    int
 	Code    string
 	Message string
+	Err     error
 }
 
 func (e *ExitError) Error() string {
@@ -71,6 +179,47 @@ func (e *ExitError) Error() string {
 	return fmt.Sprintf("%s: %s", e.Code, e.Message)
 }
 
-func exitErr(exit int, code, format string, args ...any) *ExitError {
-	return &ExitError{Exit: exit, Code: code, Message: fmt.Sprintf(format, args...)}
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// exitErr is the error with code code; the exit comes from Exits. The last
+// argument, when it is an error, is its cause.
+func exitErr(code, format string, args ...any) *ExitError {
+	exit, ok := exitOf(code)
+	if !ok {
+		// A code missing from the table is a bug; TestExitTableCoversEveryCode
+		// keeps it from shipping.
+		code = CodeInternal
+	}
+	e := &ExitError{Exit: exit, Code: code, Message: fmt.Sprintf(format, args...)}
+	if n := len(args); n > 0 {
+		if cause, ok := args[n-1].(error); ok {
+			e.Err = cause
+		}
+	}
+	return e
+}
+
+// usageErr is a usage error (64): the invocation names the wrong thing.
+func usageErr(format string, args ...any) *ExitError {
+	return &ExitError{Exit: ExitUsage, Message: fmt.Sprintf(format, args...)}
+}
+
+// UsageError is usageErr for main.
+func UsageError(format string, args ...any) *ExitError { return usageErr(format, args...) }
+
+// Errorf is exitErr for main.
+func Errorf(code, format string, args ...any) *ExitError { return exitErr(code, format, args...) }
+
+// Exit is the exit of err for every command, run or not: an *ExitError as
+// it is, anything else INTERNAL (1), since an error without a documented
+// code is a bug or a broken machine a person must look at. nil is nil.
+func Exit(err error) *ExitError {
+	if err == nil {
+		return nil
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee
+	}
+	return &ExitError{Exit: ExitFailed, Code: CodeInternal, Message: err.Error(), Err: err}
 }

@@ -2,22 +2,22 @@ package run
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/policy"
 )
 
 // Explain says which rule decides a described call on the thread alias and
-// why, running the same code as the gate (SPEC §8.3). It reads the envelope
+// why, running the same code as the gate. The call is described as the
+// thread's agent would ask for it (its tool names). It reads the envelope
 // and writes nothing.
 func (r *Runner) Explain(ctx context.Context, alias, effect, command, path string) (string, error) {
 	switch effect {
 	case policy.EffectRead, policy.EffectWrite, policy.EffectExec, policy.EffectNetwork, "":
 	default:
-		return "", exitErr(ExitUsage, "", "--effect %q: use read, write, exec or network", effect)
+		return "", usageErr("--effect %q: use read, write, exec or network", effect)
 	}
 	if effect == "" {
 		effect = policy.EffectExec
@@ -29,22 +29,25 @@ func (r *Runner) Explain(ctx context.Context, alias, effect, command, path strin
 	if err != nil {
 		return "", err
 	}
-	perm, pol, err := r.posture(env, r.agentConfig(env.Agent.Type))
-	var te *envelope.Error
+	perm, pol, err := r.posture(env, r.Setup.agentConfig(env.Agent.Type))
+	var te *agent.Error
 	if errors.As(err, &te) {
-		return "", exitErr(ExitConfig, te.Code, "%s", te.Message)
+		// For a command that only reads the thread, settings that would
+		// fail it are a configuration error, under the thread's own code.
+		return "", &ExitError{Exit: ExitConfig, Code: te.Code, Message: te.Message, Err: te}
 	}
-	c := policy.Call{Effect: effect, Kind: policy.KindApproval}
+	var t policy.Target
 	switch effect {
 	case policy.EffectExec:
-		c.Tool, c.Target.Command = "Bash", command
-		c.Input, _ = json.Marshal(map[string]string{"command": command})
+		t.Command = command
 	case policy.EffectNetwork:
-		c.Tool, c.Target.URL = "WebFetch", command
+		t.URL = command
 	default:
-		c.Tool = map[string]string{policy.EffectRead: "Read", policy.EffectWrite: "Write"}[effect]
-		c.Target.Paths = []string{path}
-		c.Input, _ = json.Marshal(map[string]string{"file_path": path})
+		t.Paths = []string{path}
+	}
+	c := policy.Call{Tool: effect, Effect: effect, Target: t, Kind: policy.KindApproval}
+	if ad := r.Setup.adapter(env.Agent.Type); ad != nil && ad.Describe != nil {
+		c = ad.Describe(effect, t)
 	}
 	g := r.gate(perm, pol, env.WorkFolder)
 	return fmt.Sprintf("thread %s (%s, work folder %s)\n", alias, perm, env.WorkFolder) + policy.Explain(g, c), nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
@@ -27,9 +28,10 @@ func gateActivation(t *testing.T, h *harness, alias string) *activation {
 	if a.j, err = openJournal(filepath.Join(a.dir, "emissions.jsonl"), "gatetest"); err != nil {
 		t.Fatal(err)
 	}
-	if a.tlog, err = os.Create(filepath.Join(a.dir, "thread.log")); err != nil {
+	if a.tfile, err = os.Create(filepath.Join(a.dir, "thread.log")); err != nil {
 		t.Fatal(err)
 	}
+	a.tlog = agent.NewLog(a.tfile)
 	t.Cleanup(a.close)
 	return a
 }
@@ -81,7 +83,7 @@ func TestGuardedDecide(t *testing.T) {
 		var out []deniedMeta
 		for _, it := range h.srv.Items(alias) {
 			var m deniedMeta
-			if json.Unmarshal(it.Metadata, &m) == nil && m.Type == envelope.ItemPolicyDenied {
+			if json.Unmarshal(it.Metadata, &m) == nil && m.Type == agent.ItemPolicyDenied {
 				out = append(out, m)
 			}
 		}

@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/codex"
 	"github.com/blobhub/bhw-run/envelope"
 )
 
@@ -74,7 +76,7 @@ func (h *harness) play(s claudetest.FakeScript) {
 
 func (h *harness) setup() *Setup {
 	o := Options{APIURL: h.srv.URL(), APIKey: bhtest.RunnerKey, StateDir: h.state, ConfigPath: h.config,
-		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: h.state}
+		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: h.state, Adapters: testAdapters()}
 	if h.local {
 		o.APIURL, o.APIKey = "file://"+h.srv.Dir(), ""
 	}
@@ -101,10 +103,7 @@ func (h *harness) run(alias string) *Summary {
 	h.t.Helper()
 	r := &Runner{
 		Setup: h.setup(), Client: h.client(),
-		Logger: slog.New(slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Starters: map[string]Starter{AgentClaude: func(ctx context.Context, l envelope.Launch) (Session, error) {
-			return claude.Start(ctx, l)
-		}},
+		Logger:      slog.New(slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		MaxDuration: time.Minute, StallTimeout: time.Minute, Grace: 2 * time.Second,
 		Environ: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + h.state},
 	}
@@ -124,7 +123,7 @@ func (h *harness) run(alias string) *Summary {
 // handOff creates a pending thread with a first message, as a person does.
 func (h *harness) handOff(alias, permissions, message string) {
 	h.t.Helper()
-	h.srv.Put(alias, string(envelope.NewThread(h.work, AgentClaude, permissions, alias)))
+	h.srv.Put(alias, string(envelope.NewThread(h.work, testAgent, permissions, alias)))
 	if message != "" {
 		h.srv.PersonPost(alias, message)
 	}
@@ -166,6 +165,25 @@ func (h *harness) thread(alias string) *envelope.Thread {
 		h.t.Fatal(err)
 	}
 	return t
+}
+
+// testAgent is the agent type the harness hands threads off to.
+const testAgent = "claude_code"
+
+// testAdapters are the adapters of the harness's runs.
+func testAdapters() []agent.Adapter { return []agent.Adapter{claude.Adapter, codex.Adapter} }
+
+type startFunc = func(context.Context, agent.Launch) (agent.Session, error)
+
+// wrapStart puts wrap around the Start of agent type typ in r.
+func wrapStart(r *Runner, typ string, wrap func(next startFunc) startFunc) {
+	for i := range r.Setup.Adapters {
+		if ad := &r.Setup.Adapters[i]; ad.Type == typ {
+			ad.Start = wrap(ad.Start)
+			return
+		}
+	}
+	panic("no adapter " + typ)
 }
 
 type testWriter struct{ t *testing.T }

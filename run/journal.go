@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/agent"
 )
 
 // journal is emissions.jsonl, the append-only record that makes posting
@@ -37,9 +37,9 @@ type postedInfo struct{ ItemID, CreatedAt string }
 
 // emission is one item bound for a thread.
 type emission struct {
-	ID     string        `json:"emission_id"`
-	Target string        `json:"target"` // the thread alias, or "worker" for thread_failed
-	Item   envelope.Item `json:"item"`
+	ID     string     `json:"emission_id"`
+	Target string     `json:"target"` // the thread alias, or "worker" for thread_failed
+	Item   agent.Item `json:"item"`
 	// Kind "artifact" records an artifact upload intent instead of an item.
 	Kind string `json:"kind,omitempty"`
 	// At is when it was journaled, to bound the search for it on a thread
@@ -154,12 +154,12 @@ func (j *journal) nextID() string {
 }
 
 // add journals a new emission for target and returns it.
-func (j *journal) add(target string, it envelope.Item, kind string) (*emission, error) {
+func (j *journal) add(target string, it agent.Item, kind string) (*emission, error) {
 	return j.addID(j.nextID(), target, it, kind)
 }
 
 // addID journals an emission under a reserved id.
-func (j *journal) addID(id, target string, it envelope.Item, kind string) (*emission, error) {
+func (j *journal) addID(id, target string, it agent.Item, kind string) (*emission, error) {
 	e := &emission{ID: id, Target: target, Item: it, Kind: kind, At: now()}
 	if it.Meta != nil {
 		it.Meta["emission_id"] = e.ID
@@ -175,7 +175,7 @@ func (j *journal) addID(id, target string, it envelope.Item, kind string) (*emis
 
 // noteResolution remembers which prompt a pending_prompt_resolved resolves.
 func (j *journal) noteResolution(e *emission) {
-	if e.Item.Type() != envelope.ItemPendingPromptResolved {
+	if e.Item.Type() != agent.ItemPendingPromptResolved {
 		return
 	}
 	if id, _ := e.Item.Meta["prompt_item_id"].(string); id != "" {
@@ -188,7 +188,7 @@ func (j *journal) noteResolution(e *emission) {
 // journaling it, before thread.yaml dropped the prompt, resolves the prompt
 // again. The journaled emission is returned then (nil once it is posted), so
 // one prompt never gets two resolutions (SPEC §9.3).
-func (j *journal) resolution(target, promptItemID string, it envelope.Item) (*emission, error) {
+func (j *journal) resolution(target, promptItemID string, it agent.Item) (*emission, error) {
 	if id, ok := j.resolutions[promptItemID]; ok && promptItemID != "" {
 		return j.byID[id], nil
 	}

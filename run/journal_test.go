@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
-	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 )
@@ -184,12 +184,14 @@ func TestPersonPostsDuringTurn(t *testing.T) {
 	h.play(oneTurn())
 	var during string
 	h.runner = func(r *Runner) {
-		r.Starters[AgentClaude] = func(ctx context.Context, l envelope.Launch) (Session, error) {
-			if during == "" {
-				during = h.srv.PersonPost(alias, "posted during the turn").ID
+		wrapStart(r, testAgent, func(next startFunc) startFunc {
+			return func(ctx context.Context, l agent.Launch) (agent.Session, error) {
+				if during == "" {
+					during = h.srv.PersonPost(alias, "posted during the turn").ID
+				}
+				return next(ctx, l)
 			}
-			return claude.Start(ctx, l)
-		}
+		})
 	}
 	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 	th := h.thread(alias)
@@ -224,7 +226,7 @@ func (c *tooLargeClient) Post(ctx context.Context, alias string, p blobhub.NewIt
 	}
 	_ = json.Unmarshal(p.Metadata, &m)
 	switch {
-	case m.Type == envelope.ItemText && !m.Truncated:
+	case m.Type == agent.ItemText && !m.Truncated:
 		return blobhub.Item{}, &blobhub.APIError{Status: http.StatusRequestEntityTooLarge, Code: blobhub.CodeThreadItemTooLarge}
 	case m.Truncated && !c.cutStub:
 		c.cutStub = true

@@ -75,7 +75,7 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 			// to it: a session never written has no threads yet.
 			return out, nil
 		}
-		return out, exitErr(ExitConfig, CodeSessionNotFound, "session %s was not found on BlobHub; check the section's revision_id and session_id", r.Setup.Section.Session.SessionID)
+		return out, exitErr(CodeSessionNotFound, "session %s was not found on BlobHub; check the section's revision_id and session_id", r.Setup.Section.Session.SessionID)
 	}
 	if err != nil {
 		return out, apiErr(err, "list_session_objects")
@@ -134,7 +134,7 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 		if o.Runnable && l.Runnable {
 			held, err := lock.Held(filepath.Join(ThreadDir(r.Setup.JobDir, alias), "thread.lock"))
 			if err != nil {
-				return out, exitErr(ExitTempFail, CodeLocked, "%v", err)
+				return out, exitErr(CodeLocked, "%v", err)
 			}
 			l.Locked = held
 		}
@@ -242,7 +242,7 @@ func waitingSince(t *envelope.Thread, updatedAt string) string {
 func (a *activation) peek() error {
 	t, err := envelope.LoadThread(filepath.Join(a.dir, "thread.yaml"))
 	if err != nil {
-		return exitErr(ExitConfig, CodeStateTreeInvalid, "%v", err)
+		return exitErr(CodeStateTreeInvalid, "%v", err)
 	}
 	if t == nil || t.Alias != a.alias {
 		t = &envelope.Thread{Alias: a.alias}
@@ -250,7 +250,7 @@ func (a *activation) peek() error {
 	a.t = t
 	a.j, err = readJournal(filepath.Join(a.dir, "emissions.jsonl"), t.EmissionNonce)
 	if err != nil {
-		return exitErr(ExitConfig, CodeStateTreeInvalid, "cannot read the emission journal of %q: %v", a.alias, err)
+		return exitErr(CodeStateTreeInvalid, "cannot read the emission journal of %q: %v", a.alias, err)
 	}
 	// The journal is not open for writing: a prompt that never reached
 	// it is only counted as unfinished work, as a run would journal it.

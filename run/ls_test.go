@@ -55,7 +55,7 @@ func (f *lsFixture) list(o ListOptions) []Listing {
 func (f *lsFixture) thread(alias, state string) {
 	v := map[string]any{"type": "thread", "thread": map[string]any{"metadata": map[string]any{
 		"workspace": map[string]any{"work_folder": f.work},
-		"agent":     map[string]any{"type": AgentClaude},
+		"agent":     map[string]any{"type": testAgent},
 	}}}
 	if state != StateNone {
 		v["thread"].(map[string]any)["metadata"].(map[string]any)["instance"] = map[string]any{"state": state}
@@ -68,7 +68,7 @@ func (f *lsFixture) thread(alias, state string) {
 func (f *lsFixture) local(alias, state string, edit func(*envelope.Thread)) {
 	f.t.Helper()
 	th := &envelope.Thread{Alias: alias, EmissionNonce: "n0"}
-	th.Workspace = envelope.Workspace{AgentType: AgentClaude, WorkFolder: f.work}
+	th.Workspace = envelope.Workspace{AgentType: testAgent, WorkFolder: f.work}
 	th.Agent.State, th.Agent.AgentSessionID = state, "sess-"+strings.ReplaceAll(alias, "/", "-")
 	th.Turn.State = envelope.TurnStateIdle
 	if edit != nil {

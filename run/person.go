@@ -29,7 +29,7 @@ func PersonKey(s *Setup, as string) (string, error) {
 	}
 	p, ok := creds.Profiles[as]
 	if !ok {
-		return "", configErr(CodeCredentialsNotFound, "profile %q (--as) is not in %s", as, CredentialsPath(s.Home))
+		return "", exitErr(CodeCredentialsNotFound, "profile %q (--as) is not in %s", as, CredentialsPath(s.Home))
 	}
 	return firstNonEmpty(p.APIKey, p.Key), nil
 }
@@ -69,7 +69,7 @@ func CheckPoster(ctx context.Context, s *Setup, c blobhub.Client, log func(strin
 		return nil
 	}
 	if runner == me.UserID {
-		return configErr(CodePosterIsRunner, "you would post as %s, the runner's own user, and the runner ignores its own items; post with another profile: --as PROFILE", me.UserID)
+		return exitErr(CodePosterIsRunner, "you would post as %s, the runner's own user, and the runner ignores its own items; post with another profile: --as PROFILE", me.UserID)
 	}
 	return nil
 }
@@ -78,12 +78,9 @@ func CheckPoster(ctx context.Context, s *Setup, c blobhub.Client, log func(strin
 // optional first message.
 func ThreadNew(ctx context.Context, c blobhub.Client, alias, workFolder, agentType, permissions, message string) error {
 	if _, err := c.Download(ctx, alias); err == nil {
-		return exitErr(ExitUsage, "THREAD_EXISTS", "thread %q already exists; post to it with `bhw-run thread post`, or pick another alias", alias)
+		return exitErr(CodeThreadExists, "thread %q already exists; post to it with `bhw-run thread post`, or pick another alias", alias)
 	} else if !errors.Is(err, blobhub.ErrNotFound) {
 		return apiErr(err, "download "+alias)
-	}
-	if agentType == "" {
-		agentType = AgentClaude
 	}
 	if err := c.Upload(ctx, alias, envelope.NewThread(workFolder, agentType, permissions, alias)); err != nil {
 		return apiErr(err, "upload "+alias)
@@ -99,7 +96,7 @@ func ThreadNew(ctx context.Context, c blobhub.Client, alias, workFolder, agentTy
 // ThreadPost posts a person's item (which also answers a waiting question).
 func ThreadPost(ctx context.Context, c blobhub.Client, alias, text string) (blobhub.Item, error) {
 	if _, err := c.Download(ctx, alias); errors.Is(err, blobhub.ErrNotFound) {
-		return blobhub.Item{}, exitErr(ExitNoThread, CodeNoThread, "there is no thread %q; create it with `bhw-run thread new`", alias)
+		return blobhub.Item{}, exitErr(CodeNoThread, "there is no thread %q; create it with `bhw-run thread new`", alias)
 	}
 	it, err := c.Post(ctx, alias, blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: text}}, Metadata: json.RawMessage("{}")})
 	if err != nil {
@@ -121,10 +118,10 @@ func ThreadSetState(ctx context.Context, s *Setup, c blobhub.Client, alias, to s
 		case envelope.StateActive:
 			t, _ := envelope.LoadThread(ThreadDir(s.JobDir, alias) + "/thread.yaml")
 			if t != nil && t.Agent.State == envelope.StateActive {
-				return "", exitErr(ExitUsage, "THREAD_ACTIVE", "thread %q is active and this state tree runs it; nothing to retry", alias)
+				return "", exitErr(CodeThreadActive, "thread %q is active and this state tree runs it; nothing to retry", alias)
 			}
 		default:
-			return "", exitErr(ExitUsage, "NOT_RETRYABLE", "thread %q is %s; only a failed thread (or an active one with no local state) can be retried", alias, orNone(env.State))
+			return "", exitErr(CodeNotRetryable, "thread %q is %s; only a failed thread (or an active one with no local state) can be retried", alias, orNone(env.State))
 		}
 	}
 	nv, err := envelope.WithState(obj.Value, to)
@@ -142,14 +139,14 @@ func ThreadSetState(ctx context.Context, s *Setup, c blobhub.Client, alias, to s
 func downloadJob(ctx context.Context, c blobhub.Client, alias string) (blobhub.Object, *envelope.Envelope, error) {
 	obj, err := c.Download(ctx, alias)
 	if errors.Is(err, blobhub.ErrNotFound) {
-		return obj, nil, exitErr(ExitNoThread, CodeNoThread, "there is no thread %q", alias)
+		return obj, nil, exitErr(CodeNoThread, "there is no thread %q", alias)
 	}
 	if err != nil {
 		return obj, nil, apiErr(err, "download "+alias)
 	}
 	env, err := envelope.Parse(obj.Value)
 	if err != nil || !env.IsJob() {
-		return obj, nil, exitErr(ExitNotJob, CodeNotJob, "%q is not a job thread", alias)
+		return obj, nil, exitErr(CodeNotJob, "%q is not a job thread", alias)
 	}
 	return obj, env, nil
 }
@@ -173,7 +170,7 @@ func ThreadShow(ctx context.Context, c blobhub.Client, alias string, jsonOut, fo
 	}
 	obj, err := c.Download(ctx, alias)
 	if errors.Is(err, blobhub.ErrNotFound) {
-		return exitErr(ExitNoThread, CodeNoThread, "there is no thread %q", alias)
+		return exitErr(CodeNoThread, "there is no thread %q", alias)
 	}
 	if err != nil {
 		return apiErr(err, "download "+alias)
@@ -201,7 +198,7 @@ func ThreadShow(ctx context.Context, c blobhub.Client, alias string, jsonOut, fo
 		case err != nil:
 			return apiErr(err, "read items of "+alias)
 		case more:
-			return exitErr(ExitTempFail, CodeUnavailable, "stopped after %d items of %q without reaching the end (a server that keeps answering new items?); pass --follow to read on", showLimits.Items, alias)
+			return exitErr(CodeUnavailable, "stopped after %d items of %q without reaching the end (a server that keeps answering new items?); pass --follow to read on", showLimits.Items, alias)
 		}
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
@@ -15,7 +16,7 @@ import (
 
 // emit journals an item for the job thread and posts it (SPEC §6.4: every
 // agent event is journaled, written to thread.log, then posted).
-func (a *activation) emit(it envelope.Item) *emission {
+func (a *activation) emit(it agent.Item) *emission {
 	a.mu.Lock()
 	it.Brief = redactString(it.Brief, a.r.Secrets)
 	it.Meta = redactMeta(it.Meta, a.r.Secrets)
@@ -51,9 +52,9 @@ func (a *activation) post(ctx context.Context, e *emission) {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	item, err := a.postBody(ctx, e, newItem(envelope.Fit(e.Item, envelope.ItemBudget)))
+	item, err := a.postBody(ctx, e, newItem(fitItem(e.Item, ItemBudget)))
 	if errors.Is(err, blobhub.ErrItemTooLarge) {
-		item, err = a.postBody(ctx, e, newItem(envelope.Stub(e.Item, e.Item.Size())))
+		item, err = a.postBody(ctx, e, newItem(stubItem(e.Item, itemSize(e.Item))))
 	}
 	var api *blobhub.APIError
 	var undecided *ExitError
@@ -155,7 +156,7 @@ func (a *activation) postedSince(ctx context.Context, e *emission, want map[stri
 		return nil, err
 	}
 	if more && len(found) < len(want) {
-		return found, exitErr(ExitTempFail, CodeUnposted, "could not tell whether BlobHub holds %d journaled item(s) of %q: the thread has more than %d items after where they would be; they stay journaled and the next run looks again", len(want)-len(found), e.Target, postedLimits.Items)
+		return found, exitErr(CodeUnposted, "could not tell whether BlobHub holds %d journaled item(s) of %q: the thread has more than %d items after where they would be; they stay journaled and the next run looks again", len(want)-len(found), e.Target, postedLimits.Items)
 	}
 	return found, nil
 }
@@ -204,7 +205,7 @@ func (a *activation) reconcile(ctx context.Context) error {
 		}
 		a.post(ctx, e)
 		if a.offline {
-			return exitErr(ExitTempFail, CodeUnavailable, "BlobHub is unreachable while posting journaled items; the next run retries")
+			return exitErr(CodeUnavailable, "BlobHub is unreachable while posting journaled items; the next run retries")
 		}
 	}
 	return nil
@@ -217,13 +218,13 @@ func (a *activation) unposted() int {
 	return len(a.j.pending())
 }
 
-func newItem(it envelope.Item) blobhub.NewItem {
+func newItem(it agent.Item) blobhub.NewItem {
 	meta, _ := json.Marshal(it.Meta)
 	return blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: it.Brief}}, Metadata: meta}
 }
 
 // promptItem is the pending_prompt item for a recorded prompt (SPEC §8.4).
-func promptItem(p *envelope.Prompt) envelope.Item {
+func promptItem(p *envelope.Prompt) agent.Item {
 	c := p.Call
 	if p.InputJSON != "" {
 		c.Input = json.RawMessage(p.InputJSON)
@@ -260,10 +261,10 @@ func promptItem(p *envelope.Prompt) envelope.Item {
 		b.WriteString("\n1) Approve\n2) Deny\nReply \"yes\" to approve; anything else denies, and your text is passed on as the reason.")
 		options = []map[string]any{{"label": "Approve"}, {"label": "Deny"}}
 	}
-	return envelope.Item{Brief: b.String(), Meta: map[string]any{
-		"type": envelope.ItemPendingPrompt,
+	return agent.Item{Brief: b.String(), Meta: map[string]any{
+		"type": agent.ItemPendingPrompt,
 		"prompt": map[string]any{
-			"kind": p.Kind, "options": options, "call": envelope.CallMeta(c), "payload": payload,
+			"kind": p.Kind, "options": options, "call": agent.CallMeta(c), "payload": payload,
 		},
 	}}
 }
@@ -292,8 +293,8 @@ func (a *activation) cancelPrompt(ctx context.Context) error {
 		return nil
 	}
 	a.t.Prompt = nil
-	e, err := a.j.resolution(a.alias, p.ItemID, envelope.Item{Brief: "cancelled", Meta: map[string]any{
-		"type": envelope.ItemPendingPromptResolved, "prompt_item_id": p.ItemID, "resolution": "cancelled",
+	e, err := a.j.resolution(a.alias, p.ItemID, agent.Item{Brief: "cancelled", Meta: map[string]any{
+		"type": agent.ItemPendingPromptResolved, "prompt_item_id": p.ItemID, "resolution": "cancelled",
 	}})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
@@ -81,32 +82,41 @@ func TestRefused(t *testing.T) {
 	}
 }
 
-// TestSandboxUnavailable: a Codex approval thread on a machine whose
-// sandbox does not work fails the checklist and never starts the agent.
-func TestSandboxUnavailable(t *testing.T) {
+// TestPreflightFails: an approval thread whose adapter's preflight fails
+// (the Codex sandbox check, say) fails the checklist with the preflight's
+// code and never starts the agent; the preflight gets the launch it checks.
+func TestPreflightFails(t *testing.T) {
 	h := newHarness(t, false)
-	exe, _ := os.Executable()
 	started := false
+	var checked agent.Launch
 	h.runner = func(r *Runner) {
-		r.Setup.Config.Agents.Codex.Executable = exe // any executable: step 4 must resolve before step 6
-		r.SandboxCheck = func(context.Context, string, []string) error {
-			return errors.New("bwrap: no user namespaces")
+		for i := range r.Setup.Adapters {
+			if ad := &r.Setup.Adapters[i]; ad.Type == testAgent {
+				ad.Preflight = func(_ context.Context, l agent.Launch) error {
+					checked = l
+					return agent.Errorf("SANDBOX_UNAVAILABLE", "the sandbox does not work on this machine (bwrap: no user namespaces)")
+				}
+			}
 		}
-		r.Starters[AgentCodex] = func(context.Context, envelope.Launch) (Session, error) {
-			started = true
-			return nil, errors.New("must not start")
-		}
+		wrapStart(r, testAgent, func(startFunc) startFunc {
+			return func(context.Context, agent.Launch) (agent.Session, error) {
+				started = true
+				return nil, errors.New("must not start")
+			}
+		})
 	}
-	const alias = "codex/sandbox"
-	h.srv.Put(alias, string(envelope.NewThread(h.work, AgentCodex, "approval", alias)))
-	h.srv.PersonPost(alias, "run the tests")
+	const alias = "preflight/t"
+	h.handOff(alias, "approval", "run the tests")
 	sum := h.run(alias)
 	want(t, sum, OutcomeFailed, ExitFailed)
-	if sum.Error == nil || sum.Error.Code != CodeSandboxUnavailable || !strings.Contains(sum.Error.Message, "user namespaces") {
+	if sum.Error == nil || sum.Error.Code != "SANDBOX_UNAVAILABLE" || !strings.Contains(sum.Error.Message, "user namespaces") {
 		t.Fatalf("error %+v", sum.Error)
 	}
 	if started {
 		t.Fatal("the agent was started")
+	}
+	if checked.Permissions != PermApproval || !filepath.IsAbs(checked.Executable) || len(checked.Env) == 0 {
+		t.Fatalf("preflight launch %+v", checked)
 	}
 	if got := h.wireState(alias); got != envelope.StateFailed {
 		t.Fatalf("wire state %q", got)

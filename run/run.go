@@ -15,18 +15,18 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/lock"
 )
 
-// Runner runs activations. main builds one per invocation.
+// Runner runs activations. main builds one per invocation; the agents it
+// can start are Setup.Adapters.
 type Runner struct {
-	Setup        *Setup
-	Client       blobhub.Client
-	Starters     map[string]Starter // by agent type
-	SandboxCheck SandboxCheck
-	Logger       *slog.Logger
+	Setup  *Setup
+	Client blobhub.Client
+	Logger *slog.Logger
 
 	LockWait     time.Duration
 	SlotWait     time.Duration // wait this long for an agent slot, in arrival order (0: fail fast)
@@ -44,15 +44,15 @@ type Runner struct {
 
 // Summary is the run's result (SPEC §11.2).
 type Summary struct {
-	Alias          string         `json:"alias"`
-	Outcome        string         `json:"outcome"`
-	ExitCode       int            `json:"exit_code"`
-	Error          *SummaryError  `json:"error"`
-	AgentSessionID string         `json:"agent_session_id"`
-	ItemsPosted    int            `json:"items_posted"`
-	Usage          envelope.Usage `json:"usage"`
-	CostUSD        float64        `json:"cost_usd"`
-	DurationMS     int64          `json:"duration_ms"`
+	Alias          string        `json:"alias"`
+	Outcome        string        `json:"outcome"`
+	ExitCode       int           `json:"exit_code"`
+	Error          *SummaryError `json:"error"`
+	AgentSessionID string        `json:"agent_session_id"`
+	ItemsPosted    int           `json:"items_posted"`
+	Usage          agent.Usage   `json:"usage"`
+	CostUSD        float64       `json:"cost_usd"`
+	DurationMS     int64         `json:"duration_ms"`
 }
 
 // SummaryError is the coded error of a run.
@@ -87,12 +87,12 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 
 	// 1. The alias, before anything touches disk or network.
 	if err := ValidateAlias(alias); err != nil {
-		return sum, exitErr(ExitUsage, CodeBadAlias, "invalid alias %q: %v", alias, err)
+		return sum, exitErr(CodeBadAlias, "invalid alias %q: %v", alias, err)
 	}
 	// 2. Setup was resolved by main (credentials, config, section).
 	a.dir = ThreadDir(r.Setup.JobDir, alias)
 	if err := os.MkdirAll(a.dir, 0o700); err != nil {
-		return sum, exitErr(ExitConfig, CodeStateTreeInvalid, "cannot create %s: %v", a.dir, err)
+		return sum, exitErr(CodeStateTreeInvalid, "cannot create %s: %v", a.dir, err)
 	}
 	_ = os.Chmod(r.Setup.StateDir, 0o700)
 
@@ -101,9 +101,11 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	if err != nil {
 		var held *lock.HeldError
 		if errors.As(err, &held) {
-			return sum, exitErr(ExitTempFail, CodeLocked, "thread %q is %v; retry later or pass --lock-wait", alias, held)
+			return sum, exitErr(CodeLocked, "thread %q is %v; retry later or pass --lock-wait", alias, held)
 		}
-		return sum, exitErr(ExitTempFail, CodeLocked, "cannot lock thread %q: %v", alias, err)
+		// Not contention: the lock file cannot be opened or locked, which
+		// waiting will not mend.
+		return sum, exitErr(CodeStateTreeInvalid, "cannot lock thread %q: %v; check the state tree", alias, err)
 	}
 	defer lk.Unlock()
 
@@ -182,10 +184,10 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		err = serr
 	}
 	if err == nil && a.authRefused {
-		err = exitErr(ExitRefused, CodeAuthInvalid, "BlobHub refused the API key while posting; %d item(s) stay journaled for the next run with a valid key", a.unposted())
+		err = exitErr(CodeAuthInvalid, "BlobHub refused the API key while posting; %d item(s) stay journaled for the next run with a valid key", a.unposted())
 	}
 	if err == nil && a.unposted() > 0 {
-		err = exitErr(ExitTempFail, CodeUnposted, "%d item(s) could not be posted to BlobHub; they are journaled and the next run posts them", a.unposted())
+		err = exitErr(CodeUnposted, "%d item(s) could not be posted to BlobHub; they are journaled and the next run posts them", a.unposted())
 	}
 	return sum, err
 }
@@ -263,7 +265,7 @@ func (a *activation) activate(ctx context.Context) error {
 	}
 	t.Workspace = envelope.Workspace{AgentType: res.Type, WorkFolder: a.env.WorkFolder}
 	t.Agent.State = envelope.StateActive
-	t.Agent.Error.Set(nil)
+	t.Agent.Error.Clear()
 	t.Agent.FailedOnWire = false
 	t.Agent.Resolved = res.Resolved
 	t.Session = envelope.SessionRef{RevisionID: a.r.Setup.Section.Session.RevisionID, SessionID: a.r.Setup.Section.Session.SessionID}
@@ -305,7 +307,7 @@ func (a *activation) recover(ctx context.Context) error {
 	if err := a.reserveSlot(ctx); err != nil {
 		return err
 	}
-	a.emit(envelope.StatusItem("interrupted_turn_resumed", "the previous turn was interrupted; resuming it", nil))
+	a.emit(agent.StatusItem("interrupted_turn_resumed", "the previous turn was interrupted; resuming it", nil))
 	return a.turn(ctx, turnPlan{notes: []string{"Your previous turn was interrupted before it finished. Check the state of the work folder and continue."}, redeliver: true})
 }
 
@@ -325,7 +327,7 @@ func (a *activation) turn(ctx context.Context, plan turnPlan) error {
 // failOrExit turns a checklist error into a thread failure, or passes an
 // exit (AGENT_NOT_INSTALLED leaves the thread as it is).
 func (a *activation) failOrExit(ctx context.Context, err error) error {
-	var te *envelope.Error
+	var te *agent.Error
 	if errors.As(err, &te) {
 		return a.fail(ctx, te)
 	}
@@ -334,13 +336,13 @@ func (a *activation) failOrExit(ctx context.Context, err error) error {
 
 // fail writes local failed + error and journals thread_failed in one step,
 // then uploads failed and posts the item (SPEC §6.2).
-func (a *activation) fail(ctx context.Context, te *envelope.Error) error {
+func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	a.log.Error("thread failed", "code", te.Code, "error", te.Message)
 	a.t.Agent.State = envelope.StateFailed
-	a.t.Agent.Error.Set(te)
+	a.t.Agent.Error.Set(te.Code, te.Message)
 	a.t.Agent.FailedOnWire = false
-	it := envelope.Item{Brief: fmt.Sprintf("✗ %s failed: %s — %s", a.alias, te.Code, te.Message), Meta: map[string]any{
-		"type": envelope.ItemThreadFailed, "alias": a.alias,
+	it := agent.Item{Brief: fmt.Sprintf("✗ %s failed: %s — %s", a.alias, te.Code, te.Message), Meta: map[string]any{
+		"type": agent.ItemThreadFailed, "alias": a.alias,
 		"error":       map[string]any{"code": te.Code, "message": te.Message},
 		"instance_id": a.instanceID,
 	}}
@@ -384,8 +386,8 @@ func (a *activation) finishUnfinished(ctx context.Context) error {
 		}
 		a.failedThisRun = true
 		a.sum.Outcome = OutcomeFailed
-		if e := a.t.Agent.Error.Get(); e != nil {
-			a.sum.Error = &SummaryError{Code: e.Code, Message: e.Message}
+		if code, msg, ok := a.t.Agent.Error.Get(); ok {
+			a.sum.Error = &SummaryError{Code: code, Message: msg}
 		}
 	}
 	return nil
@@ -393,7 +395,7 @@ func (a *activation) finishUnfinished(ctx context.Context) error {
 
 // finish sets the exit code from the outcome and the error.
 func finish(sum *Summary, err error, sig os.Signal) {
-	var ee *ExitError
+	ee := Exit(err)
 	switch {
 	case sig != nil:
 		sum.Outcome = OutcomeInterrupted
@@ -401,25 +403,22 @@ func finish(sum *Summary, err error, sig os.Signal) {
 		if sig == syscall.SIGINT || sig == os.Interrupt {
 			sum.ExitCode = ExitInterrupted
 		}
-		if err != nil && errors.As(err, &ee) && ee.Code != "" && sum.Error == nil {
+		if ee != nil && ee.Code != "" && ee.Code != CodeInternal && sum.Error == nil {
 			sum.Error = &SummaryError{Code: ee.Code, Message: ee.Message}
 		}
 		return
-	case errors.As(err, &ee):
+	case ee != nil:
 		sum.ExitCode = ee.Exit
 		if ee.Exit == ExitNotHere {
 			sum.Outcome = OutcomeNotHere
 		}
-		if ee.Code != "" {
+		switch {
+		case ee.Code == CodeInternal && sum.Error != nil:
+			// The run's own error (a thread failure) says more.
+		case ee.Code != "":
 			sum.Error = &SummaryError{Code: ee.Code, Message: ee.Message}
-		} else if sum.Error == nil {
+		case sum.Error == nil:
 			sum.Error = &SummaryError{Message: ee.Message}
-		}
-		return
-	case err != nil:
-		sum.ExitCode = ExitFailed
-		if sum.Error == nil {
-			sum.Error = &SummaryError{Code: "INTERNAL", Message: err.Error()}
 		}
 		return
 	}
@@ -445,5 +444,5 @@ func (r *Runner) grace() time.Duration {
 // notHere is the not_here exit: an active thread this state tree never
 // activated (SPEC §6.2).
 func notHere(alias string) error {
-	return exitErr(ExitNotHere, "", "thread %q is active but this state tree never activated it (another host's, or its record was lost); if it should run here, run `bhw-run thread retry %s`", alias, alias)
+	return &ExitError{Exit: ExitNotHere, Message: fmt.Sprintf("thread %q is active but this state tree never activated it (another host's, or its record was lost); if it should run here, run `bhw-run thread retry %s`", alias, alias)}
 }

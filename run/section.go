@@ -38,11 +38,11 @@ func LoadIdentity(stateDir string) (*Identity, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, exitErr(ExitConfig, CodeStateTreeInvalid, "cannot read %s: %v", identityPath(stateDir), err)
+		return nil, exitErr(CodeStateTreeInvalid, "cannot read %s: %v", identityPath(stateDir), err)
 	}
 	var id Identity
 	if err := yaml.Unmarshal(b, &id); err != nil {
-		return nil, exitErr(ExitConfig, CodeStateTreeInvalid, "%s is not valid YAML: %v; delete it to record the identity again", identityPath(stateDir), err)
+		return nil, exitErr(CodeStateTreeInvalid, "%s is not valid YAML: %v; delete it to record the identity again", identityPath(stateDir), err)
 	}
 	return &id, nil
 }
@@ -60,7 +60,7 @@ func checkIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Ide
 	}
 	if rec != nil && rec.UserID != "" {
 		if rec.UserID != u.UserID {
-			return nil, exitErr(ExitRefused, CodeUserIdentityMismatch,
+			return nil, exitErr(CodeUserIdentityMismatch,
 				"the API key belongs to %s but this state tree (%s) was recorded for %s; use the right profile or another --state-dir",
 				u.UserID, stateDir, rec.UserID)
 		}
@@ -100,7 +100,7 @@ func updateSection(ctx context.Context, jobDir string, sec Section, fn func(*Sec
 		old, err := os.ReadFile(path)
 		if err == nil {
 			if err := yaml.Unmarshal(old, &st); err != nil {
-				return exitErr(ExitConfig, CodeStateTreeInvalid, "%s is not valid YAML: %v; fix or remove it", path, err)
+				return exitErr(CodeStateTreeInvalid, "%s is not valid YAML: %v; fix or remove it", path, err)
 			}
 		}
 		st.Name, st.JobType, st.Session = sec.Name, JobType, sec.Session
@@ -196,7 +196,7 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 		return nil, err
 	}
 	refuse := func(code, format string, args ...any) error {
-		e := exitErr(ExitRefused, code, format, args...)
+		e := exitErr(code, format, args...)
 		_, _ = updateSection(ctx, jobDir, sec, func(s *SectionState) {
 			s.Attachment.Status = "refused"
 			s.Attachment.Error = &struct {
@@ -277,11 +277,11 @@ func apiErr(err error, what string) error {
 	case errors.As(err, &ee):
 		return err
 	case errors.Is(err, blobhub.ErrAuth):
-		return exitErr(ExitRefused, CodeAuthInvalid, "BlobHub refused the API key (%s); check the key or profile", what)
+		return exitErr(CodeAuthInvalid, "BlobHub refused the API key (%s); check the key or profile", what)
 	case errors.Is(err, context.Canceled):
 		return err
 	case errors.Is(err, blobhub.ErrUnavailable), errors.Is(err, blobhub.ErrAmbiguous):
-		return exitErr(ExitTempFail, CodeUnavailable, "BlobHub is unreachable (%s): %v; the next run retries", what, err)
+		return exitErr(CodeUnavailable, "BlobHub is unreachable (%s): %v; the next run retries", what, err)
 	}
-	return exitErr(ExitTempFail, CodeUnavailable, "BlobHub answered an error (%s): %v", what, err)
+	return exitErr(CodeUnavailable, "BlobHub answered an error (%s): %v", what, err)
 }

@@ -35,7 +35,7 @@ func (l *lockedBuffer) String() string {
 func TestThreadShowFollow(t *testing.T) {
 	srv := bhtest.New(t)
 	const alias = "show/t1"
-	srv.Put(alias, string(envelope.NewThread(t.TempDir(), AgentClaude, "", alias)))
+	srv.Put(alias, string(envelope.NewThread(t.TempDir(), testAgent, "", alias)))
 	srv.PersonPost(alias, "before the show")
 
 	out := &lockedBuffer{}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
@@ -47,7 +48,7 @@ func (c *signalOnText) Post(ctx context.Context, alias string, p blobhub.NewItem
 	var m struct {
 		Type string `json:"type"`
 	}
-	if err == nil && json.Unmarshal(p.Metadata, &m) == nil && m.Type == envelope.ItemText {
+	if err == nil && json.Unmarshal(p.Metadata, &m) == nil && m.Type == agent.ItemText {
 		c.once.Do(c.send)
 	}
 	return it, err

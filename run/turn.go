@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
@@ -36,7 +37,7 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	i := a.answerIndex()
 	ans := t.Items.PendingInbound[i]
 	text := strings.TrimSpace(inboundText(ans))
-	meta := map[string]any{"type": envelope.ItemPendingPromptResolved, "prompt_item_id": p.ItemID,
+	meta := map[string]any{"type": agent.ItemPendingPromptResolved, "prompt_item_id": p.ItemID,
 		"resolution": "answered", "answer": text}
 	brief, note := "answered", ""
 	if p.Kind == policy.KindAskUserQuestion {
@@ -56,7 +57,7 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 		t.Items.LastConsumed = envelope.ItemRef{ItemID: ans.ID, CreatedAt: ans.CreatedAt}
 	}
 	t.Prompt = nil
-	e, err := a.j.resolution(a.alias, p.ItemID, envelope.Item{Brief: brief, Meta: meta})
+	e, err := a.j.resolution(a.alias, p.ItemID, agent.Item{Brief: brief, Meta: meta})
 	if err != nil {
 		return turnPlan{}, err
 	}
@@ -96,6 +97,10 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 	t.Turn = envelope.TurnState{State: envelope.TurnStateRunning, StartedAt: now(), InboundIDs: ids, Inbound: items}
 	t.Items.PendingInbound = nil
 	t.Agent.Resolved.Permissions, t.Agent.Resolved.Model, t.Agent.Resolved.Effort = res.Permissions, res.Model, res.Effort
+	// A thread.yaml of an earlier version named the home under the agent's
+	// own key: from now on it is agent_home too (the old key stays for an
+	// older bhw-run).
+	t.Agent.Resolved.AgentHome = res.AgentHome
 	if err := a.save(); err != nil {
 		return err
 	}
@@ -107,7 +112,7 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 
 	result, err := a.runAgent(ctx, res, gate, message, plan)
 	if err == nil && result.ResumeFailed {
-		a.emit(envelope.StatusItem("resume_failed", "the earlier agent session could not be resumed; starting a new one with the same messages", nil))
+		a.emit(agent.StatusItem("resume_failed", "the earlier agent session could not be resumed; starting a new one with the same messages", nil))
 		a.mu.Lock()
 		t.Agent.AgentSessionID = ""
 		a.mu.Unlock()
@@ -118,19 +123,15 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 }
 
 // runAgent starts the agent and runs the turn, with the watchdogs.
-func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Gate, message string, plan turnPlan) (envelope.TurnResult, error) {
+func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Gate, message string, plan turnPlan) (agent.TurnResult, error) {
 	t := a.t
-	start := a.r.Starters[res.Type]
-	if start == nil {
-		return envelope.TurnResult{}, envelope.Errorf(envelope.CodeAgentSpawnFailed, "bhw-run was built without the %s adapter", res.Type)
-	}
 	resume := t.Agent.AgentSessionID != ""
-	if !resume && res.Type == AgentClaude {
-		// Claude takes a session id chosen by the host; it is recorded before
-		// the spawn so a crash cannot lose it.
+	if !resume && res.adapter.HostSessionID {
+		// The host picks the session id; it is recorded before the spawn so
+		// a crash cannot lose it.
 		t.Agent.AgentSessionID = newUUID()
 		if err := a.save(); err != nil {
-			return envelope.TurnResult{}, err
+			return agent.TurnResult{}, err
 		}
 	}
 	if a.r.OwnProcess {
@@ -138,16 +139,11 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 			a.log.Warn("cannot become a child subreaper; orphaned tool processes may survive", "error", err)
 		}
 	}
-	l := envelope.Launch{
-		Executable: res.Executable, WorkFolder: t.Workspace.WorkFolder, Env: a.r.agentEnv(res),
-		SessionID: t.Agent.AgentSessionID, Resume: resume, Model: res.Model, Effort: res.Effort,
-		Permissions: res.Permissions, ExtraArgs: res.ExtraArgs, Sandbox: res.Sandbox,
-		ConfigDir: res.ConfigDir, CodexHome: res.CodexHome, Log: a.threadLog(), Logger: a.log,
-		KillGrace: a.r.grace(),
-	}
-	sess, err := start(ctx, l)
+	l := a.r.launch(res, t.Workspace.WorkFolder)
+	l.SessionID, l.Resume, l.Log, l.Logger = t.Agent.AgentSessionID, resume, a.tlog, a.log
+	sess, err := res.adapter.Start(ctx, l)
 	if err != nil {
-		return envelope.TurnResult{}, err
+		return agent.TurnResult{}, err
 	}
 	a.mu.Lock()
 	t.Agent.Process = &envelope.ProcessInfo{Pgid: sess.Pgid(), StartedAt: now()}
@@ -169,7 +165,7 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 	defer close(stopHurry)
 	defer a.closeAgent(ctx, sess)
 	if err != nil {
-		return envelope.TurnResult{}, err
+		return agent.TurnResult{}, err
 	}
 
 	h := &turnHandler{a: a, gate: gate, posture: res.Permissions, resolved: plan.resolved}
@@ -207,7 +203,7 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 
 // closeAgent ends the agent process and every descendant, on a context
 // that outlives a cancelled run.
-func (a *activation) closeAgent(ctx context.Context, sess Session) {
+func (a *activation) closeAgent(ctx context.Context, sess agent.Session) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*a.r.grace()+5*time.Second)
 	defer cancel()
 	if err := sess.Close(cctx); err != nil {
@@ -235,22 +231,22 @@ func (a *activation) closeAgent(ctx context.Context, sess Session) {
 
 // endTurn closes the turn in the documented order: journal turn_end and
 // the turn state, then post, then confirm (SPEC §6.4).
-func (a *activation) endTurn(ctx context.Context, r envelope.TurnResult, err error) error {
+func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, err error) error {
 	t := a.t
 	a.sum.AgentSessionID = t.Agent.AgentSessionID
 	a.sum.Usage, a.sum.CostUSD = r.Usage, r.CostUSD
-	var te *envelope.Error
+	var te *agent.Error
 	outcome, status := "", ""
 	switch {
 	case errors.Is(err, context.Canceled) && a.signal != nil, errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		// A signal: the next run resumes this turn.
 		t.Turn.State = envelope.TurnStateInterrupted
 		return a.save()
-	case errors.As(err, &te) && te.Code == envelope.CodeAgentCrashed:
+	case errors.As(err, &te) && te.Code == agent.CodeAgentCrashed:
 		// turn.state stays running, so `thread retry` delivers it again.
 		return a.fail(ctx, te)
 	case errors.As(err, &te):
-		if te.Code == envelope.CodeAgentSpawnFailed {
+		if te.Code == agent.CodeAgentSpawnFailed {
 			t.Turn.State = envelope.TurnStateIdle
 			t.Items.PendingInbound = append(t.Turn.Inbound, t.Items.PendingInbound...)
 		}
@@ -265,13 +261,13 @@ func (a *activation) endTurn(ctx context.Context, r envelope.TurnResult, err err
 		return err
 	}
 	if status != "" {
-		a.emit(envelope.StatusItem(status, a.sum.Error.Message, nil))
+		a.emit(agent.StatusItem(status, a.sum.Error.Message, nil))
 		a.sum.Outcome = OutcomeTurnFailed
 	} else {
 		switch r.Outcome {
-		case envelope.TurnParked:
+		case agent.TurnParked:
 			outcome, a.sum.Outcome = "parked", OutcomeParked
-		case envelope.TurnCompleted:
+		case agent.TurnCompleted:
 			outcome, a.sum.Outcome = "completed", OutcomeTurnCompleted
 			t.Grants = nil
 		default:
@@ -280,9 +276,9 @@ func (a *activation) endTurn(ctx context.Context, r envelope.TurnResult, err err
 			if msg == "" {
 				msg = "the agent ended the turn with an error"
 			}
-			a.emit(envelope.StatusItem("turn_failed", msg, nil))
-			a.sum.Error = &SummaryError{Code: "TURN_FAILED", Message: msg}
-			if r.Outcome == envelope.TurnFailed {
+			a.emit(agent.StatusItem("turn_failed", msg, nil))
+			a.sum.Error = &SummaryError{Code: CodeTurnFailed, Message: msg}
+			if r.Outcome == agent.TurnFailed {
 				t.Grants = nil
 			}
 		}
@@ -296,7 +292,7 @@ func (a *activation) endTurn(ctx context.Context, r envelope.TurnResult, err err
 	intents, jerr := a.journalIntents(files)
 	var e *emission
 	if jerr == nil {
-		e, jerr = a.j.add(a.alias, envelope.TurnEndItem(outcome, r), "")
+		e, jerr = a.j.add(a.alias, agent.TurnEndItem(outcome, r), "")
 	}
 	t.Turn.State = envelope.TurnStateIdle
 	// The journal reaches the disk before the record that says the turn
@@ -323,8 +319,8 @@ func (a *activation) emitPolicyApplied(g policy.Gate, p policy.Policy) {
 		rules = append(rules, map[string]any{"source": m.Source, "index": m.Index, "effect": m.Rule.Effect,
 			"path": m.Rule.Path, "command": m.Rule.Command, "decision": m.Rule.Decision})
 	}
-	a.emit(envelope.Item{Brief: fmt.Sprintf("policy: %d rules in force", len(rules)), Meta: map[string]any{
-		"type": envelope.ItemPolicyApplied, "policy": map[string]any{"default": p.Default, "rules": rules},
+	a.emit(agent.Item{Brief: fmt.Sprintf("policy: %d rules in force", len(rules)), Meta: map[string]any{
+		"type": agent.ItemPolicyApplied, "policy": map[string]any{"default": p.Default, "rules": rules},
 	}})
 }
 
@@ -355,7 +351,7 @@ func (h *turnHandler) acknowledge() {
 }
 
 // Emit relays one item.
-func (h *turnHandler) Emit(it envelope.Item) {
+func (h *turnHandler) Emit(it agent.Item) {
 	h.touch()
 	h.acknowledge()
 	if tool, ok := it.Meta["tool"].(map[string]any); ok {
@@ -365,9 +361,9 @@ func (h *turnHandler) Emit(it envelope.Item) {
 			h.open = map[string]bool{}
 		}
 		switch it.Type() {
-		case envelope.ItemToolCall:
+		case agent.ItemToolCall:
 			h.open[id] = true
-		case envelope.ItemToolResult:
+		case agent.ItemToolResult:
 			delete(h.open, id)
 		}
 		h.mu.Unlock()
@@ -421,9 +417,9 @@ func (h *turnHandler) Decide(c policy.Call) policy.Verdict {
 		return policy.Verdict{Action: policy.Allow}
 	case policy.DecisionDeny:
 		if d.By != nil {
-			a.emit(envelope.Item{
+			a.emit(agent.Item{
 				Brief: fmt.Sprintf("⛔ %s %s denied by %s rule %d", c.Effect, targetText(c), d.By.Source, d.By.Index+1),
-				Meta: map[string]any{"type": envelope.ItemPolicyDenied, "call": envelope.CallMeta(c),
+				Meta: map[string]any{"type": agent.ItemPolicyDenied, "call": agent.CallMeta(c),
 					"rule": map[string]any{"source": d.By.Source, "index": d.By.Index, "effect": d.By.Rule.Effect,
 						"path": d.By.Rule.Path, "command": d.By.Rule.Command, "decision": d.By.Rule.Decision}},
 			})

@@ -1,4 +1,4 @@
-package envelope
+package agent
 
 import (
 	"encoding/json"
@@ -8,7 +8,8 @@ import (
 	"github.com/blobhub/bhw-run/policy"
 )
 
-// Item types bhw-run posts (SPEC §9.1, metadata.type).
+// Item types bhw-run posts, as metadata.type: the first five are what an
+// adapter relays, the others run's own.
 const (
 	ItemText                  = "text"
 	ItemToolCall              = "tool_call"
@@ -95,7 +96,8 @@ func TurnEndItem(outcome string, r TurnResult) Item {
 		"duration_ms", r.DurationMS, "outcome", outcome)
 }
 
-// CallMeta is the SPEC §9.1 description of a call inside item metadata.
+// CallMeta is how a call is described inside item metadata (pending_prompt,
+// policy_denied): {tool, effect, invocation_id, input, target}.
 func CallMeta(c policy.Call) map[string]any {
 	in := c.Input
 	if len(in) == 0 {

@@ -1,9 +1,11 @@
-package envelope
+package agent
 
 import "fmt"
 
-// Error is a thread-level failure with its documented code (SPEC §6.3,
-// §6.4), e.g. WORK_FOLDER_NOT_FOUND or AGENT_CRASHED. Ask for it with errors.As.
+// Error is a failure that ends the thread with its documented code, e.g.
+// AGENT_CRASHED from an adapter or WORK_FOLDER_NOT_FOUND from run's
+// checklist: run records it in thread.yaml, sets the thread failed and
+// posts thread_failed. Ask for it with errors.As.
 type Error struct {
 	Code    string
 	Message string

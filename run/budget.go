@@ -1,33 +1,30 @@
-package envelope
+package run
 
 import (
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/blobhub/bhw-run/agent"
 )
 
-// ItemBudget is the most an item's serialized {content, metadata} may take
-// (SPEC §9.2).
+// ItemBudget is the most an item's serialized {content, metadata} may take:
+// BlobHub refuses larger items.
 const ItemBudget = 350 * 1024
 
-// Wire is the item as posted: one text block and the metadata.
-func (it Item) Wire() (content []map[string]any, meta map[string]any) {
-	return []map[string]any{{"type": "text", "text": it.Brief}}, it.Meta
-}
-
-// Size is the serialized size of {content, metadata}.
-func (it Item) Size() int {
-	c, m := it.Wire()
-	b, _ := json.Marshal(map[string]any{"content": c, "metadata": m})
+// itemSize is the serialized size of the item as posted: {content: one
+// text block, metadata}.
+func itemSize(it agent.Item) int {
+	b, _ := json.Marshal(map[string]any{"content": []map[string]any{{"type": "text", "text": it.Brief}}, "metadata": it.Meta})
 	return len(b)
 }
 
-// Fit returns the item shrunk to the budget: the largest strings keep their
+// fitItem returns the item shrunk to the budget: the largest strings keep their
 // head and tail around a "…[truncated N bytes]…" marker; when strings alone do
 // not get there, the largest subtree becomes a truncated JSON string. A
 // shrunk item carries metadata.truncated and metadata.original_bytes.
-func Fit(it Item, budget int) Item {
-	orig := it.Size()
+func fitItem(it agent.Item, budget int) agent.Item {
+	orig := itemSize(it)
 	if orig <= budget {
 		return it
 	}
@@ -55,7 +52,7 @@ func Fit(it Item, budget int) Item {
 		}
 		ref(shrinkString(s, len(s)-over))
 	}
-	out := Item{Brief: root["brief"].(string), Meta: root["meta"].(map[string]any)}
+	out := agent.Item{Brief: root["brief"].(string), Meta: root["meta"].(map[string]any)}
 	if out.Meta == nil {
 		out.Meta = map[string]any{}
 	}
@@ -64,13 +61,13 @@ func Fit(it Item, budget int) Item {
 	return out
 }
 
-// Stub is what is posted when the server still refuses a fitted item.
-func Stub(it Item, originalBytes int) Item {
+// stubItem is what is posted when the server still refuses a fitted item.
+func stubItem(it agent.Item, originalBytes int) agent.Item {
 	m := map[string]any{"type": it.Type(), "truncated": true, "original_bytes": originalBytes}
 	if id, ok := it.Meta["emission_id"]; ok {
 		m["emission_id"] = id
 	}
-	return Item{Brief: shrinkString(it.Brief, 1024), Meta: m}
+	return agent.Item{Brief: shrinkString(it.Brief, 1024), Meta: m}
 }
 
 func sizeOf(v any) int { b, _ := json.Marshal(v); return len(b) }

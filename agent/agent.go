@@ -1,0 +1,169 @@
+// Package agent is the contract between run, which runs one activation of a
+// thread, and the adapters that drive one coding agent's CLI each (claude,
+// codex, …). An adapter describes itself with an Adapter value; main lists
+// the adapters, and run loops over them without ever naming one. Adding an
+// agent is therefore one new folder that exports an Adapter, plus one line in
+// main.go.
+//
+// The package holds only the contract and the shapes both sides share: the
+// descriptor, Launch, Session and Handler, the turn's result, the thread
+// items an adapter relays, the coded errors it returns, and the thread.log
+// line format. It imports nothing of bhw-run's but policy (a gated call is a
+// policy.Call). The machinery adapters share lives in sub-packages: proc (a
+// process in its own group, its pipes and its stop) and jsonrpc (a JSON-RPC
+// 2.0 peer over those pipes).
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// Adapter describes one agent type: what run needs to resolve, check and
+// start it. Every field but Type, Executable and Start may be left zero.
+type Adapter struct {
+	// Type is the envelope's agent.type and the key under agents: in
+	// config.yaml, e.g. "claude_code".
+	Type string
+	// Executable is the default executable name, looked up on bhw-run's PATH
+	// when agents.<type>.executable does not name one.
+	Executable string
+	// HomeEnv is the environment variable the agent's isolated home goes in
+	// (CLAUDE_CONFIG_DIR, CODEX_HOME). Its value in bhw-run's own environment
+	// is the default home. Leave it empty when the adapter derives its
+	// variables from Launch.Home itself in Start.
+	HomeEnv string
+	// HomeKey is the key under agents.<type> that names the home
+	// ("config_dir", "codex_home"), and the key under agent.resolved that a
+	// thread.yaml written before agent_home existed recorded it under.
+	// Empty: "home".
+	HomeKey string
+	// EnvPrefixes are the prefixes of the variables of bhw-run's environment
+	// the agent gets through the allowlist (its API keys and endpoints, e.g.
+	// "ANTHROPIC_"). No other agent's prefixes reach it.
+	EnvPrefixes []string
+	// HomeDirs are folders below the user's home that hold the agent's
+	// credentials or sessions (".claude"); a work folder may not contain
+	// them, nor the agent's home.
+	HomeDirs []string
+	// HostSessionID is set when the host picks the session id of a new
+	// session (passed as Launch.SessionID with Resume false); run records it
+	// before the first start, so a crash cannot lose it. Otherwise the agent
+	// picks it and Session.SessionID reports it once started.
+	HostSessionID bool
+	// Preflight, when set, runs as the checklist's last step before the
+	// agent is started (the Codex sandbox check). A *Error it returns fails
+	// the thread with its code; the Launch is the one Start would get, minus
+	// its session.
+	Preflight func(ctx context.Context, l Launch) error
+	// Describe is how `bhw-run policy explain` describes a call of effect
+	// (read, write, exec, network) on target for this agent: its tool name
+	// and input as the agent would send them. Nil: a call named after the
+	// effect.
+	Describe func(effect string, target policy.Target) policy.Call
+	// Options decodes and validates the adapter's own keys under
+	// agents.<type> (Codex's sandbox, say). raw holds every key but the
+	// common ones; the error names the key to fix. What it returns reaches
+	// Start as Launch.Options. Nil: the adapter has no keys of its own and
+	// any other key is refused.
+	Options func(raw map[string]any) (any, error)
+	// Start launches the agent. A start that fails (bad flags, refused
+	// start, exit before it is ready) returns a *Error with
+	// CodeAgentSpawnFailed; a resume of a session the agent cannot find is
+	// reported by the first Turn (TurnResult.ResumeFailed).
+	Start func(ctx context.Context, l Launch) (Session, error)
+}
+
+// Launch is everything an adapter needs to start the agent for one
+// activation. run resolves it and builds Env from its allowlist; the
+// adapter adds only its own protocol variables.
+type Launch struct {
+	Executable  string   // absolute path of the native binary
+	WorkFolder  string   // cwd of the agent
+	Env         []string // complete environment, already filtered
+	SessionID   string   // the session to resume, or (HostSessionID) the new session's id
+	Resume      bool     // true: resume SessionID; false: a new session
+	Model       string
+	Effort      string
+	Permissions string // autonomous | guarded | approval
+	ExtraArgs   []string
+	// Home is the agent's isolated home ("" for the agent's default). When
+	// the Adapter names a HomeEnv it is already in Env under that name; the
+	// adapter may write settings files below it.
+	Home string
+	// Options is what Adapter.Options made of agents.<type>; nil without.
+	Options any
+	// Log is the thread's thread.log (secrets redacted). A nil Log discards.
+	Log    *Log
+	Logger *slog.Logger
+	// MaxLine bounds one line of agent output (0: 64 MiB).
+	MaxLine int
+	// KillGrace is how long Close waits after SIGTERM before SIGKILL
+	// (0: the process layer's default).
+	KillGrace time.Duration
+}
+
+// Session is one live agent process, driven by its adapter.
+type Session interface {
+	// SessionID is the agent's resume pointer (Claude session id, Codex
+	// thread id), known once the session has started.
+	SessionID() string
+	// Pgid is the agent's process group, recorded in thread.yaml.
+	Pgid() int
+	// Turn sends one user message and relays the turn through h until the
+	// agent ends it, the gate parks it, or ctx is cancelled. A process that
+	// dies before its turn-end line returns a *Error with CodeAgentCrashed.
+	Turn(ctx context.Context, message string, h Handler) (TurnResult, error)
+	// Interrupt asks the agent to stop the running turn politely. Safe to
+	// call from another goroutine while Turn runs.
+	Interrupt() error
+	// Close ends the process: close its input and wait a short while, then
+	// SIGTERM to the group, SIGKILL after the grace. It returns once the
+	// process is gone.
+	Close(ctx context.Context) error
+}
+
+// Handler is how an adapter reports a turn to run. Both methods are called
+// on the goroutine that called Session.Turn, one at a time, in the order of
+// the agent's stream, and never after Turn has returned.
+type Handler interface {
+	// Emit relays one thread item (text, tool_call, tool_result, thinking,
+	// status). run journals and posts it.
+	Emit(Item)
+	// Decide is the gate: every permission request of the agent goes here
+	// and the adapter answers the agent with the verdict. It is never
+	// skipped, and no answer is ever an implicit allow.
+	Decide(policy.Call) policy.Verdict
+}
+
+// Turn outcomes an adapter reports.
+const (
+	TurnCompleted   = "completed"   // the agent ended its turn normally
+	TurnFailed      = "failed"      // an error turn (Claude is_error, Codex failed)
+	TurnParked      = "parked"      // the gate parked a call; the agent stopped at it
+	TurnInterrupted = "interrupted" // ended after Interrupt
+)
+
+// TurnResult is how one turn ended.
+type TurnResult struct {
+	Outcome string
+	// ErrorText describes an error turn ("API Error: 500 …").
+	ErrorText string
+	// ResumeFailed is set when the agent could not find the session to
+	// resume; run then starts a fresh session with the same messages.
+	ResumeFailed bool
+	Usage        Usage
+	CostUSD      float64
+	NumTurns     int
+	DurationMS   int64
+}
+
+// Usage is token usage of one turn.
+type Usage struct {
+	InputTokens       int64 `json:"input_tokens" yaml:"input_tokens"`
+	InputTokensCached int64 `json:"input_tokens_cached" yaml:"input_tokens_cached"`
+	OutputTokens      int64 `json:"output_tokens" yaml:"output_tokens"`
+}

@@ -1,0 +1,51 @@
+package claude
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// Adapter describes Claude Code to run. The host picks the session id
+// (--session-id); the config dir (CLAUDE_CONFIG_DIR) is the agent's home.
+var Adapter = agent.Adapter{
+	Type:          "claude_code",
+	Executable:    "claude",
+	HomeEnv:       "CLAUDE_CONFIG_DIR",
+	HomeKey:       "config_dir",
+	EnvPrefixes:   []string{"ANTHROPIC_", "CLAUDE_"},
+	HomeDirs:      []string{".claude"},
+	HostSessionID: true,
+	Describe:      describe,
+	Start: func(ctx context.Context, l agent.Launch) (agent.Session, error) {
+		s, err := Start(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	},
+}
+
+// describe is a call of effect on target as Claude Code asks for it: Bash,
+// WebFetch, Read or Write with their input fields.
+func describe(effect string, t policy.Target) policy.Call {
+	c := policy.Call{Effect: effect, Target: t, Kind: policy.KindApproval}
+	var in map[string]string
+	switch effect {
+	case policy.EffectExec:
+		c.Tool, in = "Bash", map[string]string{"command": t.Command}
+	case policy.EffectNetwork:
+		c.Tool, in = "WebFetch", map[string]string{"url": t.URL}
+	case policy.EffectRead, policy.EffectWrite:
+		c.Tool = map[string]string{policy.EffectRead: "Read", policy.EffectWrite: "Write"}[effect]
+		if len(t.Paths) > 0 {
+			in = map[string]string{"file_path": t.Paths[0]}
+		}
+	}
+	if in != nil {
+		c.Input, _ = json.Marshal(in)
+	}
+	return c
+}

@@ -1,0 +1,93 @@
+package codex
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// CodeSandboxUnavailable fails an approval or guarded Codex thread on a
+// machine where the Codex sandbox does not work: every sandboxed command
+// would fail there, with no approval request for the gate to answer.
+const CodeSandboxUnavailable = "SANDBOX_UNAVAILABLE"
+
+// Adapter describes Codex to run. The agent picks the thread id (the
+// session id); CODEX_HOME is its home.
+var Adapter = agent.Adapter{
+	Type:        "codex",
+	Executable:  "codex",
+	HomeEnv:     "CODEX_HOME",
+	HomeKey:     "codex_home",
+	EnvPrefixes: []string{"CODEX_", "OPENAI_"},
+	HomeDirs:    []string{".codex"},
+	Preflight:   preflight,
+	Describe:    describe,
+	Options:     decodeOptions,
+	Start: func(ctx context.Context, l agent.Launch) (agent.Session, error) {
+		s, err := Start(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	},
+}
+
+// Options are Codex's own keys under agents.codex.
+type Options struct {
+	// Sandbox is the sandbox of approval and guarded threads:
+	// workspace-write (the default) or read-only.
+	Sandbox string `yaml:"sandbox"`
+}
+
+func decodeOptions(raw map[string]any) (any, error) {
+	var o Options
+	if err := agent.DecodeOptions(raw, &o); err != nil {
+		return nil, err
+	}
+	switch o.Sandbox {
+	case "", "workspace-write", "read-only":
+	default:
+		return nil, fmt.Errorf("sandbox %q: use workspace-write or read-only", o.Sandbox)
+	}
+	return o, nil
+}
+
+// sandbox is the sandbox an approval or guarded thread runs in.
+func sandbox(l agent.Launch) string {
+	if o, ok := l.Options.(Options); ok && o.Sandbox != "" {
+		return o.Sandbox
+	}
+	return "workspace-write"
+}
+
+// preflight refuses approval and guarded threads on a machine whose Codex
+// sandbox does not work (autonomous threads run unsandboxed).
+func preflight(ctx context.Context, l agent.Launch) error {
+	if l.Permissions == policy.PostureAutonomous {
+		return nil
+	}
+	if err := SandboxWorks(ctx, l.Executable, l.Env); err != nil {
+		return agent.Errorf(CodeSandboxUnavailable, "the Codex sandbox does not work on this machine (%v); approval and guarded threads need it", err)
+	}
+	return nil
+}
+
+// describe is a call of effect on target under the names Codex gives it:
+// a command approval for exec, a file change for write, a web search for
+// network. Codex never asks before a read, so a read has no tool name.
+func describe(effect string, t policy.Target) policy.Call {
+	c := policy.Call{Effect: effect, Target: t, Kind: policy.KindApproval}
+	switch effect {
+	case policy.EffectExec:
+		c.Tool = ToolExec
+		c.Input, _ = json.Marshal(map[string]any{"command": t.Command, "cwd": t.Cwd})
+	case policy.EffectWrite:
+		c.Tool = ToolApplyPatch
+	case policy.EffectNetwork:
+		c.Tool = ToolWebSearch
+	}
+	return c
+}
