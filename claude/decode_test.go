@@ -1,10 +1,7 @@
 package claude
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -201,28 +198,6 @@ func TestOverlongRequestID(t *testing.T) {
 	}
 	if _, ok := overlongRequestID([]byte(`{"type":"assistant","request_id":"x"`)); ok {
 		t.Error("an assistant line is not a request")
-	}
-}
-
-func TestReadBounded(t *testing.T) {
-	in := "short\n" + strings.Repeat("y", 100) + "\nlast-no-newline"
-	br := bufio.NewReaderSize(strings.NewReader(in), 16)
-	l, err := readBounded(br, 50)
-	if err != nil || string(l.data) != "short" || l.over != 0 {
-		t.Fatalf("1: %+v %v", l, err)
-	}
-	l, err = readBounded(br, 50)
-	if err != nil || l.over != 100 || !strings.HasPrefix(strings.Repeat("y", 100), string(l.data)) {
-		t.Fatalf("2: over=%d len=%d %v", l.over, len(l.data), err)
-	}
-	l, err = readBounded(br, 50)
-	if !errors.Is(err, io.EOF) || string(l.data) != "last-no-newline" {
-		t.Fatalf("3: %+v %v", l, err)
-	}
-	// Exactly max bytes is fine.
-	br = bufio.NewReaderSize(strings.NewReader(strings.Repeat("z", 50)+"\n"), 16)
-	if l, _ := readBounded(br, 50); l.over != 0 || len(l.data) != 50 {
-		t.Fatalf("exact: over=%d len=%d", l.over, len(l.data))
 	}
 }
 

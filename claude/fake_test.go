@@ -384,5 +384,5 @@ func TestFakeCloseEndsTheReaderBetweenTurns(t *testing.T) {
 
 func readerRunning() bool {
 	buf := make([]byte, 1<<20)
-	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "claude.(*Session).readStdout")
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "proc.(*Process).readStdout")
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -54,16 +55,20 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 
 	var st turnState
 	var grace <-chan time.Time // set once ctx is cancelled and the interrupt sent
-	var exited <-chan struct{} = s.done
+	var exited = s.p.Done()
 	var drain <-chan time.Time // set once the process exited: read what is left, then stop
 	ctxDone := ctx.Done()
 	for {
 		select {
-		case raw, ok := <-s.lines:
+		case line, ok := <-s.p.Lines():
 			if !ok {
 				return s.endWithoutResult(ctx, st)
 			}
-			res, end := s.handle(raw, h, &st)
+			if line.Over > 0 {
+				s.skipOverlong(line)
+				continue
+			}
+			res, end := s.handle(line.Data, h, &st)
 			if end {
 				if grace != nil {
 					return res, ctx.Err()
@@ -183,7 +188,7 @@ func (s *Session) result(r *resultMsg, st *turnState) agent.TurnResult {
 // endWithoutResult: stdout ended (or the process exited) before result.
 func (s *Session) endWithoutResult(ctx context.Context, st turnState) (agent.TurnResult, error) {
 	select {
-	case <-s.done:
+	case <-s.p.Done():
 	case <-time.After(s.ExitWait):
 		// stdout closed but the process lives on: treat it as dead anyway.
 	}
@@ -193,7 +198,7 @@ func (s *Session) endWithoutResult(ctx context.Context, st turnState) (agent.Tur
 	s.mu.Lock()
 	interrupted := st.interrupted || s.interrupted
 	s.mu.Unlock()
-	if interrupted || s.stdinClosed() {
+	if interrupted || s.p.StdinClosed() {
 		return agent.TurnResult{Outcome: agent.TurnInterrupted}, nil
 	}
 	return agent.TurnResult{}, s.deadError(nil)
@@ -204,7 +209,7 @@ func (s *Session) endWithoutResult(ctx context.Context, st turnState) (agent.Tur
 // on stderr (bad flags, root without IS_SANDBOX), else AGENT_CRASHED.
 func (s *Session) deadError(cause error) error {
 	select {
-	case <-s.done:
+	case <-s.p.Done():
 	case <-time.After(s.ExitWait):
 		if cause != nil {
 			return agent.Errorf(agent.CodeAgentCrashed, "claude: writing to the agent: %v", cause)
@@ -214,12 +219,7 @@ func (s *Session) deadError(cause error) error {
 	s.mu.Lock()
 	sawInit := s.sawInit
 	s.mu.Unlock()
-	status := "still running"
-	select {
-	case <-s.done:
-		status = exitText(s.waitErr)
-	default:
-	}
+	status := s.p.ExitStatus(0)
 	if !sawInit && any {
 		return agent.Errorf(agent.CodeAgentSpawnFailed, "claude ended before it started (%s): %s", status, last)
 	}
@@ -268,6 +268,23 @@ func (s *Session) answer(r *controlRequest, h agent.Handler, st *turnState) {
 	}
 	_ = s.writeJSON(map[string]any{"type": "control_response", "response": map[string]any{
 		"subtype": "success", "request_id": r.RequestID, "response": resp}})
+}
+
+// skipOverlong notes a line too long to read; a control_request in it is
+// answered deny, so the CLI never waits for it.
+func (s *Session) skipOverlong(line proc.Line) {
+	s.logf("skipped a line of %d bytes (limit %d); it began: %.200s", line.Over, s.maxLine(), line.Data)
+	if id, ok := overlongRequestID(line.Data); ok {
+		s.logf("the skipped line is control_request %s: answering deny", id)
+		_ = s.writeJSON(denyResponse(id, "bhw-run: request too large to read"))
+	}
+}
+
+func (s *Session) maxLine() int {
+	if s.l.MaxLine > 0 {
+		return s.l.MaxLine
+	}
+	return proc.DefaultMaxLine
 }
 
 func denyResponse(id, msg string) map[string]any {

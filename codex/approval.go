@@ -6,13 +6,14 @@ import (
 	"strings"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/jsonrpc"
 	"github.com/blobhub/bhw-run/policy"
 )
 
 // approve answers one approval request through the gate. Answers are only
 // accept, decline and cancel: acceptForSession and execpolicy amendments
 // would outlive the one-shot grant (SPEC §7.2, park-and-resume.md note 6).
-func (t *turn) approve(m Message) {
+func (t *turn) approve(m jsonrpc.Message) {
 	var call policy.Call
 	isFile := m.Method == methodFileChangeApproval
 	if isFile {
@@ -54,7 +55,7 @@ func (t *turn) approve(m Message) {
 
 // cancel answers cancel and closes the call at once: a cancelled file
 // change never gets item/completed, and the call did not run.
-func (t *turn) cancel(reqID int64, call policy.Call) {
+func (t *turn) cancel(reqID jsonrpc.ID, call policy.Call) {
 	t.s.respond(reqID, map[string]any{"decision": "cancel"})
 	id := call.InvocationID
 	if id == "" {

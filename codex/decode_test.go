@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blobhub/bhw-run/agent/jsonrpc"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -37,23 +38,23 @@ func TestDecodeTranscripts(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no transcripts in testdata/codex")
 	}
-	kinds := map[Kind]int{}
+	kinds := map[jsonrpc.Kind]int{}
 	for _, f := range files {
 		for _, line := range transcriptLines(t, filepath.Base(f)) {
-			m, err := DecodeLine(line)
+			m, err := jsonrpc.Decode(line)
 			if err != nil {
 				t.Errorf("%s: %v: %s", filepath.Base(f), err, firstBytes(line, 200))
 				continue
 			}
 			kinds[m.Kind]++
-			if m.Kind == KindRequest {
-				if _, _, ok := requestInPrefix(line[:min(len(line), 4096)]); !ok {
+			if m.Kind == jsonrpc.Request {
+				if _, _, ok := jsonrpc.RequestInHead(line[:min(len(line), 4096)]); !ok {
 					t.Errorf("prefix of a server request not recognised: %s", firstBytes(line, 200))
 				}
 			}
 		}
 	}
-	if kinds[KindRequest] == 0 || kinds[KindResponse] == 0 || kinds[KindNotification] == 0 {
+	if kinds[jsonrpc.Request] == 0 || kinds[jsonrpc.Response] == 0 || kinds[jsonrpc.Notification] == 0 {
 		t.Errorf("kinds seen %v", kinds)
 	}
 }
@@ -62,21 +63,16 @@ func TestDecodeTranscripts(t *testing.T) {
 // with verdict. Answers to the agent go to /dev/null.
 func replay(t *testing.T, name string, verdict policy.Action) (*turn, *recorder) {
 	t.Helper()
-	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { devnull.Close() })
-	s := &Session{stdin: devnull, log: &lineLog{}, logger: discardLogger()}
+	s := testSession(io.Discard)
 	h := &recorder{decide: func(policy.Call) policy.Verdict { return policy.Verdict{Action: verdict} }}
 	tr := &turn{s: s, h: h, calls: map[string]bool{}, results: map[string]bool{}, changes: map[string]json.RawMessage{}, startKnown: true}
 	inTurn := false
 	for _, line := range transcriptLines(t, name) {
-		m, err := DecodeLine(line)
+		m, err := jsonrpc.Decode(line)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Kind == KindResponse {
+		if m.Kind == jsonrpc.Response {
 			var r turnResult
 			if json.Unmarshal(m.Result, &r) == nil && r.Turn.ID != "" {
 				inTurn = true
@@ -127,44 +123,6 @@ func TestReplayTranscripts(t *testing.T) {
 				t.Error("not parked")
 			}
 		})
-	}
-}
-
-func TestRequestInPrefix(t *testing.T) {
-	cases := []struct {
-		in     string
-		ok     bool
-		id     int64
-		method string
-	}{
-		{`{"method":"item/commandExecution/requestApproval","id":3,"params":{"command":"xxxx`, true, 3, methodCommandApproval},
-		{`{"id":12,"method":"item/tool/call","params":{`, true, 12, "item/tool/call"},
-		{`{"method":"item/completed","params":{"item":{"id":4,"type":"x"`, false, 0, ""},
-		{`{"id":5,"result":{"thread":`, false, 0, ""},
-		{`garbage`, false, 0, ""},
-	}
-	for _, c := range cases {
-		id, method, ok := requestInPrefix([]byte(c.in))
-		if ok != c.ok || id != c.id || method != c.method {
-			t.Errorf("%s: got %d %q %v", c.in, id, method, ok)
-		}
-	}
-}
-
-func TestReadLineBounded(t *testing.T) {
-	long := strings.Repeat("y", 300)
-	br := bufio.NewReaderSize(strings.NewReader("short\n"+long+"\nafter"), 16)
-	line, _, tooLong, err := readLine(br, 100)
-	if string(line) != "short" || tooLong || err != nil {
-		t.Fatalf("1: %q %v %v", line, tooLong, err)
-	}
-	line, prefix, tooLong, err := readLine(br, 100)
-	if line != nil || !tooLong || err != nil || !strings.HasPrefix(string(prefix), "yyyy") {
-		t.Fatalf("2: %q %q %v %v", line, prefix, tooLong, err)
-	}
-	line, _, tooLong, err = readLine(br, 100)
-	if string(line) != "after" || tooLong || err == nil {
-		t.Fatalf("3: %q %v %v", line, tooLong, err)
 	}
 }
 
@@ -219,8 +177,8 @@ func FuzzDecodeLine(f *testing.F) {
 	f.Add([]byte(`{"method":"item/completed","params":{"item":{"type":"fileChange","changes":7}}}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, line []byte) {
-		m, err := DecodeLine(line)
-		requestInPrefix(line)
+		m, err := jsonrpc.Decode(line)
+		jsonrpc.RequestInHead(line)
 		if err != nil {
 			return
 		}
@@ -239,12 +197,8 @@ func FuzzDecodeLine(f *testing.F) {
 // Several approvals open at once (parallel tool calls): the first parks the
 // turn, every other is cancelled without reaching the gate.
 func TestParkCancelsOtherApprovals(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	s := &Session{stdin: w, log: &lineLog{}, logger: discardLogger()}
+	var answers bytes.Buffer
+	s := testSession(&answers)
 	h := &recorder{decide: func(policy.Call) policy.Verdict { return policy.Verdict{Action: policy.Park} }}
 	tr := &turn{s: s, h: h, cwd: "/w", calls: map[string]bool{}, results: map[string]bool{}, changes: map[string]json.RawMessage{}}
 	lines := []string{
@@ -257,17 +211,15 @@ func TestParkCancelsOtherApprovals(t *testing.T) {
 		`{"method":"turn/completed","params":{"turn":{"id":"t","status":"interrupted"}}}`,
 	}
 	for _, l := range lines {
-		m, err := DecodeLine([]byte(l))
+		m, err := jsonrpc.Decode([]byte(l))
 		if err != nil {
 			t.Fatal(err)
 		}
 		tr.handle(m)
 	}
-	w.Close()
-	answers, _ := io.ReadAll(r)
 	want := `{"id":0,"result":{"decision":"cancel"}}` + "\n" + `{"id":1,"result":{"decision":"cancel"}}` + "\n" + `{"id":2,"result":{"decision":"cancel"}}` + "\n"
-	if string(answers) != want {
-		t.Errorf("answers:\n%s", answers)
+	if answers.String() != want {
+		t.Errorf("answers:\n%s", answers.String())
 	}
 	if len(h.calls) != 1 || !tr.parked {
 		t.Errorf("gate saw %d calls, parked %v", len(h.calls), tr.parked)

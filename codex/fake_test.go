@@ -148,7 +148,7 @@ func TestCloseKillsStubbornProcess(t *testing.T) {
 	start := time.Now()
 	closeNow(t, s)
 	select {
-	case <-s.exited:
+	case <-s.p.Done():
 	default:
 		t.Fatal("Close returned before the process was gone")
 	}
@@ -174,7 +174,7 @@ func TestCloseWhileAWriteIsStuck(t *testing.T) {
 	s.StdinGrace, s.KillGrace = 50*time.Millisecond, 50*time.Millisecond
 	wrote := make(chan error, 1)
 	go func() {
-		wrote <- s.write(map[string]any{"method": "turn/start", "params": strings.Repeat("x", 8<<20)})
+		wrote <- s.rpc.Notify("turn/start", strings.Repeat("x", 8<<20))
 	}()
 	<-writing // far more than a pipe holds: the write blocks
 	closed := make(chan error, 1)

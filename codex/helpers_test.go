@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/agent/jsonrpc"
 	"github.com/blobhub/bhw-run/codex/codextest"
 	"github.com/blobhub/bhw-run/policy"
 )
@@ -248,3 +250,14 @@ func asEnvelopeError(err error) *agent.Error {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// testSession is a Session without a process whose answers to the agent
+// are written to w, one line each.
+func testSession(w io.Writer) *Session {
+	s := &Session{logger: discardLogger(), q: &queue{signal: make(chan struct{}, 1)}}
+	s.rpc = jsonrpc.NewConn(jsonrpc.Options{Write: func(b []byte) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	}})
+	return s
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/jsonrpc"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -78,7 +79,7 @@ func (s *Session) turn(ctx context.Context, message string, h agent.Handler) (ag
 		// Nothing may be left waiting on us: a request that came after the
 		// end is cancelled (parked turn) or declined.
 		for _, m := range s.q.setOpen(false) {
-			if m.Kind == KindRequest {
+			if m.Kind == jsonrpc.Request {
 				if t.parked {
 					s.respond(m.ID, map[string]any{"decision": "cancel"})
 				} else {
@@ -91,7 +92,7 @@ func (s *Session) turn(ctx context.Context, message string, h agent.Handler) (ag
 		s.mu.Unlock()
 	}()
 
-	_, resp, err := s.request("turn/start", map[string]any{
+	_, resp, err := s.rpc.Go("turn/start", map[string]any{
 		"threadId": thread,
 		"input":    []any{map[string]any{"type": "text", "text": message, "text_elements": []any{}}},
 	})
@@ -116,7 +117,7 @@ func (s *Session) turn(ctx context.Context, message string, h agent.Handler) (ag
 			if t.drain() {
 				return t.finish(ctx)
 			}
-		case <-s.readDone:
+		case <-s.rpc.Done():
 			if t.drain() {
 				return t.finish(ctx)
 			}
@@ -162,7 +163,7 @@ func (t *turn) drain() bool {
 			// Later lines belong to no turn of ours; requests among them
 			// are answered by Turn's deferred cleanup.
 			for _, rest := range t.s.q.take() {
-				if rest.Kind == KindRequest {
+				if rest.Kind == jsonrpc.Request {
 					t.s.respond(rest.ID, map[string]any{"decision": "decline"})
 				}
 			}
@@ -199,8 +200,9 @@ func (t *turn) finish(ctx context.Context) (agent.TurnResult, error) {
 func (t *turn) died() (agent.TurnResult, error) {
 	s := t.s
 	s.mu.Lock()
-	closed, interrupted := s.stdinClosed, s.interrupted
+	interrupted := s.interrupted
 	s.mu.Unlock()
+	closed := s.p.StdinClosed()
 	switch {
 	case t.parked:
 		// Like a cancel (park-and-resume.md X7): the call did not run.
@@ -214,7 +216,7 @@ func (t *turn) died() (agent.TurnResult, error) {
 }
 
 func (s *Session) crashed(what string) error {
-	return agent.Errorf(agent.CodeAgentCrashed, "%s (%s)%s", what, s.exitStatus(), s.log.stderrTail())
+	return agent.Errorf(agent.CodeAgentCrashed, "%s (%s)%s", what, s.p.ExitStatus(time.Second), s.stderrTail())
 }
 
 func (t *turn) result(outcome string) agent.TurnResult {
@@ -231,8 +233,8 @@ func (t *turn) result(outcome string) agent.TurnResult {
 }
 
 // handle maps one notification or approval request of the turn.
-func (t *turn) handle(m Message) {
-	if m.Kind == KindRequest {
+func (t *turn) handle(m jsonrpc.Message) {
+	if m.Kind == jsonrpc.Request {
 		t.approve(m)
 		return
 	}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
@@ -167,7 +168,7 @@ func TestAgentNeverAnswers(t *testing.T) {
 			if d := time.Since(start); d > 20*time.Second {
 				t.Fatalf("the run took %s", d)
 			}
-			if len(pgids) != 1 || groupAlive(pgids[0]) {
+			if len(pgids) != 1 || proc.GroupAlive(pgids[0]) {
 				t.Fatalf("agent groups %v still alive", pgids)
 			}
 			th := h.thread(alias)
@@ -274,7 +275,7 @@ func TestGrandchild(t *testing.T) {
 	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 	pid := grandchildPid(t, h.srv.Items(alias))
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	if len(pgids) != 1 || groupAlive(pgids[0]) {
+	if len(pgids) != 1 || proc.GroupAlive(pgids[0]) {
 		t.Fatalf("agent group %v alive", pgids)
 	}
 	if th := h.thread(alias); th.Agent.Process != nil || th.Turn.State != envelope.TurnStateIdle {

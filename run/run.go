@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/lock"
@@ -124,9 +125,9 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 
 	// 4. An agent left behind by a killed bhw-run is stopped first.
 	if p := a.t.Agent.Process; p != nil {
-		if groupAlive(p.Pgid) && isAgentGroup(p.Pgid, a.t.Agent.Resolved.Executable) {
+		if proc.GroupAlive(p.Pgid) && proc.IsAgentGroup(p.Pgid, a.t.Agent.Resolved.Executable) {
 			a.log.Warn("stopping an agent left behind by an earlier run", "pgid", p.Pgid)
-			stopGroup(p.Pgid, r.grace())
+			proc.StopGroup(p.Pgid, r.grace())
 		}
 		a.t.Agent.Process = nil
 		if err := a.save(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
@@ -71,7 +72,7 @@ func TestSIGINTMidTurn(t *testing.T) {
 	if th.Turn.State != envelope.TurnStateInterrupted || th.Agent.Process != nil {
 		t.Fatalf("turn %q process %v", th.Turn.State, th.Agent.Process)
 	}
-	if len(pgids) != 1 || groupAlive(pgids[0]) {
+	if len(pgids) != 1 || proc.GroupAlive(pgids[0]) {
 		t.Fatalf("agent groups %v alive", pgids)
 	}
 	h.runner, h.tune = nil, nil
@@ -102,7 +103,7 @@ func TestSecondSignalSkipsPoliteness(t *testing.T) {
 	if sum.ExitCode != ExitTerminated {
 		t.Fatalf("exit %d, want 143", sum.ExitCode)
 	}
-	if len(pgids) != 1 || groupAlive(pgids[0]) {
+	if len(pgids) != 1 || proc.GroupAlive(pgids[0]) {
 		t.Fatalf("agent groups %v alive", pgids)
 	}
 	if th := h.thread(alias); th.Turn.State != envelope.TurnStateInterrupted {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
@@ -135,7 +136,7 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 		}
 	}
 	if a.r.OwnProcess {
-		if err := becomeSubreaper(); err != nil {
+		if err := proc.BecomeSubreaper(); err != nil {
 			a.log.Warn("cannot become a child subreaper; orphaned tool processes may survive", "error", err)
 		}
 	}
@@ -158,7 +159,7 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 	go func() {
 		select {
 		case <-a.hurry:
-			stopGroup(sess.Pgid(), 0)
+			proc.StopGroup(sess.Pgid(), 0)
 		case <-stopHurry:
 		}
 	}()
@@ -215,11 +216,11 @@ func (a *activation) closeAgent(ctx context.Context, sess agent.Session) {
 		grace = 0
 	default:
 	}
-	if groupAlive(sess.Pgid()) {
-		stopGroup(sess.Pgid(), grace)
+	if proc.GroupAlive(sess.Pgid()) {
+		proc.StopGroup(sess.Pgid(), grace)
 	}
 	if a.r.OwnProcess {
-		if n := sweepDescendants(grace); n > 0 {
+		if n := proc.SweepDescendants(grace); n > 0 {
 			a.log.Warn("stopped processes the agent left behind", "count", n)
 		}
 	}

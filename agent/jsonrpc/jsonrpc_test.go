@@ -1,0 +1,247 @@
+package jsonrpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// peer is the other side: it records what the Conn writes.
+type peer struct {
+	mu    sync.Mutex
+	lines []string
+	sent  chan string
+}
+
+func newPeer() *peer { return &peer{sent: make(chan string, 100)} }
+
+func (p *peer) write(b []byte) error {
+	p.mu.Lock()
+	p.lines = append(p.lines, string(b))
+	p.mu.Unlock()
+	p.sent <- string(b)
+	return nil
+}
+
+func (p *peer) next(t *testing.T) map[string]any {
+	t.Helper()
+	select {
+	case l := <-p.sent:
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("the Conn wrote %q: %v", l, err)
+		}
+		return m
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Conn wrote nothing")
+		return nil
+	}
+}
+
+func TestDecode(t *testing.T) {
+	for _, tc := range []struct {
+		line   string
+		kind   Kind
+		id     string
+		method string
+		err    bool
+	}{
+		{`{"id":1,"result":{}}`, Response, "1", "", false},
+		{`{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{}}`, Request, "0", "session/request_permission", false},
+		{`{"jsonrpc":"2.0","id":"abc","method":"fs/read_text_file"}`, Request, `"abc"`, "fs/read_text_file", false},
+		{`{"method":"turn/started","params":{"x":1}}`, Notification, "", "turn/started", false},
+		{`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`, Response, "", "", false},
+		{`{"id":"7","error":{"code":-32601,"message":"nope"}}`, Response, `"7"`, "", false},
+		{`{"jsonrpc":"1.0","id":1,"result":{}}`, 0, "", "", true},
+		{`{"id":{"x":1},"method":"m"}`, 0, "", "", true},
+		{`{"id":1}`, 0, "", "", true},
+		{`[1,2]`, 0, "", "", true},
+		{`not json`, 0, "", "", true},
+	} {
+		m, err := Decode([]byte(tc.line))
+		if (err != nil) != tc.err {
+			t.Errorf("%s: err %v", tc.line, err)
+			continue
+		}
+		if err == nil && (m.Kind != tc.kind || m.ID.String() != tc.id || m.Method != tc.method) {
+			t.Errorf("%s: %v id %s method %q", tc.line, m.Kind, m.ID, m.Method)
+		}
+	}
+	// 7 and "7" are different ids.
+	if Int(7) == String("7") {
+		t.Error("7 and \"7\" are the same id")
+	}
+}
+
+func TestRequestInHead(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		ok     bool
+		id     ID
+		method string
+	}{
+		{`{"method":"item/commandExecution/requestApproval","id":3,"params":{"command":"xxxx`, true, Int(3), "item/commandExecution/requestApproval"},
+		{`{"id":12,"method":"item/tool/call","params":{`, true, Int(12), "item/tool/call"},
+		{`{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"toolCall":{"id":"x`, true, Int(0), "session/request_permission"},
+		{`{"jsonrpc":"2.0","id":"r-\"1","method":"a\/b","params":`, true, String(`r-"1`), "a/b"},
+		{`{"method":"item/completed","params":{"item":{"id":4,"type":"x"`, false, ID{}, ""},
+		{`{"id":5,"result":{"thread":`, false, ID{}, ""},
+		{`garbage`, false, ID{}, ""},
+	} {
+		id, method, ok := RequestInHead([]byte(tc.in))
+		if ok != tc.ok || id != tc.id || method != tc.method {
+			t.Errorf("%s: got %s %q %v", tc.in, id, method, ok)
+		}
+	}
+}
+
+// TestConn: responses out of order reach their calls; the peer's requests
+// live in their own id space (its id 1 is not our id 1, its id 0 is
+// valid); a request nobody handles is answered -32601; notifications are
+// handed over; with Version every message says "jsonrpc":"2.0".
+func TestConn(t *testing.T) {
+	for _, version := range []bool{false, true} {
+		p := newPeer()
+		var got []Message
+		var mu sync.Mutex
+		var c *Conn
+		c = NewConn(Options{Write: p.write, Version: version,
+			OnRequest: func(m Message) {
+				mu.Lock()
+				got = append(got, m)
+				mu.Unlock()
+				if m.Method == "ask" {
+					_ = c.Reply(m.ID, map[string]any{"answer": "yes"})
+				} else {
+					_ = c.ReplyError(m.ID, CodeMethodNotFound, "unknown "+m.Method)
+				}
+			},
+			OnNotification: func(m Message) {
+				mu.Lock()
+				got = append(got, m)
+				mu.Unlock()
+			}})
+		type res struct {
+			r   json.RawMessage
+			err error
+		}
+		first, second := make(chan res, 1), make(chan res, 1)
+		go func() { r, err := c.Call(context.Background(), "one", map[string]int{"n": 1}); first <- res{r, err} }()
+		m1 := p.next(t)
+		go func() { r, err := c.Call(context.Background(), "two", nil); second <- res{r, err} }()
+		m2 := p.next(t)
+		if _, has := m1["jsonrpc"]; has != version {
+			t.Errorf("version %v: %v", version, m1)
+		}
+		if m1["method"] != "one" || m1["id"] != float64(1) || m2["id"] != float64(2) {
+			t.Fatalf("requests %v %v", m1, m2)
+		}
+		if _, has := m2["params"]; has {
+			t.Errorf("nil params were sent: %v", m2)
+		}
+		// The peer's own request 1, then its id 0, then our answers in reverse.
+		c.Receive([]byte(`{"jsonrpc":"2.0","id":1,"method":"ask","params":{}}`))
+		if a := p.next(t); a["id"] != float64(1) || a["result"].(map[string]any)["answer"] != "yes" {
+			t.Fatalf("answer %v", a)
+		}
+		c.Receive([]byte(`{"id":0,"method":"craft/drainMidTurnQueue"}`))
+		if a := p.next(t); a["id"] != float64(0) || a["error"].(map[string]any)["code"] != float64(CodeMethodNotFound) {
+			t.Fatalf("answer to id 0 %v", a)
+		}
+		c.Receive([]byte(`{"id":2,"result":"second"}`))
+		c.Receive([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"k":1}}`))
+		c.Receive([]byte(`{"id":1,"error":{"code":-32000,"message":"first failed"}}`))
+		c.Receive([]byte(`{"id":99,"result":{}}`)) // to no request: skipped
+		if r := <-second; r.err != nil || string(r.r) != `"second"` {
+			t.Fatalf("second call %s %v", r.r, r.err)
+		}
+		var rpcErr *Error
+		if r := <-first; !errors.As(r.err, &rpcErr) || rpcErr.Code != -32000 {
+			t.Fatalf("first call %s %v", r.r, r.err)
+		}
+		mu.Lock()
+		if len(got) != 3 || got[0].Method != "ask" || got[1].ID != Int(0) || got[2].Kind != Notification {
+			t.Fatalf("handed over %+v", got)
+		}
+		mu.Unlock()
+		if u := c.Unanswered(); len(u) != 0 {
+			t.Fatalf("unanswered %+v", u)
+		}
+	}
+}
+
+// TestConnEveryRequestAnswered: without a handler every request is
+// answered -32601; a request too long to read is answered from its head;
+// a request kept for later stays listed until answered.
+func TestConnEveryRequestAnswered(t *testing.T) {
+	p := newPeer()
+	c := NewConn(Options{Write: p.write})
+	c.Receive([]byte(`{"id":"x","method":"fs/write_text_file","params":{}}`))
+	if a := p.next(t); a["id"] != "x" || a["error"].(map[string]any)["code"] != float64(CodeMethodNotFound) {
+		t.Fatalf("answer %v", a)
+	}
+	c.ReceiveTooLong([]byte(`{"id":4,"method":"session/request_permission","params":{"x":"` + strings.Repeat("y", 100)))
+	if a := p.next(t); a["id"] != float64(4) || a["error"].(map[string]any)["code"] != float64(CodeInvalidRequest) {
+		t.Fatalf("answer to the long request %v", a)
+	}
+
+	var kept []Message
+	c = NewConn(Options{Write: p.write, OnRequest: func(m Message) { kept = append(kept, m) }})
+	c.Receive([]byte(`{"id":5,"method":"later","params":{}}`))
+	c.Receive([]byte(`{"id":6,"method":"later","params":{}}`))
+	if u := c.Unanswered(); len(u) != 2 || u[0].ID != Int(5) {
+		t.Fatalf("unanswered %+v", u)
+	}
+	_ = c.Reply(Int(6), nil)
+	if a := p.next(t); string(mustJSON(a["result"])) != "null" || a["id"] != float64(6) {
+		t.Fatalf("a nil result %v", a)
+	}
+	if u := c.Unanswered(); len(u) != 1 || u[0].ID != Int(5) {
+		t.Fatalf("unanswered after one reply %+v", u)
+	}
+}
+
+func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
+
+// TestConnClose: a call waiting when the peer goes returns Close's error;
+// a response that came just before still wins; later calls fail at once.
+func TestConnClose(t *testing.T) {
+	p := newPeer()
+	c := NewConn(Options{Write: p.write})
+	gone := errors.New("the agent exited (exit status 3)")
+	errs := make(chan error, 1)
+	go func() { _, err := c.Call(context.Background(), "slow", nil); errs <- err }()
+	p.next(t)
+	c.Close(gone)
+	if err := <-errs; !errors.Is(err, gone) {
+		t.Fatalf("call after close: %v", err)
+	}
+	if _, err := c.Call(context.Background(), "later", nil); !errors.Is(err, gone) {
+		t.Fatalf("a later call: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c2 := NewConn(Options{Write: p.write})
+	go func() { _, err := c2.Call(ctx, "x", nil); errs <- err }()
+	p.next(t)
+	cancel()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled call: %v", err)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"id":1,"result":{}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"a","method":"m","params":[1]}`))
+	f.Add([]byte(`{"id":null,"error":{"code":1,"message":"x"}}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		m, err := Decode(line)
+		RequestInHead(line)
+		if err == nil && m.Kind == 0 {
+			t.Fatal("decoded without a kind")
+		}
+	})
+}

@@ -1,0 +1,203 @@
+package proc
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// owned are the pids of the processes Start spawned whose exec.Cmd has not
+// waited for them yet: the reaper leaves them alone, or cmd.Wait would find
+// its child gone and report a wrong exit status.
+var (
+	ownMu     sync.Mutex
+	owned     = map[int]bool{}
+	subreaper bool // orphans are reparented to this process
+)
+
+// BecomeSubreaper makes bhw-run the reaper of every orphaned descendant,
+// so a tool child the agent leaves behind (Claude's Bash children run in
+// their own session) is reparented to bhw-run and can be swept.
+func BecomeSubreaper() error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	ownMu.Lock()
+	subreaper = true
+	ownMu.Unlock()
+	return nil
+}
+
+// GroupAlive reports whether any process of group pgid exists.
+func GroupAlive(pgid int) bool {
+	if pgid <= 1 {
+		return false
+	}
+	return syscall.Kill(-pgid, 0) == nil
+}
+
+// IsAgentGroup checks that the group's leader still runs executable, so a
+// recycled process group id never gets our signals.
+func IsAgentGroup(pgid int, executable string) bool {
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pgid) + "/exe")
+	if err != nil {
+		// The leader is gone but members may live on: the group id cannot
+		// be reused while any member exists, so it is still the agent's.
+		return !leaderAlive(pgid)
+	}
+	if real, err := filepath.EvalSymlinks(executable); err == nil {
+		executable = real
+	}
+	return executable != "" && strings.TrimSuffix(exe, " (deleted)") == executable
+}
+
+func leaderAlive(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil
+}
+
+// StopGroup sends SIGTERM to the group, waits up to grace for it to go,
+// then SIGKILLs what is left. SIGTERM first: Claude Code kills its tool
+// children on SIGTERM, while SIGKILL would orphan them.
+func StopGroup(pgid int, grace time.Duration) {
+	if pgid <= 1 || pgid == syscall.Getpgrp() {
+		return
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for GroupAlive(pgid) && time.Now().Before(deadline) {
+		reapOrphans()
+		time.Sleep(20 * time.Millisecond)
+	}
+	if GroupAlive(pgid) {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	reapOrphans()
+}
+
+// SweepDescendants ends every process below bhw-run (reparented orphans
+// included, thanks to the subreaper): SIGTERM, then SIGKILL after grace. Call
+// it only once the agent itself has been waited for. It returns how many
+// it found.
+func SweepDescendants(grace time.Duration) int {
+	me := os.Getpid()
+	kids := descendants(me)
+	if len(kids) == 0 {
+		reapOrphans()
+		return 0
+	}
+	for _, p := range kids {
+		_ = syscall.Kill(p, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		reapOrphans()
+		if len(descendants(me)) == 0 {
+			return len(kids)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, p := range descendants(me) {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+	time.Sleep(10 * time.Millisecond)
+	reapOrphans()
+	return len(kids)
+}
+
+// reapOrphans collects the exited children of bhw-run that nobody waits
+// for: orphans reparented to it as subreaper (none when it is not one, and
+// then every child is some exec.Cmd's). Never wait4(-1): that could take an
+// agent whose exec.Cmd is about to wait for it, which would then report a
+// wrong exit status. The lock is held so Start cannot spawn a child between
+// the check and the wait.
+func reapOrphans() {
+	ownMu.Lock()
+	defer ownMu.Unlock()
+	if !subreaper {
+		return
+	}
+	for _, pid := range zombieChildren(os.Getpid()) {
+		if owned[pid] {
+			continue
+		}
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	}
+}
+
+// zombieChildren lists the exited, unreaped children of pid, from /proc.
+func zombieChildren(pid int) []int {
+	var out []int
+	for _, st := range procStats() {
+		if st.state == "Z" && st.ppid == pid {
+			out = append(out, st.pid)
+		}
+	}
+	return out
+}
+
+type procStat struct {
+	pid, ppid int
+	state     string
+}
+
+// procStats reads the pid, parent and state of every process in /proc.
+func procStats() []procStat {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []procStat
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The command name may hold spaces and parentheses: parse after
+		// the last ')'.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		out = append(out, procStat{pid: p, ppid: pp, state: f[0]})
+	}
+	return out
+}
+
+// descendants lists the live (non-zombie) processes below pid.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	for _, st := range procStats() {
+		if st.state != "Z" {
+			children[st.ppid] = append(children[st.ppid], st.pid)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}

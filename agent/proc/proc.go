@@ -1,0 +1,426 @@
+// Package proc runs an agent CLI as a child in its own process group with
+// its stdio on pipes, the one way every adapter does it: stdout read in
+// bounded lines (an over-long line is skipped but its head handed back, so a
+// request in it can still be answered), stderr drained with its tail kept
+// for error messages, every line copied to thread.log, and Close = stdin
+// closed → SIGTERM to the group → SIGKILL to the group after a grace. It also
+// holds what run does around an agent: stopping a group left behind, and
+// sweeping the descendants a finished agent leaves.
+//
+// It is a room of its own under agent/ because every adapter and run need
+// the same process handling, and the contract in agent stays free of system
+// calls. Linux only (process groups, /proc, PR_SET_CHILD_SUBREAPER).
+package proc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/blobhub/bhw-run/agent"
+)
+
+// Defaults of a Process.
+const (
+	DefaultMaxLine    = 64 << 20        // one stdout line
+	DefaultStdinGrace = 2 * time.Second // Close: after stdin closes, before SIGTERM
+	DefaultKillGrace  = 5 * time.Second // Close: after SIGTERM, before SIGKILL
+	// drainGrace is how long, once the leader is reaped, the readers get to
+	// see the end of stdout and stderr: a grandchild that kept a copy of the
+	// pipe would hold them open forever.
+	drainGrace = time.Second
+	// headKeep is how much of an over-long line is kept.
+	headKeep = 4 << 10
+	// stderrMaxLine bounds one stderr line; stderrTail lines are kept.
+	stderrMaxLine = 1 << 20
+	stderrTail    = 5
+)
+
+// Config is how to start a process.
+type Config struct {
+	Path string   // absolute path of the executable
+	Args []string // arguments after argv[0]
+	Dir  string   // working folder
+	Env  []string // complete environment
+	Log  *agent.Log
+	// MaxLine bounds one stdout line (0: DefaultMaxLine).
+	MaxLine int
+	// StdinGrace and KillGrace are Close's waits (0: the defaults).
+	StdinGrace, KillGrace time.Duration
+}
+
+// Line is one stdout line without its newline. When the line was longer
+// than MaxLine, Over is its length and Data only its first bytes.
+type Line struct {
+	Data []byte
+	Over int
+}
+
+// Process is one running agent process and its pipes.
+type Process struct {
+	// StdinGrace and KillGrace are Close's waits; they may be changed (in
+	// tests) before Close.
+	StdinGrace, KillGrace time.Duration
+
+	log     *agent.Log
+	maxLine int
+	cmd     *exec.Cmd
+	pid     int
+	cancel  context.CancelFunc // fires cmd.Cancel: SIGTERM to the group
+
+	stdin  *os.File
+	stdout *os.File
+	stderr *os.File
+
+	wmu        sync.Mutex // serialises writes to stdin
+	stdinShut  atomic.Bool
+	closeStdin sync.Once
+
+	lines    chan Line
+	quit     chan struct{} // closed by Close: nobody reads lines any more
+	readDone chan struct{} // closed when the stdout reader has returned
+	errDone  chan struct{} // closed when the stderr drain has returned
+	done     chan struct{} // closed once the leader is reaped and stderr drained
+	waitErr  error         // set before done is closed
+
+	emu  sync.Mutex
+	tail []string // last non-empty stderr lines
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start spawns the process in its own group. Its context is not the
+// caller's: a cancelled activation must first stop the agent politely, so
+// only Close signals it.
+func Start(c Config) (*Process, error) {
+	if c.Path == "" {
+		return nil, errors.New("no executable given")
+	}
+	p := &Process{
+		StdinGrace: c.StdinGrace, KillGrace: c.KillGrace,
+		log: c.Log, maxLine: c.MaxLine,
+		lines: make(chan Line), quit: make(chan struct{}),
+		readDone: make(chan struct{}), errDone: make(chan struct{}), done: make(chan struct{}),
+	}
+	if p.StdinGrace <= 0 {
+		p.StdinGrace = DefaultStdinGrace
+	}
+	if p.KillGrace <= 0 {
+		p.KillGrace = DefaultKillGrace
+	}
+	if p.maxLine <= 0 {
+		p.maxLine = DefaultMaxLine
+	}
+	// Our own pipes, not cmd.StdoutPipe: Wait then never closes our read
+	// ends under the readers, and the leader can be waited for while a
+	// grandchild holding a copy of stdout keeps the pipe open.
+	var files [6]*os.File
+	closeAll := func() {
+		for _, f := range files {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
+	for i := 0; i < 6; i += 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("pipe: %w", err)
+		}
+		files[i], files[i+1] = r, w
+	}
+	inR, inW, outR, outW, errR, errW := files[0], files[1], files[2], files[3], files[4], files[5]
+
+	pctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(pctx, c.Path, c.Args...)
+	cmd.Dir, cmd.Env = c.Dir, c.Env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	// Its own group, so the agent and the tools it starts are signalled
+	// together.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// SIGTERM to the whole group, never SIGKILL first: Claude Code stops
+	// its Bash children (each in its own session) on SIGTERM, while SIGKILL
+	// would orphan them.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	// Bounds Wait after the cancel: the leader is SIGKILLed if it outlives
+	// the grace.
+	cmd.WaitDelay = p.KillGrace
+	p.log.Printf(agent.StreamAdapter, "start: %s %s", c.Path, strings.Join(c.Args, " "))
+	ownMu.Lock() // the reaper must not take this child before cmd.Wait does
+	err := cmd.Start()
+	if err == nil {
+		owned[cmd.Process.Pid] = true
+	}
+	ownMu.Unlock()
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		cancel()
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		p.log.Printf(agent.StreamAdapter, "start failed: %v", err)
+		return nil, err
+	}
+	p.cmd, p.pid, p.cancel = cmd, cmd.Process.Pid, cancel
+	p.stdin, p.stdout, p.stderr = inW, outR, errR
+	go p.readStdout()
+	go p.drainStderr()
+	go p.wait()
+	return p, nil
+}
+
+func (p *Process) wait() {
+	err := p.cmd.Wait()
+	ownMu.Lock()
+	delete(owned, p.pid)
+	ownMu.Unlock()
+	deadline := time.Now().Add(drainGrace)
+	if !within(p.errDone, deadline) {
+		p.stderr.Close()
+		<-p.errDone
+	}
+	p.waitErr = err
+	p.log.Printf(agent.StreamAdapter, "exit: %s", exitText(err))
+	close(p.done)
+	if !within(p.readDone, deadline) {
+		p.stdout.Close()
+	}
+}
+
+// within waits for ch until deadline; false when the deadline came first.
+func within(ch <-chan struct{}, deadline time.Time) bool {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// Pid is the leader's pid, which is also the process group id.
+func (p *Process) Pid() int { return p.pid }
+
+// Lines are the stdout lines, in order; the channel is closed at the end
+// of stdout (or once Close has run). Lines that nobody reads hold the
+// reader back: the agent then blocks on its own writes.
+func (p *Process) Lines() <-chan Line { return p.lines }
+
+// Done is closed once the process has exited and its stderr is drained.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// ExitStatus describes how the process ended ("exit status 0", "signal:
+// killed"), waiting up to d for it to end; "still running" after that.
+func (p *Process) ExitStatus(d time.Duration) string {
+	select {
+	case <-p.done:
+		return exitText(p.waitErr)
+	default:
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return exitText(p.waitErr)
+	case <-t.C:
+		return "still running"
+	}
+}
+
+// Stderr is the last non-empty lines of stderr, oldest first.
+func (p *Process) Stderr() []string {
+	p.emu.Lock()
+	defer p.emu.Unlock()
+	return append([]string(nil), p.tail...)
+}
+
+// Logf writes an adapter note to thread.log.
+func (p *Process) Logf(format string, args ...any) {
+	p.log.Printf(agent.StreamAdapter, format, args...)
+}
+
+// WriteLine writes one line (a newline is added) to stdin and to
+// thread.log. It fails once stdin is closed.
+func (p *Process) WriteLine(b []byte) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if p.stdinShut.Load() {
+		return errors.New("stdin already closed")
+	}
+	p.log.Line(agent.StreamStdin, b)
+	_, err := p.stdin.Write(append(b[:len(b):len(b)], '\n'))
+	return err
+}
+
+// CloseStdin closes the agent's stdin. It does not take the write lock: a
+// write blocked on an agent that stopped reading holds it, and closing the
+// file is what unblocks that write.
+func (p *Process) CloseStdin() {
+	p.closeStdin.Do(func() {
+		p.stdinShut.Store(true)
+		p.stdin.Close()
+		p.log.Printf(agent.StreamAdapter, "stdin closed")
+	})
+}
+
+// StdinClosed reports whether CloseStdin has run.
+func (p *Process) StdinClosed() bool { return p.stdinShut.Load() }
+
+// Kill sends SIGKILL to the whole group at once.
+func (p *Process) Kill() { _ = syscall.Kill(-p.pid, syscall.SIGKILL) }
+
+// Close ends the process: stdin is closed and the process gets StdinGrace
+// to exit, then the group gets SIGTERM, and SIGKILL after KillGrace. It
+// returns once the leader is reaped, having killed what was left of its
+// group. A ctx that ends cuts each wait short (the next step follows at
+// once); pass a cleanup context, not a cancelled run context.
+func (p *Process) Close(ctx context.Context) error {
+	p.closeOnce.Do(func() { p.closeErr = p.close(ctx) })
+	return p.closeErr
+}
+
+func (p *Process) close(ctx context.Context) error {
+	p.CloseStdin()
+	if !p.waitDone(ctx, p.StdinGrace) {
+		p.Logf("still running %v after stdin closed: SIGTERM to group %d", p.StdinGrace, p.pid)
+		p.cancel() // cmd.Cancel: SIGTERM to -pid
+		if !p.waitDone(ctx, p.KillGrace) {
+			p.Logf("still running %v after SIGTERM: SIGKILL to group %d", p.KillGrace, p.pid)
+			p.Kill()
+			select {
+			case <-p.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	// The leader is reaped; what is left of its group (tools it started
+	// there) is killed. A group id stays allocated while any member lives,
+	// so this cannot hit a stranger.
+	p.Kill()
+	p.cancel()
+	close(p.quit)
+	p.stdout.Close()
+	return nil
+}
+
+func (p *Process) waitDone(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// readStdout feeds Lines until the end of stdout or Close.
+func (p *Process) readStdout() {
+	defer close(p.readDone)
+	defer close(p.lines)
+	br := bufio.NewReaderSize(p.stdout, 64<<10)
+	for {
+		l, err := ReadLine(br, p.maxLine)
+		switch {
+		case l.Over > 0:
+			p.log.Line(agent.StreamStdout, append(l.Data[:len(l.Data):len(l.Data)], fmt.Sprintf(" …[a line of %d bytes, over the limit of %d, skipped]", l.Over, p.maxLine)...))
+		case len(l.Data) > 0:
+			p.log.Line(agent.StreamStdout, l.Data)
+		}
+		if l.Over > 0 || len(l.Data) > 0 {
+			select {
+			case p.lines <- l:
+			case <-p.quit:
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
+				p.Logf("reading stdout: %v", err)
+			}
+			return
+		}
+	}
+}
+
+func (p *Process) drainStderr() {
+	defer close(p.errDone)
+	defer p.stderr.Close()
+	br := bufio.NewReaderSize(p.stderr, 64<<10)
+	for {
+		l, err := ReadLine(br, stderrMaxLine)
+		if text := strings.TrimRight(string(l.Data), "\r"); len(l.Data) > 0 {
+			p.log.Line(agent.StreamStderr, []byte(text))
+			if strings.TrimSpace(text) != "" {
+				p.emu.Lock()
+				p.tail = append(p.tail, text)
+				if len(p.tail) > stderrTail {
+					p.tail = p.tail[len(p.tail)-stderrTail:]
+				}
+				p.emu.Unlock()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// ReadLine reads one '\n'-terminated line of at most max bytes (without
+// the newline; a trailing '\r' is kept). A longer line is consumed to its
+// end but only its first 4 KiB are kept, in Data, with Over set to its
+// length. At the end of the stream the last, unterminated line comes back
+// with the error.
+func ReadLine(br *bufio.Reader, max int) (Line, error) {
+	var buf []byte
+	total := 0
+	for {
+		chunk, err := br.ReadSlice('\n')
+		total += len(chunk)
+		if total <= max+1 {
+			buf = append(buf, chunk...)
+		} else if len(buf) < headKeep {
+			buf = append(buf, chunk[:min(len(chunk), headKeep-len(buf))]...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		end := total
+		if err == nil {
+			end-- // the '\n'
+			if len(buf) > 0 && buf[len(buf)-1] == '\n' {
+				buf = buf[:len(buf)-1]
+			}
+		}
+		if end > max {
+			if len(buf) > headKeep {
+				buf = buf[:headKeep]
+			}
+			return Line{Data: buf, Over: end}, err
+		}
+		return Line{Data: buf}, err
+	}
+}
+
+func exitText(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}

@@ -1,0 +1,254 @@
+package proc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/blobhub/bhw-run/agent"
+	"golang.org/x/sys/unix"
+)
+
+// logBuf is a thread.log in memory; stdin, when set, gets a value for
+// each stdin line as it is logged.
+type logBuf struct {
+	mu    sync.Mutex
+	b     strings.Builder
+	stdin chan struct{}
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, s, _, ok := agent.ParseLogLine(strings.TrimSuffix(string(p), "\n")); ok && s == agent.StreamStdin && l.stdin != nil {
+		l.stdin <- struct{}{}
+	}
+	return l.b.Write(p)
+}
+
+func (l *logBuf) lines(stream string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		if _, s, text, ok := agent.ParseLogLine(line); ok && s == stream {
+			out = append(out, text)
+		}
+	}
+	return out
+}
+
+func script(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "agent")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func start(t *testing.T, body string, log *logBuf) *Process {
+	t.Helper()
+	p, err := Start(Config{Path: script(t, body), Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"}, Log: agent.NewLog(log), MaxLine: 100,
+		StdinGrace: 100 * time.Millisecond, KillGrace: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	return p
+}
+
+func TestReadLine(t *testing.T) {
+	in := "short\n" + strings.Repeat("y", 300) + "\n" + strings.Repeat("z", 50) + "\nlast-no-newline"
+	br := bufio.NewReaderSize(strings.NewReader(in), 16)
+	l, err := ReadLine(br, 50)
+	if err != nil || string(l.Data) != "short" || l.Over != 0 {
+		t.Fatalf("1: %+v %v", l, err)
+	}
+	l, err = ReadLine(br, 50)
+	if err != nil || l.Over != 300 || !strings.HasPrefix(strings.Repeat("y", 300), string(l.Data)) || len(l.Data) == 0 {
+		t.Fatalf("2: over=%d len=%d %v", l.Over, len(l.Data), err)
+	}
+	// Exactly max bytes is fine.
+	if l, err = ReadLine(br, 50); l.Over != 0 || len(l.Data) != 50 || err != nil {
+		t.Fatalf("exact: over=%d len=%d %v", l.Over, len(l.Data), err)
+	}
+	l, err = ReadLine(br, 50)
+	if !errors.Is(err, io.EOF) || string(l.Data) != "last-no-newline" {
+		t.Fatalf("3: %+v %v", l, err)
+	}
+	// The head of an over-long line is 4 KiB at most.
+	br = bufio.NewReaderSize(strings.NewReader(strings.Repeat("h", 10000)+"\n"), 16)
+	if l, _ := ReadLine(br, 100); l.Over != 10000 || len(l.Data) != headKeep {
+		t.Fatalf("head: over=%d len=%d", l.Over, len(l.Data))
+	}
+}
+
+// TestProcess: lines in order, an over-long one handed back by its head,
+// stderr's tail kept, every line in thread.log in the one format, and the
+// exit status once the process is done.
+func TestProcess(t *testing.T) {
+	var log logBuf
+	p := start(t, `read greeting
+echo "got $greeting"
+printf '%0200d\n' 0
+echo boom >&2
+echo "last words" >&2
+exit 3
+`, &log)
+	if err := p.WriteLine([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	var got []Line
+	for l := range p.Lines() {
+		got = append(got, l)
+	}
+	if len(got) != 2 || string(got[0].Data) != "got hello" || got[1].Over != 200 || !strings.HasPrefix(string(got[1].Data), "000") {
+		t.Fatalf("lines %+v", got)
+	}
+	<-p.Done()
+	if st := p.ExitStatus(0); st != "exit status 3" {
+		t.Fatalf("status %q", st)
+	}
+	if tail := p.Stderr(); strings.Join(tail, "|") != "boom|last words" {
+		t.Fatalf("stderr tail %q", tail)
+	}
+	if in := log.lines(agent.StreamStdin); len(in) != 1 || in[0] != "hello" {
+		t.Errorf("stdin lines %q", in)
+	}
+	if out := log.lines(agent.StreamStdout); len(out) != 2 || out[0] != "got hello" || !strings.Contains(out[1], "over the limit") {
+		t.Errorf("stdout lines %q", out)
+	}
+	if notes := log.lines(agent.StreamAdapter); len(notes) < 2 || !strings.HasPrefix(notes[0], "start: ") || notes[len(notes)-1] != "exit: exit status 3" {
+		t.Errorf("adapter lines %q", notes)
+	}
+}
+
+// TestCloseEscalates: a process that ignores its stdin closing and SIGTERM
+// is SIGKILLed after the graces; Close returns once it is gone, in time.
+func TestCloseEscalates(t *testing.T) {
+	var log logBuf
+	p := start(t, "trap '' TERM\nexec sleep 60\n", &log)
+	t0 := time.Now()
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	default:
+		t.Fatal("Close returned before the process was gone")
+	}
+	if d := time.Since(t0); d < 300*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("Close took %v, want the two graces (300ms)", d)
+	}
+	if GroupAlive(p.Pid()) {
+		t.Fatal("the group outlived Close")
+	}
+	notes := strings.Join(log.lines(agent.StreamAdapter), "\n")
+	if !strings.Contains(notes, "SIGTERM to group") || !strings.Contains(notes, "SIGKILL to group") {
+		t.Fatalf("adapter lines:\n%s", notes)
+	}
+}
+
+// TestCloseWhileAWriteIsStuck: an agent that stops reading leaves a large
+// write stuck in the pipe; Close still ends it, and the write fails.
+func TestCloseWhileAWriteIsStuck(t *testing.T) {
+	log := logBuf{stdin: make(chan struct{}, 1)}
+	p := start(t, "exec sleep 60\n", &log)
+	wrote := make(chan error, 1)
+	go func() { wrote <- p.WriteLine([]byte(strings.Repeat("x", 8<<20))) }()
+	<-log.stdin // logged just before the write, which blocks: far more than a pipe holds
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close(context.Background()) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close is stuck behind the blocked write")
+	}
+	select {
+	case err := <-wrote:
+		if err == nil {
+			t.Error("the stuck write reported success")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write is still stuck after Close")
+	}
+}
+
+// TestGrandchildHoldsStdout: a grandchild that keeps a copy of stdout
+// open does not keep Done or the end of Lines from coming.
+func TestGrandchildHoldsStdout(t *testing.T) {
+	var log logBuf
+	p := start(t, "setsid sleep 30 &\necho $!\nexit 0\n", &log)
+	var pid int
+	for l := range p.Lines() {
+		pid, _ = strconv.Atoi(string(l.Data))
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	select {
+	case <-p.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not done while a grandchild holds stdout")
+	}
+	if pid == 0 {
+		t.Fatal("no grandchild pid")
+	}
+}
+
+// TestReaperLeavesOwnedChildren: the orphan reaper never takes a child an
+// exec.Cmd is about to wait for (it used to wait4(-1), and the adapter's
+// cmd.Wait then reported "no child processes" instead of the exit status).
+func TestReaperLeavesOwnedChildren(t *testing.T) {
+	ownMu.Lock()
+	was := subreaper
+	subreaper = true // as in the binary, where orphans come to bhw-run
+	ownMu.Unlock()
+	t.Cleanup(func() { ownMu.Lock(); subreaper = was; ownMu.Unlock() })
+
+	cmd := exec.Command("/bin/sh", "-c", "exit 3")
+	ownMu.Lock()
+	if err := cmd.Start(); err != nil {
+		ownMu.Unlock()
+		t.Fatal(err)
+	}
+	owned[cmd.Process.Pid] = true
+	ownMu.Unlock()
+	t.Cleanup(func() { ownMu.Lock(); delete(owned, cmd.Process.Pid); ownMu.Unlock() })
+	// Wait until it has exited (a zombie: nobody reaped it), then reap.
+	waitExited(t, cmd.Process.Pid)
+	reapOrphans()
+	var ee *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("cmd.Wait = %v, want exit status 3", err)
+	}
+}
+
+// waitExited waits on a pidfd until pid has exited, without reaping it.
+func waitExited(t *testing.T, pid int) {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	for {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 10_000)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n == 0 {
+			t.Fatalf("pid %d did not exit: %v", pid, err)
+		}
+		return
+	}
+}
