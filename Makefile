@@ -79,8 +79,15 @@ $(STAMP):
 		|| { echo "the Copilot CLI at $(COPILOT_BIN) is not version $(COPILOT_VERSION)"; exit 1; }
 	touch $@
 
-test: tools ## run every test, the end-to-end ones with the real CLIs included
+# The race detector runs over the packages that drive fakes in-process (it
+# needs cgo, so a C compiler). The kill -9 tests are left to the plain pass:
+# each runs dozens of activations in subprocesses, where it sees nothing.
+RACE_PKGS := ./agent/... ./run/... ./lock/... ./outbox/... ./blobhub/... ./envelope/... ./policy/...
+
+test: tools ## run every test, the end-to-end ones with the real CLIs included, then the race detector over the fake-backed ones
 	$(GO_TEST_ENV) go test -count=1 -timeout 80m ./...
+	CGO_ENABLED=1 $(GO_TEST_ENV) go test -count=1 -race -timeout 30m -skip '^TestKill9' $(RACE_PKGS)
+	CGO_ENABLED=1 $(GO_TEST_ENV) go test -count=1 -race -timeout 30m -run 'Fake|Conformance' ./claude/... ./codex/...
 
 e2e: tools ## run only the end-to-end tests against the real CLIs
 	$(GO_TEST_ENV) go test -count=1 -timeout 40m -run 'E2E' ./...

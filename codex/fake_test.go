@@ -100,7 +100,7 @@ func fakeLaunch(t *testing.T, scenario string) agent.Launch {
 	}
 }
 
-func TestCrashMidTurnIsAgentCrashed(t *testing.T) {
+func TestFakeCrashMidTurnIsAgentCrashed(t *testing.T) {
 	s, err := Start(context.Background(), fakeLaunch(t, "crash"))
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +115,7 @@ func TestCrashMidTurnIsAgentCrashed(t *testing.T) {
 	}
 }
 
-func TestOverlongServerRequestIsAnswered(t *testing.T) {
+func TestFakeOverlongServerRequestIsAnswered(t *testing.T) {
 	l := fakeLaunch(t, "longline")
 	l.MaxLine = 1024
 	s, err := Start(context.Background(), l)
@@ -132,7 +132,7 @@ func TestOverlongServerRequestIsAnswered(t *testing.T) {
 	}
 }
 
-func TestCloseKillsStubbornProcess(t *testing.T) {
+func TestFakeCloseKillsStubbornProcess(t *testing.T) {
 	// Ignores both its stdin closing and SIGTERM: Close must get to SIGKILL.
 	dir := t.TempDir()
 	script := dir + "/stubborn"
@@ -159,7 +159,7 @@ func TestCloseKillsStubbornProcess(t *testing.T) {
 
 // An agent that stops reading its stdin leaves a large message stuck in the
 // pipe; Close must still end the process, and the write must fail.
-func TestCloseWhileAWriteIsStuck(t *testing.T) {
+func TestFakeCloseWhileAWriteIsStuck(t *testing.T) {
 	dir := t.TempDir()
 	deaf := dir + "/deaf"
 	if err := os.WriteFile(deaf, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {

@@ -48,7 +48,6 @@ type activation struct {
 
 	instanceID    string
 	failedThisRun bool
-	signal        os.Signal
 	hurry         chan struct{} // closed on a second signal
 }
 
@@ -407,9 +406,23 @@ func (a *activation) turnInterrupted() bool {
 	return (st == envelope.TurnStateRunning || st == envelope.TurnStateInterrupted) && len(a.t.Turn.InboundIDs) > 0
 }
 
-// watchSignals turns the first SIGINT/SIGTERM into a cancel of the run and
-// a second into haste.
-func (a *activation) watchSignals(cancel context.CancelFunc) func() {
+// signalError is the cause of a run context a signal cancelled.
+type signalError struct{ sig os.Signal }
+
+func (e signalError) Error() string { return "interrupted by " + e.sig.String() }
+
+// signalOf is the signal that cancelled ctx, or nil.
+func signalOf(ctx context.Context) os.Signal {
+	var se signalError
+	if errors.As(context.Cause(ctx), &se) {
+		return se.sig
+	}
+	return nil
+}
+
+// watchSignals turns the first SIGINT/SIGTERM into a cancel of the run,
+// the signal its cause, and a second into haste.
+func (a *activation) watchSignals(cancel context.CancelCauseFunc) func() {
 	a.hurry = make(chan struct{})
 	if a.r.Signals == nil {
 		return func() {}
@@ -418,11 +431,8 @@ func (a *activation) watchSignals(cancel context.CancelFunc) func() {
 	go func() {
 		select {
 		case s := <-a.r.Signals:
-			a.mu.Lock()
-			a.signal = s
-			a.mu.Unlock()
 			a.log.Warn("signal received; stopping the agent and saving state", "signal", s.String())
-			cancel()
+			cancel(signalError{s})
 		case <-done:
 			return
 		}

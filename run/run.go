@@ -74,15 +74,17 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	start := time.Now()
 	sum = &Summary{Alias: alias}
 	a := &activation{r: r, alias: alias, sum: sum, log: r.Logger.With("alias", alias)}
+	// Signals: the first cancels the run, the signal its cause (the agent
+	// is interrupted politely and state is saved); a second skips the
+	// politeness.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	defer func() {
 		sum.DurationMS = time.Since(start).Milliseconds()
 		if a.t != nil && sum.AgentSessionID == "" {
 			sum.AgentSessionID = a.t.Agent.AgentSessionID
 		}
-		a.mu.Lock()
-		sig := a.signal
-		a.mu.Unlock()
-		finish(sum, err, sig)
+		finish(sum, err, signalOf(ctx))
 		a.writeSectionLog(sum)
 	}()
 
@@ -101,8 +103,11 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	lk, err := lock.Acquire(ctx, filepath.Join(a.dir, "thread.lock"), r.LockWait)
 	if err != nil {
 		var held *lock.HeldError
-		if errors.As(err, &held) {
+		switch {
+		case errors.As(err, &held):
 			return sum, exitErr(CodeLocked, "thread %q is %v; retry later or pass --lock-wait", alias, held)
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			return sum, exitErr(CodeLocked, "gave up waiting for the lock of thread %q: %v; retry later", alias, err)
 		}
 		// Not contention: the lock file cannot be opened or locked, which
 		// waiting will not mend.
@@ -110,10 +115,6 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	}
 	defer lk.Unlock()
 
-	// Signals: the first cancels the run (the agent is interrupted politely
-	// and state is saved); a second skips the politeness.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	stopSignals := a.watchSignals(cancel)
 	defer stopSignals()
 

@@ -239,7 +239,7 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, err error)
 	var te *agent.Error
 	outcome, status := "", ""
 	switch {
-	case errors.Is(err, context.Canceled) && a.signal != nil, errors.Is(err, context.Canceled) && ctx.Err() != nil:
+	case errors.Is(err, context.Canceled) && (signalOf(ctx) != nil || ctx.Err() != nil):
 		// A signal: the next run resumes this turn.
 		t.Turn.State = envelope.TurnStateInterrupted
 		return a.save()
