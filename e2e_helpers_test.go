@@ -23,6 +23,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude"
@@ -39,6 +40,7 @@ func TestMain(m *testing.M) {
 	// The test binary doubles as a fake agent (and as the measuring wrapper
 	// of the benchmarks) when its environment says so.
 	claudetest.MaybeRunFakeAgent()
+	agenttest.MaybeRunFake()
 	maybeRunRusageWrapper()
 	os.Exit(buildAndRun(m))
 }

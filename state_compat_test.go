@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/claude/claudetest"
@@ -260,18 +261,6 @@ func TestLegacyParkedClaudeThreadResumes(t *testing.T) {
 	}
 }
 
-// fixtureSession is an agent that answers every turn with one text.
-type fixtureSession struct{ id string }
-
-func (f *fixtureSession) SessionID() string { return f.id }
-func (f *fixtureSession) Pgid() int         { return 0 }
-func (f *fixtureSession) Turn(_ context.Context, msg string, h agent.Handler) (agent.TurnResult, error) {
-	h.Emit(agent.TextItem("got: " + msg))
-	return agent.TurnResult{Outcome: agent.TurnCompleted}, nil
-}
-func (f *fixtureSession) Interrupt() error            { return nil }
-func (f *fixtureSession) Close(context.Context) error { return nil }
-
 // TestLegacyIdleCodexThreadResumes: a Codex thread left idle by the earlier
 // version, with agent.resolved.codex_home recorded, takes a new message: the
 // recorded thread id is resumed with the recorded CODEX_HOME.
@@ -296,9 +285,13 @@ func TestLegacyIdleCodexThreadResumes(t *testing.T) {
 		checked = append(checked, envOf(l.Env, "CODEX_HOME"))
 		return nil
 	}
+	// The scripted test agent stands in for codex behind the Codex
+	// descriptor: what is checked is what run hands to Start.
+	script := agenttest.WriteScript(t, agenttest.Turn(agenttest.Step{Text: "docs written"}))
 	ad.Start = func(ctx context.Context, l agent.Launch) (agent.Session, error) {
 		launches = append(launches, l)
-		return &fixtureSession{id: l.SessionID}, nil
+		l.Env = append(l.Env, agenttest.ScriptEnv+"="+script)
+		return agenttest.Agent{}.Adapter().Start(ctx, l)
 	}
 	sum, err := s.runner(ad).Run(context.Background(), alias)
 	if err != nil || sum.Outcome != run.OutcomeTurnCompleted || len(launches) != 1 {
@@ -332,7 +325,7 @@ func TestLegacyIdleCodexThreadResumes(t *testing.T) {
 			texts = append(texts, it.Content[0].Text)
 		}
 	}
-	if !slices.Equal(texts, []string{"got: and now the docs"}) {
+	if !slices.Equal(texts, []string{"docs written"}) {
 		t.Errorf("texts %q", texts)
 	}
 	after := s.thread(alias)

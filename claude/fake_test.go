@@ -48,7 +48,7 @@ func TestFakeCrashMidTurn(t *testing.T) {
 	if !strings.Contains(e.Message, "exit status 3") || !strings.Contains(e.Message, "panic: fake boom") {
 		t.Errorf("message = %q, want the exit status and last stderr line", e.Message)
 	}
-	if got := h.types(); len(got) != 1 || got[0] != agent.ItemText {
+	if got := h.Types(); len(got) != 1 || got[0] != agent.ItemText {
 		t.Errorf("items = %v", got)
 	}
 }
@@ -84,8 +84,8 @@ func TestFakeGarbageSkipped(t *testing.T) {
 	if err != nil || res.Outcome != agent.TurnCompleted {
 		t.Fatalf("Turn = %+v, %v", res, err)
 	}
-	if it := h.find(agent.ItemText); len(it) != 1 || it[0].Brief != "after the garbage" {
-		t.Fatalf("items = %+v", h.items)
+	if it := h.OfType(agent.ItemText); len(it) != 1 || it[0].Brief != "after the garbage" {
+		t.Fatalf("items = %+v", h.Items())
 	}
 	for _, want := range []string{"skipped a bad line", `unknown type "weird_new_kind"`} {
 		if !strings.Contains(log.String(), want) {
@@ -107,12 +107,12 @@ func TestFakeOverlongLines(t *testing.T) {
 	if err != nil || res.Outcome != agent.TurnCompleted {
 		t.Fatalf("Turn = %+v, %v", res, err)
 	}
-	texts := h.find(agent.ItemText)
+	texts := h.OfType(agent.ItemText)
 	if len(texts) != 2 || texts[0].Brief != "after the big line" || !strings.HasPrefix(texts[1].Brief, "big request answered: deny:") {
 		t.Fatalf("texts = %+v", texts)
 	}
-	if len(h.calls) != 0 {
-		t.Errorf("the over-long request reached the gate: %+v", h.calls)
+	if len(h.Calls()) != 0 {
+		t.Errorf("the over-long request reached the gate: %+v", h.Calls())
 	}
 	if n := strings.Count(log.String(), " adapter skipped a line of"); n != 2 {
 		t.Errorf("%d skipped-line notes, want 2", n)
@@ -131,7 +131,7 @@ func TestFakePermissions(t *testing.T) {
 		{{Permission: bash}},
 	}}, "guarded")
 	s := start(t, l)
-	h := &recorder{answer: map[string]policy.Verdict{
+	h := &recorder{Answers: map[string]policy.Verdict{
 		"Write": {Action: policy.Allow},
 		"Bash":  {Action: policy.Deny, Message: "denied by worker rule 1"},
 	}}
@@ -139,7 +139,7 @@ func TestFakePermissions(t *testing.T) {
 	if err != nil || res.Outcome != agent.TurnCompleted {
 		t.Fatalf("Turn = %+v, %v", res, err)
 	}
-	results := h.find(agent.ItemToolResult)
+	results := h.OfType(agent.ItemToolResult)
 	if len(results) != 2 {
 		t.Fatalf("results = %+v", results)
 	}
@@ -151,7 +151,7 @@ func TestFakePermissions(t *testing.T) {
 	if denyOut["is_error"] != true || denyOut["output"] != "denied by worker rule 1" {
 		t.Errorf("denied result = %+v", denyOut)
 	}
-	c := h.calls[1]
+	c := h.Calls()[1]
 	if c.Effect != policy.EffectExec || c.Target.Command != "rm -rf build" || c.Summary != "Bash → rm -rf build" ||
 		c.Kind != policy.KindApproval || c.InvocationID == "" {
 		t.Errorf("bash call = %+v", c)
@@ -167,7 +167,7 @@ func TestFakePermissions(t *testing.T) {
 	}
 
 	// Park: deny + interrupt; the turn ends parked, not failed.
-	h.answer["Bash"] = policy.Verdict{Action: policy.Park}
+	h.Answers["Bash"] = policy.Verdict{Action: policy.Park}
 	res, err = s.Turn(context.Background(), "again", h)
 	if err != nil || res.Outcome != agent.TurnParked || res.ErrorText != "" {
 		t.Fatalf("parked Turn = %+v, %v", res, err)
@@ -183,12 +183,12 @@ func TestFakeAskUserQuestion(t *testing.T) {
 	}}}, "autonomous")
 	s := start(t, l)
 	// Even an Allow parks a question: it has no answers to give.
-	h := &recorder{answer: map[string]policy.Verdict{"*": {Action: policy.Allow}}}
+	h := &recorder{Answers: map[string]policy.Verdict{"*": {Action: policy.Allow}}}
 	res, err := s.Turn(context.Background(), "ask", h)
 	if err != nil || res.Outcome != agent.TurnParked {
 		t.Fatalf("Turn = %+v, %v", res, err)
 	}
-	c := h.calls[0]
+	c := h.Calls()[0]
 	if c.Kind != policy.KindAskUserQuestion || len(c.Questions) != 1 || !c.Questions[0].MultiSelect ||
 		len(c.Questions[0].Options) != 2 || c.Questions[0].Options[1].Label != "us" {
 		t.Fatalf("call = %+v", c)
@@ -202,7 +202,7 @@ func TestFakeInterrupt(t *testing.T) {
 	}}, "approval")
 	s := start(t, l)
 	h := &recorder{}
-	h.onEmit = func(it agent.Item) {
+	h.OnItem = func(it agent.Item) {
 		if it.Brief == "long work" {
 			// From another goroutine, as run's signal handler does.
 			errc := make(chan error)
@@ -278,7 +278,7 @@ func TestFakeGrandchildHoldsStdout(t *testing.T) {
 	if err != nil || res.Outcome != agent.TurnCompleted {
 		t.Fatalf("Turn = %+v, %v", res, err)
 	}
-	texts := h.find(agent.ItemText)
+	texts := h.OfType(agent.ItemText)
 	pid, err := strconv.Atoi(strings.TrimPrefix(texts[0].Brief, "grandchild "))
 	if err != nil {
 		t.Fatalf("texts = %+v", texts)
@@ -304,14 +304,14 @@ func TestFakeUndecodableRequestAnswered(t *testing.T) {
 	}}}, "approval")
 	s := start(t, l)
 	fastClose(s)
-	h := &recorder{answer: map[string]policy.Verdict{"*": {Action: policy.Allow}}}
+	h := &recorder{Answers: map[string]policy.Verdict{"*": {Action: policy.Allow}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := s.Turn(ctx, "go", h)
 	if err != nil || res.Outcome != agent.TurnCompleted {
 		t.Fatalf("Turn = %+v, %v (the request was left unanswered)", res, err)
 	}
-	texts := h.find(agent.ItemText)
+	texts := h.OfType(agent.ItemText)
 	if len(texts) != 1 || texts[0].Brief != "raw request answered: success deny" {
 		t.Fatalf("texts = %+v, want a deny", texts)
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/claude/claudetest"
-	"github.com/blobhub/bhw-run/policy"
 )
 
 func TestMain(m *testing.M) {
@@ -67,68 +65,8 @@ func newUUID() string {
 // syncBuf is a thread.log in memory.
 type syncBuf = agenttest.LogBuffer
 
-// recorder is a Handler recording items and answering Decide from a table
-// keyed by tool name ("*" for any); a missing entry parks.
-type recorder struct {
-	mu      sync.Mutex
-	items   []agent.Item
-	calls   []policy.Call
-	answer  map[string]policy.Verdict
-	decide  func(policy.Call) policy.Verdict
-	onEmit  func(agent.Item)
-	decided chan policy.Call
-}
-
-func (r *recorder) Emit(it agent.Item) {
-	r.mu.Lock()
-	r.items = append(r.items, it)
-	f := r.onEmit
-	r.mu.Unlock()
-	if f != nil {
-		f(it)
-	}
-}
-
-func (r *recorder) Decide(c policy.Call) policy.Verdict {
-	r.mu.Lock()
-	r.calls = append(r.calls, c)
-	r.mu.Unlock()
-	if r.decided != nil {
-		r.decided <- c
-	}
-	if r.decide != nil {
-		return r.decide(c)
-	}
-	if v, ok := r.answer[c.Tool]; ok {
-		return v
-	}
-	if v, ok := r.answer["*"]; ok {
-		return v
-	}
-	return policy.Verdict{Action: policy.Park}
-}
-
-func (r *recorder) types() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var t []string
-	for _, it := range r.items {
-		t = append(t, it.Type())
-	}
-	return t
-}
-
-func (r *recorder) find(typ string) []agent.Item {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []agent.Item
-	for _, it := range r.items {
-		if it.Type() == typ {
-			out = append(out, it)
-		}
-	}
-	return out
-}
+// recorder is the shared test Handler.
+type recorder = agenttest.Recorder
 
 // env is one real-CLI test set-up: a model server, a work folder and an
 // isolated config dir.

@@ -38,17 +38,17 @@ func TestRealAutonomousWrite(t *testing.T) {
 	if b, err := os.ReadFile(x); err != nil || string(b) != "hi\n" {
 		t.Fatalf("x.txt = %q, %v; want hi", b, err)
 	}
-	got := h.types()
+	got := h.Types()
 	want := []string{agent.ItemThinking, agent.ItemText, agent.ItemToolCall, agent.ItemToolResult, agent.ItemText}
 	if !slices.Equal(got, want) {
 		t.Fatalf("items = %v, want %v\nlog:\n%s", got, want, log)
 	}
-	call := h.find(agent.ItemToolCall)[0]
+	call := h.OfType(agent.ItemToolCall)[0]
 	if !strings.Contains(call.Brief, "Write → "+x) {
 		t.Errorf("tool_call brief = %q", call.Brief)
 	}
-	if len(h.calls) != 0 {
-		t.Errorf("autonomous asked the gate: %+v", h.calls)
+	if len(h.Calls()) != 0 {
+		t.Errorf("autonomous asked the gate: %+v", h.Calls())
 	}
 	if s.SessionID() != id {
 		t.Errorf("SessionID = %q, want %q", s.SessionID(), id)
@@ -108,10 +108,10 @@ func TestRealParkThenResumeAllowed(t *testing.T) {
 	if _, err := os.Stat(x); !os.IsNotExist(err) {
 		t.Fatalf("x.txt exists after park: %v", err)
 	}
-	if len(h.calls) != 1 {
-		t.Fatalf("calls = %+v", h.calls)
+	if len(h.Calls()) != 1 {
+		t.Fatalf("calls = %+v", h.Calls())
 	}
-	parked := h.calls[0]
+	parked := h.Calls()[0]
 	if parked.Tool != "Write" || parked.Effect != policy.EffectWrite || parked.Kind != policy.KindApproval ||
 		!slices.Equal(parked.Target.Paths, []string{x}) || !strings.HasPrefix(parked.Fingerprint, "sha256:") ||
 		parked.InvocationID == "" {
@@ -120,7 +120,7 @@ func TestRealParkThenResumeAllowed(t *testing.T) {
 
 	l, log2 := e.launch("approval", id, true)
 	s = start(t, l)
-	h2 := &recorder{decide: func(c policy.Call) policy.Verdict {
+	h2 := &recorder{Gate: func(c policy.Call) policy.Verdict {
 		if c.Fingerprint == parked.Fingerprint {
 			return policy.Verdict{Action: policy.Allow}
 		}
@@ -132,8 +132,8 @@ func TestRealParkThenResumeAllowed(t *testing.T) {
 	if res.Outcome != agent.TurnCompleted {
 		t.Fatalf("resumed result = %+v\n%s", res, log2)
 	}
-	if len(h2.calls) != 1 || h2.calls[0].InvocationID == parked.InvocationID {
-		t.Fatalf("resumed calls = %+v (parked id %s)", h2.calls, parked.InvocationID)
+	if len(h2.Calls()) != 1 || h2.Calls()[0].InvocationID == parked.InvocationID {
+		t.Fatalf("resumed calls = %+v (parked id %s)", h2.Calls(), parked.InvocationID)
 	}
 	if b, err := os.ReadFile(x); err != nil || string(b) != "hi" {
 		t.Fatalf("x.txt = %q, %v", b, err)
@@ -150,7 +150,7 @@ func TestRealDenyMessageReachesModel(t *testing.T) {
 	e.model.Push(claudetest.Tool("Write", map[string]any{"file_path": x, "content": "hi"}), claudetest.Text("ok, not writing"))
 	l, log := e.launch("guarded", newUUID(), false)
 	s := start(t, l)
-	h := &recorder{answer: map[string]policy.Verdict{"Write": {Action: policy.Deny, Message: "denied by worker rule 2"}}}
+	h := &recorder{Answers: map[string]policy.Verdict{"Write": {Action: policy.Deny, Message: "denied by worker rule 2"}}}
 	res := turn(t, s, "write x.txt", h)
 	closeSession(t, s)
 	record(t, "deny", log)
@@ -160,7 +160,7 @@ func TestRealDenyMessageReachesModel(t *testing.T) {
 	if _, err := os.Stat(x); !os.IsNotExist(err) {
 		t.Fatal("x.txt written despite the deny")
 	}
-	tr := h.find(agent.ItemToolResult)
+	tr := h.OfType(agent.ItemToolResult)
 	if len(tr) != 1 || tr[0].Meta["tool"].(map[string]any)["is_error"] != true ||
 		tr[0].Meta["tool"].(map[string]any)["output"] != "denied by worker rule 2" {
 		t.Fatalf("tool_result = %+v", tr)
@@ -185,10 +185,10 @@ func TestRealAskUserQuestion(t *testing.T) {
 	if res.Outcome != agent.TurnParked {
 		t.Fatalf("result = %+v", res)
 	}
-	if len(h.calls) != 1 {
-		t.Fatalf("calls = %+v", h.calls)
+	if len(h.Calls()) != 1 {
+		t.Fatalf("calls = %+v", h.Calls())
 	}
-	c := h.calls[0]
+	c := h.Calls()[0]
 	want := []policy.Question{{Question: "Which target?", Header: "Target", Options: []policy.Option{{Label: "staging", Description: "s"}, {Label: "production", Description: "p"}}}}
 	if c.Kind != policy.KindAskUserQuestion || !slices.EqualFunc(c.Questions, want, func(a, b policy.Question) bool {
 		return a.Question == b.Question && a.Header == b.Header && slices.Equal(a.Options, b.Options) && a.MultiSelect == b.MultiSelect
@@ -214,8 +214,8 @@ func TestRealLocalSettingsDoNotApprove(t *testing.T) {
 	s := start(t, l)
 	h := &recorder{}
 	res := turn(t, s, "write", h)
-	if res.Outcome != agent.TurnParked || len(h.calls) != 1 {
-		t.Fatalf("result = %+v calls = %+v: the local allow rule approved the call", res, h.calls)
+	if res.Outcome != agent.TurnParked || len(h.Calls()) != 1 {
+		t.Fatalf("result = %+v calls = %+v: the local allow rule approved the call", res, h.Calls())
 	}
 	if _, err := os.Stat(x); !os.IsNotExist(err) {
 		t.Fatal("x.txt written")
@@ -296,7 +296,7 @@ func TestRealInterruptThenClose(t *testing.T) {
 	go func() { pidc <- readPid(fifo) }()
 	h := &recorder{}
 	var sleepPid int
-	h.onEmit = func(it agent.Item) {
+	h.OnItem = func(it agent.Item) {
 		if it.Type() == agent.ItemToolCall {
 			// The sleep's pid arrives through the fifo once Bash runs it.
 			sleepPid = <-pidc
@@ -335,7 +335,7 @@ func TestRealAPIRetryStatus(t *testing.T) {
 	if res.Outcome != agent.TurnCompleted {
 		t.Fatalf("result = %+v", res)
 	}
-	st := h.find(agent.ItemStatus)
+	st := h.OfType(agent.ItemStatus)
 	if len(st) != 1 || st[0].Meta["status"].(map[string]any)["token"] != "api_retry" ||
 		st[0].Meta["status"].(map[string]any)["error_status"] != 529 {
 		t.Fatalf("status items = %+v", st)

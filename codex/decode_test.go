@@ -64,7 +64,7 @@ func TestDecodeTranscripts(t *testing.T) {
 func replay(t *testing.T, name string, verdict policy.Action) (*turn, *recorder) {
 	t.Helper()
 	s := testSession(io.Discard)
-	h := &recorder{decide: func(policy.Call) policy.Verdict { return policy.Verdict{Action: verdict} }}
+	h := &recorder{Gate: func(policy.Call) policy.Verdict { return policy.Verdict{Action: verdict} }}
 	tr := &turn{s: s, h: h, calls: map[string]bool{}, results: map[string]bool{}, changes: map[string]json.RawMessage{}, startKnown: true}
 	inTurn := false
 	for _, line := range transcriptLines(t, name) {
@@ -116,7 +116,7 @@ func TestReplayTranscripts(t *testing.T) {
 			if tr.completed.Status != c.status {
 				t.Errorf("status %q, want %q", tr.completed.Status, c.status)
 			}
-			if got := strings.Join(h.types(), ","); got != c.items {
+			if got := strings.Join(h.Types(), ","); got != c.items {
 				t.Errorf("items %s, want %s", got, c.items)
 			}
 			if c.verdict == policy.Park && !tr.parked {
@@ -199,7 +199,7 @@ func FuzzDecodeLine(f *testing.F) {
 func TestParkCancelsOtherApprovals(t *testing.T) {
 	var answers bytes.Buffer
 	s := testSession(&answers)
-	h := &recorder{decide: func(policy.Call) policy.Verdict { return policy.Verdict{Action: policy.Park} }}
+	h := &recorder{Gate: func(policy.Call) policy.Verdict { return policy.Verdict{Action: policy.Park} }}
 	tr := &turn{s: s, h: h, cwd: "/w", calls: map[string]bool{}, results: map[string]bool{}, changes: map[string]json.RawMessage{}}
 	lines := []string{
 		`{"method":"item/started","params":{"item":{"type":"commandExecution","id":"call_1","command":"/bin/bash -lc 'touch a'","cwd":"/w","status":"inProgress"}}}`,
@@ -221,14 +221,14 @@ func TestParkCancelsOtherApprovals(t *testing.T) {
 	if answers.String() != want {
 		t.Errorf("answers:\n%s", answers.String())
 	}
-	if len(h.calls) != 1 || !tr.parked {
-		t.Errorf("gate saw %d calls, parked %v", len(h.calls), tr.parked)
+	if len(h.Calls()) != 1 || !tr.parked {
+		t.Errorf("gate saw %d calls, parked %v", len(h.Calls()), tr.parked)
 	}
 	// Three calls, each closed once with the park text, calls before results.
-	if got := strings.Join(h.types(), ","); got != "tool_call,tool_call,tool_result,tool_result,tool_call,tool_result" {
+	if got := strings.Join(h.Types(), ","); got != "tool_call,tool_call,tool_result,tool_result,tool_call,tool_result" {
 		t.Errorf("items %s", got)
 	}
-	for _, it := range h.ofType("tool_result") {
+	for _, it := range h.OfType("tool_result") {
 		if toolMeta(it)["output"] != notRunText {
 			t.Errorf("result %v", it.Meta)
 		}

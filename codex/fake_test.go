@@ -1,10 +1,7 @@
 package codex
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -12,96 +9,48 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/codex/codextest"
 	"github.com/blobhub/bhw-run/policy"
 )
 
-// The test binary doubles as a tiny fake app-server for the cases the real
-// CLI cannot be made to show on demand (a crash mid-turn, an over-long
-// server request). BHW_FAKE_CODEX selects the scenario.
+// The test binary doubles as a fake app-server (codextest) for the cases
+// the real CLI cannot be made to show on demand: a crash mid-turn, an
+// over-long server request, and the conformance suite's scenarios.
 func TestMain(m *testing.M) {
-	if sc := os.Getenv("BHW_FAKE_CODEX"); sc != "" {
-		os.Exit(fakeAppServer(sc))
-	}
+	codextest.MaybeRunFakeAppServer()
 	os.Exit(m.Run())
 }
 
-func fakeAppServer(scenario string) int {
-	in := bufio.NewReaderSize(os.Stdin, 1<<20)
-	out := bufio.NewWriter(os.Stdout)
-	send := func(v any) {
-		b, _ := json.Marshal(v)
-		out.Write(append(b, '\n'))
-		out.Flush()
-	}
-	next := func() map[string]any {
-		line, err := in.ReadBytes('\n')
-		if err != nil {
-			os.Exit(0) // stdin closed: exit like codex does
-		}
-		var m map[string]any
-		_ = json.Unmarshal(line, &m)
-		return m
-	}
-	completed := func(status, msg string) {
-		turn := map[string]any{"id": "t1", "status": status, "error": nil}
-		if msg != "" {
-			turn["error"] = map[string]any{"message": msg}
-		}
-		send(map[string]any{"method": "turn/completed", "params": map[string]any{"threadId": "th1", "turn": turn}})
-	}
-	for {
-		m := next()
-		id, method := m["id"], m["method"]
-		switch method {
-		case "initialize":
-			send(map[string]any{"id": id, "result": map[string]any{}})
-		case "thread/start", "thread/resume":
-			send(map[string]any{"id": id, "result": map[string]any{"thread": map[string]any{"id": "th1"}}})
-		case "turn/start":
-			send(map[string]any{"id": id, "result": map[string]any{"turn": map[string]any{"id": "t1", "status": "inProgress"}}})
-			send(map[string]any{"method": "turn/started", "params": map[string]any{"threadId": "th1", "turn": map[string]any{"id": "t1"}}})
-			switch scenario {
-			case "crash":
-				fmt.Fprintln(os.Stderr, "fake: dying mid-turn")
-				return 3
-			case "longline":
-				// An approval request far over the limit, then an unknown
-				// server request: both must be answered.
-				send(map[string]any{"method": methodCommandApproval, "id": 7, "params": map[string]any{
-					"threadId": "th1", "turnId": "t1", "itemId": "call_1", "command": strings.Repeat("x", 4096),
-				}})
-				a := next()
-				send(map[string]any{"method": "item/tool/requestUserInput", "id": 8, "params": map[string]any{"threadId": "th1"}})
-				b := next()
-				res, _ := a["result"].(map[string]any)
-				switch {
-				case fmt.Sprint(a["id"]) != "7" || res["decision"] != "decline":
-					completed("failed", fmt.Sprintf("over-long approval answered %v", a))
-				case fmt.Sprint(b["id"]) != "8" || b["error"] == nil:
-					completed("failed", fmt.Sprintf("unknown request answered %v", b))
-				default:
-					completed("completed", "")
-				}
-			}
-		}
-	}
-}
-
-func fakeLaunch(t *testing.T, scenario string) agent.Launch {
+func fakeLaunch(t *testing.T, s agenttest.Script) agent.Launch {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
+	var log agenttest.LogBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("thread.log:\n%s", log.String())
+		}
+	})
 	return agent.Launch{
 		Executable: exe, WorkFolder: t.TempDir(),
-		Env:         []string{"BHW_FAKE_CODEX=" + scenario, "PATH=/usr/bin:/bin"},
+		Env:         []string{codextest.FakeEnv + "=" + agenttest.WriteScript(t, s), "PATH=/usr/bin:/bin"},
 		Permissions: "approval",
-		Log:         (&agenttest.LogBuffer{}).Log(),
+		Log:         log.Log(),
 	}
 }
 
+// TestConformance: the Codex adapter against the fake app-server.
+func TestConformance(t *testing.T) {
+	agenttest.Conformance(t, agenttest.Fixture{Adapter: Adapter, Launch: fakeLaunch,
+		Graces: func(s agent.Session) {
+			cs := s.(*Session)
+			cs.StdinGrace, cs.KillGrace, cs.InterruptGrace = 100*time.Millisecond, 300*time.Millisecond, time.Second
+		}})
+}
+
 func TestFakeCrashMidTurnIsAgentCrashed(t *testing.T) {
-	s, err := Start(context.Background(), fakeLaunch(t, "crash"))
+	s, err := Start(context.Background(), fakeLaunch(t, agenttest.Turn(agenttest.Step{Crash: 3, Stderr: "fake: dying mid-turn"})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +65,7 @@ func TestFakeCrashMidTurnIsAgentCrashed(t *testing.T) {
 }
 
 func TestFakeOverlongServerRequestIsAnswered(t *testing.T) {
-	l := fakeLaunch(t, "longline")
+	l := fakeLaunch(t, agenttest.Turn(agenttest.Step{BigRequest: 4096}))
 	l.MaxLine = 1024
 	s, err := Start(context.Background(), l)
 	if err != nil {
@@ -125,10 +74,15 @@ func TestFakeOverlongServerRequestIsAnswered(t *testing.T) {
 	defer closeNow(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	h := &recorder{decide: func(policy.Call) policy.Verdict { t.Error("the gate saw an unread request"); return policy.Verdict{} }}
+	h := &recorder{Gate: func(policy.Call) policy.Verdict { t.Error("the gate saw an unread request"); return policy.Verdict{} }}
 	res, err := s.Turn(ctx, "hi", h)
 	if err != nil || res.Outcome != agent.TurnCompleted {
 		t.Fatalf("Turn = %+v, %v", res, err)
+	}
+	texts := h.OfType(agent.ItemText)
+	if len(texts) != 1 || !strings.Contains(texts[0].Brief, "big request answered: decline (<nil>)") ||
+		!strings.Contains(texts[0].Brief, "unknown request answered: bhw-run does not support item/tool/requestUserInput (-32601)") {
+		t.Fatalf("the fake saw %q", texts)
 	}
 }
 

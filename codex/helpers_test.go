@@ -17,7 +17,6 @@ import (
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/agent/jsonrpc"
 	"github.com/blobhub/bhw-run/codex/codextest"
-	"github.com/blobhub/bhw-run/policy"
 )
 
 var record = flag.Bool("record", false, "write the real CLI transcripts to testdata/codex")
@@ -172,58 +171,8 @@ func transcript(log string) []string {
 	return keep
 }
 
-// recorder is a test Handler: it keeps every item and call, and answers the
-// gate with decide.
-type recorder struct {
-	mu     sync.Mutex
-	items  []agent.Item
-	calls  []policy.Call
-	decide func(policy.Call) policy.Verdict
-	onItem func(agent.Item)
-}
-
-func (h *recorder) Emit(it agent.Item) {
-	h.mu.Lock()
-	h.items = append(h.items, it)
-	f := h.onItem
-	h.mu.Unlock()
-	if f != nil {
-		f(it)
-	}
-}
-
-func (h *recorder) Decide(c policy.Call) policy.Verdict {
-	h.mu.Lock()
-	h.calls = append(h.calls, c)
-	d := h.decide
-	h.mu.Unlock()
-	if d == nil {
-		return policy.Verdict{Action: policy.Deny, Message: "no gate in this test"}
-	}
-	return d(c)
-}
-
-func (h *recorder) types() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []string
-	for _, it := range h.items {
-		out = append(out, it.Type())
-	}
-	return out
-}
-
-func (h *recorder) ofType(typ string) []agent.Item {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []agent.Item
-	for _, it := range h.items {
-		if it.Type() == typ {
-			out = append(out, it)
-		}
-	}
-	return out
-}
+// recorder is the shared test Handler.
+type recorder = agenttest.Recorder
 
 func toolMeta(it agent.Item) map[string]any {
 	m, _ := it.Meta["tool"].(map[string]any)

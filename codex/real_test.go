@@ -38,10 +38,10 @@ func TestAutonomousCommandPatchAndResume(t *testing.T) {
 		t.Fatalf("outcome %q (%s)", res.Outcome, res.ErrorText)
 	}
 	want := []string{"tool_call", "tool_result", "tool_call", "tool_result", "text"}
-	if got := h.types(); strings.Join(got, ",") != strings.Join(want, ",") {
+	if got := h.Types(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("items %v, want %v", got, want)
 	}
-	calls, results := h.ofType(agent.ItemToolCall), h.ofType(agent.ItemToolResult)
+	calls, results := h.OfType(agent.ItemToolCall), h.OfType(agent.ItemToolResult)
 	if n := toolMeta(calls[0])["name"]; n != ToolExec {
 		t.Errorf("first call %v", n)
 	}
@@ -56,8 +56,8 @@ func TestAutonomousCommandPatchAndResume(t *testing.T) {
 			t.Errorf("result is an error: %v", res.Meta)
 		}
 	}
-	if h.ofType(agent.ItemText)[0].Brief != "all done" {
-		t.Errorf("text %q", h.ofType(agent.ItemText)[0].Brief)
+	if h.OfType(agent.ItemText)[0].Brief != "all done" {
+		t.Errorf("text %q", h.OfType(agent.ItemText)[0].Brief)
 	}
 	if b, err := os.ReadFile(r.path("hello.txt")); err != nil || string(b) != "hello\n" {
 		t.Errorf("hello.txt = %q, %v", b, err)
@@ -123,7 +123,7 @@ func TestApprovalEscalationParkThenGrant(t *testing.T) {
 	r := newRig(t, codextest.Escalate("touch esc.txt", "needs to leave the sandbox"))
 	s := r.start(r.launch("approval", ""))
 	thread := s.SessionID()
-	h := &recorder{decide: allowByFingerprint("")}
+	h := &recorder{Gate: allowByFingerprint("")}
 	res := runTurn(t, s, "touch it", h)
 	if res.Outcome != agent.TurnParked {
 		t.Fatalf("outcome %q", res.Outcome)
@@ -131,15 +131,15 @@ func TestApprovalEscalationParkThenGrant(t *testing.T) {
 	if exists(r.path("esc.txt")) {
 		t.Fatal("esc.txt exists after a park")
 	}
-	if len(h.calls) != 1 {
-		t.Fatalf("%d gate calls", len(h.calls))
+	if len(h.Calls()) != 1 {
+		t.Fatalf("%d gate calls", len(h.Calls()))
 	}
-	c := h.calls[0]
+	c := h.Calls()[0]
 	if c.Tool != ToolExec || c.Effect != policy.EffectExec || c.Target.Command != "touch esc.txt" ||
 		c.Target.Cwd != r.work || c.Kind != policy.KindApproval || !strings.HasPrefix(c.Fingerprint, "sha256:") || c.InvocationID == "" {
 		t.Fatalf("call %+v", c)
 	}
-	results := h.ofType(agent.ItemToolResult)
+	results := h.OfType(agent.ItemToolResult)
 	if len(results) != 1 || toolMeta(results[0])["output"] != notRunText || toolMeta(results[0])["is_error"] != true {
 		t.Fatalf("results %v", results)
 	}
@@ -151,13 +151,13 @@ func TestApprovalEscalationParkThenGrant(t *testing.T) {
 	l := r.launch("approval", "")
 	l.Resume, l.SessionID = true, thread
 	s2 := r.start(l)
-	h2 := &recorder{decide: allowByFingerprint(c.Fingerprint)}
+	h2 := &recorder{Gate: allowByFingerprint(c.Fingerprint)}
 	res2 := runTurn(t, s2, "A person approved your call. Run it again now, unchanged.", h2)
 	if res2.Outcome != agent.TurnCompleted {
 		t.Fatalf("resumed outcome %q", res2.Outcome)
 	}
-	if len(h2.calls) != 1 || h2.calls[0].Fingerprint != c.Fingerprint || h2.calls[0].InvocationID == c.InvocationID {
-		t.Fatalf("resumed gate calls %+v", h2.calls)
+	if len(h2.Calls()) != 1 || h2.Calls()[0].Fingerprint != c.Fingerprint || h2.Calls()[0].InvocationID == c.InvocationID {
+		t.Fatalf("resumed gate calls %+v", h2.Calls())
 	}
 	if !exists(r.path("esc.txt")) {
 		t.Fatal("esc.txt not created after the grant")
@@ -173,7 +173,7 @@ func TestApprovalEscalationParkThenGrant(t *testing.T) {
 func TestApprovalDenyDeclines(t *testing.T) {
 	r := newRig(t, codextest.Escalate("touch deny.txt", "wants out"), codextest.Say("understood"))
 	s := r.start(r.launch("approval", "workspace-write"))
-	h := &recorder{decide: func(policy.Call) policy.Verdict {
+	h := &recorder{Gate: func(policy.Call) policy.Verdict {
 		return policy.Verdict{Action: policy.Deny, Message: "rule 2 denies it"}
 	}}
 	res := runTurn(t, s, "touch it", h)
@@ -194,7 +194,7 @@ func TestApprovalDenyDeclines(t *testing.T) {
 	if !strings.Contains(told, "rejected") {
 		t.Errorf("the model was told %q", told)
 	}
-	results := h.ofType(agent.ItemToolResult)
+	results := h.OfType(agent.ItemToolResult)
 	if len(results) != 1 || toolMeta(results[0])["is_error"] != true {
 		t.Errorf("results %v", results)
 	}
@@ -205,7 +205,7 @@ func TestReadOnlyFileChangeParkThenGrant(t *testing.T) {
 	r := newRig(t, codextest.Patch(patch))
 	s := r.start(r.launch("approval", "read-only"))
 	thread := s.SessionID()
-	h := &recorder{decide: allowByFingerprint("")}
+	h := &recorder{Gate: allowByFingerprint("")}
 	res := runTurn(t, s, "write p.txt", h)
 	if res.Outcome != agent.TurnParked {
 		t.Fatalf("outcome %q", res.Outcome)
@@ -213,21 +213,21 @@ func TestReadOnlyFileChangeParkThenGrant(t *testing.T) {
 	if exists(r.path("p.txt")) {
 		t.Fatal("p.txt exists after a park")
 	}
-	if len(h.calls) != 1 {
-		t.Fatalf("%d gate calls", len(h.calls))
+	if len(h.Calls()) != 1 {
+		t.Fatalf("%d gate calls", len(h.Calls()))
 	}
-	c := h.calls[0]
+	c := h.Calls()[0]
 	if c.Tool != ToolApplyPatch || c.Effect != policy.EffectWrite || len(c.Target.Paths) != 1 ||
 		c.Target.Paths[0] != r.path("p.txt") || c.Fingerprint == "" || c.GrantRoot != "" {
 		t.Fatalf("call %+v", c)
 	}
 	// No item/completed comes for a cancelled file change: the synthetic
 	// result closes the call.
-	if want := "tool_call,tool_result"; strings.Join(h.types(), ",") != want {
-		t.Fatalf("items %v", h.types())
+	if want := "tool_call,tool_result"; strings.Join(h.Types(), ",") != want {
+		t.Fatalf("items %v", h.Types())
 	}
-	if toolMeta(h.ofType(agent.ItemToolResult)[0])["output"] != notRunText {
-		t.Fatalf("result %v", h.ofType(agent.ItemToolResult)[0].Meta)
+	if toolMeta(h.OfType(agent.ItemToolResult)[0])["output"] != notRunText {
+		t.Fatalf("result %v", h.OfType(agent.ItemToolResult)[0].Meta)
 	}
 	closeNow(t, s)
 
@@ -235,13 +235,13 @@ func TestReadOnlyFileChangeParkThenGrant(t *testing.T) {
 	l := r.launch("approval", "read-only")
 	l.Resume, l.SessionID = true, thread
 	s2 := r.start(l)
-	h2 := &recorder{decide: allowByFingerprint(c.Fingerprint)}
+	h2 := &recorder{Gate: allowByFingerprint(c.Fingerprint)}
 	res2 := runTurn(t, s2, "A person approved your patch. Run it again now, unchanged.", h2)
 	if res2.Outcome != agent.TurnCompleted {
 		t.Fatalf("resumed outcome %q", res2.Outcome)
 	}
-	if len(h2.calls) != 1 || h2.calls[0].Fingerprint != c.Fingerprint {
-		t.Fatalf("resumed gate calls %+v", h2.calls)
+	if len(h2.Calls()) != 1 || h2.Calls()[0].Fingerprint != c.Fingerprint {
+		t.Fatalf("resumed gate calls %+v", h2.Calls())
 	}
 	if b, err := os.ReadFile(r.path("p.txt")); err != nil || string(b) != "hello from the fake\n" {
 		t.Fatalf("p.txt = %q, %v", b, err)
@@ -256,9 +256,9 @@ func TestHTTP500FailsTurn(t *testing.T) {
 	if res.Outcome != agent.TurnFailed || res.ErrorText == "" || res.ResumeFailed {
 		t.Fatalf("result %+v", res)
 	}
-	st := h.ofType(agent.ItemStatus)
+	st := h.OfType(agent.ItemStatus)
 	if len(st) == 0 {
-		t.Fatalf("no status item; items %v", h.types())
+		t.Fatalf("no status item; items %v", h.Types())
 	}
 	t.Logf("error text %q", res.ErrorText)
 }
@@ -267,7 +267,7 @@ func TestInterruptSleepingCommandThenClose(t *testing.T) {
 	r := newRig(t, codextest.Run("sleep 30; touch late.txt"))
 	s := r.start(r.launch("autonomous", ""))
 	started := make(chan struct{}, 1)
-	h := &recorder{onItem: func(it agent.Item) {
+	h := &recorder{OnItem: func(it agent.Item) {
 		if it.Type() == agent.ItemToolCall {
 			select {
 			case started <- struct{}{}:
@@ -290,8 +290,8 @@ func TestInterruptSleepingCommandThenClose(t *testing.T) {
 		t.Fatalf("interrupt took %v", d)
 	}
 	// The interrupted command got no item/completed; its call is closed.
-	if rs := h.ofType(agent.ItemToolResult); len(rs) != 1 || toolMeta(rs[0])["is_error"] != true {
-		t.Fatalf("results %v", h.types())
+	if rs := h.OfType(agent.ItemToolResult); len(rs) != 1 || toolMeta(rs[0])["is_error"] != true {
+		t.Fatalf("results %v", h.Types())
 	}
 	closeNow(t, s)
 	if err := syscall.Kill(-s.Pgid(), 0); err != syscall.ESRCH {
@@ -307,7 +307,7 @@ func TestCancelledContextInterrupts(t *testing.T) {
 	s := r.start(r.launch("autonomous", ""))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h := &recorder{onItem: func(it agent.Item) {
+	h := &recorder{OnItem: func(it agent.Item) {
 		if it.Type() == agent.ItemToolCall {
 			cancel()
 		}

@@ -16,10 +16,11 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
-	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/outbox"
+	"github.com/blobhub/bhw-run/policy"
 )
 
 const artifactsSource = ".bhw/outbox"
@@ -86,7 +87,7 @@ func (h *artifactHarness) activate() {
 func (h *artifactHarness) turn() {
 	h.t.Helper()
 	h.srv.PersonPost(h.alias, "go on")
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "done"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "done"}}}})
 	want(h.t, h.run(h.alias), OutcomeTurnCompleted, 0)
 }
 
@@ -243,7 +244,7 @@ func TestArtifactsParkedTurnPublishesNothing(t *testing.T) {
 	h.activate()
 	h.write("report.md", "x")
 	h.srv.PersonPost(h.alias, "write it")
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Permission: &claudetest.FakeTool{Name: "Bash", Input: map[string]any{"command": "rm -rf /tmp/x"}, Result: "ok"}}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: &agenttest.Tool{Effect: policy.EffectExec, Target: policy.Target{Command: "rm -rf /tmp/x"}, Result: "ok"}}}}})
 	want(t, h.run(h.alias), OutcomeParked, 0)
 	if _, ok := h.object("report.md"); ok || len(h.announced()) != 0 {
 		t.Fatal("a parked turn published artifacts")
@@ -461,7 +462,7 @@ func TestArtifactUploadFailures(t *testing.T) {
 	h.fail["b.txt"] = &blobhub.OpError{Command: "upload_session_object", Err: blobhub.ErrUnavailable}
 	h.mu.Unlock()
 	h.srv.PersonPost(h.alias, "go on")
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "done"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "done"}}}})
 	sum := h.run(h.alias)
 	if sum.ExitCode != ExitTempFail {
 		t.Fatalf("exit %d (%+v), want %d: an upload is left for the next run", sum.ExitCode, sum.Error, ExitTempFail)

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
-	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/lock"
 )
@@ -203,11 +203,10 @@ func TestBadCredentialsAndConfig(t *testing.T) {
 		{name: "bad url scheme", o: Options{APIURL: "ftp://x", APIKey: "k"}, code: CodeInvalidConfig},
 		{name: "relative file url", o: Options{APIURL: "file://rel/dir"}, code: CodeInvalidConfig},
 		{name: "unknown config key", config: "bogus: 1\n", code: CodeInvalidConfig, msg: "bogus"},
-		{name: "unknown nested key", config: "agents:\n  claude_code:\n    exe: claude\n", code: CodeInvalidConfig, msg: `unknown key "exe"`},
-		{name: "unknown agent type", config: "agents:\n  gemini_cli: {}\n", code: CodeInvalidConfig, msg: "agents.gemini_cli: no such agent type"},
-		{name: "another agent's key", config: "agents:\n  claude_code:\n    sandbox: read-only\n", code: CodeInvalidConfig, msg: `agents.claude_code: unknown key "sandbox"`},
-		{name: "adapter's own key invalid", config: "agents:\n  codex:\n    sandbox: none\n", code: CodeInvalidConfig, msg: "agents.codex: sandbox \"none\""},
-		{name: "home not a path", config: "agents:\n  codex:\n    codex_home: [a, b]\n", code: CodeInvalidConfig, msg: "agents.codex.codex_home"},
+		{name: "unknown nested key", config: "agents:\n  test_agent:\n    exe: claude\n", code: CodeInvalidConfig, msg: `unknown key "exe"; the keys are args, effort, env, executable, executables, extra_args, home, model, permissions`},
+		{name: "unknown agent type", config: "agents:\n  gemini_cli: {}\n", code: CodeInvalidConfig, msg: "agents.gemini_cli: no such agent type; use test_agent or test_host_agent"},
+		{name: "adapter's own key invalid", config: "agents:\n  test_agent:\n    args: [\"a\\tb\"]\n", code: CodeInvalidConfig, msg: `agents.test_agent: args: "a\tb" holds a control character`},
+		{name: "home not a path", config: "agents:\n  test_agent:\n    home: [a, b]\n", code: CodeInvalidConfig, msg: "agents.test_agent.home"},
 		{name: "wrong type", config: "concurrency:\n  max_agents: many\n", code: CodeInvalidConfig},
 		{name: "not YAML", config: "agents: [\n", code: CodeInvalidConfig},
 		{name: "negative max_agents", config: "concurrency: {max_agents: -1}\n", code: CodeInvalidConfig},
@@ -532,7 +531,7 @@ func TestBadEnvelope(t *testing.T) {
 			const alias = "bad/t"
 			h.srv.Put(alias, tc.value(h))
 			h.srv.PersonPost(alias, "please start")
-			h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "the agent ran"}}}})
+			h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "the agent ran"}}}})
 			if tc.edit != nil {
 				tc.edit(h)
 			}
@@ -641,7 +640,7 @@ func TestAgentNotInstalled(t *testing.T) {
 	}
 	// Installed again: the same message is delivered.
 	h.editConfig("executable: /nonexistent/bin/claude", "executable: "+exe)
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "hi"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 	if ids := h.thread(alias).Turn.InboundIDs; len(ids) != 1 {
 		t.Fatalf("inbound %v", ids)
@@ -654,7 +653,7 @@ func TestThreadLocked(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "locked/t"
 	h.handOff(alias, "approval", "start")
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "hi"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 	h.srv.PersonPost(alias, "more")
 
@@ -692,7 +691,7 @@ func TestIdleRequests(t *testing.T) {
 		h := newHarness(t, local)
 		const alias = "idle/t"
 		h.handOff(alias, "approval", "start")
-		h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "hi"}}}})
+		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 
 		// Every slot taken: an idle run does not care.
@@ -763,7 +762,7 @@ func TestNoSlotPending(t *testing.T) {
 		t.Fatalf("a run without a slot wrote thread.yaml (local state %q)", th.Agent.State)
 	}
 	_ = s.Release()
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "hi"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 	if got := h.items(alias); !slices.Equal(got, []string{"person", "text", "turn_end"}) {
 		t.Fatalf("items %v", got)

@@ -14,9 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
-	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 )
 
@@ -64,7 +64,7 @@ func TestEndlessListBoundedPerRun(t *testing.T) {
 	if c, m := mustTime(t, msg.CreatedAt), mustTime(t, sc.CreatedAt); !c.After(m) {
 		t.Fatalf("setup: the message (%s) is not after the made-up items (%s)", msg.CreatedAt, sc.CreatedAt)
 	}
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "yes"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "yes"}}}})
 	want(t, h.run(alias), OutcomeTurnCompleted, 0)
 	if got := h.thread(alias).Turn.InboundIDs; !slices.Equal(got, []string{msg.ID}) {
 		t.Fatalf("delivered %v, want the person's message %s", got, msg.ID)
@@ -93,7 +93,7 @@ func TestFutureItemDoesNotStallThread(t *testing.T) {
 				h.srv.ServeItem(alias, future)
 			}
 			turn := func() {
-				h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "ok"}}}})
+				h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "ok"}}}})
 			}
 			turn()
 			want(t, h.run(alias), OutcomeTurnCompleted, 0)
@@ -341,7 +341,7 @@ func TestKill9Artifacts(t *testing.T) {
 			h.write(rel, data)
 		}
 		h.srv.PersonPost(h.alias, "publish")
-		script := claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "done"}}}}
+		script := agenttest.Script{Turns: [][]agenttest.Step{{{Text: "done"}}}}
 		h.play(script)
 		killed, exit := h.runKilled(h.alias, n)
 		if killed {

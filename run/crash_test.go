@@ -17,14 +17,13 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
-	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/policy"
 )
 
 // TestAgentCrash: the agent exits mid-turn → the thread fails with
@@ -34,7 +33,7 @@ func TestAgentCrash(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "crash/t"
 	h.handOff(alias, "approval", "start")
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "working"}, {Crash: 1, Stderr: "boom"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "working"}, {Crash: 1, Stderr: "boom"}}}})
 	sum := h.run(alias)
 	want(t, sum, OutcomeFailed, ExitFailed)
 	wantCode(t, sum, ExitFailed, agent.CodeAgentCrashed)
@@ -53,7 +52,7 @@ func TestAgentCrash(t *testing.T) {
 	if _, err := ThreadSetState(t.Context(), h.setup(), h.client(), alias, envelope.StatePending); err != nil {
 		t.Fatal(err)
 	}
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "again"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "again"}}}})
 	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 	th = h.thread(alias)
 	if !slices.Equal(th.Turn.InboundIDs, delivered) || th.Turn.State != envelope.TurnStateIdle {
@@ -76,19 +75,19 @@ func TestAgentCrash(t *testing.T) {
 func TestAgentOutput(t *testing.T) {
 	tests := []struct {
 		name  string
-		steps []claudetest.FakeStep
+		steps []agenttest.Step
 		texts []string
 	}{
-		{"garbage", []claudetest.FakeStep{{Garbage: "not json {"}, {Garbage: `{"type":"mystery","x":1}`}, {Garbage: `{"type":"assistant","message":7}`}, {Garbage: "\x00\xff"}, {Text: "after"}}, []string{"after"}},
-		{"100 MB line", []claudetest.FakeStep{{BigLine: 100 << 20}, {Text: "after"}}, []string{"after"}},
-		{"70 MB request", []claudetest.FakeStep{{BigRequest: 70 << 20}}, []string{"big request answered: deny"}},
+		{"garbage", []agenttest.Step{{Garbage: "not json {"}, {Garbage: `{"type":"mystery","x":1}`}, {Garbage: `{"type":"assistant","message":7}`}, {Garbage: "\x00\xff"}, {Text: "after"}}, []string{"after"}},
+		{"100 MB line", []agenttest.Step{{BigLine: 100 << 20}, {Text: "after"}}, []string{"after"}},
+		{"70 MB request", []agenttest.Step{{BigRequest: 70 << 20}}, []string{"big request answered: deny"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, false)
 			const alias = "out/t"
 			h.handOff(alias, "approval", "start")
-			h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{tc.steps}})
+			h.play(agenttest.Script{Turns: [][]agenttest.Step{tc.steps}})
 			want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 			var texts []string
 			for _, it := range h.srv.Items(alias) {
@@ -137,19 +136,19 @@ func (h *harness) recordPgid(pgids *[]int) {
 func TestAgentNeverAnswers(t *testing.T) {
 	tests := []struct {
 		name    string
-		script  claudetest.FakeScript
+		script  agenttest.Script
 		tune    func(r *Runner)
 		code    string
 		token   string
 		outcome string
 	}{
-		{"hang stalled", claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "thinking"}, {Hang: true}}}},
+		{"hang stalled", agenttest.Script{Turns: [][]agenttest.Step{{{Text: "thinking"}, {Hang: true}}}},
 			func(r *Runner) { r.StallTimeout = 300 * time.Millisecond }, CodeAgentStalled, "agent_stalled", "stalled"},
-		{"wait for interrupt timeout", claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{WaitInterrupt: true}}}},
+		{"wait for interrupt timeout", agenttest.Script{Turns: [][]agenttest.Step{{{WaitInterrupt: true}}}},
 			func(r *Runner) { r.MaxDuration = 300 * time.Millisecond }, CodeTurnTimeout, "turn_timeout", "timeout"},
-		{"hang timeout", claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Hang: true}}}},
+		{"hang timeout", agenttest.Script{Turns: [][]agenttest.Step{{{Hang: true}}}},
 			func(r *Runner) { r.MaxDuration = 300 * time.Millisecond; r.Grace = 200 * time.Millisecond }, CodeTurnTimeout, "turn_timeout", "timeout"},
-		{"ignores SIGTERM", claudetest.FakeScript{IgnoreSIGTERM: true, Turns: [][]claudetest.FakeStep{{{Hang: true}}}},
+		{"ignores SIGTERM", agenttest.Script{IgnoreSIGTERM: true, Turns: [][]agenttest.Step{{{Hang: true}}}},
 			func(r *Runner) { r.StallTimeout = 300 * time.Millisecond; r.Grace = 200 * time.Millisecond }, CodeAgentStalled, "agent_stalled", "stalled"},
 	}
 	for _, tc := range tests {
@@ -222,54 +221,16 @@ func grandchildPid(t *testing.T, items []blobhub.Item) int {
 	return 0
 }
 
-// processGone reports whether pid has exited (a zombie counts as gone).
-func processGone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	_, rest, _ := strings.Cut(string(b), ") ")
-	return strings.HasPrefix(rest, "Z")
-}
-
-// waitGone waits until pid has exited (a zombie counts as gone) or d
-// passes: pidfd_open and poll, so the exit itself wakes it, no polling.
-func waitGone(pid int, d time.Duration) bool {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if errors.Is(err, unix.ESRCH) {
-		return true
-	}
-	if err != nil {
-		return processGone(pid)
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	deadline := time.Now().Add(d)
-	for {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return processGone(pid)
-		}
-		n, err := unix.Poll(fds, int(left.Milliseconds())+1)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil || n > 0 {
-			return processGone(pid)
-		}
-	}
-}
-
 // TestGrandchild: an agent that leaves a grandchild (in its own session,
 // holding the agent's stdout) does not hold the run; the agent's group is
 // stopped. In-process (OwnProcess false) the run must not sweep the test's
 // own children, so the grandchild itself is swept only by the binary:
-// TestGrandchildSweptByBinary.
+// TestGrandchildSweptByBinary in the main package.
 func TestGrandchild(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "gc/t"
 	h.handOff(alias, "approval", "start")
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Grandchild: true}, {Text: "done"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Grandchild: true}, {Text: "done"}}}})
 	var pgids []int
 	h.recordPgid(&pgids)
 	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
@@ -280,37 +241,6 @@ func TestGrandchild(t *testing.T) {
 	}
 	if th := h.thread(alias); th.Agent.Process != nil || th.Turn.State != envelope.TurnStateIdle {
 		t.Fatalf("process %v turn %q", th.Agent.Process, th.Turn.State)
-	}
-}
-
-// TestGrandchildSweptByBinary builds bhw-run and runs it on a file://
-// store: as the whole process it is a subreaper and sweeps the grandchild.
-func TestGrandchildSweptByBinary(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "bhw-run")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	h := newHarness(t, true)
-	const alias = "gc/bin"
-	h.handOff(alias, "approval", "start")
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Grandchild: true}, {Text: "done"}}}})
-	cmd := exec.Command(bin, "--api-url", "file://"+h.srv.Dir(), "--state-dir", h.state, "--config", h.config,
-		"--revision", bhtest.RevisionID, "--session", bhtest.SessionID, "--json", "run", "--", alias)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + h.state}
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("bhw-run: %v\n%s", err, out)
-	}
-	var sum Summary
-	if err := json.Unmarshal(out, &sum); err != nil || sum.Outcome != OutcomeTurnCompleted {
-		t.Fatalf("summary %s (%v)", out, err)
-	}
-	pid := grandchildPid(t, h.srv.Items(alias))
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	if !waitGone(pid, 5*time.Second) {
-		t.Fatalf("grandchild %d outlived bhw-run", pid)
 	}
 }
 
@@ -401,9 +331,9 @@ func typeSet(types []string) []string {
 // items are those of a clean run (plus the note that a turn was resumed),
 // and the thread ends active and idle (SPEC §9.3, §12).
 func TestKill9(t *testing.T) {
-	script := claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{
+	script := agenttest.Script{Turns: [][]agenttest.Step{{
 		{Text: "hello"},
-		{Tool: &claudetest.FakeTool{Name: "Read", Input: map[string]any{"file_path": "/etc/hostname"}, Result: "host"}},
+		{Tool: &agenttest.Tool{Effect: policy.EffectRead, Target: policy.Target{Paths: []string{"/etc/hostname"}}, Result: "host"}},
 		{Text: "bye"},
 	}}}
 	clean := typeSet([]string{"person", "text", "tool_call", "tool_result", "turn_end"})
@@ -466,9 +396,9 @@ func TestKill9Parked(t *testing.T) {
 		h := newHarness(t, true)
 		const alias = "killpark/t"
 		target := filepath.Join(h.work, "x.txt")
-		write := &claudetest.FakeTool{Name: "Write", Input: map[string]any{"file_path": target, "content": "hi"}, Result: "File created"}
+		write := &agenttest.Tool{Effect: policy.EffectWrite, Target: policy.Target{Paths: []string{target}}, Result: "File created"}
 		h.handOff(alias, "approval", "write x")
-		h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "let me write"}, {Permission: write}}}})
+		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "let me write"}, {Call: write}}}})
 		killed, exit := h.runKilled(alias, n)
 		if killed {
 			sum := h.run(alias)
@@ -486,7 +416,7 @@ func TestKill9Parked(t *testing.T) {
 			t.Fatalf("kill at %d: %d pending_prompt items", n, c)
 		}
 		h.srv.PersonPost(alias, "yes")
-		h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Permission: write}, {Text: "written"}}}})
+		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}, {Text: "written"}}}})
 		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 		got := h.items(alias)
 		if count(got, "pending_prompt") != 1 || count(got, "pending_prompt_resolved") != 1 {
@@ -515,17 +445,17 @@ func TestKill9Answered(t *testing.T) {
 		h := newHarness(t, true)
 		const alias = "killanswer/t"
 		target := filepath.Join(h.work, "x.txt")
-		write := &claudetest.FakeTool{Name: "Write", Input: map[string]any{"file_path": target, "content": "hi"}, Result: "File created"}
+		write := &agenttest.Tool{Effect: policy.EffectWrite, Target: policy.Target{Paths: []string{target}}, Result: "File created"}
 		h.handOff(alias, "approval", "write x")
-		h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Permission: write}}}})
+		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}}}})
 		want(t, h.run(alias), OutcomeParked, ExitOK)
 		h.srv.PersonPost(alias, "yes")
-		h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Permission: write}, {Text: "written"}}}})
+		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}, {Text: "written"}}}})
 		killed, exit := h.runKilled(alias, n)
 		if killed {
 			// The agent of the next run has done the write already (a
 			// replayed Write would be a new question, the grant consumed).
-			h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "written"}}}})
+			h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "written"}}}})
 			if sum := h.run(alias); sum.ExitCode != ExitOK {
 				t.Fatalf("kill at %d: the next run exits %d (%+v)", n, sum.ExitCode, sum.Error)
 			}

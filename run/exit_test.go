@@ -18,8 +18,8 @@ import (
 	"testing"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
-	"github.com/blobhub/bhw-run/claude/claudetest"
 )
 
 // codeConstants are the string constants named Code* declared in run's
@@ -149,7 +149,7 @@ func TestStateInvalidOnSaveIs78(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "unwritable/t"
 	h.handOff(alias, "approval", "start")
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "working"}, {Text: "done"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "working"}, {Text: "done"}}}})
 	path := filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml")
 	h.tune = func(r *Runner) {
 		// Once the turn runs, thread.yaml becomes a folder the atomic write

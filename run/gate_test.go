@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/blobhub/bhw-run/agent"
-	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
 )
@@ -173,12 +173,12 @@ func TestGuardedPolicyRecheckedOnResume(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "guarded/recheck"
 	thread := func(rules string) string {
-		return fmt.Sprintf(`{"type":"thread","thread":{"metadata":{"workspace":{"work_folder":%q},"agent":{"type":"claude_code","permissions":"guarded"},"policy":{"default":"ask","rules":%s},"instance":{"state":"%%s"}}}}`, h.work, rules)
+		return fmt.Sprintf(`{"type":"thread","thread":{"metadata":{"workspace":{"work_folder":%q},"agent":{"type":"test_agent","permissions":"guarded"},"policy":{"default":"ask","rules":%s},"instance":{"state":"%%s"}}}}`, h.work, rules)
 	}
 	h.srv.Put(alias, fmt.Sprintf(thread(`[{"effect":"read","decision":"allow"}]`), "pending"))
 	h.srv.PersonPost(alias, "write x")
-	write := &claudetest.FakeTool{Name: "Write", Input: map[string]any{"file_path": filepath.Join(h.work, "x"), "content": "x"}}
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Permission: write}}}})
+	write := agenttest.Write(filepath.Join(h.work, "x"))
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}}}})
 	want(t, h.run(alias), OutcomeParked, ExitOK)
 	if got := h.items(alias); !slices.Equal(got, []string{"person", "policy_applied", "tool_call", "tool_result", "pending_prompt", "turn_end"}) {
 		t.Fatalf("items %v", got)

@@ -12,16 +12,14 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
-	"github.com/blobhub/bhw-run/claude"
-	"github.com/blobhub/bhw-run/claude/claudetest"
-	"github.com/blobhub/bhw-run/codex"
 	"github.com/blobhub/bhw-run/envelope"
 )
 
 func TestMain(m *testing.M) {
-	claudetest.MaybeRunFakeAgent()
+	agenttest.MaybeRunFake()
 	maybeRunActivation() // crash_test.go: one activation in a subprocess
 	os.Exit(m.Run())
 }
@@ -55,24 +53,22 @@ func (h *harness) writeConfig() {
 		h.t.Fatal(err)
 	}
 	cfg := fmt.Sprintf(`agents:
-  claude_code:
-    executable: %s
-    env: {%s: %q}
+  %[1]s:
+    executable: %[3]s
+    env: {%[4]s: %[5]q}
+  %[2]s:
+    executable: %[3]s
+    env: {%[4]s: %[5]q}
 policy:
   allow_autonomous: true
-%s`, exe, claudetest.FakeAgentEnv, h.script, h.cfg)
+%[6]s`, testAgent, testHostAgent, exe, agenttest.ScriptEnv, h.script, h.cfg)
 	if err := os.WriteFile(h.config, []byte(cfg), 0o600); err != nil {
 		h.t.Fatal(err)
 	}
 }
 
-// play sets the fake agent's script.
-func (h *harness) play(s claudetest.FakeScript) {
-	b, _ := json.Marshal(s)
-	if err := os.WriteFile(h.script, b, 0o600); err != nil {
-		h.t.Fatal(err)
-	}
-}
+// play sets the fake agent's script: the next agent started plays it.
+func (h *harness) play(s agenttest.Script) { agenttest.Play(h.t, h.script, s) }
 
 func (h *harness) setup() *Setup {
 	o := Options{APIURL: h.srv.URL(), APIKey: bhtest.RunnerKey, StateDir: h.state, ConfigPath: h.config,
@@ -167,11 +163,19 @@ func (h *harness) thread(alias string) *envelope.Thread {
 	return t
 }
 
-// testAgent is the agent type the harness hands threads off to.
-const testAgent = "claude_code"
+// testAgent is the agent type the harness hands threads off to: the
+// scripted test agent, registered as main registers a real one. It picks
+// no session id of its own (as Codex and the ACP agents do not); run's
+// other path, the host picking the id, is testHostAgent's.
+const (
+	testAgent     = agenttest.Type
+	testHostAgent = "test_host_agent"
+)
 
 // testAdapters are the adapters of the harness's runs.
-func testAdapters() []agent.Adapter { return []agent.Adapter{claude.Adapter, codex.Adapter} }
+func testAdapters() []agent.Adapter {
+	return []agent.Adapter{agenttest.Agent{}.Adapter(), agenttest.Agent{Type: testHostAgent, HostSessionID: true}.Adapter()}
+}
 
 type startFunc = func(context.Context, agent.Launch) (agent.Session, error)
 

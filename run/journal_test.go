@@ -9,17 +9,18 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
-	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/policy"
 )
 
 // oneTurn is a turn with a text and a tool call.
-func oneTurn() claudetest.FakeScript {
-	return claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{
+func oneTurn() agenttest.Script {
+	return agenttest.Script{Turns: [][]agenttest.Step{{
 		{Text: "hello"},
-		{Tool: &claudetest.FakeTool{Name: "Read", Input: map[string]any{"file_path": "/etc/hostname"}, Result: "host"}},
+		{Tool: &agenttest.Tool{Effect: policy.EffectRead, Target: policy.Target{Paths: []string{"/etc/hostname"}}, Result: "host"}},
 	}}}
 }
 
@@ -154,7 +155,7 @@ func TestEqualTimestampsAcrossPages(t *testing.T) {
 		}
 		// m1=m2 on page one; m3=m4 straddle the boundary of pages one and two.
 		first := []string{post(false, "m1"), post(true, "m2"), post(false, "m3"), post(true, "m4"), post(false, "m5")}
-		h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "ok"}}}})
+		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "ok"}}}})
 		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 		if got := h.thread(alias).Turn.InboundIDs; !slices.Equal(got, first) {
 			t.Fatalf("first turn delivered %v, want %v", got, first)
@@ -202,7 +203,7 @@ func TestPersonPostsDuringTurn(t *testing.T) {
 		t.Fatalf("pending_inbound %v, want [%s]", th.Items.PendingInbound, during)
 	}
 	h.runner = nil
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "second"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "second"}}}})
 	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 	if got := h.thread(alias).Turn.InboundIDs; !slices.Equal(got, []string{during}) {
 		t.Fatalf("second turn delivered %v", got)

@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
-	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/policy"
 )
 
 // TestLifecycle drives one thread through pending → active → several turns
@@ -24,14 +25,14 @@ func TestLifecycle(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, local)
 			target := filepath.Join(h.work, "x.txt")
-			write := &claudetest.FakeTool{Name: "Write", Input: map[string]any{"file_path": target, "content": "hi"}, Result: "File created"}
+			write := &agenttest.Tool{Effect: policy.EffectWrite, Target: policy.Target{Paths: []string{target}}, Result: "File created"}
 			// Each run starts a new agent process, which plays its first turn.
-			turn := func(steps ...claudetest.FakeStep) {
-				h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{steps}})
+			turn := func(steps ...agenttest.Step) {
+				h.play(agenttest.Script{Turns: [][]agenttest.Step{steps}})
 			}
 			const alias = "projects/p1/t1"
 			h.handOff(alias, "approval", "please start")
-			turn(claudetest.FakeStep{Text: "hello"}, claudetest.FakeStep{Tool: &claudetest.FakeTool{Name: "Read", Input: map[string]any{"file_path": target}, Result: "nothing"}})
+			turn(agenttest.Step{Text: "hello"}, agenttest.Step{Tool: &agenttest.Tool{Effect: policy.EffectRead, Target: policy.Target{Paths: []string{target}}, Result: "nothing"}})
 
 			want(t, h.run(alias), OutcomeTurnCompleted, 0)
 			if got := h.wireState(alias); got != "active" {
@@ -44,11 +45,11 @@ func TestLifecycle(t *testing.T) {
 			want(t, h.run(alias), OutcomeIdle, 0)
 
 			h.srv.PersonPost(alias, "go on")
-			turn(claudetest.FakeStep{Text: "second turn"})
+			turn(agenttest.Step{Text: "second turn"})
 			want(t, h.run(alias), OutcomeTurnCompleted, 0)
 
 			h.srv.PersonPost(alias, "write x.txt")
-			turn(claudetest.FakeStep{Permission: write})
+			turn(agenttest.Step{Call: write})
 			want(t, h.run(alias), OutcomeParked, 0)
 			if _, err := os.Stat(target); err == nil {
 				t.Fatal("the parked call ran")
@@ -60,7 +61,7 @@ func TestLifecycle(t *testing.T) {
 			want(t, h.run(alias), OutcomeParked, 0)
 
 			h.srv.PersonPost(alias, "yes")
-			turn(claudetest.FakeStep{Permission: write}, claudetest.FakeStep{Text: "written"})
+			turn(agenttest.Step{Call: write}, agenttest.Step{Text: "written"})
 			want(t, h.run(alias), OutcomeTurnCompleted, 0)
 			got := h.items(alias)
 			if n := count(got, "pending_prompt"); n != 1 {

@@ -394,7 +394,7 @@ func TestLsCost(t *testing.T) {
 	type obj struct{ alias, value string }
 	var objs []obj
 	jobValue := func(state string) string {
-		return fmt.Sprintf(`{"type":"thread","thread":{"metadata":{"workspace":{"work_folder":%q},"agent":{"type":"claude_code"},"instance":{"state":%q}}}}`, f.work, state)
+		return fmt.Sprintf(`{"type":"thread","thread":{"metadata":{"workspace":{"work_folder":%q},"agent":{"type":"test_agent"},"instance":{"state":%q}}}}`, f.work, state)
 	}
 	alias := func(i int) string { return fmt.Sprintf("p/t%04d", i) }
 	wantRunnable := 0

@@ -12,8 +12,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
-	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 )
 
@@ -150,7 +150,7 @@ func TestKeyRefusedWhilePosting(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "auth/mid-run"
 	h.handOff(alias, "approval", "hello")
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "hi"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 	// One refusal is enough: the run stops posting after it.
 	h.srv.FailNext("post_session_thread_item", 1, 401, "")
 	wantExitCode(t, h.run(alias), ExitRefused, CodeAuthInvalid)

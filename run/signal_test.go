@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/blobhub"
-	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 )
 
@@ -61,7 +61,7 @@ func TestSIGINTMidTurn(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "signal/int"
 	h.handOff(alias, "approval", "start")
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "working"}, {WaitInterrupt: true}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "working"}, {WaitInterrupt: true}}}})
 	var pgids []int
 	h.recordPgid(&pgids)
 	sum := h.runWithSignals(alias, os.Interrupt)
@@ -76,7 +76,7 @@ func TestSIGINTMidTurn(t *testing.T) {
 		t.Fatalf("agent groups %v alive", pgids)
 	}
 	h.runner, h.tune = nil, nil
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "resumed"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "resumed"}}}})
 	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 	h.noneTwice(alias)
 }
@@ -88,7 +88,7 @@ func TestSecondSignalSkipsPoliteness(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "signal/twice"
 	h.handOff(alias, "approval", "start")
-	h.play(claudetest.FakeScript{IgnoreSIGTERM: true, Turns: [][]claudetest.FakeStep{{{Text: "working"}, {Hang: true}}}})
+	h.play(agenttest.Script{IgnoreSIGTERM: true, Turns: [][]agenttest.Step{{{Text: "working"}, {Hang: true}}}})
 	var pgids []int
 	h.tune = func(r *Runner) { r.Grace = 10 * time.Minute }
 	h.recordPgid(&pgids)

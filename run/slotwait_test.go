@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
-	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/lock"
 )
@@ -108,7 +108,7 @@ func TestSlotWaitTakesTheFreedSlot(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "wait/t"
 	h.handOff(alias, "approval", "start")
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "hi"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 	slot := h.takeOnlySlot()
 
 	done := h.runAsync(alias, time.Minute, nil)
@@ -132,7 +132,7 @@ func TestSlotWaitSeesAStop(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "wait/stop"
 	h.handOff(alias, "approval", "start")
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "hi"}}, {{Text: "again"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}, {{Text: "again"}}}})
 	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 	h.srv.PersonPost(alias, "more")
 	slot := h.takeOnlySlot()
@@ -164,7 +164,7 @@ func TestSlotWaitSignal(t *testing.T) {
 			h := newHarness(t, false)
 			const alias = "wait/sig"
 			h.handOff(alias, "approval", "start")
-			h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "hi"}}, {{Text: "again"}}}})
+			h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}, {{Text: "again"}}}})
 			want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 			h.srv.PersonPost(alias, "more")
 			h.takeOnlySlot()
@@ -218,6 +218,6 @@ func TestSlotWaitElapses(t *testing.T) {
 	}
 	h.wroteNothing(alias)
 	_ = slot.Release()
-	h.play(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "hi"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 }

@@ -27,8 +27,11 @@ type FakeScript struct {
 	IgnoreSIGTERM bool `json:"ignore_sigterm,omitempty"`
 	// StartupError is printed on stderr before exiting 1 at once, without
 	// reading stdin (bad flags, root bypass refused).
-	StartupError string       `json:"startup_error,omitempty"`
-	Turns        [][]FakeStep `json:"turns"`
+	StartupError string `json:"startup_error,omitempty"`
+	// ResumeFails: with --resume the first turn ends as the CLI's does for
+	// a session it cannot find ("No conversation found", no system/init).
+	ResumeFails bool         `json:"resume_fails,omitempty"`
+	Turns       [][]FakeStep `json:"turns"`
 }
 
 // FakeStep is one step of a turn; set exactly one field.
@@ -135,6 +138,10 @@ func FakeAgentMain(path string) int {
 			}
 		}
 	}
+	resuming := false
+	for _, a := range os.Args[1:] {
+		resuming = resuming || strings.HasPrefix(a, "--resume=")
+	}
 	f := newFake(sc.SessionID)
 	go f.readStdin()
 	for n := 0; ; n++ {
@@ -142,6 +149,11 @@ func FakeAgentMain(path string) int {
 		case <-f.turns:
 		case <-f.eof:
 			return 0
+		}
+		if sc.ResumeFails && resuming {
+			f.print(map[string]any{"type": "result", "subtype": "error_during_execution", "is_error": true, "num_turns": 0,
+				"errors": []string{"No conversation found with session ID: " + f.sid}, "session_id": f.sid})
+			return 1
 		}
 		var steps []FakeStep
 		if n < len(sc.Turns) {

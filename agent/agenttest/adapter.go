@@ -1,0 +1,401 @@
+package agenttest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/jsonrpc"
+	"github.com/blobhub/bhw-run/agent/proc"
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// Type is the test agent's agent.type.
+const Type = "test_agent"
+
+// Agent is the test agent, a third adapter that only tests register: the
+// scripted fake of this package, driven over its JSON-RPC protocol. Its
+// executable is the test binary itself, whose TestMain calls MaybeRunFake,
+// and its script is named by ScriptEnv in the agent's environment (which
+// passes the allowlist: its prefix AGENTTEST_ is the agent's own).
+type Agent struct {
+	Type          string // default Type
+	HostSessionID bool   // the host picks the session id, as for Claude
+}
+
+// Options are the test agent's own keys under agents.<type>.
+type Options struct {
+	// Args are extra arguments, appended after extra_args.
+	Args []string `yaml:"args"`
+}
+
+// Adapter is the test agent's descriptor.
+func (a Agent) Adapter() agent.Adapter {
+	typ := a.Type
+	if typ == "" {
+		typ = Type
+	}
+	return agent.Adapter{
+		Type:          typ,
+		Executable:    "bhw-test-agent",
+		HomeEnv:       "AGENTTEST_HOME",
+		EnvPrefixes:   []string{"AGENTTEST_"},
+		HomeDirs:      []string{".agenttest"},
+		HostSessionID: a.HostSessionID,
+		Describe:      describe,
+		Options: func(raw map[string]any) (any, error) {
+			var o Options
+			if err := agent.DecodeOptions(raw, &o); err != nil {
+				return nil, err
+			}
+			for _, arg := range o.Args {
+				if strings.ContainsFunc(arg, func(r rune) bool { return r < 0x20 }) {
+					return nil, fmt.Errorf("args: %q holds a control character", arg)
+				}
+			}
+			return o, nil
+		},
+		Start: func(ctx context.Context, l agent.Launch) (agent.Session, error) {
+			s, err := Start(ctx, l)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+	}
+}
+
+// describe names a call of effect as the test agent asks for it.
+func describe(effect string, t policy.Target) policy.Call {
+	tool := &Tool{Effect: effect, Target: t}
+	in, _ := json.Marshal(toolInput(tool))
+	return policy.Call{Tool: toolName(tool), Effect: effect, Target: t, Input: in, Kind: policy.KindApproval}
+}
+
+// DefaultTurnGrace is how long a cancelled Turn waits for the agent to end
+// it after the cancel.
+const DefaultTurnGrace = 3 * time.Second
+
+// Session is one live test agent.
+type Session struct {
+	TurnGrace time.Duration
+
+	l      agent.Launch
+	logger *slog.Logger
+	p      *proc.Process
+	rpc    *jsonrpc.Conn
+
+	qmu    sync.Mutex
+	open   bool
+	queue  []jsonrpc.Message
+	signal chan struct{}
+
+	mu           sync.Mutex
+	sessionID    string
+	resumeFailed string
+	interrupted  bool
+}
+
+// Start starts the test agent and opens its session; a session it cannot
+// resume is reported by the first Turn.
+func Start(ctx context.Context, l agent.Launch) (*Session, error) {
+	s := &Session{TurnGrace: DefaultTurnGrace, l: l, logger: l.Logger, signal: make(chan struct{}, 1)}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	args := l.ExtraArgs
+	if o, ok := l.Options.(Options); ok {
+		args = append(append([]string(nil), args...), o.Args...)
+	}
+	var err error
+	s.p, err = proc.Start(proc.Config{Path: l.Executable, Args: args, Dir: l.WorkFolder, Env: l.Env, Log: l.Log,
+		MaxLine: l.MaxLine, KillGrace: l.KillGrace})
+	if err != nil {
+		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "test agent: start %s: %v", l.Executable, err)
+	}
+	s.rpc = jsonrpc.NewConn(jsonrpc.Options{Write: s.p.WriteLine, Version: true,
+		OnRequest: s.push, OnNotification: s.push,
+		OnTooLong: func(id jsonrpc.ID, _ string) {
+			_ = s.rpc.Reply(id, map[string]string{"action": "deny", "message": "bhw-run: request too large to read"})
+		},
+		Logf: s.p.Logf})
+	go func() {
+		for line := range s.p.Lines() {
+			if line.Over > 0 {
+				s.rpc.ReceiveTooLong(line.Data)
+				continue
+			}
+			s.rpc.Receive(line.Data)
+		}
+		s.rpc.Close(fmt.Errorf("the test agent exited (%s)", s.p.ExitStatus(time.Second)))
+	}()
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := s.rpc.Call(ictx, "initialize", map[string]any{"session_id": l.SessionID, "resume": l.Resume})
+	var rpcErr *jsonrpc.Error
+	switch {
+	case errors.As(err, &rpcErr) && rpcErr.Code == codeNoSession && l.Resume:
+		s.sessionID, s.resumeFailed = l.SessionID, rpcErr.Message
+	case err != nil:
+		_ = s.Close(context.WithoutCancel(ctx))
+		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "the test agent did not start: %v%s", err, s.stderrTail())
+	default:
+		var r struct {
+			SessionID string            `json:"session_id"`
+			Env       map[string]string `json:"env"`
+		}
+		_ = json.Unmarshal(res, &r)
+		s.sessionID = r.SessionID
+		s.p.Logf("session %s, env %v", r.SessionID, r.Env)
+	}
+	return s, nil
+}
+
+func (s *Session) stderrTail() string {
+	if tail := s.p.Stderr(); len(tail) > 0 {
+		return "; stderr: " + strings.Join(tail, " | ")
+	}
+	return ""
+}
+
+// push queues an update or a permission request for the running turn; a
+// request that comes between turns is denied (fail closed).
+func (s *Session) push(m jsonrpc.Message) {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if !s.open {
+		if m.Kind == jsonrpc.Request {
+			_ = s.rpc.Reply(m.ID, map[string]string{"action": "deny", "message": "no turn is running"})
+		}
+		return
+	}
+	s.queue = append(s.queue, m)
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Session) take(open bool) []jsonrpc.Message {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	s.open = open
+	out := s.queue
+	s.queue = nil
+	return out
+}
+
+// SessionID is the agent's session id.
+func (s *Session) SessionID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessionID
+}
+
+// Pgid is the agent's process group.
+func (s *Session) Pgid() int { return s.p.Pid() }
+
+// Interrupt asks the agent to end the turn.
+func (s *Session) Interrupt() error {
+	s.mu.Lock()
+	s.interrupted = true
+	s.mu.Unlock()
+	return s.rpc.Notify("cancel", nil)
+}
+
+// Close ends the process (stdin, SIGTERM, SIGKILL).
+func (s *Session) Close(ctx context.Context) error { return s.p.Close(ctx) }
+
+// Turn sends message and relays the turn through h until the agent
+// answers the prompt, dies, or ctx ends.
+func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (agent.TurnResult, error) {
+	start := time.Now()
+	s.mu.Lock()
+	failed := s.resumeFailed
+	s.interrupted = false
+	s.mu.Unlock()
+	if failed != "" {
+		return agent.TurnResult{Outcome: agent.TurnFailed, ErrorText: failed, ResumeFailed: true}, nil
+	}
+	t := &testTurn{s: s, h: h}
+	s.take(true)
+	defer func() {
+		// Nothing may be left waiting on us.
+		for _, m := range s.take(false) {
+			if m.Kind == jsonrpc.Request {
+				_ = s.rpc.Reply(m.ID, map[string]string{"action": "deny", "message": "the turn has ended"})
+			}
+		}
+	}()
+	_, resp, err := s.rpc.Go("prompt", map[string]string{"message": message})
+	if err != nil {
+		return agent.TurnResult{}, s.crashed("writing to the agent: " + err.Error())
+	}
+	var grace <-chan time.Time
+	ctxDone := ctx.Done()
+	for {
+		select {
+		case m := <-resp:
+			// What the agent sent before its answer is queued already (one
+			// reader, in order): it is relayed first.
+			for _, q := range s.take(true) {
+				t.handle(q)
+			}
+			r := t.result(m, time.Since(start))
+			if grace != nil {
+				return r, ctx.Err()
+			}
+			return r, nil
+		case <-s.signal:
+			for _, m := range s.take(true) {
+				t.handle(m)
+			}
+		case <-s.rpc.Done():
+			for _, m := range s.take(true) {
+				t.handle(m)
+			}
+			select {
+			case m := <-resp:
+				return t.result(m, time.Since(start)), nil
+			default:
+			}
+			if ctx.Err() != nil {
+				return agent.TurnResult{Outcome: agent.TurnInterrupted}, ctx.Err()
+			}
+			s.mu.Lock()
+			interrupted := s.interrupted
+			s.mu.Unlock()
+			if interrupted || s.p.StdinClosed() {
+				return agent.TurnResult{Outcome: agent.TurnInterrupted}, nil
+			}
+			return agent.TurnResult{}, s.crashed("the test agent ended before its turn did")
+		case <-ctxDone:
+			ctxDone = nil
+			_ = s.Interrupt()
+			timer := time.NewTimer(s.TurnGrace)
+			defer timer.Stop()
+			grace = timer.C
+		case <-grace:
+			return agent.TurnResult{Outcome: agent.TurnInterrupted}, ctx.Err()
+		}
+	}
+}
+
+func (s *Session) crashed(what string) error {
+	return agent.Errorf(agent.CodeAgentCrashed, "%s (%s)%s", what, s.p.ExitStatus(time.Second), s.stderrTail())
+}
+
+// testTurn is the state of one Turn.
+type testTurn struct {
+	s      *Session
+	h      agent.Handler
+	parked bool
+}
+
+func (t *testTurn) result(m jsonrpc.Message, d time.Duration) agent.TurnResult {
+	var r struct {
+		Outcome   string      `json:"outcome"`
+		ErrorText string      `json:"error_text"`
+		Usage     agent.Usage `json:"usage"`
+	}
+	if m.Error != nil {
+		return agent.TurnResult{Outcome: agent.TurnFailed, ErrorText: m.Error.Message}
+	}
+	_ = json.Unmarshal(m.Result, &r)
+	out := agent.TurnResult{Usage: r.Usage, DurationMS: d.Milliseconds(), NumTurns: 1}
+	switch {
+	case r.Outcome == "end":
+		out.Outcome = agent.TurnCompleted
+	case r.Outcome == "failed":
+		out.Outcome, out.ErrorText = agent.TurnFailed, r.ErrorText
+	case t.parked:
+		out.Outcome = agent.TurnParked
+	default:
+		out.Outcome = agent.TurnInterrupted
+	}
+	return out
+}
+
+func (t *testTurn) handle(m jsonrpc.Message) {
+	if m.Kind == jsonrpc.Request {
+		t.permission(m)
+		return
+	}
+	if m.Method != "update" {
+		return
+	}
+	var u struct {
+		Kind    string          `json:"kind"`
+		Text    string          `json:"text"`
+		Token   string          `json:"token"`
+		ID      string          `json:"id"`
+		Tool    string          `json:"tool"`
+		Input   json.RawMessage `json:"input"`
+		Output  string          `json:"output"`
+		IsError bool            `json:"is_error"`
+	}
+	if err := json.Unmarshal(m.Params, &u); err != nil {
+		t.s.p.Logf("skipped an update that does not decode: %v", err)
+		return
+	}
+	switch u.Kind {
+	case "text":
+		t.h.Emit(agent.TextItem(u.Text))
+	case "thinking":
+		t.h.Emit(agent.ThinkingItem(u.Text))
+	case "status":
+		t.h.Emit(agent.StatusItem(u.Token, u.Text, nil))
+	case "tool_call":
+		t.h.Emit(agent.ToolCallItem(u.Tool, u.ID, u.Input, ""))
+	case "tool_result":
+		t.h.Emit(agent.ToolResultItem(u.ID, u.Output, u.IsError))
+	default:
+		t.s.p.Logf("skipped an update of unknown kind %q", u.Kind)
+	}
+}
+
+// permission answers one permission request through the gate.
+func (t *testTurn) permission(m jsonrpc.Message) {
+	if m.Method != "permission" {
+		_ = t.s.rpc.ReplyError(m.ID, jsonrpc.CodeMethodNotFound, "bhw-run does not support "+m.Method)
+		return
+	}
+	var p struct {
+		ID        string            `json:"id"`
+		Tool      string            `json:"tool"`
+		Effect    string            `json:"effect"`
+		Input     json.RawMessage   `json:"input"`
+		Target    policy.Target     `json:"target"`
+		Kind      string            `json:"kind"`
+		Questions []policy.Question `json:"questions"`
+	}
+	if err := json.Unmarshal(m.Params, &p); err != nil {
+		_ = t.s.rpc.Reply(m.ID, map[string]string{"action": "deny", "message": "bhw-run: request could not be read"})
+		return
+	}
+	c := policy.Call{Tool: p.Tool, Effect: p.Effect, InvocationID: p.ID, Input: p.Input, Target: p.Target,
+		Kind: policy.KindApproval, Summary: policy.Summary(p.Tool, p.Target),
+		Fingerprint: policy.Fingerprint(map[string]any{"tool": p.Tool, "input": p.Input})}
+	if p.Kind == policy.KindAskUserQuestion {
+		c.Kind, c.Questions = policy.KindAskUserQuestion, p.Questions
+	}
+	if t.parked {
+		// Only the first call of a parked turn is asked.
+		_ = t.s.rpc.Reply(m.ID, map[string]string{"action": "park"})
+		return
+	}
+	v := t.h.Decide(c)
+	if c.Kind == policy.KindAskUserQuestion && v.Action == policy.Allow {
+		v = policy.Verdict{Action: policy.Park}
+	}
+	if v.Action == policy.Park {
+		t.parked = true
+	}
+	_ = t.s.rpc.Reply(m.ID, map[string]string{"action": v.Action.String(), "message": v.Message})
+}

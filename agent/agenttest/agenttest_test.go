@@ -1,0 +1,45 @@
+package agenttest
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/blobhub/bhw-run/agent"
+)
+
+func TestMain(m *testing.M) {
+	MaybeRunFake()
+	os.Exit(m.Run())
+}
+
+// FakeLaunch is a launch of this package's fake playing s.
+func fakeLaunch(t *testing.T, s Script) agent.Launch {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log LogBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("thread.log:\n%s", log.String())
+		}
+	})
+	return agent.Launch{Executable: exe, WorkFolder: t.TempDir(), Log: log.Log(),
+		Env: []string{"PATH=" + os.Getenv("PATH"), ScriptEnv + "=" + WriteScript(t, s)}}
+}
+
+// The test agent passes the suite it stands in for, whichever side picks
+// the session id.
+func TestConformance(t *testing.T) {
+	for _, host := range []bool{false, true} {
+		name := "agent picks the session"
+		if host {
+			name = "host picks the session"
+		}
+		t.Run(name, func(t *testing.T) {
+			Conformance(t, Fixture{Adapter: Agent{HostSessionID: host}.Adapter(), Launch: fakeLaunch,
+				Graces: func(s agent.Session) { s.(*Session).TurnGrace = time.Second }})
+		})
+	}
+}

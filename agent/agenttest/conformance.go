@@ -1,0 +1,241 @@
+package agenttest
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/proc"
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// Fixture is one adapter and its fake, for Conformance.
+type Fixture struct {
+	Adapter agent.Adapter
+	// Launch is a launch of the adapter's fake that plays s, in a fresh work
+	// folder (WorkFolder set), with its environment and a Log. Session and
+	// permissions are set by the suite.
+	Launch func(t *testing.T, s Script) agent.Launch
+	// Graces, when set, shortens the session's waits for the test.
+	Graces func(agent.Session)
+}
+
+// Conformance is what every adapter must do against its fake: start, run a
+// turn, put each call to the gate and honour allow, deny and park, stop a
+// turn on Interrupt and on a cancelled context, report a crash as
+// AGENT_CRASHED and a session it cannot resume as ResumeFailed, and leave
+// no process behind after Close.
+func Conformance(t *testing.T, f Fixture) {
+	c := conformance{f: f}
+	t.Run("turn", c.turn)
+	t.Run("gate allow", func(t *testing.T) { c.gate(t, policy.Allow) })
+	t.Run("gate deny", func(t *testing.T) { c.gate(t, policy.Deny) })
+	t.Run("gate park", func(t *testing.T) { c.gate(t, policy.Park) })
+	t.Run("interrupt", c.interrupt)
+	t.Run("cancel", c.cancel)
+	t.Run("crash", c.crash)
+	t.Run("resume failure", c.resumeFailure)
+	t.Run("resume", c.resume)
+}
+
+type conformance struct{ f Fixture }
+
+// start starts the fake playing s and closes it when the test ends,
+// checking that the whole group is gone.
+func (c conformance) start(t *testing.T, s Script, sessionID string, resume bool) (agent.Session, agent.Launch) {
+	t.Helper()
+	l := c.f.Launch(t, s)
+	l.Permissions = policy.PostureApproval
+	l.SessionID, l.Resume = sessionID, resume
+	if sessionID == "" && c.f.Adapter.HostSessionID {
+		l.SessionID = "00000000-0000-4000-8000-00000000c0f0"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sess, err := c.f.Adapter.Start(ctx, l)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if c.f.Graces != nil {
+		c.f.Graces(sess)
+	}
+	t.Cleanup(func() { c.close(t, sess) })
+	return sess, l
+}
+
+func (c conformance) close(t *testing.T, sess agent.Session) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sess.Close(ctx); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := sess.Close(ctx); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+	if proc.GroupAlive(sess.Pgid()) {
+		t.Errorf("process group %d outlived Close", sess.Pgid())
+	}
+}
+
+func turn(t *testing.T, sess agent.Session, h agent.Handler) (agent.TurnResult, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return sess.Turn(ctx, "go", h)
+}
+
+func texts(h *Recorder) []string {
+	var out []string
+	for _, it := range h.OfType(agent.ItemText) {
+		out = append(out, it.Brief)
+	}
+	return out
+}
+
+// turn: one text, a completed turn, a session id and a process group.
+func (c conformance) turn(t *testing.T) {
+	sess, _ := c.start(t, Turn(Step{Text: "hello from the fake"}), "", false)
+	if sess.Pgid() <= 1 {
+		t.Fatalf("Pgid %d", sess.Pgid())
+	}
+	h := &Recorder{}
+	res, err := turn(t, sess, h)
+	if err != nil || res.Outcome != agent.TurnCompleted {
+		t.Fatalf("Turn = %+v, %v", res, err)
+	}
+	if got := texts(h); !slices.Contains(got, "hello from the fake") {
+		t.Fatalf("texts %q", got)
+	}
+	if sess.SessionID() == "" {
+		t.Fatal("no session id after a turn")
+	}
+}
+
+// gate: a write is put to the gate once, as a write of its path, with a
+// fingerprint; allow runs it, deny refuses it and the turn goes on, park
+// stops the turn there.
+func (c conformance) gate(t *testing.T, action policy.Action) {
+	path := filepath.Join(t.TempDir(), "conformance.txt")
+	sess, _ := c.start(t, Turn(Step{Call: Write(path)}, Step{Text: "after the call"}), "", false)
+	h := &Recorder{Gate: func(policy.Call) policy.Verdict {
+		return policy.Verdict{Action: action, Message: "denied by the conformance test"}
+	}}
+	res, err := turn(t, sess, h)
+	if err != nil {
+		t.Fatalf("Turn: %v", err)
+	}
+	calls := h.Calls()
+	if len(calls) != 1 {
+		t.Fatalf("the gate saw %d calls, want 1", len(calls))
+	}
+	call := calls[0]
+	if call.Effect != policy.EffectWrite || !slices.ContainsFunc(call.Target.Paths, func(p string) bool { return strings.HasSuffix(p, "conformance.txt") }) ||
+		call.Fingerprint == "" || call.Kind != policy.KindApproval || call.Tool == "" {
+		t.Fatalf("the call reached the gate as %+v", call)
+	}
+	results := h.OfType(agent.ItemToolResult)
+	isError := func(it agent.Item) bool {
+		m, _ := it.Meta["tool"].(map[string]any)
+		e, _ := m["is_error"].(bool)
+		return e
+	}
+	switch action {
+	case policy.Allow:
+		if res.Outcome != agent.TurnCompleted || len(results) != 1 || isError(results[0]) || !slices.Contains(texts(h), "after the call") {
+			t.Fatalf("allowed: outcome %s, results %v, texts %q", res.Outcome, results, texts(h))
+		}
+	case policy.Deny:
+		if res.Outcome != agent.TurnCompleted || len(results) != 1 || !isError(results[0]) || !slices.Contains(texts(h), "after the call") {
+			t.Fatalf("denied: outcome %s, results %v, texts %q", res.Outcome, results, texts(h))
+		}
+	case policy.Park:
+		if res.Outcome != agent.TurnParked || res.ErrorText != "" || slices.Contains(texts(h), "after the call") {
+			t.Fatalf("parked: outcome %s (%q), texts %q", res.Outcome, res.ErrorText, texts(h))
+		}
+	}
+	if calls := h.OfType(agent.ItemToolCall); len(calls) != 1 {
+		t.Fatalf("%d tool_call items, want 1", len(calls))
+	}
+}
+
+// interrupt: Interrupt from another goroutine ends a running turn, as
+// interrupted and without an error.
+func (c conformance) interrupt(t *testing.T) {
+	sess, _ := c.start(t, Turn(Step{Text: "working"}, Step{WaitInterrupt: true}), "", false)
+	h := &Recorder{OnItem: func(it agent.Item) {
+		if it.Type() == agent.ItemText {
+			go func() {
+				if err := sess.Interrupt(); err != nil {
+					t.Errorf("Interrupt: %v", err)
+				}
+			}()
+		}
+	}}
+	res, err := turn(t, sess, h)
+	if err != nil || res.Outcome != agent.TurnInterrupted {
+		t.Fatalf("Turn = %+v, %v", res, err)
+	}
+}
+
+// cancel: a cancelled context interrupts the turn politely; Turn returns
+// interrupted with the context's error.
+func (c conformance) cancel(t *testing.T) {
+	sess, _ := c.start(t, Turn(Step{Text: "working"}, Step{WaitInterrupt: true}), "", false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := &Recorder{OnItem: func(it agent.Item) {
+		if it.Type() == agent.ItemText {
+			cancel()
+		}
+	}}
+	res, err := sess.Turn(ctx, "go", h)
+	if !errors.Is(err, context.Canceled) || res.Outcome != agent.TurnInterrupted {
+		t.Fatalf("Turn = %+v, %v", res, err)
+	}
+}
+
+// crash: a process that dies mid-turn is AGENT_CRASHED, saying what it
+// said on stderr.
+func (c conformance) crash(t *testing.T) {
+	sess, _ := c.start(t, Turn(Step{Text: "working"}, Step{Crash: 3, Stderr: "fake agent: boom"}), "", false)
+	_, err := turn(t, sess, &Recorder{})
+	var te *agent.Error
+	if !errors.As(err, &te) || te.Code != agent.CodeAgentCrashed || !strings.Contains(te.Message, "boom") {
+		t.Fatalf("Turn error %v, want %s naming the stderr", err, agent.CodeAgentCrashed)
+	}
+}
+
+// resumeFailure: a session the agent does not know is ResumeFailed on the
+// first turn, not an error, so run can start a fresh one.
+func (c conformance) resumeFailure(t *testing.T) {
+	sess, _ := c.start(t, Script{ResumeFails: true, Turns: [][]Step{{{Text: "never"}}}}, "00000000-0000-4000-8000-00000000dead", true)
+	res, err := turn(t, sess, &Recorder{})
+	if err != nil || !res.ResumeFailed {
+		t.Fatalf("Turn = %+v, %v; want ResumeFailed", res, err)
+	}
+}
+
+// resume: a second process resumes the first one's session id.
+func (c conformance) resume(t *testing.T) {
+	first, _ := c.start(t, Turn(Step{Text: "one"}), "", false)
+	if _, err := turn(t, first, &Recorder{}); err != nil {
+		t.Fatal(err)
+	}
+	id := first.SessionID()
+	c.close(t, first)
+	second, _ := c.start(t, Turn(Step{Text: "two"}), id, true)
+	h := &Recorder{}
+	res, err := turn(t, second, h)
+	if err != nil || res.Outcome != agent.TurnCompleted || res.ResumeFailed {
+		t.Fatalf("resumed Turn = %+v, %v", res, err)
+	}
+	if got := second.SessionID(); got != id {
+		t.Fatalf("resumed session id %q, want %q", got, id)
+	}
+}

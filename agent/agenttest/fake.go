@@ -1,0 +1,305 @@
+package agenttest
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/blobhub/bhw-run/agent/jsonrpc"
+	"github.com/blobhub/bhw-run/agent/proc"
+)
+
+// ScriptEnv selects the fake agent in a re-executed test binary; its value
+// is the path of a Script (WriteScript).
+const ScriptEnv = "AGENTTEST_SCRIPT"
+
+// MaybeRunFake plays the fake agent and exits when ScriptEnv is set;
+// otherwise it returns at once. Call it first thing in TestMain.
+func MaybeRunFake() {
+	if p := os.Getenv(ScriptEnv); p != "" {
+		os.Exit(fakeMain(p))
+	}
+}
+
+// The test agent's protocol, JSON-RPC 2.0 over stdio:
+//
+//	host → agent  request      initialize {session_id, resume}  → {session_id, env}
+//	host → agent  request      prompt {message}                 → {outcome, error_text, usage}
+//	host → agent  notification cancel
+//	agent → host  notification update {kind, …}
+//	agent → host  request      permission {id, tool, effect, input, target, kind, questions} → {action, message}
+//
+// outcome is end, failed or interrupted; an update's kind is text,
+// thinking, tool_call, tool_result or status; action is allow, deny or park.
+const (
+	codeNoSession = -32001 // initialize: no such session to resume
+)
+
+type fake struct {
+	sc        Script
+	conn      *jsonrpc.Conn
+	wmu       sync.Mutex
+	out       *bufio.Writer
+	sid       string
+	turn      int
+	seq       int
+	interrupt chan struct{}
+	hanging   atomic.Bool
+}
+
+func fakeMain(path string) int {
+	sc, err := ReadScript(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake agent:", err)
+		return 2
+	}
+	if sc.StartupError != "" {
+		fmt.Fprintln(os.Stderr, sc.StartupError)
+		return 1
+	}
+	if sc.IgnoreSIGTERM {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	f := &fake{sc: sc, out: bufio.NewWriterSize(os.Stdout, 1<<20), interrupt: make(chan struct{}, 4)}
+	f.conn = jsonrpc.NewConn(jsonrpc.Options{Write: f.writeLine, Version: true,
+		OnRequest: f.request,
+		OnNotification: func(m jsonrpc.Message) {
+			if m.Method == "cancel" {
+				f.interrupt <- struct{}{}
+			}
+		}})
+	br := bufio.NewReaderSize(os.Stdin, 1<<20)
+	for {
+		l, err := proc.ReadLine(br, 64<<20)
+		if len(l.Data) > 0 && l.Over == 0 {
+			f.conn.Receive(l.Data)
+		}
+		if err != nil {
+			// stdin closed: exit, as the real agents do, unless hanging.
+			if f.hanging.Load() {
+				select {}
+			}
+			f.flush()
+			return 0
+		}
+	}
+}
+
+func (f *fake) writeLine(b []byte) error {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	if f.hanging.Load() {
+		select {} // a hung agent writes nothing more
+	}
+	f.out.Write(b)
+	f.out.WriteByte('\n')
+	return f.out.Flush()
+}
+
+func (f *fake) flush() {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	f.out.Flush()
+}
+
+func (f *fake) request(m jsonrpc.Message) {
+	switch m.Method {
+	case "initialize":
+		var p struct {
+			SessionID string `json:"session_id"`
+			Resume    bool   `json:"resume"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		if p.Resume && f.sc.ResumeFails {
+			_ = f.conn.ReplyError(m.ID, codeNoSession, "no such session: "+p.SessionID)
+			return
+		}
+		f.sid = p.SessionID
+		if f.sid == "" {
+			f.sid = f.sc.SessionID
+		}
+		if f.sid == "" {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			f.sid = "agt_" + hex.EncodeToString(b[:])
+		}
+		env := map[string]string{}
+		for _, kv := range os.Environ() {
+			if k, v, _ := strings.Cut(kv, "="); k == "HOME" || strings.HasPrefix(k, "AGENTTEST_") {
+				env[k] = v
+			}
+		}
+		cwd, _ := os.Getwd()
+		_ = f.conn.Reply(m.ID, map[string]any{"session_id": f.sid, "env": env, "cwd": cwd, "argv": os.Args[1:]})
+	case "prompt":
+		steps := []Step{{Text: "no more script"}}
+		if f.turn < len(f.sc.Turns) {
+			steps = f.sc.Turns[f.turn]
+		}
+		f.turn++
+		// Played on its own goroutine: the reader must go on reading the
+		// host's answers to the agent's requests.
+		go f.play(m.ID, steps)
+	default:
+		_ = f.conn.ReplyError(m.ID, jsonrpc.CodeMethodNotFound, "fake agent: no method "+m.Method)
+	}
+}
+
+func (f *fake) update(kind string, fields map[string]any) {
+	fields["kind"] = kind
+	_ = f.conn.Notify("update", fields)
+}
+
+func (f *fake) nextID() string {
+	f.seq++
+	return fmt.Sprintf("call_%d", f.seq)
+}
+
+// play plays one turn's steps and answers the prompt.
+func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
+	outcome := map[string]any{"outcome": "end", "usage": map[string]any{"input_tokens": 10, "input_tokens_cached": 4, "output_tokens": 3}}
+	defer func() { _ = f.conn.Reply(prompt, outcome) }()
+	for _, st := range steps {
+		switch {
+		case st.Text != "":
+			f.update("text", map[string]any{"text": st.Text})
+		case st.Thinking != "":
+			f.update("thinking", map[string]any{"text": st.Thinking})
+		case st.Status != "":
+			f.update("status", map[string]any{"token": st.Status, "text": "status " + st.Status})
+		case st.Tool != nil:
+			id := f.nextID()
+			f.update("tool_call", map[string]any{"id": id, "tool": toolName(st.Tool), "input": toolInput(st.Tool)})
+			f.update("tool_result", map[string]any{"id": id, "output": orDefault(st.Tool.Result, "ran")})
+		case st.Call != nil || len(st.Ask) > 0:
+			if !f.ask(st) {
+				outcome["outcome"] = "interrupted"
+				return
+			}
+		case st.Crash != 0:
+			if st.Stderr != "" {
+				fmt.Fprintln(os.Stderr, st.Stderr)
+			}
+			f.flush()
+			os.Exit(st.Crash)
+		case st.Hang:
+			f.hanging.Store(true)
+			select {}
+		case st.WaitInterrupt:
+			<-f.interrupt
+			outcome["outcome"] = "interrupted"
+			return
+		case st.Fail != "":
+			outcome["outcome"], outcome["error_text"] = "failed", st.Fail
+			return
+		case st.Grandchild:
+			cmd := exec.Command("sleep", "300")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			cmd.Stdout = os.Stdout // a copy of stdout, as a leaked tool child keeps
+			if err := cmd.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, "fake agent: grandchild:", err)
+				os.Exit(2)
+			}
+			f.update("text", map[string]any{"text": fmt.Sprintf("grandchild %d", cmd.Process.Pid)})
+		case st.Garbage != "":
+			_ = f.writeLine([]byte(st.Garbage))
+		case st.BigLine > 0:
+			f.update("text", map[string]any{"text": strings.Repeat("x", st.BigLine)})
+		case st.BigRequest > 0:
+			res, err := f.conn.Call(context.Background(), "permission", map[string]any{"id": "call_big", "tool": "write_file", "effect": "write",
+				"input": map[string]any{"path": "/big", "content": strings.Repeat("x", st.BigRequest)}})
+			var a struct{ Action, Message string }
+			_ = json.Unmarshal(res, &a)
+			if err != nil {
+				a.Action, a.Message = "error", err.Error()
+			}
+			f.update("text", map[string]any{"text": fmt.Sprintf("big request answered: %s: %s", a.Action, a.Message)})
+		}
+	}
+}
+
+// ask puts a call (or a question) to the gate and plays the answer; false
+// when the turn ends there (parked, interrupted).
+func (f *fake) ask(st Step) bool {
+	id := f.nextID()
+	params := map[string]any{"id": id, "kind": "approval"}
+	tool := st.Call
+	if tool == nil {
+		tool = &Tool{Name: "ask_user", Input: map[string]any{"questions": st.Ask}}
+		params["kind"], params["questions"] = "ask_user_question", st.Ask
+	}
+	params["tool"], params["input"], params["effect"], params["target"] = toolName(tool), toolInput(tool), tool.Effect, tool.Target
+	f.update("tool_call", map[string]any{"id": id, "tool": toolName(tool), "input": toolInput(tool)})
+	type answer struct {
+		res json.RawMessage
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := f.conn.Call(context.Background(), "permission", params)
+		got <- answer{res, err}
+	}()
+	var a answer
+	select {
+	case a = <-got:
+	case <-f.interrupt:
+		f.update("tool_result", map[string]any{"id": id, "output": "interrupted", "is_error": true})
+		return false
+	}
+	var v struct{ Action, Message string }
+	if a.err != nil || json.Unmarshal(a.res, &v) != nil {
+		v.Action, v.Message = "deny", fmt.Sprint(a.err)
+	}
+	switch v.Action {
+	case "allow":
+		f.update("tool_result", map[string]any{"id": id, "output": orDefault(tool.Result, "ran")})
+		return true
+	case "park":
+		f.update("tool_result", map[string]any{"id": id, "output": "not run: waiting for a person", "is_error": true})
+		return false
+	default:
+		f.update("tool_result", map[string]any{"id": id, "output": orDefault(v.Message, "denied"), "is_error": true})
+		return true
+	}
+}
+
+// toolName is the test agent's name for a call: shell, read_file,
+// write_file or fetch, unless the script names it.
+func toolName(t *Tool) string {
+	if t.Name != "" {
+		return t.Name
+	}
+	return map[string]string{"exec": "shell", "read": "read_file", "write": "write_file", "network": "fetch"}[t.Effect]
+}
+
+func toolInput(t *Tool) map[string]any {
+	if t.Input != nil {
+		return t.Input
+	}
+	switch {
+	case t.Target.Command != "":
+		return map[string]any{"command": t.Target.Command}
+	case len(t.Target.Paths) > 0:
+		return map[string]any{"path": t.Target.Paths[0]}
+	case t.Target.URL != "":
+		return map[string]any{"url": t.Target.URL}
+	}
+	return map[string]any{}
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}

@@ -1,0 +1,89 @@
+package agenttest
+
+import (
+	"sync"
+
+	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// Recorder is an agent.Handler for tests: it keeps every item and call, and
+// answers the gate with Gate, else from Answers by tool name ("*" for any),
+// else Park (the call waits for a person, and never runs).
+type Recorder struct {
+	Gate    func(policy.Call) policy.Verdict
+	Answers map[string]policy.Verdict
+	// OnItem, when set, sees each item after it is recorded.
+	OnItem func(agent.Item)
+	// Decided, when set, gets each call as it is decided.
+	Decided chan policy.Call
+
+	mu    sync.Mutex
+	items []agent.Item
+	calls []policy.Call
+}
+
+// Emit records an item.
+func (r *Recorder) Emit(it agent.Item) {
+	r.mu.Lock()
+	r.items = append(r.items, it)
+	f := r.OnItem
+	r.mu.Unlock()
+	if f != nil {
+		f(it)
+	}
+}
+
+// Decide records a call and answers it.
+func (r *Recorder) Decide(c policy.Call) policy.Verdict {
+	r.mu.Lock()
+	r.calls = append(r.calls, c)
+	r.mu.Unlock()
+	if r.Decided != nil {
+		r.Decided <- c
+	}
+	if r.Gate != nil {
+		return r.Gate(c)
+	}
+	if v, ok := r.Answers[c.Tool]; ok {
+		return v
+	}
+	if v, ok := r.Answers["*"]; ok {
+		return v
+	}
+	return policy.Verdict{Action: policy.Park}
+}
+
+// Items are the items emitted so far.
+func (r *Recorder) Items() []agent.Item {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]agent.Item(nil), r.items...)
+}
+
+// Calls are the calls decided so far.
+func (r *Recorder) Calls() []policy.Call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]policy.Call(nil), r.calls...)
+}
+
+// Types are the items' types, in order.
+func (r *Recorder) Types() []string {
+	var out []string
+	for _, it := range r.Items() {
+		out = append(out, it.Type())
+	}
+	return out
+}
+
+// OfType are the items of type typ, in order.
+func (r *Recorder) OfType(typ string) []agent.Item {
+	var out []agent.Item
+	for _, it := range r.Items() {
+		if it.Type() == typ {
+			out = append(out, it)
+		}
+	}
+	return out
+}

@@ -1,0 +1,129 @@
+package agenttest
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// Script is what a fake agent plays, in the terms of no agent in
+// particular: each adapter's fake (Claude's, Codex's, and this package's
+// own) plays the same script in its own protocol. A new process starts at
+// the first turn.
+type Script struct {
+	// SessionID is the id the agent reports for a new session (default:
+	// the host's, or one of its own).
+	SessionID string `json:"session_id,omitempty"`
+	// ResumeFails: a resume finds no such session.
+	ResumeFails bool `json:"resume_fails,omitempty"`
+	// IgnoreSIGTERM: only SIGKILL ends the agent.
+	IgnoreSIGTERM bool `json:"ignore_sigterm,omitempty"`
+	// StartupError is printed on stderr before exiting 1, before the agent
+	// is ready (bad flags, a refused start).
+	StartupError string `json:"startup_error,omitempty"`
+	// Turns are the steps of each user turn, in order; a turn without a
+	// terminal step ends normally. Turns past the last one say "no more
+	// script".
+	Turns [][]Step `json:"turns"`
+}
+
+// Step is one step of a turn; set one field (Stderr goes with Crash).
+type Step struct {
+	Text     string `json:"text,omitempty"`
+	Thinking string `json:"thinking,omitempty"`
+	// Tool runs a call without asking: its tool_call, then its result.
+	Tool *Tool `json:"tool,omitempty"`
+	// Call asks the gate first: allowed, it runs; denied, its result is an
+	// error carrying the message and the turn goes on; parked, it does not
+	// run and the turn ends.
+	Call *Tool `json:"call,omitempty"`
+	// Ask is the agent's own question to a person (it always parks).
+	Ask []policy.Question `json:"ask,omitempty"`
+	// Status is a status item with this token.
+	Status string `json:"status,omitempty"`
+	// Crash exits with this status mid-turn, after printing Stderr.
+	Crash  int    `json:"crash,omitempty"`
+	Stderr string `json:"stderr,omitempty"`
+	// Hang never answers again: it ignores stdin and keeps running.
+	Hang bool `json:"hang,omitempty"`
+	// WaitInterrupt blocks until the host interrupts the turn, which then
+	// ends interrupted.
+	WaitInterrupt bool `json:"wait_interrupt,omitempty"`
+	// Fail ends the turn as an error turn with this text.
+	Fail string `json:"fail,omitempty"`
+	// Grandchild starts `sleep 300` in its own session holding a copy of
+	// stdout (as a leaked tool child would) and says "grandchild <pid>".
+	Grandchild bool `json:"grandchild,omitempty"`
+	// Garbage prints this line as it is.
+	Garbage string `json:"garbage,omitempty"`
+	// BigLine prints a text message of this many bytes.
+	BigLine int `json:"big_line,omitempty"`
+	// BigRequest asks the gate with a request of this many bytes and says
+	// how it was answered: "big request answered: <action>: <message>".
+	BigRequest int `json:"big_request,omitempty"`
+}
+
+// Tool is a call of a script, described by what it does; each fake names
+// and shapes it as its agent would (a write is Claude's Write, Codex's file
+// change).
+type Tool struct {
+	// Name and Input, when set, are used as they are; else the fake makes
+	// them up from Effect and Target.
+	Name   string         `json:"name,omitempty"`
+	Input  map[string]any `json:"input,omitempty"`
+	Effect string         `json:"effect"` // read, write, exec, network
+	Target policy.Target  `json:"target"`
+	// Result is what the call prints when it runs (default "ran").
+	Result string `json:"result,omitempty"`
+}
+
+// Write is a call that writes path.
+func Write(path string) *Tool {
+	return &Tool{Effect: policy.EffectWrite, Target: policy.Target{Paths: []string{path}}}
+}
+
+// Exec is a call that runs command.
+func Exec(command string) *Tool {
+	return &Tool{Effect: policy.EffectExec, Target: policy.Target{Command: command}}
+}
+
+// Read is a call that reads path.
+func Read(path string) *Tool {
+	return &Tool{Effect: policy.EffectRead, Target: policy.Target{Paths: []string{path}}}
+}
+
+// Turn is a script of one turn.
+func Turn(steps ...Step) Script { return Script{Turns: [][]Step{steps}} }
+
+// WriteScript writes s as JSON to a file of t's and returns its path.
+func WriteScript(t testing.TB, s Script) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "script.json")
+	Play(t, p, s)
+	return p
+}
+
+// Play (re)writes the script at path: the next agent started plays it.
+func Play(t testing.TB, path string, s Script) {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ReadScript reads a script written by WriteScript.
+func ReadScript(path string) (Script, error) {
+	var s Script
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return s, err
+	}
+	return s, json.Unmarshal(b, &s)
+}

@@ -1,0 +1,275 @@
+package codextest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/agent/jsonrpc"
+	"github.com/blobhub/bhw-run/agent/proc"
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// FakeEnv selects the fake app-server in a re-executed test binary; its
+// value is the path of an agenttest.Script.
+const FakeEnv = "BHW_FAKE_CODEX_SCRIPT"
+
+// MaybeRunFakeAppServer plays a fake `codex app-server` and exits when
+// FakeEnv is set; otherwise it returns at once. Call it first thing in
+// TestMain.
+//
+// The fake speaks the part of the v2 app-server protocol the adapter uses
+// (initialize, thread/start, thread/resume, turn/start, turn/interrupt;
+// item/started, item/completed, turn/started, turn/completed; command and
+// file-change approvals), with the real server's habits: no "jsonrpc"
+// field, its own requests numbered from 0. It plays the cases the real CLI
+// cannot be made to show on demand: a crash mid-turn, a hang, an over-long
+// request.
+func MaybeRunFakeAppServer() {
+	if p := os.Getenv(FakeEnv); p != "" {
+		os.Exit(fakeMain(p))
+	}
+}
+
+type fakeServer struct {
+	sc        agenttest.Script
+	conn      *jsonrpc.Conn
+	wmu       sync.Mutex
+	out       *bufio.Writer
+	thread    string
+	turn      int
+	seq       int
+	interrupt chan jsonrpc.ID
+	hang      chan struct{}
+}
+
+func fakeMain(path string) int {
+	sc, err := agenttest.ReadScript(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake codex:", err)
+		return 2
+	}
+	if sc.StartupError != "" {
+		fmt.Fprintln(os.Stderr, sc.StartupError)
+		return 1
+	}
+	if sc.IgnoreSIGTERM {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	f := &fakeServer{sc: sc, out: bufio.NewWriterSize(os.Stdout, 1<<20), interrupt: make(chan jsonrpc.ID, 4), hang: make(chan struct{})}
+	f.conn = jsonrpc.NewConn(jsonrpc.Options{Write: f.writeLine, OnRequest: f.request})
+	br := bufio.NewReaderSize(os.Stdin, 1<<20)
+	for {
+		l, err := proc.ReadLine(br, 64<<20)
+		if len(l.Data) > 0 && l.Over == 0 {
+			f.conn.Receive(l.Data)
+		}
+		if err != nil {
+			select {
+			case <-f.hang:
+				select {}
+			default:
+			}
+			return 0 // stdin closed: exit, as codex does
+		}
+	}
+}
+
+func (f *fakeServer) writeLine(b []byte) error {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	select {
+	case <-f.hang:
+		select {} // a hung server writes nothing more
+	default:
+	}
+	f.out.Write(b)
+	f.out.WriteByte('\n')
+	return f.out.Flush()
+}
+
+func (f *fakeServer) notify(method string, params map[string]any) { _ = f.conn.Notify(method, params) }
+
+func (f *fakeServer) request(m jsonrpc.Message) {
+	var p struct {
+		ThreadID string `json:"threadId"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	switch m.Method {
+	case "initialize":
+		_ = f.conn.Reply(m.ID, map[string]any{"userAgent": "fake-codex"})
+	case "thread/start":
+		f.thread = orDefault(f.sc.SessionID, "019a0000-fake-7000-8000-000000000001")
+		_ = f.conn.Reply(m.ID, map[string]any{"thread": map[string]any{"id": f.thread}})
+	case "thread/resume":
+		if f.sc.ResumeFails {
+			_ = f.conn.ReplyError(m.ID, -32600, "no rollout found for thread id "+p.ThreadID)
+			return
+		}
+		f.thread = p.ThreadID
+		_ = f.conn.Reply(m.ID, map[string]any{"thread": map[string]any{"id": f.thread}})
+	case "turn/start":
+		steps := []agenttest.Step{{Text: "no more script"}}
+		if f.turn < len(f.sc.Turns) {
+			steps = f.sc.Turns[f.turn]
+		}
+		f.turn++
+		id := fmt.Sprintf("turn_%d", f.turn)
+		_ = f.conn.Reply(m.ID, map[string]any{"turn": map[string]any{"id": id, "status": "inProgress"}})
+		f.notify("turn/started", map[string]any{"threadId": f.thread, "turn": map[string]any{"id": id, "status": "inProgress"}})
+		go f.play(id, steps)
+	case "turn/interrupt":
+		f.interrupt <- m.ID
+	default:
+		_ = f.conn.ReplyError(m.ID, jsonrpc.CodeMethodNotFound, "fake codex: no method "+m.Method)
+	}
+}
+
+func (f *fakeServer) completed(turn, status, message string) {
+	t := map[string]any{"id": turn, "status": status, "error": nil}
+	if message != "" {
+		t["error"] = map[string]any{"message": message}
+	}
+	f.notify("turn/completed", map[string]any{"threadId": f.thread, "turn": t})
+}
+
+func (f *fakeServer) item(method string, item map[string]any, turn string) {
+	f.notify(method, map[string]any{"threadId": f.thread, "turnId": turn, "item": item})
+}
+
+// play plays one turn's steps and completes it.
+func (f *fakeServer) play(turn string, steps []agenttest.Step) {
+	for _, st := range steps {
+		f.seq++
+		id := fmt.Sprintf("item_%d", f.seq)
+		switch {
+		case st.Text != "":
+			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id, "text": st.Text}, turn)
+		case st.Thinking != "":
+			f.item("item/completed", map[string]any{"type": "reasoning", "id": id, "summary": []string{st.Thinking}}, turn)
+		case st.Tool != nil:
+			it := f.toolItem(id, st.Tool)
+			f.item("item/started", it, turn)
+			it["status"], it["aggregatedOutput"], it["exitCode"] = "completed", orDefault(st.Tool.Result, "ran"), 0
+			f.item("item/completed", it, turn)
+		case st.Call != nil:
+			if !f.approve(turn, id, st.Call) {
+				return
+			}
+		case st.Crash != 0:
+			if st.Stderr != "" {
+				fmt.Fprintln(os.Stderr, st.Stderr)
+			}
+			os.Exit(st.Crash)
+		case st.Hang:
+			close(f.hang)
+			select {}
+		case st.WaitInterrupt:
+			_ = f.conn.Reply(<-f.interrupt, map[string]any{})
+			f.completed(turn, "interrupted", "")
+			return
+		case st.Fail != "":
+			f.completed(turn, "failed", st.Fail)
+			return
+		case st.Grandchild:
+			cmd := exec.Command("sleep", "300")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			cmd.Stdout = os.Stdout // a copy of stdout, as a leaked command keeps
+			if err := cmd.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, "fake codex: grandchild:", err)
+				os.Exit(2)
+			}
+			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id, "text": fmt.Sprintf("grandchild %d", cmd.Process.Pid)}, turn)
+		case st.Garbage != "":
+			_ = f.writeLine([]byte(st.Garbage))
+		case st.BigLine > 0:
+			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id, "text": strings.Repeat("x", st.BigLine)}, turn)
+		case st.BigRequest > 0:
+			// An approval far over the limit, then a request the adapter does
+			// not know: both must be answered.
+			res, err := f.conn.Call(context.Background(), "item/commandExecution/requestApproval", map[string]any{
+				"threadId": f.thread, "turnId": turn, "itemId": id, "command": strings.Repeat("x", st.BigRequest)})
+			var a struct{ Decision string }
+			_ = json.Unmarshal(res, &a)
+			_, uerr := f.conn.Call(context.Background(), "item/tool/requestUserInput", map[string]any{"threadId": f.thread})
+			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id + "_text",
+				"text": fmt.Sprintf("big request answered: %s (%v); unknown request answered: %v", a.Decision, err, uerr)}, turn)
+		}
+	}
+	f.completed(turn, "completed", "")
+}
+
+// toolItem is the item of a call: a command, or a file change.
+func (f *fakeServer) toolItem(id string, t *agenttest.Tool) map[string]any {
+	cwd, _ := os.Getwd()
+	if t.Effect == policy.EffectWrite && len(t.Target.Paths) > 0 {
+		return map[string]any{"type": "fileChange", "id": id, "status": "inProgress",
+			"changes": []any{map[string]any{"path": t.Target.Paths[0], "kind": map[string]any{"type": "add"}, "diff": "written by the fake\n"}}}
+	}
+	cmd := t.Target.Command
+	if cmd == "" {
+		cmd = "true"
+	}
+	return map[string]any{"type": "commandExecution", "id": id, "status": "inProgress", "cwd": cwd,
+		"command": "/bin/bash -lc '" + cmd + "'", "commandActions": []any{}}
+}
+
+// approve asks for a call as codex does and plays the decision; false when
+// the turn ended there (cancel: the turn is interrupted).
+func (f *fakeServer) approve(turn, id string, t *agenttest.Tool) bool {
+	it := f.toolItem(id, t)
+	f.item("item/started", it, turn)
+	method, params := "item/commandExecution/requestApproval", map[string]any{"threadId": f.thread, "turnId": turn, "itemId": id,
+		"command": it["command"], "cwd": it["cwd"]}
+	if it["type"] == "fileChange" {
+		method, params = "item/fileChange/requestApproval", map[string]any{"threadId": f.thread, "turnId": turn, "itemId": id, "grantRoot": nil}
+	}
+	type answer struct {
+		res json.RawMessage
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := f.conn.Call(context.Background(), method, params)
+		got <- answer{res, err}
+	}()
+	var a answer
+	select {
+	case a = <-got:
+	case iid := <-f.interrupt:
+		_ = f.conn.Reply(iid, map[string]any{})
+		f.completed(turn, "interrupted", "")
+		return false
+	}
+	var d struct{ Decision string }
+	_ = json.Unmarshal(a.res, &d)
+	switch d.Decision {
+	case "accept":
+		it["status"], it["aggregatedOutput"], it["exitCode"] = "completed", orDefault(t.Result, "ran"), 0
+		f.item("item/completed", it, turn)
+		return true
+	case "cancel":
+		// A cancelled file change gets no item/completed; the turn ends.
+		f.completed(turn, "interrupted", "")
+		return false
+	default:
+		it["status"] = "declined"
+		f.item("item/completed", it, turn)
+		return true
+	}
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}

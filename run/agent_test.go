@@ -1,0 +1,103 @@
+package run
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/envelope"
+)
+
+// TestAgentEnvAllowlist: the agent gets the basics, its own prefixes and
+// agents.<type>.env, its home under its HomeEnv; never BLOBHUB_*, and never
+// another agent's prefixes.
+func TestAgentEnvAllowlist(t *testing.T) {
+	ad := agenttest.Agent{}.Adapter()
+	r := &Runner{Environ: []string{"PATH=/bin", "HOME=/home/me", "LC_ALL=C", "HTTPS_PROXY=http://proxy",
+		"AGENTTEST_MODE=fast", "ANTHROPIC_API_KEY=not-yours", "OPENAI_API_KEY=not-yours", "BLOBHUB_API_KEY=secret", "RANDOM=x"}}
+	res := &resolved{adapter: &ad, Env: map[string]string{"EXTRA": "1", "BLOBHUB_TOKEN": "no"}}
+	res.Home, res.AgentHome = "/home/me", "/home/me/agent-home"
+	got := r.agentEnv(res)
+	want := []string{"AGENTTEST_HOME=/home/me/agent-home", "AGENTTEST_MODE=fast", "EXTRA=1", "HOME=/home/me", "HTTPS_PROXY=http://proxy", "LC_ALL=C", "PATH=/bin"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("env %q\nwant %q", got, want)
+	}
+}
+
+// TestHostPicksTheSessionID: for an adapter whose host picks the session
+// id, run records a new id in thread.yaml before the agent is started and
+// hands it to Start as a new session; the next turn resumes it.
+func TestHostPicksTheSessionID(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "host/sid"
+	h.srv.Put(alias, string(envelope.NewThread(h.work, testHostAgent, "approval", alias)))
+	h.srv.PersonPost(alias, "start")
+	h.play(agenttest.Turn(agenttest.Step{Text: "hi"}))
+	var launches []agent.Launch
+	var recorded []string
+	h.runner = func(r *Runner) {
+		wrapStart(r, testHostAgent, func(next startFunc) startFunc {
+			return func(ctx context.Context, l agent.Launch) (agent.Session, error) {
+				launches = append(launches, l)
+				recorded = append(recorded, h.thread(alias).Agent.AgentSessionID)
+				return next(ctx, l)
+			}
+		})
+	}
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	h.srv.PersonPost(alias, "more")
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	if len(launches) != 2 {
+		t.Fatalf("%d launches", len(launches))
+	}
+	first, second := launches[0], launches[1]
+	if first.SessionID == "" || first.Resume || recorded[0] != first.SessionID {
+		t.Fatalf("first launch session %q resume %v, thread.yaml had %q before the start", first.SessionID, first.Resume, recorded[0])
+	}
+	if second.SessionID != first.SessionID || !second.Resume {
+		t.Fatalf("second launch session %q resume %v, want %q resumed", second.SessionID, second.Resume, first.SessionID)
+	}
+}
+
+// TestWorkFolderHoldsAnAgentHome: a work folder may not contain any
+// adapter's home (from its HomeEnv, from agents.<type>.<HomeKey>) nor its
+// folders under the user's home, whichever agent the thread names.
+func TestWorkFolderHoldsAnAgentHome(t *testing.T) {
+	for _, tc := range []struct {
+		name, says string
+		set        func(h *harness, work string)
+	}{
+		{"agents.<type>.home", "agents.test_host_agent.home", func(h *harness, work string) {
+			h.editConfig("  "+testHostAgent+":\n", "  "+testHostAgent+":\n    home: "+filepath.Join(work, "agent-home")+"\n")
+		}},
+		{"the HomeEnv of bhw-run", "AGENTTEST_HOME", func(h *harness, work string) {
+			t.Setenv("AGENTTEST_HOME", filepath.Join(work, "sub", "home"))
+		}},
+		{"a folder under the user's home", "~/.agenttest", func(h *harness, work string) {
+			// The work folder is ~/.agenttest itself.
+			h.runner = func(r *Runner) { r.Setup.Home = filepath.Dir(work) }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, false)
+			work := filepath.Join(t.TempDir(), ".agenttest")
+			if err := os.MkdirAll(work, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			tc.set(h, work)
+			const alias = "home/t"
+			h.srv.Put(alias, string(envelope.NewThread(work, testAgent, "approval", alias)))
+			h.srv.PersonPost(alias, "start")
+			sum := h.run(alias)
+			wantCode(t, sum, ExitFailed, CodeWorkFolderNotAllowed)
+			if !strings.Contains(sum.Error.Message, tc.says) {
+				t.Fatalf("message %q does not name %s", sum.Error.Message, tc.says)
+			}
+		})
+	}
+}
