@@ -31,7 +31,8 @@ func (cl *cliState) threadCommand() *cli.Command {
 				},
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
-						if err := run.ThreadNew(ctx, bh, alias, c.String("work-folder"), c.String("agent"), c.String("permissions"), c.String("message")); err != nil {
+						o := newOptions{WorkFolder: c.String("work-folder"), Agent: c.String("agent"), Permissions: c.String("permissions"), Message: c.String("message")}
+						if err := threadNew(ctx, bh, alias, o); err != nil {
 							return err
 						}
 						fmt.Fprintf(cl.stdout, "thread %s handed off (pending); run `bhw-run %s`\n", alias, alias)
@@ -44,7 +45,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 				Flags: []cli.Flag{asFlag},
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 2, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
-						it, err := run.ThreadPost(ctx, bh, alias, c.Args().Get(1))
+						it, err := threadPost(ctx, bh, alias, c.Args().Get(1))
 						if err == nil {
 							fmt.Fprintf(cl.stdout, "posted %s to %s\n", it.ID, alias)
 						}
@@ -56,13 +57,13 @@ func (cl *cliState) threadCommand() *cli.Command {
 				Name: "show", Usage: "print the thread's state and items", ArgsUsage: "<alias>",
 				Flags: []cli.Flag{
 					&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new items until SIGINT"},
-					&cli.DurationFlag{Name: "poll-interval", Value: run.DefaultShowPoll, Usage: "how often --follow asks for new items"},
+					&cli.DurationFlag{Name: "poll-interval", Value: defaultShowPoll, Usage: "how often --follow asks for new items"},
 				},
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
 						ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 						defer stop()
-						return run.ThreadShow(ctx, bh, alias, c.Bool("json"), c.Bool("follow"), c.Duration("poll-interval"), cl.stdout)
+						return threadShow(ctx, bh, alias, showOptions{JSON: c.Bool("json"), Follow: c.Bool("follow"), Poll: c.Duration("poll-interval")}, cl.stdout)
 					})
 				},
 			},
@@ -71,7 +72,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 				Flags: []cli.Flag{asFlag},
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
-						from, err := run.ThreadSetState(ctx, s, bh, alias, "completed")
+						from, err := threadSetState(ctx, s, bh, alias, "completed")
 						if err == nil {
 							fmt.Fprintf(cl.stdout, "thread %s: %s → completed; the next run stops it\n", alias, from)
 						}
@@ -84,7 +85,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 				Flags: []cli.Flag{asFlag},
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
-						from, err := run.ThreadSetState(ctx, s, bh, alias, "pending")
+						from, err := threadSetState(ctx, s, bh, alias, "pending")
 						if err == nil {
 							fmt.Fprintf(cl.stdout, "thread %s: %s → pending; the next run activates it\n", alias, from)
 						}
@@ -103,7 +104,7 @@ func (cl *cliState) person(c *cli.Context, nargs int, fn func(context.Context, *
 		return err
 	}
 	if c.Command.Name == "post" || c.Command.Name == "new" {
-		if err := run.CheckPoster(c.Context, s, bh, func(msg string) { cl.log.Warn(msg) }); err != nil {
+		if err := checkPoster(c.Context, s, bh, func(msg string) { cl.log.Warn(msg) }); err != nil {
 			return err
 		}
 	}

@@ -146,14 +146,76 @@ var errBadBody = errors.New("answer is truncated or not JSON")
 // client's budget, each attempt with its own timeout; a cancelled context
 // stops at once. It returns the body of a 2xx answer.
 func (c *httpClient) do(ctx context.Context, k *call) ([]byte, error) {
+	var body []byte
+	req, err := c.request(ctx, k, &body)
+	if err != nil {
+		return nil, opErr(k.command, k.alias, err)
+	}
+	resp, err := c.retrying(k).Do(req)
+	if resp != nil && resp.Body != nil && body == nil {
+		// The handler did not run (a retryable status past the budget).
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		body = b
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, opErr(k.command, k.alias, unavailable(ctx.Err()))
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) && !retryableURLError(ue) {
+			return nil, opErr(k.command, k.alias, err)
+		}
+		return nil, opErr(k.command, k.alias, unavailable(err))
+	}
+	if resp.StatusCode/100 == 2 {
+		return body, nil
+	}
+	return nil, opErr(k.command, k.alias, statusError(resp, body))
+}
+
+// request is k as a request whose answer, read whole up to maxBody, lands
+// in body; a 2xx answer that is not JSON (or is cut) is retried.
+func (c *httpClient) request(ctx context.Context, k *call, body *[]byte) (*retryablehttp.Request, error) {
+	var rawBody any
+	if k.body != nil {
+		rawBody = k.body
+	}
+	req, err := retryablehttp.NewRequestWithContext(ctx, k.method, k.url, rawBody)
+	if err != nil {
+		return nil, err
+	}
+	c.header(req.Header)
+	req.SetResponseHandler(func(resp *http.Response) error {
+		defer resp.Body.Close()
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+		if err != nil {
+			return err // a body cut by the connection: retry
+		}
+		if len(b) > maxBody {
+			return fmt.Errorf("answer larger than %d bytes", maxBody)
+		}
+		*body = b
+		k.date, _ = http.ParseTime(resp.Header.Get("Date"))
+		if resp.StatusCode/100 == 2 && !json.Valid(b) {
+			return errBadBody
+		}
+		return nil
+	})
+	return req, nil
+}
+
+// retrying is the client that sends k: it retries what the default policy
+// retries, each wait (and each failed retry's own time) taken from the
+// client's budget, and stops when the budget is spent, not after a count.
+func (c *httpClient) retrying(k *call) *retryablehttp.Client {
 	var (
-		body     []byte
 		wait     time.Duration
 		attempt  int
 		retrying bool
 		mark     time.Time
 	)
-	rc := &retryablehttp.Client{
+	return &retryablehttp.Client{
 		HTTPClient: c.hc,
 		RetryMax:   1 << 30, // the budget, not a count, ends the retries
 		CheckRetry: func(ctx context.Context, resp *http.Response, err error) (bool, error) {
@@ -186,55 +248,9 @@ func (c *httpClient) do(ctx context.Context, k *call) ([]byte, error) {
 			retrying, mark = true, time.Now()
 			return nil
 		},
-		// Keep the last answer and error for the mapping below.
+		// Keep the last answer and error for the mapping in do.
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}
-	var rawBody any
-	if k.body != nil {
-		rawBody = k.body
-	}
-	req, err := retryablehttp.NewRequestWithContext(ctx, k.method, k.url, rawBody)
-	if err != nil {
-		return nil, opErr(k.command, k.alias, err)
-	}
-	c.header(req.Header)
-	req.SetResponseHandler(func(resp *http.Response) error {
-		defer resp.Body.Close()
-		b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-		if err != nil {
-			return err // a body cut by the connection: retry
-		}
-		if len(b) > maxBody {
-			return fmt.Errorf("answer larger than %d bytes", maxBody)
-		}
-		body = b
-		k.date, _ = http.ParseTime(resp.Header.Get("Date"))
-		if resp.StatusCode/100 == 2 && !json.Valid(b) {
-			return errBadBody
-		}
-		return nil
-	})
-	resp, err := rc.Do(req)
-	if resp != nil && resp.Body != nil && body == nil {
-		// The handler did not run (a retryable status past the budget).
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-		body = b
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, opErr(k.command, k.alias, unavailable(ctx.Err()))
-		}
-		var ue *url.Error
-		if errors.As(err, &ue) && !retryableURLError(ue) {
-			return nil, opErr(k.command, k.alias, err)
-		}
-		return nil, opErr(k.command, k.alias, unavailable(err))
-	}
-	if resp.StatusCode/100 == 2 {
-		return body, nil
-	}
-	return nil, opErr(k.command, k.alias, statusError(resp, body))
 }
 
 func retryableURLError(ue *url.Error) bool {

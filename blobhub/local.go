@@ -21,6 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/blobhub/bhw-run/envelope"
 	"github.com/gofrs/flock"
 )
 
@@ -165,51 +166,8 @@ func (s *LocalStore) Upload(ctx context.Context, sessionID, alias string, value 
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, aliasFileName(alias)+".json"), append(b, '\n'))
-}
-
-// writeFileAtomic: temp file in the same folder, write, fsync, close,
-// rename, fsync the folder, so a reader or a crash sees the old bytes or the
-// new ones, never a mix. The temp name starts with '.', which no encoded
-// alias does.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	// Some file systems refuse fsync on a directory; the rename stands.
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return err
-	}
-	return nil
+	// The temp file's name starts with '.', which no encoded alias does.
+	return envelope.WriteFileAtomic(filepath.Join(dir, aliasFileName(alias)+".json"), append(b, '\n'), 0o600)
 }
 
 // Objects lists a session's objects by alias. A session never written is

@@ -205,8 +205,10 @@ func LoadThread(path string) (*Thread, error) {
 }
 
 // WriteFileAtomic writes b to path through a temp file in the same folder:
-// write, fsync, close, rename, fsync the folder. A crash leaves either the old
-// or the new file, never a torn one.
+// write, fsync, close, rename, fsync the folder. A reader or a crash sees the
+// old bytes or the new ones, never a mix. It is the one way bhw-run writes a
+// file that must survive a crash (thread.yaml, section.yaml, identity.yaml,
+// the local store's objects). The temp file's name starts with '.'.
 func WriteFileAtomic(path string, b []byte, perm os.FileMode) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
@@ -241,5 +243,9 @@ func WriteFileAtomic(path string, b []byte, perm os.FileMode) (err error) {
 		return err
 	}
 	defer d.Close()
-	return d.Sync()
+	// Some file systems refuse fsync on a directory; the rename stands.
+	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+		return err
+	}
+	return nil
 }

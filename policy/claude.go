@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
 )
@@ -140,22 +139,4 @@ func ClaudeQuestions(input json.RawMessage) ([]Question, error) {
 		return nil, err
 	}
 	return in.Questions, nil
-}
-
-// Summary is a one-line description of a call for briefs and prompts, e.g.
-// "Bash → rm -rf build" or "Write → /abs/x.txt".
-func Summary(tool string, t Target) string {
-	var what string
-	switch {
-	case t.Command != "":
-		what = strings.Join(strings.Fields(t.Command), " ")
-	case len(t.Paths) > 0:
-		what = strings.Join(t.Paths, ", ")
-	case t.URL != "":
-		what = t.URL
-	}
-	if what == "" {
-		return tool
-	}
-	return tool + " → " + what
 }

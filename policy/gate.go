@@ -174,7 +174,7 @@ func verb(decision string) string {
 }
 
 func (g Gate) evaluate(c Call, ex *explainer) Decision {
-	ex.printf("call: %s", describeCall(c))
+	ex.printf("call: %s", c.Describe())
 	posture := g.posture()
 	if g.Posture != posture && g.Posture != "" {
 		ex.printf("posture: %q is unknown, judged as approval", g.Posture)
@@ -434,11 +434,11 @@ func (g Gate) outsidePaths(c Call, ex *explainer) []string {
 				r = p
 			}
 			outside = append(outside, r)
-		case workOK && within(r, work) && within(rw, work):
+		case workOK && Within(work, r) && Within(work, rw):
 			ex.printf("path %q: inside the work folder (%s); path rules do not apply to it", p, r)
 		default:
 			for _, x := range []string{r, rw} {
-				if (!workOK || !within(x, work)) && !slices.Contains(outside, x) {
+				if (!workOK || !Within(work, x)) && !slices.Contains(outside, x) {
 					ex.printf("path %q: outside the work folder (%s)", p, x)
 					outside = append(outside, x)
 				}
@@ -548,32 +548,4 @@ func quoteList(ss []string) string {
 		q[i] = fmt.Sprintf("%q", s)
 	}
 	return strings.Join(q, ", ")
-}
-
-func describeCall(c Call) string {
-	effect := c.Effect
-	if effect == "" {
-		effect = "no effect"
-	}
-	var what []string
-	if c.Target.Command != "" {
-		what = append(what, fmt.Sprintf("command %q", c.Target.Command))
-	}
-	if len(c.Target.Paths) > 0 {
-		what = append(what, "paths "+quoteList(c.Target.Paths))
-	}
-	if c.Target.URL != "" {
-		what = append(what, fmt.Sprintf("url %q", c.Target.URL))
-	}
-	if c.Target.Cwd != "" {
-		what = append(what, fmt.Sprintf("cwd %q", c.Target.Cwd))
-	}
-	s := effect
-	if c.Tool != "" {
-		s = c.Tool + " (" + effect + ")"
-	}
-	if len(what) > 0 {
-		s += ": " + strings.Join(what, ", ")
-	}
-	return s
 }

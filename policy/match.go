@@ -570,10 +570,13 @@ func resolveWalk(p, base string) (string, bool) {
 	return cur, true
 }
 
-// within reports whether resolved path p lies in folder dir (or is dir).
-func within(p, dir string) bool {
+// Within reports whether path p is folder dir or lies below it. Both are
+// taken as they are, lexically: resolve their symlinks first where a link
+// could lead out.
+func Within(dir, p string) bool {
+	dir, p = filepath.Clean(dir), filepath.Clean(p)
 	if dir == "/" {
-		return true
+		return filepath.IsAbs(p)
 	}
 	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
 }

@@ -170,7 +170,7 @@ func TestResolvePath(t *testing.T) {
 	if got, ok := resolvePath(filepath.Join(file, "below"), ""); !ok || got != filepath.Join(file, "below") {
 		t.Errorf("below a file: %q %v", got, ok)
 	}
-	if !within(filepath.Join(f.work, "a"), f.work) || within(f.work+"x", f.work) || !within("/anything", "/") {
+	if !Within(f.work, filepath.Join(f.work, "a")) || Within(f.work, f.work+"x") || !Within("/", "/anything") {
 		t.Error("within")
 	}
 	if strings.Contains(f.work, "..") {

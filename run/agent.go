@@ -1,11 +1,17 @@
 package run
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/proc"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/policy"
 )
 
 // The agents a run can start are the adapters main lists (Options.Adapters):
@@ -63,4 +69,123 @@ func checkAdapters(list []agent.Adapter) error {
 		seen = append(seen, a.Type)
 	}
 	return nil
+}
+
+// runAgent starts the agent and runs the turn, with the watchdogs.
+func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Gate, message string, plan turnPlan) (agent.TurnResult, error) {
+	sess, stop, err := a.startAgent(ctx, res)
+	if err != nil {
+		return agent.TurnResult{}, err
+	}
+	defer stop()
+	h := &turnHandler{a: a, gate: gate, posture: res.Permissions, resolved: plan.resolved}
+	h.touch()
+	turnCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if a.r.MaxDuration > 0 {
+		var stopTimer context.CancelFunc
+		turnCtx, stopTimer = context.WithTimeoutCause(turnCtx, a.r.MaxDuration, errTimeout)
+		defer stopTimer()
+	}
+	stopWatch := h.watch(a.r.StallTimeout, cancel)
+	defer stopWatch()
+
+	result, err := sess.Turn(turnCtx, message, h)
+	a.mu.Lock()
+	if id := sess.SessionID(); id != "" {
+		a.t.Agent.AgentSessionID = id
+	}
+	a.mu.Unlock()
+	if h.prompt != nil {
+		a.post(ctx, h.prompt)
+	}
+	h.acknowledge()
+	if err != nil && turnCtx.Err() != nil {
+		switch cause := context.Cause(turnCtx); {
+		case ctx.Err() != nil:
+			return result, ctx.Err()
+		case errors.Is(cause, errStalled), errors.Is(cause, errTimeout):
+			return result, cause
+		}
+	}
+	return result, err
+}
+
+// startAgent starts the agent of res and records its process; stop ends
+// it (on a second signal at once) and every descendant. A host-picked
+// session id is recorded before the spawn, so a crash cannot lose it.
+func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.Session, stop func(), err error) {
+	t := a.t
+	resume := t.Agent.AgentSessionID != ""
+	if !resume && res.adapter.HostSessionID {
+		t.Agent.AgentSessionID = newUUID()
+		if err := a.save(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if a.r.OwnProcess {
+		if err := proc.BecomeSubreaper(); err != nil {
+			a.log.Warn("cannot become a child subreaper; orphaned tool processes may survive", "error", err)
+		}
+	}
+	l := a.r.launch(res, t.Workspace.WorkFolder)
+	l.SessionID, l.Resume, l.Log, l.Logger = t.Agent.AgentSessionID, resume, a.tlog, a.log
+	sess, err = res.adapter.Start(ctx, l)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A second signal skips the politeness for as long as the agent lives,
+	// closing included.
+	stopHurry := make(chan struct{})
+	go func() {
+		select {
+		case <-a.hurry:
+			proc.StopGroup(sess.Pgid(), 0)
+		case <-stopHurry:
+		}
+	}()
+	stop = func() {
+		a.closeAgent(ctx, sess)
+		close(stopHurry)
+	}
+	a.mu.Lock()
+	t.Agent.Process = &envelope.ProcessInfo{Pgid: sess.Pgid(), StartedAt: now()}
+	if id := sess.SessionID(); id != "" {
+		t.Agent.AgentSessionID = id
+	}
+	err = a.saveLocked()
+	a.mu.Unlock()
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return sess, stop, nil
+}
+
+// closeAgent ends the agent process and every descendant, on a context
+// that outlives a cancelled run.
+func (a *activation) closeAgent(ctx context.Context, sess agent.Session) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*a.r.grace()+5*time.Second)
+	defer cancel()
+	if err := sess.Close(cctx); err != nil {
+		a.log.Warn("closing the agent", "error", err)
+	}
+	grace := a.r.grace()
+	select {
+	case <-a.hurry:
+		grace = 0
+	default:
+	}
+	if proc.GroupAlive(sess.Pgid()) {
+		proc.StopGroup(sess.Pgid(), grace)
+	}
+	if a.r.OwnProcess {
+		if n := proc.SweepDescendants(grace); n > 0 {
+			a.log.Warn("stopped processes the agent left behind", "count", n)
+		}
+	}
+	a.mu.Lock()
+	a.t.Agent.Process = nil
+	_ = a.saveLocked()
+	a.mu.Unlock()
 }

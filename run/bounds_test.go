@@ -3,7 +3,6 @@ package run
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -191,27 +190,6 @@ type floodOnPost struct {
 func (c *floodOnPost) Post(ctx context.Context, alias string, p blobhub.NewItem) (blobhub.Item, error) {
 	c.once.Do(c.flood)
 	return c.Client.Post(ctx, alias, p)
-}
-
-// TestThreadShowBounded: `thread show` prints items as it reads them and,
-// without --follow, stops a list that never ends with a clear error.
-func TestThreadShowBounded(t *testing.T) {
-	defer func(l blobhub.Limits) { showLimits = l }(showLimits)
-	showLimits = blobhub.Limits{Items: 120}
-	srv := bhtest.New(t)
-	const alias = "show/endless"
-	srv.PersonPost(alias, "first")
-	srv.Put(alias, string(envelope.NewThread("/w", testAgent, "approval", alias)))
-	srv.EndlessList(alias, 50, 10)
-	var out strings.Builder
-	err := ThreadShow(t.Context(), srv.Client(bhtest.PersonKey), alias, true, false, 0, &out)
-	var ee *ExitError
-	if !errors.As(err, &ee) || ee.Exit != ExitTempFail || !strings.Contains(ee.Message, "--follow") {
-		t.Fatalf("show = %v, want exit 75 naming --follow", err)
-	}
-	if n := strings.Count(out.String(), "\n"); n != 120 {
-		t.Fatalf("printed %d lines, want 120", n)
-	}
 }
 
 // hookClient runs onUpload before every upload and onPost before every

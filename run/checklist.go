@@ -253,7 +253,7 @@ func (r *Runner) workFolderAllowed(real string) error {
 	if len(roots) > 0 {
 		ok := false
 		for _, root := range roots {
-			if rr, err := filepath.EvalSymlinks(root); err == nil && within(rr, real) {
+			if rr, err := filepath.EvalSymlinks(root); err == nil && policy.Within(rr, real) {
 				ok = true
 			}
 		}
@@ -289,17 +289,11 @@ func (r *Runner) workFolderAllowed(real string) error {
 		if x, err := filepath.EvalSymlinks(dir); err == nil {
 			rd = x
 		}
-		if within(real, rd) {
+		if policy.Within(real, rd) {
 			return agent.Errorf(CodeWorkFolderNotAllowed, "work folder %s contains or is %s (%s); pick a folder that holds only the checkout", real, what, rd)
 		}
 	}
 	return nil
-}
-
-// within reports whether p is dir or below it.
-func within(dir, p string) bool {
-	rel, err := filepath.Rel(dir, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
 }
 
 // agentEnv builds the agent's environment from an allowlist: the basics

@@ -175,18 +175,34 @@ func Resolve(o Options, alias string) (*Setup, error) {
 		}
 		home = h
 	}
-	creds, err := loadCredentials(home)
-	if err != nil {
-		return nil, err
-	}
 	if err := checkAdapters(o.Adapters); err != nil {
 		return nil, err
 	}
 	s := &Setup{Home: home, Adapters: o.Adapters}
-	s.Profile = o.Profile
-	if s.Profile == "" {
-		s.Profile = creds.Default
+	// 1. Profile, API key and URL.
+	u, err := s.resolveAPI(o)
+	if err != nil {
+		return nil, err
 	}
+	// 2. The state tree.
+	if err := s.resolveStateDir(o, u); err != nil {
+		return nil, err
+	}
+	// 3. The config, and the section that owns the alias.
+	if err := s.resolveConfig(o, alias); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// resolveAPI picks the profile and, flag over profile over default, the API
+// key and URL; a URL other than file:// needs a key.
+func (s *Setup) resolveAPI(o Options) (*url.URL, error) {
+	creds, err := loadCredentials(s.Home)
+	if err != nil {
+		return nil, err
+	}
+	s.Profile = firstNonEmpty(o.Profile, creds.Default)
 	var prof credentialProfile
 	if s.Profile != "" {
 		if err := ValidateName(s.Profile); err != nil {
@@ -194,7 +210,7 @@ func Resolve(o Options, alias string) (*Setup, error) {
 		}
 		p, ok := creds.Profiles[s.Profile]
 		if !ok && o.Profile != "" {
-			return nil, exitErr(CodeCredentialsNotFound, "profile %q is not in %s; add it or pick another --profile", s.Profile, CredentialsPath(home))
+			return nil, exitErr(CodeCredentialsNotFound, "profile %q is not in %s; add it or pick another --profile", s.Profile, CredentialsPath(s.Home))
 		}
 		prof = p
 	}
@@ -210,8 +226,14 @@ func Resolve(o Options, alias string) (*Setup, error) {
 	if u.Scheme != "file" && s.APIKey == "" {
 		return nil, exitErr(CodeCredentialsNotFound,
 			"no API key for %s; set BLOBHUB_API_KEY, pass --api-key, or add a profile to %s (or use --api-url file:///abs/dir for a local store)",
-			shownURL(s.APIURL), CredentialsPath(home))
+			shownURL(s.APIURL), CredentialsPath(s.Home))
 	}
+	return u, nil
+}
+
+// resolveStateDir names the state tree: --state-dir, else one per profile,
+// API key or local store under ~/.blobhub-worker/profiles.
+func (s *Setup) resolveStateDir(o Options, u *url.URL) error {
 	switch {
 	case s.Profile != "":
 		s.StateName = s.Profile
@@ -222,36 +244,42 @@ func Resolve(o Options, alias string) (*Setup, error) {
 	}
 	s.StateDir = o.StateDir
 	if s.StateDir == "" {
-		s.StateDir = filepath.Join(home, ".blobhub-worker", "profiles", s.StateName)
+		s.StateDir = filepath.Join(s.Home, ".blobhub-worker", "profiles", s.StateName)
 	}
 	if !filepath.IsAbs(s.StateDir) {
 		abs, err := filepath.Abs(s.StateDir)
 		if err != nil {
-			return nil, exitErr(CodeInvalidConfig, "state dir %q: %v", s.StateDir, err)
+			return exitErr(CodeInvalidConfig, "state dir %q: %v", s.StateDir, err)
 		}
 		s.StateDir = abs
 	}
+	return nil
+}
+
+// resolveConfig reads and checks config.yaml (--config, else the state
+// tree's, which may be missing) and picks the section.
+func (s *Setup) resolveConfig(o Options, alias string) error {
 	cfgPath := o.ConfigPath
 	explicit := cfgPath != ""
 	if cfgPath == "" {
 		cfgPath = filepath.Join(s.StateDir, "config.yaml")
 	}
 	if err := loadConfig(cfgPath, explicit, &s.Config); err != nil {
-		return nil, err
+		return err
 	}
 	if err := validateConfig(&s.Config, s); err != nil {
-		return nil, err
+		return err
 	}
 	sec, err := chooseSection(s.Config.Sections, o, alias)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.Section = sec
 	if err := ValidateName(sec.Session.SessionID); err != nil {
-		return nil, exitErr(CodeInvalidConfig, "session id %q: %v", sec.Session.SessionID, err)
+		return exitErr(CodeInvalidConfig, "session id %q: %v", sec.Session.SessionID, err)
 	}
 	s.JobDir = filepath.Join(s.StateDir, "jobs", JobType+"-"+sec.Session.SessionID)
-	return s, nil
+	return nil
 }
 
 func loadConfig(path string, explicit bool, c *Config) error {
@@ -432,4 +460,21 @@ func firstNonEmpty(v ...string) string {
 func shortHash(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])[:12]
+}
+
+// PersonKey resolves the key the person posts with: --as PROFILE, else the
+// resolved one.
+func PersonKey(s *Setup, as string) (string, error) {
+	if as == "" {
+		return s.APIKey, nil
+	}
+	creds, err := loadCredentials(s.Home)
+	if err != nil {
+		return "", err
+	}
+	p, ok := creds.Profiles[as]
+	if !ok {
+		return "", exitErr(CodeCredentialsNotFound, "profile %q (--as) is not in %s", as, CredentialsPath(s.Home))
+	}
+	return firstNonEmpty(p.APIKey, p.Key), nil
 }

@@ -49,9 +49,7 @@ func TestAgentCrash(t *testing.T) {
 	// Idle while failed.
 	want(t, h.run(alias), OutcomeIdle, ExitOK)
 
-	if _, err := ThreadSetState(t.Context(), h.setup(), h.client(), alias, envelope.StatePending); err != nil {
-		t.Fatal(err)
-	}
+	h.setWireState(alias, envelope.StatePending) // thread retry
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "again"}}}})
 	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 	th = h.thread(alias)

@@ -25,7 +25,7 @@ func (r *Runner) Explain(ctx context.Context, alias, effect, command, path strin
 			effect = policy.EffectWrite
 		}
 	}
-	_, env, err := downloadJob(ctx, r.Client, alias)
+	_, env, err := DownloadJob(ctx, r.Client, alias)
 	if err != nil {
 		return "", err
 	}

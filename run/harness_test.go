@@ -142,6 +142,21 @@ func (h *harness) items(alias string) []string {
 	return out
 }
 
+// setWireState writes instance.state as a person does (thread stop:
+// completed; thread retry: pending).
+func (h *harness) setWireState(alias, state string) {
+	h.t.Helper()
+	o, ok := h.srv.Get(alias)
+	if !ok {
+		h.t.Fatalf("no thread %s", alias)
+	}
+	nv, err := envelope.WithState(o.Value, state)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.srv.Put(alias, string(nv))
+}
+
 func (h *harness) wireState(alias string) string {
 	o, ok := h.srv.Get(alias)
 	if !ok {

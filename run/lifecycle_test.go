@@ -74,9 +74,7 @@ func TestLifecycle(t *testing.T) {
 				t.Fatal("the grant was not consumed")
 			}
 
-			if _, err := ThreadSetState(t.Context(), h.setup(), h.client(), alias, "completed"); err != nil {
-				t.Fatal(err)
-			}
+			h.setWireState(alias, envelope.StateCompleted)
 			want(t, h.run(alias), OutcomeStopped, 0)
 			if st := h.thread(alias).Agent.State; st != "completed" {
 				t.Fatalf("local state %q", st)

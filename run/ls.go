@@ -55,101 +55,144 @@ type ListOptions struct {
 // not_mine.yaml; aliases under a job thread's artifacts/ are skipped), and
 // a tail of every thread active on the wire and here.
 func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err error) {
-	start := time.Now()
+	ls := &lister{r: r, o: o, start: time.Now(), jobs: map[string]bool{}, notMine: map[string]string{}}
 	out = []Listing{}
-	downloads, tails := 0, 0
-	defer func() {
-		rec := map[string]any{"event": "ls", "section": r.Setup.Section.Name, "runnable_only": o.Runnable,
-			"states": o.States, "listed": len(out), "downloads": downloads, "tails": tails,
-			"duration_ms": time.Since(start).Milliseconds()}
-		if err != nil {
-			rec["error"] = err.Error()
-		}
-		r.appendSectionLog(rec)
-	}()
+	defer func() { ls.record(len(out), err) }()
 
-	aliases, err := r.Client.List(ctx)
-	if errors.Is(err, blobhub.ErrNotFound) {
-		if strings.HasPrefix(r.Setup.APIURL, "file://") {
-			// A local store's session exists once something is written
-			// to it: a session never written has no threads yet.
-			return out, nil
-		}
-		return out, exitErr(CodeSessionNotFound, "session %s was not found on BlobHub; check the section's revision_id and session_id", r.Setup.Section.Session.SessionID)
-	}
-	if err != nil {
-		return out, apiErr(err, "list_session_objects")
-	}
-	// Sorted, a thread comes before every alias under its artifacts/.
-	slices.Sort(aliases)
-
-	nm := loadNotMine(r.Setup.JobDir)
-	id, err := LoadIdentity(r.Setup.StateDir)
-	if err != nil {
+	aliases, found, err := ls.objects(ctx)
+	if err != nil || !found {
 		return out, err
 	}
-	prefix := r.Setup.Section.Prefix()
-	jobs := map[string]bool{}
-	notMine := map[string]string{}
+	if ls.id, err = LoadIdentity(r.Setup.StateDir); err != nil {
+		return out, err
+	}
+	ls.cache = loadNotMine(r.Setup.JobDir)
 	for _, alias := range aliases {
-		if !strings.HasPrefix(alias, prefix) || alias == "worker" || underJob(alias, jobs) {
-			continue
-		}
-		if e, ok := nm.Aliases[alias]; ok && e.cached(start) {
-			continue
-		}
-		if ValidateAlias(alias) != nil {
-			// No run can take it (exit 64); nothing to list.
-			r.Logger.Debug("ls: skipping an alias no run accepts", "alias", alias)
-			continue
-		}
-		downloads++
-		obj, err := r.Client.Download(ctx, alias)
-		if errors.Is(err, blobhub.ErrNotFound) {
-			continue // deleted since the list
-		}
-		if err != nil {
-			return out, apiErr(err, "download "+alias)
-		}
-		env, perr := envelope.Parse(obj.Value)
-		if perr != nil || !env.IsJob() {
-			// An object of type thread is never cached: a person may give
-			// it an agent block at any moment.
-			if reason, cache := notJobReason(env); cache {
-				notMine[alias] = reason
-			}
-			continue
-		}
-		jobs[alias] = true
-		if !wantState(o.States, listedState(env)) {
-			continue
-		}
-		l, read, err := r.judge(ctx, alias, env, obj.UpdatedAt, id)
-		if read {
-			tails++
-		}
+		env, updatedAt, err := ls.job(ctx, alias)
 		if err != nil {
 			return out, err
 		}
-		if o.Runnable && l.Runnable {
-			held, err := lock.Held(filepath.Join(ThreadDir(r.Setup.JobDir, alias), "thread.lock"))
-			if err != nil {
-				return out, exitErr(CodeLocked, "%v", err)
-			}
-			l.Locked = held
-		}
-		if o.Runnable && (!l.Runnable || l.Locked) {
+		if env == nil || !wantState(o.States, listedState(env)) {
 			continue
 		}
-		out = append(out, l)
+		l, keep, err := ls.listing(ctx, alias, env, updatedAt)
+		if err != nil {
+			return out, err
+		}
+		if keep {
+			out = append(out, l)
+		}
 	}
-	if err := addNotMines(ctx, r.Setup.JobDir, notMine); err != nil {
+	if err := addNotMines(ctx, r.Setup.JobDir, ls.notMine); err != nil {
 		r.Logger.Warn("ls: could not update not_mine.yaml", "error", err)
 	}
 	if o.Runnable {
 		oldestFirst(out)
 	}
 	return out, nil
+}
+
+// lister is one `bhw-run ls`: what it has learnt and what it cost.
+type lister struct {
+	r       *Runner
+	o       ListOptions
+	start   time.Time
+	id      *Identity
+	cache   NotMine
+	jobs    map[string]bool   // the job threads seen so far
+	notMine map[string]string // objects found not to be jobs, to cache
+
+	downloads, tails int
+}
+
+// record writes the listing's record to section.log.
+func (ls *lister) record(listed int, err error) {
+	rec := map[string]any{"event": "ls", "section": ls.r.Setup.Section.Name, "runnable_only": ls.o.Runnable,
+		"states": ls.o.States, "listed": listed, "downloads": ls.downloads, "tails": ls.tails,
+		"duration_ms": time.Since(ls.start).Milliseconds()}
+	if err != nil {
+		rec["error"] = err.Error()
+	}
+	ls.r.appendSectionLog(rec)
+}
+
+// objects lists the session's aliases, sorted: a thread comes before
+// every alias under its artifacts/. found is false for a local store's
+// session never written, which has no threads yet.
+func (ls *lister) objects(ctx context.Context) (aliases []string, found bool, err error) {
+	r := ls.r
+	aliases, err = r.Client.List(ctx)
+	if errors.Is(err, blobhub.ErrNotFound) {
+		if strings.HasPrefix(r.Setup.APIURL, "file://") {
+			// A local store's session exists once something is written to it.
+			return nil, false, nil
+		}
+		return nil, false, exitErr(CodeSessionNotFound, "session %s was not found on BlobHub; check the section's revision_id and session_id", r.Setup.Section.Session.SessionID)
+	}
+	if err != nil {
+		return nil, false, apiErr(err, "list_session_objects")
+	}
+	slices.Sort(aliases)
+	return aliases, true, nil
+}
+
+// job is the envelope of alias, and when it was last written, when it is a
+// job thread of the section; nil when it is not (or is not to be looked at:
+// outside the prefix, worker, an artifact of a job, known not to be one,
+// an alias no run accepts).
+func (ls *lister) job(ctx context.Context, alias string) (*envelope.Envelope, string, error) {
+	r := ls.r
+	if !strings.HasPrefix(alias, r.Setup.Section.Prefix()) || alias == "worker" || underJob(alias, ls.jobs) {
+		return nil, "", nil
+	}
+	if e, ok := ls.cache.Aliases[alias]; ok && e.cached(ls.start) {
+		return nil, "", nil
+	}
+	if ValidateAlias(alias) != nil {
+		// No run can take it (exit 64); nothing to list.
+		r.Logger.Debug("ls: skipping an alias no run accepts", "alias", alias)
+		return nil, "", nil
+	}
+	ls.downloads++
+	obj, err := r.Client.Download(ctx, alias)
+	if errors.Is(err, blobhub.ErrNotFound) {
+		return nil, "", nil // deleted since the list
+	}
+	if err != nil {
+		return nil, "", apiErr(err, "download "+alias)
+	}
+	env, perr := envelope.Parse(obj.Value)
+	if perr != nil || !env.IsJob() {
+		// An object of type thread is never cached: a person may give it
+		// an agent block at any moment.
+		if reason, cache := notJobReason(env); cache {
+			ls.notMine[alias] = reason
+		}
+		return nil, "", nil
+	}
+	ls.jobs[alias] = true
+	return env, obj.UpdatedAt, nil
+}
+
+// listing judges one job thread; keep says whether --runnable keeps it
+// (runnable, and its lock free).
+func (ls *lister) listing(ctx context.Context, alias string, env *envelope.Envelope, updatedAt string) (l Listing, keep bool, err error) {
+	l, read, err := ls.r.judge(ctx, alias, env, updatedAt, ls.id)
+	if read {
+		ls.tails++
+	}
+	if err != nil || !ls.o.Runnable {
+		return l, err == nil, err
+	}
+	if l.Runnable {
+		held, err := lock.Held(filepath.Join(ThreadDir(ls.r.Setup.JobDir, alias), "thread.lock"))
+		if err != nil {
+			// Not contention: the lock file cannot be probed.
+			return l, false, exitErr(CodeStateTreeInvalid, "%v; check the state tree", err)
+		}
+		l.Locked = held
+	}
+	return l, l.Runnable && !l.Locked, nil
 }
 
 // oldestFirst orders runnable listings by WaitingSince, oldest first, so

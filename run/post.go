@@ -254,7 +254,7 @@ func promptItem(p *envelope.Prompt) agent.Item {
 			}
 		}
 	} else {
-		fmt.Fprintf(&b, "❓ Approve %s?", callSummary(c))
+		fmt.Fprintf(&b, "❓ Approve %s?", c.Brief())
 		if c.GrantRoot != "" {
 			fmt.Fprintf(&b, "\n⚠ approving also lets the agent write anywhere under %s (grantRoot)", c.GrantRoot)
 		}
@@ -267,22 +267,6 @@ func promptItem(p *envelope.Prompt) agent.Item {
 			"kind": p.Kind, "options": options, "call": agent.CallMeta(c), "payload": payload,
 		},
 	}}
-}
-
-func callSummary(c policy.Call) string {
-	if c.Summary != "" {
-		return c.Summary
-	}
-	s := c.Tool
-	switch {
-	case c.Target.Command != "":
-		s += " → " + c.Target.Command
-	case len(c.Target.Paths) > 0:
-		s += " → " + strings.Join(c.Target.Paths, ", ")
-	case c.Target.URL != "":
-		s += " → " + c.Target.URL
-	}
-	return s
 }
 
 // cancelPrompt resolves an open prompt as cancelled (a stopped or re-pended

@@ -13,7 +13,6 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
-	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
 )
 
@@ -120,26 +119,6 @@ func TestPreflightFails(t *testing.T) {
 	}
 	if got := h.wireState(alias); got != envelope.StateFailed {
 		t.Fatalf("wire state %q", got)
-	}
-}
-
-// TestPosterIsRunner: the person's side refuses to post with the runner's
-// own identity, which the runner would drop as its own item.
-func TestPosterIsRunner(t *testing.T) {
-	h := newHarness(t, false)
-	h.handOff("p/t", "approval", "")
-	b, _ := yaml.Marshal(Identity{UserID: bhtest.RunnerUserID, RecordedAt: now()})
-	if err := os.WriteFile(identityPath(h.state), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := h.setup()
-	err := CheckPoster(t.Context(), s, h.srv.Client(bhtest.RunnerKey), func(string) {})
-	var ee *ExitError
-	if !errors.As(err, &ee) || ee.Exit != ExitConfig || ee.Code != CodePosterIsRunner || !strings.Contains(ee.Message, "--as") {
-		t.Fatalf("err = %v", err)
-	}
-	if err := CheckPoster(t.Context(), s, h.srv.Client(bhtest.PersonKey), func(string) {}); err != nil {
-		t.Fatalf("the person's own key was refused: %v", err)
 	}
 }
 

@@ -125,15 +125,8 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	defer a.flushNotMine(ctx)
 
 	// 4. An agent left behind by a killed bhw-run is stopped first.
-	if p := a.t.Agent.Process; p != nil {
-		if proc.GroupAlive(p.Pgid) && proc.IsAgentGroup(p.Pgid, a.t.Agent.Resolved.Executable) {
-			a.log.Warn("stopping an agent left behind by an earlier run", "pgid", p.Pgid)
-			proc.StopGroup(p.Pgid, r.grace())
-		}
-		a.t.Agent.Process = nil
-		if err := a.save(); err != nil {
-			return sum, err
-		}
+	if err := a.stopLeftover(); err != nil {
+		return sum, err
 	}
 
 	// 5. The envelope.
@@ -161,9 +154,8 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		}
 	}
 	if !d.Acts {
-		sum.Outcome = d.Outcome
-		if d.Row == RowNotHere {
-			return sum, notHere(alias)
+		if err := a.act(ctx, d); err != nil {
+			return sum, err
 		}
 		return sum, a.save()
 	}
@@ -176,9 +168,28 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		}
 		d = Decide(a.facts())
 	}
-	err = a.act(ctx, d)
-	// 8. The last tail covers our own items; persist; the deferred calls
-	// release the lock and write the summary.
+	// 8. Wrap up; the deferred calls release the lock and write the summary.
+	return sum, a.wrapUp(ctx, a.act(ctx, d))
+}
+
+// stopLeftover stops the agent a killed bhw-run left behind, when its
+// group still runs the agent's executable, and forgets it.
+func (a *activation) stopLeftover() error {
+	p := a.t.Agent.Process
+	if p == nil {
+		return nil
+	}
+	if proc.GroupAlive(p.Pgid) && proc.IsAgentGroup(p.Pgid, a.t.Agent.Resolved.Executable) {
+		a.log.Warn("stopping an agent left behind by an earlier run", "pgid", p.Pgid)
+		proc.StopGroup(p.Pgid, a.r.grace())
+	}
+	a.t.Agent.Process = nil
+	return a.save()
+}
+
+// wrapUp ends a run that acted: a last tail covers our own items, the
+// state is saved, and items left unposted make the exit say so.
+func (a *activation) wrapUp(ctx context.Context, err error) error {
 	if terr := a.readItems(context.WithoutCancel(ctx)); terr != nil && err == nil {
 		a.log.Warn("could not read the thread after the run", "error", terr)
 	}
@@ -191,73 +202,79 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	if err == nil && a.unposted() > 0 {
 		err = exitErr(CodeUnposted, "%d item(s) could not be posted to BlobHub; they are journaled and the next run posts them", a.unposted())
 	}
-	return sum, err
+	return err
 }
 
-// act does what the row says (SPEC §6.2), after unfinished work is done.
+// act does what the row says, after unfinished work is done. The run's
+// outcome is what the row returns, or failed when the thread failed in
+// this run whatever the row.
 func (a *activation) act(ctx context.Context, d Decision) error {
-	sum := a.sum
+	outcome, err := a.row(ctx, d)
+	if a.failedThisRun {
+		outcome = OutcomeFailed
+	}
+	if outcome != "" {
+		a.sum.Outcome = outcome
+	}
+	return err
+}
+
+// row runs the row of the decision table d names (docs/run.md) and returns
+// the run's outcome.
+func (a *activation) row(ctx context.Context, d Decision) (string, error) {
 	switch d.Row {
-	case RowNoInstance, RowFinal, RowLocalDone, RowNotHere:
-		sum.Outcome = d.Outcome
-		if a.failedThisRun {
-			sum.Outcome = OutcomeFailed
-		}
-		if d.Row == RowNotHere {
-			return notHere(a.alias)
-		}
-		return nil
+	case RowNoInstance, RowFinal, RowLocalDone:
+		return d.Outcome, nil
+	case RowNotHere:
+		return d.Outcome, notHere(a.alias)
 	case RowStop:
 		return a.stop(ctx)
 	case RowActivate:
 		return a.activate(ctx)
 	case RowParked:
 		if !d.Spawns {
-			sum.Outcome = OutcomeParked
-			return nil
+			return OutcomeParked, nil
 		}
 		return a.resumeParked(ctx)
 	case RowRecover:
 		return a.recover(ctx)
 	case RowFresh, RowTurn:
 		if !d.Spawns {
-			sum.Outcome = OutcomeIdle
-			return nil
+			return OutcomeIdle, nil
 		}
 		return a.turn(ctx, turnPlan{})
 	}
-	return nil
+	return "", nil
 }
 
 // stop follows the wire's completed/failed: an open prompt is resolved
 // cancelled and the local state follows.
-func (a *activation) stop(ctx context.Context) error {
+func (a *activation) stop(ctx context.Context) (string, error) {
 	if err := a.cancelPrompt(ctx); err != nil {
-		return err
+		return "", err
 	}
 	a.t.Agent.State = a.env.State
 	if a.env.State == envelope.StateFailed {
 		a.t.Agent.FailedOnWire = true
 	}
 	a.t.Turn.State = envelope.TurnStateIdle
-	a.sum.Outcome = OutcomeStopped
-	return a.save()
+	return OutcomeStopped, a.save()
 }
 
 // activate is the pending row: checklist, then local active, upload active,
 // the outbox, and the first turn when there is something to say.
-func (a *activation) activate(ctx context.Context) error {
+func (a *activation) activate(ctx context.Context) (string, error) {
 	res, err := a.r.checklist(ctx, a.env, nil)
 	if err != nil {
-		return a.failOrExit(ctx, err)
+		return "", a.failOrExit(ctx, err)
 	}
 	if err := a.cancelPrompt(ctx); err != nil {
-		return err
+		return "", err
 	}
 	inbound := len(a.t.Items.PendingInbound) > 0 || a.turnInterrupted()
 	if inbound {
 		if err := a.reserveSlot(ctx); err != nil {
-			return err
+			return "", err
 		}
 	}
 	t := a.t
@@ -272,42 +289,41 @@ func (a *activation) activate(ctx context.Context) error {
 	t.Agent.Resolved = res.Resolved
 	t.Session = envelope.SessionRef{RevisionID: a.r.Setup.Section.Session.RevisionID, SessionID: a.r.Setup.Section.Session.SessionID}
 	if err := a.save(); err != nil {
-		return err
+		return "", err
 	}
 	if err := a.setWireState(ctx, envelope.StatePending, envelope.StateActive); err != nil {
-		return err
+		return "", err
 	}
 	if err := a.createOutbox(ctx); err != nil || a.failedThisRun {
-		return err
+		return "", err
 	}
 	if !inbound {
-		a.sum.Outcome = OutcomeIdle
-		return nil
+		return OutcomeIdle, nil
 	}
 	return a.turnWith(ctx, res, turnPlan{})
 }
 
 // resumeParked hands a person's answer to the parked agent.
-func (a *activation) resumeParked(ctx context.Context) error {
+func (a *activation) resumeParked(ctx context.Context) (string, error) {
 	res, err := a.r.checklist(ctx, a.env, a.t)
 	if err != nil {
-		return a.failOrExit(ctx, err)
+		return "", a.failOrExit(ctx, err)
 	}
 	if err := a.reserveSlot(ctx); err != nil {
-		return err
+		return "", err
 	}
 	plan, err := a.answerPrompt()
 	if err != nil {
-		return err
+		return "", err
 	}
 	return a.turnWith(ctx, res, plan)
 }
 
 // recover resumes after a turn that was running or interrupted when the
 // last run ended, delivering that turn's messages again.
-func (a *activation) recover(ctx context.Context) error {
+func (a *activation) recover(ctx context.Context) (string, error) {
 	if err := a.reserveSlot(ctx); err != nil {
-		return err
+		return "", err
 	}
 	a.emit(agent.StatusItem("interrupted_turn_resumed", "the previous turn was interrupted; resuming it", nil))
 	return a.turn(ctx, turnPlan{notes: []string{"Your previous turn was interrupted before it finished. Check the state of the work folder and continue."}, redeliver: true})
@@ -315,13 +331,13 @@ func (a *activation) recover(ctx context.Context) error {
 
 // turn checks the thread again (permissions, model, policy are resolved
 // afresh on every run) and runs one turn.
-func (a *activation) turn(ctx context.Context, plan turnPlan) error {
+func (a *activation) turn(ctx context.Context, plan turnPlan) (string, error) {
 	res, err := a.r.checklist(ctx, a.env, a.t)
 	if err != nil {
-		return a.failOrExit(ctx, err)
+		return "", a.failOrExit(ctx, err)
 	}
 	if err := a.reserveSlot(ctx); err != nil {
-		return err
+		return "", err
 	}
 	return a.turnWith(ctx, res, plan)
 }
@@ -355,7 +371,6 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	if err := a.save(); err != nil {
 		return err
 	}
-	a.sum.Outcome = OutcomeFailed
 	a.sum.Error = &SummaryError{Code: te.Code, Message: te.Message}
 	a.failedThisRun = true
 	if err := a.uploadFailed(ctx); err != nil {
@@ -387,7 +402,6 @@ func (a *activation) finishUnfinished(ctx context.Context) error {
 			return err
 		}
 		a.failedThisRun = true
-		a.sum.Outcome = OutcomeFailed
 		if code, msg, ok := a.t.Agent.Error.Get(); ok {
 			a.sum.Error = &SummaryError{Code: code, Message: msg}
 		}

@@ -272,6 +272,13 @@ func randomHex(n int) string {
 
 // apiErr maps a BlobHub error to an exit.
 func apiErr(err error, what string) error {
+	return APIError(err, what)
+}
+
+// APIError is a BlobHub error as the exit a command ends with: an
+// *ExitError as it is, a refused key AUTH_INVALID (77), a cancelled context
+// as it is, anything else BLOBHUB_UNAVAILABLE (75).
+func APIError(err error, what string) error {
 	var ee *ExitError
 	switch {
 	case errors.As(err, &ee):
@@ -284,4 +291,21 @@ func apiErr(err error, what string) error {
 		return exitErr(CodeUnavailable, "BlobHub is unreachable (%s): %v; the next run retries", what, err)
 	}
 	return exitErr(CodeUnavailable, "BlobHub answered an error (%s): %v", what, err)
+}
+
+// DownloadJob reads a job thread's envelope for the person's commands and
+// explain: 66 when absent, 65 when not a job.
+func DownloadJob(ctx context.Context, c blobhub.Client, alias string) (blobhub.Object, *envelope.Envelope, error) {
+	obj, err := c.Download(ctx, alias)
+	if errors.Is(err, blobhub.ErrNotFound) {
+		return obj, nil, exitErr(CodeNoThread, "there is no thread %q", alias)
+	}
+	if err != nil {
+		return obj, nil, apiErr(err, "download "+alias)
+	}
+	env, err := envelope.Parse(obj.Value)
+	if err != nil || !env.IsJob() {
+		return obj, nil, exitErr(CodeNotJob, "%q is not a job thread", alias)
+	}
+	return obj, env, nil
 }

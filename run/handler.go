@@ -1,0 +1,181 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// turnHandler is the run side of a turn: it relays items and is the gate.
+type turnHandler struct {
+	a        *activation
+	gate     policy.Gate
+	posture  string
+	resolved *emission // posted once the agent shows it took the message
+	prompt   *emission // the pending_prompt of a parked turn
+
+	last    atomic.Int64 // unix nanos of the last sign of life
+	mu      sync.Mutex
+	open    map[string]bool // tool calls without a result yet
+	inGate  bool
+	ackOnce sync.Once
+}
+
+func (h *turnHandler) touch() { h.last.Store(time.Now().UnixNano()) }
+
+// acknowledge posts pending_prompt_resolved once the resumed turn runs.
+func (h *turnHandler) acknowledge() {
+	h.ackOnce.Do(func() {
+		if h.resolved != nil {
+			h.a.post(context.Background(), h.resolved)
+		}
+	})
+}
+
+// Emit relays one item.
+func (h *turnHandler) Emit(it agent.Item) {
+	h.touch()
+	h.acknowledge()
+	if tool, ok := it.Meta["tool"].(map[string]any); ok {
+		id, _ := tool["invocation_id"].(string)
+		h.mu.Lock()
+		if h.open == nil {
+			h.open = map[string]bool{}
+		}
+		switch it.Type() {
+		case agent.ItemToolCall:
+			h.open[id] = true
+		case agent.ItemToolResult:
+			delete(h.open, id)
+		}
+		h.mu.Unlock()
+	}
+	h.a.emit(it)
+}
+
+// Decide is the gate (SPEC §8): it never lets a request go unanswered and
+// never allows by default.
+func (h *turnHandler) Decide(c policy.Call) policy.Verdict {
+	h.touch()
+	h.mu.Lock()
+	h.inGate = true
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.inGate = false
+		h.mu.Unlock()
+		h.touch()
+	}()
+	h.acknowledge()
+	a := h.a
+	if c.Kind == policy.KindAskUserQuestion {
+		return h.park(c)
+	}
+	if h.prompt != nil {
+		return policy.Verdict{Action: policy.Deny, Message: "another call of this turn is already waiting for a person"}
+	}
+	if h.posture == PermAutonomous {
+		a.logf("gate allow (autonomous) %s", c.Brief())
+		return policy.Verdict{Action: policy.Allow}
+	}
+	a.mu.Lock()
+	h.gate.Grants = append([]string(nil), a.t.Grants...)
+	a.mu.Unlock()
+	d := h.gate.Decide(c)
+	a.logf("gate %s %s: %s", d.Decision, c.Brief(), d.Reason)
+	switch d.Decision {
+	case policy.DecisionAllow:
+		if d.Granted {
+			a.mu.Lock()
+			for i, g := range a.t.Grants {
+				if g == c.Fingerprint {
+					a.t.Grants = append(a.t.Grants[:i:i], a.t.Grants[i+1:]...)
+					break
+				}
+			}
+			_ = a.saveLocked()
+			a.mu.Unlock()
+		}
+		return policy.Verdict{Action: policy.Allow}
+	case policy.DecisionDeny:
+		if d.By != nil {
+			a.emit(agent.Item{
+				Brief: fmt.Sprintf("⛔ %s %s denied by %s rule %d", c.Effect, c.What(), d.By.Source, d.By.Index+1),
+				Meta: map[string]any{"type": agent.ItemPolicyDenied, "call": agent.CallMeta(c),
+					"rule": map[string]any{"source": d.By.Source, "index": d.By.Index, "effect": d.By.Rule.Effect,
+						"path": d.By.Rule.Path, "command": d.By.Rule.Command, "decision": d.By.Rule.Decision}},
+			})
+		}
+		return d.Verdict()
+	}
+	return h.park(c)
+}
+
+// park records the prompt and journals its item before the agent is
+// answered; the item is posted when the turn has ended (SPEC §8.4).
+func (h *turnHandler) park(c policy.Call) policy.Verdict {
+	if h.prompt != nil {
+		return policy.Verdict{Action: policy.Deny, Message: "another call of this turn is already waiting for a person"}
+	}
+	a := h.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	kind := c.Kind
+	if kind == "" {
+		kind = policy.KindApproval
+	}
+	id := a.j.nextID()
+	p := &envelope.Prompt{Kind: kind, EmissionID: id, Call: c, InputJSON: string(c.Input)}
+	a.t.Prompt = p
+	if err := a.saveLocked(); err != nil {
+		a.log.Error("cannot record the prompt; denying the call", "error", err)
+		a.t.Prompt = nil
+		return policy.Verdict{Action: policy.Deny, Message: "bhw-run could not record the question for a person"}
+	}
+	it := promptItem(p)
+	e, err := a.j.addID(id, a.alias, it, "")
+	if err != nil {
+		a.log.Error("cannot journal the prompt", "error", err)
+	}
+	h.prompt = e
+	a.logf("parked on %s (%s)", c.Brief(), kind)
+	return policy.Verdict{Action: policy.Park}
+}
+
+// watch is the stall watchdog: the agent silent past timeout while no tool
+// call and no gate decision is open → interrupt the turn (AGENT_STALLED).
+func (h *turnHandler) watch(timeout time.Duration, cancel context.CancelCauseFunc) func() {
+	if timeout <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	tick := timeout / 10
+	if tick > time.Second {
+		tick = time.Second
+	}
+	go func() {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				h.mu.Lock()
+				busy := len(h.open) > 0 || h.inGate
+				h.mu.Unlock()
+				if !busy && time.Since(time.Unix(0, h.last.Load())) > timeout {
+					cancel(errStalled)
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}
