@@ -31,18 +31,7 @@ func checkPoster(ctx context.Context, s *run.Setup, c blobhub.Client, log func(s
 	}
 	runner := ""
 	if obj, err := c.Download(ctx, "worker"); err == nil {
-		var w struct {
-			Thread struct {
-				Metadata struct {
-					User struct {
-						UserID string `json:"user_id"`
-					} `json:"user"`
-				} `json:"metadata"`
-			} `json:"thread"`
-		}
-		if json.Unmarshal(obj.Value, &w) == nil {
-			runner = w.Thread.Metadata.User.UserID
-		}
+		runner, _ = run.WorkerUserID(obj.Value)
 	}
 	if runner == "" {
 		if id, _ := run.LoadIdentity(s.StateDir); id != nil {

@@ -77,6 +77,19 @@ type Adapter struct {
 	Start func(ctx context.Context, l Launch) (Session, error)
 }
 
+// StartFunc adapts an adapter's Start, which returns its own session type,
+// to Adapter.Start: a failed start is a nil Session, never a nil pointer
+// inside one.
+func StartFunc[S Session](start func(context.Context, Launch) (S, error)) func(context.Context, Launch) (Session, error) {
+	return func(ctx context.Context, l Launch) (Session, error) {
+		s, err := start(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+}
+
 // Launch is everything an adapter needs to start the agent for one
 // activation. run resolves it and builds Env from its allowlist; the
 // adapter adds only its own protocol variables.

@@ -1,7 +1,6 @@
 package claude
 
 import (
-	"context"
 	"encoding/json"
 
 	"github.com/blobhub/bhw-run/agent"
@@ -19,13 +18,7 @@ var Adapter = agent.Adapter{
 	HomeDirs:      []string{".claude"},
 	HostSessionID: true,
 	Describe:      describe,
-	Start: func(ctx context.Context, l agent.Launch) (agent.Session, error) {
-		s, err := Start(ctx, l)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	},
+	Start:         agent.StartFunc(Start),
 }
 
 // describe is a call of effect on target as Claude Code asks for it: Bash,

@@ -26,13 +26,7 @@ var Adapter = agent.Adapter{
 	Preflight:   preflight,
 	Describe:    describe,
 	Options:     decodeOptions,
-	Start: func(ctx context.Context, l agent.Launch) (agent.Session, error) {
-		s, err := Start(ctx, l)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	},
+	Start:       agent.StartFunc(Start),
 }
 
 // Options are Codex's own keys under agents.codex.

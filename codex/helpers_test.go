@@ -203,7 +203,7 @@ func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // testSession is a Session without a process whose answers to the agent
 // are written to w, one line each.
 func testSession(w io.Writer) *Session {
-	s := &Session{logger: discardLogger(), q: &queue{signal: make(chan struct{}, 1)}}
+	s := &Session{logger: discardLogger(), q: jsonrpc.NewQueue()}
 	s.rpc = jsonrpc.NewConn(jsonrpc.Options{Write: func(b []byte) error {
 		_, err := w.Write(append(b, '\n'))
 		return err

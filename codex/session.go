@@ -44,7 +44,7 @@ type Session struct {
 	p      *proc.Process
 	rpc    *jsonrpc.Conn
 
-	q *queue
+	q *jsonrpc.Queue // approvals and notifications for the running turn
 
 	mu           sync.Mutex
 	threadID     string
@@ -100,7 +100,7 @@ func spawn(l agent.Launch) (*Session, error) {
 	s := &Session{
 		StdinGrace: p.StdinGrace, KillGrace: p.KillGrace, InterruptGrace: DefaultInterruptGrace,
 		l: l, logger: logger, p: p,
-		q:       &queue{signal: make(chan struct{}, 1)},
+		q:       jsonrpc.NewQueue(),
 		resumed: l.Resume,
 	}
 	s.rpc = s.conn(p.WriteLine)
@@ -270,7 +270,7 @@ func (s *Session) answerUnread(id jsonrpc.ID, method string) {
 func (s *Session) onRequest(m jsonrpc.Message) {
 	switch m.Method {
 	case methodCommandApproval, methodFileChangeApproval:
-		if !s.q.push(m) {
+		if !s.q.Push(m) {
 			// No turn is running to put it to the gate: fail closed.
 			s.respond(m.ID, map[string]any{"decision": "decline"})
 		}
@@ -288,7 +288,7 @@ func (s *Session) onNotification(m jsonrpc.Message) {
 			s.mu.Unlock()
 		}
 	}
-	s.q.push(m)
+	s.q.Push(m)
 }
 
 func (s *Session) ownThread(id string) bool {
@@ -311,46 +311,4 @@ func firstBytes(b []byte, n int) string {
 		return string(b[:n]) + "…"
 	}
 	return string(b)
-}
-
-// queue hands notifications and approval requests from the reader to the
-// running Turn, unbounded so the reader never blocks on the gate. Between
-// turns it drops notifications and refuses requests (the reader declines
-// them).
-type queue struct {
-	mu     sync.Mutex
-	open   bool
-	items  []jsonrpc.Message
-	signal chan struct{}
-}
-
-func (q *queue) push(m jsonrpc.Message) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.open {
-		return false
-	}
-	q.items = append(q.items, m)
-	select {
-	case q.signal <- struct{}{}:
-	default:
-	}
-	return true
-}
-
-func (q *queue) take() []jsonrpc.Message {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := q.items
-	q.items = nil
-	return out
-}
-
-func (q *queue) setOpen(open bool) []jsonrpc.Message {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.open = open
-	out := q.items
-	q.items = nil
-	return out
 }

@@ -74,11 +74,11 @@ func (s *Session) turn(ctx context.Context, message string, h agent.Handler) (ag
 		return agent.TurnResult{Outcome: agent.TurnFailed, ErrorText: failed, ResumeFailed: true}, nil
 	}
 
-	s.q.setOpen(true)
+	s.q.SetOpen(true)
 	defer func() {
 		// Nothing may be left waiting on us: a request that came after the
 		// end is cancelled (parked turn) or declined.
-		for _, m := range s.q.setOpen(false) {
+		for _, m := range s.q.SetOpen(false) {
 			if m.Kind == jsonrpc.Request {
 				if t.parked {
 					s.respond(m.ID, map[string]any{"decision": "cancel"})
@@ -113,7 +113,7 @@ func (s *Session) turn(ctx context.Context, message string, h agent.Handler) (ag
 			if json.Unmarshal(m.Result, &tr) == nil && tr.Turn.ID != "" {
 				t.setID(tr.Turn.ID)
 			}
-		case <-s.q.signal:
+		case <-s.q.Ready():
 			if t.drain() {
 				return t.finish(ctx)
 			}
@@ -157,12 +157,12 @@ func (t *turn) setID(id string) {
 
 // drain handles everything queued; true once the turn has ended.
 func (t *turn) drain() bool {
-	for _, m := range t.s.q.take() {
+	for _, m := range t.s.q.Take() {
 		t.handle(m)
 		if t.completed != nil {
 			// Later lines belong to no turn of ours; requests among them
 			// are answered by Turn's deferred cleanup.
-			for _, rest := range t.s.q.take() {
+			for _, rest := range t.s.q.Take() {
 				if rest.Kind == jsonrpc.Request {
 					t.s.respond(rest.ID, map[string]any{"decision": "decline"})
 				}

@@ -225,20 +225,11 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 		if err != nil {
 			return nil, apiErr(err, "worker")
 		}
-		var w struct {
-			Type   string `json:"type"`
-			Thread *struct {
-				Metadata struct {
-					User struct {
-						UserID string `json:"user_id"`
-					} `json:"user"`
-				} `json:"metadata"`
-			} `json:"thread"`
-		}
-		if json.Unmarshal(obj.Value, &w) != nil || w.Type != "thread" || w.Thread == nil {
+		owner, ok := WorkerUserID(obj.Value)
+		if !ok {
 			return nil, refuse(CodeWorkerObjectMalformed, "the session's worker object is not a thread; fix or remove the object \"worker\" in session %s", sec.Session.SessionID)
 		}
-		if owner := w.Thread.Metadata.User.UserID; owner != userID {
+		if owner != userID {
 			return nil, refuse(CodeSessionOwnedByOther, "session %s is worked by user %s, not %s; use that user's key or another session", sec.Session.SessionID, owner, userID)
 		}
 		if attempt == 0 {
@@ -308,4 +299,23 @@ func DownloadJob(ctx context.Context, c blobhub.Client, alias string) (blobhub.O
 		return obj, nil, exitErr(CodeNotJob, "%q is not a job thread", alias)
 	}
 	return obj, env, nil
+}
+
+// WorkerUserID is the user a session's worker object names as the one that
+// works the session; ok is false when the object is not a thread.
+func WorkerUserID(value json.RawMessage) (userID string, ok bool) {
+	var w struct {
+		Type   string `json:"type"`
+		Thread *struct {
+			Metadata struct {
+				User struct {
+					UserID string `json:"user_id"`
+				} `json:"user"`
+			} `json:"metadata"`
+		} `json:"thread"`
+	}
+	if json.Unmarshal(value, &w) != nil || w.Type != "thread" || w.Thread == nil {
+		return "", false
+	}
+	return w.Thread.Metadata.User.UserID, true
 }

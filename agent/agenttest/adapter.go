@@ -61,13 +61,7 @@ func (a Agent) Adapter() agent.Adapter {
 			}
 			return o, nil
 		},
-		Start: func(ctx context.Context, l agent.Launch) (agent.Session, error) {
-			s, err := Start(ctx, l)
-			if err != nil {
-				return nil, err
-			}
-			return s, nil
-		},
+		Start: agent.StartFunc(Start),
 	}
 }
 
@@ -91,10 +85,7 @@ type Session struct {
 	p      *proc.Process
 	rpc    *jsonrpc.Conn
 
-	qmu    sync.Mutex
-	open   bool
-	queue  []jsonrpc.Message
-	signal chan struct{}
+	q *jsonrpc.Queue // updates and permission requests for the running turn
 
 	mu           sync.Mutex
 	sessionID    string
@@ -105,7 +96,7 @@ type Session struct {
 // Start starts the test agent and opens its session; a session it cannot
 // resume is reported by the first Turn.
 func Start(ctx context.Context, l agent.Launch) (*Session, error) {
-	s := &Session{TurnGrace: DefaultTurnGrace, l: l, logger: l.Logger, signal: make(chan struct{}, 1)}
+	s := &Session{TurnGrace: DefaultTurnGrace, l: l, logger: l.Logger, q: jsonrpc.NewQueue()}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -167,28 +158,9 @@ func (s *Session) stderrTail() string {
 // push queues an update or a permission request for the running turn; a
 // request that comes between turns is denied (fail closed).
 func (s *Session) push(m jsonrpc.Message) {
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	if !s.open {
-		if m.Kind == jsonrpc.Request {
-			_ = s.rpc.Reply(m.ID, map[string]string{"action": "deny", "message": "no turn is running"})
-		}
-		return
+	if !s.q.Push(m) && m.Kind == jsonrpc.Request {
+		_ = s.rpc.Reply(m.ID, map[string]string{"action": "deny", "message": "no turn is running"})
 	}
-	s.queue = append(s.queue, m)
-	select {
-	case s.signal <- struct{}{}:
-	default:
-	}
-}
-
-func (s *Session) take(open bool) []jsonrpc.Message {
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	s.open = open
-	out := s.queue
-	s.queue = nil
-	return out
 }
 
 // SessionID is the agent's session id.
@@ -224,10 +196,10 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 		return agent.TurnResult{Outcome: agent.TurnFailed, ErrorText: failed, ResumeFailed: true}, nil
 	}
 	t := &testTurn{s: s, h: h}
-	s.take(true)
+	s.q.SetOpen(true)
 	defer func() {
 		// Nothing may be left waiting on us.
-		for _, m := range s.take(false) {
+		for _, m := range s.q.SetOpen(false) {
 			if m.Kind == jsonrpc.Request {
 				_ = s.rpc.Reply(m.ID, map[string]string{"action": "deny", "message": "the turn has ended"})
 			}
@@ -244,7 +216,7 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 		case m := <-resp:
 			// What the agent sent before its answer is queued already (one
 			// reader, in order): it is relayed first.
-			for _, q := range s.take(true) {
+			for _, q := range s.q.Take() {
 				t.handle(q)
 			}
 			r := t.result(m, time.Since(start))
@@ -252,12 +224,12 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 				return r, ctx.Err()
 			}
 			return r, nil
-		case <-s.signal:
-			for _, m := range s.take(true) {
+		case <-s.q.Ready():
+			for _, m := range s.q.Take() {
 				t.handle(m)
 			}
 		case <-s.rpc.Done():
-			for _, m := range s.take(true) {
+			for _, m := range s.q.Take() {
 				t.handle(m)
 			}
 			select {

@@ -1,22 +1,15 @@
 package agenttest
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 
 	"github.com/blobhub/bhw-run/agent/jsonrpc"
-	"github.com/blobhub/bhw-run/agent/proc"
 )
 
 // ScriptEnv selects the fake agent in a re-executed test binary; its value
@@ -46,70 +39,23 @@ const (
 )
 
 type fake struct {
-	sc        Script
-	conn      *jsonrpc.Conn
-	wmu       sync.Mutex
-	out       *bufio.Writer
+	*FakeServer
 	sid       string
 	turn      int
 	seq       int
 	interrupt chan struct{}
-	hanging   atomic.Bool
 }
 
 func fakeMain(path string) int {
-	sc, err := ReadScript(path)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fake agent:", err)
-		return 2
-	}
-	if sc.StartupError != "" {
-		fmt.Fprintln(os.Stderr, sc.StartupError)
-		return 1
-	}
-	if sc.IgnoreSIGTERM {
-		signal.Ignore(syscall.SIGTERM)
-	}
-	f := &fake{sc: sc, out: bufio.NewWriterSize(os.Stdout, 1<<20), interrupt: make(chan struct{}, 4)}
-	f.conn = jsonrpc.NewConn(jsonrpc.Options{Write: f.writeLine, Version: true,
-		OnRequest: f.request,
-		OnNotification: func(m jsonrpc.Message) {
+	f := &fake{interrupt: make(chan struct{}, 4)}
+	return ServeFake(path, true, func(fs *FakeServer) jsonrpc.Options {
+		f.FakeServer = fs
+		return jsonrpc.Options{OnRequest: f.request, OnNotification: func(m jsonrpc.Message) {
 			if m.Method == "cancel" {
 				f.interrupt <- struct{}{}
 			}
-		}})
-	br := bufio.NewReaderSize(os.Stdin, 1<<20)
-	for {
-		l, err := proc.ReadLine(br, 64<<20)
-		if len(l.Data) > 0 && l.Over == 0 {
-			f.conn.Receive(l.Data)
-		}
-		if err != nil {
-			// stdin closed: exit, as the real agents do, unless hanging.
-			if f.hanging.Load() {
-				select {}
-			}
-			f.flush()
-			return 0
-		}
-	}
-}
-
-func (f *fake) writeLine(b []byte) error {
-	f.wmu.Lock()
-	defer f.wmu.Unlock()
-	if f.hanging.Load() {
-		select {} // a hung agent writes nothing more
-	}
-	f.out.Write(b)
-	f.out.WriteByte('\n')
-	return f.out.Flush()
-}
-
-func (f *fake) flush() {
-	f.wmu.Lock()
-	defer f.wmu.Unlock()
-	f.out.Flush()
+		}}
+	})
 }
 
 func (f *fake) request(m jsonrpc.Message) {
@@ -120,13 +66,13 @@ func (f *fake) request(m jsonrpc.Message) {
 			Resume    bool   `json:"resume"`
 		}
 		_ = json.Unmarshal(m.Params, &p)
-		if p.Resume && f.sc.ResumeFails {
-			_ = f.conn.ReplyError(m.ID, codeNoSession, "no such session: "+p.SessionID)
+		if p.Resume && f.Script.ResumeFails {
+			_ = f.Conn.ReplyError(m.ID, codeNoSession, "no such session: "+p.SessionID)
 			return
 		}
 		f.sid = p.SessionID
 		if f.sid == "" {
-			f.sid = f.sc.SessionID
+			f.sid = f.Script.SessionID
 		}
 		if f.sid == "" {
 			var b [8]byte
@@ -140,24 +86,24 @@ func (f *fake) request(m jsonrpc.Message) {
 			}
 		}
 		cwd, _ := os.Getwd()
-		_ = f.conn.Reply(m.ID, map[string]any{"session_id": f.sid, "env": env, "cwd": cwd, "argv": os.Args[1:]})
+		_ = f.Conn.Reply(m.ID, map[string]any{"session_id": f.sid, "env": env, "cwd": cwd, "argv": os.Args[1:]})
 	case "prompt":
 		steps := []Step{{Text: "no more script"}}
-		if f.turn < len(f.sc.Turns) {
-			steps = f.sc.Turns[f.turn]
+		if f.turn < len(f.Script.Turns) {
+			steps = f.Script.Turns[f.turn]
 		}
 		f.turn++
 		// Played on its own goroutine: the reader must go on reading the
 		// host's answers to the agent's requests.
 		go f.play(m.ID, steps)
 	default:
-		_ = f.conn.ReplyError(m.ID, jsonrpc.CodeMethodNotFound, "fake agent: no method "+m.Method)
+		_ = f.Conn.ReplyError(m.ID, jsonrpc.CodeMethodNotFound, "fake agent: no method "+m.Method)
 	}
 }
 
 func (f *fake) update(kind string, fields map[string]any) {
 	fields["kind"] = kind
-	_ = f.conn.Notify("update", fields)
+	_ = f.Conn.Notify("update", fields)
 }
 
 func (f *fake) nextID() string {
@@ -168,7 +114,7 @@ func (f *fake) nextID() string {
 // play plays one turn's steps and answers the prompt.
 func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 	outcome := map[string]any{"outcome": "end", "usage": map[string]any{"input_tokens": 10, "input_tokens_cached": 4, "output_tokens": 3}}
-	defer func() { _ = f.conn.Reply(prompt, outcome) }()
+	defer func() { _ = f.Conn.Reply(prompt, outcome) }()
 	for _, st := range steps {
 		switch {
 		case st.Text != "":
@@ -187,14 +133,9 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 				return
 			}
 		case st.Crash != 0:
-			if st.Stderr != "" {
-				fmt.Fprintln(os.Stderr, st.Stderr)
-			}
-			f.flush()
-			os.Exit(st.Crash)
+			f.Crash(st.Crash, st.Stderr)
 		case st.Hang:
-			f.hanging.Store(true)
-			select {}
+			f.Hang()
 		case st.WaitInterrupt:
 			<-f.interrupt
 			outcome["outcome"] = "interrupted"
@@ -203,20 +144,13 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 			outcome["outcome"], outcome["error_text"] = "failed", st.Fail
 			return
 		case st.Grandchild:
-			cmd := exec.Command("sleep", "300")
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-			cmd.Stdout = os.Stdout // a copy of stdout, as a leaked tool child keeps
-			if err := cmd.Start(); err != nil {
-				fmt.Fprintln(os.Stderr, "fake agent: grandchild:", err)
-				os.Exit(2)
-			}
-			f.update("text", map[string]any{"text": fmt.Sprintf("grandchild %d", cmd.Process.Pid)})
+			f.update("text", map[string]any{"text": fmt.Sprintf("grandchild %d", f.Grandchild())})
 		case st.Garbage != "":
-			_ = f.writeLine([]byte(st.Garbage))
+			_ = f.WriteLine([]byte(st.Garbage))
 		case st.BigLine > 0:
 			f.update("text", map[string]any{"text": strings.Repeat("x", st.BigLine)})
 		case st.BigRequest > 0:
-			res, err := f.conn.Call(context.Background(), "permission", map[string]any{"id": "call_big", "tool": "write_file", "effect": "write",
+			res, err := f.Conn.Call(context.Background(), "permission", map[string]any{"id": "call_big", "tool": "write_file", "effect": "write",
 				"input": map[string]any{"path": "/big", "content": strings.Repeat("x", st.BigRequest)}})
 			var a struct{ Action, Message string }
 			_ = json.Unmarshal(res, &a)
@@ -246,7 +180,7 @@ func (f *fake) ask(st Step) bool {
 	}
 	got := make(chan answer, 1)
 	go func() {
-		res, err := f.conn.Call(context.Background(), "permission", params)
+		res, err := f.Conn.Call(context.Background(), "permission", params)
 		got <- answer{res, err}
 	}()
 	var a answer

@@ -245,3 +245,33 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestQueue: closed it refuses, open it keeps order and signals, closing
+// hands back what is left.
+func TestQueue(t *testing.T) {
+	q := NewQueue()
+	if q.Push(Message{Method: "early"}) {
+		t.Fatal("a closed queue took a message")
+	}
+	q.SetOpen(true)
+	for _, m := range []string{"a", "b"} {
+		if !q.Push(Message{Method: m}) {
+			t.Fatalf("an open queue refused %s", m)
+		}
+	}
+	select {
+	case <-q.Ready():
+	default:
+		t.Fatal("no signal after a push")
+	}
+	if got := q.Take(); len(got) != 2 || got[0].Method != "a" || got[1].Method != "b" {
+		t.Fatalf("took %+v", got)
+	}
+	q.Push(Message{Method: "c"})
+	if left := q.SetOpen(false); len(left) != 1 || left[0].Method != "c" {
+		t.Fatalf("left %+v", left)
+	}
+	if q.Push(Message{Method: "late"}) || len(q.Take()) != 0 {
+		t.Fatal("the closed queue took a message")
+	}
+}

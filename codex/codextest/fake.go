@@ -1,20 +1,14 @@
 package codextest
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
 	"strings"
-	"sync"
-	"syscall"
 
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/agent/jsonrpc"
-	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -40,63 +34,23 @@ func MaybeRunFakeAppServer() {
 }
 
 type fakeServer struct {
-	sc        agenttest.Script
-	conn      *jsonrpc.Conn
-	wmu       sync.Mutex
-	out       *bufio.Writer
+	*agenttest.FakeServer
 	thread    string
 	turn      int
 	seq       int
 	interrupt chan jsonrpc.ID
-	hang      chan struct{}
 }
 
 func fakeMain(path string) int {
-	sc, err := agenttest.ReadScript(path)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fake codex:", err)
-		return 2
-	}
-	if sc.StartupError != "" {
-		fmt.Fprintln(os.Stderr, sc.StartupError)
-		return 1
-	}
-	if sc.IgnoreSIGTERM {
-		signal.Ignore(syscall.SIGTERM)
-	}
-	f := &fakeServer{sc: sc, out: bufio.NewWriterSize(os.Stdout, 1<<20), interrupt: make(chan jsonrpc.ID, 4), hang: make(chan struct{})}
-	f.conn = jsonrpc.NewConn(jsonrpc.Options{Write: f.writeLine, OnRequest: f.request})
-	br := bufio.NewReaderSize(os.Stdin, 1<<20)
-	for {
-		l, err := proc.ReadLine(br, 64<<20)
-		if len(l.Data) > 0 && l.Over == 0 {
-			f.conn.Receive(l.Data)
-		}
-		if err != nil {
-			select {
-			case <-f.hang:
-				select {}
-			default:
-			}
-			return 0 // stdin closed: exit, as codex does
-		}
-	}
+	f := &fakeServer{interrupt: make(chan jsonrpc.ID, 4)}
+	// No "jsonrpc" field, as the real server.
+	return agenttest.ServeFake(path, false, func(fs *agenttest.FakeServer) jsonrpc.Options {
+		f.FakeServer = fs
+		return jsonrpc.Options{OnRequest: f.request}
+	})
 }
 
-func (f *fakeServer) writeLine(b []byte) error {
-	f.wmu.Lock()
-	defer f.wmu.Unlock()
-	select {
-	case <-f.hang:
-		select {} // a hung server writes nothing more
-	default:
-	}
-	f.out.Write(b)
-	f.out.WriteByte('\n')
-	return f.out.Flush()
-}
-
-func (f *fakeServer) notify(method string, params map[string]any) { _ = f.conn.Notify(method, params) }
+func (f *fakeServer) notify(method string, params map[string]any) { _ = f.Conn.Notify(method, params) }
 
 func (f *fakeServer) request(m jsonrpc.Message) {
 	var p struct {
@@ -105,31 +59,31 @@ func (f *fakeServer) request(m jsonrpc.Message) {
 	_ = json.Unmarshal(m.Params, &p)
 	switch m.Method {
 	case "initialize":
-		_ = f.conn.Reply(m.ID, map[string]any{"userAgent": "fake-codex"})
+		_ = f.Conn.Reply(m.ID, map[string]any{"userAgent": "fake-codex"})
 	case "thread/start":
-		f.thread = orDefault(f.sc.SessionID, "019a0000-fake-7000-8000-000000000001")
-		_ = f.conn.Reply(m.ID, map[string]any{"thread": map[string]any{"id": f.thread}})
+		f.thread = orDefault(f.Script.SessionID, "019a0000-fake-7000-8000-000000000001")
+		_ = f.Conn.Reply(m.ID, map[string]any{"thread": map[string]any{"id": f.thread}})
 	case "thread/resume":
-		if f.sc.ResumeFails {
-			_ = f.conn.ReplyError(m.ID, -32600, "no rollout found for thread id "+p.ThreadID)
+		if f.Script.ResumeFails {
+			_ = f.Conn.ReplyError(m.ID, -32600, "no rollout found for thread id "+p.ThreadID)
 			return
 		}
 		f.thread = p.ThreadID
-		_ = f.conn.Reply(m.ID, map[string]any{"thread": map[string]any{"id": f.thread}})
+		_ = f.Conn.Reply(m.ID, map[string]any{"thread": map[string]any{"id": f.thread}})
 	case "turn/start":
 		steps := []agenttest.Step{{Text: "no more script"}}
-		if f.turn < len(f.sc.Turns) {
-			steps = f.sc.Turns[f.turn]
+		if f.turn < len(f.Script.Turns) {
+			steps = f.Script.Turns[f.turn]
 		}
 		f.turn++
 		id := fmt.Sprintf("turn_%d", f.turn)
-		_ = f.conn.Reply(m.ID, map[string]any{"turn": map[string]any{"id": id, "status": "inProgress"}})
+		_ = f.Conn.Reply(m.ID, map[string]any{"turn": map[string]any{"id": id, "status": "inProgress"}})
 		f.notify("turn/started", map[string]any{"threadId": f.thread, "turn": map[string]any{"id": id, "status": "inProgress"}})
 		go f.play(id, steps)
 	case "turn/interrupt":
 		f.interrupt <- m.ID
 	default:
-		_ = f.conn.ReplyError(m.ID, jsonrpc.CodeMethodNotFound, "fake codex: no method "+m.Method)
+		_ = f.Conn.ReplyError(m.ID, jsonrpc.CodeMethodNotFound, "fake codex: no method "+m.Method)
 	}
 }
 
@@ -165,41 +119,30 @@ func (f *fakeServer) play(turn string, steps []agenttest.Step) {
 				return
 			}
 		case st.Crash != 0:
-			if st.Stderr != "" {
-				fmt.Fprintln(os.Stderr, st.Stderr)
-			}
-			os.Exit(st.Crash)
+			f.Crash(st.Crash, st.Stderr)
 		case st.Hang:
-			close(f.hang)
-			select {}
+			f.Hang()
 		case st.WaitInterrupt:
-			_ = f.conn.Reply(<-f.interrupt, map[string]any{})
+			_ = f.Conn.Reply(<-f.interrupt, map[string]any{})
 			f.completed(turn, "interrupted", "")
 			return
 		case st.Fail != "":
 			f.completed(turn, "failed", st.Fail)
 			return
 		case st.Grandchild:
-			cmd := exec.Command("sleep", "300")
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-			cmd.Stdout = os.Stdout // a copy of stdout, as a leaked command keeps
-			if err := cmd.Start(); err != nil {
-				fmt.Fprintln(os.Stderr, "fake codex: grandchild:", err)
-				os.Exit(2)
-			}
-			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id, "text": fmt.Sprintf("grandchild %d", cmd.Process.Pid)}, turn)
+			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id, "text": fmt.Sprintf("grandchild %d", f.Grandchild())}, turn)
 		case st.Garbage != "":
-			_ = f.writeLine([]byte(st.Garbage))
+			_ = f.WriteLine([]byte(st.Garbage))
 		case st.BigLine > 0:
 			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id, "text": strings.Repeat("x", st.BigLine)}, turn)
 		case st.BigRequest > 0:
 			// An approval far over the limit, then a request the adapter does
 			// not know: both must be answered.
-			res, err := f.conn.Call(context.Background(), "item/commandExecution/requestApproval", map[string]any{
+			res, err := f.Conn.Call(context.Background(), "item/commandExecution/requestApproval", map[string]any{
 				"threadId": f.thread, "turnId": turn, "itemId": id, "command": strings.Repeat("x", st.BigRequest)})
 			var a struct{ Decision string }
 			_ = json.Unmarshal(res, &a)
-			_, uerr := f.conn.Call(context.Background(), "item/tool/requestUserInput", map[string]any{"threadId": f.thread})
+			_, uerr := f.Conn.Call(context.Background(), "item/tool/requestUserInput", map[string]any{"threadId": f.thread})
 			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id + "_text",
 				"text": fmt.Sprintf("big request answered: %s (%v); unknown request answered: %v", a.Decision, err, uerr)}, turn)
 		}
@@ -238,14 +181,14 @@ func (f *fakeServer) approve(turn, id string, t *agenttest.Tool) bool {
 	}
 	got := make(chan answer, 1)
 	go func() {
-		res, err := f.conn.Call(context.Background(), method, params)
+		res, err := f.Conn.Call(context.Background(), method, params)
 		got <- answer{res, err}
 	}()
 	var a answer
 	select {
 	case a = <-got:
 	case iid := <-f.interrupt:
-		_ = f.conn.Reply(iid, map[string]any{})
+		_ = f.Conn.Reply(iid, map[string]any{})
 		f.completed(turn, "interrupted", "")
 		return false
 	}

@@ -1,0 +1,107 @@
+package agenttest
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/blobhub/bhw-run/agent/jsonrpc"
+	"github.com/blobhub/bhw-run/agent/proc"
+)
+
+// FakeServer is the plumbing of a scripted fake agent that speaks JSON-RPC
+// on stdio, which each fake (this package's, codextest's) gives its own
+// protocol: the script, the connection, one writer, and hanging.
+type FakeServer struct {
+	Script Script
+	Conn   *jsonrpc.Conn
+
+	wmu     sync.Mutex
+	out     *bufio.Writer
+	hanging atomic.Bool
+}
+
+// ServeFake plays the fake whose script is at path until its stdin ends,
+// and returns its exit status. setup makes the connection's handlers
+// (version: send "jsonrpc":"2.0"). A StartupError exits 1 at once.
+func ServeFake(path string, version bool, setup func(f *FakeServer) jsonrpc.Options) int {
+	sc, err := ReadScript(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake agent:", err)
+		return 2
+	}
+	if sc.StartupError != "" {
+		fmt.Fprintln(os.Stderr, sc.StartupError)
+		return 1
+	}
+	if sc.IgnoreSIGTERM {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	f := &FakeServer{Script: sc, out: bufio.NewWriterSize(os.Stdout, 1<<20)}
+	o := setup(f)
+	o.Write, o.Version = f.WriteLine, version
+	f.Conn = jsonrpc.NewConn(o)
+	br := bufio.NewReaderSize(os.Stdin, 1<<20)
+	for {
+		l, err := proc.ReadLine(br, 64<<20)
+		if len(l.Data) > 0 && l.Over == 0 {
+			f.Conn.Receive(l.Data)
+		}
+		if err != nil {
+			// stdin closed: exit, as the real agents do, unless hanging.
+			if f.hanging.Load() {
+				select {}
+			}
+			f.wmu.Lock()
+			f.out.Flush()
+			f.wmu.Unlock()
+			return 0
+		}
+	}
+}
+
+// WriteLine writes one line to stdout (nothing, ever, once hanging).
+func (f *FakeServer) WriteLine(b []byte) error {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	if f.hanging.Load() {
+		select {} // a hung agent writes nothing more
+	}
+	f.out.Write(b)
+	f.out.WriteByte('\n')
+	return f.out.Flush()
+}
+
+// Hang stops the fake for good: it writes nothing more, ignores the end of
+// its stdin, and keeps running.
+func (f *FakeServer) Hang() {
+	f.hanging.Store(true)
+	select {}
+}
+
+// Crash exits with code after printing stderr.
+func (f *FakeServer) Crash(code int, stderr string) {
+	if stderr != "" {
+		fmt.Fprintln(os.Stderr, stderr)
+	}
+	f.wmu.Lock()
+	f.out.Flush()
+	os.Exit(code)
+}
+
+// Grandchild starts `sleep 300` in its own session holding a copy of
+// stdout, as a leaked tool child would, and returns its pid.
+func (f *FakeServer) Grandchild() int {
+	cmd := exec.Command("sleep", "300")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Stdout = os.Stdout
+	if err := cmd.Start(); err != nil {
+		f.Crash(2, "fake agent: grandchild: "+err.Error())
+	}
+	return cmd.Process.Pid
+}
