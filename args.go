@@ -9,7 +9,7 @@ import (
 
 // reorderArgs moves flags before positional arguments at every command
 // level, because urfave/cli v2 stops parsing flags at the first positional
-// (SPEC §1). "--" ends the flags: everything after it stays positional, so
+// while bhw-run lets flags stand after the alias. "--" ends the flags: everything after it stays positional, so
 // `bhw-run run -- -x` never reads -x as a flag.
 func reorderArgs(app *cli.App, args []string) ([]string, error) {
 	if len(args) == 0 {

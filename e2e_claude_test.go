@@ -220,7 +220,7 @@ func TestE2EClaudeApprovalDenyReachesModel(t *testing.T) {
 }
 
 // Claude Code runs a read-only call inside the work folder without asking,
-// so under approval it never reaches the gate (SPEC §8.1).
+// so under approval it never reaches the gate (docs/gate.md, postures).
 func TestE2EClaudeApprovalReadInWorkFolderUnasked(t *testing.T) {
 	e := newClaudeE2E(t)
 	r := e.path("notes.txt")
@@ -239,8 +239,8 @@ func TestE2EClaudeApprovalReadInWorkFolderUnasked(t *testing.T) {
 }
 
 // An allow rule in the work folder's .claude/settings.local.json must not
-// approve a Write under approval (settings-and-sandbox.md Q1: bhw-run passes
-// --setting-sources= so no settings file is read).
+// approve a Write under approval: with the stock launch it would, so bhw-run
+// passes --setting-sources= and no settings file is read (docs/agents.md).
 func TestE2EClaudeSettingsLocalAllowDoesNotApprove(t *testing.T) {
 	e := newClaudeE2E(t)
 	if err := os.MkdirAll(e.path(".claude"), 0o755); err != nil {
@@ -580,7 +580,7 @@ func BenchmarkRelayItems(b *testing.B) {
 // from the config dir (a wiped ~/.claude, another machine's record), so
 // `claude --resume` answers "No conversation found". bhw-run then starts a
 // new session with the same message and a note, and says so in a status
-// item (SPEC §6.4) — not an error turn.
+// item — not an error turn.
 func TestE2EClaudeLostSessionStartsFresh(t *testing.T) {
 	e := newClaudeE2E(t, claudetest.Text("LOST-HISTORY-MARKER"))
 	e.allowAutonomous()

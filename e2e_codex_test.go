@@ -55,7 +55,7 @@ func wantTypes(t testing.TB, got []string, want ...string) {
 }
 
 // TestE2ECodexAutonomousCommandPatchAndResume runs over HTTP (bhtest) and
-// over the same store as file:// (no BlobHub account, SPEC §4.3).
+// over the same store as file:// (no BlobHub account).
 func TestE2ECodexAutonomousCommandPatchAndResume(t *testing.T) {
 	for _, local := range []bool{false, true} {
 		name := "http"

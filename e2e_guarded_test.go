@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of the guarded posture (SPEC §8) with the real pinned
+// End-to-end tests of the guarded posture (docs/gate.md) with the real pinned
 // CLIs: a thread policy allows reads and `echo *`, tries to allow writes to a
 // folder outside the work folder that a worker rule denies, and asks for the
 // rest. Each run shows the rules in force first; the allowed command runs

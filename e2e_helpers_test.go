@@ -280,7 +280,7 @@ func tail(s string, n int) string {
 	return "…" + s[len(s)-n:]
 }
 
-// summary is the --json run summary (SPEC §11.2).
+// summary is the --json run summary.
 type summary struct {
 	Alias    string `json:"alias"`
 	Outcome  string `json:"outcome"`

@@ -259,7 +259,7 @@ func (cl *cliState) runAlias(c *cli.Context) error {
 	return err
 }
 
-// ls is discovery for schedulers (SPEC §11.3).
+// ls is discovery for schedulers: what a pass should run.
 func (cl *cliState) ls(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return run.UsageError("ls takes no arguments, got %q; pick the section with --section", c.Args().Slice())

@@ -1,9 +1,9 @@
-// Package blobhub is bhw-run's only door to where threads live (SPEC §4): the
+// Package blobhub is bhw-run's only door to where threads live: the
 // BlobHub REST client and the local file:// store behind one interface.
 //
 // It is a room of its own because every wire detail of the BlobHub API —
 // endpoint, command names, field names, error shapes, retry rules — must sit
-// in one place so that a correction is one edit (SPEC §4.1). Callers see only
+// in one place so that a correction is one edit. Callers see only
 // Client, the sentinels and Tail.
 package blobhub
 

@@ -12,14 +12,15 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrAuth: HTTP 401/403.
 	ErrAuth = errors.New("the API key was refused; check --api-key, BLOBHUB_API_KEY or the credentials profile")
-	// ErrItemTooLarge: error code "thread_item_too_large" (SPEC §9.2).
+	// ErrItemTooLarge: error code "thread_item_too_large" (an item over the
+	// budget, docs/state.md).
 	ErrItemTooLarge = errors.New("thread item too large")
 	// ErrUnavailable: 429/5xx/connection errors past the retry budget, or a
 	// cancelled context.
 	ErrUnavailable = errors.New("blobhub is unavailable; try again later")
 	// ErrAmbiguous: a post whose outcome is unknown. The item may or may not
 	// be stored; list the thread's items to reconcile before posting again
-	// (SPEC §9.3).
+	// (the journal's rule, docs/state.md).
 	ErrAmbiguous = errors.New("post outcome unknown: the item may or may not be stored; list the thread's items before posting again")
 )
 

@@ -20,7 +20,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 )
 
-// The wire (SPEC §4.1). Every session command is one POST to
+// The wire. Every session command is one POST to
 // {api_url}/revisions/{revision_id}/data.
 const (
 	engine       = "workflow_blobhub"

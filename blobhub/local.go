@@ -25,11 +25,12 @@ import (
 	"github.com/gofrs/flock"
 )
 
-// MaxItemBytes is the budget of an item's serialized {content, metadata}
-// (SPEC §9.2); the local store answers thread_item_too_large above it.
+// MaxItemBytes is the budget of an item's serialized {content, metadata},
+// as BlobHub's; the local store answers thread_item_too_large above it.
 const MaxItemBytes = 358400
 
-// LocalStore is the file:// store (SPEC §4.3): the session operations served
+// LocalStore is the file:// store, for use without a BlobHub account: the
+// session operations served
 // from a directory a person can read:
 //
 //	<dir>/sessions/<session>/objects/<alias>.json   {alias, updated_at, value}

@@ -351,7 +351,7 @@ func writeBenchThread(b testing.TB, path string, n int) {
 }
 
 // BenchmarkLocalTail tails a 20,000-item thread from the start in pages of
-// 100 (SPEC §4.1), as the end-of-turn scan after a long relay does.
+// 100, as the end-of-turn scan after a long relay does.
 func BenchmarkLocalTail(b *testing.B) {
 	const items = 20000
 	s := OpenLocalStore(b.TempDir())

@@ -68,7 +68,8 @@ func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 	return s, nil
 }
 
-// command builds argv and env (SPEC §7.1), refusing unsafe values before
+// command builds argv and env (docs/agents.md, Claude Code launch),
+// refusing unsafe values before
 // anything is spawned.
 func command(l agent.Launch) (args, env []string, err error) {
 	if l.Executable == "" {
@@ -111,8 +112,9 @@ func command(l agent.Launch) (args, env []string, err error) {
 		env = append(env, "IS_SANDBOX=1")
 	case "approval", "guarded":
 		// No settings file, hook or .mcp.json may approve a call before the
-		// gate sees it (settings-and-sandbox.md Q1); CLAUDE.md is passed
-		// explicitly below because this drops it too.
+		// gate sees it: with the stock launch the user and local settings,
+		// hooks and .mcp.json servers all can (measured on 2.1.332).
+		// CLAUDE.md is passed explicitly below because this drops it too.
 		args = append(args, "--permission-mode=default", "--setting-sources=")
 	default:
 		return nil, nil, agent.Errorf(agent.CodeAgentSpawnFailed, "claude: unknown permissions %q; want autonomous, guarded or approval", l.Permissions)

@@ -10,7 +10,7 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 )
 
-// Line kinds the CLI prints on stdout (claude-code.md §4).
+// Line kinds the CLI prints on stdout (docs/agents.md, Claude Code stream).
 const (
 	kindSystem        = "system"
 	kindAssistant     = "assistant"
@@ -185,7 +185,8 @@ func knownKind(k string) bool {
 	return false
 }
 
-// items maps an assistant, user or system line to thread items (SPEC §7.1).
+// items maps an assistant, user or system line to thread items: text,
+// tool_use, tool_result, thinking, and the system lines worth a status.
 func (l line) items() []agent.Item {
 	var out []agent.Item
 	switch {

@@ -90,7 +90,7 @@ func TestRealResumeSeesHistory(t *testing.T) {
 }
 
 // Park on Write: nothing written, outcome parked; a resumed process with an
-// allow by fingerprint then writes the file (park-and-resume.md C1, C2).
+// allow by fingerprint then writes the file.
 func TestRealParkThenResumeAllowed(t *testing.T) {
 	e := newEnv(t)
 	x := filepath.Join(e.work, "x.txt")
@@ -198,7 +198,7 @@ func TestRealAskUserQuestion(t *testing.T) {
 }
 
 // An allow rule in .claude/settings.local.json must not approve a write
-// under approval: --setting-sources= keeps it out (SPEC §7.1).
+// under approval: --setting-sources= keeps it out (docs/agents.md).
 func TestRealLocalSettingsDoNotApprove(t *testing.T) {
 	e := newEnv(t)
 	x := filepath.Join(e.work, "x.txt")

@@ -13,11 +13,11 @@ import (
 )
 
 // parkMessage is the deny message of a parked call. The CLI replaces it by
-// its own canned text when interrupt is set (park-and-resume.md C1), so it
-// is for the log only.
+// its own canned text when interrupt is set (the model reads "The user
+// doesn't want to proceed… STOP"), so it is for the log only.
 const parkMessage = "waiting for a person"
 
-// userLine is a host → CLI user turn (claude-code.md §4.1).
+// userLine is a host → CLI user turn.
 type userLine struct {
 	Type            string      `json:"type"`
 	Message         userContent `json:"message"`
@@ -42,7 +42,7 @@ type turnState struct {
 }
 
 // Turn sends one user message and relays the turn through h until the CLI
-// prints its result line (SPEC §6.4).
+// prints its result line, the one turn end it knows.
 func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (agent.TurnResult, error) {
 	s.mu.Lock()
 	s.interrupted = false
@@ -174,8 +174,8 @@ func (s *Session) result(r *resultMsg, st *turnState) agent.TurnResult {
 		out.ResumeFailed = true
 		out.Outcome = agent.TurnFailed
 	case st.parked:
-		// error_during_execution / aborted_tools is the expected end of a
-		// parked turn (SPEC §8.4), not a failure.
+		// error_during_execution / aborted_tools (and exit 1) is the
+		// expected end of a parked turn, not a failure.
 		out.Outcome, out.ErrorText = agent.TurnParked, ""
 	case interrupted:
 		out.Outcome, out.ErrorText = agent.TurnInterrupted, ""
@@ -253,8 +253,9 @@ func (s *Session) answer(r *controlRequest, h agent.Handler, st *turnState) {
 			in = json.RawMessage("{}")
 		}
 		// The input goes back unchanged; permission_suggestions are never
-		// echoed and updatedPermissions never sent (they can write
-		// .claude/settings.local.json, claude-code.md §11.8).
+		// echoed and updatedPermissions never sent: they can write
+		// .claude/settings.local.json into the repository, which would
+		// approve later calls by itself.
 		resp = map[string]any{"behavior": "allow", "updatedInput": in}
 	case policy.Park:
 		st.parked = true

@@ -12,7 +12,8 @@ import (
 
 // approve answers one approval request through the gate. Answers are only
 // accept, decline and cancel: acceptForSession and execpolicy amendments
-// would outlive the one-shot grant (SPEC §7.2, park-and-resume.md note 6).
+// would outlive the one-shot grant (the execpolicy one even persists in
+// $CODEX_HOME/rules; docs/gate.md, one-shot grants).
 func (t *turn) approve(m jsonrpc.Message) {
 	var call policy.Call
 	isFile := m.Method == methodFileChangeApproval
@@ -35,7 +36,8 @@ func (t *turn) approve(m jsonrpc.Message) {
 	}
 
 	if t.parked {
-		// Only the first call of a parked turn is asked (SPEC §7.2).
+		// Only the first call of a parked turn is asked: the others of it
+		// (parallel tool calls) are cancelled with no prompt of their own.
 		t.cancel(m.ID, call)
 		return
 	}
@@ -47,8 +49,8 @@ func (t *turn) approve(m jsonrpc.Message) {
 		t.parked = true
 		t.cancel(m.ID, call)
 	default:
-		// Codex has no way to carry v.Message to the model (X6): the model
-		// reads "rejected by user".
+		// A decline cannot carry v.Message to the model (the schema has no
+		// field for it): the model reads "rejected by user".
 		t.s.respond(m.ID, map[string]any{"decision": "decline"})
 	}
 }
@@ -117,7 +119,7 @@ func (t *turn) commandCall(p commandApprovalParams) policy.Call {
 }
 
 // fileChangeCall describes a file-change approval. The request carries no
-// diff (codex.md pitfall 13): paths and fingerprint come from the changes of
+// diff (docs/agents.md, Codex approvals): paths and fingerprint come from the changes of
 // the item's item/started.
 func (t *turn) fileChangeCall(p fileChangeApprovalParams) policy.Call {
 	changes := orNull(t.changes[p.ItemID])

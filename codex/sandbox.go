@@ -15,8 +15,8 @@ import (
 // user, mount and net namespaces plus seccomp) the way approval and guarded
 // threads use it, and reports why when it cannot. Without user namespaces
 // every sandboxed command fails with no fallback and no approval prompt
-// (codex.md §7), so such a machine must refuse those postures
-// (SANDBOX_UNAVAILABLE, SPEC §6.3 step 6).
+// (docs/agents.md, the sandbox), so such a machine must refuse those
+// postures: the adapter's preflight turns this into SANDBOX_UNAVAILABLE.
 //
 // codex 0.171.0 has no `codex sandbox linux` subcommand (a trailing "linux"
 // is taken as the command to run); the form is `codex sandbox -c

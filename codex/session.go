@@ -164,7 +164,8 @@ func (s *Session) open(ctx context.Context) error {
 	if l.Effort != "" {
 		params["config"] = map[string]any{"model_reasoning_effort": l.Effort}
 		if l.Resume && l.Model == "" {
-			// SPEC §7.2: effort alone on thread/resume drops the persisted model.
+			// Effort alone on thread/resume drops the thread's persisted
+			// model (measured on 0.171.0).
 			s.logger.Warn("codex resume with an effort but no model; the thread's model may be lost", "agent_session_id", l.SessionID)
 		}
 	}
@@ -173,7 +174,7 @@ func (s *Session) open(ctx context.Context) error {
 		method = "thread/resume"
 		params["threadId"] = l.SessionID
 		// Without it the answer carries the whole history and a
-		// deprecationNotice (codex.md §6).
+		// deprecationNotice.
 		params["excludeTurns"] = true
 	}
 	res, err := s.call(ctx, method, params)

@@ -205,7 +205,8 @@ func (t *turn) died() (agent.TurnResult, error) {
 	closed := s.p.StdinClosed()
 	switch {
 	case t.parked:
-		// Like a cancel (park-and-resume.md X7): the call did not run.
+		// A server that dies with an approval pending treats it as a
+		// cancel: the call did not run.
 		t.closeOpenCalls(notRunText)
 		return t.result(agent.TurnParked), nil
 	case closed || interrupted:

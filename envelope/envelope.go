@@ -58,7 +58,7 @@ type Artifacts struct {
 	Source string
 }
 
-// IsJob reports whether the object is a job thread (SPEC §5.1, seed 003): a
+// IsJob reports whether the object is a job thread (docs/state.md): a
 // thread whose metadata carries an agent block or an instance.state.
 func (e *Envelope) IsJob() bool {
 	return e.Type == "thread" && (e.HasAgent || e.HasInstance)
@@ -157,7 +157,8 @@ func (e *Envelope) str(m map[string]any, key, path string) string {
 
 // WithState returns raw with only thread.metadata.instance.state replaced;
 // every other key — unknown ones too, numbers as written — is kept byte for
-// byte (SPEC §4.2). The instance mapping is created when missing.
+// byte, so a person's keys survive the runner's write. The instance mapping
+// is created when missing.
 func WithState(raw json.RawMessage, state string) (json.RawMessage, error) {
 	st, _ := json.Marshal(state)
 	return SetPath(raw, []string{"thread", "metadata", "instance", "state"}, st)

@@ -19,8 +19,8 @@ const (
 	TurnStateInterrupted = "interrupted"
 )
 
-// Thread is the local thread.yaml (SPEC §5.2), authoritative for recovery.
-// The documented names (agent.state, agent.agent_session_id, agent.error,
+// Thread is the local thread.yaml (docs/state.md), authoritative for
+// recovery. The names the long-running blobhub-worker documents (agent.state, agent.agent_session_id, agent.error,
 // workspace.agent_type, items.last_consumed, items.last_posted) are kept.
 type Thread struct {
 	Alias         string         `yaml:"alias"`
@@ -123,7 +123,7 @@ type TurnState struct {
 	Inbound []InboundItem `yaml:"inbound,omitempty"`
 }
 
-// Prompt is present only while parked on a person (SPEC §8.4).
+// Prompt is present only while parked on a person (docs/gate.md).
 type Prompt struct {
 	Kind       string      `yaml:"kind"`
 	ItemID     string      `yaml:"item_id"`
@@ -133,7 +133,9 @@ type Prompt struct {
 	InputJSON  string      `yaml:"input_json,omitempty"`
 }
 
-// Cursors are the four item cursors of SPEC §5.2.
+// Cursors are the four item cursors: the last person item delivered, the
+// last own item confirmed posted, how far the thread was read, and the
+// person items read but not yet delivered.
 type Cursors struct {
 	LastConsumed   ItemRef       `yaml:"last_consumed"`
 	LastPosted     ItemRef       `yaml:"last_posted"`

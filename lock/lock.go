@@ -1,4 +1,4 @@
-// Package lock holds bhw-run's file locks (SPEC §3, §6.1 step 3, §6.6): the per-thread lock
+// Package lock holds bhw-run's file locks (docs/state.md, the state tree): the per-thread lock
 // thread.lock, the section lock section.lock around read-modify-write of section files, and the
 // agent slots slots/N.lock of a state tree, with the queue of processes waiting for one
 // (queue.go).

@@ -11,7 +11,7 @@ import (
 // ErrNoSlot is returned by TrySlot when every agent slot is held.
 var ErrNoSlot = errors.New("no free agent slot")
 
-// Slot is a held agent slot (SPEC §6.6). A run holds it for as long as its agent lives.
+// Slot is a held agent slot of the state tree (concurrency.max_agents). A run holds it for as long as its agent lives.
 type Slot struct {
 	lock   *Lock
 	index  int

@@ -1,4 +1,5 @@
-// Package outbox is the file-system half of SPEC §10: it creates a thread's
+// Package outbox is the file-system half of artifacts (docs/state.md): it
+// creates a thread's
 // outbox folder inside the work folder and reads what the agent left there,
 // never following a symbolic link and never changing a file it did not
 // create. It knows nothing of BlobHub; run publishes what Scan returns.
@@ -84,7 +85,7 @@ func (e *SourceError) Error() string {
 
 // ValidateSource checks artifacts.source without touching the disk: a
 // relative, clean, strict subfolder of the work folder, not under .git
-// (SPEC §6.3 step 5).
+// (the checklist's step 5).
 func ValidateSource(source string) error {
 	bad := func(why string) error { return &SourceError{Source: source, Why: why} }
 	switch {
@@ -105,8 +106,9 @@ func ValidateSource(source string) error {
 	return nil
 }
 
-// CheckSource is the activation check of artifacts.source (SPEC §6.3 step
-// 5): ValidateSource, then the symlink check of the longest existing prefix.
+// CheckSource is the activation check of artifacts.source (the checklist's
+// step 5): ValidateSource, then the symlink check of the longest existing
+// prefix.
 func CheckSource(workFolder, source string) error {
 	_, err := checkInside(workFolder, source)
 	return err
@@ -114,7 +116,7 @@ func CheckSource(workFolder, source string) error {
 
 // checkInside re-checks, after resolving symbolic links, that the longest
 // existing prefix of workFolder/source stays strictly inside the work folder
-// and out of its .git (SPEC §6.3 step 5): the folder may have changed since
+// and out of its .git: the folder may have changed since
 // the checklist ran.
 func checkInside(workFolder, source string) (workReal string, err error) {
 	if err := ValidateSource(source); err != nil {

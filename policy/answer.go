@@ -8,7 +8,8 @@ import (
 	"unicode"
 )
 
-// approvals are the only replies that approve a call (SPEC §8.4).
+// approvals are the only replies that approve a call; anything else denies
+// it, and is its reason.
 var approvals = map[string]bool{
 	"yes": true, "y": true, "approve": true, "approved": true, "allow": true, "ok": true, "1": true,
 }

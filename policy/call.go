@@ -7,7 +7,7 @@ package policy
 
 import "encoding/json"
 
-// Effects of a call (SPEC §8.2). The empty effect is "no effect": only a
+// Effects of a call (docs/gate.md). The empty effect is "no effect": only a
 // thread's default answers it.
 const (
 	EffectRead    = "read"
@@ -16,21 +16,23 @@ const (
 	EffectNetwork = "network"
 )
 
-// Prompt kinds (SPEC §8.4).
+// Prompt kinds: what a parked call asks a person.
 const (
 	KindApproval        = "approval"
 	KindAskUserQuestion = "ask_user_question"
 )
 
 // Call is one tool call an agent asks the host about, described the same way
-// for every agent (SPEC §9.1: call {tool, effect, invocation_id, input, target}).
+// for every agent; items show it as call {tool, effect, invocation_id,
+// input, target}.
 type Call struct {
 	Tool         string          `json:"tool" yaml:"tool"`
 	Effect       string          `json:"effect" yaml:"effect"`
 	InvocationID string          `json:"invocation_id" yaml:"invocation_id"`
 	Input        json.RawMessage `json:"input,omitempty" yaml:"-"`
 	Target       Target          `json:"target" yaml:"target"`
-	// Fingerprint is "sha256:<hex>" of the canonical call (SPEC §8.5), computed
+	// Fingerprint is "sha256:<hex>" of the canonical call (the key of a
+	// one-shot grant, docs/gate.md), computed
 	// by the adapter because only it knows which fields are descriptive.
 	Fingerprint string `json:"fingerprint" yaml:"fingerprint"`
 	// Kind is KindApproval for a gated call and KindAskUserQuestion for an
@@ -38,7 +40,7 @@ type Call struct {
 	Kind      string     `json:"kind" yaml:"kind"`
 	Questions []Question `json:"questions,omitempty" yaml:"questions,omitempty"`
 	// GrantRoot is Codex's grantRoot for a file change; it widens the sandbox
-	// and is shown in the prompt (SPEC §7.2).
+	// for the rest of the session, so it is shown in the prompt.
 	GrantRoot string `json:"grant_root,omitempty" yaml:"grant_root,omitempty"`
 	// Summary is a one-line human description, e.g. "Bash → rm -rf build".
 	Summary string `json:"summary,omitempty" yaml:"summary,omitempty"`

@@ -8,7 +8,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 )
 
-// claudeEffects classifies Claude Code's tools (SPEC §8.2). A name missing
+// claudeEffects classifies Claude Code's tools. A name missing
 // here has no effect: only the thread's default answers it.
 var claudeEffects = map[string]string{
 	"Read": EffectRead, "Glob": EffectRead, "Grep": EffectRead, "LS": EffectRead, "NotebookRead": EffectRead,
@@ -103,7 +103,8 @@ func ClaudeTarget(tool string, input json.RawMessage) Target {
 }
 
 // claudeDescriptive are input fields that only describe a call to a person;
-// they may change when the model re-issues the same call (SPEC §8.5).
+// they may change when the model re-issues the same call, which must still
+// match its grant.
 var claudeDescriptive = map[string][]string{
 	"Bash":       {"description"},
 	"PowerShell": {"description"},

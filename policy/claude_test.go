@@ -8,7 +8,7 @@ import (
 )
 
 // initTools2_1_332 is system/init.tools of the pinned Claude Code 2.1.332 in
-// every configuration captured (agents/claude-captures): the default set,
+// every configuration captured when it was measured: the default set,
 // with the Task* todo tools, with --tools Glob,Grep, and with Bash
 // disallowed.
 var initTools2_1_332 = []string{

@@ -8,7 +8,8 @@ import (
 	"slices"
 )
 
-// Fingerprint is "sha256:<hex>" of the canonical JSON of v (SPEC §8.5): keys
+// Fingerprint is "sha256:<hex>" of the canonical JSON of v (docs/gate.md,
+// one-shot grants): keys
 // sorted, no insignificant whitespace, numbers as written. The Codex adapter
 // passes {command, cwd} for a command and the recorded changes for a file
 // change. It returns "" when v cannot be encoded; an empty fingerprint never

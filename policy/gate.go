@@ -110,7 +110,7 @@ func (g Gate) posture() string {
 	}
 }
 
-// Decide judges one call (SPEC §8.1, §8.3, §8.5). The order: the machine
+// Decide judges one call (docs/gate.md). The order: the machine
 // owner's deny rules; then a one-shot grant for the call's fingerprint; then
 // the other rules, the machine owner's first and the thread's after, first
 // match deciding, else the thread's default. Under approval only the machine

@@ -19,8 +19,8 @@ func foldSpace(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// MatchCommand reports whether a command pattern matches a command line
-// (SPEC §8.3): `*` matches any run of characters, slashes and spaces
+// MatchCommand reports whether a command pattern matches a command line:
+// `*` matches any run of characters, slashes and spaces
 // included; the match is anchored at both ends; runs of whitespace are folded
 // in both. No other character is special.
 func MatchCommand(pattern, command string) bool {
@@ -424,7 +424,7 @@ func unwrapShell(argv []string) (string, bool) {
 	return "", false
 }
 
-// CodexExecCommand is the exec target of a Codex command approval (SPEC §8.2):
+// CodexExecCommand is the exec target of a Codex command approval:
 // the script inside `bash -lc '…'`, `/bin/bash -lc '…'` or `sh -c '…'`, or the
 // command line itself when it is not wrapped. Codex sends command as one
 // string ("/bin/bash -lc 'touch x.txt && echo made'"); CodexExecArgv takes the

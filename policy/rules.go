@@ -12,14 +12,14 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Decisions a rule or a default can give (SPEC §8.3).
+// Decisions a rule or a default can give.
 const (
 	DecisionAllow = "allow"
 	DecisionDeny  = "deny"
 	DecisionAsk   = "ask"
 )
 
-// Postures (SPEC §8.1, agent.permissions).
+// Postures, the envelope's agent.permissions (docs/gate.md).
 const (
 	PostureAutonomous = "autonomous"
 	PostureGuarded    = "guarded"

@@ -153,7 +153,7 @@ func (a *activation) saveLocked() error {
 	return nil
 }
 
-// download reads the envelope (SPEC §6.1 step 5).
+// download reads the envelope: 66 when absent, 65 when not a job.
 func (a *activation) download(ctx context.Context) error {
 	obj, err := a.r.Client.Download(ctx, a.alias)
 	if errors.Is(err, blobhub.ErrNotFound) {
@@ -184,7 +184,7 @@ func (a *activation) download(ctx context.Context) error {
 }
 
 // readItems tails the thread after items.scanned, keeping person items not
-// yet delivered in pending_inbound and skipping our own (SPEC §6.4). One
+// yet delivered in pending_inbound and skipping our own. One
 // read stops at blobhub.TailLimits; a.unread then says the next run reads
 // on from the cursor saved here.
 func (a *activation) readItems(ctx context.Context) error {
@@ -304,7 +304,8 @@ func (a *activation) answerIndex() int {
 }
 
 // attach checks identity and the session's worker object before the
-// run's first side effect (SPEC §2.1, §6.5).
+// run's first side effect, so a run with the wrong key or in another
+// user's session changes nothing.
 func (a *activation) attach(ctx context.Context) error {
 	id, err := checkIdentity(ctx, a.r.Client, a.r.Setup.StateDir)
 	if err != nil {
@@ -319,8 +320,8 @@ func (a *activation) attach(ctx context.Context) error {
 	return nil
 }
 
-// setWireState is the runner's read-modify-write of instance.state (SPEC
-// §4.2): download, check the state is still `from`, change only
+// setWireState is the runner's read-modify-write of instance.state
+// (docs/state.md): download, check the state is still `from`, change only
 // the state, upload, read back.
 func (a *activation) setWireState(ctx context.Context, from, to string) error {
 	obj, err := a.r.Client.Download(ctx, a.alias)
@@ -354,7 +355,7 @@ func jsonEqual(x, y []byte) bool {
 	return json.Unmarshal(x, &a) == nil && json.Unmarshal(y, &b) == nil && reflect.DeepEqual(a, b)
 }
 
-// reserveSlot takes an agent slot of the state tree (SPEC §6.6), waiting up
+// reserveSlot takes an agent slot of the state tree (concurrency.max_agents), waiting up
 // to --slot-wait behind the runs that queued earlier.
 func (a *activation) reserveSlot(ctx context.Context) error {
 	if a.slot != nil {

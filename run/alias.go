@@ -9,11 +9,12 @@ import (
 )
 
 // reserved are the file names of a thread's folder; no alias segment may
-// take one, so no alias can reach another thread's files (SPEC §3).
+// take one, so no alias can reach another thread's files.
 var reserved = map[string]bool{"thread.yaml": true, "thread.lock": true, "thread.log": true, "emissions.jsonl": true}
 
 // ValidateAlias checks a thread alias before anything touches disk or
-// network (SPEC §3). The error names the rule that failed.
+// network: it becomes nested folders of the state tree. The error names the
+// rule that failed.
 func ValidateAlias(alias string) error {
 	switch {
 	case alias == "":

@@ -18,7 +18,7 @@ import (
 // not an item: reconcile hands it to replayArtifact instead of posting it.
 const kindArtifact = "artifact"
 
-// artifactIntent is one upload of SPEC §10, in the order: journal the
+// artifactIntent is one upload of an artifact (docs/state.md), in the order: journal the
 // intent, upload, record in thread.yaml, add to not_mine.yaml, post
 // artifact_published. Its journal emission names the file (work folder,
 // source, path), the alias, the sha256 it was meant to carry and the
@@ -43,7 +43,7 @@ type artifactIntent struct {
 }
 
 // createOutbox creates <work_folder>/<artifacts.source> with a
-// self-ignoring .gitignore, only in a folder it created (SPEC §10). A
+// self-ignoring .gitignore, only in a folder it created. A
 // folder that cannot be created fails the thread.
 func (a *activation) createOutbox(ctx context.Context) error {
 	if a.env.Artifacts == nil || a.env.Artifacts.Source == "" {
@@ -94,7 +94,7 @@ func (a *activation) scanOutbox() []outbox.File {
 	return out
 }
 
-// artifactAlias is <thread alias>/artifacts/<relative path> (SPEC §10).
+// artifactAlias is <thread alias>/artifacts/<relative path>.
 func (a *activation) artifactAlias(rel string) string { return a.alias + "/artifacts/" + rel }
 
 func (a *activation) maxBytes() int64 {
@@ -115,7 +115,8 @@ func (a *activation) skipArtifact(rel, reason string) {
 }
 
 // journalIntents journals one upload intent per file. The caller holds
-// a.mu and journals turn_end in the same step (SPEC §6.4).
+// a.mu and journals turn_end in the same step, so the intents and the
+// turn's end reach the journal together.
 func (a *activation) journalIntents(files []outbox.File) ([]*artifactIntent, error) {
 	var out []*artifactIntent
 	for i := range files {
@@ -190,7 +191,7 @@ func (a *activation) replayArtifact(ctx context.Context, e *emission) error {
 	return a.publish(ctx, in)
 }
 
-// publish is one upload of SPEC §10 after its intent is journaled. It
+// publish is one upload of an artifact after its intent is journaled. It
 // never overwrites an object that is not this thread's artifact, and never
 // uploads bytes the alias already holds.
 func (a *activation) publish(ctx context.Context, in *artifactIntent) error {

@@ -68,7 +68,7 @@ func wantCode(t *testing.T, sum *Summary, exit int, code string) {
 }
 
 // TestBadAlias: a bad alias exits 64 INVALID_ALIAS before anything touches
-// disk or network (SPEC §3).
+// disk or network.
 func TestBadAlias(t *testing.T) {
 	h := newHarness(t, false)
 	bad := map[string]string{
@@ -178,7 +178,7 @@ func writeFile(t *testing.T, path, text string, mode os.FileMode) {
 }
 
 // TestBadCredentialsAndConfig: credentials and config.yaml errors exit 78
-// with their codes (SPEC §2).
+// with their codes.
 func TestBadCredentialsAndConfig(t *testing.T) {
 	section := func(name, prefix, ses string) string {
 		return "  - name: " + name + "\n    job_type: session_agent_harness\n    session: {org_id: org_1, blob_id: blb_1, revision_id: rev_1, session_id: " + ses + "}\n    session_prefix: \"" + prefix + "\"\n"
@@ -432,7 +432,7 @@ func (h *harness) wantThreadFailed(alias, code string) {
 
 // TestBadEnvelope: a job thread whose envelope fails the checklist becomes
 // failed with the step's code, reported once on worker, and the agent is
-// never started (SPEC §5.1, §6.3).
+// never started.
 func TestBadEnvelope(t *testing.T) {
 	type tc struct {
 		name  string
@@ -559,7 +559,7 @@ func TestBadEnvelope(t *testing.T) {
 
 // TestNotAJob: an object that is not a job thread exits 65 and is cached
 // in not_mine.yaml — except an object of type thread, which is never cached
-// (SPEC §3: it may become a job any time); a value that is not a JSON
+// (it may become a job any time); a value that is not a JSON
 // object likewise; a missing thread exits 66. Nothing is written to the
 // thread.
 func TestNotAJob(t *testing.T) {
@@ -684,7 +684,7 @@ func TestThreadLocked(t *testing.T) {
 	h.noneTwice(alias)
 }
 
-// TestIdleRequests: an idle run makes exactly two requests (SPEC §6.1), also
+// TestIdleRequests: an idle run makes exactly two requests (docs/run.md), also
 // right after a turn, and needs no agent slot.
 func TestIdleRequests(t *testing.T) {
 	for _, local := range []bool{false} {

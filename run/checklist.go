@@ -203,7 +203,8 @@ func (r *Runner) launch(res *resolved, workFolder string) agent.Launch {
 	}
 }
 
-// posture resolves the thread's permissions and policy (SPEC §6.3 step 3);
+// posture resolves the thread's permissions and policy (the checklist's
+// step 3);
 // the gate and `policy explain` both use it.
 func (r *Runner) posture(env *envelope.Envelope, ac *AgentConfig) (string, policy.Policy, error) {
 	var pol policy.Policy
@@ -247,7 +248,8 @@ func lookPath(exe string) (string, error) {
 	return filepath.Abs(p)
 }
 
-// workFolderAllowed applies the roots and the forbidden folders of §6.3 step 1.
+// workFolderAllowed applies the roots and the forbidden folders of the
+// checklist's step 1.
 func (r *Runner) workFolderAllowed(real string) error {
 	roots := r.Setup.Config.Workspace.Roots
 	if len(roots) > 0 {

@@ -38,7 +38,8 @@ type Options struct {
 	Adapters []agent.Adapter
 }
 
-// Config is config.yaml (SPEC §2.2). Unknown keys are refused.
+// Config is config.yaml (the README's Configuration). Unknown keys are
+// refused.
 type Config struct {
 	Concurrency struct {
 		MaxAgents int `yaml:"max_agents"`
@@ -107,7 +108,7 @@ func (s Section) Prefix() string {
 	return s.Session.SessionPrefix
 }
 
-// Setup is everything resolved before the lock is taken (SPEC §6.1 step 2).
+// Setup is everything resolved before the lock is taken.
 type Setup struct {
 	Profile   string // "" when none
 	APIURL    string
@@ -165,7 +166,7 @@ func loadCredentials(home string) (*credentialsFile, error) {
 }
 
 // Resolve turns flags, environment, credentials and config into a Setup
-// for the alias (SPEC §2). alias may be "" for commands without one.
+// for the alias. alias may be "" for commands without one.
 func Resolve(o Options, alias string) (*Setup, error) {
 	home := o.Home
 	if home == "" {

@@ -327,7 +327,7 @@ func typeSet(types []string) []string {
 // TestKill9: bhw-run killed with SIGKILL after each journal write of a
 // turn, then a normal run: every emission is posted exactly once, the
 // items are those of a clean run (plus the note that a turn was resumed),
-// and the thread ends active and idle (SPEC §9.3, §12).
+// and the thread ends active and idle (docs/state.md, the journal).
 func TestKill9(t *testing.T) {
 	script := agenttest.Script{Turns: [][]agenttest.Step{{
 		{Text: "hello"},

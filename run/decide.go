@@ -2,7 +2,7 @@ package run
 
 import "github.com/blobhub/bhw-run/envelope"
 
-// Row is the row of the decision table (SPEC §6.2) that decides a run.
+// Row is the row of the decision table (docs/run.md) that decides a run.
 type Row int
 
 const (
@@ -42,7 +42,7 @@ type Decision struct {
 	Outcome    string // the outcome when the row does nothing more
 }
 
-// Decide is the decision table of SPEC §6.2, one pure function. The first
+// Decide is the decision table of docs/run.md, one pure function. The first
 // row (unfinished work) runs before whichever row matches next.
 func Decide(f Facts) Decision {
 	d := Decision{Unfinished: f.Unfinished, Acts: f.Unfinished}

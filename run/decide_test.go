@@ -27,7 +27,7 @@ func turnState(st string, ids ...string) func(*envelope.Thread) {
 	return func(t *envelope.Thread) { t.Turn.State, t.Turn.InboundIDs = st, ids }
 }
 
-// TestDecide walks every row of SPEC §6.2 (wire × local × prompt × turn ×
+// TestDecide walks every row of the decision table (wire × local × prompt × turn ×
 // inbound × unfinished), including the first row running before the next.
 func TestDecide(t *testing.T) {
 	const (

@@ -59,7 +59,7 @@ func (h *turnHandler) Emit(it agent.Item) {
 	h.a.emit(it)
 }
 
-// Decide is the gate (SPEC §8): it never lets a request go unanswered and
+// Decide is the gate (docs/gate.md): it never lets a request go unanswered and
 // never allows by default.
 func (h *turnHandler) Decide(c policy.Call) policy.Verdict {
 	h.touch()
@@ -118,7 +118,8 @@ func (h *turnHandler) Decide(c policy.Call) policy.Verdict {
 }
 
 // park records the prompt and journals its item before the agent is
-// answered; the item is posted when the turn has ended (SPEC §8.4).
+// answered; the item is posted when the turn has ended, before its
+// turn_end.
 func (h *turnHandler) park(c policy.Call) policy.Verdict {
 	if h.prompt != nil {
 		return policy.Verdict{Action: policy.Deny, Message: "another call of this turn is already waiting for a person"}

@@ -15,7 +15,7 @@ import (
 )
 
 // journal is emissions.jsonl, the append-only record that makes posting
-// exactly-once (SPEC §9.3): an emission is appended before it is posted and
+// exactly-once (docs/state.md): an emission is appended before it is posted and
 // a "posted" record follows once the server has it. No fsync per record (a
 // kill -9 of bhw-run leaves the page cache intact); Sync at turn end and exit.
 type journal struct {
@@ -187,7 +187,7 @@ func (j *journal) noteResolution(e *emission) {
 // as promptItemID, unless the journal already holds one: a run killed after
 // journaling it, before thread.yaml dropped the prompt, resolves the prompt
 // again. The journaled emission is returned then (nil once it is posted), so
-// one prompt never gets two resolutions (SPEC §9.3).
+// one prompt never gets two resolutions.
 func (j *journal) resolution(target, promptItemID string, it agent.Item) (*emission, error) {
 	if id, ok := j.resolutions[promptItemID]; ok && promptItemID != "" {
 		return j.byID[id], nil

@@ -237,7 +237,7 @@ func (c *tooLargeClient) Post(ctx context.Context, alias string, p blobhub.NewIt
 }
 
 // TestTooLargeStubAmbiguous: an item BlobHub finds too large is replaced by
-// its stub (SPEC §9.2); when the stub's post is cut and the stub is not on
+// its stub; when the stub's post is cut and the stub is not on
 // the thread, the stub is posted again, not the item the server refused.
 func TestTooLargeStubAmbiguous(t *testing.T) {
 	h := newHarness(t, false)

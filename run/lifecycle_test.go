@@ -100,7 +100,7 @@ func count(s []string, v string) int {
 
 // stopBeforeSecondDownload is a client that lets a person stop the thread
 // (instance.state completed) just before the run's second download of it:
-// the read of the runner's read-modify-write (SPEC §4.2).
+// the read of the runner's read-modify-write of the envelope.
 type stopBeforeSecondDownload struct {
 	blobhub.Client
 	h         *harness
@@ -124,7 +124,7 @@ func (c *stopBeforeSecondDownload) Download(ctx context.Context, alias string) (
 
 // TestFailedNotOverAPersonsWrite: a thread failing its checklist is not put
 // to failed on the wire when a person changed instance.state after the run
-// decided: the transition is abandoned and the next run decides (SPEC §4.2).
+// decided: the transition is abandoned and the next run decides.
 func TestFailedNotOverAPersonsWrite(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "stopped/meanwhile"

@@ -15,7 +15,7 @@ import (
 	"github.com/blobhub/bhw-run/lock"
 )
 
-// Discovery for schedulers (SPEC §11.3): the job threads of the section,
+// Discovery for schedulers: the job threads of the section,
 // each judged by the same decision table a run uses, fed what ls has read.
 // ls takes no thread lock and writes nothing but not_mine.yaml (under the
 // section lock) and its record in section.log; never thread.yaml.
@@ -27,7 +27,7 @@ type Listing struct {
 	State string `json:"state"`
 	// Local is agent.state of thread.yaml; "" without a record.
 	Local string `json:"local_state"`
-	// Row is the row of SPEC §6.2 that decides a run now.
+	// Row is the row of the decision table that decides a run now.
 	Row string `json:"row"`
 	// Runnable: a run would act now (not_here threads never are).
 	Runnable bool `json:"runnable"`

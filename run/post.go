@@ -14,8 +14,8 @@ import (
 	"github.com/blobhub/bhw-run/policy"
 )
 
-// emit journals an item for the job thread and posts it (SPEC §6.4: every
-// agent event is journaled, written to thread.log, then posted).
+// emit journals an item for the job thread and posts it: every agent event
+// is journaled, written to thread.log, then posted.
 func (a *activation) emit(it agent.Item) *emission {
 	a.mu.Lock()
 	it.Brief = redactString(it.Brief, a.r.Secrets)
@@ -115,7 +115,7 @@ func (a *activation) confirmed(e *emission, item blobhub.Item) {
 }
 
 // findPosted lists the target thread after last_posted and looks for the
-// emission's id (SPEC §9.3).
+// emission's id.
 func (a *activation) findPosted(ctx context.Context, e *emission) (*blobhub.Item, error) {
 	posted, err := a.postedSince(ctx, e, map[string]bool{e.ID: true})
 	if it, ok := posted[e.ID]; ok && err == nil {
@@ -162,8 +162,8 @@ func (a *activation) postedSince(ctx context.Context, e *emission, want map[stri
 }
 
 // reconcile posts every unconfirmed emission, after looking for those the
-// server already holds (SPEC §9.3), and finishes journaled artifact uploads
-// in journal order (SPEC §10).
+// server already holds, and finishes journaled artifact uploads in journal
+// order (docs/state.md).
 func (a *activation) reconcile(ctx context.Context) error {
 	pending := a.j.pending()
 	if len(pending) == 0 {
@@ -193,7 +193,7 @@ func (a *activation) reconcile(ctx context.Context) error {
 	}
 	for _, e := range pending {
 		if e.Kind == kindArtifact {
-			// An upload intent, not an item (SPEC §10).
+			// An upload intent, not an item.
 			if err := a.replayArtifact(ctx, e); err != nil {
 				return err
 			}
@@ -223,7 +223,7 @@ func newItem(it agent.Item) blobhub.NewItem {
 	return blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: it.Brief}}, Metadata: meta}
 }
 
-// promptItem is the pending_prompt item for a recorded prompt (SPEC §8.4).
+// promptItem is the pending_prompt item for a recorded prompt.
 func promptItem(p *envelope.Prompt) agent.Item {
 	c := p.Call
 	if p.InputJSON != "" {
@@ -270,7 +270,7 @@ func promptItem(p *envelope.Prompt) agent.Item {
 }
 
 // cancelPrompt resolves an open prompt as cancelled (a stopped or re-pended
-// thread, SPEC §6.2).
+// thread).
 func (a *activation) cancelPrompt(ctx context.Context) error {
 	p := a.t.Prompt
 	if p == nil {

@@ -1,7 +1,8 @@
-// Package run is one activation of one thread: the order of work of SPEC
-// §6.1, the decision table of §6.2, the checklist of §6.3, the turn of §6.4,
-// the gate's machinery (§8.4, §8.5) and the exactly-once journal (§9.3). This
-// file tells the run's story top to bottom; the others hold its parts.
+// Package run is one activation of one thread: the order of work, the
+// decision table, the checklist, the turn, the gate's machinery (parking,
+// grants) and the exactly-once journal, as docs/run.md tells them. This file
+// tells the run's story top to bottom; the others hold its parts. It knows
+// the agents only as the descriptors main lists.
 package run
 
 import (
@@ -43,7 +44,7 @@ type Runner struct {
 	Secrets    []string         // values redacted from every log and item
 }
 
-// Summary is the run's result (SPEC §11.2).
+// Summary is the run's result: the --json object and section.log's record.
 type Summary struct {
 	Alias          string        `json:"alias"`
 	Outcome        string        `json:"outcome"`
@@ -68,7 +69,7 @@ func ThreadDir(jobDir, alias string) string {
 	return filepath.Join(append([]string{jobDir, "threads"}, strings.Split(alias, "/")...)...)
 }
 
-// Run is one activation of the thread alias (SPEC §6.1). It always returns
+// Run is one activation of the thread alias (docs/run.md). It always returns
 // a summary with the exit code; err explains a non-zero one.
 func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error) {
 	start := time.Now()
@@ -353,7 +354,7 @@ func (a *activation) failOrExit(ctx context.Context, err error) error {
 }
 
 // fail writes local failed + error and journals thread_failed in one step,
-// then uploads failed and posts the item (SPEC §6.2).
+// then uploads failed and posts the item.
 func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	a.log.Error("thread failed", "code", te.Code, "error", te.Message)
 	a.t.Agent.State = envelope.StateFailed
@@ -382,7 +383,7 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 
 // uploadFailed puts failed on the wire once, and remembers that it landed.
 // Only over the state the run decided on: a person who changed it meanwhile
-// (stopped the thread, say) is not overwritten (SPEC §4.2).
+// (stopped the thread, say) is not overwritten.
 func (a *activation) uploadFailed(ctx context.Context) error {
 	if err := a.setWireState(ctx, a.env.State, envelope.StateFailed); err != nil {
 		return err
@@ -458,7 +459,7 @@ func (r *Runner) grace() time.Duration {
 }
 
 // notHere is the not_here exit: an active thread this state tree never
-// activated (SPEC §6.2).
+// activated.
 func notHere(alias string) error {
 	return &ExitError{Exit: ExitNotHere, Message: fmt.Sprintf("thread %q is active but this state tree never activated it (another host's, or its record was lost); if it should run here, run `bhw-run thread retry %s`", alias, alias)}
 }

@@ -48,7 +48,8 @@ func LoadIdentity(stateDir string) (*Identity, error) {
 }
 
 // checkIdentity asks BlobHub who the key belongs to and compares it with
-// identity.yaml, writing the file when it is missing (SPEC §2.1).
+// identity.yaml, writing the file when it is missing. Our user id is what
+// tells our own items from a person's.
 func checkIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Identity, error) {
 	u, err := c.Me(ctx)
 	if err != nil {
@@ -135,11 +136,11 @@ type NotMineEntry struct {
 }
 
 // ReasonArtifact is the not_mine.yaml reason of an artifact object; such an
-// entry stays for good (SPEC §3), any other is checked again after a day.
+// entry stays for good, any other is checked again after a day.
 const ReasonArtifact = "artifact"
 
 // notMineRecheck is how long a cached non-job other than an artifact is
-// trusted before ls downloads it again (SPEC §3).
+// trusted before ls downloads it again.
 const notMineRecheck = 24 * time.Hour
 
 // addNotMine caches an alias that is not a job thread.
@@ -188,7 +189,8 @@ func (e NotMineEntry) cached(t time.Time) bool {
 	return err == nil && t.Sub(at) < notMineRecheck
 }
 
-// ensureWorker makes sure the session's worker object is ours (SPEC §6.5):
+// ensureWorker makes sure the session's worker object is ours (one user
+// works a session; thread_failed items go to it):
 // absent → upload it, then read it back (two first runs may race).
 func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Section, userID string) (*SectionState, error) {
 	st, err := updateSection(ctx, jobDir, sec, nil)

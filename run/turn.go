@@ -27,7 +27,7 @@ var (
 
 // answerPrompt reads the person's answer to the open prompt and turns it
 // into the resume note, a grant for an approved call, and the journaled
-// pending_prompt_resolved (SPEC §8.4, §8.5).
+// pending_prompt_resolved (docs/gate.md).
 func (a *activation) answerPrompt() (turnPlan, error) {
 	t := a.t
 	p := t.Prompt

@@ -1,5 +1,5 @@
 // Package bhtest serves a blobhub.LocalStore over a real HTTP server in the
-// BlobHub wire format (SPEC §4.1, §4.3), with switches for the faults a run
+// BlobHub wire format, with switches for the faults a run
 // must survive: small pages, equal timestamps, injected 500/429 with
 // Retry-After, slow and truncated bodies, connections dropped before or
 // after an item is stored, list answers that never end and items stamped

@@ -104,7 +104,7 @@ type Request struct {
 }
 
 // LastUserText is the text of the last user message (the CLI puts role
-// "system" messages after it, claude-code.md §7 quirk 1).
+// "system" messages after it).
 func (r Request) LastUserText() string {
 	for i := len(r.Messages) - 1; i >= 0; i-- {
 		if r.Messages[i].Role == "user" {
@@ -205,7 +205,7 @@ func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Body = body
 	if !req.Stream {
-		// set_model's probe (claude-code.md §7 quirk 3): not part of the script.
+		// set_model's probe, one non-streaming request: not part of the script.
 		writeJSON(w, 200, map[string]any{"id": "msg_fake_probe", "type": "message", "role": "assistant",
 			"model": req.Model, "content": []any{map[string]any{"type": "text", "text": "ok"}},
 			"stop_reason": "end_turn", "usage": map[string]any{"input_tokens": 1, "output_tokens": 1}})

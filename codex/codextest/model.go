@@ -3,7 +3,7 @@
 // a custom provider is POST /v1/responses, answered as SSE), a CODEX_HOME
 // that points at it, and the environment to run the CLI with.
 //
-// Recipe and wire shapes: agents/codex.md §8.
+// The facts it rests on: docs/agents.md, Codex, testing against it.
 package codextest
 
 import (
