@@ -156,7 +156,7 @@ func Start(c Config) (*Process, error) {
 	// Bounds Wait after the cancel: the leader is SIGKILLed if it outlives
 	// the grace.
 	cmd.WaitDelay = p.KillGrace
-	p.log.Printf(agent.StreamAdapter, "start: %s %s", c.Path, strings.Join(c.Args, " "))
+	p.log.Printf(agent.StreamAdapter, "start: %s", strings.Join(append([]string{c.Path}, c.Args...), " "))
 	ownMu.Lock() // the reaper must not take this child before cmd.Wait does
 	err := cmd.Start()
 	if err == nil {
