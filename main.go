@@ -41,11 +41,18 @@ func main() {
 // Main runs the CLI and returns the exit code. Tests call it in-process.
 func Main(args []string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
-	cl := &cliState{stdout: stdout, stderr: stderr}
+	// Every byte bhw-run prints goes through the redaction of the keys it
+	// reads: the summary, every command's output, the log records, the
+	// error line. Resolve adds the keys as it reads them.
+	secrets := run.NewSecrets(envKeys()...)
+	out, errOut := secrets.Writer(stdout), secrets.Writer(stderr)
+	defer errOut.Flush()
+	defer out.Flush()
+	cl := &cliState{stdout: out, stderr: errOut, secrets: secrets, stderrTTY: isTerminal(stderr)}
 	app := cl.app()
 	argv, err := reorderArgs(app, args)
 	if err != nil {
-		fmt.Fprintf(stderr, "bhw-run: %v\n", err)
+		fmt.Fprintf(cl.stderr, "bhw-run: %v\n", err)
 		return run.ExitUsage
 	}
 	err = app.RunContext(ctx, argv)
@@ -54,10 +61,17 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // cliState carries what the commands share.
 type cliState struct {
-	stdout, stderr io.Writer
+	stdout, stderr io.Writer // redacting secrets
+	secrets        *run.Secrets
+	stderrTTY      bool // the real stderr is a terminal
 	log            *slog.Logger
 	summary        *run.Summary
 	jsonOut        bool
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func globalFlags() []cli.Flag {
@@ -175,7 +189,7 @@ func (cl *cliState) before(c *cli.Context) error {
 	format := c.String("log-format")
 	if format == "auto" {
 		format = "json"
-		if f, ok := cl.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if cl.stderrTTY {
 			format = "text"
 		}
 	}
@@ -190,12 +204,12 @@ func (cl *cliState) before(c *cli.Context) error {
 	return nil
 }
 
-func options(c *cli.Context) run.Options {
+func (cl *cliState) options(c *cli.Context) run.Options {
 	return run.Options{
 		Profile: c.String("profile"), APIURL: c.String("api-url"), APIKey: c.String("api-key"),
 		StateDir: c.String("state-dir"), ConfigPath: c.String("config"), Section: c.String("section"),
 		RevisionID: c.String("revision"), SessionID: c.String("session"),
-		Adapters: adapters,
+		Adapters: adapters, Secrets: cl.secrets,
 	}
 }
 
@@ -212,7 +226,7 @@ func client(s *run.Setup, key, userID string) (blobhub.Client, error) {
 // open validates the command's <alias> (the first of nargs arguments),
 // resolves the setup for it and opens BlobHub with the key the command
 // posts with: the runner's, or with --as the person's.
-func open(c *cli.Context, nargs int, person bool) (alias string, s *run.Setup, bh blobhub.Client, err error) {
+func (cl *cliState) open(c *cli.Context, nargs int, person bool) (alias string, s *run.Setup, bh blobhub.Client, err error) {
 	if c.NArg() != nargs {
 		return "", nil, nil, run.UsageError("%s expects %d argument(s), got %d: %s; put flags before `--`", c.Command.FullName(), nargs, c.NArg(), c.Command.ArgsUsage)
 	}
@@ -220,7 +234,7 @@ func open(c *cli.Context, nargs int, person bool) (alias string, s *run.Setup, b
 	if err := run.ValidateAlias(alias); err != nil {
 		return "", nil, nil, run.Errorf(run.CodeBadAlias, "invalid alias %q: %v", alias, err)
 	}
-	if s, err = run.Resolve(options(c), alias); err != nil {
+	if s, err = run.Resolve(cl.options(c), alias); err != nil {
 		return "", nil, nil, err
 	}
 	key, userID := s.APIKey, "usr_local"
@@ -235,7 +249,7 @@ func open(c *cli.Context, nargs int, person bool) (alias string, s *run.Setup, b
 }
 
 func (cl *cliState) runAlias(c *cli.Context) error {
-	alias, setup, bh, err := open(c, 1, false)
+	alias, setup, bh, err := cl.open(c, 1, false)
 	if w := c.Duration("slot-wait"); err == nil && w < 0 {
 		// Bounded: a wait for ever would hold the thread lock for ever.
 		err = run.UsageError("--slot-wait %v is negative; pass how long to wait for an agent slot, e.g. 30m (0: fail fast)", w)
@@ -252,7 +266,7 @@ func (cl *cliState) runAlias(c *cli.Context) error {
 	r := &run.Runner{
 		Setup: setup, Client: bh, Logger: cl.log,
 		LockWait: c.Duration("lock-wait"), SlotWait: c.Duration("slot-wait"), MaxDuration: c.Duration("max-duration"), StallTimeout: c.Duration("stall-timeout"),
-		OwnProcess: true, Signals: sigs, Secrets: secrets(setup),
+		OwnProcess: true, Signals: sigs,
 	}
 	sum, err := r.Run(c.Context, alias)
 	cl.summary = sum
@@ -277,7 +291,7 @@ func (cl *cliState) ls(c *cli.Context) error {
 	if c.Bool("print0") && cl.jsonOut {
 		return run.UsageError("--print0 and --json exclude each other; pick one")
 	}
-	setup, err := run.Resolve(options(c), "")
+	setup, err := run.Resolve(cl.options(c), "")
 	if err != nil {
 		return err
 	}
@@ -287,7 +301,7 @@ func (cl *cliState) ls(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	r := &run.Runner{Setup: setup, Client: bh, Logger: cl.log, Secrets: secrets(setup)}
+	r := &run.Runner{Setup: setup, Client: bh, Logger: cl.log}
 	list, err := r.List(ctx, run.ListOptions{States: states, Runnable: c.Bool("runnable")})
 	if err != nil {
 		return err
@@ -310,7 +324,7 @@ func (cl *cliState) ls(c *cli.Context) error {
 }
 
 func (cl *cliState) explain(c *cli.Context) error {
-	alias, setup, bh, err := open(c, 1, false)
+	alias, setup, bh, err := cl.open(c, 1, false)
 	if err != nil {
 		return err
 	}
@@ -323,11 +337,10 @@ func (cl *cliState) explain(c *cli.Context) error {
 	return nil
 }
 
-func secrets(s *run.Setup) []string {
+// envKeys are the values of every BLOBHUB_*KEY* variable: secrets
+// whether or not a command uses them.
+func envKeys() []string {
 	var out []string
-	if s.APIKey != "" {
-		out = append(out, s.APIKey)
-	}
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "BLOBHUB_") && strings.Contains(k, "KEY") && v != "" {

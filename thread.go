@@ -99,7 +99,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 
 // person resolves the session and the person's credentials and runs fn.
 func (cl *cliState) person(c *cli.Context, nargs int, fn func(context.Context, *run.Setup, blobhub.Client, string) error) error {
-	alias, s, bh, err := open(c, nargs, true)
+	alias, s, bh, err := cl.open(c, nargs, true)
 	if err != nil {
 		return err
 	}

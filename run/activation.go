@@ -5,12 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"sync"
 
 	"gopkg.in/yaml.v3"
@@ -37,8 +35,9 @@ type activation struct {
 	j       *journal
 	env     *envelope.Envelope
 	userID  string
-	tfile   *os.File   // logs/thread.log
-	tlog    *agent.Log // tfile, secrets redacted
+	tfile   *os.File      // logs/thread.log
+	tlogw   *SecretWriter // tfile, secrets redacted
+	tlog    *agent.Log    // tlogw
 	slot    *lock.Slot
 	offline bool              // a post found BlobHub unreachable: journal only until the end
 	unread  bool              // the last read of the thread stopped at its bound
@@ -73,6 +72,7 @@ func (a *activation) load() error {
 	if err != nil {
 		return exitErr(CodeStateTreeInvalid, "cannot open the emission journal: %v", err)
 	}
+	a.j.secrets = a.r.Setup.Secrets
 	a.restorePrompt()
 	// A state tree bhw-run cannot use is the machine's fault (78), never a
 	// failed thread (1).
@@ -83,7 +83,8 @@ func (a *activation) load() error {
 	if err != nil {
 		return exitErr(CodeStateTreeInvalid, "cannot open thread.log: %v; fix the state tree", err)
 	}
-	a.tlog = agent.NewLog(&redactor{w: a.tfile, secrets: a.r.Secrets})
+	a.tlogw = a.r.Setup.Secrets.Writer(a.tfile)
+	a.tlog = agent.NewLog(a.tlogw)
 	id, err := LoadIdentity(a.r.Setup.StateDir)
 	if err != nil {
 		return err
@@ -126,6 +127,7 @@ func (a *activation) close() {
 		_ = a.j.closeFile()
 	}
 	if a.tfile != nil {
+		_ = a.tlogw.Flush()
 		_ = a.tfile.Close()
 	}
 }
@@ -462,36 +464,7 @@ func (a *activation) writeSectionLog(sum *Summary) {
 	defer f.Close()
 	rec := map[string]any{"time": now(), "event": "run", "pid": os.Getpid(), "summary": sum}
 	b, _ := json.Marshal(rec)
-	_, _ = f.Write(append(redact(b, a.r.Secrets), '\n'))
-}
-
-// redactor writes to w with every secret replaced by [REDACTED].
-type redactor struct {
-	w       io.Writer
-	secrets []string
-}
-
-func (r *redactor) Write(p []byte) (int, error) {
-	_, err := r.w.Write(redact(p, r.secrets))
-	return len(p), err
-}
-
-func redact(b []byte, secrets []string) []byte {
-	for _, s := range secrets {
-		if len(s) >= 4 {
-			b = bytes.ReplaceAll(b, []byte(s), []byte("[REDACTED]"))
-		}
-	}
-	return b
-}
-
-func redactString(s string, secrets []string) string {
-	for _, x := range secrets {
-		if len(x) >= 4 {
-			s = strings.ReplaceAll(s, x, "[REDACTED]")
-		}
-	}
-	return s
+	_, _ = f.Write(append(a.r.Setup.Secrets.Redact(b), '\n'))
 }
 
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }

@@ -36,6 +36,9 @@ type Options struct {
 	Home                    string // the user's home (tests override it)
 	// Adapters are the agents this build can run (main lists them).
 	Adapters []agent.Adapter
+	// Secrets collects every key Resolve reads; main passes the set its
+	// stdout and stderr write through. Nil: Resolve makes one.
+	Secrets *Secrets
 }
 
 // Config is config.yaml (the README's Configuration). Unknown keys are
@@ -121,6 +124,9 @@ type Setup struct {
 	Home      string // the user's home
 	// Adapters are the agents this build can run, from Options.
 	Adapters []agent.Adapter
+	// Secrets are the keys read while resolving (Options.Secrets), redacted
+	// from everything the run writes.
+	Secrets *Secrets
 }
 
 type credentialsFile struct {
@@ -140,8 +146,16 @@ func CredentialsPath(home string) string {
 	return filepath.Join(home, ".blobhub", "credentials.yaml")
 }
 
-// loadCredentials reads the shared credentials file; a missing file is empty.
-func loadCredentials(home string) (*credentialsFile, error) {
+// V1CredentialsPath is the credentials file of the Python blobhub-worker
+// (`api: {key, url}`); bhw-run reads it only to know its key as a secret.
+func V1CredentialsPath(home string) string {
+	return filepath.Join(home, ".blobhub-worker", "credentials.yaml")
+}
+
+// loadCredentials reads the shared credentials file; a missing file is
+// empty. Every key in it, of every profile, is added to sec before the file
+// is decoded, so not even a decoding error can show one.
+func loadCredentials(home string, sec *Secrets) (*credentialsFile, error) {
 	path := CredentialsPath(home)
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -158,11 +172,49 @@ func loadCredentials(home string) (*credentialsFile, error) {
 	if err != nil {
 		return nil, exitErr(CodeInvalidConfig, "cannot read %s: %v", path, err)
 	}
+	sec.Add(credentialKeys(b)...)
 	var c credentialsFile
 	if err := yaml.Unmarshal(b, &c); err != nil {
 		return nil, exitErr(CodeInvalidConfig, "%s is not valid YAML: %v", path, err)
 	}
 	return &c, nil
+}
+
+// credentialKeys are the values of every key, api_key or *_key entry of a
+// credentials file, at any depth and whatever the file's shape.
+func credentialKeys(b []byte) []string {
+	var doc any
+	if yaml.Unmarshal(b, &doc) != nil {
+		return nil
+	}
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if s, ok := e.(string); ok && (k == "key" || k == "api_key" || strings.HasSuffix(k, "_key")) {
+					out = append(out, s)
+				}
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(doc)
+	return out
+}
+
+// v1Keys are the keys of the v1 credentials file, when bhw-run can read it.
+func v1Keys(home string) []string {
+	b, err := os.ReadFile(V1CredentialsPath(home))
+	if err != nil {
+		return nil
+	}
+	return credentialKeys(b)
 }
 
 // Resolve turns flags, environment, credentials and config into a Setup
@@ -179,7 +231,12 @@ func Resolve(o Options, alias string) (*Setup, error) {
 	if err := checkAdapters(o.Adapters); err != nil {
 		return nil, err
 	}
-	s := &Setup{Home: home, Adapters: o.Adapters}
+	s := &Setup{Home: home, Adapters: o.Adapters, Secrets: o.Secrets}
+	if s.Secrets == nil {
+		s.Secrets = NewSecrets()
+	}
+	s.Secrets.Add(o.APIKey)
+	s.Secrets.Add(v1Keys(home)...)
 	// 1. Profile, API key and URL.
 	u, err := s.resolveAPI(o)
 	if err != nil {
@@ -199,7 +256,7 @@ func Resolve(o Options, alias string) (*Setup, error) {
 // resolveAPI picks the profile and, flag over profile over default, the API
 // key and URL; a URL other than file:// needs a key.
 func (s *Setup) resolveAPI(o Options) (*url.URL, error) {
-	creds, err := loadCredentials(s.Home)
+	creds, err := loadCredentials(s.Home, s.Secrets)
 	if err != nil {
 		return nil, err
 	}
@@ -469,7 +526,7 @@ func PersonKey(s *Setup, as string) (string, error) {
 	if as == "" {
 		return s.APIKey, nil
 	}
-	creds, err := loadCredentials(s.Home)
+	creds, err := loadCredentials(s.Home, s.Secrets)
 	if err != nil {
 		return "", err
 	}

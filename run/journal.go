@@ -31,6 +31,9 @@ type journal struct {
 	// resolutions maps a prompt's item id to the emission id of its
 	// pending_prompt_resolved, so a prompt is resolved once (resolution).
 	resolutions map[string]string
+	// secrets are redacted from every item as it is journaled (write), so
+	// what is posted is what the journal holds.
+	secrets *Secrets
 }
 
 type postedInfo struct{ ItemID, CreatedAt string }
@@ -212,6 +215,11 @@ func (j *journal) drop(id string) error {
 func (j *journal) pending() []*emission { return append([]*emission(nil), j.open...) }
 
 func (j *journal) write(rec journalRecord) error {
+	if e := rec.Emission; e != nil && e.Kind != kindArtifact {
+		// In place: the caller posts this emission. An artifact intent is
+		// bhw-run's own record of a path to upload, never posted.
+		e.Item = j.secrets.Item(e.Item)
+	}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err

@@ -357,5 +357,5 @@ func (r *Runner) appendSectionLog(rec map[string]any) {
 	defer f.Close()
 	rec["time"], rec["pid"] = now(), os.Getpid()
 	b, _ := json.Marshal(rec)
-	_, _ = f.Write(append(redact(b, r.Secrets), '\n'))
+	_, _ = f.Write(append(r.Setup.Secrets.Redact(b), '\n'))
 }

@@ -18,31 +18,15 @@ import (
 // is journaled, written to thread.log, then posted.
 func (a *activation) emit(it agent.Item) *emission {
 	a.mu.Lock()
-	it.Brief = redactString(it.Brief, a.r.Secrets)
-	it.Meta = redactMeta(it.Meta, a.r.Secrets)
 	e, err := a.j.add(a.alias, it, "")
 	a.mu.Unlock()
 	if err != nil {
 		a.log.Error("cannot journal an item; it is lost to the thread", "error", err, "type", it.Type())
 		return nil
 	}
-	a.logf("emit %s %s %s", e.ID, it.Type(), mustJSON(it.Meta))
+	a.logf("emit %s %s %s", e.ID, e.Item.Type(), mustJSON(e.Item.Meta))
 	a.post(context.Background(), e)
 	return e
-}
-
-func redactMeta(m map[string]any, secrets []string) map[string]any {
-	if len(secrets) == 0 {
-		return m
-	}
-	b := mustJSON(m)
-	r := redact(b, secrets)
-	if len(r) == len(b) && string(r) == string(b) {
-		return m
-	}
-	var out map[string]any
-	_ = json.Unmarshal(r, &out)
-	return out
 }
 
 // post sends one journaled emission, never blindly twice: an ambiguous

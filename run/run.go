@@ -41,7 +41,6 @@ type Runner struct {
 	OwnProcess bool
 	Environ    []string         // the environment the agent's is built from (default os.Environ)
 	Signals    <-chan os.Signal // SIGINT/SIGTERM, from main
-	Secrets    []string         // values redacted from every log and item
 }
 
 // Summary is the run's result: the --json object and section.log's record.
@@ -356,6 +355,9 @@ func (a *activation) failOrExit(ctx context.Context, err error) error {
 // fail writes local failed + error and journals thread_failed in one step,
 // then uploads failed and posts the item.
 func (a *activation) fail(ctx context.Context, te *agent.Error) error {
+	// The message may quote an envelope field; thread.yaml and the summary
+	// keep it too, so it is redacted here, not only in the item.
+	te = &agent.Error{Code: te.Code, Message: a.r.Setup.Secrets.String(te.Message)}
 	a.log.Error("thread failed", "code", te.Code, "error", te.Message)
 	a.t.Agent.State = envelope.StateFailed
 	a.t.Agent.Error.Set(te.Code, te.Message)
