@@ -100,20 +100,20 @@ func Parse(raw []byte) (*Envelope, error) {
 			if s, ok := st.(string); ok {
 				e.State = s
 			} else {
-				e.Bad["instance.state"] = "not a string"
+				e.Bad["instance.state"] = "not a string but " + kind(st)
 			}
 		}
 	}
 	if ws, ok := md["workspace"].(map[string]any); ok {
 		e.WorkFolder = e.str(ws, "work_folder", "workspace.work_folder")
 	} else if _, ok := md["workspace"]; ok {
-		e.Bad["workspace"] = "not a mapping"
+		e.Bad["workspace"] = "not a mapping but " + kind(md["workspace"])
 	}
 	if v, ok := md["agent"]; ok {
 		e.HasAgent = true
 		ag, isMap := v.(map[string]any)
 		if !isMap {
-			e.Bad["agent"] = "not a mapping"
+			e.Bad["agent"] = "not a mapping but " + kind(v)
 		}
 		e.Agent = Agent{
 			Type:        e.str(ag, "type", "agent.type"),
@@ -136,7 +136,7 @@ func Parse(raw []byte) (*Envelope, error) {
 	if v, ok := md["artifacts"]; ok && v != nil {
 		a, isMap := v.(map[string]any)
 		if !isMap {
-			e.Bad["artifacts"] = "not a mapping"
+			e.Bad["artifacts"] = "not a mapping but " + kind(v)
 		}
 		e.Artifacts = &Artifacts{Source: e.str(a, "source", "artifacts.source")}
 	}
@@ -150,9 +150,26 @@ func (e *Envelope) str(m map[string]any, key, path string) string {
 	}
 	s, ok := v.(string)
 	if !ok {
-		e.Bad[path] = fmt.Sprintf("not a string (%T)", v)
+		e.Bad[path] = "not a string but " + kind(v)
 	}
 	return s
+}
+
+// kind names a decoded JSON value's type for a message.
+func kind(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case string:
+		return "a string"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
 // WithState returns raw with only thread.metadata.instance.state replaced;

@@ -500,6 +500,15 @@ func TestBadEnvelope(t *testing.T) {
 		{"policy a string", env(set("policy", "allow everything")), nil, CodePolicyInvalid},
 		{"executable not allowed", env(set("agent.executable", "/bin/sh")), nil, CodeExecutableNotAllowed},
 		{"model starting with -", env(set("agent.model", "--dangerously-skip-permissions")), nil, agent.CodeAgentSpawnFailed},
+		// A wrongly typed field fails with its own code; it never falls back
+		// to the default (the machine's executable, model or effort).
+		{"executable a list", env(set("agent.executable", []any{"/bin/sh"})), nil, CodeExecutableNotAllowed},
+		{"executable a number", env(set("agent.executable", 1)), nil, CodeExecutableNotAllowed},
+		{"model a list", env(set("agent.model", []any{"opus"})), nil, agent.CodeAgentSpawnFailed},
+		{"model a number", env(set("agent.model", 4)), nil, agent.CodeAgentSpawnFailed},
+		{"effort a mapping", env(set("agent.effort", map[string]any{"level": "high"})), nil, agent.CodeAgentSpawnFailed},
+		{"effort true", env(set("agent.effort", true)), nil, agent.CodeAgentSpawnFailed},
+		{"artifacts a string", env(func(md map[string]any) { md["artifacts"] = ".bhw/outbox" }), nil, CodeArtifactsSourceInvalid},
 		{"artifacts dot", env(set("artifacts.source", ".")), nil, CodeArtifactsSourceInvalid},
 		{"artifacts dotdot", env(set("artifacts.source", "../x")), nil, CodeArtifactsSourceInvalid},
 		{"artifacts unclean", env(set("artifacts.source", "a/../b")), nil, CodeArtifactsSourceInvalid},

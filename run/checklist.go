@@ -72,6 +72,11 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 	}
 	// 2. The agent type.
 	ad := r.Setup.adapter(agentType)
+	for _, f := range []string{"agent", "agent.type"} {
+		if why := env.Bad[f]; why != "" && fixed == nil {
+			return nil, agent.Errorf(CodeAgentTypeUnsupported, "%s is %s; set agent.type to %s", f, why, r.Setup.agentTypes())
+		}
+	}
 	if ad == nil {
 		return nil, agent.Errorf(CodeAgentTypeUnsupported, "agent.type %q is not supported; use %s", agentType, r.Setup.agentTypes())
 	}
@@ -105,7 +110,13 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 // checkWorkFolder is step 1: an absolute, existing, readable directory,
 // allowed on this machine. It returns the folder with symlinks resolved.
 func (r *Runner) checkWorkFolder(env *envelope.Envelope, wf string) (string, error) {
-	if env.Bad["workspace.work_folder"] != "" || !filepath.IsAbs(wf) {
+	if why := env.Bad["workspace"]; why != "" {
+		return "", agent.Errorf(CodeWorkFolderNotAbsolute, "workspace is %s; set workspace.work_folder to the checkout's absolute path", why)
+	}
+	if why := env.Bad["workspace.work_folder"]; why != "" {
+		return "", agent.Errorf(CodeWorkFolderNotAbsolute, "workspace.work_folder is %s; set it to the checkout's absolute path", why)
+	}
+	if !filepath.IsAbs(wf) {
 		return "", agent.Errorf(CodeWorkFolderNotAbsolute, "workspace.work_folder %q is not an absolute path; set it to the checkout's absolute path", wf)
 	}
 	fi, err := os.Stat(wf)
@@ -142,6 +153,16 @@ func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *AgentC
 	allow := ac.Executables
 	if len(allow) == 0 {
 		allow = []string{base}
+	}
+	// A wrongly typed field fails the thread: ignoring it would run the
+	// default instead of what the thread asked for.
+	if why := env.Bad["agent.executable"]; why != "" {
+		return agent.Errorf(CodeExecutableNotAllowed, "agent.executable is %s; name one of this machine's agents.%s.executables as a string, or remove it", why, res.Type)
+	}
+	for _, f := range []string{"agent.model", "agent.effort"} {
+		if why := env.Bad[f]; why != "" {
+			return agent.Errorf(agent.CodeAgentSpawnFailed, "%s is %s; give it as a string, or remove it for the machine's default", f, why)
+		}
 	}
 	exe := base
 	if env.Agent.Executable != "" {
@@ -184,8 +205,10 @@ func checkArtifactsSource(env *envelope.Envelope, real string) error {
 	if env.Artifacts == nil {
 		return nil
 	}
-	if env.Bad["artifacts.source"] != "" {
-		return agent.Errorf(CodeArtifactsSourceInvalid, "artifacts.source is not a string; use a relative subfolder such as .bhw/outbox")
+	for _, f := range []string{"artifacts", "artifacts.source"} {
+		if why := env.Bad[f]; why != "" {
+			return agent.Errorf(CodeArtifactsSourceInvalid, "%s is %s; set artifacts.source to a relative subfolder such as .bhw/outbox", f, why)
+		}
 	}
 	if err := outbox.CheckSource(real, env.Artifacts.Source); err != nil {
 		return agent.Errorf(CodeArtifactsSourceInvalid, "%v; use a relative subfolder such as .bhw/outbox", err)
