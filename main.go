@@ -52,7 +52,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	app := cl.app()
 	argv, err := reorderArgs(app, args)
 	if err != nil {
-		fmt.Fprintf(cl.stderr, "bhw-run: %v\n", err)
+		fmt.Fprintf(cl.stderr, "bhw-run: %s\n", shown(err.Error()))
 		return run.ExitUsage
 	}
 	err = app.RunContext(ctx, argv)
@@ -195,7 +195,7 @@ func (cl *cliState) before(c *cli.Context) error {
 	}
 	switch format {
 	case "text":
-		cl.log = slog.New(tint.NewTextHandler(cl.stderr, &tint.Options{Level: level, TimeFormat: time.Kitchen}))
+		cl.log = slog.New(tint.NewTextHandler(cl.stderr, &tint.Options{Level: level, TimeFormat: time.Kitchen, ReplaceAttr: escapeAttr}))
 	case "json":
 		cl.log = slog.New(slog.NewJSONHandler(cl.stderr, &slog.HandlerOptions{Level: level}))
 	default:
@@ -310,14 +310,14 @@ func (cl *cliState) ls(c *cli.Context) error {
 	switch {
 	case cl.jsonOut:
 		b, _ := json.Marshal(list)
-		fmt.Fprintln(w, string(b))
+		fmt.Fprintln(w, string(jsonShown(b)))
 	case c.Bool("print0"):
 		for _, l := range list {
 			fmt.Fprintf(w, "%s\x00", l.Alias)
 		}
 	default:
 		for _, l := range list {
-			fmt.Fprintf(w, "%s\t%s\n", l.Alias, l.State)
+			fmt.Fprintf(w, "%s\t%s\n", shown(l.Alias), shown(l.State))
 		}
 	}
 	return w.Flush()
@@ -333,7 +333,7 @@ func (cl *cliState) explain(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(cl.stdout, out)
+	fmt.Fprint(cl.stdout, shownText(out))
 	return nil
 }
 
@@ -366,20 +366,21 @@ func (cl *cliState) exit(err error) int {
 		code = run.ExitUsage
 	}
 	if err != nil {
-		fmt.Fprintf(cl.stderr, "bhw-run: %v\n", err)
+		// A message may quote the wire (an envelope field, a server's text).
+		fmt.Fprintf(cl.stderr, "bhw-run: %s\n", shown(err.Error()))
 	}
 	if s := cl.summary; s != nil {
 		if cl.jsonOut {
 			b, _ := json.Marshal(s)
-			fmt.Fprintln(cl.stdout, string(b))
+			fmt.Fprintln(cl.stdout, string(jsonShown(b)))
 		} else {
 			outcome := s.Outcome
 			if outcome == "" {
 				outcome = "error"
 			}
-			line := fmt.Sprintf("%s: %s (exit %d)", s.Alias, outcome, s.ExitCode)
+			line := fmt.Sprintf("%s: %s (exit %d)", shown(s.Alias), outcome, s.ExitCode)
 			if s.Error != nil && s.Error.Code != "" {
-				line += " " + s.Error.Code
+				line += " " + shown(s.Error.Code)
 			}
 			fmt.Fprintln(cl.stdout, line)
 		}

@@ -150,12 +150,12 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 	}
 	env, _ := envelope.Parse(obj.Value)
 	if !jsonOut && env != nil {
-		fmt.Fprintf(w, "thread %s: %s (agent %s, work folder %s)\n", alias, orNone(env.State), env.Agent.Type, env.WorkFolder)
+		fmt.Fprintf(w, "thread %s: %s (agent %s, work folder %s)\n", shown(alias), shown(orNone(env.State)), shown(env.Agent.Type), shown(env.WorkFolder))
 	}
 	show := func(it blobhub.Item) bool {
 		if jsonOut {
 			b, _ := json.Marshal(it)
-			fmt.Fprintln(w, string(b))
+			fmt.Fprintln(w, string(jsonShown(b)))
 		} else {
 			fmt.Fprintln(w, renderItem(it))
 		}
@@ -203,7 +203,8 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 // showLimits bounds `thread show` without --follow.
 var showLimits = blobhub.Limits{Items: 100000}
 
-// renderItem is one item for a person at a terminal.
+// renderItem is one item for a person at a terminal, its wire text
+// escaped (shown, shownText).
 func renderItem(it blobhub.Item) string {
 	var meta struct {
 		Type string `json:"type"`
@@ -225,7 +226,7 @@ func renderItem(it blobhub.Item) string {
 	if t, err := blobhub.ParseTime(it.CreatedAt); err == nil {
 		ts = t.Local().Format("15:04:05")
 	}
-	body := strings.Join(text, "\n")
+	body := shownText(strings.Join(text, "\n"))
 	body = strings.ReplaceAll(body, "\n", "\n    ")
-	return fmt.Sprintf("%s [%s] %s", ts, who, body)
+	return fmt.Sprintf("%s [%s] %s", shown(ts), shown(who), body)
 }

@@ -35,7 +35,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 						if err := threadNew(ctx, bh, alias, o); err != nil {
 							return err
 						}
-						fmt.Fprintf(cl.stdout, "thread %s handed off (pending); run `bhw-run %s`\n", alias, alias)
+						fmt.Fprintf(cl.stdout, "thread %s handed off (pending); run `bhw-run %s`\n", shown(alias), shown(alias))
 						return nil
 					})
 				},
@@ -47,7 +47,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 					return cl.person(c, 2, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
 						it, err := threadPost(ctx, bh, alias, c.Args().Get(1))
 						if err == nil {
-							fmt.Fprintf(cl.stdout, "posted %s to %s\n", it.ID, alias)
+							fmt.Fprintf(cl.stdout, "posted %s to %s\n", shown(it.ID), shown(alias))
 						}
 						return err
 					})
@@ -74,7 +74,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
 						from, err := threadSetState(ctx, s, bh, alias, "completed")
 						if err == nil {
-							fmt.Fprintf(cl.stdout, "thread %s: %s → completed; the next run stops it\n", alias, from)
+							fmt.Fprintf(cl.stdout, "thread %s: %s → completed; the next run stops it\n", shown(alias), shown(orNone(from)))
 						}
 						return err
 					})
@@ -87,7 +87,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
 						from, err := threadSetState(ctx, s, bh, alias, "pending")
 						if err == nil {
-							fmt.Fprintf(cl.stdout, "thread %s: %s → pending; the next run activates it\n", alias, from)
+							fmt.Fprintf(cl.stdout, "thread %s: %s → pending; the next run activates it\n", shown(alias), shown(orNone(from)))
 						}
 						return err
 					})

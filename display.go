@@ -1,0 +1,100 @@
+package main
+
+// What a person reads at a terminal: wire text (items, envelopes, aliases,
+// error messages that quote them) is printed with its control characters
+// escaped, so an item cannot write to the clipboard (OSC 52), clear the
+// screen or forge a line. --json stays the same JSON (jsonShown only
+// spells DEL and the C1 controls, which encoding/json leaves raw, as
+// \u escapes), and --print0 stays exact.
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"unicode/utf8"
+)
+
+// shown is one field of a human line: every control character escaped, a
+// newline and a tab included.
+func shown(s string) string { return escapeControls(s, false) }
+
+// shownText is text of several lines: newlines and tabs kept, every other
+// control character escaped.
+func shownText(s string) string { return escapeControls(s, true) }
+
+// escapeControls writes the C0 controls (ESC among them), DEL and the C1
+// controls as \xNN or \u00NN, and a byte that is not UTF-8 as \xNN; keep
+// leaves \n and \t as they are.
+func escapeControls(s string, keep bool) string {
+	clean := true
+	for i := 0; i < len(s) && clean; {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		clean = !control(r, n, keep)
+		i += n
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case control(r, n, keep) && r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case control(r, n, keep):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// jsonShown is encoded JSON with DEL and the C1 controls written as \u
+// escapes: the same JSON value, and nothing a terminal acts on (encoding/json
+// already escapes the C0 controls). They can only stand inside strings.
+func jsonShown(b []byte) []byte {
+	s := string(b)
+	if !strings.ContainsFunc(s, func(r rune) bool { return r == 0x7f || (r >= 0x80 && r < 0xa0) }) {
+		return b
+	}
+	var out strings.Builder
+	for _, r := range s {
+		if r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			fmt.Fprintf(&out, `\u%04x`, r)
+			continue
+		}
+		out.WriteRune(r)
+	}
+	return []byte(out.String())
+}
+
+func control(r rune, n int, keep bool) bool {
+	switch {
+	case r == utf8.RuneError && n == 1:
+		return true
+	case keep && (r == '\n' || r == '\t'):
+		return false
+	}
+	return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0)
+}
+
+// escapeAttr is the text log handler's ReplaceAttr: on a terminal the
+// records (the message and every string or error value, which may quote
+// the wire) are escaped as shown.
+func escapeAttr(_ []string, a slog.Attr) slog.Attr {
+	switch v := a.Value; v.Kind() {
+	case slog.KindString:
+		if s := v.String(); shown(s) != s {
+			a.Value = slog.StringValue(shown(s))
+		}
+	case slog.KindAny:
+		if err, ok := v.Any().(error); ok && shown(err.Error()) != err.Error() {
+			a.Value = slog.StringValue(shown(err.Error()))
+		}
+	}
+	return a
+}
