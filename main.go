@@ -19,6 +19,7 @@ import (
 
 	"github.com/lmittmann/tint"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/blobhub/bhw-run/agent"
@@ -35,6 +36,11 @@ var version = "dev"
 var adapters = []agent.Adapter{claude.Adapter, codex.Adapter}
 
 func main() {
+	// Not dumpable, first: a process of the same user (an agent's tool) can
+	// then read neither /proc/<pid>/environ, where BLOBHUB_API_KEY is, nor
+	// bhw-run's memory, nor ptrace it. The agents bhw-run starts are
+	// dumpable again (execve resets it). Root's readers are not held back.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	os.Exit(Main(os.Args, os.Stdout, os.Stderr))
 }
 
