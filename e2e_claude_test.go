@@ -681,3 +681,65 @@ func writeFile(t testing.TB, p, content string) {
 		t.Fatal(err)
 	}
 }
+
+// A CLAUDE.md that is a link to a file outside the work folder — any file
+// the user can read — never reaches the model: bhw-run skips it with a
+// status item. A link that stays inside (CLAUDE.md → docs/RULES.md, as
+// repositories sharing AGENTS.md do) is passed on.
+func TestE2EClaudeMDLinkOutsideNotSent(t *testing.T) {
+	e := newClaudeE2E(t, claudetest.Text("ok"))
+	const marker = "OUTSIDE-FILE-TEXT-6620"
+	outside := filepath.Join(e.root, "private", "notes.txt")
+	if err := os.MkdirAll(filepath.Dir(outside), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(outside, []byte(marker+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, e.path("CLAUDE.md")); err != nil {
+		t.Fatal(err)
+	}
+	const alias = "projects/p1/claude-md-outside"
+	e.handOff(alias, claudeType, "approval", "hi")
+	e.activate(alias, 0, run.OutcomeTurnCompleted)
+	for i, r := range e.model.Requests() {
+		if strings.Contains(string(r.Body), marker) {
+			t.Fatalf("request %d to the model holds the outside file's text", i)
+		}
+	}
+	skipped := 0
+	for _, it := range e.itemsOfType(alias, "status") {
+		if m := meta(t, it); m.Status["token"] == "instructions_skipped" && m.Status["path"] == "CLAUDE.md" {
+			skipped++
+		}
+	}
+	if skipped != 1 {
+		t.Fatalf("%d instructions_skipped status items, want 1: %v", skipped, e.itemTypes(alias))
+	}
+
+	// A link inside the work folder is read through and passed on (to a new
+	// session: a resumed one keeps the system prompt it started with).
+	const rule = "PROJECT-RULE-5518: answer in French"
+	if err := os.MkdirAll(e.path("docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.path("docs/RULES.md"), []byte(rule+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(e.path("CLAUDE.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("docs/RULES.md", e.path("CLAUDE.md")); err != nil {
+		t.Fatal(err)
+	}
+	const inside = "projects/p1/claude-md-inside"
+	e.handOff(inside, claudeType, "approval", "hi")
+	e.model.Push(claudetest.Text("d'accord"))
+	e.activate(inside, 0, run.OutcomeTurnCompleted)
+	if !strings.Contains(string(e.lastRequest().System), rule) {
+		t.Fatalf("the inside link's text is not in the system prompt: %s", e.lastRequest().System)
+	}
+	if n := len(e.itemsOfType(inside, "status")); n != 0 {
+		t.Fatalf("%d status items for a CLAUDE.md inside the work folder", n)
+	}
+}

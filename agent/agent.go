@@ -64,6 +64,15 @@ type Adapter struct {
 	// and input as the agent would send them. Nil: a call named after the
 	// effect.
 	Describe func(effect string, target policy.Target) policy.Call
+	// Instructions names the work folder's file of project instructions
+	// that the agent reads by itself under its stock launch but not under
+	// its gated one (approval, guarded): Claude Code's CLAUDE.md, which
+	// --setting-sources= drops. For those postures run reads it — through
+	// links only while they stay inside the work folder, so a link cannot
+	// put any file the user can read in front of the model — and hands the
+	// bytes it checked to Start as Launch.Instructions, never the path,
+	// which the agent would open again later. Empty: none.
+	Instructions string
 	// Options decodes and validates the adapter's own keys under
 	// agents.<type> (Codex's sandbox, say). raw holds every key but the
 	// common ones; the error names the key to fix. What it returns reaches
@@ -109,6 +118,10 @@ type Launch struct {
 	Home string
 	// Options is what Adapter.Options made of agents.<type>; nil without.
 	Options any
+	// Instructions is the file Adapter.Instructions names, as run read it
+	// under approval and guarded; nil when there is none or run skipped it.
+	// The adapter gives the agent a copy of these bytes.
+	Instructions []byte
 	// Log is the thread's thread.log (secrets redacted). A nil Log discards.
 	Log    *Log
 	Logger *slog.Logger

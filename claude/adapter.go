@@ -17,6 +17,7 @@ var Adapter = agent.Adapter{
 	EnvPrefixes:   []string{"ANTHROPIC_", "CLAUDE_"},
 	HomeDirs:      []string{".claude"},
 	HostSessionID: true,
+	Instructions:  "CLAUDE.md",
 	Describe:      describe,
 	Start:         agent.StartFunc(Start),
 }

@@ -39,6 +39,10 @@ type Session struct {
 	wmu    sync.Mutex // numbers control requests
 	reqSeq int
 
+	// instructions is the folder of the private copy of CLAUDE.md the CLI
+	// was given ("" for none); Close removes it.
+	instructions string
+
 	mu          sync.Mutex
 	sessionID   string
 	sawInit     bool
@@ -50,28 +54,63 @@ type Session struct {
 // CLI prints system/init only after the first user message, so Start does
 // not wait for it. Launch failures are *agent.Error AGENT_SPAWN_FAILED.
 func Start(ctx context.Context, l agent.Launch) (*Session, error) {
-	args, env, err := command(l)
-	if err != nil {
-		return nil, err
-	}
 	s := &Session{TurnGrace: DefaultTurnGrace, l: l, logger: l.Logger, sessionID: l.SessionID}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
-	s.p, err = proc.Start(proc.Config{Path: l.Executable, Args: args, Dir: l.WorkFolder, Env: env,
-		Log: l.Log, MaxLine: l.MaxLine, KillGrace: l.KillGrace})
+	md, err := s.copyInstructions()
 	if err != nil {
-		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "claude: start %s: %v", l.Executable, err)
+		return nil, err
+	}
+	args, env, err := command(l, md)
+	if err == nil {
+		s.p, err = proc.Start(proc.Config{Path: l.Executable, Args: args, Dir: l.WorkFolder, Env: env,
+			Log: l.Log, MaxLine: l.MaxLine, KillGrace: l.KillGrace})
+		if err != nil {
+			err = agent.Errorf(agent.CodeAgentSpawnFailed, "claude: start %s: %v", l.Executable, err)
+		}
+	}
+	if err != nil {
+		s.removeInstructions()
+		return nil, err
 	}
 	s.ExitWait, s.KillGrace = s.p.StdinGrace, s.p.KillGrace
 	s.logger.Info("claude started", "pid", s.p.Pid(), "session_id", l.SessionID, "resume", l.Resume)
 	return s, nil
 }
 
+// copyInstructions writes Launch.Instructions, the CLAUDE.md run read and
+// checked, to a private file for --append-system-prompt-file, so the CLI
+// reads exactly those bytes: given the work folder's path it would open it
+// again later, when it may be a link to anything. It lives as long as the
+// session (Close removes it). It returns the file's path, "" for none.
+func (s *Session) copyInstructions() (string, error) {
+	if s.l.Instructions == nil || s.l.Permissions == "autonomous" {
+		return "", nil
+	}
+	dir, err := os.MkdirTemp("", "bhw-claude-md-")
+	if err == nil {
+		s.instructions = dir
+		err = os.WriteFile(filepath.Join(dir, "CLAUDE.md"), s.l.Instructions, 0o600)
+	}
+	if err != nil {
+		s.removeInstructions()
+		return "", agent.Errorf(agent.CodeAgentSpawnFailed, "claude: cannot copy CLAUDE.md for the agent: %v; check TMPDIR", err)
+	}
+	return filepath.Join(dir, "CLAUDE.md"), nil
+}
+
+func (s *Session) removeInstructions() {
+	if s.instructions != "" {
+		_ = os.RemoveAll(s.instructions)
+		s.instructions = ""
+	}
+}
+
 // command builds argv and env (docs/agents.md, Claude Code launch),
-// refusing unsafe values before
-// anything is spawned.
-func command(l agent.Launch) (args, env []string, err error) {
+// refusing unsafe values before anything is spawned. md is the private
+// copy of CLAUDE.md to append to the system prompt ("" for none).
+func command(l agent.Launch, md string) (args, env []string, err error) {
 	if l.Executable == "" {
 		return nil, nil, agent.Errorf(agent.CodeAgentSpawnFailed, "claude: no executable given")
 	}
@@ -114,20 +153,15 @@ func command(l agent.Launch) (args, env []string, err error) {
 		// No settings file, hook or .mcp.json may approve a call before the
 		// gate sees it: with the stock launch the user and local settings,
 		// hooks and .mcp.json servers all can (measured on 2.1.332).
-		// CLAUDE.md is passed explicitly below because this drops it too.
+		// CLAUDE.md is passed explicitly below (run's checked copy) because
+		// this drops it too.
 		args = append(args, "--permission-mode=default", "--setting-sources=")
 	default:
 		return nil, nil, agent.Errorf(agent.CodeAgentSpawnFailed, "claude: unknown permissions %q; want autonomous, guarded or approval", l.Permissions)
 	}
-	if l.WorkFolder != "" {
-		md := filepath.Join(l.WorkFolder, "CLAUDE.md")
-		if abs, err := filepath.Abs(md); err == nil {
-			md = abs
-		}
-		if st, err := os.Stat(md); err == nil && st.Mode().IsRegular() {
-			if err := flag("append-system-prompt-file", md); err != nil {
-				return nil, nil, err
-			}
+	if md != "" && l.Permissions != "autonomous" {
+		if err := flag("append-system-prompt-file", md); err != nil {
+			return nil, nil, err
 		}
 	}
 	for _, a := range l.ExtraArgs {
@@ -196,7 +230,9 @@ func (s *Session) Interrupt() error {
 // once); pass a fresh cleanup context, not the cancelled run context.
 func (s *Session) Close(ctx context.Context) error {
 	s.p.StdinGrace, s.p.KillGrace = s.ExitWait, s.KillGrace
-	return s.p.Close(ctx)
+	err := s.p.Close(ctx)
+	s.removeInstructions()
+	return err
 }
 
 func (s *Session) writeJSON(v any) error {

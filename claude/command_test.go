@@ -15,29 +15,32 @@ var base = []string{"-p", "--input-format", "stream-json", "--output-format", "s
 	"--permission-prompt-tool", "stdio", "--strict-mcp-config"}
 
 func TestCommand(t *testing.T) {
+	// The work folder's own CLAUDE.md is never named on argv: only the
+	// private copy of what run checked is.
 	work := t.TempDir()
-	withMD := t.TempDir()
-	if err := os.WriteFile(filepath.Join(withMD, "CLAUDE.md"), []byte("x"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(work, "CLAUDE.md"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	const copied = "/tmp/bhw-claude-md-1/CLAUDE.md"
 	for _, c := range []struct {
 		name    string
 		l       agent.Launch
+		md      string
 		args    []string
 		sandbox bool
 	}{
-		{"autonomous new", agent.Launch{SessionID: "s1", Permissions: "autonomous", WorkFolder: work},
+		{"autonomous new", agent.Launch{SessionID: "s1", Permissions: "autonomous", WorkFolder: work}, copied,
 			[]string{"--session-id=s1", "--permission-mode=bypassPermissions"}, true},
 		{"approval resume model effort extra", agent.Launch{SessionID: "s1", Resume: true, Model: "opus", Effort: "high",
-			Permissions: "approval", WorkFolder: work, ExtraArgs: []string{"--max-turns", "5"}},
+			Permissions: "approval", WorkFolder: work, ExtraArgs: []string{"--max-turns", "5"}}, "",
 			[]string{"--resume=s1", "--model=opus", "--effort=high", "--permission-mode=default", "--setting-sources=", "--max-turns", "5"}, false},
-		{"guarded with CLAUDE.md", agent.Launch{SessionID: "s1", Permissions: "guarded", WorkFolder: withMD},
+		{"guarded with CLAUDE.md", agent.Launch{SessionID: "s1", Permissions: "guarded", WorkFolder: work}, copied,
 			[]string{"--session-id=s1", "--permission-mode=default", "--setting-sources=",
-				"--append-system-prompt-file=" + filepath.Join(withMD, "CLAUDE.md")}, false},
+				"--append-system-prompt-file=" + copied}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.l.Executable, c.l.Env = "/bin/claude", []string{"PATH=/bin"}
-			args, env, err := command(c.l)
+			args, env, err := command(c.l, c.md)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +68,7 @@ func TestCommandRefusesBadValues(t *testing.T) {
 		{SessionID: "s", Permissions: "approval", ExtraArgs: []string{"a\tb"}},
 	} {
 		l.Executable = "/bin/claude"
-		_, _, err := command(l)
+		_, _, err := command(l, "")
 		var e *agent.Error
 		if !errors.As(err, &e) || e.Code != agent.CodeAgentSpawnFailed {
 			t.Errorf("%+v: err = %v, want AGENT_SPAWN_FAILED", l, err)

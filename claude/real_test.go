@@ -4,6 +4,7 @@ package claude_test
 // with claudetest.ModelServer as the model.
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -223,19 +224,62 @@ func TestRealLocalSettingsDoNotApprove(t *testing.T) {
 }
 
 // CLAUDE.md reaches the model through --append-system-prompt-file even
-// though --setting-sources= drops it.
+// though --setting-sources= drops it: the bytes run checked
+// (Launch.Instructions), not what the work folder's CLAUDE.md says when
+// the CLI starts, and the private copy is gone after Close.
 func TestRealClaudeMDAppended(t *testing.T) {
 	e := newEnv(t, claudetest.Text("ok"))
-	if err := os.WriteFile(filepath.Join(e.work, "CLAUDE.md"), []byte("PROJECT-RULE-7731: be brief\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(e.work, "CLAUDE.md"), []byte("SWAPPED-IN-8812\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	l, log := e.launch("guarded", newUUID(), false)
+	l.Instructions = []byte("PROJECT-RULE-7731: be brief\n")
 	s := start(t, l)
+	copies, _ := filepath.Glob(filepath.Join(tmp, "bhw-claude-md-*", "CLAUDE.md"))
+	if len(copies) != 1 {
+		t.Fatalf("private copies %v, want one", copies)
+	}
+	if fi, err := os.Stat(filepath.Dir(copies[0])); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the copy's folder: %v %v, want mode 0700", fi.Mode(), err)
+	}
 	if res := turn(t, s, "hi", &recorder{}); res.Outcome != agent.TurnCompleted {
 		t.Fatalf("result = %+v\n%s", res, log)
 	}
-	if !strings.Contains(string(e.model.Requests()[0].System), "PROJECT-RULE-7731") {
-		t.Fatalf("CLAUDE.md not in the system prompt")
+	sys := string(e.model.Requests()[0].System)
+	if !strings.Contains(sys, "PROJECT-RULE-7731") || strings.Contains(sys, "SWAPPED-IN-8812") {
+		t.Fatalf("the system prompt holds %q, want the checked CLAUDE.md and not the work folder's", sys)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(copies[0]); !os.IsNotExist(err) {
+		t.Fatalf("the private copy outlived the session: %v", err)
+	}
+}
+
+// A resumed session keeps the system prompt it started with: the
+// --append-system-prompt-file of a resume is not read, so a CLAUDE.md
+// changed (or skipped, or added) after the session began does not reach
+// the model until a new session starts.
+func TestRealResumeKeepsAppendedPrompt(t *testing.T) {
+	e := newEnv(t, claudetest.Text("one"), claudetest.Text("two"))
+	id := newUUID()
+	l, _ := e.launch("approval", id, false)
+	l.Instructions = []byte("FIRST-RULE-1001\n")
+	s := start(t, l)
+	turn(t, s, "hi", &recorder{})
+	closeSession(t, s)
+	l, _ = e.launch("approval", id, true)
+	l.Instructions = []byte("SECOND-RULE-2002\n")
+	s = start(t, l)
+	turn(t, s, "again", &recorder{})
+	reqs := e.model.Requests()
+	last := string(reqs[len(reqs)-1].System)
+	if !strings.Contains(last, "FIRST-RULE-1001") || strings.Contains(last, "SECOND-RULE-2002") {
+		t.Fatalf("the resumed request's system prompt: first %v second %v; the CLI changed how a resume reads --append-system-prompt-file",
+			strings.Contains(last, "FIRST-RULE-1001"), strings.Contains(last, "SECOND-RULE-2002"))
 	}
 }
 

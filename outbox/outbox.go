@@ -39,6 +39,7 @@ const (
 	ReasonNotRegular = "not a regular file"
 	ReasonTooDeep    = "too deep"
 	ReasonUnreadable = "unreadable"
+	ReasonOutside    = "a link out of the folder"
 )
 
 // File is one regular file of the outbox, hashed (and, by Read, read)
@@ -66,11 +67,14 @@ func (f File) EncodedData() string {
 	return base64.StdEncoding.EncodeToString(f.Data)
 }
 
-// Skip is a file Scan would not publish, and why.
+// Skip is a file Scan would not publish, and why. ReadInside returns one
+// as its error.
 type Skip struct {
 	Path   string
 	Reason string
 }
+
+func (s Skip) Error() string { return s.Path + ": " + s.Reason }
 
 // SourceError is a bad artifacts.source or an outbox that leaves the work
 // folder.
@@ -309,23 +313,77 @@ func Read(workFolder, source, rel string, maxBytes int64) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	parts := strings.Split(rel, "/")
-	for _, p := range parts[:len(parts)-1] {
-		next, err := unix.Openat(fd, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", rel, err)
-		}
-		fd = next
-	}
-	w := &walker{maxBytes: maxBytes, read: true}
-	f, skip, err := w.file(fd, parts[len(parts)-1], rel)
-	unix.Close(fd)
+	f, skip, err := readAt(fd, rel, rel, maxBytes)
 	switch {
 	case err != nil:
 		return nil, err
 	case skip != "":
 		return nil, fmt.Errorf("%s (%s): %w", rel, skip, ErrNotPublishable)
+	}
+	return f, nil
+}
+
+// readAt reads the file at the slash-separated path rel below the folder
+// open at fd (and closes fd): every folder on the way is opened with
+// O_NOFOLLOW, the file by walker.file, so a link anywhere is refused, not
+// followed. name is the file's Path in the result.
+func readAt(fd int, rel, name string, maxBytes int64) (*File, string, error) {
+	parts := strings.Split(rel, "/")
+	for _, p := range parts[:len(parts)-1] {
+		next, err := unix.Openat(fd, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			if r := reasonOf(err); r != ReasonUnreadable {
+				return nil, r, nil
+			}
+			return nil, "", fmt.Errorf("%s: %w", name, err)
+		}
+		fd = next
+	}
+	defer unix.Close(fd)
+	w := &walker{maxBytes: maxBytes, read: true}
+	return w.file(fd, parts[len(parts)-1], name)
+}
+
+// testHookReadInside, when set by a test, runs between ReadInside's
+// resolving of the links and its opens, where a swap would race them.
+var testHookReadInside func()
+
+// ReadInside reads the file name of folder (CLAUDE.md, say) for a reader
+// who must get nothing from outside folder. A link is followed only while
+// it stays inside folder: name's links are resolved, and a target outside
+// is refused (ReasonOutside). Then folder and every folder on the way to the
+// target are opened from folder's descriptor without following a link, so
+// a folder or file swapped for a link after the check is refused, not
+// followed; the file must be a regular file with one link of at most
+// maxBytes, as Read's. A file it will not read is a Skip error; a missing
+// one (a dangling link too) fs.ErrNotExist.
+func ReadInside(folder, name string, maxBytes int64) (*File, error) {
+	real, err := filepath.EvalSymlinks(folder)
+	if err != nil {
+		return nil, err
+	}
+	target, err := filepath.EvalSymlinks(filepath.Join(real, name))
+	if err != nil {
+		return nil, err
+	}
+	rel, err := filepath.Rel(real, target)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return nil, Skip{Path: name, Reason: ReasonOutside}
+	}
+	if testHookReadInside != nil {
+		testHookReadInside()
+	}
+	fd, err := unix.Open(real, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: real, Err: err}
+	}
+	f, skip, err := readAt(fd, filepath.ToSlash(rel), name, maxBytes)
+	switch {
+	case err != nil:
+		return nil, err
+	case skip != "":
+		return nil, Skip{Path: name, Reason: skip}
 	}
 	return f, nil
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -368,5 +369,89 @@ func TestScanParentLinkInside(t *testing.T) {
 	files, _, err := Scan(work, "via/outbox", 1<<20, nil)
 	if err != nil || !slices.Equal(paths(files), []string{"a.txt"}) {
 		t.Fatalf("Scan = %v, %v", paths(files), err)
+	}
+}
+
+// TestReadInside: a file of the folder is read, through links that stay
+// inside; a link out, a hard link, a FIFO, a folder and a file too large are
+// refused with their reason; a missing file and a dangling link are
+// fs.ErrNotExist.
+func TestReadInside(t *testing.T) {
+	work, outside := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(outside, "secret"), "outside text")
+	write(t, filepath.Join(work, "docs", "RULES.md"), "rules")
+	write(t, filepath.Join(work, "big.md"), "0123456789ab")
+	link := func(target, name string) {
+		t.Helper()
+		if err := os.Symlink(target, filepath.Join(work, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link("docs/RULES.md", "inside.md")
+	link(filepath.Join(outside, "secret"), "out.md")
+	link("../"+filepath.Base(outside)+"/secret", "relout.md")
+	link("docs", "viadir")
+	link(outside, "outdir")
+	link(filepath.Join(outside, "missing"), "dangling.md")
+	if err := os.Link(filepath.Join(outside, "secret"), filepath.Join(work, "hard.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := mkfifo(filepath.Join(work, "fifo.md")); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"docs/RULES.md": "rules", "inside.md": "rules", "viadir/RULES.md": "rules"} {
+		f, err := ReadInside(work, name, 10)
+		if err != nil || string(f.Data) != want || f.Path != name {
+			t.Errorf("ReadInside(%s) = %+v, %v; want %q", name, f, err, want)
+		}
+	}
+	for name, reason := range map[string]string{"out.md": ReasonOutside, "relout.md": ReasonOutside, "outdir/secret": ReasonOutside,
+		"hard.md": ReasonHardlink, "fifo.md": ReasonNotRegular, "docs": ReasonNotRegular, "big.md": ReasonTooLarge} {
+		f, err := ReadInside(work, name, 10)
+		var skip Skip
+		if !errors.As(err, &skip) || skip.Reason != reason || f != nil {
+			t.Errorf("ReadInside(%s) = %+v, %v; want the reason %q", name, f, err, reason)
+		}
+	}
+	for _, name := range []string{"gone.md", "dangling.md"} {
+		if _, err := ReadInside(work, name, 10); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("ReadInside(%s): %v, want fs.ErrNotExist", name, err)
+		}
+	}
+}
+
+// A file swapped for a link out after ReadInside resolved it, or a folder
+// on the way swapped so: the open refuses the link instead of following it.
+func TestReadInsideSwappedAfterCheck(t *testing.T) {
+	for _, swap := range []string{"CLAUDE.md", "docs"} {
+		work, outside := t.TempDir(), t.TempDir()
+		write(t, filepath.Join(outside, "RULES.md"), "outside text")
+		write(t, filepath.Join(work, "docs", "RULES.md"), "rules")
+		if err := os.Symlink("docs/RULES.md", filepath.Join(work, "CLAUDE.md")); err != nil {
+			t.Fatal(err)
+		}
+		target := filepath.Join(work, "docs", "RULES.md")
+		if swap == "docs" {
+			target = filepath.Join(work, "docs")
+		}
+		testHookReadInside = func() {
+			if err := os.RemoveAll(target); err != nil {
+				t.Fatal(err)
+			}
+			to := filepath.Join(outside, "RULES.md")
+			if swap == "docs" {
+				to = outside
+			}
+			if err := os.Symlink(to, target); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f, err := ReadInside(work, "CLAUDE.md", 1<<20)
+		testHookReadInside = nil
+		// O_NOFOLLOW|O_DIRECTORY on a link is ENOTDIR: "not a regular file".
+		var skip Skip
+		if !errors.As(err, &skip) || (skip.Reason != ReasonSymlink && skip.Reason != ReasonNotRegular) || f != nil {
+			t.Errorf("%s swapped: ReadInside = %+v, %v; want the link refused", swap, f, err)
+		}
 	}
 }

@@ -47,7 +47,10 @@ type activation struct {
 
 	instanceID    string
 	failedThisRun bool
-	hurry         chan struct{} // closed on a second signal
+	// instructionsNoted: the status item saying the instructions file was
+	// skipped is posted (once per run, whatever the agent starts).
+	instructionsNoted bool
+	hurry             chan struct{} // closed on a second signal
 }
 
 // load reads thread.yaml, the journal and identity.yaml.

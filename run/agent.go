@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -130,6 +132,7 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 	}
 	l := a.r.launch(res, t.Workspace.WorkFolder)
 	l.SessionID, l.Resume, l.Log, l.Logger = t.Agent.AgentSessionID, resume, a.tlog, a.log
+	l.Instructions = a.instructions(res, l.WorkFolder)
 	sess, err = res.adapter.Start(ctx, l)
 	if err != nil {
 		return nil, nil, err
@@ -188,4 +191,42 @@ func (a *activation) closeAgent(ctx context.Context, sess agent.Session) {
 	a.t.Agent.Process = nil
 	_ = a.saveLocked()
 	a.mu.Unlock()
+}
+
+// maxInstructions bounds the instructions file run reads for the agent.
+const maxInstructions = 1 << 20
+
+// instructions reads the adapter's instructions file (CLAUDE.md) of the
+// work folder for a gated posture, through outbox.ReadInside: a link is
+// followed only while it stays inside the work folder, so a CLAUDE.md
+// linked to a file outside — any file the user can read — never reaches
+// the model. A file it will not pass on gets one status item per run
+// saying why; a missing one is nothing.
+func (a *activation) instructions(res *resolved, workFolder string) []byte {
+	name := res.adapter.Instructions
+	if name == "" || res.Permissions == PermAutonomous {
+		return nil
+	}
+	f, err := outbox.ReadInside(workFolder, name, maxInstructions)
+	if err == nil {
+		return f.Data
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	why := err.Error()
+	var skip outbox.Skip
+	if errors.As(err, &skip) {
+		why = skip.Reason
+		if why == outbox.ReasonTooLarge {
+			why = fmt.Sprintf("larger than %d bytes", maxInstructions)
+		}
+	}
+	a.log.Warn("not passing the work folder's instructions to the agent", "path", name, "reason", why)
+	if !a.instructionsNoted {
+		a.instructionsNoted = true
+		a.emit(agent.StatusItem("instructions_skipped", fmt.Sprintf("%s was not passed to the agent: %s", name, why),
+			map[string]any{"path": name, "reason": why}))
+	}
+	return nil
 }
