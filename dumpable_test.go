@@ -36,7 +36,11 @@ func TestEnvironNotReadableBySameUser(t *testing.T) {
 
 	// Everything the user runs lies in a folder it can read: the binary,
 	// HOME and the state tree.
-	root, err := os.MkdirTemp("", "bhw-dumpable-")
+	base := os.TempDir()
+	if os.Geteuid() == 0 && !traversable(base) {
+		base = "/tmp" // sticky and open to every user
+	}
+	root, err := os.MkdirTemp(base, "bhw-dumpable-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,17 +83,25 @@ func TestEnvironNotReadableBySameUser(t *testing.T) {
 		})
 		return cmd
 	}
+	cat, err := exec.LookPath("cat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
 	// read is `cat /proc/<pid>/environ` as the same user.
 	read := func(pid int) (string, error) {
 		t.Helper()
-		cmd := exec.Command("/bin/cat", fmt.Sprintf("/proc/%d/environ", pid))
+		cmd := exec.Command(cat, fmt.Sprintf("/proc/%d/environ", pid))
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
 
 	// The reader works: a process of the user that did not protect itself.
-	plain := start("/bin/sleep", "300")
+	plain := start(sleep, "300")
 	if out, err := read(plain.Process.Pid); err != nil || !strings.Contains(out, key) {
 		t.Fatalf("the reader cannot read an unprotected process of the same user (%v: %q); the test proves nothing", err, out)
 	}
@@ -121,5 +133,18 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 	}
 	if err := dst.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// traversable reports whether every user may walk down to dir.
+func traversable(dir string) bool {
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
 	}
 }

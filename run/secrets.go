@@ -158,7 +158,10 @@ func (sw *SecretWriter) Write(p []byte) (int, error) {
 		_, err := sw.w.Write(p)
 		return len(p), err
 	}
-	buf := append(sw.held, p...)
+	buf := p
+	if len(sw.held) > 0 {
+		buf = append(sw.held, p...)
+	}
 	keep := heldTail(buf, vals)
 	out := sw.s.Redact(buf[:len(buf)-keep])
 	sw.held = append([]byte(nil), buf[len(buf)-keep:]...)
