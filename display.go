@@ -84,16 +84,16 @@ func control(r rune, n int, keep bool) bool {
 
 // escapeAttr is the text log handler's ReplaceAttr: on a terminal the
 // records (the message and every string or error value, which may quote
-// the wire) are escaped as shown.
+// the wire) are escaped as shownText; tint quotes a value's newline itself.
 func escapeAttr(_ []string, a slog.Attr) slog.Attr {
 	switch v := a.Value; v.Kind() {
 	case slog.KindString:
-		if s := v.String(); shown(s) != s {
-			a.Value = slog.StringValue(shown(s))
+		if s := v.String(); shownText(s) != s {
+			a.Value = slog.StringValue(shownText(s))
 		}
 	case slog.KindAny:
-		if err, ok := v.Any().(error); ok && shown(err.Error()) != err.Error() {
-			a.Value = slog.StringValue(shown(err.Error()))
+		if err, ok := v.Any().(error); ok && shownText(err.Error()) != err.Error() {
+			a.Value = slog.StringValue(shownText(err.Error()))
 		}
 	}
 	return a

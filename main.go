@@ -58,7 +58,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	app := cl.app()
 	argv, err := reorderArgs(app, args)
 	if err != nil {
-		fmt.Fprintf(cl.stderr, "bhw-run: %s\n", shown(err.Error()))
+		fmt.Fprintf(cl.stderr, "bhw-run: %s\n", shownText(err.Error()))
 		return run.ExitUsage
 	}
 	err = app.RunContext(ctx, argv)
@@ -373,7 +373,7 @@ func (cl *cliState) exit(err error) int {
 	}
 	if err != nil {
 		// A message may quote the wire (an envelope field, a server's text).
-		fmt.Fprintf(cl.stderr, "bhw-run: %s\n", shown(err.Error()))
+		fmt.Fprintf(cl.stderr, "bhw-run: %s\n", shownText(err.Error()))
 	}
 	if s := cl.summary; s != nil {
 		if cl.jsonOut {
