@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -200,8 +198,8 @@ func LoadThread(path string) (*Thread, error) {
 		return nil, err
 	}
 	var t Thread
-	if err := yaml.Unmarshal(b, &t); err != nil {
-		return nil, fmt.Errorf("%s is not valid YAML: %w; fix or move it aside", path, err)
+	if err := DecodeYAML(b, &t, false); err != nil {
+		return nil, fmt.Errorf("%s %w; fix or move it aside", path, err)
 	}
 	return &t, nil
 }

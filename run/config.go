@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -174,8 +175,8 @@ func loadCredentials(home string, sec *Secrets) (*credentialsFile, error) {
 	}
 	sec.Add(credentialKeys(b)...)
 	var c credentialsFile
-	if err := yaml.Unmarshal(b, &c); err != nil {
-		return nil, exitErr(CodeInvalidConfig, "%s is not valid YAML: %v", path, err)
+	if err := envelope.DecodeYAML(b, &c, false); err != nil {
+		return nil, exitErr(CodeInvalidConfig, "%s %v", path, err)
 	}
 	return &c, nil
 }

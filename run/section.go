@@ -75,21 +75,35 @@ func checkIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Ide
 	return id, nil
 }
 
-// SectionState is section.yaml.
+// SectionState is section.yaml, in the shape the blobhub-worker
+// documentation gives it (worker/session-agent-harness/filesystem): the
+// section as configured, the attachment with its error {code, message}
+// (both null while attached), and the session-event cursor
+// events.last_processed_at. bhw-run reads no session events, so it keeps
+// the cursor a daemon left and never moves it. instance_id is bhw-run's
+// own (stable per state tree); keys it does not know are kept.
 type SectionState struct {
-	Name       string       `yaml:"name"`
-	JobType    string       `yaml:"job_type"`
-	Session    SessionTuple `yaml:"session"`
-	Attachment struct {
-		Status     string `yaml:"status"`
-		AttachedAt string `yaml:"attached_at,omitempty"`
-		Error      *struct {
-			Code    string `yaml:"code"`
-			Message string `yaml:"message"`
-		} `yaml:"error,omitempty"`
-	} `yaml:"attachment"`
-	InstanceID string           `yaml:"instance_id"`
-	Events     []map[string]any `yaml:"events,omitempty"`
+	Name       string            `yaml:"name"`
+	JobType    string            `yaml:"job_type"`
+	Session    SessionTuple      `yaml:"session"`
+	Attachment SectionAttachment `yaml:"attachment"`
+	Events     SectionEvents     `yaml:"events"`
+	InstanceID string            `yaml:"instance_id"`
+	Extra      map[string]any    `yaml:",inline"`
+}
+
+// SectionAttachment is section.yaml's attachment block.
+type SectionAttachment struct {
+	Status     string               `yaml:"status"` // attached | refused
+	AttachedAt *string              `yaml:"attached_at"`
+	Error      envelope.ErrorRecord `yaml:"error"`
+	Extra      map[string]any       `yaml:",inline"`
+}
+
+// SectionEvents is section.yaml's events block.
+type SectionEvents struct {
+	LastProcessedAt *string        `yaml:"last_processed_at"`
+	Extra           map[string]any `yaml:",inline"`
 }
 
 // updateSection changes section.yaml under section.lock.
@@ -100,8 +114,8 @@ func updateSection(ctx context.Context, jobDir string, sec Section, fn func(*Sec
 		var st SectionState
 		old, err := os.ReadFile(path)
 		if err == nil {
-			if err := yaml.Unmarshal(old, &st); err != nil {
-				return exitErr(CodeStateTreeInvalid, "%s is not valid YAML: %v; fix or remove it", path, err)
+			if err := envelope.DecodeYAML(old, &st, false); err != nil {
+				return exitErr(CodeStateTreeInvalid, "%s %v; fix or remove it", path, err)
 			}
 		}
 		st.Name, st.JobType, st.Session = sec.Name, JobType, sec.Session
@@ -110,9 +124,6 @@ func updateSection(ctx context.Context, jobDir string, sec Section, fn func(*Sec
 		}
 		if fn != nil {
 			fn(&st)
-		}
-		if len(st.Events) > 50 {
-			st.Events = st.Events[len(st.Events)-50:]
 		}
 		b, _ := yaml.Marshal(&st)
 		out = st
@@ -201,10 +212,7 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 		e := exitErr(code, format, args...)
 		_, _ = updateSection(ctx, jobDir, sec, func(s *SectionState) {
 			s.Attachment.Status = "refused"
-			s.Attachment.Error = &struct {
-				Code    string `yaml:"code"`
-				Message string `yaml:"message"`
-			}{e.Code, e.Message}
+			s.Attachment.Error.Set(e.Code, e.Message)
 		})
 		return e
 	}
@@ -241,10 +249,12 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 			}
 		}
 		return updateSection(ctx, jobDir, sec, func(s *SectionState) {
-			if s.Attachment.Status != "attached" {
-				s.Attachment.AttachedAt = now()
+			if s.Attachment.Status != "attached" || s.Attachment.AttachedAt == nil {
+				at := now()
+				s.Attachment.AttachedAt = &at
 			}
-			s.Attachment.Status, s.Attachment.Error = "attached", nil
+			s.Attachment.Status = "attached"
+			s.Attachment.Error.Clear()
 		})
 	}
 	return nil, refuse(CodeWorkerObjectMalformed, "the session's worker object could not be created; check the session")
@@ -255,7 +265,9 @@ func setJSON(raw json.RawMessage, path []string, v any) (json.RawMessage, error)
 	return envelope.SetPath(raw, path, b)
 }
 
-func now() string { return blobhub.FormatTime(time.Now()) }
+// now stamps a local file (and the worker object, whose documented
+// shape uses the same form): see envelope.StampLayout.
+func now() string { return envelope.Stamp(time.Now()) }
 
 func randomHex(n int) string {
 	b := make([]byte, n)

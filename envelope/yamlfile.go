@@ -1,0 +1,258 @@
+package envelope
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// StampLayout is the form of every timestamp bhw-run stamps into a local
+// file (identity.yaml, section.yaml, not_mine.yaml, thread.yaml, the
+// journal, section.log), as the blobhub-worker documentation writes them:
+// UTC to the second, "Z" (2026-05-27T12:35:01Z). Timestamps copied from
+// the server (an item's created_at in the cursors) are kept exactly as
+// served: they carry the microseconds a read of the thread resumes from.
+const StampLayout = "2006-01-02T15:04:05Z"
+
+// Stamp renders t in StampLayout.
+func Stamp(t time.Time) string { return t.UTC().Format(StampLayout) }
+
+// DecodeYAML decodes b into v. A file that is YAML but not of v's shape
+// gets an error naming the line, the key and the kind of value the key
+// should hold ("line 15: events is a list; it should be a mapping"),
+// rather than yaml's Go type names; a file that is not YAML says so.
+// known refuses keys v does not have.
+func DecodeYAML(b []byte, v any, known bool) error {
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(known)
+	err := dec.Decode(v)
+	var te *yaml.TypeError
+	switch {
+	case err == nil, errors.Is(err, io.EOF): // io.EOF: an empty file
+		return nil
+	case !errors.As(err, &te):
+		return fmt.Errorf("is not valid YAML: %w", err)
+	}
+	var root yaml.Node
+	if yaml.Unmarshal(b, &root) != nil {
+		return fmt.Errorf("does not have the expected shape: %w", err)
+	}
+	var problems []string
+	for _, msg := range te.Errors {
+		problems = append(problems, shapeProblem(&root, reflect.TypeOf(v), msg))
+	}
+	return fmt.Errorf("does not have the expected shape: %s", strings.Join(problems, "; "))
+}
+
+var (
+	reCannot  = regexp.MustCompile(`^line (\d+): cannot unmarshal (!!\w+)`)
+	reUnknown = regexp.MustCompile(`^line (\d+): field (\S+) not found in type`)
+)
+
+// shapeProblem rewrites one of yaml's unmarshal errors in the file's own
+// terms.
+func shapeProblem(root *yaml.Node, t reflect.Type, msg string) string {
+	if m := reUnknown.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		if path := keyPath(root, line, "", m[2]); len(path) > 1 {
+			return fmt.Sprintf("line %d: %s has no key %s", line, strings.Join(path[:len(path)-1], "."), m[2])
+		}
+		return fmt.Sprintf("line %d: unknown key %s", line, m[2])
+	}
+	m := reCannot.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	line, _ := strconv.Atoi(m[1])
+	path := keyPath(root, line, m[2], "")
+	n := nodeAt(root, path)
+	if len(path) == 0 || n == nil {
+		return msg
+	}
+	name := strings.Join(path, ".")
+	wantKind := kindOf(typeAt(t, path))
+	if wantKind == "" {
+		return fmt.Sprintf("line %d: %s is %s, which it cannot be", line, name, nodeKind(n))
+	}
+	return fmt.Sprintf("line %d: %s is %s; it should be %s", line, name, nodeKind(n), wantKind)
+}
+
+// keyPath returns the keys and list indexes that lead to the first value
+// of tag on line, or with key set, to the key of that name on line.
+func keyPath(root *yaml.Node, line int, tag, key string) []string {
+	var found []string
+	var walk func(n *yaml.Node, path []string) bool
+	walk = func(n *yaml.Node, path []string) bool {
+		if key == "" && n.Line == line && n.Kind != yaml.DocumentNode && n.ShortTag() == tag && len(path) > 0 {
+			found = append([]string(nil), path...)
+			return true
+		}
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				if walk(c, path) {
+					return true
+				}
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := append(path, k.Value)
+				if key != "" && k.Line == line && k.Value == key {
+					found = p
+					return true
+				}
+				if walk(v, p) {
+					return true
+				}
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				if walk(c, append(path, "["+strconv.Itoa(i)+"]")) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	walk(root, nil)
+	return found
+}
+
+// nodeAt follows path from root.
+func nodeAt(root *yaml.Node, path []string) *yaml.Node {
+	n := root
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	for _, p := range path {
+		switch n.Kind {
+		case yaml.MappingNode:
+			var next *yaml.Node
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == p {
+					next = n.Content[i+1]
+					break
+				}
+			}
+			if next == nil {
+				return nil
+			}
+			n = next
+		case yaml.SequenceNode:
+			i, err := strconv.Atoi(strings.Trim(p, "[]"))
+			if err != nil || i >= len(n.Content) {
+				return nil
+			}
+			n = n.Content[i]
+		default:
+			return nil
+		}
+	}
+	return n
+}
+
+// typeAt follows path through t: struct fields by their yaml name
+// (inline fields included), map and list elements.
+func typeAt(t reflect.Type, path []string) reflect.Type {
+	for _, p := range path {
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t == nil {
+			return nil
+		}
+		switch t.Kind() {
+		case reflect.Struct:
+			t = fieldType(t, p)
+		case reflect.Map, reflect.Slice, reflect.Array:
+			t = t.Elem()
+		default:
+			return nil
+		}
+	}
+	return t
+}
+
+func fieldType(t reflect.Type, key string) reflect.Type {
+	var inlineMap reflect.Type
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if strings.Contains(opts, "inline") {
+			ft := f.Type
+			if ft.Kind() == reflect.Map {
+				inlineMap = ft.Elem()
+				continue
+			}
+			if got := fieldType(ft, key); got != nil {
+				return got
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		if name == key {
+			return f.Type
+		}
+	}
+	return inlineMap
+}
+
+// kindOf names what a YAML value of Go type t must be; "" when anything
+// goes (an interface) or the type decodes itself.
+func kindOf(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return ""
+	}
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
+		return ""
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "a mapping"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.String:
+		return "text"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return ""
+}
+
+func nodeKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	switch n.ShortTag() {
+	case "!!null":
+		return "null"
+	case "!!bool":
+		return "true/false (" + n.Value + ")"
+	case "!!int", "!!float":
+		return "the number " + n.Value
+	}
+	return strconv.Quote(n.Value)
+}

@@ -1,0 +1,158 @@
+package run
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/blobhub/bhtest"
+)
+
+// The tests of this file read the local files in the shapes the
+// blobhub-worker documentation shows (testdata/docs, each fixture naming
+// the page it comes from), since a person may point the daemon and
+// bhw-run at one account, or move a machine from one to the other.
+
+// docsFixture reads testdata/docs/name, with each old → new replaced.
+func docsFixture(t *testing.T, name string, replace ...string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "docs", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(strings.NewReplacer(replace...).Replace(string(b)))
+}
+
+// documentedTime is the form the documentation writes timestamps in.
+var documentedTime = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`)
+
+func readYAML(t *testing.T, path string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %v\n%s", path, err, b)
+	}
+	return m
+}
+
+func dig(m map[string]any, path ...string) any {
+	var v any = m
+	for _, k := range path {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = mm[k]
+	}
+	return v
+}
+
+// TestDocsSectionYAML: a section.yaml in the documented shape (events as
+// a mapping, attachment.error with null code and message) is read, its
+// event cursor kept, and written back in the same shape.
+func TestDocsSectionYAML(t *testing.T) {
+	h := newHarness(t, false)
+	s := h.setup()
+	if err := os.MkdirAll(s.JobDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(s.JobDir, "section.yaml")
+	if err := os.WriteFile(path, docsFixture(t, "section.yaml"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const alias = "docs/section"
+	h.handOff(alias, "approval", "hello")
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
+	want(t, h.run(alias), OutcomeTurnCompleted, 0)
+
+	m := readYAML(t, path)
+	if got := dig(m, "events", "last_processed_at"); got != "2026-05-27T12:40:00Z" {
+		t.Fatalf("events.last_processed_at %v, want the daemon's cursor kept", got)
+	}
+	att, _ := dig(m, "attachment").(map[string]any)
+	if att["status"] != "attached" {
+		t.Fatalf("attachment %v", att)
+	}
+	e, ok := att["error"].(map[string]any)
+	if !ok || e["code"] != nil || e["message"] != nil || len(e) != 2 {
+		t.Fatalf("attachment.error %v, want {code: null, message: null}", att["error"])
+	}
+	if at, _ := att["attached_at"].(string); at != "2026-05-27T12:35:01Z" {
+		t.Fatalf("attached_at %q: an attachment that still stands keeps its time", at)
+	}
+	if dig(m, "session", "session_id") != bhtest.SessionID {
+		t.Fatalf("session %v, want the configured one", dig(m, "session"))
+	}
+}
+
+// TestSectionYAMLRefusal: a refused attachment is written as the
+// documented attachment.error {code, message}, and a fresh section.yaml
+// gets the documented keys and time form.
+func TestSectionYAMLRefusal(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "docs/refused"
+	h.handOff(alias, "approval", "hello")
+	h.srv.Put("worker", `{"type":"thread","thread":{"metadata":{"user":{"user_id":"usr_other"}}}}`)
+	wantExitCode(t, h.run(alias), ExitRefused, CodeSessionOwnedByOther)
+	m := readYAML(t, filepath.Join(h.setup().JobDir, "section.yaml"))
+	if dig(m, "attachment", "status") != "refused" || dig(m, "attachment", "error", "code") != CodeSessionOwnedByOther {
+		t.Fatalf("attachment %v", dig(m, "attachment"))
+	}
+	if msg, _ := dig(m, "attachment", "error", "message").(string); !strings.Contains(msg, "usr_other") {
+		t.Fatalf("attachment.error.message %q", msg)
+	}
+	if _, ok := m["events"].(map[string]any); !ok {
+		t.Fatalf("events %v, want the documented mapping", m["events"])
+	}
+
+	// Attached later: the error is cleared to nulls, attached_at is stamped.
+	h.srv.Put("worker", `{"type":"thread","thread":{"metadata":{"user":{"user_id":"`+bhtest.RunnerUserID+`"}}}}`)
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
+	want(t, h.run(alias), OutcomeTurnCompleted, 0)
+	m = readYAML(t, filepath.Join(h.setup().JobDir, "section.yaml"))
+	if e, ok := dig(m, "attachment", "error").(map[string]any); !ok || e["code"] != nil || e["message"] != nil {
+		t.Fatalf("attachment.error %v, want nulls", dig(m, "attachment", "error"))
+	}
+	if at, _ := dig(m, "attachment", "attached_at").(string); !documentedTime.MatchString(at) {
+		t.Fatalf("attached_at %q, want the documented form 2026-05-27T12:35:01Z", at)
+	}
+}
+
+// TestSectionYAMLWrongShape: a section.yaml that is YAML but of another
+// shape is refused with a message naming the field and the shape it
+// should have, not "not valid YAML"; a broken file still says so.
+func TestSectionYAMLWrongShape(t *testing.T) {
+	cases := []struct{ name, body, want, not string }{
+		{"events as a list", "events:\n  - a\n  - b\n", "events", "not valid YAML"},
+		{"attachment as a string", "attachment: yes\n", "attachment", "not valid YAML"},
+		{"not YAML", "attachment: {status: [\n", "not valid YAML", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, false)
+			s := h.setup()
+			if err := os.MkdirAll(s.JobDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(s.JobDir, "section.yaml"), []byte(tc.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			const alias = "docs/shape"
+			h.handOff(alias, "approval", "hello")
+			sum := h.run(alias)
+			wantExitCode(t, sum, ExitConfig, CodeStateTreeInvalid)
+			if !strings.Contains(sum.Error.Message, tc.want) || tc.not != "" && strings.Contains(sum.Error.Message, tc.not) {
+				t.Fatalf("message %q: want it to name %q (and not say %q)", sum.Error.Message, tc.want, tc.not)
+			}
+		})
+	}
+}
