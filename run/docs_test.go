@@ -156,3 +156,92 @@ func TestSectionYAMLWrongShape(t *testing.T) {
 		})
 	}
 }
+
+// TestDocsIdentityYAML: identity.yaml in the documented shape (user:
+// {user_id, name, email, recorded_at}) is read; a different user behind
+// the key is refused with USER_IDENTITY_MISMATCH and the file is never
+// replaced; bhw-run's earlier flat shape is read and rewritten in the
+// documented one; a fresh file is written in it.
+func TestDocsIdentityYAML(t *testing.T) {
+	const alias = "docs/identity"
+	setup := func(t *testing.T, body []byte) *harness {
+		h := newHarness(t, false)
+		if body != nil {
+			if err := os.WriteFile(identityPath(h.state), body, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.handOff(alias, "approval", "hello")
+		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
+		return h
+	}
+	wantIdentity := func(t *testing.T, h *harness, userID, name, recordedAt string) {
+		t.Helper()
+		m := readYAML(t, identityPath(h.state))
+		if dig(m, "user", "user_id") != userID || dig(m, "user", "name") != name {
+			t.Fatalf("identity.yaml %v, want user %s (%s)", m, userID, name)
+		}
+		at, _ := dig(m, "user", "recorded_at").(string)
+		if recordedAt != "" && at != recordedAt || !documentedTime.MatchString(at) {
+			t.Fatalf("user.recorded_at %q, want %q in the documented form", at, recordedAt)
+		}
+		if _, flat := m["user_id"]; flat {
+			t.Fatalf("identity.yaml %v keeps the flat user_id", m)
+		}
+	}
+
+	t.Run("documented, same user", func(t *testing.T) {
+		body := docsFixture(t, "identity.yaml", "usr_01J...", bhtest.RunnerUserID)
+		h := setup(t, body)
+		want(t, h.run(alias), OutcomeTurnCompleted, 0)
+		if got, _ := os.ReadFile(identityPath(h.state)); string(got) != string(body) {
+			t.Fatalf("identity.yaml rewritten:\n%s", got)
+		}
+		// Our own items are recognised by the recorded user: nothing new.
+		want(t, h.run(alias), OutcomeIdle, 0)
+	})
+	t.Run("documented, another user", func(t *testing.T) {
+		body := docsFixture(t, "identity.yaml")
+		h := setup(t, body)
+		sum := h.run(alias)
+		wantExitCode(t, sum, ExitRefused, CodeUserIdentityMismatch)
+		if !strings.Contains(sum.Error.Message, "usr_01J...") {
+			t.Fatalf("message %q does not name the recorded user", sum.Error.Message)
+		}
+		if got, _ := os.ReadFile(identityPath(h.state)); string(got) != string(body) {
+			t.Fatalf("identity.yaml replaced:\n%s", got)
+		}
+		if got := h.wireState(alias); got != "pending" {
+			t.Fatalf("wire state %q after a refusal", got)
+		}
+	})
+	t.Run("flat, same user", func(t *testing.T) {
+		h := setup(t, []byte("user_id: "+bhtest.RunnerUserID+"\nname: Old Name\nemail: old@example.test\nrecorded_at: \"2026-01-02T03:04:05.123456+00:00\"\n"))
+		want(t, h.run(alias), OutcomeTurnCompleted, 0)
+		wantIdentity(t, h, bhtest.RunnerUserID, "Old Name", "2026-01-02T03:04:05Z")
+	})
+	t.Run("flat, another user", func(t *testing.T) {
+		h := setup(t, []byte("user_id: usr_somebody_else\n"))
+		wantExitCode(t, h.run(alias), ExitRefused, CodeUserIdentityMismatch)
+	})
+	t.Run("none yet", func(t *testing.T) {
+		h := setup(t, nil)
+		want(t, h.run(alias), OutcomeTurnCompleted, 0)
+		wantIdentity(t, h, bhtest.RunnerUserID, "Runner Test", "")
+		if dig(readYAML(t, identityPath(h.state)), "user", "email") != "runner@example.test" {
+			t.Fatal("email not recorded")
+		}
+	})
+	t.Run("no user recorded", func(t *testing.T) {
+		body := []byte("user:\n  name: Somebody\n")
+		h := setup(t, body)
+		sum := h.run(alias)
+		wantExitCode(t, sum, ExitConfig, CodeStateTreeInvalid)
+		if !strings.Contains(sum.Error.Message, "user_id") {
+			t.Fatalf("message %q", sum.Error.Message)
+		}
+		if got, _ := os.ReadFile(identityPath(h.state)); string(got) != string(body) {
+			t.Fatalf("identity.yaml replaced:\n%s", got)
+		}
+	})
+}

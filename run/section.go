@@ -21,35 +21,82 @@ import (
 // Version is set by main from the build.
 var Version = "dev"
 
-// Identity is identity.yaml: who this state tree acts as.
+// Identity is identity.yaml: who this state tree acts as. The file has
+// the shape the blobhub-worker documentation gives it (worker/filesystem,
+// worker/cli/login):
+//
+//	user:
+//	  user_id: usr_01J...
+//	  name: Your Name
+//	  email: you@example.com
+//	  recorded_at: 2026-05-27T12:34:56Z
+//
+// An earlier bhw-run wrote the same four keys flat, at the top level;
+// both shapes are read, the documented one is written.
 type Identity struct {
 	UserID     string `yaml:"user_id"`
 	Name       string `yaml:"name"`
 	Email      string `yaml:"email"`
 	RecordedAt string `yaml:"recorded_at"`
+
+	flat bool // read from the earlier flat shape
+}
+
+// identityFile is identity.yaml on disk: the documented user block, and
+// the earlier flat keys.
+type identityFile struct {
+	User     *Identity `yaml:"user,omitempty"`
+	Identity `yaml:",inline"`
 }
 
 func identityPath(stateDir string) string { return filepath.Join(stateDir, "identity.yaml") }
 
-// LoadIdentity reads identity.yaml; nil when missing.
+// LoadIdentity reads identity.yaml; nil when missing. A file that names
+// no user is an error: it is never replaced by whoever the key is now.
 func LoadIdentity(stateDir string) (*Identity, error) {
-	b, err := os.ReadFile(identityPath(stateDir))
+	path := identityPath(stateDir)
+	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, exitErr(CodeStateTreeInvalid, "cannot read %s: %v", identityPath(stateDir), err)
+		return nil, exitErr(CodeStateTreeInvalid, "cannot read %s: %v", path, err)
 	}
-	var id Identity
-	if err := yaml.Unmarshal(b, &id); err != nil {
-		return nil, exitErr(CodeStateTreeInvalid, "%s is not valid YAML: %v; delete it to record the identity again", identityPath(stateDir), err)
+	var f identityFile
+	if err := envelope.DecodeYAML(b, &f, false); err != nil {
+		return nil, exitErr(CodeStateTreeInvalid, "%s %v; fix it (user: {user_id, name, email, recorded_at})", path, err)
+	}
+	id := f.Identity
+	if u := f.User; u != nil && u.UserID != "" {
+		id = *u
+		if id.RecordedAt == "" {
+			id.RecordedAt = f.RecordedAt // a recorded_at beside the block
+		}
+	} else {
+		id.flat = id.UserID != ""
+	}
+	if id.UserID == "" {
+		return nil, exitErr(CodeStateTreeInvalid,
+			"%s records no user_id; fix it (user: {user_id, name, email, recorded_at}), or remove it to record the user the API key belongs to", path)
 	}
 	return &id, nil
 }
 
+// writeIdentity writes identity.yaml in the documented shape.
+func writeIdentity(stateDir string, id *Identity) error {
+	b, _ := yaml.Marshal(struct {
+		User *Identity `yaml:"user"`
+	}{id})
+	if err := envelope.WriteFileAtomic(identityPath(stateDir), b, 0o600); err != nil {
+		return exitErr(CodeStateTreeInvalid, "cannot write %s: %v", identityPath(stateDir), err)
+	}
+	return nil
+}
+
 // checkIdentity asks BlobHub who the key belongs to and compares it with
 // identity.yaml, writing the file when it is missing. Our user id is what
-// tells our own items from a person's.
+// tells our own items from a person's. A recorded user is never replaced:
+// another user is USER_IDENTITY_MISMATCH.
 func checkIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Identity, error) {
 	u, err := c.Me(ctx)
 	if err != nil {
@@ -59,20 +106,28 @@ func checkIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Ide
 	if err != nil {
 		return nil, err
 	}
-	if rec != nil && rec.UserID != "" {
+	if rec != nil {
 		if rec.UserID != u.UserID {
 			return nil, exitErr(CodeUserIdentityMismatch,
 				"the API key belongs to %s but this state tree (%s) was recorded for %s; use the right profile or another --state-dir",
 				u.UserID, stateDir, rec.UserID)
 		}
+		if rec.flat {
+			// The earlier flat file, rewritten in the documented shape.
+			if t, err := blobhub.ParseTime(rec.RecordedAt); err == nil {
+				rec.RecordedAt = envelope.Stamp(t)
+			} else if rec.RecordedAt == "" {
+				rec.RecordedAt = now()
+			}
+			if err := writeIdentity(stateDir, rec); err != nil {
+				return nil, err
+			}
+			rec.flat = false
+		}
 		return rec, nil
 	}
 	id := &Identity{UserID: u.UserID, Name: u.Name, Email: u.Email, RecordedAt: now()}
-	b, _ := yaml.Marshal(id)
-	if err := envelope.WriteFileAtomic(identityPath(stateDir), b, 0o600); err != nil {
-		return nil, err
-	}
-	return id, nil
+	return id, writeIdentity(stateDir, id)
 }
 
 // SectionState is section.yaml, in the shape the blobhub-worker
