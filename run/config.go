@@ -1,12 +1,11 @@
 package run
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"io"
 	"io/fs"
+	"log/slog"
 	"maps"
 	"net/url"
 	"os"
@@ -45,6 +44,14 @@ type Options struct {
 // Config is config.yaml (the README's Configuration). Unknown keys are
 // refused.
 type Config struct {
+	// Polling is the blobhub-worker daemon's poll cadence
+	// (worker/configuration), accepted so the daemon's documented
+	// config.yaml loads as it is; a one-shot run polls nothing.
+	Polling *struct {
+		IntervalIdleMS   int `yaml:"interval_idle_ms"`
+		IntervalActiveMS int `yaml:"interval_active_ms"`
+		BackoffMaxMS     int `yaml:"backoff_max_ms"`
+	} `yaml:"polling"`
 	Concurrency struct {
 		MaxAgents int `yaml:"max_agents"`
 	} `yaml:"concurrency"`
@@ -128,6 +135,9 @@ type Setup struct {
 	// Secrets are the keys read while resolving (Options.Secrets), redacted
 	// from everything the run writes.
 	Secrets *Secrets
+	// Ignored names the config.yaml blocks the daemon documents that mean
+	// nothing to a one-shot run (polling); a run logs them at debug.
+	Ignored []string
 }
 
 type credentialsFile struct {
@@ -326,6 +336,9 @@ func (s *Setup) resolveConfig(o Options, alias string) error {
 	if err := loadConfig(cfgPath, explicit, &s.Config); err != nil {
 		return err
 	}
+	if s.Config.Polling != nil {
+		s.Ignored = append(s.Ignored, "polling")
+	}
 	if err := validateConfig(&s.Config, s); err != nil {
 		return err
 	}
@@ -349,10 +362,8 @@ func loadConfig(path string, explicit bool, c *Config) error {
 	if err != nil {
 		return exitErr(CodeInvalidConfig, "cannot read config %s: %v", path, err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return exitErr(CodeInvalidConfig, "config %s: %v", path, err)
+	if err := envelope.DecodeYAML(b, c, true); err != nil {
+		return exitErr(CodeInvalidConfig, "config %s %v", path, err)
 	}
 	return nil
 }
@@ -536,4 +547,12 @@ func PersonKey(s *Setup, as string) (string, error) {
 		return "", exitErr(CodeCredentialsNotFound, "profile %q (--as) is not in %s", as, CredentialsPath(s.Home))
 	}
 	return firstNonEmpty(p.APIKey, p.Key), nil
+}
+
+// logIgnored says at debug which documented daemon blocks of config.yaml
+// this run has no use for.
+func (s *Setup) logIgnored(log *slog.Logger) {
+	for _, b := range s.Ignored {
+		log.Debug("config.yaml block read and ignored: it tunes the blobhub-worker daemon, a one-shot run has no use for it", "block", b)
+	}
 }

@@ -1,6 +1,9 @@
 package run
 
 import (
+	"bytes"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -244,4 +247,44 @@ func TestDocsIdentityYAML(t *testing.T) {
 			t.Fatalf("identity.yaml replaced:\n%s", got)
 		}
 	})
+}
+
+// TestDocsConfigYAML: a config.yaml with the daemon's polling block (the
+// documented example is loaded whole, with the real adapters, by the main
+// package's TestDocsConfigExample) is read; the block, which tunes the
+// daemon's poll loop, is said at debug to be ignored; keys neither
+// documents are still refused, named with their line.
+func TestDocsConfigYAML(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	// A run says so at debug.
+	h := newHarness(t, false)
+	h.cfg = "polling:\n  interval_idle_ms: 1500\n  interval_active_ms: 3000\n  backoff_max_ms: 30000\n"
+	h.writeConfig()
+	var logs bytes.Buffer
+	h.runner = func(r *Runner) {
+		r.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	const alias = "docs/config"
+	h.handOff(alias, "approval", "hello")
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
+	want(t, h.run(alias), OutcomeTurnCompleted, 0)
+	if !strings.Contains(logs.String(), `"level":"DEBUG","msg":"config.yaml block read and ignored`) || !strings.Contains(logs.String(), `"block":"polling"`) {
+		t.Fatalf("no debug record of the ignored block:\n%s", logs.String())
+	}
+
+	for _, tc := range []struct{ body, want string }{
+		{"pollng:\n  interval_idle_ms: 1\n", "line 1: unknown key pollng"},
+		{"polling:\n  interval_ms: 1\n", "line 2: polling has no key interval_ms"},
+		{"polling:\n  interval_idle_ms: soon\n", "polling.interval_idle_ms is \"soon\"; it should be a whole number"},
+	} {
+		if err := os.WriteFile(path, []byte(tc.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Resolve(Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: path, Home: dir, RevisionID: "rev_x", SessionID: "ses_x"}, "")
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Code != CodeInvalidConfig || !strings.Contains(ee.Message, tc.want) {
+			t.Errorf("%q: %v, want INVALID_CONFIG %q", tc.body, err, tc.want)
+		}
+	}
 }

@@ -57,6 +57,7 @@ type ListOptions struct {
 func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err error) {
 	ls := &lister{r: r, o: o, start: time.Now(), jobs: map[string]bool{}, notMine: map[string]string{}}
 	out = []Listing{}
+	r.Setup.logIgnored(r.Logger)
 	defer func() { ls.record(len(out), err) }()
 
 	aliases, found, err := ls.objects(ctx)

@@ -88,6 +88,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		a.writeSectionLog(sum)
 	}()
 
+	r.Setup.logIgnored(a.log)
 	// 1. The alias, before anything touches disk or network.
 	if err := ValidateAlias(alias); err != nil {
 		return sum, exitErr(CodeBadAlias, "invalid alias %q: %v", alias, err)
