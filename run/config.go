@@ -152,13 +152,20 @@ type credentialProfile struct {
 	URL    string `yaml:"url"`
 }
 
-// CredentialsPath is ~/.blobhub/credentials.yaml.
+// CredentialsPath is ~/.blobhub/credentials.yaml, the BlobHub CLI's file.
 func CredentialsPath(home string) string {
 	return filepath.Join(home, ".blobhub", "credentials.yaml")
 }
 
-// V1CredentialsPath is the credentials file of the Python blobhub-worker
-// (`api: {key, url}`); bhw-run reads it only to know its key as a secret.
+// V1CredentialsPath is ~/.blobhub-worker/credentials.yaml, the file
+// blobhub-worker v1's login writes (worker/filesystem):
+//
+//	api:
+//	  key: bhk_...
+//	  url: https://api.blobhub.io/v1
+//
+// It is read after the BlobHub CLI's file (Resolve), and its key is a
+// secret whether it is used or not.
 func V1CredentialsPath(home string) string {
 	return filepath.Join(home, ".blobhub-worker", "credentials.yaml")
 }
@@ -167,28 +174,44 @@ func V1CredentialsPath(home string) string {
 // empty. Every key in it, of every profile, is added to sec before the file
 // is decoded, so not even a decoding error can show one.
 func loadCredentials(home string, sec *Secrets) (*credentialsFile, error) {
-	path := CredentialsPath(home)
+	var c credentialsFile
+	if err := readCredentials(CredentialsPath(home), &c, sec); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+type v1Credentials struct {
+	API struct {
+		Key string `yaml:"key"`
+		URL string `yaml:"url"`
+	} `yaml:"api"`
+}
+
+// readCredentials decodes a credentials file into v, its keys added to sec
+// first; a missing file leaves v as it is. Group or other permission bits
+// are refused, as the BlobHub CLI and the daemon refuse them.
+func readCredentials(path string, v any, sec *Secrets) error {
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &credentialsFile{}, nil
+		return nil
 	}
 	if err != nil {
-		return nil, exitErr(CodeInvalidConfig, "cannot read %s: %v", path, err)
+		return exitErr(CodeInvalidConfig, "cannot read %s: %v", path, err)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, exitErr(CodeInsecureCredentials,
+		return exitErr(CodeInsecureCredentials,
 			"%s has mode %04o; run chmod 600 %s", path, fi.Mode().Perm(), path)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, exitErr(CodeInvalidConfig, "cannot read %s: %v", path, err)
+		return exitErr(CodeInvalidConfig, "cannot read %s: %v", path, err)
 	}
 	sec.Add(credentialKeys(b)...)
-	var c credentialsFile
-	if err := envelope.DecodeYAML(b, &c, false); err != nil {
-		return nil, exitErr(CodeInvalidConfig, "%s %v", path, err)
+	if err := envelope.DecodeYAML(b, v, false); err != nil {
+		return exitErr(CodeInvalidConfig, "%s %v", path, err)
 	}
-	return &c, nil
+	return nil
 }
 
 // credentialKeys are the values of every key, api_key or *_key entry of a
@@ -282,6 +305,18 @@ func (s *Setup) resolveAPI(o Options) (*url.URL, error) {
 			return nil, exitErr(CodeCredentialsNotFound, "profile %q is not in %s; add it or pick another --profile", s.Profile, CredentialsPath(s.Home))
 		}
 		prof = p
+	}
+	if s.Profile == "" && o.APIKey == "" {
+		// No profile and no key given: blobhub-worker v1's file, read
+		// after the CLI's. A local store needs no key, so a file:// URL
+		// given by flag or env takes none from it (nor its state tree name).
+		var v1 v1Credentials
+		if err := readCredentials(V1CredentialsPath(s.Home), &v1, s.Secrets); err != nil {
+			return nil, err
+		}
+		if u, err := url.Parse(o.APIURL); err != nil || u.Scheme != "file" {
+			prof = credentialProfile{Key: v1.API.Key, URL: v1.API.URL}
+		}
 	}
 	s.APIKey = firstNonEmpty(o.APIKey, prof.APIKey, prof.Key)
 	s.APIURL = strings.TrimRight(firstNonEmpty(o.APIURL, prof.APIURL, prof.URL, DefaultAPIURL), "/")

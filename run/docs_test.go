@@ -288,3 +288,90 @@ func TestDocsConfigYAML(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsCredentialsV1: blobhub-worker v1's ~/.blobhub-worker/credentials.yaml
+// (api: {key, url}) is read after the BlobHub CLI's file, under the same
+// mode check: it gives the key and URL when no profile is selected and no
+// key is passed; a CLI profile, --api-key or BLOBHUB_API_KEY outranks it.
+func TestDocsCredentialsV1(t *testing.T) {
+	write := func(t *testing.T, path string, body []byte, mode os.FileMode) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, body, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v1 := docsFixture(t, "credentials.yaml", "bhk_...", "bhk_v1_key", "https://api.blobhub.io/v1", "https://v1.example.test/v1")
+	resolve := func(t *testing.T, home string, o Options) (*Setup, error) {
+		t.Helper()
+		o.Home, o.StateDir, o.RevisionID, o.SessionID = home, filepath.Join(home, "state"), "rev_x", "ses_x"
+		return Resolve(o, "")
+	}
+
+	t.Run("alone", func(t *testing.T) {
+		home := t.TempDir()
+		write(t, V1CredentialsPath(home), v1, 0o600)
+		s, err := resolve(t, home, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.APIKey != "bhk_v1_key" || s.APIURL != "https://v1.example.test/v1" || s.StateName != "key-"+shortHash("bhk_v1_key") {
+			t.Fatalf("key %q url %q state %q", s.APIKey, s.APIURL, s.StateName)
+		}
+	})
+	t.Run("readable by others", func(t *testing.T) {
+		home := t.TempDir()
+		write(t, V1CredentialsPath(home), v1, 0o644)
+		_, err := resolve(t, home, Options{})
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Code != CodeInsecureCredentials || !strings.Contains(ee.Message, V1CredentialsPath(home)) || !strings.Contains(ee.Message, "chmod 600") {
+			t.Fatalf("%v, want INSECURE_CREDENTIALS_PERMISSIONS naming the file", err)
+		}
+	})
+	t.Run("after the CLI's profile", func(t *testing.T) {
+		home := t.TempDir()
+		write(t, V1CredentialsPath(home), v1, 0o600)
+		write(t, CredentialsPath(home), []byte("default: prod\nprofiles:\n  prod: {api_key: bhk_cli_key, api_url: https://cli.example.test/v1}\n"), 0o600)
+		s, err := resolve(t, home, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.APIKey != "bhk_cli_key" || s.APIURL != "https://cli.example.test/v1" || s.StateName != "prod" {
+			t.Fatalf("key %q url %q state %q, want the CLI profile", s.APIKey, s.APIURL, s.StateName)
+		}
+	})
+	t.Run("after a key passed", func(t *testing.T) {
+		home := t.TempDir()
+		write(t, V1CredentialsPath(home), v1, 0o600)
+		s, err := resolve(t, home, Options{APIKey: "bhk_env_key"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.APIKey != "bhk_env_key" || s.APIURL != DefaultAPIURL {
+			t.Fatalf("key %q url %q", s.APIKey, s.APIURL)
+		}
+		s, err = resolve(t, home, Options{APIURL: "https://flag.example.test/v1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.APIKey != "bhk_v1_key" || s.APIURL != "https://flag.example.test/v1" {
+			t.Fatalf("key %q url %q: the URL flag outranks the file, the key comes from it", s.APIKey, s.APIURL)
+		}
+	})
+	t.Run("not for a local store", func(t *testing.T) {
+		home := t.TempDir()
+		write(t, V1CredentialsPath(home), v1, 0o600)
+		s, err := resolve(t, home, Options{APIURL: "file://" + home + "/store"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.APIKey != "" || !strings.HasPrefix(s.StateName, "local-") {
+			t.Fatalf("key %q state %q", s.APIKey, s.StateName)
+		}
+	})
+}
