@@ -2,7 +2,9 @@ package run
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -374,4 +376,88 @@ func TestDocsCredentialsV1(t *testing.T) {
 			t.Fatalf("key %q state %q", s.APIKey, s.StateName)
 		}
 	})
+}
+
+// TestLocalTimestamps: what bhw-run stamps into its local files (and the
+// worker object, whose documented shape writes times the same way) is in
+// the documented form, 2026-05-27T12:35:01Z; timestamps copied from the
+// server (the items' created_at in the cursors) stay exactly as served.
+func TestLocalTimestamps(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "docs/times"
+	h.handOff(alias, "approval", "hello")
+	h.srv.Put("docs/note", `{"type":"note"}`)
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
+	want(t, h.run(alias), OutcomeTurnCompleted, 0)
+	r := &Runner{Setup: h.setup(), Client: h.client(), Logger: slog.New(slog.DiscardHandler)}
+	if _, err := r.List(t.Context(), ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	jobDir := h.setup().JobDir
+	stamp := func(where, s string) {
+		t.Helper()
+		if !documentedTime.MatchString(s) {
+			t.Errorf("%s = %q, want the documented form 2026-05-27T12:35:01Z", where, s)
+		}
+	}
+
+	th := readYAML(t, filepath.Join(ThreadDir(jobDir, alias), "thread.yaml"))
+	stamp("thread.yaml turn.started_at", fmt.Sprint(dig(th, "turn", "started_at")))
+	items := h.srv.Items(alias)
+	served := map[string]string{}
+	for _, it := range items {
+		served[it.ID] = it.CreatedAt
+	}
+	for _, c := range []string{"last_posted", "last_consumed"} {
+		id, at := fmt.Sprint(dig(th, "items", c, "item_id")), fmt.Sprint(dig(th, "items", c, "created_at"))
+		if served[id] == "" || served[id] != at {
+			t.Errorf("items.%s = %s at %s, want the server's created_at %q as served", c, id, at, served[id])
+		}
+	}
+	if got, last := fmt.Sprint(dig(th, "items", "scanned", "created_at")), items[len(items)-1].CreatedAt; got != last {
+		t.Errorf("items.scanned.created_at %q, want %q as served", got, last)
+	}
+
+	jb, err := os.ReadFile(filepath.Join(ThreadDir(jobDir, alias), "emissions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(jb)), "\n") {
+		var rec journalRecord
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Emission != nil {
+			stamp("emissions.jsonl at", rec.Emission.At)
+		}
+		if rec.Posted != "" && served[rec.ItemID] != rec.CreatedAt {
+			t.Errorf("journal posted %s at %q, want %q as served", rec.ItemID, rec.CreatedAt, served[rec.ItemID])
+		}
+	}
+	lb, err := os.ReadFile(filepath.Join(jobDir, "logs", "section.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(lb)), "\n") {
+		var rec struct {
+			Time string `json:"time"`
+		}
+		_ = json.Unmarshal([]byte(line), &rec)
+		stamp("section.log time", rec.Time)
+	}
+	nm := readYAML(t, filepath.Join(jobDir, "not_mine.yaml"))
+	stamp("not_mine.yaml updated_at", fmt.Sprint(dig(nm, "aliases", "docs/note", "updated_at")))
+	stamp("section.yaml attached_at", fmt.Sprint(dig(readYAML(t, filepath.Join(jobDir, "section.yaml")), "attachment", "attached_at")))
+	stamp("identity.yaml user.recorded_at", fmt.Sprint(dig(readYAML(t, identityPath(h.state)), "user", "recorded_at")))
+
+	w, ok := h.srv.Get("worker")
+	if !ok {
+		t.Fatal("no worker object")
+	}
+	var wv map[string]any
+	if err := json.Unmarshal(w.Value, &wv); err != nil {
+		t.Fatal(err)
+	}
+	stamp("worker instance.started_at", fmt.Sprint(dig(wv, "thread", "metadata", "instance", "started_at")))
+	stamp("worker instance.last_seen_at", fmt.Sprint(dig(wv, "thread", "metadata", "instance", "last_seen_at")))
 }
