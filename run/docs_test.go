@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -460,4 +462,55 @@ func TestLocalTimestamps(t *testing.T) {
 	}
 	stamp("worker instance.started_at", fmt.Sprint(dig(wv, "thread", "metadata", "instance", "started_at")))
 	stamp("worker instance.last_seen_at", fmt.Sprint(dig(wv, "thread", "metadata", "instance", "last_seen_at")))
+}
+
+// TestDocsWorkerObject: the worker object bhw-run creates has the
+// documented shape, key for key (worker/session-agent-harness/worker-object),
+// with the documented attributes.
+func TestDocsWorkerObject(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "docs/worker"
+	h.handOff(alias, "approval", "hello")
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
+	want(t, h.run(alias), OutcomeTurnCompleted, 0)
+	w, ok := h.srv.Get("worker")
+	if !ok {
+		t.Fatal("no worker object")
+	}
+	var got, doc map[string]any
+	if err := json.Unmarshal(w.Value, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(docsFixture(t, "worker.yaml"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if g, d := keyTree(got), keyTree(doc); !slices.Equal(g, d) {
+		t.Fatalf("worker object keys\n%v\nwant the documented\n%v", g, d)
+	}
+	if a := dig(got, "thread", "attributes"); !reflect.DeepEqual(a, dig(doc, "thread", "attributes")) {
+		t.Fatalf("attributes %v, want %v", a, dig(doc, "thread", "attributes"))
+	}
+	if dig(got, "thread", "metadata", "user", "user_id") != bhtest.RunnerUserID || dig(got, "thread", "metadata", "instance", "status") != "attached" {
+		t.Fatalf("worker object %s", w.Value)
+	}
+}
+
+// keyTree lists the dotted paths of every key in v, sorted.
+func keyTree(v any) []string {
+	var out []string
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		for k, c := range m {
+			p := prefix + k
+			out = append(out, p)
+			walk(p+".", c)
+		}
+	}
+	walk("", v)
+	slices.Sort(out)
+	return out
 }

@@ -274,15 +274,7 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 	for attempt := 0; attempt < 2; attempt++ {
 		obj, err := c.Download(ctx, "worker")
 		if errors.Is(err, blobhub.ErrNotFound) {
-			v := map[string]any{"type": "thread", "thread": map[string]any{
-				"attributes": map[string]any{"name": "bhw-run worker"},
-				"metadata": map[string]any{
-					"user": map[string]any{"user_id": userID},
-					"instance": map[string]any{"instance_id": st.InstanceID, "version": Version,
-						"started_at": now(), "last_seen_at": now(), "status": "attached"},
-				}}}
-			b, _ := json.Marshal(v)
-			if err := c.Upload(ctx, "worker", b); err != nil {
+			if err := c.Upload(ctx, "worker", workerValue(userID, st.InstanceID)); err != nil {
 				return nil, apiErr(err, "worker")
 			}
 			continue
@@ -313,6 +305,22 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 		})
 	}
 	return nil, refuse(CodeWorkerObjectMalformed, "the session's worker object could not be created; check the session")
+}
+
+// workerValue is the worker object in its documented shape
+// (worker/session-agent-harness/worker-object): a thread whose
+// metadata.user.user_id is the affinity lock, and an informational
+// instance block.
+func workerValue(userID, instanceID string) json.RawMessage {
+	at := now()
+	b, _ := json.Marshal(map[string]any{"type": "thread", "thread": map[string]any{
+		"attributes": map[string]any{"name": "worker", "description": "BlobHub worker activity log"},
+		"metadata": map[string]any{
+			"user": map[string]any{"user_id": userID},
+			"instance": map[string]any{"instance_id": instanceID, "version": Version,
+				"started_at": at, "last_seen_at": at, "status": "attached"},
+		}}})
+	return b
 }
 
 func setJSON(raw json.RawMessage, path []string, v any) (json.RawMessage, error) {
