@@ -95,8 +95,8 @@ func TestThreadShowBounded(t *testing.T) {
 	showLimits = blobhub.Limits{Items: 120}
 	srv := bhtest.New(t)
 	const alias = "show/endless"
-	srv.PersonPost(alias, "first")
 	srv.Put(alias, string(envelope.NewThread("/w", claudeType, "approval", alias)))
+	srv.PersonPost(alias, "first")
 	srv.EndlessList(alias, 50, 10)
 	var out strings.Builder
 	err := threadShow(t.Context(), srv.Client(bhtest.PersonKey), alias, showOptions{JSON: true}, &out)
@@ -130,5 +130,23 @@ func TestPosterIsRunner(t *testing.T) {
 	}
 	if err := checkPoster(t.Context(), s, srv.Client(bhtest.PersonKey), func(string) {}); err != nil {
 		t.Fatalf("the person's own key was refused: %v", err)
+	}
+}
+
+// TestThreadShowNotAThread: the person's commands on an object that is not
+// a thread — its items answer invalid_thread_envelope — exit 66, not 75
+// "try again later".
+func TestThreadShowNotAThread(t *testing.T) {
+	srv := bhtest.New(t)
+	srv.Put("note", `{"type":"note"}`)
+	var out strings.Builder
+	err := threadShow(t.Context(), srv.Client(bhtest.PersonKey), "note", showOptions{}, &out)
+	var ee *run.ExitError
+	if !errors.As(err, &ee) || ee.Exit != run.ExitNoThread || ee.Code != run.CodeNoThread {
+		t.Fatalf("thread show: %v, want exit 66 THREAD_NOT_FOUND", err)
+	}
+	_, err = threadPost(t.Context(), srv.Client(bhtest.PersonKey), "note", "hello")
+	if !errors.As(err, &ee) || ee.Exit != run.ExitNoThread || ee.Code != run.CodeNoThread {
+		t.Fatalf("thread post: %v, want exit 66 THREAD_NOT_FOUND", err)
 	}
 }

@@ -61,12 +61,16 @@ type Client interface {
 	Download(ctx context.Context, alias string) (Object, error)
 	// Upload replaces a session object's whole value, which must carry "type".
 	Upload(ctx context.Context, alias string, value json.RawMessage) error
+	// Delete removes a session object (a thread's items with it).
+	Delete(ctx context.Context, alias string) error
 	// List returns the aliases of the session's objects.
 	List(ctx context.Context) ([]string, error)
 	// Post adds an item to a thread. It is never retried: a failure after
-	// the request may have reached the server is ErrAmbiguous.
+	// the request may have reached the server is ErrAmbiguous. A thread
+	// that does not exist is ErrNoThread.
 	Post(ctx context.Context, alias string, p NewItem) (Item, error)
-	// ListItems reads one server-sized page of a thread's items.
+	// ListItems reads one server-sized page of a thread's items;
+	// ErrNoThread when there is no such thread.
 	ListItems(ctx context.Context, alias string, q ItemQuery) (Page, error)
 }
 

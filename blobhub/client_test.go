@@ -400,6 +400,7 @@ func TestCancelStopsAtOnce(t *testing.T) {
 func TestPostDroppedAfterStore(t *testing.T) {
 	srv := bhtest.New(t)
 	c := srv.Client(bhtest.RunnerKey)
+	srv.Thread("th")
 	srv.DropAfterStore(1)
 	p := text("once")
 	p.Metadata = json.RawMessage(`{"type":"text","emission_id":"abc:1"}`)
@@ -439,6 +440,7 @@ func TestPostNeverRetried(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv.ResetCounts()
 			alias := "th/" + strings.ReplaceAll(tc.name, " ", "_")
+			srv.Thread(alias)
 			tc.arm()
 			_, err := c.Post(t.Context(), alias, text("x"))
 			if !errors.Is(err, tc.want) || errors.Is(err, tc.notWant) {
@@ -625,3 +627,85 @@ func TestNewErrorsHideURLSecrets(t *testing.T) {
 
 // listed is a page's items.
 func listed(p blobhub.Page, err error) ([]blobhub.Item, error) { return p.Items, err }
+
+// TestNoThread: post and list of an alias that does not exist, or whose
+// value is not a thread, are answered invalid_thread_envelope, as
+// BlobHub documents, on the test hub and on the local store alike; the
+// client reads it as ErrNoThread, a permanent answer, not "not found" of
+// an object nor "try later". Deleting a thread removes its items.
+func TestNoThread(t *testing.T) {
+	srv := bhtest.New(t)
+	local := newClient(t, blobhub.Config{APIURL: "file://" + srv.Dir(), SessionID: bhtest.SessionID})
+	srv.Put("note", `{"type":"note"}`)
+	srv.Thread("th")
+	for name, c := range map[string]blobhub.Client{"http": srv.Client(bhtest.RunnerKey), "file": local} {
+		for _, alias := range []string{"absent", "note"} {
+			_, perr := c.Post(t.Context(), alias, text("x"))
+			_, lerr := c.ListItems(t.Context(), alias, blobhub.ItemQuery{})
+			for _, err := range []error{perr, lerr} {
+				var ae *blobhub.APIError
+				if !errors.Is(err, blobhub.ErrNoThread) || !errors.As(err, &ae) || ae.Code != blobhub.CodeInvalidThreadEnvelope ||
+					errors.Is(err, blobhub.ErrUnavailable) || errors.Is(err, blobhub.ErrAmbiguous) || errors.Is(err, blobhub.ErrNotFound) {
+					t.Errorf("%s %s: %v, want ErrNoThread", name, alias, err)
+				}
+			}
+		}
+	}
+	// On the wire: the guessed status, the documented code.
+	st, body := rawPost(t, srv, `{"engine":"workflow_blobhub","command":"post_session_thread_item","session_id":"ses_test","alias":"absent","content":[{"type":"text","text":"x"}]}`)
+	if st != blobhub.StatusInvalidThreadEnvelope || !strings.Contains(body, `"code":"invalid_thread_envelope"`) {
+		t.Errorf("wire answer %d %s", st, body)
+	}
+
+	c := srv.Client(bhtest.RunnerKey)
+	if _, err := c.Post(t.Context(), "th", text("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(t.Context(), "th"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ListItems(t.Context(), "th", blobhub.ItemQuery{}); !errors.Is(err, blobhub.ErrNoThread) {
+		t.Fatalf("list after delete: %v", err)
+	}
+	srv.Thread("th")
+	if p, err := c.ListItems(t.Context(), "th", blobhub.ItemQuery{}); err != nil || len(p.Items) != 0 {
+		t.Fatalf("a thread made again under the alias has %d items, %v; want none", len(p.Items), err)
+	}
+	if err := c.Delete(t.Context(), "th-none"); !errors.Is(err, blobhub.ErrNotFound) {
+		t.Fatalf("delete of an absent object: %v", err)
+	}
+}
+
+// TestNoThreadWhateverTheStatus: invalid_thread_envelope is recognised by
+// its code under any status, since the documentation does not give one.
+func TestNoThreadWhateverTheStatus(t *testing.T) {
+	for _, status := range []int{400, 404, 409, 422} {
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+			io.WriteString(w, `{"error":{"code":"invalid_thread_envelope","message":"no thread"}}`)
+		}))
+		c := newClient(t, blobhub.Config{APIURL: hs.URL + "/v1", APIKey: "k", RevisionID: "r", SessionID: "s", RetryWaitMin: time.Microsecond})
+		_, perr := c.Post(t.Context(), "x", text("x"))
+		_, lerr := c.ListItems(t.Context(), "x", blobhub.ItemQuery{})
+		for _, err := range []error{perr, lerr} {
+			if !errors.Is(err, blobhub.ErrNoThread) || errors.Is(err, blobhub.ErrAmbiguous) || errors.Is(err, blobhub.ErrUnavailable) {
+				t.Errorf("status %d: %v, want ErrNoThread", status, err)
+			}
+		}
+		hs.Close()
+	}
+}
+
+func rawPost(t *testing.T, srv *bhtest.Server, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL()+"/revisions/"+bhtest.RevisionID+"/data", strings.NewReader(body))
+	req.Header.Set("X-API-Key", bhtest.RunnerKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}

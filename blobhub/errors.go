@@ -15,6 +15,12 @@ var (
 	// ErrItemTooLarge: error code "thread_item_too_large" (an item over the
 	// budget, docs/state.md).
 	ErrItemTooLarge = errors.New("thread item too large")
+	// ErrNoThread: error code "invalid_thread_envelope", BlobHub's
+	// documented answer of post_session_thread_item and
+	// list_session_thread_items for an alias that does not exist or whose
+	// value is not a thread. It is the server's final word on the alias:
+	// never worth retrying, and never a refusal of the item itself.
+	ErrNoThread = errors.New("no such thread: the alias does not exist or is not a thread")
 	// ErrUnavailable: 429/5xx/connection errors past the retry budget, or a
 	// cancelled context.
 	ErrUnavailable = errors.New("blobhub is unavailable; try again later")
@@ -24,15 +30,21 @@ var (
 	ErrAmbiguous = errors.New("post outcome unknown: the item may or may not be stored; list the thread's items before posting again")
 )
 
-// Error codes of the API.
+// Error codes of the API. thread_item_too_large and
+// invalid_thread_envelope are documented (post_session_thread_item,
+// list_session_thread_items), not_found for get_session_thread_item; that
+// download_session_object answers not_found for a missing alias is a guess.
 const (
-	CodeNotFound           = "not_found"
-	CodeThreadItemTooLarge = "thread_item_too_large"
+	CodeNotFound              = "not_found"
+	CodeThreadItemTooLarge    = "thread_item_too_large"
+	CodeInvalidThreadEnvelope = "invalid_thread_envelope"
 )
 
 // APIError is an answer the server gave with an error status. Other 4xx are
-// permanent: no retry. It matches ErrNotFound, ErrAuth and ErrItemTooLarge
-// under errors.Is by status and code.
+// permanent: no retry. It matches ErrNotFound, ErrAuth, ErrItemTooLarge and
+// ErrNoThread under errors.Is by status and code. invalid_thread_envelope
+// is recognised by its code whatever the status: the documentation names
+// the code but not the status it comes with.
 type APIError struct {
 	Status  int
 	Code    string
@@ -55,6 +67,8 @@ func (e *APIError) Error() string {
 		return ErrAuth.Error() + " (" + s + ")"
 	case e.Code == CodeThreadItemTooLarge:
 		return "thread item too large (" + s + "); shrink it"
+	case e.Code == CodeInvalidThreadEnvelope:
+		return "no such thread (" + s + "): the alias does not exist or is not a thread"
 	}
 	return s
 }
@@ -68,6 +82,8 @@ func (e *APIError) Is(target error) bool {
 		return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
 	case ErrItemTooLarge:
 		return e.Code == CodeThreadItemTooLarge
+	case ErrNoThread:
+		return e.Code == CodeInvalidThreadEnvelope
 	}
 	return false
 }

@@ -28,6 +28,7 @@ const (
 	cmdMe        = "users_me" // GET {api_url}/users/me, named for errors
 	cmdDownload  = "download_session_object"
 	cmdUpload    = "upload_session_object"
+	cmdDelete    = "delete_session_object"
 	cmdList      = "list_session_objects"
 	cmdPost      = "post_session_thread_item"
 	cmdListItems = "list_session_thread_items"
@@ -369,6 +370,18 @@ func (c *httpClient) Upload(ctx context.Context, alias string, value json.RawMes
 		return opErr(cmdUpload, alias, errors.New("value is not JSON"))
 	}
 	k, err := c.sessionCall(cmdUpload, alias, map[string]any{"alias": alias, "value": value})
+	if err != nil {
+		return err
+	}
+	_, err = c.do(ctx, k)
+	return err
+}
+
+// Delete sends delete_session_object. The documentation names the command
+// (delete_session_object(session_id, alias=…)) but shows no request or
+// answer; the body is a guess, shaped as every other session command's.
+func (c *httpClient) Delete(ctx context.Context, alias string) error {
+	k, err := c.sessionCall(cmdDelete, alias, map[string]any{"alias": alias})
 	if err != nil {
 		return err
 	}

@@ -197,6 +197,7 @@ func TestListItemsMatchesLinear(t *testing.T) {
 			bisectSpan = span
 			r := rand.New(rand.NewPCG(uint64(span), 7))
 			s := OpenLocalStore(t.TempDir())
+			threadObject(t, s)
 			path := filepath.Join(s.Dir(), "sessions", "s", "items", "t.jsonl")
 			for round := range 120 {
 				n := r.IntN(60)
@@ -276,6 +277,7 @@ func TestListItemsOutOfOrder(t *testing.T) {
 	defer func(old int64) { bisectSpan = old }(bisectSpan)
 	bisectSpan = 0
 	s := OpenLocalStore(t.TempDir())
+	threadObject(t, s)
 	s.SetPageSize(4)
 	path := filepath.Join(s.Dir(), "sessions", "s", "items", "t.jsonl")
 	base := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -355,6 +357,7 @@ func writeBenchThread(b testing.TB, path string, n int) {
 func BenchmarkLocalTail(b *testing.B) {
 	const items = 20000
 	s := OpenLocalStore(b.TempDir())
+	threadObject(b, s)
 	writeBenchThread(b, filepath.Join(s.Dir(), "sessions", "s", "items", "t.jsonl"), items)
 	s.SetPageSize(100)
 	c := &localClient{store: s, cfg: Config{SessionID: "s", UserID: "u"}}
@@ -437,4 +440,13 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// threadObject stores the envelope of thread "t" of session "s": the
+// store lists and takes items only for a thread.
+func threadObject(tb testing.TB, s *LocalStore) {
+	tb.Helper()
+	if err := s.Upload(tb.Context(), "s", "t", json.RawMessage(`{"type":"thread"}`)); err != nil {
+		tb.Fatal(err)
+	}
 }

@@ -48,6 +48,11 @@ func poster(dir string) int {
 func TestLocalConcurrentPosts(t *testing.T) {
 	dir := t.TempDir()
 	const procs, perProc, goroutines, perG = 3, 40, 4, 40
+	for _, alias := range []string{"a", "b/c"} {
+		if err := blobhub.OpenLocalStore(dir).Upload(t.Context(), "ses", alias, json.RawMessage(`{"type":"thread"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// Several processes…
 	exe, err := os.Executable()

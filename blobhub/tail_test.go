@@ -2,6 +2,7 @@ package blobhub_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -24,6 +25,7 @@ func TestTailEqualTimestampsAcrossPages(t *testing.T) {
 	c := srv.Client(bhtest.RunnerKey)
 	ctx := t.Context()
 	const alias = "projects/p/thread"
+	srv.Thread(alias)
 
 	x0 := srv.PersonPost(alias, "x0")
 	x1 := srv.PersonPost(alias, "x1")
@@ -89,6 +91,7 @@ func TestTailFullPageAtCursor(t *testing.T) {
 	c := srv.Client(bhtest.RunnerKey)
 	ctx := t.Context()
 	const alias = "full/page"
+	srv.Thread(alias)
 	srv.EqualTimestamps(true)
 	a := srv.PersonPost(alias, "a")
 	b := srv.PersonPost(alias, "b")
@@ -122,6 +125,7 @@ func TestTailInterleaved(t *testing.T) {
 	c := srv.Client(bhtest.RunnerKey)
 	r := rand.New(rand.NewPCG(1, 2))
 	const alias = "t"
+	srv.Thread(alias)
 	var seen []blobhub.Item
 	var cur blobhub.Cursor
 	n := 0
@@ -148,6 +152,9 @@ func TestTailInterleaved(t *testing.T) {
 
 func TestTailLocalStore(t *testing.T) {
 	c := newClient(t, blobhub.Config{APIURL: "file://" + t.TempDir(), SessionID: "s", PageSize: 2})
+	if err := c.Upload(t.Context(), "a/b", json.RawMessage(`{"type":"thread"}`)); err != nil {
+		t.Fatal(err)
+	}
 	var want []blobhub.Item
 	for i := range 7 {
 		it, err := c.Post(t.Context(), "a/b", text(fmt.Sprint(i)))
@@ -360,6 +367,7 @@ func TestTailLimits(t *testing.T) {
 	srv.PageSize(3)
 	c := srv.Client(bhtest.RunnerKey)
 	const alias = "limits"
+	srv.Thread(alias)
 	var all []blobhub.Item
 	for i := range 14 {
 		srv.EqualTimestamps(i%4 == 1 || i%4 == 2) // pairs and triples sharing an instant
@@ -416,6 +424,7 @@ func BenchmarkTailEndless(b *testing.B) {
 	for _, pages := range []int{400, 2000} {
 		b.Run(fmt.Sprintf("offered=%d", pages*50), func(b *testing.B) {
 			srv := bhtest.New(b)
+			srv.Thread("t")
 			c := srv.Client(bhtest.RunnerKey)
 			var got []blobhub.Item
 			for b.Loop() {

@@ -44,6 +44,12 @@ type activation struct {
 	notMine map[string]string // aliases for not_mine.yaml, written once at the end
 	// authRefused: a post got 401/403; the run ends AUTH_INVALID (77).
 	authRefused bool
+	// threadGone: a post to the job thread was answered
+	// invalid_thread_envelope (the thread was deleted); the run ends
+	// THREAD_NOT_FOUND (66) with what it could not post journaled.
+	threadGone bool
+	// workerRemade: the worker object was made again this run.
+	workerRemade bool
 
 	instanceID    string
 	failedThisRun bool

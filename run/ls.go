@@ -143,7 +143,7 @@ func (ls *lister) objects(ctx context.Context) (aliases []string, found bool, er
 // an alias no run accepts).
 func (ls *lister) job(ctx context.Context, alias string) (*envelope.Envelope, string, error) {
 	r := ls.r
-	if !strings.HasPrefix(alias, r.Setup.Section.Prefix()) || alias == "worker" || underJob(alias, ls.jobs) {
+	if !strings.HasPrefix(alias, r.Setup.Section.Prefix()) || alias == workerAlias || underJob(alias, ls.jobs) {
 		return nil, "", nil
 	}
 	if e, ok := ls.cache.Aliases[alias]; ok && e.cached(ls.start) {
@@ -181,6 +181,9 @@ func (ls *lister) listing(ctx context.Context, alias string, env *envelope.Envel
 	l, read, err := ls.r.judge(ctx, alias, env, updatedAt, ls.id)
 	if read {
 		ls.tails++
+	}
+	if ee := (*ExitError)(nil); errors.As(err, &ee) && ee.Code == CodeNoThread {
+		return l, false, nil // deleted since the list: its items answer invalid_thread_envelope
 	}
 	if err != nil || !ls.o.Runnable {
 		return l, err == nil, err

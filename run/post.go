@@ -45,6 +45,17 @@ func (a *activation) post(ctx context.Context, e *emission) {
 	switch {
 	case err == nil:
 		a.confirmed(e, item)
+	case errors.Is(err, blobhub.ErrNoThread) && e.Target == workerAlias && a.remakeWorker(ctx):
+		// The worker object was deleted: made again, the item goes to it.
+		a.post(ctx, e)
+	case errors.Is(err, blobhub.ErrNoThread):
+		// invalid_thread_envelope: the thread is gone, which is no refusal
+		// of the item; it waits in the journal with everything after it.
+		a.log.Error("the thread is gone from BlobHub (deleted?); items stay journaled", "target", e.Target, "emission_id", e.ID, "error", err)
+		a.offline = true
+		if e.Target == a.alias {
+			a.threadGone = true
+		}
 	case errors.As(err, &undecided):
 		// The search for an ambiguous post could not tell: posting again
 		// might post it twice, so it waits, with everything after it.
@@ -136,6 +147,11 @@ func (a *activation) postedSince(ctx context.Context, e *emission, want map[stri
 		}
 		return len(found) < len(want)
 	})
+	if errors.Is(err, blobhub.ErrNoThread) && e.Target == workerAlias {
+		// No worker thread (deleted): it holds none of them; posting one
+		// makes it again.
+		return found, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -256,15 +272,8 @@ func promptItem(p *envelope.Prompt) agent.Item {
 // cancelPrompt resolves an open prompt as cancelled (a stopped or re-pended
 // thread).
 func (a *activation) cancelPrompt(ctx context.Context) error {
-	p := a.t.Prompt
-	if p == nil {
-		return nil
-	}
-	a.t.Prompt = nil
-	e, err := a.j.resolution(a.alias, p.ItemID, agent.Item{Brief: "cancelled", Meta: map[string]any{
-		"type": agent.ItemPendingPromptResolved, "prompt_item_id": p.ItemID, "resolution": "cancelled",
-	}})
-	if err != nil {
+	e, err := a.resolvePrompt("cancelled", "cancelled")
+	if err != nil || e == nil {
 		return err
 	}
 	if err := a.save(); err != nil {
@@ -272,4 +281,18 @@ func (a *activation) cancelPrompt(ctx context.Context) error {
 	}
 	a.post(ctx, e)
 	return nil
+}
+
+// resolvePrompt drops the open prompt from thread.yaml (not yet saved)
+// and journals its pending_prompt_resolved with resolution, one of the
+// documented answered | cancelled | failed; nil when no prompt is open.
+func (a *activation) resolvePrompt(resolution, brief string) (*emission, error) {
+	p := a.t.Prompt
+	if p == nil {
+		return nil, nil
+	}
+	a.t.Prompt = nil
+	return a.j.resolution(a.alias, p.ItemID, agent.Item{Brief: brief, Meta: map[string]any{
+		"type": agent.ItemPendingPromptResolved, "prompt_item_id": p.ItemID, "resolution": resolution,
+	}})
 }

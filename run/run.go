@@ -197,6 +197,9 @@ func (a *activation) wrapUp(ctx context.Context, err error) error {
 	if serr := a.save(); serr != nil && err == nil {
 		err = serr
 	}
+	if err == nil && a.threadGone {
+		err = exitErr(CodeNoThread, "thread %q was deleted from BlobHub while this run posted to it; %d item(s) it could not post stay journaled, and a run posts them if the thread is made again", a.alias, a.unposted())
+	}
 	if err == nil && a.authRefused {
 		err = exitErr(CodeAuthInvalid, "BlobHub refused the API key while posting; %d item(s) stay journaled for the next run with a valid key", a.unposted())
 	}
@@ -354,12 +357,18 @@ func (a *activation) failOrExit(ctx context.Context, err error) error {
 }
 
 // fail writes local failed + error and journals thread_failed in one step,
-// then uploads failed and posts the item.
+// then uploads failed and posts the item. A prompt still open (a parked
+// thread that fails before its answer is delivered) is resolved failed, so
+// it does not stay open for ever.
 func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	// The message may quote an envelope field; thread.yaml and the summary
 	// keep it too, so it is redacted here, not only in the item.
 	te = &agent.Error{Code: te.Code, Message: a.r.Setup.Secrets.String(te.Message)}
 	a.log.Error("thread failed", "code", te.Code, "error", te.Message)
+	resolved, err := a.resolvePrompt("failed", "✗ failed: "+te.Code)
+	if err != nil {
+		return err
+	}
 	a.t.Agent.State = envelope.StateFailed
 	a.t.Agent.Error.Set(te.Code, te.Message)
 	a.t.Agent.FailedOnWire = false
@@ -368,7 +377,7 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 		"error":       map[string]any{"code": te.Code, "message": te.Message},
 		"instance_id": a.instanceID,
 	}}
-	e, err := a.j.add("worker", it, "")
+	e, err := a.j.add(workerAlias, it, "")
 	if err != nil {
 		return err
 	}
@@ -380,6 +389,7 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	if err := a.uploadFailed(ctx); err != nil {
 		return err
 	}
+	a.post(ctx, resolved)
 	a.post(ctx, e)
 	return nil
 }

@@ -255,6 +255,10 @@ func (e NotMineEntry) cached(t time.Time) bool {
 	return err == nil && t.Sub(at) < notMineRecheck
 }
 
+// workerAlias is the session's worker object: the affinity lock and the
+// activity thread thread_failed items go to.
+const workerAlias = "worker"
+
 // ensureWorker makes sure the session's worker object is ours (one user
 // works a session; thread_failed items go to it):
 // absent → upload it, then read it back (two first runs may race).
@@ -272,9 +276,9 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 		return e
 	}
 	for attempt := 0; attempt < 2; attempt++ {
-		obj, err := c.Download(ctx, "worker")
+		obj, err := c.Download(ctx, workerAlias)
 		if errors.Is(err, blobhub.ErrNotFound) {
-			if err := c.Upload(ctx, "worker", workerValue(userID, st.InstanceID)); err != nil {
+			if err := c.Upload(ctx, workerAlias, workerValue(userID, st.InstanceID)); err != nil {
 				return nil, apiErr(err, "worker")
 			}
 			continue
@@ -292,7 +296,7 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 		if attempt == 0 {
 			// Refresh last_seen_at at most once per run.
 			if nv, err := setJSON(obj.Value, []string{"thread", "metadata", "instance", "last_seen_at"}, now()); err == nil {
-				_ = c.Upload(ctx, "worker", nv)
+				_ = c.Upload(ctx, workerAlias, nv)
 			}
 		}
 		return updateSection(ctx, jobDir, sec, func(s *SectionState) {
@@ -321,6 +325,25 @@ func workerValue(userID, instanceID string) json.RawMessage {
 				"started_at": at, "last_seen_at": at, "status": "attached"},
 		}}})
 	return b
+}
+
+// remakeWorker makes the session's worker object again, once per run,
+// after a post to it found it gone (deleted while the run worked), with
+// the same check of its owner as at the run's start. false when it was
+// made again already or could not be.
+func (a *activation) remakeWorker(ctx context.Context) bool {
+	if a.workerRemade {
+		return false
+	}
+	a.workerRemade = true
+	a.log.Warn("the worker object is gone from BlobHub (deleted?); making it again")
+	st, err := ensureWorker(ctx, a.r.Client, a.r.Setup.JobDir, a.r.Setup.Section, a.userID)
+	if err != nil {
+		a.log.Error("could not make the worker object again; its items stay journaled", "error", err)
+		return false
+	}
+	a.instanceID = st.InstanceID
+	return true
 }
 
 func setJSON(raw json.RawMessage, path []string, v any) (json.RawMessage, error) {
@@ -353,6 +376,10 @@ func APIError(err error, what string) error {
 		return err
 	case errors.Is(err, blobhub.ErrAuth):
 		return exitErr(CodeAuthInvalid, "BlobHub refused the API key (%s); check the key or profile", what)
+	case errors.Is(err, blobhub.ErrNoThread):
+		// invalid_thread_envelope: BlobHub's final word that the alias is
+		// not a thread (deleted, say), not a reason to try again later.
+		return exitErr(CodeNoThread, "BlobHub has no such thread (%s): the alias does not exist or is not a thread; check the alias, or create the thread with `bhw-run thread new`", what)
 	case errors.Is(err, context.Canceled):
 		return err
 	case errors.Is(err, blobhub.ErrUnavailable), errors.Is(err, blobhub.ErrAmbiguous):

@@ -406,6 +406,24 @@ func (s *Server) Put(alias string, value string) {
 	}
 }
 
+// Thread stores an empty thread envelope (no agent block, no instance:
+// not a job) under alias in the default session, so items can be posted
+// to it and listed.
+func (s *Server) Thread(alias string) {
+	s.t.Helper()
+	s.Put(alias, `{"type":"thread","thread":{"attributes":{},"metadata":{}}}`)
+}
+
+// Delete removes an object of the default session and its items, as a
+// person deleting a thread in BlobHub would: posts to it and lists of it
+// are then answered invalid_thread_envelope.
+func (s *Server) Delete(alias string) {
+	s.t.Helper()
+	if err := s.store.Delete(s.t.Context(), SessionID, alias); err != nil {
+		s.t.Fatalf("bhtest: delete %q: %v", alias, err)
+	}
+}
+
 // Get reads an object of the default session; ok is false when absent.
 func (s *Server) Get(alias string) (blobhub.Object, bool) {
 	s.t.Helper()
@@ -531,6 +549,15 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err := s.store.Upload(ctx, req.SessionID, alias, req.Value); err != nil {
+			writeStoreError(w, err)
+			return
+		}
+		s.answer(w, r, req.Command, http.StatusOK, map[string]any{})
+	case "delete_session_object":
+		if !needAlias() {
+			return
+		}
+		if err := s.store.Delete(ctx, req.SessionID, alias); err != nil {
 			writeStoreError(w, err)
 			return
 		}

@@ -36,6 +36,7 @@ func TestWireAnswers(t *testing.T) {
 	// Items posted over the wire are exactly what the store holds, and
 	// the API's default order is descending.
 	var posted []blobhub.Item
+	srv.Thread("t")
 	for _, s := range []string{"a", "b"} {
 		st, m := post(t, srv, bhtest.RunnerKey, `{"engine":"workflow_blobhub","command":"post_session_thread_item","session_id":"ses_test","alias":"t","content":[{"type":"text","text":"`+s+`"}],"metadata":{"type":"text"}}`)
 		var it blobhub.Item
