@@ -34,10 +34,10 @@ GO_TEST_ENV := BHW_CLAUDE_BIN=$(CLAUDE_BIN) BHW_CODEX_BIN=$(CODEX_BIN) \
 	BHW_GEMINI_BIN=$(GEMINI_BIN) BHW_QWEN_BIN=$(QWEN_BIN) \
 	BHW_OPENCODE_BIN=$(OPENCODE_BIN) BHW_COPILOT_BIN=$(COPILOT_BIN) BHW_COPILOT_CACHE=$(COPILOT_CACHE)
 
-.PHONY: help build install test e2e lint bench fuzz tools demo clean
+.PHONY: help build install test e2e lint bench fuzz tools demo live-check clean
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
 
 # A static binary (no cgo): one file that runs anywhere, and it starts a
 # millisecond faster than the dynamically linked one.
@@ -115,6 +115,18 @@ fuzz: ## run each fuzz test for 20 s
 
 demo: tools build ## the whole flow offline with the pinned CLI and a scripted model
 	$(GO_TEST_ENV) go run ./scripts/demo
+
+LIVE_VARS := BHW_LIVE_API_URL BHW_LIVE_API_KEY BHW_LIVE_REVISION_ID BHW_LIVE_SESSION_ID
+
+# With the four BHW_LIVE_* variables set, the conformance script runs
+# against that real session (a throwaway thread, removed at the end);
+# without them, the same script runs as a test against the test hub.
+live-check: ## check a real BlobHub session answers as bhw-run expects (BHW_LIVE_*; else the test hub)
+	@set=0; for v in $(LIVE_VARS); do [ -n "$${!v}" ] && set=$$((set+1)); done; \
+	if [ $$set -eq 4 ]; then go run ./scripts/livecheck; \
+	elif [ $$set -gt 0 ]; then echo "live-check: set all of $(LIVE_VARS), or none to check the test hub"; exit 2; \
+	else echo "live-check: BHW_LIVE_* not set; running the check against the test hub"; \
+	  go test -count=1 -v -run 'LiveCheck' ./scripts/livecheck/; fi
 
 clean: ## remove build outputs and installed tools
 	rm -rf bin $(TOOLS)

@@ -222,8 +222,7 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 		if held == nil || held.SHA256 != f.SHA256 {
 			m := meta
 			m.Encoding, m.Data = f.Encoding, f.EncodedData()
-			v, _ := json.Marshal(map[string]any{"type": "artifact", "artifact": m})
-			if err := a.r.Client.Upload(ctx, in.alias, v); err != nil {
+			if err := a.r.Client.Upload(ctx, in.alias, m.Value()); err != nil {
 				var api *blobhub.APIError
 				if errors.As(err, &api) && api.Status < 500 && !errors.Is(err, blobhub.ErrAuth) {
 					// Refused for good: dropped, so one file never wedges the thread.
@@ -302,16 +301,7 @@ func (a *activation) dropIntent(in *artifactIntent) error {
 }
 
 // artifactMeta is the artifact block of an artifact object's value.
-type artifactMeta struct {
-	Name      string `json:"name"`
-	Path      string `json:"path"`
-	MediaType string `json:"media_type"`
-	Size      int64  `json:"size"`
-	SHA256    string `json:"sha256"`
-	Encoding  string `json:"encoding,omitempty"`
-	Data      string `json:"data,omitempty"`
-	Thread    string `json:"thread"`
-}
+type artifactMeta = envelope.Artifact
 
 // foreignObjectError is an alias that holds something other than this
 // thread's artifact.

@@ -53,6 +53,7 @@ type Server struct {
 	endless    map[string]*endless
 	extra      map[string][]blobhub.Item
 	fabricated int
+	rewrite    map[string]func([]byte) []byte
 }
 
 // endless is an alias whose list answers are made up: every answer a page
@@ -287,6 +288,18 @@ func (s *Server) withServed(alias string, q blobhub.ItemQuery, page []blobhub.It
 		out = out[:size]
 	}
 	return out
+}
+
+// RewriteAnswers passes the body of every later successful answer of
+// command through fn before it is sent (nil turns it off): a server that
+// answers in another shape than the one bhw-run expects.
+func (s *Server) RewriteAnswers(command string, fn func(body []byte) []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rewrite == nil {
+		s.rewrite = map[string]func([]byte) []byte{}
+	}
+	s.rewrite[command] = fn
 }
 
 // EqualTimestamps makes new items share the session's last created_at.
@@ -623,12 +636,15 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, command string, 
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())
 		return
 	}
+	s.mu.Lock()
+	slow, rewrite := s.slow, s.rewrite[command]
+	s.mu.Unlock()
+	if rewrite != nil && status/100 == 2 {
+		b = rewrite(b)
+	}
 	if s.take(faultTruncate, command) != nil {
 		b = b[:len(b)/2]
 	}
-	s.mu.Lock()
-	slow := s.slow
-	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	if slow <= 0 {
 		w.WriteHeader(status)
