@@ -10,6 +10,34 @@ import (
 
 // Item types bhw-run posts, as metadata.type: the first five are what an
 // adapter relays, the others run's own.
+//
+// What the blobhub-worker documentation shows of them, and what is a guess
+// (worker/session-agent-harness/thread-items, interactive-prompts,
+// worker-object; field names the pages read do not show are guesses,
+// marked so here, and `make live-check` cannot settle them: the server
+// stores any metadata):
+//   - every item: content [{type: text, text: <brief>}] and metadata.type;
+//     a person's item has no metadata.type. metadata.emission_id on every
+//     item is bhw-run's own (its exactly-once journal), also on text, which
+//     the documentation says carries nothing beyond type.
+//   - text: nothing else. thinking: metadata.text (documented).
+//   - tool_call: tool {name, invocation_id, input} (documented).
+//   - tool_result: no tool name, brief "→ <first line> (N lines)"
+//     (documented); tool {invocation_id, output, is_error}: a guess.
+//   - status: "a machine-readable token" (documented); under
+//     status.token, with the other fields beside it: a guess.
+//   - turn_end: input_tokens (cached + uncached) and input_tokens_cached
+//     (documented); under usage, with output_tokens, cost_usd, num_turns,
+//     duration_ms and outcome: a guess.
+//   - pending_prompt: metadata.prompt.kind (text | approval |
+//     ask_user_question, documented); prompt.options, prompt.call,
+//     prompt.payload: a guess (built by run's promptItem).
+//   - pending_prompt_resolved: resolution answered | cancelled | failed
+//     (documented); prompt_item_id, decision (approved | denied), answer: a
+//     guess.
+//   - thread_failed, in the worker thread: the documentation names the item;
+//     alias, error {code, message}, instance_id: a guess.
+//   - policy_applied, policy_denied, artifact_published: bhw-run's own.
 const (
 	ItemText                  = "text"
 	ItemToolCall              = "tool_call"
@@ -67,6 +95,7 @@ func ToolCallItem(name, invocationID string, input json.RawMessage, summary stri
 }
 
 // ToolResultItem is a call's output, paired with its call by invocationID.
+// output and is_error are guessed names (see the item types above).
 func ToolResultItem(invocationID, output string, isError bool) Item {
 	lines := strings.Count(strings.TrimRight(output, "\n"), "\n") + 1
 	first, _, _ := strings.Cut(output, "\n")
@@ -80,7 +109,7 @@ func ToolResultItem(invocationID, output string, isError bool) Item {
 }
 
 // StatusItem is a human status line with its token (api_retry, turn_timeout, …)
-// and extra fields.
+// and extra fields, under metadata.status (a guessed nesting).
 func StatusItem(token, text string, extra map[string]any) Item {
 	st := map[string]any{"token": token}
 	for k, v := range extra {
@@ -89,15 +118,17 @@ func StatusItem(token, text string, extra map[string]any) Item {
 	return newItem(ItemStatus, text, "status", st)
 }
 
-// TurnEndItem closes a turn.
+// TurnEndItem closes a turn. usage {input_tokens, input_tokens_cached} is
+// documented; the usage block around them and the other fields are guesses.
 func TurnEndItem(outcome string, r TurnResult) Item {
 	return newItem(ItemTurnEnd, "— turn end —",
 		"usage", r.Usage, "cost_usd", r.CostUSD, "num_turns", r.NumTurns,
 		"duration_ms", r.DurationMS, "outcome", outcome)
 }
 
-// CallMeta is how a call is described inside item metadata (pending_prompt,
-// policy_denied): {tool, effect, invocation_id, input, target}.
+// CallMeta describes a call inside item metadata (pending_prompt,
+// policy_denied): bhw-run's own shape, {tool, effect, invocation_id,
+// input, target}.
 func CallMeta(c policy.Call) map[string]any {
 	in := c.Input
 	if len(in) == 0 {

@@ -93,6 +93,8 @@ func (c *httpClient) sessionCall(cmd, alias string, fields map[string]any) (*cal
 	}, nil
 }
 
+// header: the name of the header the key travels in is a guess (the pages
+// read document the key, not how it is sent).
 func (c *httpClient) header(h http.Header) {
 	h.Set("X-API-Key", c.cfg.APIKey)
 	h.Set("User-Agent", userAgent)
@@ -278,7 +280,10 @@ func statusError(resp *http.Response, body []byte) error {
 
 // parseAPIError accepts {"error":{"code","message"}}, {"code","message"},
 // {"error":"code","message"} or any other body (kept, shortened, as the
-// message).
+// message). The documentation names the error codes of the commands
+// (invalid_thread_envelope, thread_item_too_large, not_found) but shows no
+// error body: every one of these shapes is a guess, the first the one the
+// test hub answers.
 func parseAPIError(status int, body []byte) *APIError {
 	e := &APIError{Status: status}
 	var m map[string]json.RawMessage
@@ -317,6 +322,8 @@ func parseAPIError(status int, body []byte) *APIError {
 	return e
 }
 
+// Me: GET /users/me gives user_id, name and email (worker/cli/login);
+// whether they come flat or under "user" is a guess, so both are read.
 func (c *httpClient) Me(ctx context.Context) (User, error) {
 	b, err := c.do(ctx, &call{command: cmdMe, method: http.MethodGet, url: c.base + "/users/me"})
 	if err != nil {
@@ -339,6 +346,10 @@ func (c *httpClient) Me(ctx context.Context) (User, error) {
 	return u, nil
 }
 
+// Download: the answer is the documented envelope {revision_id,
+// session_id, alias, updated_at, value} (session objects); the same under
+// "object" is read too, a guess kept from before the envelope was known.
+// That a missing alias is 404 or code not_found is a guess.
 func (c *httpClient) Download(ctx context.Context, alias string) (Object, error) {
 	k, err := c.sessionCall(cmdDownload, alias, map[string]any{"alias": alias})
 	if err != nil {
@@ -406,7 +417,9 @@ func (c *httpClient) List(ctx context.Context) ([]string, error) {
 }
 
 // parseAliases accepts {"aliases":[…]}, {"objects":[{"alias":…}]} and a bare
-// array of strings or objects.
+// array of strings or objects. The documentation says the command lists
+// the aliases of the session's objects but shows no answer: every shape is
+// a guess, {"objects": …} the one the test hub answers.
 func parseAliases(b []byte) ([]string, error) {
 	var m struct {
 		Aliases json.RawMessage `json:"aliases"`
@@ -448,6 +461,9 @@ func parseAliases(b []byte) ([]string, error) {
 	return out, nil
 }
 
+// ListItems: the request and the answer {"items": […]} are documented
+// (list_session_thread_items; strict created_since and created_before, the
+// page size the server's); a bare array is read too, a guess.
 func (c *httpClient) ListItems(ctx context.Context, alias string, q ItemQuery) (Page, error) {
 	f := map[string]any{"alias": alias, "ascending": q.Ascending} // the API defaults to descending
 	if q.CreatedSince != "" {
@@ -481,10 +497,12 @@ func (c *httpClient) ListItems(ctx context.Context, alias string, q ItemQuery) (
 	return Page{Items: ans.Items, Date: k.date}, nil
 }
 
-// Post sends one item, once. Only a failure known to come before the server
-// could act (a refused connection, a cancelled context before sending, 429)
-// is ErrUnavailable; anything after the request may have arrived — a dropped
-// connection, a timeout, a 5xx, a cut answer — is ErrAmbiguous.
+// Post sends one item, once. Only a failure known to come before the
+// server could act (a refused connection, a cancelled context before
+// sending, 429) is ErrUnavailable; anything after the request may have
+// arrived — a dropped connection, a timeout, a 5xx, a cut answer — is
+// ErrAmbiguous. The answer {"item": {id, created_at, user_id, …}} is
+// documented (post_session_thread_item); a bare item is read too, a guess.
 func (c *httpClient) Post(ctx context.Context, alias string, p NewItem) (Item, error) {
 	f := map[string]any{"alias": alias, "content": p.Content}
 	if len(p.Metadata) > 0 {

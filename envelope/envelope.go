@@ -23,6 +23,12 @@ const (
 // Envelope is what bhw-run reads from a thread's session object. Fields are
 // extracted leniently: a wrongly typed field is recorded in Bad (by dotted
 // path) so the activation checklist can fail it with its own code.
+//
+// The documented blocks of value.thread.metadata
+// (worker/session-agent-harness/thread-object) are workspace.work_folder,
+// agent {type, executable, model, effort, permissions} and instance.state;
+// agent.permissions guarded and the policy and artifacts blocks are
+// bhw-run's own (the README's "Differences from blobhub-worker").
 type Envelope struct {
 	Raw  json.RawMessage // the value exactly as served
 	Type string
