@@ -336,6 +336,9 @@ func (a *activation) attach(ctx context.Context) error {
 // the state, upload, read back.
 func (a *activation) setWireState(ctx context.Context, from, to string) error {
 	obj, err := a.r.Client.Download(ctx, a.alias)
+	if errors.Is(err, blobhub.ErrNotFound) {
+		return exitErr(CodeNoThread, "thread %q was deleted from BlobHub while this run worked on it; nothing was written to it", a.alias)
+	}
 	if err != nil {
 		return apiErr(err, "download "+a.alias)
 	}

@@ -268,3 +268,34 @@ func TestParkedThreadFailsResolvesPrompt(t *testing.T) {
 		t.Fatalf("%d pending_prompt_resolved after the retry, want 1", n)
 	}
 }
+
+// TestThreadDeletedBeforeActivation: a pending thread deleted between the
+// run's download and its write of instance.state is THREAD_NOT_FOUND (66),
+// not "try later".
+func TestThreadDeletedBeforeActivation(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "gone/activation"
+	h.handOff(alias, "approval", "")
+	h.runner = func(r *Runner) {
+		r.Client = &deleteOnSecondDownload{Client: r.Client, srv: h.srv, alias: alias}
+	}
+	wantExitCode(t, h.run(alias), ExitNoThread, CodeNoThread)
+}
+
+// deleteOnSecondDownload deletes alias just before its second download:
+// it is gone when the run comes back to set instance.state.
+type deleteOnSecondDownload struct {
+	blobhub.Client
+	srv   *bhtest.Server
+	alias string
+	n     int
+}
+
+func (c *deleteOnSecondDownload) Download(ctx context.Context, alias string) (blobhub.Object, error) {
+	if alias == c.alias {
+		if c.n++; c.n == 2 {
+			c.srv.Delete(alias)
+		}
+	}
+	return c.Client.Download(ctx, alias)
+}
