@@ -23,17 +23,22 @@ import (
 // The wire. Every session command is one POST to
 // {api_url}/revisions/{revision_id}/data.
 const (
-	engine       = "workflow_blobhub"
-	userAgent    = "bhw-run"
-	cmdMe        = "users_me" // GET {api_url}/users/me, named for errors
-	cmdDownload  = "download_session_object"
-	cmdUpload    = "upload_session_object"
-	cmdDelete    = "delete_session_object"
-	cmdList      = "list_session_objects"
-	cmdPost      = "post_session_thread_item"
-	cmdListItems = "list_session_thread_items"
+	engine    = "workflow_blobhub"
+	userAgent = "bhw-run"
 
 	maxBody = 256 << 20 // an answer larger than this is refused, not buffered
+)
+
+// The commands, by the names errors (and the test hub's request log) give
+// them.
+const (
+	CmdMe        = "users_me" // GET {api_url}/users/me
+	CmdDownload  = "download_session_object"
+	CmdUpload    = "upload_session_object"
+	CmdDelete    = "delete_session_object"
+	CmdList      = "list_session_objects"
+	CmdPost      = "post_session_thread_item"
+	CmdListItems = "list_session_thread_items"
 )
 
 type httpClient struct {
@@ -325,7 +330,7 @@ func parseAPIError(status int, body []byte) *APIError {
 // Me: GET /users/me gives user_id, name and email (worker/cli/login);
 // whether they come flat or under "user" is a guess, so both are read.
 func (c *httpClient) Me(ctx context.Context) (User, error) {
-	b, err := c.do(ctx, &call{command: cmdMe, method: http.MethodGet, url: c.base + "/users/me"})
+	b, err := c.do(ctx, &call{command: CmdMe, method: http.MethodGet, url: c.base + "/users/me"})
 	if err != nil {
 		return User{}, err
 	}
@@ -334,14 +339,14 @@ func (c *httpClient) Me(ctx context.Context) (User, error) {
 		Inner *User `json:"user"`
 	}
 	if err := json.Unmarshal(b, &ans); err != nil {
-		return User{}, opErr(cmdMe, "", fmt.Errorf("answer is not a user: %w", err))
+		return User{}, opErr(CmdMe, "", fmt.Errorf("answer is not a user: %w", err))
 	}
 	u := ans.User
 	if ans.Inner != nil {
 		u = *ans.Inner
 	}
 	if u.UserID == "" {
-		return User{}, opErr(cmdMe, "", errors.New("answer carries no user_id"))
+		return User{}, opErr(CmdMe, "", errors.New("answer carries no user_id"))
 	}
 	return u, nil
 }
@@ -351,7 +356,7 @@ func (c *httpClient) Me(ctx context.Context) (User, error) {
 // "object" is read too, a guess kept from before the envelope was known.
 // That a missing alias is 404 or code not_found is a guess.
 func (c *httpClient) Download(ctx context.Context, alias string) (Object, error) {
-	k, err := c.sessionCall(cmdDownload, alias, map[string]any{"alias": alias})
+	k, err := c.sessionCall(CmdDownload, alias, map[string]any{"alias": alias})
 	if err != nil {
 		return Object{}, err
 	}
@@ -364,23 +369,23 @@ func (c *httpClient) Download(ctx context.Context, alias string) (Object, error)
 		Inner *Object `json:"object"`
 	}
 	if err := json.Unmarshal(b, &ans); err != nil {
-		return Object{}, opErr(cmdDownload, alias, fmt.Errorf("answer is not an object: %w", err))
+		return Object{}, opErr(CmdDownload, alias, fmt.Errorf("answer is not an object: %w", err))
 	}
 	o := ans.Object
 	if ans.Inner != nil && len(o.Value) == 0 {
 		o = *ans.Inner
 	}
 	if len(o.Value) == 0 || string(o.Value) == "null" {
-		return Object{}, opErr(cmdDownload, alias, &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "answer carries no value"})
+		return Object{}, opErr(CmdDownload, alias, &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "answer carries no value"})
 	}
 	return o, nil
 }
 
 func (c *httpClient) Upload(ctx context.Context, alias string, value json.RawMessage) error {
 	if !json.Valid(value) {
-		return opErr(cmdUpload, alias, errors.New("value is not JSON"))
+		return opErr(CmdUpload, alias, errors.New("value is not JSON"))
 	}
-	k, err := c.sessionCall(cmdUpload, alias, map[string]any{"alias": alias, "value": value})
+	k, err := c.sessionCall(CmdUpload, alias, map[string]any{"alias": alias, "value": value})
 	if err != nil {
 		return err
 	}
@@ -392,7 +397,7 @@ func (c *httpClient) Upload(ctx context.Context, alias string, value json.RawMes
 // (delete_session_object(session_id, alias=…)) but shows no request or
 // answer; the body is a guess, shaped as every other session command's.
 func (c *httpClient) Delete(ctx context.Context, alias string) error {
-	k, err := c.sessionCall(cmdDelete, alias, map[string]any{"alias": alias})
+	k, err := c.sessionCall(CmdDelete, alias, map[string]any{"alias": alias})
 	if err != nil {
 		return err
 	}
@@ -401,7 +406,7 @@ func (c *httpClient) Delete(ctx context.Context, alias string) error {
 }
 
 func (c *httpClient) List(ctx context.Context) ([]string, error) {
-	k, err := c.sessionCall(cmdList, "", nil)
+	k, err := c.sessionCall(CmdList, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -411,7 +416,7 @@ func (c *httpClient) List(ctx context.Context) ([]string, error) {
 	}
 	aliases, err := parseAliases(b)
 	if err != nil {
-		return nil, opErr(cmdList, "", err)
+		return nil, opErr(CmdList, "", err)
 	}
 	return aliases, nil
 }
@@ -472,7 +477,7 @@ func (c *httpClient) ListItems(ctx context.Context, alias string, q ItemQuery) (
 	if q.CreatedBefore != "" {
 		f["created_before"] = q.CreatedBefore
 	}
-	k, err := c.sessionCall(cmdListItems, alias, f)
+	k, err := c.sessionCall(CmdListItems, alias, f)
 	if err != nil {
 		return Page{}, err
 	}
@@ -489,7 +494,7 @@ func (c *httpClient) ListItems(ctx context.Context, alias string, q ItemQuery) (
 		err = json.Unmarshal(b, &ans)
 	}
 	if err != nil {
-		return Page{}, opErr(cmdListItems, alias, fmt.Errorf("answer is not a list of items: %w", err))
+		return Page{}, opErr(CmdListItems, alias, fmt.Errorf("answer is not a list of items: %w", err))
 	}
 	if ans.Items == nil {
 		ans.Items = []Item{}
@@ -513,42 +518,42 @@ func (c *httpClient) Post(ctx context.Context, alias string, p NewItem) (Item, e
 	if p.ParentID != "" {
 		f["parent_id"] = p.ParentID
 	}
-	k, err := c.sessionCall(cmdPost, alias, f)
+	k, err := c.sessionCall(CmdPost, alias, f)
 	if err != nil {
 		return Item{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return Item{}, opErr(cmdPost, alias, unavailable(err))
+		return Item{}, opErr(CmdPost, alias, unavailable(err))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, k.url, bytes.NewReader(k.body))
 	if err != nil {
-		return Item{}, opErr(cmdPost, alias, err)
+		return Item{}, opErr(CmdPost, alias, err)
 	}
 	c.header(req.Header)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if notSent(err) {
-			return Item{}, opErr(cmdPost, alias, unavailable(err))
+			return Item{}, opErr(CmdPost, alias, unavailable(err))
 		}
-		return Item{}, opErr(cmdPost, alias, ambiguous(err))
+		return Item{}, opErr(CmdPost, alias, ambiguous(err))
 	}
 	defer resp.Body.Close()
 	b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
-		return Item{}, opErr(cmdPost, alias, unavailable(transientAnswer{parseAPIError(resp.StatusCode, b)}))
+		return Item{}, opErr(CmdPost, alias, unavailable(transientAnswer{parseAPIError(resp.StatusCode, b)}))
 	case resp.StatusCode >= 500:
-		return Item{}, opErr(cmdPost, alias, ambiguous(transientAnswer{parseAPIError(resp.StatusCode, b)}))
+		return Item{}, opErr(CmdPost, alias, ambiguous(transientAnswer{parseAPIError(resp.StatusCode, b)}))
 	case resp.StatusCode/100 != 2:
-		return Item{}, opErr(cmdPost, alias, parseAPIError(resp.StatusCode, b))
+		return Item{}, opErr(CmdPost, alias, parseAPIError(resp.StatusCode, b))
 	case rerr != nil:
-		return Item{}, opErr(cmdPost, alias, ambiguous(rerr))
+		return Item{}, opErr(CmdPost, alias, ambiguous(rerr))
 	}
 	var ans struct {
 		Item *Item `json:"item"`
 	}
 	if err := json.Unmarshal(b, &ans); err != nil {
-		return Item{}, opErr(cmdPost, alias, ambiguous(errBadBody))
+		return Item{}, opErr(CmdPost, alias, ambiguous(errBadBody))
 	}
 	it := ans.Item
 	if it == nil {
@@ -558,7 +563,7 @@ func (c *httpClient) Post(ctx context.Context, alias string, p NewItem) (Item, e
 		}
 	}
 	if it == nil || it.ID == "" {
-		return Item{}, opErr(cmdPost, alias, ambiguous(errors.New("answer carries no item id")))
+		return Item{}, opErr(CmdPost, alias, ambiguous(errors.New("answer carries no item id")))
 	}
 	return *it, nil
 }

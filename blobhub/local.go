@@ -849,42 +849,42 @@ func (c *localClient) done(ctx context.Context, cmd, alias string) error {
 }
 
 func (c *localClient) Me(ctx context.Context) (User, error) {
-	if err := c.done(ctx, cmdMe, ""); err != nil {
+	if err := c.done(ctx, CmdMe, ""); err != nil {
 		return User{}, err
 	}
 	return User{UserID: c.cfg.UserID, Name: "local"}, nil
 }
 
 func (c *localClient) Download(ctx context.Context, alias string) (Object, error) {
-	if err := c.done(ctx, cmdDownload, alias); err != nil {
+	if err := c.done(ctx, CmdDownload, alias); err != nil {
 		return Object{}, err
 	}
 	o, err := c.store.Download(ctx, c.cfg.SessionID, alias)
 	o.RevisionID = c.cfg.RevisionID
-	return o, opErr(cmdDownload, alias, err)
+	return o, opErr(CmdDownload, alias, err)
 }
 
 func (c *localClient) Upload(ctx context.Context, alias string, value json.RawMessage) error {
-	if err := c.done(ctx, cmdUpload, alias); err != nil {
+	if err := c.done(ctx, CmdUpload, alias); err != nil {
 		return err
 	}
-	return opErr(cmdUpload, alias, c.store.Upload(ctx, c.cfg.SessionID, alias, value))
+	return opErr(CmdUpload, alias, c.store.Upload(ctx, c.cfg.SessionID, alias, value))
 }
 
 func (c *localClient) Delete(ctx context.Context, alias string) error {
-	if err := c.done(ctx, cmdDelete, alias); err != nil {
+	if err := c.done(ctx, CmdDelete, alias); err != nil {
 		return err
 	}
-	return opErr(cmdDelete, alias, c.store.Delete(ctx, c.cfg.SessionID, alias))
+	return opErr(CmdDelete, alias, c.store.Delete(ctx, c.cfg.SessionID, alias))
 }
 
 func (c *localClient) List(ctx context.Context) ([]string, error) {
-	if err := c.done(ctx, cmdList, ""); err != nil {
+	if err := c.done(ctx, CmdList, ""); err != nil {
 		return nil, err
 	}
 	objs, err := c.store.Objects(ctx, c.cfg.SessionID)
 	if err != nil {
-		return nil, opErr(cmdList, "", err)
+		return nil, opErr(CmdList, "", err)
 	}
 	out := make([]string, len(objs))
 	for i, o := range objs {
@@ -894,19 +894,19 @@ func (c *localClient) List(ctx context.Context) ([]string, error) {
 }
 
 func (c *localClient) Post(ctx context.Context, alias string, p NewItem) (Item, error) {
-	if err := c.done(ctx, cmdPost, alias); err != nil {
+	if err := c.done(ctx, CmdPost, alias); err != nil {
 		return Item{}, err
 	}
 	it, err := c.store.Post(ctx, c.cfg.SessionID, c.cfg.UserID, alias, p)
-	return it, opErr(cmdPost, alias, err)
+	return it, opErr(CmdPost, alias, err)
 }
 
 // ListItems answers with the local clock as the page's Date: the store
 // stamps new items with it.
 func (c *localClient) ListItems(ctx context.Context, alias string, q ItemQuery) (Page, error) {
-	if err := c.done(ctx, cmdListItems, alias); err != nil {
+	if err := c.done(ctx, CmdListItems, alias); err != nil {
 		return Page{}, err
 	}
 	items, err := c.store.ListItems(ctx, c.cfg.SessionID, alias, q)
-	return Page{Items: items, Date: time.Now()}, opErr(cmdListItems, alias, err)
+	return Page{Items: items, Date: time.Now()}, opErr(CmdListItems, alias, err)
 }

@@ -51,6 +51,14 @@ func readYAML(t *testing.T, path string) map[string]any {
 	return m
 }
 
+// wantFile checks that path still holds exactly body.
+func wantFile(t *testing.T, path string, body []byte) {
+	t.Helper()
+	if got, _ := os.ReadFile(path); string(got) != string(body) {
+		t.Fatalf("%s was rewritten:\n%s\nwant it as it was:\n%s", path, got, body)
+	}
+}
+
 func dig(m map[string]any, path ...string) any {
 	var v any = m
 	for _, k := range path {
@@ -201,9 +209,7 @@ func TestDocsIdentityYAML(t *testing.T) {
 		body := docsFixture(t, "identity.yaml", "usr_01J...", bhtest.RunnerUserID)
 		h := setup(t, body)
 		want(t, h.run(alias), OutcomeTurnCompleted, 0)
-		if got, _ := os.ReadFile(identityPath(h.state)); string(got) != string(body) {
-			t.Fatalf("identity.yaml rewritten:\n%s", got)
-		}
+		wantFile(t, identityPath(h.state), body)
 		// Our own items are recognised by the recorded user: nothing new.
 		want(t, h.run(alias), OutcomeIdle, 0)
 	})
@@ -215,9 +221,7 @@ func TestDocsIdentityYAML(t *testing.T) {
 		if !strings.Contains(sum.Error.Message, "usr_01J...") {
 			t.Fatalf("message %q does not name the recorded user", sum.Error.Message)
 		}
-		if got, _ := os.ReadFile(identityPath(h.state)); string(got) != string(body) {
-			t.Fatalf("identity.yaml replaced:\n%s", got)
-		}
+		wantFile(t, identityPath(h.state), body)
 		if got := h.wireState(alias); got != "pending" {
 			t.Fatalf("wire state %q after a refusal", got)
 		}
@@ -247,9 +251,7 @@ func TestDocsIdentityYAML(t *testing.T) {
 		if !strings.Contains(sum.Error.Message, "user_id") {
 			t.Fatalf("message %q", sum.Error.Message)
 		}
-		if got, _ := os.ReadFile(identityPath(h.state)); string(got) != string(body) {
-			t.Fatalf("identity.yaml replaced:\n%s", got)
-		}
+		wantFile(t, identityPath(h.state), body)
 	})
 }
 

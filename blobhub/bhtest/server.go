@@ -33,7 +33,7 @@ const (
 	SessionID    = "ses_test"
 
 	// CmdMe names GET /users/me in the request log and in fault switches.
-	CmdMe = "users_me"
+	CmdMe = blobhub.CmdMe
 )
 
 // Server is a fake BlobHub backed by a local store directory.

@@ -85,7 +85,7 @@ type recorder struct {
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	x := exchange{command: blobhubCmdMe}
+	x := exchange{command: blobhub.CmdMe}
 	if req.Body != nil {
 		b, err := io.ReadAll(req.Body)
 		req.Body.Close()
@@ -126,18 +126,6 @@ func (r *recorder) last(command, alias string) exchange {
 	}
 	return exchange{}
 }
-
-// Commands as the recorder names them: the session commands by their
-// name, GET /users/me as users_me.
-const (
-	blobhubCmdMe = "users_me"
-	cmdDownload  = "download_session_object"
-	cmdUpload    = "upload_session_object"
-	cmdDelete    = "delete_session_object"
-	cmdList      = "list_session_objects"
-	cmdPost      = "post_session_thread_item"
-	cmdListItems = "list_session_thread_items"
-)
 
 // Options tune a check.
 type Options struct {
@@ -204,7 +192,7 @@ type checker struct {
 // me: GET /users/me carries the user_id runs filter their own items by.
 func (k *checker) me(ctx context.Context) (blobhub.User, error) {
 	u, err := k.c.Me(ctx)
-	x := k.rec.last(blobhubCmdMe, "")
+	x := k.rec.last(blobhub.CmdMe, "")
 	if err != nil {
 		if x.status/100 != 2 {
 			return u, fmt.Errorf("GET /users/me: %w", err)
@@ -238,8 +226,8 @@ func (k *checker) thread(ctx context.Context) error {
 		return fmt.Errorf("upload %s: %w", k.alias, err)
 	}
 	k.made = append(k.made, k.alias)
-	if x := k.rec.last(cmdUpload, k.alias); !isObject(x.body) {
-		k.rep.diff(cmdUpload, "answer %s is not a JSON object (documented: an empty one)", short(x.body))
+	if x := k.rec.last(blobhub.CmdUpload, k.alias); !isObject(x.body) {
+		k.rep.diff(blobhub.CmdUpload, "answer %s is not a JSON object (documented: an empty one)", short(x.body))
 	}
 	k.roundTrip(ctx, k.alias, v)
 	return nil
@@ -248,9 +236,9 @@ func (k *checker) thread(ctx context.Context) error {
 // roundTrip downloads alias and compares its value with what was uploaded.
 func (k *checker) roundTrip(ctx context.Context, alias string, v json.RawMessage) {
 	o, err := k.c.Download(ctx, alias)
-	x := k.rec.last(cmdDownload, alias)
+	x := k.rec.last(blobhub.CmdDownload, alias)
 	if err != nil {
-		k.rep.diff(cmdDownload, "%s: %v (answer %d %s)", alias, err, x.status, short(x.body))
+		k.rep.diff(blobhub.CmdDownload, "%s: %v (answer %d %s)", alias, err, x.status, short(x.body))
 		return
 	}
 	var m map[string]json.RawMessage
@@ -258,10 +246,10 @@ func (k *checker) roundTrip(ctx context.Context, alias string, v json.RawMessage
 	switch {
 	case m["value"] != nil:
 	case m["object"] != nil:
-		k.rep.guess(cmdDownload, "the value is under \"object\" (the test hub answers it at the top level; bhw-run reads both)")
+		k.rep.guess(blobhub.CmdDownload, "the value is under \"object\" (the test hub answers it at the top level; bhw-run reads both)")
 	}
 	if !jsonEqual(o.Value, v) {
-		k.rep.diff(cmdDownload, "%s came back as %s, uploaded %s", alias, short(o.Value), short(v))
+		k.rep.diff(blobhub.CmdDownload, "%s came back as %s, uploaded %s", alias, short(o.Value), short(v))
 	}
 }
 
@@ -273,24 +261,24 @@ func (k *checker) post(ctx context.Context, userID string, n int) []blobhub.Item
 		meta := json.RawMessage(fmt.Sprintf(`{"type":"status","status":{"token":"live_check"},"emission_id":"livecheck:%d"}`, i+1))
 		content := []blobhub.Block{{Type: "text", Text: fmt.Sprintf("live check item %d", i+1)}}
 		it, err := k.c.Post(ctx, k.alias, blobhub.NewItem{Content: content, Metadata: meta})
-		x := k.rec.last(cmdPost, k.alias)
+		x := k.rec.last(blobhub.CmdPost, k.alias)
 		if err != nil {
-			k.rep.diff(cmdPost, "item %d: %v (answer %d %s)", i+1, err, x.status, short(x.body))
+			k.rep.diff(blobhub.CmdPost, "item %d: %v (answer %d %s)", i+1, err, x.status, short(x.body))
 			continue
 		}
 		var m map[string]json.RawMessage
 		if json.Unmarshal(x.body, &m) != nil || m["item"] == nil {
-			k.rep.diff(cmdPost, "answer %s has no \"item\" (documented: the persisted item under \"item\")", short(x.body))
+			k.rep.diff(blobhub.CmdPost, "answer %s has no \"item\" (documented: the persisted item under \"item\")", short(x.body))
 		}
-		k.item(cmdPost, it)
+		k.item(blobhub.CmdPost, it)
 		if userID != "" && it.UserID != userID {
-			k.rep.diff(cmdPost, "item %s is stamped user_id %q, /users/me says %q: runs would read their own items as a person's", it.ID, it.UserID, userID)
+			k.rep.diff(blobhub.CmdPost, "item %s is stamped user_id %q, /users/me says %q: runs would read their own items as a person's", it.ID, it.UserID, userID)
 		}
 		if !jsonEqual(it.Metadata, meta) {
-			k.rep.diff(cmdPost, "metadata came back as %s, posted %s (emission_id must survive: exactly-once depends on it)", short(it.Metadata), meta)
+			k.rep.diff(blobhub.CmdPost, "metadata came back as %s, posted %s (emission_id must survive: exactly-once depends on it)", short(it.Metadata), meta)
 		}
 		if !reflect.DeepEqual(it.Content, content) {
-			k.rep.diff(cmdPost, "content came back as %+v, posted %+v", it.Content, content)
+			k.rep.diff(blobhub.CmdPost, "content came back as %+v, posted %+v", it.Content, content)
 		}
 		posted = append(posted, it)
 	}
@@ -300,7 +288,7 @@ func (k *checker) post(ctx context.Context, userID string, n int) []blobhub.Item
 			same++
 		}
 	}
-	k.rep.note(cmdPost, "%d of %d items shared the created_at of the one before", same, len(posted))
+	k.rep.note(blobhub.CmdPost, "%d of %d items shared the created_at of the one before", same, len(posted))
 	return posted
 }
 
@@ -323,26 +311,26 @@ func (k *checker) list(ctx context.Context, posted []blobhub.Item) {
 	}
 	for _, asc := range []bool{true, false} {
 		p, err := k.c.ListItems(ctx, k.alias, blobhub.ItemQuery{Ascending: asc})
-		x := k.rec.last(cmdListItems, k.alias)
+		x := k.rec.last(blobhub.CmdListItems, k.alias)
 		if err != nil {
-			k.rep.diff(cmdListItems, "ascending=%v: %v (answer %d %s)", asc, err, x.status, short(x.body))
+			k.rep.diff(blobhub.CmdListItems, "ascending=%v: %v (answer %d %s)", asc, err, x.status, short(x.body))
 			continue
 		}
 		var m map[string]json.RawMessage
 		if json.Unmarshal(x.body, &m) != nil || m["items"] == nil {
-			k.rep.diff(cmdListItems, "answer %s has no \"items\" (documented: the page under \"items\")", short(x.body))
+			k.rep.diff(blobhub.CmdListItems, "answer %s has no \"items\" (documented: the page under \"items\")", short(x.body))
 		}
 		if x.date == "" {
-			k.rep.note(cmdListItems, "no Date header: runs bound their read by the local clock instead of the server's")
+			k.rep.note(blobhub.CmdListItems, "no Date header: runs bound their read by the local clock instead of the server's")
 		}
 		for _, it := range p.Items {
-			k.item(cmdListItems, it)
+			k.item(blobhub.CmdListItems, it)
 		}
 		if !sorted(p.Items, asc) {
-			k.rep.diff(cmdListItems, "ascending=%v: the page is not in that created_at order", asc)
+			k.rep.diff(blobhub.CmdListItems, "ascending=%v: the page is not in that created_at order", asc)
 		}
 		if asc && len(p.Items) < len(posted) {
-			k.rep.note(cmdListItems, "a page holds %d items: the tail below read several", len(p.Items))
+			k.rep.note(blobhub.CmdListItems, "a page holds %d items: the tail below read several", len(p.Items))
 		}
 	}
 	since := posted[0].CreatedAt
@@ -350,7 +338,7 @@ func (k *checker) list(ctx context.Context, posted []blobhub.Item) {
 	if err == nil {
 		for _, it := range p.Items {
 			if t, _ := blobhub.ParseTime(it.CreatedAt); !t.After(mustTime(since)) {
-				k.rep.diff(cmdListItems, "created_since %s answered item %s of %s: the bound is not strict (documented: created_at > created_since)", since, it.ID, it.CreatedAt)
+				k.rep.diff(blobhub.CmdListItems, "created_since %s answered item %s of %s: the bound is not strict (documented: created_at > created_since)", since, it.ID, it.CreatedAt)
 			}
 		}
 	}
@@ -394,21 +382,21 @@ func (k *checker) artifactObject(ctx context.Context) {
 	v := envelope.Artifact{Name: "live-check.txt", Path: "live-check.txt", MediaType: "text/plain; charset=utf-8", Size: int64(len(data)),
 		SHA256: hex.EncodeToString(sum[:]), Encoding: "utf-8", Data: data, Thread: k.alias}.Value()
 	if err := k.c.Upload(ctx, k.artifact, v); err != nil {
-		k.rep.diff(cmdUpload, "artifact %s: %v", k.artifact, err)
+		k.rep.diff(blobhub.CmdUpload, "artifact %s: %v", k.artifact, err)
 		return
 	}
 	k.made = append(k.made, k.artifact)
 	k.roundTrip(ctx, k.artifact, v)
 	_, err := k.c.Post(ctx, k.artifact, blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: "x"}}})
-	k.noThread(cmdPost, k.artifact, err)
+	k.noThread(blobhub.CmdPost, k.artifact, err)
 }
 
 // objects lists the session's objects; both throwaway aliases are there.
 func (k *checker) objects(ctx context.Context) {
 	aliases, err := k.c.List(ctx)
-	x := k.rec.last(cmdList, "")
+	x := k.rec.last(blobhub.CmdList, "")
 	if err != nil {
-		k.rep.diff(cmdList, "%v (answer %d %s)", err, x.status, short(x.body))
+		k.rep.diff(blobhub.CmdList, "%v (answer %d %s)", err, x.status, short(x.body))
 		return
 	}
 	var m map[string]json.RawMessage
@@ -416,13 +404,13 @@ func (k *checker) objects(ctx context.Context) {
 	switch {
 	case m["objects"] != nil:
 	case m["aliases"] != nil:
-		k.rep.guess(cmdList, "the aliases are under \"aliases\" (the test hub answers \"objects\"; bhw-run reads both)")
+		k.rep.guess(blobhub.CmdList, "the aliases are under \"aliases\" (the test hub answers \"objects\"; bhw-run reads both)")
 	default:
-		k.rep.guess(cmdList, "the answer is a bare list (bhw-run reads it)")
+		k.rep.guess(blobhub.CmdList, "the answer is a bare list (bhw-run reads it)")
 	}
 	for _, a := range k.made {
 		if !slices.Contains(aliases, a) {
-			k.rep.diff(cmdList, "%s is not in the listing", a)
+			k.rep.diff(blobhub.CmdList, "%s is not in the listing", a)
 		}
 	}
 }
@@ -432,15 +420,15 @@ func (k *checker) objects(ctx context.Context) {
 func (k *checker) absent(ctx context.Context) {
 	missing := k.alias + "/no-such-thread"
 	_, err := k.c.Download(ctx, missing)
-	if x := k.rec.last(cmdDownload, missing); !errors.Is(err, blobhub.ErrNotFound) {
-		k.rep.diff(cmdDownload, "an absent alias: %v (answer %d %s); runs take not found (404 or code not_found) for \"no such thread\"", err, x.status, short(x.body))
+	if x := k.rec.last(blobhub.CmdDownload, missing); !errors.Is(err, blobhub.ErrNotFound) {
+		k.rep.diff(blobhub.CmdDownload, "an absent alias: %v (answer %d %s); runs take not found (404 or code not_found) for \"no such thread\"", err, x.status, short(x.body))
 	} else {
-		k.rep.note(cmdDownload, "an absent alias: %d %s", x.status, short(x.body))
+		k.rep.note(blobhub.CmdDownload, "an absent alias: %d %s", x.status, short(x.body))
 	}
 	_, err = k.c.Post(ctx, missing, blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: "x"}}})
-	k.noThread(cmdPost, missing, err)
+	k.noThread(blobhub.CmdPost, missing, err)
 	_, err = k.c.ListItems(ctx, missing, blobhub.ItemQuery{Ascending: true})
-	k.noThread(cmdListItems, missing, err)
+	k.noThread(blobhub.CmdListItems, missing, err)
 }
 
 // noThread checks the documented invalid_thread_envelope answer, and
@@ -470,12 +458,12 @@ func (k *checker) cleanUp(ctx context.Context) {
 	for i := len(k.made) - 1; i >= 0; i-- {
 		a := k.made[i]
 		if err := k.c.Delete(ctx, a); err != nil {
-			x := k.rec.last(cmdDelete, a)
-			k.rep.guess(cmdDelete, "deleting %s failed: %v (answer %d %s); the request shape is a guess; delete it by hand", a, err, x.status, short(x.body))
+			x := k.rec.last(blobhub.CmdDelete, a)
+			k.rep.guess(blobhub.CmdDelete, "deleting %s failed: %v (answer %d %s); the request shape is a guess; delete it by hand", a, err, x.status, short(x.body))
 			continue
 		}
 		if _, err := k.c.Download(ctx, a); !errors.Is(err, blobhub.ErrNotFound) {
-			k.rep.guess(cmdDelete, "%s is still there after delete_session_object answered: %v", a, err)
+			k.rep.guess(blobhub.CmdDelete, "%s is still there after delete_session_object answered: %v", a, err)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 )
 
@@ -19,7 +20,7 @@ func TestLiveCheckTestHub(t *testing.T) {
 	// items at one instant than a page holds is a known limit of reading
 	// by created_since; BlobHub stamps microseconds.)
 	posts := 0
-	srv.RewriteAnswers("post_session_thread_item", func(b []byte) []byte {
+	srv.RewriteAnswers(blobhub.CmdPost, func(b []byte) []byte {
 		posts++
 		srv.EqualTimestamps(posts%3 == 1)
 		return b
@@ -79,22 +80,22 @@ func TestLiveCheckReportsWrongShapes(t *testing.T) {
 		{"users/me without user_id", bhtest.CmdMe, mangle(func(m map[string]any) {
 			m["user"] = map[string]any{"id": bhtest.RunnerUserID}
 		}), "users/me"},
-		{"an item stamped with another user", "post_session_thread_item", mangle(func(m map[string]any) {
+		{"an item stamped with another user", blobhub.CmdPost, mangle(func(m map[string]any) {
 			m["item"].(map[string]any)["user_id"] = "usr_someone"
 		}), "runs would read their own items as a person's"},
-		{"metadata without the emission_id", "post_session_thread_item", mangle(func(m map[string]any) {
+		{"metadata without the emission_id", blobhub.CmdPost, mangle(func(m map[string]any) {
 			delete(m["item"].(map[string]any)["metadata"].(map[string]any), "emission_id")
 		}), "emission_id must survive"},
-		{"a page under another key", "list_session_thread_items", mangle(func(m map[string]any) {
+		{"a page under another key", blobhub.CmdListItems, mangle(func(m map[string]any) {
 			m["results"] = m["items"]
 			delete(m, "items")
 		}), `has no "items"`},
-		{"created_at not a timestamp", "list_session_thread_items", mangle(func(m map[string]any) {
+		{"created_at not a timestamp", blobhub.CmdListItems, mangle(func(m map[string]any) {
 			for _, it := range items(m) {
 				it["created_at"] = "yesterday"
 			}
 		}), "is not a timestamp bhw-run reads"},
-		{"a value that does not round-trip", "download_session_object", mangle(func(m map[string]any) {
+		{"a value that does not round-trip", blobhub.CmdDownload, mangle(func(m map[string]any) {
 			if v, ok := m["value"].(map[string]any); ok {
 				v["type"] = "note"
 			}
