@@ -587,6 +587,9 @@ func PersonKey(s *Setup, as string) (string, error) {
 // logIgnored says at debug which documented daemon blocks of config.yaml
 // this run has no use for.
 func (s *Setup) logIgnored(log *slog.Logger) {
+	if s == nil {
+		return
+	}
 	for _, b := range s.Ignored {
 		log.Debug("config.yaml block read and ignored: it tunes the blobhub-worker daemon, a one-shot run has no use for it", "block", b)
 	}
