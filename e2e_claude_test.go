@@ -141,7 +141,8 @@ func (e *claudeE2E) parkOnWrite(alias string, after ...claudetest.Step) string {
 	e.handOff(alias, claudeType, "approval", "write x.txt")
 	e.activate(alias, 0, run.OutcomeParked)
 	fileAbsent(e.t, x)
-	e.wantItems(alias, "person", "text", "tool_call", "tool_result", "pending_prompt", "turn_end")
+	e.wantItems(alias, "person", "text", "tool_call", "pending_prompt", "tool_result", "turn_end")
+	e.wantParkedResult(alias)
 	pp := meta(e.t, e.itemsOfType(alias, "pending_prompt")[0])
 	if pp.Prompt["kind"] != "approval" {
 		e.t.Fatalf("pending_prompt %+v, want kind approval", pp.Prompt)

@@ -159,7 +159,8 @@ func parkOnEscalation(t *testing.T, e *codexE2E, alias, cmd, marker string) {
 	if exists(e.file(marker)) {
 		t.Fatalf("%s exists: the parked call ran", marker)
 	}
-	wantTypes(t, e.itemTypes(alias), "person", "tool_call", "tool_result", "pending_prompt", "turn_end")
+	wantTypes(t, e.itemTypes(alias), "person", "tool_call", "pending_prompt", "tool_result", "turn_end")
+	e.wantParkedResult(alias)
 	pm := meta(t, e.itemsOfType(alias, "pending_prompt")[0])
 	call, _ := pm.Prompt["call"].(map[string]any)
 	target, _ := call["target"].(map[string]any)
@@ -256,7 +257,8 @@ func TestE2ECodexReadOnlyFileChangeParkThenGrant(t *testing.T) {
 	if exists(e.file("p.txt")) {
 		t.Fatal("p.txt exists after a park")
 	}
-	wantTypes(t, e.itemTypes(alias), "person", "tool_call", "tool_result", "pending_prompt", "turn_end")
+	wantTypes(t, e.itemTypes(alias), "person", "tool_call", "pending_prompt", "tool_result", "turn_end")
+	e.wantParkedResult(alias)
 
 	e.post(alias, "approve")
 	e.model.Push(codextest.Patch(patch), codextest.Say("written"))

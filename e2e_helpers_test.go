@@ -23,6 +23,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
@@ -374,6 +375,49 @@ func (e *e2eEnv) itemsOfType(alias, typ string) []blobhub.Item {
 		}
 	}
 	return out
+}
+
+// wantParkedResult checks the parked turn's call on the thread: its
+// pending_prompt comes right after its tool_call, then its tool_result,
+// which says the call waits for a person and names the prompt — not an
+// error, and not what the agent was told to stop it (Claude's "The user
+// doesn't want to proceed … STOP", Codex's "aborted by user").
+func (e *e2eEnv) wantParkedResult(alias string) {
+	e.t.Helper()
+	items := e.items(alias)
+	for i, it := range items {
+		if m := meta(e.t, it); m.Type != "pending_prompt" {
+			continue
+		}
+		if i == 0 || i+1 >= len(items) || meta(e.t, items[i-1]).Type != "tool_call" || meta(e.t, items[i+1]).Type != "tool_result" {
+			e.t.Fatalf("the pending_prompt does not sit between its tool_call and tool_result: %v", e.itemTypes(alias))
+		}
+		var r struct {
+			Tool struct {
+				Output  string `json:"output"`
+				IsError bool   `json:"is_error"`
+			} `json:"tool"`
+			Parked        bool `json:"parked"`
+			PendingPrompt struct {
+				ItemID string `json:"item_id"`
+			} `json:"pending_prompt"`
+		}
+		res := items[i+1]
+		if err := json.Unmarshal(res.Metadata, &r); err != nil {
+			e.t.Fatal(err)
+		}
+		if r.Tool.IsError || !r.Parked || r.Tool.Output != agent.WaitingText || r.PendingPrompt.ItemID != it.ID {
+			e.t.Fatalf("the parked call's result %s, want it waiting for the person, naming prompt %s", res.Metadata, it.ID)
+		}
+	}
+	for _, it := range items {
+		b, _ := json.Marshal(it)
+		for _, s := range []string{"doesn't want to proceed", "STOP what you are doing", "aborted by user"} {
+			if strings.Contains(string(b), s) {
+				e.t.Fatalf("what the agent was told to stop reached the thread: %s", b)
+			}
+		}
+	}
 }
 
 // itemTypes are the metadata types of the thread's items in order; a

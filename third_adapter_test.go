@@ -94,7 +94,7 @@ func TestThirdAdapterRunsAWholeThread(t *testing.T) {
 			decisions[m.Decision]++
 		}
 	}
-	want := []string{"person", "text", "tool_call", "tool_result", "pending_prompt", "turn_end",
+	want := []string{"person", "text", "tool_call", "pending_prompt", "tool_result", "turn_end",
 		"person", "pending_prompt_resolved", "tool_call", "tool_result", "text", "turn_end",
 		"person", "text", "turn_end"}
 	if !slices.Equal(types, want) {

@@ -37,7 +37,9 @@ import (
 //     guess.
 //   - thread_failed, in the worker thread: the documentation names the item;
 //     alias, error {code, message}, instance_id: a guess.
-//   - policy_applied, policy_denied, artifact_published: bhw-run's own.
+//   - policy_applied, policy_denied, artifact_published: bhw-run's own; so
+//     are parked and pending_prompt on the tool_result of a parked call
+//     (ParkedResultItem).
 const (
 	ItemText                  = "text"
 	ItemToolCall              = "tool_call"
@@ -106,6 +108,34 @@ func ToolResultItem(invocationID, output string, isError bool) Item {
 	return newItem(ItemToolResult, brief, "tool", map[string]any{
 		"invocation_id": invocationID, "output": output, "is_error": isError,
 	})
+}
+
+// WaitingText is the output of a parked call's result.
+const WaitingText = "not run yet: waiting for a person"
+
+// ParkedResultItem is the tool_result of the call the gate parked for a
+// person: the call did not run and waits for the person's answer, which
+// is neither an error nor the call's output. Whatever the agent was told
+// to stop it there (Claude's "The user doesn't want to proceed… STOP",
+// Codex's "aborted by user") is an artefact of parking: an adapter relays
+// this item instead, and leaves that text to thread.log. run adds the
+// prompt the call waits on (metadata.pending_prompt {item_id,
+// emission_id}); metadata.parked marks the item. Both are bhw-run's own.
+func ParkedResultItem(invocationID string) Item {
+	return newItem(ItemToolResult, "⏸ "+WaitingText, "tool", map[string]any{
+		"invocation_id": invocationID, "output": WaitingText, "is_error": false,
+	}, "parked", true)
+}
+
+// IsParkedResult reports whether it is a ParkedResultItem, and for which
+// call.
+func IsParkedResult(it Item) (invocationID string, ok bool) {
+	if p, _ := it.Meta["parked"].(bool); !p || it.Type() != ItemToolResult {
+		return "", false
+	}
+	tool, _ := it.Meta["tool"].(map[string]any)
+	invocationID, _ = tool["invocation_id"].(string)
+	return invocationID, true
 }
 
 // StatusItem is a human status line with its token (api_retry, turn_timeout, …)

@@ -38,7 +38,8 @@ type textBlock struct {
 // turnState is what one Turn learns as it reads.
 type turnState struct {
 	parked      bool
-	interrupted bool // by ctx cancel or Interrupt
+	parkedID    string // the tool_use the gate parked
+	interrupted bool   // by ctx cancel or Interrupt
 }
 
 // Turn sends one user message and relays the turn through h until the CLI
@@ -138,6 +139,13 @@ func (s *Session) handle(raw []byte, h agent.Handler, st *turnState) (agent.Turn
 		return agent.TurnResult{}, false
 	}
 	for _, it := range l.items() {
+		if st.parked && it.Type() == agent.ItemToolResult {
+			if tool, _ := it.Meta["tool"].(map[string]any); tool["invocation_id"] == st.parkedID {
+				// The CLI's refusal ("The user doesn't want to proceed…
+				// STOP") is how the call was stopped, not its result.
+				it = agent.ParkedResultItem(st.parkedID)
+			}
+		}
 		h.Emit(it)
 	}
 	return agent.TurnResult{}, false
@@ -258,7 +266,7 @@ func (s *Session) answer(r *controlRequest, h agent.Handler, st *turnState) {
 		// approve later calls by itself.
 		resp = map[string]any{"behavior": "allow", "updatedInput": in}
 	case policy.Park:
-		st.parked = true
+		st.parked, st.parkedID = true, call.InvocationID
 		resp = map[string]any{"behavior": "deny", "message": parkMessage, "interrupt": true}
 	default:
 		msg := v.Message

@@ -38,7 +38,7 @@ func (t *turn) approve(m jsonrpc.Message) {
 	if t.parked {
 		// Only the first call of a parked turn is asked: the others of it
 		// (parallel tool calls) are cancelled with no prompt of their own.
-		t.cancel(m.ID, call)
+		t.cancel(m.ID, call, agent.ToolResultItem(call.InvocationID, notRunText, false))
 		return
 	}
 	v := t.h.Decide(call)
@@ -47,7 +47,7 @@ func (t *turn) approve(m jsonrpc.Message) {
 		t.s.respond(m.ID, map[string]any{"decision": "accept"})
 	case policy.Park:
 		t.parked = true
-		t.cancel(m.ID, call)
+		t.cancel(m.ID, call, agent.ParkedResultItem(call.InvocationID))
 	default:
 		// A decline cannot carry v.Message to the model (the schema has no
 		// field for it): the model reads "rejected by user".
@@ -55,9 +55,11 @@ func (t *turn) approve(m jsonrpc.Message) {
 	}
 }
 
-// cancel answers cancel and closes the call at once: a cancelled file
-// change never gets item/completed, and the call did not run.
-func (t *turn) cancel(reqID jsonrpc.ID, call policy.Call) {
+// cancel answers cancel and closes the call at once with result: a
+// cancelled file change never gets item/completed, a cancelled command's
+// ("declined", the model reads "aborted by user") is how it was stopped,
+// and the call did not run.
+func (t *turn) cancel(reqID jsonrpc.ID, call policy.Call, result agent.Item) {
 	t.s.respond(reqID, map[string]any{"decision": "cancel"})
 	id := call.InvocationID
 	if id == "" {
@@ -68,7 +70,10 @@ func (t *turn) cancel(reqID jsonrpc.ID, call policy.Call) {
 		t.calls[id] = true
 		t.h.Emit(agent.ToolCallItem(call.Tool, id, call.Input, strings.TrimPrefix(call.Summary, call.Tool+" → ")))
 	}
-	t.emitResult(id, notRunText, true)
+	if !t.results[id] {
+		t.results[id] = true
+		t.h.Emit(result)
+	}
 }
 
 // commandCall describes a command approval: effect exec, the script inside

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/jsonrpc"
 	"github.com/blobhub/bhw-run/policy"
 )
@@ -224,13 +225,17 @@ func TestParkCancelsOtherApprovals(t *testing.T) {
 	if len(h.Calls()) != 1 || !tr.parked {
 		t.Errorf("gate saw %d calls, parked %v", len(h.Calls()), tr.parked)
 	}
-	// Three calls, each closed once with the park text, calls before results.
+	// Three calls, each closed once, calls before results: the parked one
+	// waits for a person, the others did not run because of it; none is
+	// an error.
 	if got := strings.Join(h.Types(), ","); got != "tool_call,tool_call,tool_result,tool_result,tool_call,tool_result" {
 		t.Errorf("items %s", got)
 	}
-	for _, it := range h.OfType("tool_result") {
-		if toolMeta(it)["output"] != notRunText {
-			t.Errorf("result %v", it.Meta)
+	for i, it := range h.OfType("tool_result") {
+		_, parked := agent.IsParkedResult(it)
+		if parked != (i == 0) || toolMeta(it)["is_error"] != false ||
+			i == 0 && toolMeta(it)["output"] != agent.WaitingText || i > 0 && toolMeta(it)["output"] != notRunText {
+			t.Errorf("result %d %v", i, it.Meta)
 		}
 	}
 }

@@ -140,8 +140,8 @@ func TestApprovalEscalationParkThenGrant(t *testing.T) {
 		t.Fatalf("call %+v", c)
 	}
 	results := h.OfType(agent.ItemToolResult)
-	if len(results) != 1 || toolMeta(results[0])["output"] != notRunText || toolMeta(results[0])["is_error"] != true {
-		t.Fatalf("results %v", results)
+	if _, parked := agent.IsParkedResult(results[0]); len(results) != 1 || !parked || toolMeta(results[0])["is_error"] != false {
+		t.Fatalf("results %v, want the parked call's result", results)
 	}
 	closeNow(t, s)
 
@@ -226,8 +226,8 @@ func TestReadOnlyFileChangeParkThenGrant(t *testing.T) {
 	if want := "tool_call,tool_result"; strings.Join(h.Types(), ",") != want {
 		t.Fatalf("items %v", h.Types())
 	}
-	if toolMeta(h.OfType(agent.ItemToolResult)[0])["output"] != notRunText {
-		t.Fatalf("result %v", h.OfType(agent.ItemToolResult)[0].Meta)
+	if _, parked := agent.IsParkedResult(h.OfType(agent.ItemToolResult)[0]); !parked {
+		t.Fatalf("result %v, want the parked call's result", h.OfType(agent.ItemToolResult)[0].Meta)
 	}
 	closeNow(t, s)
 

@@ -22,9 +22,10 @@ const (
 	// mcpToolCall items are named "mcp__<server>__<tool>".
 )
 
-// notRunText is the output of a call the gate parked: Codex sends no
-// item/completed for a cancelled file change, and the call did not run.
-const notRunText = "not run: waiting for a person"
+// notRunText is the output of a call cancelled because another call of its
+// turn waits for a person: it did not run, and the model asks again once
+// the person has answered.
+const notRunText = "not run: another call of this turn waits for a person"
 
 // turn is the state of one Turn.
 type turn struct {
@@ -133,7 +134,7 @@ func (s *Session) turn(ctx context.Context, message string, h agent.Handler) (ag
 			defer timer.Stop()
 			grace = timer.C
 		case <-grace:
-			t.closeOpenCalls("not finished: the turn was interrupted")
+			t.closeOpenCalls("not finished: the turn was interrupted", true)
 			return t.result(agent.TurnInterrupted), ctx.Err()
 		}
 	}
@@ -188,7 +189,7 @@ func (t *turn) finish(ctx context.Context) (agent.TurnResult, error) {
 		}
 		return r, nil
 	default: // interrupted
-		t.closeOpenCalls("not finished: the turn was interrupted")
+		t.closeOpenCalls("not finished: the turn was interrupted", true)
 		if t.parked {
 			return t.result(agent.TurnParked), nil
 		}
@@ -207,10 +208,10 @@ func (t *turn) died() (agent.TurnResult, error) {
 	case t.parked:
 		// A server that dies with an approval pending treats it as a
 		// cancel: the call did not run.
-		t.closeOpenCalls(notRunText)
+		t.closeOpenCalls(notRunText, false)
 		return t.result(agent.TurnParked), nil
 	case closed || interrupted:
-		t.closeOpenCalls("not finished: the turn was interrupted")
+		t.closeOpenCalls("not finished: the turn was interrupted", true)
 		return t.result(agent.TurnInterrupted), nil
 	}
 	return t.result(agent.TurnFailed), s.crashed("codex app-server ended before the turn did")
@@ -358,10 +359,10 @@ func (t *turn) emitResult(id, out string, isErr bool) {
 // closeOpenCalls gives every announced call without a result one, so each
 // tool_call has its tool_result (an interrupted command gets no
 // item/completed).
-func (t *turn) closeOpenCalls(text string) {
+func (t *turn) closeOpenCalls(text string, isErr bool) {
 	for id := range t.calls {
 		if !t.results[id] {
-			t.emitResult(id, text, true)
+			t.emitResult(id, text, isErr)
 		}
 	}
 }

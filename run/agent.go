@@ -98,9 +98,7 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 		a.t.Agent.AgentSessionID = id
 	}
 	a.mu.Unlock()
-	if h.prompt != nil {
-		a.post(ctx, h.prompt)
-	}
+	h.postPrompt(ctx)
 	h.acknowledge()
 	if err != nil && turnCtx.Err() != nil {
 		switch cause := context.Cause(turnCtx); {

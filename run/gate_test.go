@@ -180,7 +180,7 @@ func TestGuardedPolicyRecheckedOnResume(t *testing.T) {
 	write := agenttest.Write(filepath.Join(h.work, "x"))
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}}}})
 	want(t, h.run(alias), OutcomeParked, ExitOK)
-	if got := h.items(alias); !slices.Equal(got, []string{"person", "policy_applied", "tool_call", "tool_result", "pending_prompt", "turn_end"}) {
+	if got := h.items(alias); !slices.Equal(got, []string{"person", "policy_applied", "tool_call", "pending_prompt", "tool_result", "turn_end"}) {
 		t.Fatalf("items %v", got)
 	}
 

@@ -20,11 +20,12 @@ type turnHandler struct {
 	resolved *emission // posted once the agent shows it took the message
 	prompt   *emission // the pending_prompt of a parked turn
 
-	last    atomic.Int64 // unix nanos of the last sign of life
-	mu      sync.Mutex
-	open    map[string]bool // tool calls without a result yet
-	inGate  bool
-	ackOnce sync.Once
+	last       atomic.Int64 // unix nanos of the last sign of life
+	mu         sync.Mutex
+	open       map[string]bool // tool calls without a result yet
+	inGate     bool
+	ackOnce    sync.Once
+	promptOnce sync.Once
 }
 
 func (h *turnHandler) touch() { h.last.Store(time.Now().UnixNano()) }
@@ -38,10 +39,47 @@ func (h *turnHandler) acknowledge() {
 	})
 }
 
+// postPrompt posts the parked turn's pending_prompt, once: with the parked
+// call's result, so the prompt follows its call directly, or when the turn
+// has ended, before its turn_end.
+func (h *turnHandler) postPrompt(ctx context.Context) {
+	h.promptOnce.Do(func() {
+		if h.prompt != nil {
+			h.a.post(ctx, h.prompt)
+		}
+	})
+}
+
+// waiting is the parked call's result as the thread shows it: posted
+// after the pending_prompt, naming it, and saying the call waits for a
+// person (the adapter's agent.ParkedResultItem).
+func (h *turnHandler) waiting(invocationID string, it agent.Item) agent.Item {
+	a := h.a
+	a.mu.Lock()
+	p := a.t.Prompt
+	a.mu.Unlock()
+	if h.prompt == nil || p == nil || p.Call.InvocationID != invocationID {
+		return it
+	}
+	h.postPrompt(context.Background())
+	a.mu.Lock()
+	ref := map[string]any{"emission_id": h.prompt.ID}
+	if p.ItemID != "" {
+		ref["item_id"] = p.ItemID
+	}
+	a.mu.Unlock()
+	it.Meta["pending_prompt"] = ref
+	it.Brief = "⏸ not run yet: waiting for a person to answer the ❓ question above"
+	return it
+}
+
 // Emit relays one item.
 func (h *turnHandler) Emit(it agent.Item) {
 	h.touch()
 	h.acknowledge()
+	if id, ok := agent.IsParkedResult(it); ok {
+		it = h.waiting(id, it)
+	}
 	if tool, ok := it.Meta["tool"].(map[string]any); ok {
 		id, _ := tool["invocation_id"].(string)
 		h.mu.Lock()
@@ -118,8 +156,8 @@ func (h *turnHandler) Decide(c policy.Call) policy.Verdict {
 }
 
 // park records the prompt and journals its item before the agent is
-// answered; the item is posted when the turn has ended, before its
-// turn_end.
+// answered; the item is posted with the parked call's result, or when the
+// turn has ended (postPrompt).
 func (h *turnHandler) park(c policy.Call) policy.Verdict {
 	if h.prompt != nil {
 		return policy.Verdict{Action: policy.Deny, Message: "another call of this turn is already waiting for a person"}

@@ -265,9 +265,10 @@ func (s *Session) crashed(what string) error {
 
 // testTurn is the state of one Turn.
 type testTurn struct {
-	s      *Session
-	h      agent.Handler
-	parked bool
+	s        *Session
+	h        agent.Handler
+	parked   bool
+	parkedID string // the call the gate parked
 }
 
 func (t *testTurn) result(m jsonrpc.Message, d time.Duration) agent.TurnResult {
@@ -326,6 +327,12 @@ func (t *testTurn) handle(m jsonrpc.Message) {
 	case "tool_call":
 		t.h.Emit(agent.ToolCallItem(u.Tool, u.ID, u.Input, ""))
 	case "tool_result":
+		if t.parked && u.ID == t.parkedID {
+			// What the agent says of the call it stopped at is not its result.
+			t.s.p.Logf("the parked call's own result, not relayed: %s", u.Output)
+			t.h.Emit(agent.ParkedResultItem(u.ID))
+			return
+		}
 		t.h.Emit(agent.ToolResultItem(u.ID, u.Output, u.IsError))
 	default:
 		t.s.p.Logf("skipped an update of unknown kind %q", u.Kind)
@@ -367,7 +374,7 @@ func (t *testTurn) permission(m jsonrpc.Message) {
 		v = policy.Verdict{Action: policy.Park}
 	}
 	if v.Action == policy.Park {
-		t.parked = true
+		t.parked, t.parkedID = true, p.ID
 	}
 	_ = t.s.rpc.Reply(m.ID, map[string]string{"action": v.Action.String(), "message": v.Message})
 }

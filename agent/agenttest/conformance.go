@@ -119,7 +119,7 @@ func (c conformance) turn(t *testing.T) {
 
 // gate: a write is put to the gate once, as a write of its path, with a
 // fingerprint; allow runs it, deny refuses it and the turn goes on, park
-// stops the turn there.
+// stops the turn there, the call's result the parked one (agent.ParkedResultItem).
 func (c conformance) gate(t *testing.T, action policy.Action) {
 	path := filepath.Join(t.TempDir(), "conformance.txt")
 	sess, _ := c.start(t, Turn(Step{Call: Write(path)}, Step{Text: "after the call"}), "", false)
@@ -157,6 +157,14 @@ func (c conformance) gate(t *testing.T, action policy.Action) {
 	case policy.Park:
 		if res.Outcome != agent.TurnParked || res.ErrorText != "" || slices.Contains(texts(h), "after the call") {
 			t.Fatalf("parked: outcome %s (%q), texts %q", res.Outcome, res.ErrorText, texts(h))
+		}
+		// The call's result says it waits for a person: not an error, and
+		// not what the agent was told to stop it.
+		if len(results) != 1 || isError(results[0]) {
+			t.Fatalf("parked: results %v, want one that is no error", results)
+		}
+		if id, ok := agent.IsParkedResult(results[0]); !ok || id != call.InvocationID {
+			t.Fatalf("parked: the result %v is not the parked result of call %s", results[0], call.InvocationID)
 		}
 	}
 	if calls := h.OfType(agent.ItemToolCall); len(calls) != 1 {
