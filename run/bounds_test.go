@@ -197,7 +197,7 @@ func (c *floodOnPost) Post(ctx context.Context, alias string, p blobhub.NewItem)
 type hookClient struct {
 	blobhub.Client
 	onUpload func(alias string)
-	onPost   func(p blobhub.NewItem)
+	onPost   func(alias string, p blobhub.NewItem)
 }
 
 func (c *hookClient) Upload(ctx context.Context, alias string, v json.RawMessage) error {
@@ -209,7 +209,7 @@ func (c *hookClient) Upload(ctx context.Context, alias string, v json.RawMessage
 
 func (c *hookClient) Post(ctx context.Context, alias string, p blobhub.NewItem) (blobhub.Item, error) {
 	if c.onPost != nil {
-		c.onPost(p)
+		c.onPost(alias, p)
 	}
 	return c.Client.Post(ctx, alias, p)
 }
@@ -282,7 +282,7 @@ func TestNotMineWrittenOncePerRun(t *testing.T) {
 	}
 	path := filepath.Join(h.setup().JobDir, "not_mine.yaml")
 	versions := map[uint64]bool{} // not_mine.yaml as each announcement is posted, by inode (0: absent)
-	h.hook(hookClient{onPost: func(p blobhub.NewItem) {
+	h.hook(hookClient{onPost: func(_ string, p blobhub.NewItem) {
 		if !strings.Contains(string(p.Metadata), agent.ItemArtifactPublished) {
 			return
 		}

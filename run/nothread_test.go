@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/blobhub/bhw-run/agent"
@@ -23,22 +22,6 @@ import (
 // documented answer of post and list for an alias that does not exist or
 // is not a thread: a job thread deleted while its run posts to it, and the
 // worker thread deleted while a run posts thread_failed to it.
-
-// postHook calls before(alias, item) before every post.
-type postHook struct {
-	blobhub.Client
-	mu     sync.Mutex
-	before func(alias string, p blobhub.NewItem)
-}
-
-func (c *postHook) Post(ctx context.Context, alias string, p blobhub.NewItem) (blobhub.Item, error) {
-	c.mu.Lock()
-	if c.before != nil {
-		c.before(alias, p)
-	}
-	c.mu.Unlock()
-	return c.Client.Post(ctx, alias, p)
-}
 
 func metaType(p blobhub.NewItem) string {
 	var m struct {
@@ -59,7 +42,7 @@ func TestThreadDeletedMidTurn(t *testing.T) {
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "one"}, {Text: "two"}, {Text: "three"}}}})
 	var posts []string
 	h.runner = func(r *Runner) {
-		r.Client = &postHook{Client: r.Client, before: func(a string, p blobhub.NewItem) {
+		r.Client = &hookClient{Client: r.Client, onPost: func(a string, p blobhub.NewItem) {
 			posts = append(posts, metaType(p))
 			if a == alias && metaType(p) == "text" && len(posts) == 2 {
 				h.srv.Delete(alias) // the person deletes the thread after the first text
@@ -186,7 +169,7 @@ func TestWorkerDeletedBeforeThreadFailed(t *testing.T) {
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}, {Crash: 3}}}})
 	deleted := false
 	h.runner = func(r *Runner) {
-		r.Client = &postHook{Client: r.Client, before: func(a string, p blobhub.NewItem) {
+		r.Client = &hookClient{Client: r.Client, onPost: func(a string, p blobhub.NewItem) {
 			if metaType(p) == agent.ItemThreadFailed && !deleted {
 				deleted = true
 				h.srv.Delete("worker")
