@@ -41,8 +41,14 @@ func main() {
 	// bhw-run's memory, nor ptrace it. The agents bhw-run starts are
 	// dumpable again (execve resets it). Root's readers are not held back.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	os.Exit(Main(os.Args, os.Stdout, os.Stderr))
+	code := Main(os.Args, os.Stdout, os.Stderr)
+	stopProfile()
+	os.Exit(code)
 }
+
+// stopProfile ends the CPU profile of a build with the cpuprofile tag
+// (cpuprofile.go); a no-op otherwise.
+var stopProfile = func() {}
 
 // Main runs the CLI and returns the exit code. Tests call it in-process.
 func Main(args []string, stdout, stderr io.Writer) int {
