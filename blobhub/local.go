@@ -455,6 +455,20 @@ func appendLine(path string, line []byte) error {
 	return f.Close()
 }
 
+// ItemsFile is the file that holds a thread's items. A benchmark that
+// needs many threads with the same long history links one thread's file to
+// the others instead of posting every item again.
+func (s *LocalStore) ItemsFile(sessionID, alias string) (string, error) {
+	if err := checkAlias(alias); err != nil {
+		return "", err
+	}
+	sd, err := s.sessionDir(sessionID)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(sd, "items", aliasFileName(alias)+".jsonl"), nil
+}
+
 // AllItems reads every item of a thread in stored order (no paging).
 func (s *LocalStore) AllItems(ctx context.Context, sessionID, alias string) ([]Item, error) {
 	f, err := s.openItems(sessionID, alias)
@@ -484,14 +498,11 @@ func (s *LocalStore) AllItems(ctx context.Context, sessionID, alias string) ([]I
 // openItems opens a thread's file; nil without an error when it does not
 // exist yet.
 func (s *LocalStore) openItems(sessionID, alias string) (*os.File, error) {
-	if err := checkAlias(alias); err != nil {
-		return nil, err
-	}
-	sd, err := s.sessionDir(sessionID)
+	path, err := s.ItemsFile(sessionID, alias)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(filepath.Join(sd, "items", aliasFileName(alias)+".jsonl"))
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -133,11 +133,34 @@ func (a *activation) close() {
 		_ = a.slot.Release()
 	}
 	if a.j != nil {
+		a.compactJournal()
 		_ = a.j.closeFile()
 	}
 	if a.tfile != nil {
 		_ = a.tlogw.Flush()
 		_ = a.tfile.Close()
+	}
+}
+
+// compactJournal shrinks the journal at the end of a run that left nothing
+// open (journal.compact), so the next runs and ls read a few lines. Only
+// when thread.yaml on disk is what this run holds: the records kept are
+// chosen by the prompt it names, and a thread.yaml this run failed to write
+// may name another one. A failure only leaves the journal long: the next
+// run compacts it.
+func (a *activation) compactJournal() {
+	var emissionID, itemID string
+	if p := a.t.Prompt; p != nil {
+		emissionID, itemID = p.EmissionID, p.ItemID
+	}
+	if a.j.f == nil || !a.j.shrinks(emissionID, itemID) {
+		return // the idle path: nothing appended since the last compaction
+	}
+	if b, err := yaml.Marshal(a.t); err != nil || !bytes.Equal(b, a.saved) {
+		return
+	}
+	if _, err := a.j.compact(emissionID, itemID); err != nil {
+		a.log.Warn("could not compact the emission journal; the next run does", "error", err)
 	}
 }
 

@@ -325,9 +325,10 @@ func typeSet(types []string) []string {
 }
 
 // TestKill9: bhw-run killed with SIGKILL after each journal write of a
-// turn, then a normal run: every emission is posted exactly once, the
-// items are those of a clean run (plus the note that a turn was resumed),
-// and the thread ends active and idle (docs/state.md, the journal).
+// turn, and on both sides of the compaction that ends it, then a normal
+// run: every emission is posted exactly once, the items are those of a
+// clean run (plus the note that a turn was resumed), the thread ends active
+// and idle, and its journal compacted (docs/state.md, the journal).
 func TestKill9(t *testing.T) {
 	script := agenttest.Script{Turns: [][]agenttest.Step{{
 		{Text: "hello"},
@@ -378,8 +379,11 @@ func TestKill9(t *testing.T) {
 		if open := h.journalOpen(alias); open != 0 {
 			t.Errorf("kill at %d: %d emissions unconfirmed", n, open)
 		}
-		// And the thread goes on normally.
+		// And the thread goes on normally, its journal compacted.
 		want(t, h.run(alias), OutcomeIdle, ExitOK)
+		if r := h.journalRecords(alias); r != 2 {
+			t.Errorf("kill at %d: the journal holds %d records after the runs, want 2 (compacted)", n, r)
+		}
 	}
 	if steps < 10 {
 		t.Fatalf("only %d journal writes in a clean turn", steps)
@@ -421,6 +425,9 @@ func TestKill9Parked(t *testing.T) {
 			t.Fatalf("kill at %d: items %v", n, got)
 		}
 		h.noneTwice(alias)
+		if r := h.journalRecords(alias); r != 2 {
+			t.Errorf("kill at %d: the journal holds %d records after the answered turn, want 2 (compacted)", n, r)
+		}
 		if th := h.thread(alias); th.Prompt != nil || th.Turn.State != envelope.TurnStateIdle || len(th.Grants) != 0 {
 			t.Fatalf("kill at %d: prompt %v turn %q grants %v", n, th.Prompt, th.Turn.State, th.Grants)
 		}

@@ -8,16 +8,24 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/envelope"
 )
 
-// journal is emissions.jsonl, the append-only record that makes posting
-// exactly-once (docs/state.md): an emission is appended before it is posted and
-// a "posted" record follows once the server has it. No fsync per record (a
+// journal is emissions.jsonl, the record that makes posting exactly-once
+// (docs/state.md): an emission is appended before it is posted and a
+// "posted" record follows once the server has it. No fsync per record (a
 // kill -9 of bhw-run leaves the page cache intact); Sync at turn end and exit.
+//
+// Appends only, until a run ends with nothing open: compact then replaces
+// the file, atomically, by the few records a later reader still needs (the
+// highest counter, the open prompt's posted record and its resolution), so
+// an idle run and ls read a handful of lines whatever the thread's age.
+// Every record kept is one an earlier bhw-run reads the same way.
 type journal struct {
 	f       *os.File
 	path    string
@@ -34,6 +42,12 @@ type journal struct {
 	// secrets are redacted from every item as it is journaled (write), so
 	// what is posted is what the journal holds.
 	secrets *Secrets
+	// dropped are the emissions given up on (drop), for compact to keep a
+	// resolution closed the way it was.
+	dropped map[string]bool
+	// records counts the file's records, read and appended; compact
+	// rewrites the file only when it holds more than it would keep.
+	records int
 }
 
 type postedInfo struct{ ItemID, CreatedAt string }
@@ -58,6 +72,20 @@ type journalRecord struct {
 	CreatedAt string    `json:"created_at,omitempty"`
 }
 
+// kindCounter marks the emission compact writes to carry the highest
+// counter used: it names no item and is closed by a dropped record, so a
+// reader (this version or an earlier one) only learns the counter from it.
+const kindCounter = "counter"
+
+// openJournalFile is the one way the journal file is opened: read-only to
+// read it, or to append (created when missing).
+func openJournalFile(path string, appendTo bool) (*os.File, error) {
+	if !appendTo {
+		return os.Open(path)
+	}
+	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+}
+
 // openJournal reads the journal at path, collecting unconfirmed emissions and
 // the highest counter used with nonce, so an emission id is never reused even
 // when thread.yaml lags behind the journal.
@@ -66,7 +94,7 @@ func openJournal(path, nonce string) (*journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	j.f, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	j.f, err = openJournalFile(path, true)
 	if err != nil {
 		return nil, err
 	}
@@ -76,8 +104,9 @@ func openJournal(path, nonce string) (*journal, error) {
 // readJournal reads the journal without opening it for writing (ls reads
 // it under no lock and must not create files); a write to it fails.
 func readJournal(path, nonce string) (*journal, error) {
-	j := &journal{path: path, nonce: nonce, byID: map[string]*emission{}, posted: map[string]postedInfo{}, resolutions: map[string]string{}}
-	f, err := os.Open(path)
+	j := &journal{path: path, nonce: nonce, byID: map[string]*emission{}, posted: map[string]postedInfo{},
+		resolutions: map[string]string{}, dropped: map[string]bool{}}
+	f, err := openJournalFile(path, false)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
@@ -87,6 +116,7 @@ func readJournal(path, nonce string) (*journal, error) {
 		for {
 			line, rerr := r.ReadBytes('\n')
 			if len(bytes.TrimSpace(line)) > 0 {
+				j.records++
 				j.apply(line)
 			}
 			if rerr != nil {
@@ -121,8 +151,10 @@ func (j *journal) apply(line []byte) {
 		}
 	case rec.Posted != "":
 		j.posted[rec.Posted] = postedInfo{rec.ItemID, rec.CreatedAt}
+		delete(j.dropped, rec.Posted)
 		j.close(rec.Posted)
 	case rec.Dropped != "":
+		j.dropped[rec.Dropped] = true
 		j.close(rec.Dropped)
 	}
 }
@@ -208,6 +240,7 @@ func (j *journal) confirm(id, itemID, createdAt string) error {
 // drop gives up on an emission the server refused for good.
 func (j *journal) drop(id string) error {
 	j.close(id)
+	j.dropped[id] = true
 	return j.write(journalRecord{Dropped: id})
 }
 
@@ -225,6 +258,7 @@ func (j *journal) write(rec journalRecord) error {
 		return err
 	}
 	_, err = j.f.Write(append(b, '\n'))
+	j.records++
 	if testHookAfterJournal != nil {
 		testHookAfterJournal()
 	}
@@ -232,9 +266,116 @@ func (j *journal) write(rec journalRecord) error {
 }
 
 // testHookAfterJournal, when set by a test, runs after every journal write
-// (an emission appended, confirmed or dropped): the kill -9 tests end the
-// process there. Always nil in production.
+// (an emission appended, confirmed or dropped) and on both sides of a
+// compaction's rewrite: the kill -9 tests end the process there. Always nil
+// in production.
 var testHookAfterJournal func()
+
+// compact replaces the journal, once nothing in it is open, by the records
+// a later run still needs, so what a run reads stays a few lines however
+// long the thread has lived. promptEmission and promptItem name the prompt
+// thread.yaml records (empty without one); the caller has saved thread.yaml
+// first, so the prompt is the one on disk. Kept, in this order:
+//
+//   - the highest counter used with the nonce, as a closed emission of kind
+//     counter (unless a kept emission carries it), so no id is reused;
+//   - the prompt's posted record, from which a run whose thread.yaml lacks
+//     the prompt's item id takes it (restorePrompt);
+//   - the prompt's resolution, if one is journaled, and how it was closed,
+//     so the prompt is never resolved twice (resolution).
+//
+// Nothing else can matter: every other emission is confirmed or dropped,
+// and an artifact intent is open until its announcement is journaled. The
+// file is replaced by envelope.WriteFileAtomic (temp file, fsync, rename,
+// fsync of the folder): a kill before the rename leaves the old journal,
+// and a temp file the next compaction removes; after it, the new one. It
+// reports whether it rewrote the file; the journal stays open for appends
+// (on the new file) either way.
+func (j *journal) compact(promptEmission, promptItem string) (bool, error) {
+	if !j.shrinks(promptEmission, promptItem) {
+		return false, nil
+	}
+	keep := j.kept(promptEmission, promptItem)
+	var buf bytes.Buffer
+	for _, rec := range keep {
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return false, err
+		}
+		buf.Write(b)
+		buf.WriteByte('\n')
+	}
+	removeJournalTemps(j.path)
+	// A kill here finds thread.yaml saved and the journal whole, as every
+	// run before compaction left them.
+	if testHookAfterJournal != nil {
+		testHookAfterJournal()
+	}
+	if err := envelope.WriteFileAtomic(j.path, buf.Bytes(), 0o600); err != nil {
+		return false, err
+	}
+	j.records = len(keep)
+	if testHookAfterJournal != nil {
+		testHookAfterJournal()
+	}
+	if j.f == nil {
+		return true, nil
+	}
+	// The open descriptor still points at the file the rename replaced:
+	// an append there would be lost.
+	_ = j.f.Close()
+	f, err := openJournalFile(j.path, true)
+	j.f = f
+	return true, err
+}
+
+// shrinks reports whether compact would rewrite the journal: nothing is
+// open and the file holds more records than compact keeps.
+func (j *journal) shrinks(promptEmission, promptItem string) bool {
+	return len(j.open) == 0 && j.records > len(j.kept(promptEmission, promptItem))
+}
+
+// kept is what compact keeps (see there).
+func (j *journal) kept(promptEmission, promptItem string) []journalRecord {
+	var out []journalRecord
+	top := ""
+	if j.counter > 0 {
+		top = fmt.Sprintf("%s:%d", j.nonce, j.counter)
+	}
+	resID := ""
+	if promptItem != "" {
+		resID = j.resolutions[promptItem]
+	}
+	if top != "" && top != resID {
+		out = append(out, journalRecord{Emission: &emission{ID: top, Kind: kindCounter}}, journalRecord{Dropped: top})
+	}
+	if info, ok := j.posted[promptEmission]; ok && promptEmission != "" {
+		out = append(out, journalRecord{Posted: promptEmission, ItemID: info.ItemID, CreatedAt: info.CreatedAt})
+	}
+	if resID != "" {
+		// The resolution's item is never posted again: its type and prompt
+		// are all a reader needs.
+		res := &emission{ID: resID, Item: agent.Item{Meta: map[string]any{
+			"type": agent.ItemPendingPromptResolved, "prompt_item_id": promptItem}}}
+		out = append(out, journalRecord{Emission: res})
+		if info, ok := j.posted[resID]; ok {
+			out = append(out, journalRecord{Posted: resID, ItemID: info.ItemID, CreatedAt: info.CreatedAt})
+		} else {
+			out = append(out, journalRecord{Dropped: resID})
+		}
+	}
+	return out
+}
+
+// removeJournalTemps removes the temp files of compactions a kill
+// interrupted (WriteFileAtomic names them .<name>.tmp-*). Only the lock
+// holder compacts, so none of them is being written.
+func removeJournalTemps(path string) {
+	temps, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*"))
+	for _, t := range temps {
+		_ = os.Remove(t)
+	}
+}
 
 func (j *journal) sync() error { return j.f.Sync() }
 
