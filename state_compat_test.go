@@ -239,8 +239,14 @@ func TestLegacyParkedClaudeThreadResumes(t *testing.T) {
 	if after.Agent.AgentSessionID != before.Agent.AgentSessionID || after.Workspace != before.Workspace || after.EmissionNonce != before.EmissionNonce {
 		t.Errorf("after: session %q workspace %+v nonce %q", after.Agent.AgentSessionID, after.Workspace, after.EmissionNonce)
 	}
-	if !after.Outbox.CreatedByUs || after.Artifacts.Published["report.txt"] != before.Artifacts.Published["report.txt"] {
-		t.Errorf("after: outbox %+v artifacts %+v", after.Outbox, after.Artifacts)
+	// The published artifacts move to artifacts.yaml, which only a turn
+	// that publishes reads.
+	pub, err := envelope.LoadPublished(filepath.Join(run.ThreadDir(filepath.Join(s.state, "jobs", run.JobType+"-"+bhtest.SessionID), alias), "artifacts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := before.Artifacts.Published["report.txt"]; !after.Outbox.CreatedByUs || len(after.Artifacts.Published) != 0 || want.SHA256 == "" || pub.Published["report.txt"] != want {
+		t.Errorf("after: outbox %+v, thread.yaml artifacts %+v, artifacts.yaml %+v; want report.txt %+v in artifacts.yaml only", after.Outbox, after.Artifacts, pub.Published, want)
 	}
 	if n := s.srv.Count("upload"); n != 0 {
 		t.Errorf("%d uploads: the unchanged artifact was published again", n)

@@ -177,9 +177,39 @@ type OutboxState struct {
 	CreatedByUs bool `yaml:"created_by_us"`
 }
 
-// ArtifactsState records what was published.
+// ArtifactsState is where a thread.yaml of an earlier version recorded the
+// artifacts it published. They are kept in artifacts.yaml now (Published),
+// which only a completed turn reads; run moves these entries there the
+// first time it records an artifact.
 type ArtifactsState struct {
 	Published map[string]PublishedArtifact `yaml:"published,omitempty"`
+}
+
+// Published is artifacts.yaml, next to thread.yaml: every artifact the
+// thread has published, by its path in the outbox, to tell a new or changed
+// file from one already published. It grows with every file a thread ever
+// publishes, so it is not in thread.yaml, which every run reads.
+type Published struct {
+	Published map[string]PublishedArtifact `yaml:"published"`
+}
+
+// LoadPublished reads artifacts.yaml; a missing file is an empty record.
+func LoadPublished(path string) (*Published, error) {
+	p := &Published{}
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, err
+	default:
+		if err := yaml.Unmarshal(b, p); err != nil {
+			return nil, fmt.Errorf("%s is not valid YAML: %w; fix it or move it aside (its files are then published again)", path, err)
+		}
+	}
+	if p.Published == nil {
+		p.Published = map[string]PublishedArtifact{}
+	}
+	return p, nil
 }
 
 // PublishedArtifact is one published file.

@@ -42,6 +42,8 @@ type activation struct {
 	offline bool              // a post found BlobHub unreachable: journal only until the end
 	unread  bool              // the last read of the thread stopped at its bound
 	notMine map[string]string // aliases for not_mine.yaml, written once at the end
+	// published is artifacts.yaml once a run that publishes has read it.
+	published map[string]envelope.PublishedArtifact
 	// authRefused: a post got 401/403; the run ends AUTH_INVALID (77).
 	authRefused bool
 	// threadGone: a post to the job thread was answered

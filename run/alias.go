@@ -10,7 +10,7 @@ import (
 
 // reserved are the file names of a thread's folder; no alias segment may
 // take one, so no alias can reach another thread's files.
-var reserved = map[string]bool{"thread.yaml": true, "thread.lock": true, "thread.log": true, "emissions.jsonl": true}
+var reserved = map[string]bool{"thread.yaml": true, "thread.lock": true, "thread.log": true, "emissions.jsonl": true, "artifacts.yaml": true}
 
 // ValidateAlias checks a thread alias before anything touches disk or
 // network: it becomes nested folders of the state tree. The error names the

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
@@ -67,9 +70,20 @@ func (a *activation) scanOutbox() []outbox.File {
 	if a.env.Artifacts == nil || a.env.Artifacts.Source == "" {
 		return nil
 	}
+	a.mu.Lock()
+	pub, perr := a.publishedArtifacts()
 	published := map[string]string{}
-	for p, pa := range a.t.Artifacts.Published {
+	for p, pa := range pub {
 		published[p] = pa.SHA256
+	}
+	if perr == nil && len(a.t.Artifacts.Published) > 0 {
+		// A thread.yaml of an earlier version: its entries move out of it.
+		perr = a.writePublished()
+	}
+	a.mu.Unlock()
+	if perr != nil {
+		a.skipArtifact("", perr.Error())
+		return nil
 	}
 	files, skips, err := outbox.Scan(a.t.Workspace.WorkFolder, a.env.Artifacts.Source, a.maxBytes(), published)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -235,11 +249,7 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 	}
 
 	a.mu.Lock()
-	if a.t.Artifacts.Published == nil {
-		a.t.Artifacts.Published = map[string]envelope.PublishedArtifact{}
-	}
-	a.t.Artifacts.Published[in.path] = envelope.PublishedArtifact{SHA256: meta.SHA256, Alias: in.alias}
-	err = a.saveLocked()
+	err = a.recordPublished(in.path, envelope.PublishedArtifact{SHA256: meta.SHA256, Alias: in.alias})
 	a.mu.Unlock()
 	if err != nil {
 		return err
@@ -263,6 +273,60 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 	a.post(ctx, ann)
 	return nil
 }
+
+// publishedArtifacts is artifacts.yaml (envelope.Published), read once per
+// run and only by a run that publishes: the idle path never reads it. The
+// entries a thread.yaml of an earlier version holds count too; the first
+// write of artifacts.yaml takes them over (written before thread.yaml drops
+// them, so no kill loses one). The caller holds a.mu.
+func (a *activation) publishedArtifacts() (map[string]envelope.PublishedArtifact, error) {
+	if a.published != nil {
+		return a.published, nil
+	}
+	p, err := envelope.LoadPublished(filepath.Join(a.dir, publishedFile))
+	if err != nil {
+		return nil, exitErr(CodeStateTreeInvalid, "the published artifacts of %q cannot be read: %v", a.alias, err)
+	}
+	for path, pa := range a.t.Artifacts.Published {
+		if _, ok := p.Published[path]; !ok {
+			p.Published[path] = pa
+		}
+	}
+	a.published = p.Published
+	return a.published, nil
+}
+
+// recordPublished records one upload in artifacts.yaml, atomically, before
+// its announcement is journaled (a replay finds the announcement and knows
+// the record is done). The caller holds a.mu.
+func (a *activation) recordPublished(path string, pa envelope.PublishedArtifact) error {
+	pub, err := a.publishedArtifacts()
+	if err != nil {
+		return err
+	}
+	pub[path] = pa
+	return a.writePublished()
+}
+
+// writePublished writes artifacts.yaml, then drops the entries an earlier
+// thread.yaml held, which it now holds too. The caller holds a.mu.
+func (a *activation) writePublished() error {
+	b, err := yaml.Marshal(&envelope.Published{Published: a.published})
+	if err != nil {
+		return err
+	}
+	if err := envelope.WriteFileAtomic(filepath.Join(a.dir, publishedFile), b, 0o600); err != nil {
+		return exitErr(CodeStateTreeInvalid, "cannot write %s: %v; fix the state tree", publishedFile, err)
+	}
+	if len(a.t.Artifacts.Published) == 0 {
+		return nil
+	}
+	a.t.Artifacts.Published = nil
+	return a.saveLocked()
+}
+
+// publishedFile is artifacts.yaml in the thread's folder.
+const publishedFile = "artifacts.yaml"
 
 // cacheNotMine notes an alias for not_mine.yaml; flushNotMine writes the
 // run's notes at its end, in one write. The file is only a cache: a run

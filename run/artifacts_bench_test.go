@@ -86,10 +86,10 @@ func (p *benchPublisher) publishOutbox(b *testing.B) {
 		b.Fatal(err)
 	}
 	p.a.flushNotMine(b.Context())
-	if n := len(p.a.t.Artifacts.Published); n != len(files) || n == 0 {
+	if n := len(p.a.published); n != len(files) || n == 0 {
 		b.Fatalf("published %d of %d files", n, len(files))
 	}
-	p.a.t.Artifacts.Published = nil
+	p.a.published = map[string]envelope.PublishedArtifact{}
 }
 
 // sinkClient answers uploads and posts without keeping them; Download

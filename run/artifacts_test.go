@@ -1,14 +1,17 @@
 package run
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -206,9 +209,9 @@ func TestArtifactsPublished(t *testing.T) {
 					t.Fatalf("brief %q", it.Content[0].Text)
 				}
 			}
-			pub := h.thread(h.alias).Artifacts.Published
+			pub := h.published(h.alias)
 			if pub["report.md"].SHA256 != sha("# report\n") || pub["report.md"].Alias != h.alias+"/artifacts/report.md" || pub["sub/data.bin"].SHA256 != sha("\x00\x01\xff") {
-				t.Fatalf("thread.yaml artifacts %+v", pub)
+				t.Fatalf("artifacts.yaml %+v", pub)
 			}
 			if e := h.notMine().Aliases[h.alias+"/artifacts/report.md"]; e.Reason != "artifact" {
 				t.Fatalf("not_mine.yaml entry %+v", e)
@@ -310,7 +313,7 @@ func TestArtifactsNeverOverwriteForeignObjects(t *testing.T) {
 	if h.uploadsOf("a.md")+h.uploadsOf("b.md") != 0 {
 		t.Fatal("uploaded over a foreign object")
 	}
-	if _, ok := h.thread(h.alias).Artifacts.Published["a.md"]; ok {
+	if _, ok := h.published(h.alias)["a.md"]; ok {
 		t.Fatal("a skipped file was recorded as published")
 	}
 	if h.thread(h.alias).Agent.State != envelope.StateActive {
@@ -373,12 +376,10 @@ func (h *artifactHarness) journalArtifactIntent(rel, content string, announce bo
 		// upload and the record happened.
 		h.srv.Put(in.alias, string(mustJSON(map[string]any{"type": "artifact", "artifact": artifactMeta{
 			Name: f.Name(), Path: rel, Size: f.Size, SHA256: f.SHA256, Thread: h.alias, Encoding: "utf-8", Data: content}})))
-		if th.Artifacts.Published == nil {
-			th.Artifacts.Published = map[string]envelope.PublishedArtifact{}
-		}
-		th.Artifacts.Published[rel] = envelope.PublishedArtifact{SHA256: f.SHA256, Alias: in.alias}
-		b, _ := yaml.Marshal(th)
-		if err := envelope.WriteFileAtomic(filepath.Join(dir, "thread.yaml"), b, 0o600); err != nil {
+		pub := h.published(h.alias)
+		pub[rel] = envelope.PublishedArtifact{SHA256: f.SHA256, Alias: in.alias}
+		b, _ := yaml.Marshal(&envelope.Published{Published: pub})
+		if err := envelope.WriteFileAtomic(filepath.Join(dir, publishedFile), b, 0o600); err != nil {
 			h.t.Fatal(err)
 		}
 		if err := addNotMine(h.t.Context(), h.setup().JobDir, in.alias, "artifact"); err != nil {
@@ -430,8 +431,8 @@ func TestArtifactIntentReplay(t *testing.T) {
 			if !ok || obj.Data != tc.want {
 				t.Fatalf("object %+v, want data %q", obj, tc.want)
 			}
-			if got := h.thread(h.alias).Artifacts.Published["r.md"].SHA256; got != sha(tc.want) {
-				t.Fatalf("thread.yaml records %s, want the sha256 of %q", got, tc.want)
+			if got := h.published(h.alias)["r.md"].SHA256; got != sha(tc.want) {
+				t.Fatalf("artifacts.yaml records %s, want the sha256 of %q", got, tc.want)
 			}
 			if e := h.notMine().Aliases[h.alias+"/artifacts/r.md"]; e.Reason != "artifact" {
 				t.Fatalf("not_mine.yaml entry %+v", e)
@@ -486,5 +487,42 @@ func TestArtifactUploadFailures(t *testing.T) {
 	}
 	if n := count(h.items(h.alias), "turn_end"); n != 1 {
 		t.Fatalf("%d turn_end items, want 1", n)
+	}
+}
+
+// TestPublishedOffTheIdlePath: what a thread has published is kept in
+// artifacts.yaml, not in thread.yaml, which every run reads and which would
+// otherwise grow with every file the thread ever published; an idle run
+// does not read it (a broken one does not stop it), and the turn that would
+// publish says which file to fix instead of publishing everything again.
+func TestPublishedOffTheIdlePath(t *testing.T) {
+	h := newArtifactHarness(t, false)
+	h.activate()
+	for i := range 3 {
+		h.write(fmt.Sprintf("r%d.md", i), fmt.Sprintf("report %d\n", i))
+		h.turn()
+	}
+	dir := ThreadDir(h.setup().JobDir, h.alias)
+	raw, err := os.ReadFile(filepath.Join(dir, "thread.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, []byte("r0.md")) || len(h.thread(h.alias).Artifacts.Published) != 0 {
+		t.Fatalf("thread.yaml records the published artifacts:\n%s", raw)
+	}
+	if pub := h.published(h.alias); len(pub) != 3 || pub["r2.md"].SHA256 != sha("report 2\n") {
+		t.Fatalf("artifacts.yaml %+v", pub)
+	}
+	if err := os.WriteFile(filepath.Join(dir, publishedFile), []byte("published: [unclosed\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want(t, h.run(h.alias), OutcomeIdle, ExitOK)
+	h.write("r3.md", "report 3\n")
+	h.turn()
+	if got := h.skipped(); !slices.Equal(got, []string{""}) {
+		t.Fatalf("skipped %q, want one item for the outbox", got)
+	}
+	if got := h.announced(); len(got) != 3 {
+		t.Fatalf("announced %v: published again without knowing what was", got)
 	}
 }

@@ -244,8 +244,8 @@ func TestArtifactsReadOneAtATime(t *testing.T) {
 	if !ok || b.Data != "b v2, written while a.txt was uploaded" || b.SHA256 != sha(b.Data) || b.Size != int64(len(b.Data)) {
 		t.Fatalf("b.txt published as %+v, want the bytes on disk at its upload", b)
 	}
-	if got := h.thread(h.alias).Artifacts.Published["b.txt"].SHA256; got != sha(b.Data) {
-		t.Fatalf("thread.yaml records %s, want the sha256 uploaded", got)
+	if got := h.published(h.alias)["b.txt"].SHA256; got != sha(b.Data) {
+		t.Fatalf("artifacts.yaml records %s, want the sha256 uploaded", got)
 	}
 	var announcedSHA []string
 	for _, it := range h.srv.Items(h.alias) {

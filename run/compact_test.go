@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
@@ -369,5 +370,23 @@ func TestCompactionKeepsJournalOpenEmissions(t *testing.T) {
 	}
 	if ids := []string{j.pending()[0].ID}; !slices.Equal(ids, []string{open.ID}) {
 		t.Fatalf("pending %v", ids)
+	}
+}
+
+// TestGrantsEndWithTheTurn: a grant the resumed turn never used (it timed
+// out first) is gone when that turn ends: it cannot approve a later turn's
+// call, and grants do not pile up in thread.yaml.
+func TestGrantsEndWithTheTurn(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "grants/t"
+	h.handOff(alias, "approval", "write x")
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: writeCall(h)}}}})
+	want(t, h.run(alias), OutcomeParked, ExitOK)
+	h.srv.PersonPost(alias, "yes")
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{WaitInterrupt: true}}}})
+	h.tune = func(r *Runner) { r.MaxDuration = 300 * time.Millisecond }
+	wantCode(t, h.run(alias), ExitTurnFailed, CodeTurnTimeout)
+	if g := h.thread(alias).Grants; len(g) != 0 {
+		t.Fatalf("grants %v after the turn ended", g)
 	}
 }

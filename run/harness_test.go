@@ -178,6 +178,16 @@ func (h *harness) thread(alias string) *envelope.Thread {
 	return t
 }
 
+// published is alias's artifacts.yaml: what the thread has published.
+func (h *harness) published(alias string) map[string]envelope.PublishedArtifact {
+	h.t.Helper()
+	p, err := envelope.LoadPublished(filepath.Join(ThreadDir(h.setup().JobDir, alias), publishedFile))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return p.Published
+}
+
 // testAgent is the agent type the harness hands threads off to: the
 // scripted test agent, registered as main registers a real one. It picks
 // no session id of its own (as Codex and the ACP agents do not); run's

@@ -129,6 +129,12 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, err error)
 		e, jerr = a.j.add(a.alias, agent.TurnEndItem(turnEnd, r), "")
 	}
 	t.Turn.State = envelope.TurnStateIdle
+	if turnEnd != "parked" {
+		// A one-shot grant serves the call a person approved in this turn;
+		// one the turn never used must not approve a later turn's call
+		// (nor pile up in thread.yaml, which every run reads).
+		t.Grants = nil
+	}
 	// The journal reaches the disk before the record that says the turn
 	// ended, so a power loss cannot keep the state and lose the turn_end.
 	_ = a.j.sync()
@@ -179,7 +185,6 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, err erro
 	case agent.TurnParked:
 		return OutcomeParked, "parked", nil
 	case agent.TurnCompleted:
-		t.Grants = nil
 		return OutcomeTurnCompleted, "completed", nil
 	}
 	msg := r.ErrorText
@@ -187,9 +192,6 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, err erro
 		msg = "the agent ended the turn with an error"
 	}
 	a.turnFailed(CodeTurnFailed, "turn_failed", msg)
-	if r.Outcome == agent.TurnFailed {
-		t.Grants = nil
-	}
 	return OutcomeTurnFailed, "failed", nil
 }
 
