@@ -122,6 +122,11 @@ type Launch struct {
 	// under approval and guarded; nil when there is none or run skipped it.
 	// The adapter gives the agent a copy of these bytes.
 	Instructions []byte
+	// CacheDir is a folder of the state tree where the adapter may keep
+	// what it learnt about this machine and its executable, to skip
+	// checking it on every run (Codex: that its sandbox works). It may not
+	// exist yet; deleting it only makes the checks run again.
+	CacheDir string
 	// Log is the thread's thread.log (secrets redacted). A nil Log discards.
 	Log    *Log
 	Logger *slog.Logger

@@ -39,6 +39,60 @@ func TestPreflightSandboxUnavailable(t *testing.T) {
 	}
 }
 
+// TestPreflightSandboxCached: a sandbox check that passed is remembered in
+// the cache folder for the executable as it is on disk, so the next run
+// does not start Codex for it again; another executable, a changed one (its
+// size or mtime), a deleted cache file or a check that failed all check
+// again, and a failure is never remembered.
+func TestPreflightSandboxCached(t *testing.T) {
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	fail := filepath.Join(dir, "fail")
+	writeExe := func(path, extra string) {
+		t.Helper()
+		script := "#!/bin/sh\necho x >> " + calls + "\n[ -e " + fail + " ] && { echo 'bwrap: no user namespaces' >&2; exit 1; }\nexit 0\n" + extra
+		if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exe, other := filepath.Join(dir, "codex"), filepath.Join(dir, "codex-other")
+	writeExe(exe, "")
+	writeExe(other, "")
+	cacheDir := filepath.Join(dir, "state", "cache")
+	l := agent.Launch{Executable: exe, Env: []string{"PATH=/usr/bin:/bin"}, Permissions: "approval", CacheDir: cacheDir}
+	checks := func() int {
+		b, _ := os.ReadFile(calls)
+		return strings.Count(string(b), "x")
+	}
+	step := func(what string, l agent.Launch, wantOK bool, wantChecks int) {
+		t.Helper()
+		err := Adapter.Preflight(context.Background(), l)
+		if (err == nil) != wantOK || checks() != wantChecks {
+			t.Fatalf("%s: preflight %v, %d checks; want ok=%v after %d checks", what, err, checks(), wantOK, wantChecks)
+		}
+	}
+	step("first run", l, true, 1)
+	step("second run", l, true, 1)
+	l.Permissions = "guarded"
+	step("a guarded thread", l, true, 1)
+	step("another executable", agent.Launch{Executable: other, Env: l.Env, Permissions: "approval", CacheDir: cacheDir}, true, 2)
+	writeExe(exe, "# a new version\n")
+	step("a changed executable", l, true, 3)
+	step("the changed executable again", l, true, 3)
+	if err := os.Remove(filepath.Join(cacheDir, SandboxCacheFile)); err != nil {
+		t.Fatal(err)
+	}
+	step("the cache file deleted", l, true, 4)
+	if err := os.WriteFile(fail, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeExe(exe, "# broken\n")
+	step("a failing check", l, false, 5)
+	step("a failing check again", l, false, 6)
+	l.CacheDir = ""
+	step("no cache folder", agent.Launch{Executable: other, Env: l.Env, Permissions: "approval"}, false, 7)
+}
+
 // TestOptions: agents.codex's own key is sandbox, workspace-write or
 // read-only; anything else is refused by name.
 func TestOptions(t *testing.T) {

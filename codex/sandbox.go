@@ -3,9 +3,11 @@ package codex
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -62,4 +64,76 @@ func sandboxOutput(s string) string {
 		keep = keep[len(keep)-5:]
 	}
 	return strings.Join(keep, " | ")
+}
+
+// SandboxCacheFile is the file, in Launch.CacheDir, where preflight
+// remembers the executables whose sandbox check passed. Deleting it makes
+// the next approval or guarded thread check again (after a change to the
+// machine the check cannot see: user namespaces, AppArmor, bubblewrap).
+const SandboxCacheFile = "codex-sandbox.json"
+
+// sandboxCache is SandboxCacheFile: the executables whose check passed, by
+// absolute path, each with the size and modification time it had then. A
+// new Codex (another size or mtime, or a symlink now pointing elsewhere) is
+// checked again. It is only a cache: unreadable is empty, and a write that
+// fails leaves the next run to check again.
+type sandboxCache struct{ dir string }
+
+type sandboxStamp struct {
+	Size      int64     `json:"size"`
+	ModTime   time.Time `json:"mtime"`
+	CheckedAt time.Time `json:"checked_at"`
+}
+
+func (c sandboxCache) path() string { return filepath.Join(c.dir, SandboxCacheFile) }
+
+func (c sandboxCache) load() map[string]sandboxStamp {
+	m := map[string]sandboxStamp{}
+	if b, err := os.ReadFile(c.path()); err == nil {
+		_ = json.Unmarshal(b, &m)
+	}
+	return m
+}
+
+// stamp is what the cache keys an executable by, following symlinks.
+func stamp(executable string) (sandboxStamp, bool) {
+	fi, err := os.Stat(executable)
+	if err != nil {
+		return sandboxStamp{}, false
+	}
+	return sandboxStamp{Size: fi.Size(), ModTime: fi.ModTime().UTC()}, true
+}
+
+// passed reports whether the check passed for executable as it is now.
+func (c sandboxCache) passed(executable string) bool {
+	if c.dir == "" {
+		return false
+	}
+	now, ok := stamp(executable)
+	was, seen := c.load()[executable]
+	return ok && seen && was.Size == now.Size && was.ModTime.Equal(now.ModTime)
+}
+
+// remember records that the check passed for executable. The file is
+// replaced by a rename, so a reader never sees half of it.
+func (c sandboxCache) remember(executable string) {
+	st, ok := stamp(executable)
+	if c.dir == "" || !ok || os.MkdirAll(c.dir, 0o700) != nil {
+		return
+	}
+	m := c.load()
+	st.CheckedAt = time.Now().UTC()
+	m[executable] = st
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(c.dir, "."+SandboxCacheFile+".tmp-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(append(b, '\n'))
+	if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), c.path()) != nil {
+		_ = os.Remove(tmp.Name())
+	}
 }

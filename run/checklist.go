@@ -223,6 +223,7 @@ func (r *Runner) launch(res *resolved, workFolder string) agent.Launch {
 		Executable: res.Executable, WorkFolder: workFolder, Env: r.agentEnv(res),
 		Model: res.Model, Effort: res.Effort, Permissions: res.Permissions, ExtraArgs: res.ExtraArgs,
 		Home: res.AgentHome, Options: res.Options, Logger: r.Logger, KillGrace: r.grace(),
+		CacheDir: filepath.Join(r.Setup.StateDir, "cache"),
 	}
 }
 
