@@ -418,6 +418,8 @@ func TestE2EClaudeStopWhileParked(t *testing.T) {
 //     reaped children, i.e. the CLI's. VmHWM is a high-water mark, so only
 //     growth in the last sampling interval before exit can be missed.
 //   - wall-ms: the activation's wall time.
+//   - bhw_pct: bhw-run's CPU as a percentage of the CLI's; thread_log_kb:
+//     what one such turn writes to thread.log (median).
 func BenchmarkE2EClaudeTurnOverhead(b *testing.B) {
 	e := newClaudeE2E(b)
 	self, err := os.Executable()
@@ -430,6 +432,7 @@ func BenchmarkE2EClaudeTurnOverhead(b *testing.B) {
 	e.allowAutonomous()
 	var bhwCPU, claudeCPU, wall time.Duration
 	var bhwRSS, claudeRSS int64
+	var logKB []float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -459,10 +462,13 @@ func BenchmarkE2EClaudeTurnOverhead(b *testing.B) {
 		claudeCPU += w.ChildCPU
 		bhwRSS = max(bhwRSS, peak)
 		claudeRSS = max(claudeRSS, w.ChildRSSKB)
+		logKB = append(logKB, threadLogKB(b, e.e2eEnv, alias))
 		b.StartTimer()
 	}
 	b.StopTimer()
 	n := float64(b.N)
+	b.ReportMetric(medianOf(logKB), "thread_log_kb/op")
+	b.ReportMetric(100*float64(bhwCPU)/float64(claudeCPU), "bhw_pct")
 	b.ReportMetric(float64(bhwCPU.Microseconds())/1e3/n, "bhw-cpu-ms/op")
 	b.ReportMetric(float64(bhwRSS)/1024, "bhw-rss-MB")
 	b.ReportMetric(float64(claudeCPU.Microseconds())/1e3/n, "claude-cpu-ms/op")

@@ -374,9 +374,12 @@ func TestE2ECodexHTTP500FailsTurn(t *testing.T) {
 	}
 }
 
-// BenchmarkE2ECodexTurnOverhead runs one autonomous turn with one command
-// per iteration (a new thread each time: the handoff is outside the timer)
-// and reports the medians of what bhw-run itself costs next to Codex.
+// BenchmarkE2ECodexTurnOverhead runs one turn with one command per
+// iteration (a new thread each time: the handoff is outside the timer) and
+// reports the medians of what bhw-run itself costs next to Codex, for an
+// autonomous thread and for an approval one (the command runs in Codex's
+// sandbox unasked; the run first checks that the sandbox works, once per
+// executable since the check is cached in the state tree).
 //
 // How the numbers are told apart, honestly:
 //   - wait4 on bhw-run returns RUSAGE_BOTH of it: its own CPU plus that of
@@ -384,17 +387,25 @@ func TestE2ECodexHTTP500FailsTurn(t *testing.T) {
 //     a subreaper). So the agent runs behind a wrapper (this test binary,
 //     see maybeRunRusageWrapper) that waits for codex and writes codex's
 //     CPU (codex plus the commands it waited for) and peak RSS, and its own
-//     CPU. bhw_cpu_ms = bhw-run's total − codex's − the wrapper's.
+//     CPU. bhw_cpu_ms = bhw-run's total − codex's − the wrapper's. A
+//     sandbox check is a codex bhw-run starts itself: it counts as bhw-run's.
 //   - Peak RSS of bhw-run cannot come from wait4 (its maxrss is the max over
 //     bhw-run and its children, i.e. codex's), so VmHWM of bhw-run is read
 //     from /proc/<pid>/status every 2 ms while it runs. VmHWM is a
 //     high-water mark: the last sample misses only growth in the final
 //     2 ms. codex_rss_mb is the wrapper's wait4 maxrss of codex.
+//   - bhw_pct is bhw_cpu_ms as a percentage of codex_cpu_ms (medians).
 //
 // ns/op is the wall time of one whole activation (lock, BlobHub requests,
 // codex start, one model round trip with a command, a second for the
 // answer, items posted, codex stopped).
 func BenchmarkE2ECodexTurnOverhead(b *testing.B) {
+	for _, perm := range []string{"autonomous", "approval"} {
+		b.Run(perm, func(b *testing.B) { codexTurnOverhead(b, perm) })
+	}
+}
+
+func codexTurnOverhead(b *testing.B, permissions string) {
 	e := newCodexE2E(b)
 	self, err := os.Executable()
 	if err != nil {
@@ -406,12 +417,12 @@ func BenchmarkE2ECodexTurnOverhead(b *testing.B) {
 	e.agentConfig(codexType).Env[rusageWrapperEnv] = codexBin(b) + "," + report
 	e.writeConfig()
 
-	var bhwCPU, bhwRSS, codexCPU, codexRSS []float64
+	var bhwCPU, bhwRSS, codexCPU, codexRSS, logKB []float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		alias := fmt.Sprintf("bench/t%d", i)
-		e.handOff(alias, codexType, "autonomous", "run it")
+		e.handOff(alias, codexType, permissions, "run it")
 		e.model.Push(codextest.Run("echo hi"), codextest.Say("ok"))
 		_ = os.Remove(report)
 		b.StartTimer()
@@ -425,8 +436,8 @@ func BenchmarkE2ECodexTurnOverhead(b *testing.B) {
 		peak := <-hwm
 
 		b.StopTimer()
-		if code != 0 {
-			b.Fatalf("exit %d\n%s%s", code, p.stdout, p.stderr)
+		if s := parseSummary(b, p.stdout.String()); code != 0 || s.Outcome != run.OutcomeTurnCompleted {
+			b.Fatalf("exit %d outcome %q\n%s%s", code, s.Outcome, p.stdout, p.stderr)
 		}
 		var rep wrapReport
 		rb, err := os.ReadFile(report)
@@ -441,13 +452,26 @@ func BenchmarkE2ECodexTurnOverhead(b *testing.B) {
 		codexCPU = append(codexCPU, ms(rep.ChildCPU))
 		bhwRSS = append(bhwRSS, float64(peak)/1024)
 		codexRSS = append(codexRSS, float64(rep.ChildRSSKB)/1024)
+		logKB = append(logKB, threadLogKB(b, e.e2eEnv, alias))
 		b.StartTimer()
 	}
 	b.StopTimer()
+	b.ReportMetric(medianOf(logKB), "thread_log_kb/op")
 	b.ReportMetric(medianOf(bhwCPU), "bhw_cpu_ms/op")
 	b.ReportMetric(medianOf(bhwRSS), "bhw_rss_mb")
 	b.ReportMetric(medianOf(codexCPU), "codex_cpu_ms/op")
 	b.ReportMetric(medianOf(codexRSS), "codex_rss_mb")
+	b.ReportMetric(100*medianOf(bhwCPU)/medianOf(codexCPU), "bhw_pct")
+}
+
+// threadLogKB is the size of alias's thread.log: what its runs wrote.
+func threadLogKB(b *testing.B, e *e2eEnv, alias string) float64 {
+	b.Helper()
+	st, err := os.Stat(filepath.Join(run.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return float64(st.Size()) / 1024
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

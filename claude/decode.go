@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/blobhub/bhw-run/agent"
 )
@@ -337,15 +338,19 @@ func oneLine(s string) string {
 	return s
 }
 
-var (
-	reControlRequest = regexp.MustCompile(`"type"\s*:\s*"control_request"`)
-	reRequestID      = regexp.MustCompile(`"request_id"\s*:\s*"((?:[^"\\]|\\.){1,200})"`)
-)
+// requestRegexps are compiled on first use: only a line that cannot be
+// decoded needs them, and compiling them at start cost every bhw-run process
+// (an idle run, ls) a quarter of a millisecond.
+var requestRegexps = sync.OnceValues(func() (control, id *regexp.Regexp) {
+	return regexp.MustCompile(`"type"\s*:\s*"control_request"`),
+		regexp.MustCompile(`"request_id"\s*:\s*"((?:[^"\\]|\\.){1,200})"`)
+})
 
 // overlongRequestID finds the request_id of a control_request line that
 // cannot be decoded: the first bytes of a line too long to read, or a line
 // whose body does not decode.
 func overlongRequestID(prefix []byte) (string, bool) {
+	reControlRequest, reRequestID := requestRegexps()
 	if !reControlRequest.Match(prefix) {
 		return "", false
 	}

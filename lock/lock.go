@@ -200,7 +200,8 @@ func tryEvery(ctx context.Context, f *flock.Flock, wait, interval time.Duration)
 // writeHolder records this process as the holder of the lock file at path, which the caller has
 // just locked. It opens a second descriptor: flock locks belong to the open file description, so
 // closing this one leaves the lock alone (fcntl locks would be dropped, see fcntl(2)). The file is
-// truncated and rewritten in place, never renamed over: the inode is the lock.
+// truncated and rewritten in place, never renamed over: the inode is the lock. No fsync: the record
+// only names the holder in a waiter's message, and a crash that could lose it frees the lock too.
 func writeHolder(path string) error {
 	host, _ := os.Hostname() // an unknown host only makes the message vaguer
 	b, err := json.Marshal(Holder{PID: os.Getpid(), Host: host, Since: time.Now().Round(0)})
@@ -214,9 +215,6 @@ func writeHolder(path string) error {
 		return err
 	}
 	_, err = fh.Write(append(b, '\n'))
-	if err == nil {
-		err = fh.Sync()
-	}
 	return errors.Join(err, fh.Close())
 }
 

@@ -185,9 +185,11 @@ func (a *activation) closeAgent(ctx context.Context, sess agent.Session) {
 			a.log.Warn("stopped processes the agent left behind", "count", n)
 		}
 	}
+	// Saved with the turn's end (every path after this saves): a kill
+	// before that leaves a group id that names no process, which the next
+	// run's leftover check finds gone. One atomic write less per turn.
 	a.mu.Lock()
 	a.t.Agent.Process = nil
-	_ = a.saveLocked()
 	a.mu.Unlock()
 }
 

@@ -299,6 +299,9 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 				_ = c.Upload(ctx, workerAlias, nv)
 			}
 		}
+		if st.Attachment.Status == "attached" && st.Attachment.Error == nil {
+			return st, nil // section.yaml says so already: no second read-modify-write
+		}
 		return updateSection(ctx, jobDir, sec, func(s *SectionState) {
 			if s.Attachment.Status != "attached" || s.Attachment.AttachedAt == nil {
 				at := now()

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -86,6 +88,12 @@ func StopGroup(pgid int, grace time.Duration) {
 // it only once the agent itself has been waited for. It returns how many
 // it found.
 func SweepDescendants(grace time.Duration) int {
+	if _, any := peekChild(); !any {
+		// No child at all, so no descendant: every one of them would be a
+		// child of bhw-run or below one. The common case, without reading
+		// every process of the machine in /proc.
+		return 0
+	}
 	me := os.Getpid()
 	kids := descendants(me)
 	if len(kids) == 0 {
@@ -123,6 +131,22 @@ func reapOrphans() {
 	if !subreaper {
 		return
 	}
+	// Peek at one exited child at a time (waitid with WNOWAIT leaves it
+	// unreaped) and reap it if nobody waits for it; only an exited child
+	// some exec.Cmd owns sends us to /proc to look past it.
+	for {
+		pid, any := peekChild()
+		if !any || pid == 0 {
+			return
+		}
+		if owned[pid] {
+			break
+		}
+		var ws syscall.WaitStatus
+		if got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); err != nil || got != pid {
+			break
+		}
+	}
 	for _, pid := range zombieChildren(os.Getpid()) {
 		if owned[pid] {
 			continue
@@ -130,6 +154,33 @@ func reapOrphans() {
 		var ws syscall.WaitStatus
 		_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
 	}
+}
+
+// peekChild looks at bhw-run's children without reaping any: any is false
+// when it has none at all, live or exited; pid is one that has exited and
+// is not yet reaped, 0 when none has.
+func peekChild() (pid int, any bool) {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	switch {
+	case errors.Is(err, unix.ECHILD):
+		return 0, false
+	case err != nil:
+		return 0, true // cannot tell: as if there were children
+	}
+	return siginfoPid(&info), true
+}
+
+// siginfoPid is si_pid of a siginfo_t filled by waitid: after three ints
+// (si_signo, si_errno, si_code), at the start of the union, which is
+// pointer-aligned (offset 16 on 64-bit Linux, 12 on 32-bit). x/sys/unix
+// declares the union as bytes.
+func siginfoPid(info *unix.Siginfo) int {
+	off := 3 * unsafe.Sizeof(int32(0))
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		off = 16
+	}
+	return int(*(*int32)(unsafe.Add(unsafe.Pointer(info), off)))
 }
 
 // zombieChildren lists the exited, unreaped children of pid, from /proc.

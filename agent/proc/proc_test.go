@@ -252,3 +252,37 @@ func waitExited(t *testing.T, pid int) {
 		return
 	}
 }
+
+// TestPeekChild: peekChild tells "no child at all" from "a child that has
+// exited", naming the exited one without reaping it, and the reaper takes
+// an exited child nobody owns without reading /proc; one an exec.Cmd owns
+// it leaves for cmd.Wait.
+func TestPeekChild(t *testing.T) {
+	if _, any := peekChild(); any {
+		t.Fatal("the test process already has a child: a test before this one left a process unwaited")
+	}
+	ownMu.Lock()
+	was := subreaper
+	subreaper = true
+	ownMu.Unlock()
+	t.Cleanup(func() { ownMu.Lock(); subreaper = was; ownMu.Unlock() })
+
+	orphan := exec.Command("/bin/sh", "-c", "exit 0")
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if pid, any := peekChild(); !any || pid != 0 && pid != orphan.Process.Pid {
+		t.Fatalf("peekChild = %d, %v with a child running or just exited", pid, any)
+	}
+	waitExited(t, orphan.Process.Pid)
+	if pid, any := peekChild(); !any || pid != orphan.Process.Pid {
+		t.Fatalf("peekChild = %d, %v; want the exited child %d", pid, any, orphan.Process.Pid)
+	}
+	reapOrphans() // nobody owns it: reaped
+	if _, any := peekChild(); any {
+		t.Fatal("the exited child nobody owns was not reaped")
+	}
+	if err := orphan.Wait(); err == nil {
+		t.Fatal("cmd.Wait found a child the reaper had already taken")
+	}
+}
