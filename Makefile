@@ -97,8 +97,9 @@ lint: ## go vet, gofmt, staticcheck (pinned in go.mod's tool block)
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go tool staticcheck ./...
 
-bench: tools ## benchmarks: idle run vs two curls, agent overhead, relay rate (medians), outbox publishing, each ACP agent's own cost, a pass over 1,000 threads
+bench: tools ## benchmarks: idle run vs two curls and on long histories, ls over long histories, agent overhead, relay rate (medians), outbox publishing, each ACP agent's own cost, a pass over 1,000 threads
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleRun' -benchtime 20x -count 1 .
+	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleHistory|ListHistory' -benchtime 10x -count 1 -timeout 30m .
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'TurnOverhead' -benchtime 10x -count 1 .
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'RelayItems' -benchtime 3x -count 1 .
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'Agent' -benchtime 5x -count 1 ./acp/acptest
