@@ -42,27 +42,13 @@ func historyEnv(b *testing.B, shm bool, turnItems, textBytes int) *e2eEnv {
 		b.Cleanup(func() { os.RemoveAll(dir) })
 		e.srv = bhtest.New(b, bhtest.WithDir(dir))
 	}
-	self, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
 	steps := make([]claudetest.FakeStep, turnItems)
 	for i := range steps {
 		head := fmt.Sprintf("step %d: ", i)
 		steps[i] = claudetest.FakeStep{Text: head + strings.Repeat("x", max(textBytes-len(head), 1))}
 	}
-	raw, err := json.Marshal(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{steps}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	script := filepath.Join(e.root, "fake-claude.json")
-	if err := os.WriteFile(script, raw, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	e.agentConfig(claudeType).Executable = self
-	e.agentConfig(claudeType).Env = map[string]string{claudetest.FakeAgentEnv: script}
 	e.Config.Policy.AllowAutonomous = true
-	e.writeConfig()
+	e.fakeClaude(steps)
 	return e
 }
 

@@ -229,12 +229,22 @@ func TestContribWorkflowKeys(t *testing.T) {
 // binary) answering every turn with one text, and writes the config.
 func (e *e2eEnv) fakeClaudeDone() {
 	e.t.Helper()
+	e.fakeClaude([]claudetest.FakeStep{{Text: "done"}})
+}
+
+// fakeClaude points agents.claude_code at the fake agent (this test binary)
+// playing one turn of steps, and writes config.yaml.
+func (e *e2eEnv) fakeClaude(steps []claudetest.FakeStep) {
+	e.t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	script := filepath.Join(e.root, "fake-claude.json")
-	b, _ := json.Marshal(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{{{Text: "done"}}}})
+	b, err := json.Marshal(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{steps}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	if err := os.WriteFile(script, b, 0o600); err != nil {
 		e.t.Fatal(err)
 	}

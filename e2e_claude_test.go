@@ -530,10 +530,6 @@ func BenchmarkRelayItems(b *testing.B) {
 	} else {
 		b.Log("no /dev/shm: the store is on disk, and its per-item fsync bounds the rate")
 	}
-	self, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
 	var steps []claudetest.FakeStep
 	for i := range 10000 {
 		if i%2 == 0 {
@@ -543,18 +539,8 @@ func BenchmarkRelayItems(b *testing.B) {
 				Input: map[string]any{"file_path": "/src/file.go"}, Result: fmt.Sprintf("line 1\nline 2 of call %d", i)}})
 		}
 	}
-	raw, err := json.Marshal(claudetest.FakeScript{Turns: [][]claudetest.FakeStep{steps}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	script := filepath.Join(e.root, "fake-claude.json")
-	if err := os.WriteFile(script, raw, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	e.agentConfig(claudeType).Executable = self
-	e.agentConfig(claudeType).Env = map[string]string{claudetest.FakeAgentEnv: script}
 	e.Config.Policy.AllowAutonomous = true
-	e.writeConfig()
+	e.fakeClaude(steps)
 	var items int
 	var wall, cpu time.Duration
 	b.ResetTimer()
