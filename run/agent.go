@@ -111,9 +111,10 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 	return result, err
 }
 
-// startAgent starts the agent of res and records its process; stop ends
-// it (on a second signal at once) and every descendant. A host-picked
-// session id is recorded before the spawn, so a crash cannot lose it.
+// startAgent starts the agent of res and records its process, with the
+// turn turnWith set up, before any message goes out; stop ends it (on a
+// second signal at once) and every descendant. A host-picked session id is
+// recorded before the spawn, so a crash cannot lose it.
 func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.Session, stop func(), err error) {
 	t := a.t
 	resume := t.Agent.AgentSessionID != ""

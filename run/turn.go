@@ -61,9 +61,9 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	return turnPlan{notes: []string{note}, resolved: e}, a.save()
 }
 
-// turnWith runs one turn: persist the turn before the message goes out,
-// spawn, relay, and end it in the documented order (docs/run.md). It
-// returns the run's outcome.
+// turnWith runs one turn: spawn, persist the turn before the message goes
+// out, relay, and end it in the documented order (docs/run.md). It returns
+// the run's outcome.
 func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan) (string, error) {
 	t := a.t
 	var items []envelope.InboundItem
@@ -86,9 +86,11 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 	// own key: from now on it is agent_home too (the old key stays for an
 	// older bhw-run).
 	t.Agent.Resolved.AgentHome = res.AgentHome
-	if err := a.save(); err != nil {
-		return "", err
-	}
+	// Not saved here: startAgent saves the turn with the agent's process
+	// group, after the spawn and before the message goes out (and, for a
+	// session id the host picks, before the spawn too). A kill before that
+	// finds the messages still pending and runs the turn again. One atomic
+	// write less per turn.
 
 	gate := a.r.gate(res.Permissions, res.Policy, t.Workspace.WorkFolder)
 	if res.Permissions == PermGuarded {
