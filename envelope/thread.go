@@ -202,8 +202,8 @@ func LoadPublished(path string) (*Published, error) {
 	case err != nil:
 		return nil, err
 	default:
-		if err := yaml.Unmarshal(b, p); err != nil {
-			return nil, fmt.Errorf("%s is not valid YAML: %w; fix it or move it aside (its files are then published again)", path, err)
+		if err := DecodeYAML(b, p, false); err != nil {
+			return nil, fmt.Errorf("%s %w; fix it or move it aside (its files are then published again)", path, err)
 		}
 	}
 	if p.Published == nil {

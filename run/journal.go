@@ -346,8 +346,10 @@ func (j *journal) kept(promptEmission, promptItem string) []journalRecord {
 	if promptItem != "" {
 		resID = j.resolutions[promptItem]
 	}
+	// At is when compact kept the record: every emission record has one.
+	at := now()
 	if top != "" && top != resID {
-		out = append(out, journalRecord{Emission: &emission{ID: top, Kind: kindCounter}}, journalRecord{Dropped: top})
+		out = append(out, journalRecord{Emission: &emission{ID: top, Kind: kindCounter, At: at}}, journalRecord{Dropped: top})
 	}
 	if info, ok := j.posted[promptEmission]; ok && promptEmission != "" {
 		out = append(out, journalRecord{Posted: promptEmission, ItemID: info.ItemID, CreatedAt: info.CreatedAt})
@@ -355,7 +357,7 @@ func (j *journal) kept(promptEmission, promptItem string) []journalRecord {
 	if resID != "" {
 		// The resolution's item is never posted again: its type and prompt
 		// are all a reader needs.
-		res := &emission{ID: resID, Item: agent.Item{Meta: map[string]any{
+		res := &emission{ID: resID, At: at, Item: agent.Item{Meta: map[string]any{
 			"type": agent.ItemPendingPromptResolved, "prompt_item_id": promptItem}}}
 		out = append(out, journalRecord{Emission: res})
 		if info, ok := j.posted[resID]; ok {

@@ -299,7 +299,7 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 				_ = c.Upload(ctx, workerAlias, nv)
 			}
 		}
-		if st.Attachment.Status == "attached" && st.Attachment.Error == nil {
+		if _, _, failed := st.Attachment.Error.Get(); st.Attachment.Status == "attached" && st.Attachment.AttachedAt != nil && !failed {
 			return st, nil // section.yaml says so already: no second read-modify-write
 		}
 		return updateSection(ctx, jobDir, sec, func(s *SectionState) {
