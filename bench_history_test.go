@@ -95,22 +95,22 @@ func (e *e2eEnv) growHistory(b *testing.B, alias string, items int) (turns int) 
 	return turns
 }
 
-// idleRun is one idle run of alias over HTTP: its wall time and peak RSS
-// (kB), bhw-run's VmHWM sampled while it runs (sampleVmHWM): wait4's maxrss
-// would count the test process's own pages, which the child shares between
-// fork and exec.
-func (e *e2eEnv) idleRun(b *testing.B, alias string) (time.Duration, int64) {
+// idleRun is one idle run of alias over HTTP: its wall time, its own CPU
+// (an idle run starts no child) and peak RSS (kB), bhw-run's VmHWM sampled
+// while it runs (sampleVmHWM): wait4's maxrss would count the test
+// process's own pages, which the child shares between fork and exec.
+func (e *e2eEnv) idleRun(b *testing.B, alias string) (wall, cpu time.Duration, rssKB int64) {
 	b.Helper()
 	start := time.Now()
 	p := e.start(bhtest.RunnerKey, nil, "-q", "--json", alias)
 	hwm := sampleVmHWM(p.cmd.Process.Pid)
 	code := p.wait()
-	wall := time.Since(start)
-	rss := <-hwm
+	wall = time.Since(start)
+	rssKB = <-hwm
 	if s := parseSummary(b, p.stdout.String()); code != 0 || s.Outcome != run.OutcomeIdle {
 		b.Fatalf("idle run of %s: exit %d outcome %q\n%s", alias, code, s.Outcome, tail(p.stderr.String(), 3000))
 	}
-	return wall, rss
+	return wall, p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime(), rssKB
 }
 
 func fileKB(b *testing.B, path string) float64 {
@@ -127,10 +127,12 @@ func fileKB(b *testing.B, path string) float64 {
 // one with 100,000 items of its own history (turns of 5,000 texts of 1 KB,
 // five artifacts published per turn), made by bhw-run as described above.
 // Each iteration (b.Loop: the history is built once) runs each thread
-// once, in turn, so drift on a shared machine hits all three alike. It reports the median wall time and the
-// median peak RSS of each, their ratio (wall) and difference (RSS) to the
-// fresh thread, and the sizes of the longest thread's thread.yaml and
-// emissions.jsonl. Targets: ≤ 1.2× wall and ≤ +2 MB RSS at 100,000 items.
+// once, in turn, so drift on a shared machine hits all three alike. It
+// reports the median wall time and the median peak RSS of each, their ratio
+// (wall) and difference (RSS) to the fresh thread, each one's own CPU (less
+// sensitive than the wall to a loaded machine), and the sizes of the
+// longest thread's thread.yaml and emissions.jsonl. Targets: ≤ 1.2× wall
+// and ≤ +2 MB RSS at 100,000 items.
 func BenchmarkIdleHistory(b *testing.B) {
 	e := historyEnv(b, true, 5000, 1024)
 	threads := []struct {
@@ -148,11 +150,13 @@ func BenchmarkIdleHistory(b *testing.B) {
 		b.Fatalf("the idle run made %d requests %v, want 2", n, cmds)
 	}
 	walls := make([][]time.Duration, len(threads))
+	cpus := make([][]time.Duration, len(threads))
 	rss := make([][]float64, len(threads))
 	for b.Loop() {
 		for k, th := range threads {
-			w, r := e.idleRun(b, "bench/"+th.name)
+			w, c, r := e.idleRun(b, "bench/"+th.name)
 			walls[k] = append(walls[k], w)
+			cpus[k] = append(cpus[k], c)
 			rss[k] = append(rss[k], float64(r)/1024)
 		}
 	}
@@ -160,6 +164,7 @@ func BenchmarkIdleHistory(b *testing.B) {
 	for k, th := range threads {
 		w, r := median(walls[k]), medianOf(rss[k])
 		b.ReportMetric(float64(w.Microseconds())/1000, th.name+"_idle_ms")
+		b.ReportMetric(float64(median(cpus[k]).Microseconds())/1000, th.name+"_cpu_ms")
 		b.ReportMetric(r, th.name+"_rss_mb")
 		if k > 0 {
 			b.ReportMetric(float64(w)/float64(w0), th.name+"_wall_x")
@@ -250,43 +255,46 @@ func (e *e2eEnv) cloneThread(b *testing.B, from, to string) {
 	}
 }
 
-// lsOnce runs `bhw-run ls --runnable` over HTTP: its wall time and the
-// requests it made. Nothing is runnable in a fleet.
-func (e *e2eEnv) lsOnce(b *testing.B) (time.Duration, int) {
+// lsOnce runs `bhw-run ls --runnable` over HTTP: its wall time, its own
+// CPU (ls starts no child) and the requests it made. Nothing is runnable in
+// a fleet.
+func (e *e2eEnv) lsOnce(b *testing.B) (wall, cpu time.Duration, requests int) {
 	b.Helper()
 	e.srv.ResetCounts()
 	start := time.Now()
 	p := e.start(bhtest.RunnerKey, nil, "-q", "ls", "--runnable")
 	code := p.wait()
-	wall := time.Since(start)
+	wall = time.Since(start)
 	if code != 0 || p.stdout.Len() > 0 {
 		b.Fatalf("ls --runnable: exit %d, listed %q\n%s", code, tail(p.stdout.String(), 500), tail(p.stderr.String(), 3000))
 	}
-	n, _ := e.srv.Requests()
-	return wall, n
+	requests, _ = e.srv.Requests()
+	return wall, p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime(), requests
 }
 
 // BenchmarkListHistory measures `bhw-run ls --runnable` over 1,000 active,
 // idle threads against the loopback BlobHub, once with no history anywhere
 // and once with 200 of them holding 5,000 items each (lsFleet), the two
-// fleets listed in turn. It reports each one's median wall time and
-// requests, and the ratio of the walls. Targets: ≤ 1.2×, requests
-// unchanged.
+// fleets listed in turn. It reports each one's median wall time (the
+// loopback hub's work included), ls's own CPU and the requests, and the
+// ratio of the walls. Targets: ≤ 1.2×, requests unchanged.
 func BenchmarkListHistory(b *testing.B) {
 	start := time.Now()
 	fresh, grown := lsFleet(b, 0), lsFleet(b, 200)
 	b.Logf("two fleets of 1,000 threads built in %s", time.Since(start).Round(time.Second))
-	var wf, wg []time.Duration
+	var wf, wg, cf, cg []time.Duration
 	var nf, ng []float64
 	for b.Loop() {
-		w, n := fresh.lsOnce(b)
-		wf, nf = append(wf, w), append(nf, float64(n))
-		w, n = grown.lsOnce(b)
-		wg, ng = append(wg, w), append(ng, float64(n))
+		w, c, n := fresh.lsOnce(b)
+		wf, cf, nf = append(wf, w), append(cf, c), append(nf, float64(n))
+		w, c, n = grown.lsOnce(b)
+		wg, cg, ng = append(wg, w), append(cg, c), append(ng, float64(n))
 	}
 	b.ReportMetric(float64(median(wf).Microseconds())/1000, "no_history_ms")
 	b.ReportMetric(float64(median(wg).Microseconds())/1000, "history_ms")
 	b.ReportMetric(float64(median(wg))/float64(median(wf)), "wall_x")
+	b.ReportMetric(float64(median(cf).Microseconds())/1000, "no_history_cpu_ms")
+	b.ReportMetric(float64(median(cg).Microseconds())/1000, "history_cpu_ms")
 	b.ReportMetric(medianOf(nf), "no_history_requests")
 	b.ReportMetric(medianOf(ng), "history_requests")
 	if !slices.Equal(nf[:1], ng[:1]) {
