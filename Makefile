@@ -43,11 +43,17 @@ help: ## list the targets
 # millisecond faster than the dynamically linked one.
 export CGO_ENABLED := 0
 
+# The version `bhw-run version` prints: the nearest tag, the commit, and
+# -dirty for local changes. Outside a git checkout it is empty and the
+# binary reads its build info instead (a module version, or "dev").
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION)
+
 build: ## build bin/bhw-run
-	go build -o bin/bhw-run .
+	go build -ldflags "$(LDFLAGS)" -o bin/bhw-run .
 
 install: ## install bhw-run into $(go env GOPATH)/bin
-	go install .
+	go install -ldflags "$(LDFLAGS)" .
 
 tools: $(STAMP) ## install the pinned agent CLIs from npm into .tools/ (for the end-to-end tests)
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func TestReorderArgs(t *testing.T) {
+func TestParseArgs(t *testing.T) {
 	app := (&cliState{}).app()
 	cases := []struct {
 		in   []string
@@ -27,17 +27,57 @@ func TestReorderArgs(t *testing.T) {
 		{[]string{"run", "thread"}, []string{"run", "--", "thread"}, ""},
 		{[]string{"a/b", "--bogus"}, nil, "unknown flag --bogus"},
 		{[]string{"a/b", "--lock-wait"}, nil, "needs a value"},
+		// A mistyped command is no alias; a mistyped flag points at the
+		// command's own help, with the nearest flag.
+		{[]string{"thred", "show", "x"}, nil, "unknown command thred; did you mean thread?"},
+		{[]string{"thread", "shwo", "x"}, nil, "unknown command thread shwo; did you mean thread show?"},
+		{[]string{"thread", "new", "--jsn", "x"}, nil, "unknown flag --jsn for bhw-run thread new; did you mean --json? see bhw-run thread new --help"},
+		{[]string{"thread", "post", "--work-folder", "/w", "x", "y"}, nil, "--work-folder is a flag of bhw-run thread new, bhw-run thread edit"},
+		{[]string{"ls", "--runable"}, nil, "did you mean --runnable?"},
+		{[]string{"help", "thred"}, nil, "unknown command thred; did you mean thread?"},
+		// After "--" the words are what was asked for, even several.
+		{[]string{"--", "thred", "show"}, []string{"--", "thred", "show"}, ""},
+		// An alias named like a command, run explicitly.
+		{[]string{"run", "--", "ls"}, []string{"run", "--", "ls"}, ""},
 	}
 	for _, tc := range cases {
-		got, err := reorderArgs(app, append([]string{"bhw-run"}, tc.in...))
+		line, err := parseArgs(app, append([]string{"bhw-run"}, tc.in...))
+		got := line.argv
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%v: err %v, want %q", tc.in, err, tc.err)
 			}
 			continue
 		}
-		if err != nil || !slices.Equal(got[1:], tc.want) {
+		if err != nil || line.help || !slices.Equal(got[1:], tc.want) {
 			t.Errorf("%v → %v (%v), want %v", tc.in, got[1:], err, tc.want)
+		}
+	}
+}
+
+// TestParseHelp: every way of asking for help names the command asked
+// about, at any depth.
+func TestParseHelp(t *testing.T) {
+	app := (&cliState{}).app()
+	cases := []struct {
+		in   []string
+		want string
+	}{
+		{[]string{"--help"}, "bhw-run"},
+		{[]string{"thread", "--help"}, "bhw-run thread"},
+		{[]string{"thread", "new", "--help"}, "bhw-run thread new"},
+		{[]string{"thread", "new", "-h"}, "bhw-run thread new"},
+		{[]string{"--help", "thread", "new"}, "bhw-run thread new"},
+		{[]string{"thread", "new", "x", "--help"}, "bhw-run thread new"},
+		{[]string{"help", "thread", "new"}, "bhw-run thread new"},
+		{[]string{"thread", "help", "new"}, "bhw-run thread new"},
+		{[]string{"help"}, "bhw-run"},
+		{[]string{"policy", "explain", "--help"}, "bhw-run policy explain"},
+	}
+	for _, tc := range cases {
+		line, err := parseArgs(app, append([]string{"bhw-run"}, tc.in...))
+		if err != nil || !line.help || fullName(line.path) != tc.want {
+			t.Errorf("%v → help %v of %q (%v), want the help of %q", tc.in, line.help, fullName(line.path), err, tc.want)
 		}
 	}
 }

@@ -415,7 +415,7 @@ func TestContribRecipes(t *testing.T) {
 	ls := exec.Command(bhwBin, "ls", "--runnable")
 	ls.Env = e.environ("")
 	out, err := ls.Output()
-	if err != nil || string(out) != "ci/actions/a\tactive\n" {
+	if err != nil || string(out) != "ci/actions/a\n" {
 		t.Errorf("ls --runnable at the end: %v %q, want only the thread posted to while locked", err, out)
 	}
 }

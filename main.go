@@ -13,6 +13,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -29,7 +32,44 @@ import (
 	"github.com/blobhub/bhw-run/run"
 )
 
-var version = "dev"
+// version is stamped by `make build` (-ldflags "-X main.version=…", from
+// git describe); a plain `go build` or `go install` leaves it empty and
+// buildVersion reads the build's own record instead.
+var version string
+
+// buildVersion is this binary's version: the stamped one, else the module
+// version `go install module@version` records, else the VCS revision `go
+// build` records in a checkout ("dev-<revision>", "-dirty" with local
+// changes), else "dev".
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	rev, dirty := "", false
+	for _, kv := range bi.Settings {
+		switch kv.Key {
+		case "vcs.revision":
+			rev = kv.Value
+		case "vcs.modified":
+			dirty = kv.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	v := "dev-" + rev[:min(12, len(rev))]
+	if dirty {
+		v += "-dirty"
+	}
+	return v
+}
 
 // adapters are the agents this build runs; the first is `thread new`'s
 // default. Adding an agent is its folder plus one entry here.
@@ -53,6 +93,7 @@ var stopProfile = func() {}
 // Main runs the CLI and returns the exit code. Tests call it in-process.
 func Main(args []string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
+	run.Version = buildVersion()
 	// Every byte bhw-run prints goes through the redaction of the keys it
 	// reads: the summary, every command's output, the log records, the
 	// error line. Resolve adds the keys as it reads them.
@@ -62,10 +103,30 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	defer out.Flush()
 	cl := &cliState{stdout: out, stderr: errOut, secrets: secrets, stderrTTY: isTerminal(stderr)}
 	app := cl.app()
-	argv, err := reorderArgs(app, args)
+	line, err := parseArgs(app, args)
+	cl.line = line
+	// The logger of an error found before urfave/cli runs, which follows
+	// --log-format as every record does; before() makes the command's own.
+	g := line.globals
+	on := func(name string) bool { v, _ := strconv.ParseBool(g[name]); return v }
+	cl.log, _ = cl.newLogger(g["log-format"], on("verbose"), on("quiet"))
 	if err != nil {
-		fmt.Fprintf(cl.stderr, "bhw-run: %s\n", shownText(err.Error()))
-		return run.ExitUsage
+		return cl.exit(err)
+	}
+	argv := line.argv
+	if last := len(line.path) - 1; last >= 0 {
+		c := line.path[last]
+		switch {
+		case line.help:
+			cl.printHelp(line.path)
+			return run.ExitOK
+		case len(c.Subcommands) > 0:
+			// A command of commands with none of them.
+			cl.printHelp(line.path)
+			return cl.exit(run.UsageError("%s needs one of its commands: %s", fullName(line.path), strings.Join(commandNames(c.Subcommands), ", ")))
+		}
+	} else if line.help {
+		argv = []string{args[0], "--help"} // urfave/cli prints the app's help
 	}
 	err = app.RunContext(ctx, argv)
 	return cl.exit(err)
@@ -79,6 +140,7 @@ type cliState struct {
 	log            *slog.Logger
 	summary        *run.Summary
 	jsonOut        bool
+	line           cmdline
 }
 
 func isTerminal(w io.Writer) bool {
@@ -94,8 +156,8 @@ func globalFlags() []cli.Flag {
 		&cli.StringFlag{Name: "state-dir", EnvVars: []string{"BHW_STATE_DIR"}, Usage: "root of the state tree (default ~/.blobhub-worker/profiles/{profile})"},
 		&cli.StringFlag{Name: "config", EnvVars: []string{"BHW_CONFIG"}, Usage: "config file (default {state-dir}/config.yaml)"},
 		&cli.StringFlag{Name: "section", EnvVars: []string{"BHW_SECTION"}, Usage: "config section that owns the alias"},
-		&cli.StringFlag{Name: "revision", EnvVars: []string{"BHW_REVISION_ID"}, Usage: "revision id, without a config file"},
-		&cli.StringFlag{Name: "session", EnvVars: []string{"BHW_SESSION_ID"}, Usage: "session id, without a config file"},
+		&cli.StringFlag{Name: "revision", EnvVars: []string{"BHW_REVISION_ID"}, Usage: "revision id of the session to use, over config.yaml's sections (with --session)"},
+		&cli.StringFlag{Name: "session", EnvVars: []string{"BHW_SESSION_ID"}, Usage: "session id of the session to use, over config.yaml's sections (with --revision)"},
 		&cli.DurationFlag{Name: "lock-wait", EnvVars: []string{"BHW_LOCK_WAIT"}, Usage: "wait this long for the thread lock (0: fail fast)"},
 		&cli.DurationFlag{Name: "slot-wait", EnvVars: []string{"BHW_SLOT_WAIT"}, Usage: "wait this long for a free agent slot, in arrival order (0: fail fast)"},
 		&cli.DurationFlag{Name: "max-duration", EnvVars: []string{"BHW_MAX_DURATION"}, Value: 60 * time.Minute, Usage: "wall-clock cap on one turn"},
@@ -104,6 +166,7 @@ func globalFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "more on stderr"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "less on stderr"},
 		&cli.BoolFlag{Name: "json", Usage: "machine-readable stdout"},
+		&cli.BoolFlag{Name: "version", Usage: "print the version"},
 	}
 }
 
@@ -112,20 +175,23 @@ func (cl *cliState) app() *cli.App {
 	app := &cli.App{
 		Name:                   "bhw-run",
 		Usage:                  "run one activation of one BlobHub thread and exit",
-		UsageText:              "bhw-run [flags] <alias>\nbhw-run run [flags] <alias>\nbhw-run ls [--state S,...] [--runnable] [--print0] [--json]\nbhw-run thread new|post|show|stop|retry …\nbhw-run version",
+		UsageText:              "bhw-run [flags] <alias>\nbhw-run run [flags] <alias>\nbhw-run ls [--state S,...] [--runnable] [--print0] [--json]\nbhw-run thread new|edit|post|show|stop|retry …\nbhw-run policy explain …\nbhw-run version\nbhw-run <command> --help",
 		ArgsUsage:              "<alias>",
-		Version:                version,
+		Version:                run.Version,
 		HideVersion:            true,
 		Flags:                  globalFlags(),
 		Writer:                 cl.stdout,
 		ErrWriter:              cl.stderr,
-		CustomAppHelpTemplate:  cli.AppHelpTemplate + "\n" + run.ExitHelp(),
+		CustomAppHelpTemplate:  cli.AppHelpTemplate + "\n" + examplesHelp("") + "\n" + run.ExitHelp(),
 		UseShortOptionHandling: false,
 		// Errors become exit codes once, in exit(): never inside Run, where
 		// deferred unlocks and state writes would be skipped.
 		ExitErrHandler: func(*cli.Context, error) {},
 		Before:         cl.before,
 		Action: func(c *cli.Context) error {
+			if c.Bool("version") {
+				return cl.version(c)
+			}
 			if c.NArg() == 0 {
 				_ = cli.ShowAppHelp(c)
 				return run.UsageError("missing <alias>")
@@ -133,12 +199,17 @@ func (cl *cliState) app() *cli.App {
 			return cl.runAlias(c)
 		},
 		Commands: []*cli.Command{
-			{Name: "run", Usage: "one activation of <alias> (for an alias that equals a command name)", ArgsUsage: "<alias>", Action: cl.runAlias},
 			{
-				Name: "ls", Usage: "list the section's job threads (alias<TAB>state), or those a run would act on now, oldest waiting first", ArgsUsage: " ",
+				Name: "run", Usage: "one activation of <alias> (for an alias that equals a command name)", ArgsUsage: "<alias>",
+				Description: "The same as bhw-run <alias>; after -- every word is the alias, even one named like a command.",
+				Action:      cl.runAlias,
+			},
+			{
+				Name: "ls", Usage: "list the section's job threads (alias<TAB>state), or the aliases a run would act on now, oldest waiting first", ArgsUsage: " ",
+				Description: "Plain ls prints alias<TAB>state lines in alias order; --runnable prints bare aliases, one a line, for a pipeline.",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "state", Usage: "only these wire states, comma-separated: pending, active, completed, failed, none"},
-					&cli.BoolFlag{Name: "runnable", Usage: "only threads a run would act on now whose lock is free, the oldest waiting person message first"},
+					&cli.BoolFlag{Name: "runnable", Usage: "only threads a run would act on now whose lock is free, the oldest waiting person message first; bare aliases"},
 					&cli.BoolFlag{Name: "print0", Usage: "print the aliases NUL-separated (for xargs -0)"},
 				},
 				Action: cl.ls,
@@ -148,6 +219,7 @@ func (cl *cliState) app() *cli.App {
 				Name: "policy", Usage: "check a thread's policy",
 				Subcommands: []*cli.Command{{
 					Name: "explain", Usage: "which rule decides a described call, and why (the gate's own code)", ArgsUsage: "<alias>",
+					Description: "Reads the thread's envelope and this machine's config; writes nothing.",
 					Flags: []cli.Flag{
 						&cli.StringFlag{Name: "effect", Usage: "read, write, exec or network (default exec, or write with --path)"},
 						&cli.StringFlag{Name: "command", Usage: "the command line (exec) or URL (network)"},
@@ -156,15 +228,56 @@ func (cl *cliState) app() *cli.App {
 					Action: cl.explain,
 				}},
 			},
-			{Name: "version", Usage: "print the version", Action: func(c *cli.Context) error {
-				fmt.Fprintf(cl.stdout, "bhw-run %s\n", version)
-				return nil
-			}},
+			{Name: "version", Usage: "print the version", ArgsUsage: " ", Action: cl.version},
 		},
 	}
 	app.Before, app.Action = coded(app.Before), coded(app.Action)
-	codedCommands(app.Commands)
+	app.OnUsageError = usageError("bhw-run")
+	codedCommands(app.Commands, "bhw-run")
 	return app
+}
+
+// usageError is a flag value urfave/cli cannot parse, as a usage error
+// that points at the help of the command it was given to.
+func usageError(name string) cli.OnUsageErrorFunc {
+	return func(_ *cli.Context, err error, _ bool) error {
+		return run.UsageError("%v; see %s --help", err, name)
+	}
+}
+
+func commandNames(cmds []*cli.Command) []string {
+	var out []string
+	for _, c := range cmds {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// versionInfo is what `bhw-run version --json` prints.
+type versionInfo struct {
+	Version string `json:"version"`
+	Go      string `json:"go"`
+}
+
+func (cl *cliState) version(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return run.UsageError("version takes no arguments, got %q", c.Args().Slice())
+	}
+	return cl.result(fmt.Sprintf("bhw-run %s", run.Version), versionInfo{Version: run.Version, Go: runtime.Version()})
+}
+
+// result prints a command's result: the line for a person, or with --json
+// v as one JSON object.
+func (cl *cliState) result(line string, v any) error {
+	if cl.jsonOut {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		line = string(jsonShown(b))
+	}
+	_, err := fmt.Fprintln(cl.stdout, line)
+	return err
 }
 
 // coded makes every error of fn an *run.ExitError with its exit code
@@ -182,45 +295,74 @@ func coded(fn func(*cli.Context) error) func(*cli.Context) error {
 	}
 }
 
-func codedCommands(cmds []*cli.Command) {
+func codedCommands(cmds []*cli.Command, parent string) {
 	for _, c := range cmds {
+		name := parent + " " + c.Name
 		c.Action = coded(c.Action)
-		codedCommands(c.Subcommands)
+		c.OnUsageError = usageError(name)
+		// parseArgs reads the help word itself; urfave/cli's own would
+		// take `bhw-run run -- help` for a request of help.
+		c.HideHelpCommand = true
+		codedCommands(c.Subcommands, name)
 	}
 }
 
 func (cl *cliState) before(c *cli.Context) error {
 	cl.jsonOut = c.Bool("json")
+	log, err := cl.newLogger(c.String("log-format"), c.Bool("verbose"), c.Bool("quiet"))
+	cl.log = log
+	return err
+}
+
+// newLogger is the logger of --log-format, -v and -q: tint on a terminal
+// and JSON otherwise for auto. An unknown format is a usage error, with
+// the auto logger to say so.
+func (cl *cliState) newLogger(format string, verbose, quiet bool) (*slog.Logger, error) {
 	level := slog.LevelInfo
-	if c.Bool("verbose") {
+	if verbose {
 		level = slog.LevelDebug
 	}
-	if c.Bool("quiet") {
+	if quiet {
 		level = slog.LevelError
 	}
-	format := c.String("log-format")
-	if format == "auto" {
+	var err error
+	switch format {
+	case "":
+		format = os.Getenv("BHW_LOG_FORMAT")
+	case "auto", "text", "json":
+	default:
+		err = run.UsageError("--log-format %q: use auto, text or json", format)
+		format = "auto"
+	}
+	if format == "" || format == "auto" {
 		format = "json"
 		if cl.stderrTTY {
 			format = "text"
 		}
 	}
-	switch format {
-	case "text":
-		cl.log = slog.New(tint.NewTextHandler(cl.stderr, &tint.Options{Level: level, TimeFormat: time.Kitchen, ReplaceAttr: escapeAttr}))
-	case "json":
-		cl.log = slog.New(slog.NewJSONHandler(cl.stderr, &slog.HandlerOptions{Level: level}))
-	default:
-		return run.UsageError("--log-format %q: use auto, text or json", format)
+	if format == "text" {
+		// Colours only on a terminal: a log file gets plain text.
+		return slog.New(tint.NewTextHandler(cl.stderr, &tint.Options{Level: level, TimeFormat: time.Kitchen, NoColor: !cl.stderrTTY, ReplaceAttr: escapeAttr})), err
 	}
-	return nil
+	return slog.New(slog.NewJSONHandler(cl.stderr, &slog.HandlerOptions{Level: level})), err
 }
 
+// options are the global flags for run.Resolve, with where the section
+// and the session came from (flag > env > config).
 func (cl *cliState) options(c *cli.Context) run.Options {
+	from := func(names ...string) string {
+		for _, n := range names {
+			if _, ok := cl.line.globals[n]; ok {
+				return run.FromFlag
+			}
+		}
+		return run.FromEnv
+	}
 	return run.Options{
 		Profile: c.String("profile"), APIURL: c.String("api-url"), APIKey: c.String("api-key"),
 		StateDir: c.String("state-dir"), ConfigPath: c.String("config"), Section: c.String("section"),
 		RevisionID: c.String("revision"), SessionID: c.String("session"),
+		SectionFrom: from("section"), SessionFrom: from("revision", "session"),
 		Adapters: adapters, Secrets: cl.secrets,
 	}
 }
@@ -282,7 +424,25 @@ func (cl *cliState) runAlias(c *cli.Context) error {
 	}
 	sum, err := r.Run(c.Context, alias)
 	cl.summary = sum
-	return err
+	return commandHint(err, sum, alias)
+}
+
+// commandHint adds to a run of a thread that does not exist the command
+// its alias was likely meant to be (`bhw-run thred`).
+func commandHint(err error, sum *run.Summary, alias string) error {
+	var ee *run.ExitError
+	if !errors.As(err, &ee) || ee.Code != run.CodeNoThread || strings.Contains(alias, "/") {
+		return err
+	}
+	near := nearest(alias, commandNames((&cliState{}).app().Commands))
+	if near == "" || near == alias {
+		return err
+	}
+	hinted := &run.ExitError{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + fmt.Sprintf("; or did you mean the command `bhw-run %s`?", near), Err: ee.Err}
+	if sum != nil && sum.Error != nil {
+		sum.Error.Message = hinted.Message
+	}
+	return hinted
 }
 
 // ls is discovery for schedulers: what a pass should run.
@@ -327,6 +487,11 @@ func (cl *cliState) ls(c *cli.Context) error {
 		for _, l := range list {
 			fmt.Fprintf(w, "%s\x00", l.Alias)
 		}
+	case c.Bool("runnable"):
+		// Bare aliases, one a line: `ls --runnable | xargs -n1 bhw-run run --`.
+		for _, l := range list {
+			fmt.Fprintln(w, shown(l.Alias))
+		}
 	default:
 		for _, l := range list {
 			fmt.Fprintf(w, "%s\t%s\n", shown(l.Alias), shown(l.State))
@@ -341,12 +506,20 @@ func (cl *cliState) explain(c *cli.Context) error {
 		return err
 	}
 	r := &run.Runner{Setup: setup, Client: bh, Logger: cl.log}
-	out, err := r.Explain(c.Context, alias, c.String("effect"), c.String("command"), c.String("path"))
+	ex, err := r.Explain(c.Context, alias, c.String("effect"), c.String("command"), c.String("path"))
 	if err != nil {
-		return err
+		return noThreadWhere(err, setup)
 	}
-	fmt.Fprint(cl.stdout, shownText(out))
-	return nil
+	return cl.result(shownText(strings.TrimSuffix(ex.Text(), "\n")), ex)
+}
+
+// noThreadWhere adds to a thread not found where it was looked for.
+func noThreadWhere(err error, s *run.Setup) error {
+	var ee *run.ExitError
+	if errors.As(err, &ee) && ee.Code == run.CodeNoThread {
+		return &run.ExitError{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + " in " + s.Where(), Err: ee.Err}
+	}
+	return err
 }
 
 // envKeys are the values of every BLOBHUB_*KEY* variable: secrets
@@ -362,7 +535,9 @@ func envKeys() []string {
 	return out
 }
 
-// exit prints the outcome and maps the error to the exit code, once.
+// exit prints the outcome and maps the error to the exit code, once. The
+// error is a log record like every other (--log-format); the summary of a
+// run is stdout's one line, or its --json object.
 func (cl *cliState) exit(err error) int {
 	code := run.ExitOK
 	var ee *run.ExitError
@@ -373,29 +548,48 @@ func (cl *cliState) exit(err error) int {
 		code = ee.Exit
 	case err != nil:
 		// Every error of ours is an *ExitError by now (coded wraps the
-		// actions), so this is urfave/cli's own: a flag value it cannot
-		// parse is a usage error.
+		// actions), so this is urfave/cli's own: a usage error.
 		code = run.ExitUsage
 	}
 	if err != nil {
-		// A message may quote the wire (an envelope field, a server's text).
-		fmt.Fprintf(cl.stderr, "bhw-run: %s\n", shownText(err.Error()))
+		attrs := []any{"exit", code}
+		msg := err.Error()
+		if errors.As(err, &ee) {
+			msg = ee.Message
+			if ee.Code != "" {
+				attrs = append([]any{"code", ee.Code}, attrs...)
+			}
+		}
+		cl.log.Error(msg, attrs...)
 	}
 	if s := cl.summary; s != nil {
 		if cl.jsonOut {
 			b, _ := json.Marshal(s)
 			fmt.Fprintln(cl.stdout, string(jsonShown(b)))
 		} else {
-			outcome := s.Outcome
-			if outcome == "" {
-				outcome = "error"
-			}
-			line := fmt.Sprintf("%s: %s (exit %d)", shown(s.Alias), outcome, s.ExitCode)
-			if s.Error != nil && s.Error.Code != "" {
-				line += " " + shown(s.Error.Code)
-			}
-			fmt.Fprintln(cl.stdout, line)
+			fmt.Fprintln(cl.stdout, summaryLine(s))
 		}
 	}
 	return code
+}
+
+// summaryLine is a run's outcome for a person: alias, outcome, exit, and
+// the error's code and message, escaped for the terminal.
+func summaryLine(s *run.Summary) string {
+	outcome := s.Outcome
+	if outcome == "" {
+		outcome = "error"
+	}
+	line := fmt.Sprintf("%s: %s (exit %d)", shown(s.Alias), outcome, s.ExitCode)
+	if e := s.Error; e != nil {
+		switch {
+		case e.Code != "" && e.Message != "":
+			line += " " + e.Code + ": " + shown(e.Message)
+		case e.Code != "":
+			line += " " + e.Code
+		case e.Message != "":
+			line += " " + shown(e.Message)
+		}
+	}
+	return line
 }

@@ -10,12 +10,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -48,31 +51,357 @@ func checkPoster(ctx context.Context, s *run.Setup, c blobhub.Client, log func(s
 	return nil
 }
 
-// newOptions are `thread new`'s flags.
-type newOptions struct {
-	WorkFolder  string // the checkout the agent works in
-	Agent       string // agent.type
-	Permissions string // "" for the machine's default
-	Message     string // the first message, "" for none
+// fields are the envelope fields a person owns, as `thread new` and
+// `thread edit` set them; a nil field is left as it is.
+type fields struct {
+	WorkFolder      *string // workspace.work_folder
+	Agent           *string // agent.type
+	Permissions     *string // agent.permissions ("": the machine's default)
+	Model           *string // agent.model ("": the machine's default)
+	Effort          *string // agent.effort ("": the machine's default)
+	Executable      *string // agent.executable ("": the machine's default)
+	Policy          *string // the policy file's path; its content goes to policy ("": none)
+	ArtifactsSource *string // artifacts.source ("": no outbox)
+}
+
+// field is one envelope field of fields: the flag that sets it and where it
+// lives in the envelope.
+type field struct {
+	flag  string
+	value *string
+	path  []string
+}
+
+func (f *fields) list() []field {
+	md := func(p ...string) []string { return append([]string{"thread", "metadata"}, p...) }
+	return []field{
+		{"work-folder", f.WorkFolder, md("workspace", "work_folder")},
+		{"agent", f.Agent, md("agent", "type")},
+		{"permissions", f.Permissions, md("agent", "permissions")},
+		{"model", f.Model, md("agent", "model")},
+		{"effort", f.Effort, md("agent", "effort")},
+		{"executable", f.Executable, md("agent", "executable")},
+		{"policy", f.Policy, md("policy")},
+		{"artifacts-source", f.ArtifactsSource, md("artifacts", "source")},
+	}
+}
+
+// apply writes the fields that are set into raw, keeping every other key
+// as written (the runner's read-modify-write does the same). An empty value
+// removes an optional field; the work folder and agent type are always
+// written, and the checks then refuse an empty one.
+func (f *fields) apply(raw json.RawMessage) (json.RawMessage, error) {
+	for _, fl := range f.list() {
+		if fl.value == nil {
+			continue
+		}
+		var err error
+		v := *fl.value
+		switch {
+		case v == "" && fl.flag != "work-folder" && fl.flag != "agent":
+			raw, err = envelope.DeletePath(raw, fl.path)
+		case fl.flag == "policy":
+			var pol json.RawMessage
+			if pol, err = readPolicy(v); err == nil {
+				raw, err = envelope.SetPath(raw, fl.path, pol)
+			}
+		default:
+			b, _ := json.Marshal(v)
+			raw, err = envelope.SetPath(raw, fl.path, b)
+		}
+		var ee *run.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			// The envelope has a value that is no mapping on the way.
+			return nil, run.UsageError("cannot set --%s in the envelope: %v", fl.flag, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return raw, nil
+}
+
+// readPolicy reads --policy FILE (YAML or JSON) into the envelope's JSON.
+func readPolicy(path string) (json.RawMessage, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, run.UsageError("--policy: cannot read %s: %v", path, err)
+	}
+	p, err := policy.ParsePolicy(b)
+	if err != nil {
+		return nil, &run.ExitError{Exit: run.ExitUsage, Code: run.CodePolicyInvalid, Message: fmt.Sprintf("--policy %s: %v", path, err), Err: err}
+	}
+	out, _ := json.Marshal(p)
+	return out, nil
+}
+
+// checkHere warns about what the runner's machine will refuse if it is
+// this one: a work folder that is not a directory here. The runner may be
+// another host, so it is never refused.
+func checkHere(wf string, warn func(string)) {
+	if !filepath.IsAbs(wf) {
+		return
+	}
+	fi, err := os.Stat(wf)
+	switch {
+	case err != nil:
+		warn(fmt.Sprintf("work folder %s does not exist on this machine; the runner checks it on its own when it activates the thread (create the checkout, or fix it with `bhw-run thread edit --work-folder`)", wf))
+	case !fi.IsDir():
+		warn(fmt.Sprintf("work folder %s is not a directory on this machine; the runner checks it on its own when it activates the thread", wf))
+	}
+}
+
+// newResult is what `thread new` prints with --json.
+type newResult struct {
+	Alias      string `json:"alias"`
+	State      string `json:"state"`
+	WorkFolder string `json:"work_folder"`
+	Agent      string `json:"agent"`
+	// ItemID is the first message's item, "" without one.
+	ItemID string `json:"item_id,omitempty"`
 }
 
 // threadNew hands off a new thread: the envelope with state pending, and an
-// optional first message.
-func threadNew(ctx context.Context, c blobhub.Client, alias string, o newOptions) error {
+// optional first message. The checks of the activation checklist that hold
+// on every machine run first; nothing is written when one fails.
+func threadNew(ctx context.Context, s *run.Setup, c blobhub.Client, alias string, f fields, message string, warn func(string)) (newResult, error) {
+	res := newResult{Alias: alias, State: envelope.StatePending, WorkFolder: *f.WorkFolder, Agent: *f.Agent}
+	raw, err := f.apply(envelope.NewThread("", "", "", alias))
+	if err != nil {
+		return res, err
+	}
+	env, err := envelope.Parse(raw)
+	if err != nil {
+		return res, err
+	}
+	if err := s.CheckHandOff(env); err != nil {
+		return res, err
+	}
+	checkHere(env.WorkFolder, warn)
 	if _, err := c.Download(ctx, alias); err == nil {
-		return run.Errorf(run.CodeThreadExists, "thread %q already exists; post to it with `bhw-run thread post`, or pick another alias", alias)
+		return res, run.Errorf(run.CodeThreadExists, "thread %q already exists; post to it with `bhw-run thread post`, change it with `bhw-run thread edit`, or pick another alias", alias)
 	} else if !errors.Is(err, blobhub.ErrNotFound) {
-		return run.APIError(err, "download "+alias)
+		return res, run.APIError(err, "download "+alias)
 	}
-	if err := c.Upload(ctx, alias, envelope.NewThread(o.WorkFolder, o.Agent, o.Permissions, alias)); err != nil {
-		return run.APIError(err, "upload "+alias)
+	if err := c.Upload(ctx, alias, raw); err != nil {
+		return res, run.APIError(err, "upload "+alias)
 	}
-	if o.Message != "" {
-		if _, err := threadPost(ctx, c, alias, o.Message); err != nil {
-			return err
+	if message != "" {
+		it, err := threadPost(ctx, c, alias, message)
+		if err != nil {
+			return res, err
+		}
+		res.ItemID = it.ID
+	}
+	return res, nil
+}
+
+// editResult is what `thread edit` did, as --json prints it.
+type editResult struct {
+	Alias string `json:"alias"`
+	// Changed are the flags whose field changed, in the order of the flags.
+	Changed []string `json:"changed"`
+	// From and State are instance.state before and after the edit.
+	From  string `json:"from"`
+	State string `json:"state"`
+}
+
+// threadEdit changes the fields a person owns, with the checks of `thread
+// new`. The work folder, the agent type and the executable are fixed when a
+// thread is activated: an edit of one of them sets an active thread back to
+// pending in the same write, so the next run activates it again with the
+// new values (in a new agent session). The other fields take effect on the
+// next turn.
+func threadEdit(ctx context.Context, s *run.Setup, c blobhub.Client, alias string, f fields, warn func(string)) (editResult, error) {
+	res := editResult{Alias: alias, Changed: []string{}}
+	obj, env, err := run.DownloadJob(ctx, c, alias)
+	if err != nil {
+		return res, err
+	}
+	res.From, res.State = env.State, env.State
+	raw, err := f.apply(obj.Value)
+	if err != nil {
+		return res, err
+	}
+	nenv, err := envelope.Parse(raw)
+	if err != nil {
+		return res, err
+	}
+	refixed := false
+	for _, fl := range f.list() {
+		if fl.value != nil && !jsonEqual(pathValue(obj.Value, fl.path), pathValue(raw, fl.path)) {
+			res.Changed = append(res.Changed, fl.flag)
+			refixed = refixed || fl.flag == "work-folder" || fl.flag == "agent" || fl.flag == "executable"
 		}
 	}
-	return nil
+	if len(res.Changed) == 0 {
+		return res, nil
+	}
+	if err := s.CheckHandOff(nenv); err != nil {
+		return res, err
+	}
+	if f.WorkFolder != nil {
+		checkHere(nenv.WorkFolder, warn)
+	}
+	if refixed && env.State == envelope.StateActive {
+		if raw, err = envelope.WithState(raw, envelope.StatePending); err != nil {
+			return res, err
+		}
+		res.State = envelope.StatePending
+	}
+	if err := c.Upload(ctx, alias, raw); err != nil {
+		return res, run.APIError(err, "upload "+alias)
+	}
+	return res, nil
+}
+
+// pathValue is the JSON at path in raw, nil when it is not there.
+func pathValue(raw json.RawMessage, path []string) json.RawMessage {
+	for _, k := range path {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil {
+			return nil
+		}
+		raw = m[k]
+	}
+	return raw
+}
+
+func jsonEqual(x, y json.RawMessage) bool {
+	if x == nil || y == nil {
+		return x == nil && y == nil
+	}
+	var a, b any
+	return json.Unmarshal(x, &a) == nil && json.Unmarshal(y, &b) == nil && reflect.DeepEqual(a, b)
+}
+
+// flagOf is the flag of `thread new` and `thread edit` that sets what a
+// checklist code refuses.
+func flagOf(code string) string {
+	switch code {
+	case run.CodeWorkFolderNotAbsolute, run.CodeWorkFolderNotFound, run.CodeWorkFolderNotADir, run.CodeWorkFolderNotReadable, run.CodeWorkFolderNotAllowed:
+		return "--work-folder"
+	case run.CodeAgentTypeUnsupported:
+		return "--agent"
+	case run.CodePermissionsUnsupported, run.CodeAutonomousForbidden:
+		return "--permissions"
+	case run.CodePolicyMissing, run.CodePolicyInvalid:
+		return "--policy"
+	case run.CodeExecutableNotAllowed:
+		return "--executable"
+	case run.CodeArtifactsSourceInvalid:
+		return "--artifacts-source"
+	}
+	return ""
+}
+
+// refused names the flag that sets what a check of `thread new` or `thread
+// edit` refused.
+func refused(err error) error {
+	var ee *run.ExitError
+	if errors.As(err, &ee) && ee.Exit == run.ExitUsage {
+		if fl := flagOf(ee.Code); fl != "" && !strings.Contains(ee.Message, fl) {
+			return &run.ExitError{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + " (" + fl + ")", Err: ee.Err}
+		}
+	}
+	return err
+}
+
+// fixFor is the command that fixes a thread failed with code, and lets it
+// run again.
+func fixFor(alias, code string) string {
+	a := shellQuote(alias)
+	retry := "bhw-run thread retry " + a
+	edit := "bhw-run thread edit " + a + " "
+	switch code {
+	case run.CodeWorkFolderNotAbsolute, run.CodeWorkFolderNotFound, run.CodeWorkFolderNotADir, run.CodeWorkFolderNotReadable, run.CodeWorkFolderNotAllowed:
+		return edit + "--work-folder /absolute/path/of/the/checkout && " + retry
+	case run.CodeAgentTypeUnsupported:
+		return edit + "--agent " + adapters[0].Type + " && " + retry
+	case run.CodePermissionsUnsupported, run.CodeAutonomousForbidden:
+		return edit + "--permissions approval && " + retry
+	case run.CodePolicyMissing, run.CodePolicyInvalid:
+		return edit + "--policy policy.yaml && " + retry + "   (or --permissions approval)"
+	case run.CodeExecutableNotAllowed:
+		return edit + "--executable '' && " + retry
+	case run.CodeArtifactsSourceInvalid:
+		return edit + "--artifacts-source .bhw/outbox && " + retry
+	}
+	return "fix the cause (the runner's logs/thread.log of the thread says more), then " + retry
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:@%=,", r))
+	}) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// failure is why a thread failed.
+type failure struct {
+	Code, Message string
+	At            time.Time // zero when not known
+}
+
+// threadFailure is why the failed thread alias failed: from this state
+// tree's thread.yaml when it holds the thread, and from the worker thread's
+// last thread_failed item for it, which also says when. nil when neither
+// says.
+func threadFailure(ctx context.Context, c blobhub.Client, jobDir, alias string) *failure {
+	var f *failure
+	if jobDir != "" {
+		t, _ := envelope.LoadThread(filepath.Join(run.ThreadDir(jobDir, alias), "thread.yaml"))
+		if t != nil && t.Agent.State == envelope.StateFailed {
+			if code, msg, ok := t.Agent.Error.Get(); ok {
+				f = &failure{Code: code, Message: msg}
+			}
+		}
+	}
+	var last *failure
+	_, _, _ = blobhub.TailEach(ctx, c, "worker", blobhub.Cursor{}, showLimits, func(it blobhub.Item) bool {
+		var m struct {
+			Type  string `json:"type"`
+			Alias string `json:"alias"`
+			Error struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(it.Metadata, &m) == nil && m.Type == "thread_failed" && m.Alias == alias {
+			at, _ := blobhub.ParseTime(it.CreatedAt)
+			last = &failure{Code: m.Error.Code, Message: m.Error.Message, At: at}
+		}
+		return true
+	})
+	switch {
+	case f == nil:
+		return last
+	case last != nil && last.Code == f.Code:
+		f.At = last.At
+	}
+	return f
+}
+
+// editSummary is the person's line for res.
+func editSummary(res editResult) string {
+	if len(res.Changed) == 0 {
+		return fmt.Sprintf("thread %s: nothing changed", res.Alias)
+	}
+	line := fmt.Sprintf("thread %s: changed %s", res.Alias, strings.Join(res.Changed, ", "))
+	switch {
+	case res.From == envelope.StateActive && res.State == envelope.StatePending:
+		line += "; it was active, so it is pending again: the next run activates it with the new values (a new agent session)"
+	case res.State == envelope.StateFailed:
+		line += fmt.Sprintf("; it is failed: run `bhw-run thread retry %s` to run it again", shellQuote(res.Alias))
+	case res.State == envelope.StateCompleted:
+		line += "; it is completed, so no run acts on it"
+	default:
+		line += "; the next run uses the new values"
+	}
+	return line
 }
 
 // threadPost posts a person's item (which also answers a waiting question).
@@ -131,6 +460,9 @@ type showOptions struct {
 	JSON   bool          // one item a line, as JSON
 	Follow bool          // keep printing new items until ctx ends
 	Poll   time.Duration // how often --follow asks (0: defaultShowPoll)
+	// JobDir is the section's folder of this state tree, where a failed
+	// thread's thread.yaml says why it failed ("": not looked at).
+	JobDir string
 }
 
 // threadShow prints the thread's state and items; with Follow it keeps
@@ -151,6 +483,9 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 	env, _ := envelope.Parse(obj.Value)
 	if !jsonOut && env != nil {
 		fmt.Fprintf(w, "thread %s: %s (agent %s, work folder %s)\n", shown(alias), shown(orNone(env.State)), shown(env.Agent.Type), shown(env.WorkFolder))
+		if env.State == envelope.StateFailed {
+			printFailure(w, threadFailure(ctx, c, o.JobDir, alias), alias)
+		}
 	}
 	show := func(it blobhub.Item) bool {
 		if jsonOut {
@@ -198,6 +533,20 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 		case <-time.After(poll):
 		}
 	}
+}
+
+// printFailure tells a person why the thread failed and what fixes it.
+func printFailure(w io.Writer, f *failure, alias string) {
+	if f == nil {
+		fmt.Fprintf(w, "failed: no record of why here (the runner's host has it in its thread.log); then bhw-run thread retry %s\n", shown(shellQuote(alias)))
+		return
+	}
+	when := ""
+	if !f.At.IsZero() {
+		when = " at " + f.At.Local().Format("2006-01-02 15:04:05")
+	}
+	fmt.Fprintf(w, "failed%s: %s: %s\n", when, shown(f.Code), shown(f.Message))
+	fmt.Fprintf(w, "fix: %s\n", shown(fixFor(alias, f.Code)))
 }
 
 // showLimits bounds `thread show` without --follow.

@@ -14,29 +14,46 @@ import (
 	"github.com/blobhub/bhw-run/run"
 )
 
-// threadCommand wires the person's side: thread new|post|show|stop|retry.
+// threadCommand wires the person's side: thread new|edit|post|show|stop|retry.
 func (cl *cliState) threadCommand() *cli.Command {
 	asFlag := &cli.StringFlag{Name: "as", Usage: "post with this credentials profile (the person's, not the runner's)"}
 	return &cli.Command{
 		Name:  "thread",
-		Usage: "the person's side: create, post to, show, stop or retry a thread",
+		Usage: "the person's side: create, change, post to, show, stop or retry a thread",
 		Subcommands: []*cli.Command{
 			{
 				Name: "new", Usage: "hand off a new thread (state pending)", ArgsUsage: "<alias>",
-				Flags: []cli.Flag{asFlag,
-					&cli.StringFlag{Name: "work-folder", Usage: "absolute path of the checkout the agent works in"},
-					&cli.StringFlag{Name: "agent", Value: adapters[0].Type, Usage: agentTypes()},
-					&cli.StringFlag{Name: "permissions", Usage: "autonomous, guarded or approval (default: the machine's, then approval)"},
-					&cli.StringFlag{Name: "message", Usage: "the first message to the agent"},
-				},
+				Description: "Checks first what holds on every machine — an absolute work folder, a known agent type and\n" +
+					"posture, a policy that parses, the model, effort and outbox — and refuses with the activation\n" +
+					"checklist's code (exit 64), writing nothing. A work folder missing here is only a warning: the\n" +
+					"runner may be another host.",
+				Flags: append([]cli.Flag{asFlag}, append(fieldFlags(false),
+					&cli.StringFlag{Name: "message", Usage: "the first message to the agent"})...),
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
-						o := newOptions{WorkFolder: c.String("work-folder"), Agent: c.String("agent"), Permissions: c.String("permissions"), Message: c.String("message")}
-						if err := threadNew(ctx, bh, alias, o); err != nil {
-							return err
+						res, err := threadNew(ctx, s, bh, alias, fieldsOf(c), c.String("message"), cl.warn)
+						if err != nil {
+							return refused(err)
 						}
-						fmt.Fprintf(cl.stdout, "thread %s handed off (pending); run `bhw-run %s`\n", shown(alias), shown(alias))
-						return nil
+						return cl.result(fmt.Sprintf("thread %s handed off (pending); run `bhw-run %s`", shown(alias), shown(shellQuote(alias))), res)
+					})
+				},
+			},
+			{
+				Name: "edit", Usage: "change the fields a person owns: work folder, agent, permissions, model, effort, …", ArgsUsage: "<alias>",
+				Description: "Writes only the fields given, keeping every other key of the envelope, after the checks of\n" +
+					"thread new. The work folder, agent type and executable are fixed when a thread is activated:\n" +
+					"editing one of them sets an active thread back to pending, so the next run activates it\n" +
+					"again with the new values (in a new agent session). The others take effect on the next turn.\n" +
+					"An empty value removes an optional field (the machine's default applies).",
+				Flags: append([]cli.Flag{asFlag}, fieldFlags(true)...),
+				Action: func(c *cli.Context) error {
+					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
+						res, err := threadEdit(ctx, s, bh, alias, fieldsOf(c), cl.warn)
+						if err != nil {
+							return refused(err)
+						}
+						return cl.result(editSummary(res), res)
 					})
 				},
 			},
@@ -46,15 +63,16 @@ func (cl *cliState) threadCommand() *cli.Command {
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 2, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
 						it, err := threadPost(ctx, bh, alias, c.Args().Get(1))
-						if err == nil {
-							fmt.Fprintf(cl.stdout, "posted %s to %s\n", shown(it.ID), shown(alias))
+						if err != nil {
+							return err
 						}
-						return err
+						return cl.result(fmt.Sprintf("posted %s to %s", shown(it.ID), shown(alias)), postResult{Alias: alias, ItemID: it.ID, CreatedAt: it.CreatedAt})
 					})
 				},
 			},
 			{
-				Name: "show", Usage: "print the thread's state and items", ArgsUsage: "<alias>",
+				Name: "show", Usage: "print the thread's state and items (a failed thread: why, and the fix)", ArgsUsage: "<alias>",
+				Description: "With --json, one item a line as BlobHub serves it.",
 				Flags: []cli.Flag{
 					&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new items until SIGINT"},
 					&cli.DurationFlag{Name: "poll-interval", Value: defaultShowPoll, Usage: "how often --follow asks for new items"},
@@ -63,7 +81,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
 						ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 						defer stop()
-						return threadShow(ctx, bh, alias, showOptions{JSON: c.Bool("json"), Follow: c.Bool("follow"), Poll: c.Duration("poll-interval")}, cl.stdout)
+						return threadShow(ctx, bh, alias, showOptions{JSON: c.Bool("json"), Follow: c.Bool("follow"), Poll: c.Duration("poll-interval"), JobDir: s.JobDir}, cl.stdout)
 					})
 				},
 			},
@@ -73,10 +91,10 @@ func (cl *cliState) threadCommand() *cli.Command {
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
 						from, err := threadSetState(ctx, s, bh, alias, "completed")
-						if err == nil {
-							fmt.Fprintf(cl.stdout, "thread %s: %s → completed; the next run stops it\n", shown(alias), shown(orNone(from)))
+						if err != nil {
+							return err
 						}
-						return err
+						return cl.result(fmt.Sprintf("thread %s: %s → completed; the next run stops it", shown(alias), shown(orNone(from))), stateResult{Alias: alias, From: from, State: "completed"})
 					})
 				},
 			},
@@ -86,15 +104,68 @@ func (cl *cliState) threadCommand() *cli.Command {
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
 						from, err := threadSetState(ctx, s, bh, alias, "pending")
-						if err == nil {
-							fmt.Fprintf(cl.stdout, "thread %s: %s → pending; the next run activates it\n", shown(alias), shown(orNone(from)))
+						if err != nil {
+							return err
 						}
-						return err
+						return cl.result(fmt.Sprintf("thread %s: %s → pending; the next run activates it", shown(alias), shown(orNone(from))), stateResult{Alias: alias, From: from, State: "pending"})
 					})
 				},
 			},
 		},
 	}
+}
+
+// postResult is what `thread post --json` prints.
+type postResult struct {
+	Alias     string `json:"alias"`
+	ItemID    string `json:"item_id"`
+	CreatedAt string `json:"created_at"`
+}
+
+// stateResult is what `thread stop|retry --json` prints.
+type stateResult struct {
+	Alias string `json:"alias"`
+	From  string `json:"from"`
+	State string `json:"state"`
+}
+
+// fieldFlags are the flags of the fields a person owns; edit has no
+// defaults, so an unset flag leaves its field alone.
+func fieldFlags(edit bool) []cli.Flag {
+	agentFlag := &cli.StringFlag{Name: "agent", Value: adapters[0].Type, Usage: "the agent type: " + agentTypes()}
+	perm := "autonomous, guarded or approval (default: the machine's, then approval)"
+	if edit {
+		agentFlag.Value = ""
+		perm = "autonomous, guarded or approval ('': the machine's default)"
+	}
+	return []cli.Flag{
+		&cli.StringFlag{Name: "work-folder", Usage: "absolute path of the checkout the agent works in, on the runner's machine"},
+		agentFlag,
+		&cli.StringFlag{Name: "permissions", Usage: perm},
+		&cli.StringFlag{Name: "model", Usage: "the agent's model (default: the machine's agents.<type>.model)"},
+		&cli.StringFlag{Name: "effort", Usage: "the agent's reasoning effort (default: the machine's agents.<type>.effort)"},
+		&cli.StringFlag{Name: "executable", Usage: "the agent's executable, one of the machine's agents.<type>.executables"},
+		&cli.StringFlag{Name: "policy", Usage: "a YAML or JSON file with the thread's policy (default and rules); a guarded thread needs one"},
+		&cli.StringFlag{Name: "artifacts-source", Usage: "the outbox: a subfolder of the work folder whose files are uploaded as artifacts"},
+	}
+}
+
+// fieldsOf reads the field flags given: for new every one with a value
+// (the work folder and agent always), for edit the ones on the command line.
+func fieldsOf(c *cli.Context) fields {
+	edit := c.Command.Name == "edit"
+	get := func(name string) *string {
+		v := c.String(name)
+		switch {
+		case edit && !c.IsSet(name):
+			return nil
+		case !edit && v == "" && name != "work-folder" && name != "agent":
+			return nil
+		}
+		return &v
+	}
+	return fields{WorkFolder: get("work-folder"), Agent: get("agent"), Permissions: get("permissions"), Model: get("model"),
+		Effort: get("effort"), Executable: get("executable"), Policy: get("policy"), ArtifactsSource: get("artifacts-source")}
 }
 
 // person resolves the session and the person's credentials and runs fn.
@@ -104,12 +175,14 @@ func (cl *cliState) person(c *cli.Context, nargs int, fn func(context.Context, *
 		return err
 	}
 	if c.Command.Name == "post" || c.Command.Name == "new" {
-		if err := checkPoster(c.Context, s, bh, func(msg string) { cl.log.Warn(msg) }); err != nil {
+		if err := checkPoster(c.Context, s, bh, cl.warn); err != nil {
 			return err
 		}
 	}
-	return fn(c.Context, s, bh, alias)
+	return noThreadWhere(fn(c.Context, s, bh, alias), s)
 }
+
+func (cl *cliState) warn(msg string) { cl.log.Warn(msg) }
 
 // agentTypes names the agent types of this build for --agent's usage.
 func agentTypes() string {

@@ -187,6 +187,9 @@ func WithState(raw json.RawMessage, state string) (json.RawMessage, error) {
 	return SetPath(raw, []string{"thread", "metadata", "instance", "state"}, st)
 }
 
+// SetPath returns raw with the value at path (a key of a mapping at each
+// step) replaced by v, creating the mappings on the way; every other key is
+// kept as written.
 func SetPath(raw json.RawMessage, path []string, v json.RawMessage) (json.RawMessage, error) {
 	if len(path) == 0 {
 		return v, nil
@@ -202,6 +205,38 @@ func SetPath(raw json.RawMessage, path []string, v json.RawMessage) (json.RawMes
 		return nil, err
 	}
 	m[path[0]] = child
+	return json.Marshal(m)
+}
+
+// DeletePath returns raw without the key at path, keeping every other key as
+// written; a mapping the removal leaves empty goes too. A path that is not
+// there changes nothing.
+func DeletePath(raw json.RawMessage, path []string) (json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("envelope: %s is not a mapping: %w", path[0], err)
+	}
+	child, ok := m[path[0]]
+	switch {
+	case !ok:
+		return raw, nil
+	case len(path) == 1:
+		delete(m, path[0])
+	default:
+		var sub map[string]json.RawMessage
+		if json.Unmarshal(child, &sub) != nil {
+			return raw, nil // not a mapping: the path is not there
+		}
+		nc, err := DeletePath(child, path[1:])
+		if err != nil || bytes.Equal(nc, child) {
+			return raw, err
+		}
+		if bytes.Equal(bytes.TrimSpace(nc), []byte("{}")) {
+			delete(m, path[0])
+		} else {
+			m[path[0]] = nc
+		}
+	}
 	return json.Marshal(m)
 }
 

@@ -1,6 +1,7 @@
 package envelope
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -102,4 +103,26 @@ func FuzzParseEnvelope(f *testing.F) {
 			t.Fatalf("WithState: state %q job %v→%v", e2.State, e.IsJob(), e2.IsJob())
 		}
 	})
+}
+
+// TestDeletePath: the key goes, a mapping it leaves empty goes too, every
+// other key stays as written, and a path that is not there changes nothing.
+func TestDeletePath(t *testing.T) {
+	raw := json.RawMessage(`{"type":"thread","thread":{"metadata":{"agent":{"type":"codex","model":"m"},"artifacts":{"source":".bhw/out"},"n":1.50}}}`)
+	got, err := DeletePath(raw, []string{"thread", "metadata", "agent", "model"})
+	if err != nil || string(got) != `{"thread":{"metadata":{"agent":{"type":"codex"},"artifacts":{"source":".bhw/out"},"n":1.50}},"type":"thread"}` {
+		t.Fatalf("delete model: %s %v", got, err)
+	}
+	got, err = DeletePath(got, []string{"thread", "metadata", "artifacts", "source"})
+	if err != nil || string(got) != `{"thread":{"metadata":{"agent":{"type":"codex"},"n":1.50}},"type":"thread"}` {
+		t.Fatalf("delete the only key of artifacts: %s %v", got, err)
+	}
+	same, err := DeletePath(got, []string{"thread", "metadata", "policy"})
+	if err != nil || string(same) != string(got) {
+		t.Fatalf("a missing path changed %s into %s (%v)", got, same, err)
+	}
+	same, err = DeletePath(got, []string{"thread", "metadata", "n", "deeper"})
+	if err != nil || string(same) != string(got) {
+		t.Fatalf("a path through a number changed %s into %s (%v)", got, same, err)
+	}
 }

@@ -124,11 +124,17 @@ func (g Gate) Decide(c Call) Decision {
 // Explain says, over several lines, how the gate decides a call and why. It
 // runs the same code as Decide, so the two cannot disagree.
 func Explain(g Gate, c Call) string {
+	_, lines := ExplainLines(g, c)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// ExplainLines is Explain as the decision and its lines.
+func ExplainLines(g Gate, c Call) (Decision, []string) {
 	var ex explainer
 	d := g.evaluate(c, &ex)
 	ex.printf("decision: %s (%s)", d.Decision, d.Reason)
 	ex.printf("note: this cannot see what the agent approves by itself (Claude Code runs read-only calls in the work folder unasked; settings and hooks may approve more) nor what the Codex sandbox lets run without asking")
-	return strings.Join(ex.lines, "\n") + "\n"
+	return d, ex.lines
 }
 
 type explainer struct{ lines []string }

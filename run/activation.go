@@ -194,9 +194,9 @@ func (a *activation) download(ctx context.Context) error {
 	obj, err := a.r.Client.Download(ctx, a.alias)
 	if errors.Is(err, blobhub.ErrNotFound) {
 		if _, lerr := a.r.Client.List(ctx); errors.Is(lerr, blobhub.ErrNotFound) {
-			return exitErr(CodeSessionNotFound, "session %s was not found on BlobHub; check the section's revision_id and session_id", a.r.Setup.Section.Session.SessionID)
+			return exitErr(CodeSessionNotFound, "session %s was not found on BlobHub; check the revision_id and session_id of %s", a.r.Setup.Section.Session.SessionID, a.r.Setup.Where())
 		}
-		return exitErr(CodeNoThread, "there is no thread %q in session %s; check the alias or create it with `bhw-run thread new`", a.alias, a.r.Setup.Section.Session.SessionID)
+		return exitErr(CodeNoThread, "there is no thread %q in %s; check the alias or create it with `bhw-run thread new`", a.alias, a.r.Setup.Where())
 	}
 	if err != nil {
 		return apiErr(err, "download "+a.alias)

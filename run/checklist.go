@@ -71,14 +71,9 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 		return nil, err
 	}
 	// 2. The agent type.
-	ad := r.Setup.adapter(agentType)
-	for _, f := range []string{"agent", "agent.type"} {
-		if why := env.Bad[f]; why != "" && fixed == nil {
-			return nil, agent.Errorf(CodeAgentTypeUnsupported, "%s is %s; set agent.type to %s", f, why, r.Setup.agentTypes())
-		}
-	}
-	if ad == nil {
-		return nil, agent.Errorf(CodeAgentTypeUnsupported, "agent.type %q is not supported; use %s", agentType, r.Setup.agentTypes())
+	ad, err := r.Setup.agentType(env, agentType, fixed != nil)
+	if err != nil {
+		return nil, err
 	}
 	ac := r.Setup.agentConfig(agentType)
 	res := &resolved{Type: agentType, adapter: ad, ExtraArgs: ac.ExtraArgs, Env: ac.Env, Options: ac.Options}
@@ -110,14 +105,8 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 // checkWorkFolder is step 1: an absolute, existing, readable directory,
 // allowed on this machine. It returns the folder with symlinks resolved.
 func (r *Runner) checkWorkFolder(env *envelope.Envelope, wf string) (string, error) {
-	if why := env.Bad["workspace"]; why != "" {
-		return "", agent.Errorf(CodeWorkFolderNotAbsolute, "workspace is %s; set workspace.work_folder to the checkout's absolute path", why)
-	}
-	if why := env.Bad["workspace.work_folder"]; why != "" {
-		return "", agent.Errorf(CodeWorkFolderNotAbsolute, "workspace.work_folder is %s; set it to the checkout's absolute path", why)
-	}
-	if !filepath.IsAbs(wf) {
-		return "", agent.Errorf(CodeWorkFolderNotAbsolute, "workspace.work_folder %q is not an absolute path; set it to the checkout's absolute path", wf)
+	if err := workFolderShape(env, wf); err != nil {
+		return "", err
 	}
 	fi, err := os.Stat(wf)
 	if err != nil {
@@ -142,6 +131,36 @@ func (r *Runner) checkWorkFolder(env *envelope.Envelope, wf string) (string, err
 	return real, r.workFolderAllowed(real)
 }
 
+// workFolderShape is the part of step 1 that holds on every machine: an
+// absolute path.
+func workFolderShape(env *envelope.Envelope, wf string) error {
+	if why := env.Bad["workspace"]; why != "" {
+		return agent.Errorf(CodeWorkFolderNotAbsolute, "workspace is %s; set workspace.work_folder to the checkout's absolute path", why)
+	}
+	if why := env.Bad["workspace.work_folder"]; why != "" {
+		return agent.Errorf(CodeWorkFolderNotAbsolute, "workspace.work_folder is %s; set it to the checkout's absolute path", why)
+	}
+	if !filepath.IsAbs(wf) {
+		return agent.Errorf(CodeWorkFolderNotAbsolute, "workspace.work_folder %q is not an absolute path; set it to the checkout's absolute path", wf)
+	}
+	return nil
+}
+
+// agentType is step 2: a type one of this build's adapters runs. The
+// envelope's agent block must be well typed unless the type was fixed at
+// activation.
+func (s *Setup) agentType(env *envelope.Envelope, t string, fixed bool) (*agent.Adapter, error) {
+	for _, f := range []string{"agent", "agent.type"} {
+		if why := env.Bad[f]; why != "" && !fixed {
+			return nil, agent.Errorf(CodeAgentTypeUnsupported, "%s is %s; set agent.type to %s", f, why, s.agentTypes())
+		}
+	}
+	if ad := s.adapter(t); ad != nil {
+		return ad, nil
+	}
+	return nil, agent.Errorf(CodeAgentTypeUnsupported, "agent.type %q is not supported; use %s", t, s.agentTypes())
+}
+
 // resolveLaunch is step 4: the executable, resolved on bhw-run's PATH
 // before the work folder becomes the cwd (so a relative name never runs
 // from the repository), the model and effort, and the homes. The values
@@ -154,15 +173,8 @@ func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *AgentC
 	if len(allow) == 0 {
 		allow = []string{base}
 	}
-	// A wrongly typed field fails the thread: ignoring it would run the
-	// default instead of what the thread asked for.
-	if why := env.Bad["agent.executable"]; why != "" {
-		return agent.Errorf(CodeExecutableNotAllowed, "agent.executable is %s; name one of this machine's agents.%s.executables as a string, or remove it", why, res.Type)
-	}
-	for _, f := range []string{"agent.model", "agent.effort"} {
-		if why := env.Bad[f]; why != "" {
-			return agent.Errorf(agent.CodeAgentSpawnFailed, "%s is %s; give it as a string, or remove it for the machine's default", f, why)
-		}
+	if err := launchShape(env, res.Type); err != nil {
+		return err
 	}
 	exe := base
 	if env.Agent.Executable != "" {
@@ -181,10 +193,8 @@ func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *AgentC
 	res.Executable = abs
 	res.Model = firstNonEmpty(env.Agent.Model, ac.Model)
 	res.Effort = firstNonEmpty(env.Agent.Effort, ac.Effort)
-	for flag, v := range map[string]string{"model": res.Model, "effort": res.Effort} {
-		if strings.HasPrefix(v, "-") || strings.ContainsFunc(v, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
-			return agent.Errorf(agent.CodeAgentSpawnFailed, "agent.%s %q starts with - or holds control characters; fix the thread", flag, v)
-		}
+	if err := launchValues(res.Model, res.Effort); err != nil {
+		return err
 	}
 	res.Home = r.Setup.Home
 	if ad.HomeEnv != "" {
@@ -199,9 +209,49 @@ func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *AgentC
 	return nil
 }
 
+// launchShape is the part of step 4 that holds on every machine: the
+// executable, model and effort, when given, are strings. A wrongly typed
+// field fails the thread: ignoring it would run the default instead of
+// what the thread asked for.
+func launchShape(env *envelope.Envelope, agentType string) error {
+	if why := env.Bad["agent.executable"]; why != "" {
+		return agent.Errorf(CodeExecutableNotAllowed, "agent.executable is %s; name one of this machine's agents.%s.executables as a string, or remove it", why, agentType)
+	}
+	for _, f := range []string{"agent.model", "agent.effort"} {
+		if why := env.Bad[f]; why != "" {
+			return agent.Errorf(agent.CodeAgentSpawnFailed, "%s is %s; give it as a string, or remove it for the machine's default", f, why)
+		}
+	}
+	return nil
+}
+
+// launchValues checks the model and effort, which become arguments of the
+// agent's command line: neither may read as a flag or hold control
+// characters.
+func launchValues(model, effort string) error {
+	for _, f := range []struct{ name, v string }{{"model", model}, {"effort", effort}} {
+		if strings.HasPrefix(f.v, "-") || strings.ContainsFunc(f.v, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
+			return agent.Errorf(agent.CodeAgentSpawnFailed, "agent.%s %q starts with - or holds control characters; fix the thread", f.name, f.v)
+		}
+	}
+	return nil
+}
+
 // checkArtifactsSource is step 5: the outbox a thread asks for lies inside
 // its work folder.
 func checkArtifactsSource(env *envelope.Envelope, real string) error {
+	if err := artifactsShape(env); err != nil || env.Artifacts == nil {
+		return err
+	}
+	if err := outbox.CheckSource(real, env.Artifacts.Source); err != nil {
+		return agent.Errorf(CodeArtifactsSourceInvalid, "%v; use a relative subfolder such as .bhw/outbox", err)
+	}
+	return nil
+}
+
+// artifactsShape is the part of step 5 that holds on every machine: a
+// clean relative subfolder.
+func artifactsShape(env *envelope.Envelope) error {
 	if env.Artifacts == nil {
 		return nil
 	}
@@ -210,7 +260,7 @@ func checkArtifactsSource(env *envelope.Envelope, real string) error {
 			return agent.Errorf(CodeArtifactsSourceInvalid, "%s is %s; set artifacts.source to a relative subfolder such as .bhw/outbox", f, why)
 		}
 	}
-	if err := outbox.CheckSource(real, env.Artifacts.Source); err != nil {
+	if err := outbox.ValidateSource(env.Artifacts.Source); err != nil {
 		return agent.Errorf(CodeArtifactsSourceInvalid, "%v; use a relative subfolder such as .bhw/outbox", err)
 	}
 	return nil
@@ -228,35 +278,79 @@ func (r *Runner) launch(res *resolved, workFolder string) agent.Launch {
 }
 
 // posture resolves the thread's permissions and policy (the checklist's
-// step 3);
-// the gate and `policy explain` both use it.
+// step 3); the gate and `policy explain` both use it.
 func (r *Runner) posture(env *envelope.Envelope, ac *AgentConfig) (string, policy.Policy, error) {
-	var pol policy.Policy
 	perm := firstNonEmpty(env.Agent.Permissions, ac.Permissions, PermApproval)
-	switch {
-	case env.Bad["agent.permissions"] != "":
-		return "", pol, agent.Errorf(CodePermissionsUnsupported, "agent.permissions is %s; use autonomous, guarded or approval", env.Bad["agent.permissions"])
-	case !slices.Contains([]string{PermAutonomous, PermGuarded, PermApproval}, perm):
-		return "", pol, agent.Errorf(CodePermissionsUnsupported, "agent.permissions %q is not supported; use autonomous, guarded or approval", perm)
-	case perm == PermAutonomous && !r.Setup.Config.Policy.AllowAutonomous:
-		return "", pol, agent.Errorf(CodeAutonomousForbidden, "this machine does not allow autonomous threads (policy.allow_autonomous is false); use guarded or approval")
+	allow := r.Setup.Config.Policy.AllowAutonomous
+	if err := checkPosture(env, perm, &allow); err != nil {
+		return "", policy.Policy{}, err
 	}
-	if env.Bad["policy"] != "" {
-		return "", pol, agent.Errorf(CodePolicyInvalid, "the thread's policy does not parse: %s", env.Bad["policy"])
-	}
+	var pol policy.Policy
 	if env.Policy != nil {
-		if err := env.Policy.Validate(); err != nil {
-			return "", pol, agent.Errorf(CodePolicyInvalid, "the thread's policy is invalid: %v", err)
-		}
 		pol = *env.Policy
-	}
-	if perm == PermGuarded && env.Policy == nil {
-		return "", pol, agent.Errorf(CodePolicyMissing, "a guarded thread needs a policy in thread.metadata.policy; add one or use approval")
 	}
 	if pol.Default == "" {
 		pol.Default = policy.DecisionAsk
 	}
 	return perm, pol, nil
+}
+
+// checkPosture is step 3 for the posture perm: a known one, allowed here
+// (allowAutonomous nil: the machine is not known, as on the person's
+// side), and a policy that parses and holds, which a guarded thread needs.
+func checkPosture(env *envelope.Envelope, perm string, allowAutonomous *bool) error {
+	switch {
+	case env.Bad["agent.permissions"] != "":
+		return agent.Errorf(CodePermissionsUnsupported, "agent.permissions is %s; use autonomous, guarded or approval", env.Bad["agent.permissions"])
+	case !slices.Contains([]string{PermAutonomous, PermGuarded, PermApproval}, perm):
+		return agent.Errorf(CodePermissionsUnsupported, "agent.permissions %q is not supported; use autonomous, guarded or approval", perm)
+	case perm == PermAutonomous && allowAutonomous != nil && !*allowAutonomous:
+		return agent.Errorf(CodeAutonomousForbidden, "this machine does not allow autonomous threads (policy.allow_autonomous is false); use guarded or approval")
+	}
+	if env.Bad["policy"] != "" {
+		return agent.Errorf(CodePolicyInvalid, "the thread's policy does not parse: %s", env.Bad["policy"])
+	}
+	if env.Policy != nil {
+		if err := env.Policy.Validate(); err != nil {
+			return agent.Errorf(CodePolicyInvalid, "the thread's policy is invalid: %v", err)
+		}
+	}
+	if perm == PermGuarded && env.Policy == nil {
+		return agent.Errorf(CodePolicyMissing, "a guarded thread needs a policy in thread.metadata.policy; add one or use approval")
+	}
+	return nil
+}
+
+// CheckHandOff runs the steps of the checklist that hold on every machine
+// over the envelope a person hands off or edits, in the checklist's order:
+// an absolute work folder, an agent type of this build, a known posture,
+// a policy that parses (a guarded thread needs one), the model and effort,
+// the outbox's shape. What depends on the runner's machine (the folder
+// exists and is allowed there, autonomous is allowed, the executable) is
+// the runner's to check. A failure keeps the checklist's code with exit 64:
+// the person's input is wrong and nothing was written.
+func (s *Setup) CheckHandOff(env *envelope.Envelope) error {
+	err := workFolderShape(env, env.WorkFolder)
+	if err == nil {
+		_, err = s.agentType(env, env.Agent.Type, false)
+	}
+	if err == nil {
+		err = checkPosture(env, firstNonEmpty(env.Agent.Permissions, PermApproval), nil)
+	}
+	if err == nil {
+		err = launchShape(env, env.Agent.Type)
+	}
+	if err == nil {
+		err = launchValues(env.Agent.Model, env.Agent.Effort)
+	}
+	if err == nil {
+		err = artifactsShape(env)
+	}
+	var te *agent.Error
+	if errors.As(err, &te) {
+		return &ExitError{Exit: ExitUsage, Code: te.Code, Message: te.Message, Err: te}
+	}
+	return err
 }
 
 // gate is the gate a turn of this thread runs under.

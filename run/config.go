@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -33,7 +34,10 @@ type Options struct {
 	StateDir, ConfigPath    string
 	Section                 string
 	RevisionID, SessionID   string
-	Home                    string // the user's home (tests override it)
+	// SectionFrom and SessionFrom say where Section and the session ids
+	// came from: FromFlag, FromEnv, or "" for the caller's own (a flag).
+	SectionFrom, SessionFrom string
+	Home                     string // the user's home (tests override it)
 	// Adapters are the agents this build can run (main lists them).
 	Adapters []agent.Adapter
 	// Secrets collects every key Resolve reads; main passes the set its
@@ -128,8 +132,11 @@ type Setup struct {
 	StateDir  string
 	Config    Config
 	Section   Section
-	JobDir    string // {state}/jobs/session_agent_harness-{session_id}
-	Home      string // the user's home
+	// SectionWhy says how Section was chosen ("from --section", "the only
+	// section of the config", …), for messages.
+	SectionWhy string
+	JobDir     string // {state}/jobs/session_agent_harness-{session_id}
+	Home       string // the user's home
 	// Adapters are the agents this build can run, from Options.
 	Adapters []agent.Adapter
 	// Secrets are the keys read while resolving (Options.Secrets), redacted
@@ -377,11 +384,11 @@ func (s *Setup) resolveConfig(o Options, alias string) error {
 	if err := validateConfig(&s.Config, s); err != nil {
 		return err
 	}
-	sec, err := chooseSection(s.Config.Sections, o, alias)
+	sec, why, err := chooseSection(s.Config.Sections, o, alias)
 	if err != nil {
 		return err
 	}
-	s.Section = sec
+	s.Section, s.SectionWhy = sec, why
 	if err := ValidateName(sec.Session.SessionID); err != nil {
 		return exitErr(CodeInvalidConfig, "session id %q: %v", sec.Session.SessionID, err)
 	}
@@ -497,49 +504,139 @@ func validateAgent(c *Config, s *Setup, name string) error {
 	return nil
 }
 
-func chooseSection(secs []Section, o Options, alias string) (Section, error) {
-	if o.Section != "" {
+// Where a section or session was given (Options.SectionFrom, SessionFrom).
+const (
+	FromFlag = "flag" // the command line
+	FromEnv  = "env"  // BHW_SECTION, BHW_REVISION_ID, BHW_SESSION_ID
+)
+
+// rank orders where a value came from: flag > env > unset (the config).
+// A value whose source is not said is the caller's own, a flag.
+func rank(from, value string) int {
+	switch {
+	case value == "":
+		return 0
+	case from == FromEnv:
+		return 1
+	}
+	return 2
+}
+
+func sectionSource(o Options) string {
+	if o.SectionFrom == FromEnv {
+		return "BHW_SECTION"
+	}
+	return "--section"
+}
+
+func sessionSource(o Options) string {
+	if o.SessionFrom == FromEnv {
+		return "BHW_REVISION_ID/BHW_SESSION_ID"
+	}
+	return "--revision/--session"
+}
+
+// chooseSection picks the section that owns alias ("" for commands
+// without one). A session given with --revision/--session (or their
+// variables) wins over the config's sections unless --section was given at
+// a higher level (flag > env > config); the config's own section for that
+// session is used when it has one.
+func chooseSection(secs []Section, o Options, alias string) (Section, string, error) {
+	sec, ses := rank(o.SectionFrom, o.Section), rank(o.SessionFrom, o.RevisionID+o.SessionID)
+	if ses > 0 && (o.RevisionID == "" || o.SessionID == "") {
+		missing := "the revision id (--revision, BHW_REVISION_ID)"
+		if o.SessionID == "" {
+			missing = "the session id (--session, BHW_SESSION_ID)"
+		}
+		return Section{}, "", exitErr(CodeInvalidConfig, "a session needs both ids; %s is missing", missing)
+	}
+	switch {
+	case sec > 0 && sec == ses:
+		return Section{}, "", exitErr(CodeInvalidConfig, "%s %q and %s both name the session; pass one of them", sectionSource(o), o.Section, sessionSource(o))
+	case ses > sec:
+		return sessionSection(secs, o, alias)
+	case sec > 0:
 		for _, s := range secs {
 			if s.Name == o.Section {
-				return s, nil
+				return s, "from " + sectionSource(o), nil
 			}
 		}
-		return Section{}, exitErr(CodeInvalidConfig, "no section named %q in the config", o.Section)
+		return Section{}, "", exitErr(CodeInvalidConfig, "no section named %q in the config (%s)", o.Section, sectionSource(o))
 	}
-	if alias != "" {
-		best, bestLen, tie := -1, -1, false
-		for i, s := range secs {
-			p := s.Prefix()
-			if p == "" || !strings.HasPrefix(alias, p) {
-				continue
-			}
-			switch {
-			case len(p) > bestLen:
-				best, bestLen, tie = i, len(p), false
-			case len(p) == bestLen:
-				tie = true
-			}
+	if s, ok, err := byPrefix(secs, alias); err != nil || ok {
+		return s, "the section whose session_prefix the alias starts with", err
+	}
+	switch {
+	case len(secs) == 1:
+		return secs[0], "the only section of the config", nil
+	case len(secs) == 0:
+		return Section{}, "", exitErr(CodeInvalidConfig, "no session configured; pass --revision and --session (or BHW_REVISION_ID/BHW_SESSION_ID), or add a section to config.yaml")
+	case alias == "":
+		return Section{}, "", exitErr(CodeInvalidConfig, "config.yaml has %d sections; pass --section to pick one", len(secs))
+	}
+	return Section{}, "", exitErr(CodeInvalidConfig, "no config section owns alias %q; pass --section or give the sections a session_prefix", alias)
+}
+
+// sessionSection is the section of the session o names: the config's own
+// for it (by the alias's prefix when several share it), else one that
+// covers the whole session.
+func sessionSection(secs []Section, o Options, alias string) (Section, string, error) {
+	why := "from " + sessionSource(o)
+	var same []Section
+	for _, s := range secs {
+		if s.Session.RevisionID == o.RevisionID && s.Session.SessionID == o.SessionID {
+			same = append(same, s)
 		}
-		if tie {
-			return Section{}, exitErr(CodeInvalidConfig, "alias %q matches several sections with the same session_prefix; pass --section", alias)
-		}
-		if best >= 0 {
-			return secs[best], nil
-		}
 	}
-	if len(secs) == 1 {
-		return secs[0], nil
+	if s, ok, err := byPrefix(same, alias); err != nil || ok {
+		return s, why + ", the config's section for it", err
 	}
-	if o.RevisionID != "" && o.SessionID != "" {
-		return Section{Name: "flags", JobType: JobType, Session: SessionTuple{RevisionID: o.RevisionID, SessionID: o.SessionID}}, nil
+	if len(same) == 1 && (alias == "" || same[0].Prefix() == "") {
+		return same[0], why + ", the config's section for it", nil
 	}
-	if len(secs) == 0 {
-		return Section{}, exitErr(CodeInvalidConfig, "no session configured; pass --revision and --session (or BHW_REVISION_ID/BHW_SESSION_ID), or add a section to config.yaml")
-	}
+	return Section{Name: "flags", JobType: JobType, Session: SessionTuple{RevisionID: o.RevisionID, SessionID: o.SessionID}}, why, nil
+}
+
+// byPrefix is the section with the longest session_prefix that alias
+// starts with; ok is false when none has one.
+func byPrefix(secs []Section, alias string) (Section, bool, error) {
 	if alias == "" {
-		return Section{}, exitErr(CodeInvalidConfig, "config.yaml has %d sections; pass --section to pick one", len(secs))
+		return Section{}, false, nil
 	}
-	return Section{}, exitErr(CodeInvalidConfig, "no config section owns alias %q; pass --section or give the sections a session_prefix", alias)
+	best, bestLen, tie := -1, -1, false
+	for i, s := range secs {
+		p := s.Prefix()
+		if p == "" || !strings.HasPrefix(alias, p) {
+			continue
+		}
+		switch {
+		case len(p) > bestLen:
+			best, bestLen, tie = i, len(p), false
+		case len(p) == bestLen:
+			tie = true
+		}
+	}
+	if tie {
+		return Section{}, false, exitErr(CodeInvalidConfig, "alias %q matches several sections with the same session_prefix; pass --section", alias)
+	}
+	if best < 0 {
+		return Section{}, false, nil
+	}
+	return secs[best], true, nil
+}
+
+// Where names the section and session the setup resolved and how it was
+// chosen, for a command that finds nothing there.
+func (s *Setup) Where() string {
+	t := s.Section.Session
+	w := fmt.Sprintf("section %q (session %s, revision %s", s.Section.Name, t.SessionID, t.RevisionID)
+	if p := s.Section.Prefix(); p != "" {
+		w += fmt.Sprintf(", aliases under %q", p)
+	}
+	if s.SectionWhy != "" {
+		w += "; " + s.SectionWhy
+	}
+	return w + ")"
 }
 
 // shownURL is an API URL fit for a message: no user info, query or

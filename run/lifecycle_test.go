@@ -99,8 +99,10 @@ func count(s []string, v string) int {
 }
 
 // stopBeforeSecondDownload is a client that lets a person stop the thread
-// (instance.state completed) just before the run's second download of it:
-// the read of the runner's read-modify-write of the envelope.
+// (instance.state completed) just before the run's second download of it
+// under the lock: the read of the runner's read-modify-write of the
+// envelope. (A first run reads the thread once more, before the lock, to
+// learn whether to make the thread's folder.)
 type stopBeforeSecondDownload struct {
 	blobhub.Client
 	h         *harness
@@ -110,7 +112,7 @@ type stopBeforeSecondDownload struct {
 
 func (c *stopBeforeSecondDownload) Download(ctx context.Context, alias string) (blobhub.Object, error) {
 	if alias == c.alias {
-		if c.downloads++; c.downloads == 2 {
+		if c.downloads++; c.downloads == 3 {
 			o, _ := c.h.srv.Get(alias)
 			v, err := envelope.WithState(o.Value, envelope.StateCompleted)
 			if err != nil {

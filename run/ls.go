@@ -61,6 +61,9 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 	defer func() { ls.record(len(out), err) }()
 
 	aliases, found, err := ls.objects(ctx)
+	if err == nil && !found {
+		r.Logger.Info("ls: the session holds nothing yet; " + r.Setup.Where())
+	}
 	if err != nil || !found {
 		return out, err
 	}
@@ -83,6 +86,9 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 		if keep {
 			out = append(out, l)
 		}
+	}
+	if len(ls.jobs) == 0 {
+		r.Logger.Info("ls: no job threads found in " + r.Setup.Where())
 	}
 	if err := addNotMines(ctx, r.Setup.JobDir, ls.notMine); err != nil {
 		r.Logger.Warn("ls: could not update not_mine.yaml", "error", err)
@@ -128,7 +134,7 @@ func (ls *lister) objects(ctx context.Context) (aliases []string, found bool, er
 			// A local store's session exists once something is written to it.
 			return nil, false, nil
 		}
-		return nil, false, exitErr(CodeSessionNotFound, "session %s was not found on BlobHub; check the section's revision_id and session_id", r.Setup.Section.Session.SessionID)
+		return nil, false, exitErr(CodeSessionNotFound, "session %s was not found on BlobHub; check the revision_id and session_id of %s", r.Setup.Section.Session.SessionID, r.Setup.Where())
 	}
 	if err != nil {
 		return nil, false, apiErr(err, "list_session_objects")

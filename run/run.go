@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -95,6 +96,17 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	}
 	// 2. Setup was resolved by main (credentials, config, section).
 	a.dir = ThreadDir(r.Setup.JobDir, alias)
+	// A thread this state tree has never run gets its folder only once
+	// BlobHub says it is a job thread, so a misspelled alias leaves nothing
+	// behind. This read only decides whether to make the folder; the one
+	// under the lock (step 5) decides the run. Two first runs of one thread
+	// both read, then queue on the lock as every run does: the lock file
+	// is never deleted, so both lock the same one.
+	if _, err := os.Stat(a.dir); errors.Is(err, fs.ErrNotExist) {
+		if err := a.download(ctx); err != nil {
+			return sum, err
+		}
+	}
 	if err := os.MkdirAll(a.dir, 0o700); err != nil {
 		return sum, exitErr(CodeStateTreeInvalid, "cannot create %s: %v", a.dir, err)
 	}
