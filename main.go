@@ -517,7 +517,7 @@ func (cl *cliState) explain(c *cli.Context) error {
 func noThreadWhere(err error, s *run.Setup) error {
 	var ee *run.ExitError
 	if errors.As(err, &ee) && ee.Code == run.CodeNoThread {
-		return &run.ExitError{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + " in " + s.Where(), Err: ee.Err}
+		return &run.ExitError{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + "; looked in " + s.Where(), Err: ee.Err}
 	}
 	return err
 }
