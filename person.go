@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -275,24 +276,32 @@ func jsonEqual(x, y json.RawMessage) bool {
 	return json.Unmarshal(x, &a) == nil && json.Unmarshal(y, &b) == nil && reflect.DeepEqual(a, b)
 }
 
-// flagOf is the flag of `thread new` and `thread edit` that sets what a
-// checklist code refuses.
-func flagOf(code string) string {
-	switch code {
-	case run.CodeWorkFolderNotAbsolute, run.CodeWorkFolderNotFound, run.CodeWorkFolderNotADir, run.CodeWorkFolderNotReadable, run.CodeWorkFolderNotAllowed:
-		return "--work-folder"
-	case run.CodeAgentTypeUnsupported:
-		return "--agent"
-	case run.CodePermissionsUnsupported, run.CodeAutonomousForbidden:
-		return "--permissions"
-	case run.CodePolicyMissing, run.CodePolicyInvalid:
-		return "--policy"
-	case run.CodeExecutableNotAllowed:
-		return "--executable"
-	case run.CodeArtifactsSourceInvalid:
-		return "--artifacts-source"
+// fixFlags are, for the checklist's codes, the flag of `thread new` and
+// `thread edit` that sets what the check refused, and a value to show.
+var fixFlags = []struct {
+	flag, example string
+	codes         []string
+}{
+	{"--work-folder", "/absolute/path/of/the/checkout", []string{run.CodeWorkFolderNotAbsolute, run.CodeWorkFolderNotFound, run.CodeWorkFolderNotADir, run.CodeWorkFolderNotReadable, run.CodeWorkFolderNotAllowed}},
+	{"--agent", "", []string{run.CodeAgentTypeUnsupported}}, // the default agent's type
+	{"--permissions", "approval", []string{run.CodePermissionsUnsupported, run.CodeAutonomousForbidden}},
+	{"--policy", "policy.yaml", []string{run.CodePolicyMissing, run.CodePolicyInvalid}},
+	{"--executable", "''", []string{run.CodeExecutableNotAllowed}},
+	{"--artifacts-source", ".bhw/outbox", []string{run.CodeArtifactsSourceInvalid}},
+}
+
+// flagOf is the flag that sets what code refused, and a value to show;
+// "" for a code no flag fixes.
+func flagOf(code string) (flag, example string) {
+	for _, f := range fixFlags {
+		if slices.Contains(f.codes, code) {
+			if f.flag == "--agent" {
+				return f.flag, adapters[0].Type
+			}
+			return f.flag, f.example
+		}
 	}
-	return ""
+	return "", ""
 }
 
 // refused names the flag that sets what a check of `thread new` or `thread
@@ -300,7 +309,7 @@ func flagOf(code string) string {
 func refused(err error) error {
 	var ee *run.ExitError
 	if errors.As(err, &ee) && ee.Exit == run.ExitUsage {
-		if fl := flagOf(ee.Code); fl != "" && !strings.Contains(ee.Message, fl) {
+		if fl, _ := flagOf(ee.Code); fl != "" && !strings.Contains(ee.Message, fl) {
 			return &run.ExitError{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + " (" + fl + ")", Err: ee.Err}
 		}
 	}
@@ -310,24 +319,15 @@ func refused(err error) error {
 // fixFor is the command that fixes a thread failed with code, and lets it
 // run again.
 func fixFor(alias, code string) string {
-	a := shellQuote(alias)
-	retry := "bhw-run thread retry " + a
-	edit := "bhw-run thread edit " + a + " "
-	switch code {
-	case run.CodeWorkFolderNotAbsolute, run.CodeWorkFolderNotFound, run.CodeWorkFolderNotADir, run.CodeWorkFolderNotReadable, run.CodeWorkFolderNotAllowed:
-		return edit + "--work-folder /absolute/path/of/the/checkout && " + retry
-	case run.CodeAgentTypeUnsupported:
-		return edit + "--agent " + adapters[0].Type + " && " + retry
-	case run.CodePermissionsUnsupported, run.CodeAutonomousForbidden:
-		return edit + "--permissions approval && " + retry
-	case run.CodePolicyMissing, run.CodePolicyInvalid:
-		return edit + "--policy policy.yaml && " + retry + "   (or --permissions approval)"
-	case run.CodeExecutableNotAllowed:
-		return edit + "--executable '' && " + retry
-	case run.CodeArtifactsSourceInvalid:
-		return edit + "--artifacts-source .bhw/outbox && " + retry
+	retry := "bhw-run thread retry " + shellQuote(alias)
+	flag, example := flagOf(code)
+	switch {
+	case flag == "":
+		return "fix the cause (the runner's logs/thread.log of the thread says more), then " + retry
+	case flag == "--policy":
+		return "bhw-run thread edit " + shellQuote(alias) + " --policy policy.yaml && " + retry + "   (or --permissions approval)"
 	}
-	return "fix the cause (the runner's logs/thread.log of the thread says more), then " + retry
+	return "bhw-run thread edit " + shellQuote(alias) + " " + flag + " " + example + " && " + retry
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.
