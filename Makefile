@@ -34,7 +34,25 @@ GO_TEST_ENV := BHW_CLAUDE_BIN=$(CLAUDE_BIN) BHW_CODEX_BIN=$(CODEX_BIN) \
 	BHW_GEMINI_BIN=$(GEMINI_BIN) BHW_QWEN_BIN=$(QWEN_BIN) \
 	BHW_OPENCODE_BIN=$(OPENCODE_BIN) BHW_COPILOT_BIN=$(COPILOT_BIN) BHW_COPILOT_CACHE=$(COPILOT_CACHE)
 
-.PHONY: help build install test e2e lint bench fuzz tools demo live-check clean
+# make install puts bhw-run, its man page and its shell completions under
+# PREFIX (DESTDIR in front, for packaging). /usr/local/bin is on the PATH of
+# the cron and systemd recipes in contrib/; with another PREFIX, add its bin
+# to theirs.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BINDIR  := $(DESTDIR)$(PREFIX)/bin
+MANDIR  := $(DESTDIR)$(PREFIX)/share/man/man1
+BASHDIR := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+ZSHDIR  := $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+FISHDIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+
+# The Debian packages the tests drive beyond Go and npm: tmux (the terminal
+# tests), zsh and fish (the completion scripts), groff and man-db (the man
+# page). SYSDEP_CMDS are the commands they bring, in the same order.
+SYSDEPS     := tmux zsh fish groff-base man-db
+SYSDEP_CMDS := tmux zsh fish groff man
+
+.PHONY: help build man completions install test e2e lint bench fuzz tools sysdeps demo live-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -52,8 +70,21 @@ LDFLAGS := -X main.version=$(VERSION)
 build: ## build bin/bhw-run
 	go build -ldflags "$(LDFLAGS)" -o bin/bhw-run .
 
-install: ## install bhw-run into $(go env GOPATH)/bin
-	go install -ldflags "$(LDFLAGS)" .
+man: build ## write the man page bin/bhw-run.1, made from the command definitions
+	bin/bhw-run man > bin/bhw-run.1
+
+completions: build ## write the bash, zsh and fish completion scripts into bin/
+	bin/bhw-run completion bash > bin/bhw-run.bash
+	bin/bhw-run completion zsh > bin/_bhw-run
+	bin/bhw-run completion fish > bin/bhw-run.fish
+
+install: man completions ## install bhw-run, its man page and shell completions under PREFIX (default /usr/local)
+	install -d $(BINDIR) $(MANDIR) $(BASHDIR) $(ZSHDIR) $(FISHDIR)
+	install -m 0755 bin/bhw-run $(BINDIR)/bhw-run
+	install -m 0644 bin/bhw-run.1 $(MANDIR)/bhw-run.1
+	install -m 0644 bin/bhw-run.bash $(BASHDIR)/bhw-run
+	install -m 0644 bin/_bhw-run $(ZSHDIR)/_bhw-run
+	install -m 0644 bin/bhw-run.fish $(FISHDIR)/bhw-run.fish
 
 tools: $(STAMP) ## install the pinned agent CLIs from npm into .tools/ (for the end-to-end tests)
 
@@ -90,12 +121,25 @@ $(STAMP):
 # each runs dozens of activations in subprocesses, where it sees nothing.
 RACE_PKGS := ./agent/... ./run/... ./lock/... ./outbox/... ./blobhub/... ./envelope/... ./policy/...
 
-test: tools ## run every test, the end-to-end ones with the real CLIs included, then the race detector over the fake-backed ones
+# Missing packages are installed with apt-get when make runs as root on
+# Debian; anywhere else a missing one stops the tests with its name.
+sysdeps: ## check (as root on Debian: install) tmux, zsh, fish, groff and man for the tests
+	@missing=""; cmds=($(SYSDEP_CMDS)); pkgs=($(SYSDEPS)); \
+	for i in $${!cmds[@]}; do command -v $${cmds[$$i]} >/dev/null || missing="$$missing $${pkgs[$$i]}"; done; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing$$missing with apt-get"; \
+		{ apt-get install -y --no-install-recommends $$missing || { apt-get update && apt-get install -y --no-install-recommends $$missing; }; } >/dev/null 2>&1 \
+			|| echo "apt-get could not install$$missing"; \
+		missing=""; for i in $${!cmds[@]}; do command -v $${cmds[$$i]} >/dev/null || missing="$$missing $${pkgs[$$i]}"; done; \
+	fi; \
+	if [ -n "$$missing" ]; then echo "the tests need the Debian packages$$missing (apt-get install$$missing)"; exit 1; fi
+
+test: tools sysdeps ## run every test, the end-to-end ones with the real CLIs included, then the race detector over the fake-backed ones
 	$(GO_TEST_ENV) go test -count=1 -timeout 80m ./...
 	CGO_ENABLED=1 $(GO_TEST_ENV) go test -count=1 -race -timeout 30m -skip '^TestKill9' $(RACE_PKGS)
 	CGO_ENABLED=1 $(GO_TEST_ENV) go test -count=1 -race -timeout 30m -run 'Fake|Conformance' ./claude/... ./codex/...
 
-e2e: tools ## run only the end-to-end tests against the real CLIs
+e2e: tools sysdeps ## run only the end-to-end tests against the real CLIs
 	$(GO_TEST_ENV) go test -count=1 -timeout 40m -run 'E2E' ./...
 
 lint: ## go vet, gofmt, staticcheck (pinned in go.mod's tool block)

@@ -341,31 +341,46 @@ func cronCommand(t *testing.T) string {
 			jobs = append(jobs, strings.Join(strings.Fields(line)[5:], " "))
 		}
 	}
-	if len(jobs) != 1 || !strings.HasPrefix(jobs[0], "flock -n ") {
+	if len(jobs) != 1 || !strings.Contains(jobs[0], "flock -n ") {
 		t.Fatalf("the crontab holds %q, want one line with flock -n around the pipeline", jobs)
 	}
 	return jobs[0]
 }
 
 // TestContribCrontabRunsThePipeline: the crontab's command, as sh reads it,
-// is flock -n … bash -c <the README's pipeline>.
+// is mkdir -p <the folder of its lock and log> && flock -n … bash -c <the
+// README's pipeline>.
 func TestContribCrontabRunsThePipeline(t *testing.T) {
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangPOSIX)).Parse(strings.NewReader(cronCommand(t)), "crontab")
 	if err != nil {
 		t.Fatalf("sh cannot read the crontab's command: %v", err)
 	}
-	call, ok := f.Stmts[0].Cmd.(*syntax.CallExpr)
-	if len(f.Stmts) != 1 || !ok {
-		t.Fatal("the crontab's command is not one simple command")
+	and, ok := f.Stmts[0].Cmd.(*syntax.BinaryCmd)
+	if len(f.Stmts) != 1 || !ok || and.Op != syntax.AndStmt {
+		t.Fatal("the crontab's command is not `mkdir … && flock …`")
 	}
-	var argv []string
 	cfg := &expand.Config{Env: expand.ListEnviron("HOME=/home/u")}
-	for _, w := range call.Args {
-		f, err := expand.Fields(cfg, w)
-		if err != nil {
-			t.Fatalf("word %d of the crontab's command: %v", len(argv), err)
+	words := func(s *syntax.Stmt) []string {
+		call, ok := s.Cmd.(*syntax.CallExpr)
+		if !ok {
+			t.Fatalf("%T in the crontab's command, want a simple command", s.Cmd)
 		}
-		argv = append(argv, f...)
+		var argv []string
+		for _, w := range call.Args {
+			f, err := expand.Fields(cfg, w)
+			if err != nil {
+				t.Fatalf("word %d of the crontab's command: %v", len(argv), err)
+			}
+			argv = append(argv, f...)
+		}
+		return argv
+	}
+	if mk := words(and.X); !slices.Equal(mk, []string{"mkdir", "-p", "-m", "700", "/home/u/.blobhub-worker"}) {
+		t.Errorf("the crontab first runs %q, want mkdir -p -m 700 /home/u/.blobhub-worker", mk)
+	}
+	argv := words(and.Y)
+	if len(argv) < 3 || argv[0] != "flock" || argv[1] != "-n" || !strings.HasPrefix(argv[2], "/home/u/.blobhub-worker/") {
+		t.Errorf("the crontab then runs %q, want flock -n with its lock in ~/.blobhub-worker", argv)
 	}
 	i := slices.Index(argv, "bash")
 	if i < 0 || len(argv) != i+3 || argv[i+1] != "-c" || argv[i+2] != readmePipeline(t) {

@@ -21,6 +21,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/lock"
 	"github.com/blobhub/bhw-run/run"
@@ -259,9 +260,6 @@ func pipelineEnv(t *testing.T) *e2eEnv {
 	e := newE2E(t)
 	e.useFileStore()
 	e.fakeClaudeDone()
-	if err := os.MkdirAll(filepath.Join(e.home, ".blobhub-worker"), 0o700); err != nil {
-		t.Fatal(err)
-	}
 	return e
 }
 
@@ -447,5 +445,125 @@ func TestContribScripts75(t *testing.T) {
 				t.Errorf("%s: ls exits %d, the script exits %d; want %d", name, tc.ls, code, tc.want)
 			}
 		}
+	}
+}
+
+// installPrefix runs the README's `make install` with PREFIX set to a
+// folder of the test's and returns it, once the files it promises are there.
+func installPrefix(t *testing.T) string {
+	t.Helper()
+	prefix := t.TempDir()
+	cmd := exec.Command("make", "install")
+	cmd.Env = append(os.Environ(), "PREFIX="+prefix)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make install PREFIX=%s: %v\n%s", prefix, err, out)
+	}
+	for rel, mode := range map[string]os.FileMode{
+		"bin/bhw-run":                                  0o755,
+		"share/man/man1/bhw-run.1":                     0o644,
+		"share/bash-completion/completions/bhw-run":    0o644,
+		"share/zsh/site-functions/_bhw-run":            0o644,
+		"share/fish/vendor_completions.d/bhw-run.fish": 0o644,
+	} {
+		fi, err := os.Stat(filepath.Join(prefix, rel))
+		if err != nil || fi.Mode().Perm() != mode || fi.Size() == 0 {
+			t.Errorf("make install left %s as %v (%v), want a file of mode %04o", rel, fi, err, mode)
+		}
+	}
+	return prefix
+}
+
+// recipePath is the PATH a recipe gives bhw-run (the crontab's PATH= line,
+// the unit's Environment=PATH=), checked to hold the default PREFIX's bin
+// and moved to prefix's.
+func recipePath(t *testing.T, name, path, prefix string) string {
+	t.Helper()
+	dirs := strings.Split(path, ":")
+	if !slices.Contains(dirs, "/usr/local/bin") {
+		t.Fatalf("the %s's PATH %q lacks /usr/local/bin, where make install puts bhw-run", name, path)
+	}
+	for i, d := range dirs {
+		if d == "/usr/local/bin" {
+			dirs[i] = filepath.Join(prefix, "bin")
+		}
+	}
+	return strings.Join(dirs, ":")
+}
+
+// crontabPath is the crontab's PATH= line.
+func crontabPath(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("contrib/cron/bhw-run.crontab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "PATH="); ok {
+			return p
+		}
+	}
+	t.Fatal("the crontab sets no PATH")
+	return ""
+}
+
+// TestContribRecipesFreshHome runs the crontab's command and the unit's
+// ExecStart as a new account would: bhw-run installed by `make install`
+// (under a PREFIX of the test's, found through the recipe's own PATH, not
+// the test's build), a HOME with nothing in it — no ~/.blobhub-worker —
+// and the state tree at its default place; the store, session and config
+// come from the environment a person adds to the recipe.
+func TestContribRecipesFreshHome(t *testing.T) {
+	prefix := installPrefix(t)
+	e := pipelineEnv(t)
+	svc := parseUnit(t, "contrib/systemd/bhw-run.service")
+	var unitPath string
+	for _, kv := range svc["Service"]["Environment"] {
+		if p, ok := strings.CutPrefix(kv, "PATH="); ok {
+			unitPath = p
+		}
+	}
+	recipes := []struct {
+		name string
+		path string
+		argv []string
+	}{
+		{"crontab", recipePath(t, "crontab", crontabPath(t), prefix), []string{"/bin/sh", "-c", cronCommand(t)}},
+		{"unit", recipePath(t, "unit", unitPath, prefix), systemdArgs(t, svc["Service"]["ExecStart"][0])},
+	}
+	for _, rc := range recipes {
+		t.Run(rc.name, func(t *testing.T) {
+			home := filepath.Join(t.TempDir(), "home")
+			if err := os.Mkdir(home, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			env := []string{"HOME=" + home, "LOGNAME=bhw", "SHELL=/bin/sh", "PATH=" + rc.path, "LANG=C.UTF-8",
+				"BLOBHUB_API_URL=file://" + e.srv.Dir(), "BHW_REVISION_ID=" + bhtest.RevisionID, "BHW_SESSION_ID=" + bhtest.SessionID,
+				"BHW_CONFIG=" + e.configPath()}
+			pair := []string{"fresh/" + rc.name + "/a", "fresh/" + rc.name + "/b"}
+			for _, alias := range pair {
+				cmd := exec.Command(filepath.Join(prefix, "bin", "bhw-run"), "thread", "new", "--work-folder", e.work, "--message", "please do "+alias, alias)
+				cmd.Env = env
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("thread new %s: %v\n%s", alias, err, out)
+				}
+			}
+			cmd := exec.Command(rc.argv[0], rc.argv[1:]...)
+			cmd.Env, cmd.Dir = env, home
+			out, err := cmd.CombinedOutput()
+			t.Logf("%s → %v\n%s", rc.name, err, out)
+			if err != nil {
+				t.Fatalf("the %s's command failed from a fresh HOME: %v\n%s", rc.name, err, out)
+			}
+			e.ranOnce(pair...)
+			state, err := filepath.Glob(filepath.Join(home, ".blobhub-worker", "profiles", "local-*", "jobs"))
+			if err != nil || len(state) != 1 {
+				t.Errorf("no state tree at ~/.blobhub-worker/profiles/local-<hash>: %v %v", state, err)
+			}
+			if rc.name == "crontab" {
+				if log, err := os.ReadFile(filepath.Join(home, ".blobhub-worker", "cron.log")); err != nil || !strings.Contains(string(log), "turn_completed") {
+					t.Errorf("cron.log: %v\n%s", err, log)
+				}
+			}
+		})
 	}
 }

@@ -101,7 +101,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	out, errOut := secrets.Writer(stdout), secrets.Writer(stderr)
 	defer errOut.Flush()
 	defer out.Flush()
-	cl := &cliState{stdout: out, stderr: errOut, secrets: secrets, stderrTTY: isTerminal(stderr)}
+	cl := &cliState{stdout: out, stderr: errOut, secrets: secrets, stderrTTY: isTerminal(stderr), stdoutTTY: isTerminal(stdout), rawStderr: stderr}
 	app := cl.app()
 	line, err := parseArgs(app, args)
 	cl.line = line
@@ -136,11 +136,17 @@ func Main(args []string, stdout, stderr io.Writer) int {
 type cliState struct {
 	stdout, stderr io.Writer // redacting secrets
 	secrets        *run.Secrets
-	stderrTTY      bool // the real stderr is a terminal
+	stderrTTY      bool      // the real stderr is a terminal
+	stdoutTTY      bool      // the real stdout is a terminal
+	rawStderr      io.Writer // the real stderr, for the terminal's width
 	log            *slog.Logger
 	summary        *run.Summary
 	jsonOut        bool
 	line           cmdline
+	verbose        bool
+	// term is stderr at a terminal, which logs go through and a run draws
+	// its status line on; nil when stderr is not a terminal, or with -q.
+	term *terminal
 }
 
 func isTerminal(w io.Writer) bool {
@@ -228,6 +234,9 @@ func (cl *cliState) app() *cli.App {
 					Action: cl.explain,
 				}},
 			},
+			cl.doctorCommand(),
+			cl.completionCommand(),
+			cl.manCommand(),
 			{Name: "version", Usage: "print the version", ArgsUsage: " ", Action: cl.version},
 		},
 	}
@@ -309,6 +318,10 @@ func codedCommands(cmds []*cli.Command, parent string) {
 
 func (cl *cliState) before(c *cli.Context) error {
 	cl.jsonOut = c.Bool("json")
+	cl.verbose = c.Bool("verbose")
+	if !c.Bool("quiet") {
+		cl.term = newTerminal(cl.stderr, cl.rawStderr, cl.verbose)
+	}
 	log, err := cl.newLogger(c.String("log-format"), c.Bool("verbose"), c.Bool("quiet"))
 	cl.log = log
 	return err
@@ -324,6 +337,11 @@ func (cl *cliState) newLogger(format string, verbose, quiet bool) (*slog.Logger,
 	}
 	if quiet {
 		level = slog.LevelError
+	}
+	// A run's status line is erased before each record and drawn again.
+	var logw io.Writer = cl.stderr
+	if cl.term != nil {
+		logw = cl.term
 	}
 	var err error
 	switch format {
@@ -342,9 +360,9 @@ func (cl *cliState) newLogger(format string, verbose, quiet bool) (*slog.Logger,
 	}
 	if format == "text" {
 		// Colours only on a terminal: a log file gets plain text.
-		return slog.New(tint.NewTextHandler(cl.stderr, &tint.Options{Level: level, TimeFormat: time.Kitchen, NoColor: !cl.stderrTTY, ReplaceAttr: escapeAttr})), err
+		return slog.New(tint.NewTextHandler(logw, &tint.Options{Level: level, TimeFormat: time.Kitchen, NoColor: !cl.stderrTTY, ReplaceAttr: escapeAttr})), err
 	}
-	return slog.New(slog.NewJSONHandler(cl.stderr, &slog.HandlerOptions{Level: level})), err
+	return slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: level})), err
 }
 
 // options are the global flags for run.Resolve, with where the section
@@ -421,6 +439,14 @@ func (cl *cliState) runAlias(c *cli.Context) error {
 		Setup: setup, Client: bh, Logger: cl.log,
 		LockWait: c.Duration("lock-wait"), SlotWait: c.Duration("slot-wait"), MaxDuration: c.Duration("max-duration"), StallTimeout: c.Duration("stall-timeout"),
 		OwnProcess: true, Signals: sigs,
+	}
+	switch {
+	case cl.term != nil:
+		r.Observer = cl.term
+		cl.term.Start(alias)
+		defer cl.term.Stop()
+	case cl.verbose:
+		r.Observer = itemLog{cl.log}
 	}
 	sum, err := r.Run(c.Context, alias)
 	cl.summary = sum

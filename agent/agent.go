@@ -59,6 +59,11 @@ type Adapter struct {
 	// the thread with its code; the Launch is the one Start would get, minus
 	// its session.
 	Preflight func(ctx context.Context, l Launch) error
+	// Version, when set, is how `bhw-run doctor` asks the installed agent
+	// for its version, within ctx's deadline; the Launch is the one Start
+	// would get, minus its session and work folder. Nil: the executable
+	// run with --version, its first line of output.
+	Version func(ctx context.Context, l Launch) (string, error)
 	// Describe is how `bhw-run policy explain` describes a call of effect
 	// (read, write, exec, network) on target for this agent: its tool name
 	// and input as the agent would send them. Nil: a call named after the

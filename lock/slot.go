@@ -56,3 +56,20 @@ func (s *Slot) Index() int { return s.index }
 
 // Waited is how long WaitSlot queued for the slot: 0 when a slot was free at once.
 func (s *Slot) Waited() time.Duration { return s.waited }
+
+// HeldSlots counts the slots of dir/0.lock … dir/(maxAgents-1).lock that a
+// process holds right now (bhw-run doctor), taking none: each is probed
+// as Held probes a lock. A slot file that does not exist yet is free.
+func HeldSlots(dir string, maxAgents int) (int, error) {
+	n := 0
+	for i := range maxAgents {
+		held, err := Held(filepath.Join(dir, strconv.Itoa(i)+".lock"))
+		if err != nil {
+			return n, err
+		}
+		if held {
+			n++
+		}
+	}
+	return n, nil
+}

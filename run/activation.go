@@ -53,6 +53,7 @@ type activation struct {
 	// workerRemade: the worker object was made again this run.
 	workerRemade bool
 
+	prog          *progress // what the Observer is told
 	instanceID    string
 	failedThisRun bool
 	// instructionsNoted: the status item saying the instructions file was

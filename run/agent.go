@@ -93,6 +93,7 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 	defer stopWatch()
 
 	result, err := sess.Turn(turnCtx, message, h)
+	a.prog.stage(StageFinishing)
 	a.mu.Lock()
 	if id := sess.SessionID(); id != "" {
 		a.t.Agent.AgentSessionID = id
@@ -132,10 +133,13 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 	l := a.r.launch(res, t.Workspace.WorkFolder)
 	l.SessionID, l.Resume, l.Log, l.Logger = t.Agent.AgentSessionID, resume, a.tlog, a.log
 	l.Instructions = a.instructions(res, l.WorkFolder)
+	a.prog.stage(StageStarting)
 	sess, err = res.adapter.Start(ctx, l)
 	if err != nil {
+		a.prog.stage(StageFinishing)
 		return nil, nil, err
 	}
+	a.prog.stage(StageModel)
 	// A second signal skips the politeness for as long as the agent lives,
 	// closing included.
 	stopHurry := make(chan struct{})

@@ -130,8 +130,10 @@ type Setup struct {
 	APIKey    string
 	StateName string // the state tree's name under profiles/
 	StateDir  string
-	Config    Config
-	Section   Section
+	// ConfigPath is the config file read, or looked for when there is none.
+	ConfigPath string
+	Config     Config
+	Section    Section
 	// SectionWhy says how Section was chosen ("from --section", "the only
 	// section of the config", …), for messages.
 	SectionWhy string
@@ -261,6 +263,29 @@ func v1Keys(home string) []string {
 // Resolve turns flags, environment, credentials and config into a Setup
 // for the alias. alias may be "" for commands without one.
 func Resolve(o Options, alias string) (*Setup, error) {
+	s, err := newSetup(o)
+	if err != nil {
+		return nil, err
+	}
+	// 1. Profile, API key and URL.
+	u, err := s.resolveAPI(o)
+	if err != nil {
+		return nil, err
+	}
+	// 2. The state tree.
+	if err := s.resolveStateDir(o, u); err != nil {
+		return nil, err
+	}
+	// 3. The config, and the section that owns the alias.
+	if err := s.resolveConfig(o, alias); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newSetup is a Setup with the home, the adapters and the secrets known
+// before anything is read: the start of Resolve, and of the doctor.
+func newSetup(o Options) (*Setup, error) {
 	home := o.Home
 	if home == "" {
 		h, err := os.UserHomeDir()
@@ -278,19 +303,6 @@ func Resolve(o Options, alias string) (*Setup, error) {
 	}
 	s.Secrets.Add(o.APIKey)
 	s.Secrets.Add(v1Keys(home)...)
-	// 1. Profile, API key and URL.
-	u, err := s.resolveAPI(o)
-	if err != nil {
-		return nil, err
-	}
-	// 2. The state tree.
-	if err := s.resolveStateDir(o, u); err != nil {
-		return nil, err
-	}
-	// 3. The config, and the section that owns the alias.
-	if err := s.resolveConfig(o, alias); err != nil {
-		return nil, err
-	}
 	return s, nil
 }
 
@@ -370,20 +382,33 @@ func (s *Setup) resolveStateDir(o Options, u *url.URL) error {
 // resolveConfig reads and checks config.yaml (--config, else the state
 // tree's, which may be missing) and picks the section.
 func (s *Setup) resolveConfig(o Options, alias string) error {
+	if err := s.readConfig(o); err != nil {
+		return err
+	}
+	return s.resolveSection(o, alias)
+}
+
+// readConfig reads config.yaml into s.Config and checks it: --config,
+// else the state tree's, which may be missing.
+func (s *Setup) readConfig(o Options) error {
 	cfgPath := o.ConfigPath
 	explicit := cfgPath != ""
 	if cfgPath == "" {
 		cfgPath = filepath.Join(s.StateDir, "config.yaml")
 	}
+	s.ConfigPath = cfgPath
 	if err := loadConfig(cfgPath, explicit, &s.Config); err != nil {
 		return err
 	}
 	if s.Config.Polling != nil {
 		s.Ignored = append(s.Ignored, "polling")
 	}
-	if err := validateConfig(&s.Config, s); err != nil {
-		return err
-	}
+	return validateConfig(&s.Config, s)
+}
+
+// resolveSection picks the section that owns alias ("" for a command
+// without one) and names its folder in the state tree.
+func (s *Setup) resolveSection(o Options, alias string) error {
 	sec, why, err := chooseSection(s.Config.Sections, o, alias)
 	if err != nil {
 		return err

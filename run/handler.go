@@ -80,21 +80,34 @@ func (h *turnHandler) Emit(it agent.Item) {
 	if id, ok := agent.IsParkedResult(it); ok {
 		it = h.waiting(id, it)
 	}
-	if tool, ok := it.Meta["tool"].(map[string]any); ok {
-		id, _ := tool["invocation_id"].(string)
+	if typ := it.Type(); typ == agent.ItemToolCall || typ == agent.ItemToolResult {
 		h.mu.Lock()
 		if h.open == nil {
 			h.open = map[string]bool{}
 		}
-		switch it.Type() {
-		case agent.ItemToolCall:
-			h.open[id] = true
-		case agent.ItemToolResult:
-			delete(h.open, id)
+		if typ == agent.ItemToolCall {
+			h.open[toolID(it)] = true
+		} else {
+			delete(h.open, toolID(it))
 		}
 		h.mu.Unlock()
 	}
 	h.a.emit(it)
+	// After the emit, so a -v line of the call comes before the status
+	// line names it.
+	switch it.Type() {
+	case agent.ItemToolCall:
+		h.a.prog.callOpened(toolID(it), h.a.r.Setup.Secrets.String(it.Brief))
+	case agent.ItemToolResult:
+		h.a.prog.callClosed(toolID(it))
+	}
+}
+
+// toolID is the invocation id of a tool_call or tool_result item.
+func toolID(it agent.Item) string {
+	tool, _ := it.Meta["tool"].(map[string]any)
+	id, _ := tool["invocation_id"].(string)
+	return id
 }
 
 // Decide is the gate (docs/gate.md): it never lets a request go unanswered and
@@ -104,10 +117,12 @@ func (h *turnHandler) Decide(c policy.Call) policy.Verdict {
 	h.mu.Lock()
 	h.inGate = true
 	h.mu.Unlock()
+	h.a.prog.deciding(true)
 	defer func() {
 		h.mu.Lock()
 		h.inGate = false
 		h.mu.Unlock()
+		h.a.prog.deciding(false)
 		h.touch()
 	}()
 	h.acknowledge()

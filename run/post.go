@@ -100,6 +100,9 @@ func (a *activation) confirmed(e *emission, item blobhub.Item) {
 	defer a.mu.Unlock()
 	_ = a.j.confirm(e.ID, item.ID, item.CreatedAt)
 	a.sum.ItemsPosted++
+	if a.prog.watched() {
+		a.prog.posted(e.Target, shownItem(e, item))
+	}
 	if e.Target == a.alias {
 		a.t.Items.LastPosted = envelope.ItemRef{ItemID: item.ID, CreatedAt: item.CreatedAt}
 	}
@@ -107,6 +110,14 @@ func (a *activation) confirmed(e *emission, item blobhub.Item) {
 		p.ItemID, p.CreatedAt = item.ID, item.CreatedAt
 		_ = a.saveLocked()
 	}
+}
+
+// shownItem is e as BlobHub now holds it, for the observer: the journaled
+// item (secrets already redacted) with the server's id and time.
+func shownItem(e *emission, answer blobhub.Item) blobhub.Item {
+	it := newItem(e.Item)
+	return blobhub.Item{ID: answer.ID, CreatedAt: answer.CreatedAt, UserID: answer.UserID,
+		Content: it.Content, Metadata: it.Metadata, ParentID: answer.ParentID}
 }
 
 // findPosted lists the target thread after last_posted and looks for the

@@ -42,6 +42,9 @@ type Runner struct {
 	OwnProcess bool
 	Environ    []string         // the environment the agent's is built from (default os.Environ)
 	Signals    <-chan os.Signal // SIGINT/SIGTERM, from main
+	// Observer, when set, is told how the run goes as it goes (main's
+	// terminal status line); nil: nobody watches.
+	Observer Observer
 }
 
 // Summary is the run's result: the --json object and section.log's record.
@@ -74,7 +77,7 @@ func ThreadDir(jobDir, alias string) string {
 func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error) {
 	start := time.Now()
 	sum = &Summary{Alias: alias}
-	a := &activation{r: r, alias: alias, sum: sum, log: r.Logger.With("alias", alias)}
+	a := &activation{r: r, alias: alias, sum: sum, log: r.Logger.With("alias", alias), prog: &progress{obs: r.Observer}}
 	// Signals: the first cancels the run, the signal its cause (the agent
 	// is interrupted politely and state is saved); a second skips the
 	// politeness.

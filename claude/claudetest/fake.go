@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,7 +79,14 @@ type FakeTool struct {
 	Name   string         `json:"name"`
 	Input  map[string]any `json:"input"`
 	Result string         `json:"result,omitempty"`
+	// Block is a named pipe the tool reads a line from before its result:
+	// the call stays open until the test writes to it (a slow tool a test
+	// can watch, without a clock).
+	Block string `json:"block,omitempty"`
 }
+
+// FakeVersion is what the fake prints for --version.
+const FakeVersion = "2.1.332 (Claude Code) fake"
 
 // FakeAgentCommand writes script and returns the command that runs it: the
 // test binary itself, whose TestMain must call MaybeRunFakeAgent.
@@ -112,6 +120,10 @@ func MaybeRunFakeAgent() {
 // FakeAgentMain plays the script at path over stdin/stdout and returns
 // the exit status.
 func FakeAgentMain(path string) int {
+	if slices.Contains(os.Args[1:], "--version") {
+		fmt.Println(FakeVersion)
+		return 0
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fake claude:", err)
@@ -287,6 +299,12 @@ func (f *fake) playTurn(steps []FakeStep) (code int, exit bool) {
 		case st.Tool != nil:
 			id := f.nextID()
 			f.assistant(map[string]any{"type": "tool_use", "id": id, "name": st.Tool.Name, "input": st.Tool.Input})
+			if st.Tool.Block != "" {
+				if err := readLine(st.Tool.Block); err != nil {
+					fmt.Fprintln(os.Stderr, "fake claude: block:", err)
+					return 2, true
+				}
+			}
 			f.toolResult(id, orDefault(st.Tool.Result, "ok"), false)
 			turns++
 		case st.Permission != nil || len(st.Ask) > 0:
@@ -425,6 +443,18 @@ func (f *fake) printBig(prefix, suffix string, n int) {
 	f.out.WriteString(suffix)
 	f.out.WriteByte('\n')
 	f.out.Flush()
+}
+
+// readLine blocks until a line can be read from path (a named pipe opens
+// for reading only once a writer opens it).
+func readLine(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = bufio.NewReader(f).ReadString('\n')
+	return err
 }
 
 func orDefault(s, d string) string {

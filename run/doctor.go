@@ -1,0 +1,480 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/proc"
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/lock"
+)
+
+// Check is one line of `bhw-run doctor`: one thing a scheduled run needs,
+// whether it holds, what was found, and what to do when it does not hold.
+type Check struct {
+	Check  string `json:"check"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix"`
+}
+
+// DoctorProbe bounds each thing the doctor asks another program: BlobHub,
+// an agent's --version, an agent's preflight (the Codex sandbox).
+var DoctorProbe = 20 * time.Second
+
+// doctorRetries bounds the doctor's retries of BlobHub: a person waits.
+const doctorRetries = 5 * time.Second
+
+// Doctor checks, in order, what a scheduled run of this setup needs,
+// without running a thread: the credentials, BlobHub and the key, the
+// config, the section and its session, the state tree (writable, private,
+// not a running blobhub-worker's), each agent a thread may use (found,
+// its version, its preflight) and the agent slots. A check that cannot
+// run because an earlier one failed says so and does not hold.
+func Doctor(ctx context.Context, o Options) []Check {
+	d := &doctor{o: o}
+	d.run(ctx)
+	return d.checks
+}
+
+type doctor struct {
+	o      Options
+	s      *Setup
+	checks []Check
+}
+
+func (d *doctor) ok(check, format string, args ...any) {
+	d.checks = append(d.checks, Check{Check: check, OK: true, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (d *doctor) fail(check, detail, fix string) {
+	d.checks = append(d.checks, Check{Check: check, Detail: detail, Fix: fix})
+}
+
+// failErr is a failed check whose detail is err (its code first) and
+// whose fix is fix, or the "; …" advice err's message ends with.
+func (d *doctor) failErr(check string, err error, fix string) {
+	ee := Exit(err)
+	detail := ee.Message
+	if i := strings.LastIndex(detail, "; "); i > 0 {
+		detail = detail[:i]
+		if fix == "" {
+			fix = ee.Message[i+2:]
+		}
+	}
+	if ee.Code != "" && ee.Code != CodeInternal {
+		detail = ee.Code + ": " + detail
+	}
+	d.fail(check, detail, fix)
+}
+
+// NotChecked starts the detail of a check that could not run because an
+// earlier one failed; such a check does not hold either.
+const NotChecked = "not checked: "
+
+// skip is a check that could not run.
+func (d *doctor) skip(check, why string) {
+	d.fail(check, NotChecked+why, "fix the failed check above, then run bhw-run doctor again")
+}
+
+func (d *doctor) run(ctx context.Context) {
+	s, err := newSetup(d.o)
+	if err != nil {
+		d.failErr("credentials", err, "")
+		return
+	}
+	d.s = s
+	u, err := s.resolveAPI(d.o)
+	d.credentials(err)
+	d.workerCredentials()
+	if err != nil {
+		for _, c := range []string{"api", "config", "section", "state_dir", "blobhub_worker", "agents", "slots"} {
+			d.skip(c, "the state tree and the key depend on the credentials")
+		}
+		return
+	}
+	if err := s.resolveStateDir(d.o, u); err != nil {
+		d.failErr("state_dir", err, "")
+		return
+	}
+	client := d.api(ctx)
+	if err := s.readConfig(d.o); err != nil {
+		d.failErr("config", err, "fix "+s.ConfigPath+" (contrib/config.example.yaml shows every key)")
+		d.skip("section", "the sections are in the config")
+		d.stateDir()
+		d.blobhubWorker()
+		d.skip("agents", "the agents are in the config")
+		d.skip("slots", "concurrency.max_agents is in the config")
+		return
+	}
+	d.config()
+	d.section(ctx, client)
+	d.stateDir()
+	d.blobhubWorker()
+	d.agents(ctx)
+	d.slots()
+}
+
+// credentials: where the key comes from, and the credentials file's mode.
+func (d *doctor) credentials(err error) {
+	s, path := d.s, CredentialsPath(d.s.Home)
+	if err != nil {
+		d.failErr("credentials", err, "")
+		return
+	}
+	where := "no credentials file"
+	if fi, err := os.Stat(path); err == nil {
+		where = fmt.Sprintf("%s, mode %04o", path, fi.Mode().Perm())
+	}
+	switch {
+	case strings.HasPrefix(s.APIURL, "file://"):
+		d.ok("credentials", "%s is a local store: it needs no key (%s)", s.APIURL, where)
+	case d.o.APIKey != "":
+		d.ok("credentials", "the API key comes from --api-key or BLOBHUB_API_KEY (%s)", where)
+	default:
+		d.ok("credentials", "profile %q of %s", s.Profile, where)
+	}
+}
+
+// workerCredentials: the Python blobhub-worker's credentials file holds a
+// key too; it must be private like ours. Absent, there is nothing to say.
+func (d *doctor) workerCredentials() {
+	path := V1CredentialsPath(d.s.Home)
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	switch {
+	case err != nil:
+		d.fail("worker_credentials", fmt.Sprintf("cannot read %s: %v", path, err), "check the file's owner and mode")
+	case fi.Mode().Perm()&0o077 != 0:
+		d.fail("worker_credentials", fmt.Sprintf("%s: %s has mode %04o: other users can read its key", CodeInsecureCredentials, path, fi.Mode().Perm()), "chmod 600 "+path)
+	default:
+		d.ok("worker_credentials", "%s, mode %04o", path, fi.Mode().Perm())
+	}
+}
+
+// api: BlobHub answers GET /users/me with this key, and the user is the
+// one this state tree recorded. A file:// store needs neither.
+func (d *doctor) api(ctx context.Context) blobhub.Client {
+	s := d.s
+	c, err := blobhub.New(blobhub.Config{APIURL: s.APIURL, APIKey: s.APIKey, UserID: blobhub.DefaultLocalUserID,
+		Timeout: DoctorProbe, RetryBudget: doctorRetries})
+	if err != nil {
+		d.fail("api", err.Error(), "fix --api-url or BLOBHUB_API_URL")
+		return nil
+	}
+	if strings.HasPrefix(s.APIURL, "file://") {
+		d.ok("api", "%s is a local store: nothing to reach, no key to check", s.APIURL)
+		return c
+	}
+	ctx, cancel := context.WithTimeout(ctx, DoctorProbe)
+	defer cancel()
+	me, err := c.Me(ctx)
+	if err != nil {
+		fix := "check the network, a proxy, and --api-url (" + shownURL(s.APIURL) + ")"
+		if errors.Is(err, blobhub.ErrAuth) {
+			fix = "check the key: BLOBHUB_API_KEY, --api-key or the profile in " + CredentialsPath(s.Home) + " (a revoked key needs a new one)"
+		}
+		d.failErr("api", APIError(err, "users/me"), fix)
+		return nil
+	}
+	if rec, err := LoadIdentity(s.StateDir); err == nil && rec != nil && rec.UserID != "" && rec.UserID != me.UserID {
+		d.fail("api", fmt.Sprintf("%s: the key belongs to %s but this state tree (%s) was recorded for %s", CodeUserIdentityMismatch, me.UserID, s.StateDir, rec.UserID),
+			"use the profile of "+rec.UserID+", or another --state-dir for this key")
+		return c
+	}
+	who := me.UserID
+	if me.Name != "" {
+		who += " (" + me.Name + ")"
+	}
+	d.ok("api", "%s answers; the key belongs to %s", shownURL(s.APIURL), who)
+	return c
+}
+
+// config: the file parses and every key is known.
+func (d *doctor) config() {
+	s := d.s
+	if _, err := os.Stat(s.ConfigPath); errors.Is(err, fs.ErrNotExist) {
+		d.ok("config", "no %s: the defaults apply (contrib/config.example.yaml shows every key)", s.ConfigPath)
+		return
+	}
+	var agents []string
+	for _, ad := range s.Adapters {
+		if s.Config.Agents[ad.Type] != nil {
+			agents = append(agents, ad.Type)
+		}
+	}
+	if len(agents) == 0 {
+		agents = []string{"none"}
+	}
+	d.ok("config", "%s parses: %d section(s), agents %s, max_agents %d", s.ConfigPath, len(s.Config.Sections), strings.Join(agents, ", "), s.Config.Concurrency.MaxAgents)
+}
+
+// section: a section (or --revision/--session) names the session, and
+// the session exists.
+func (d *doctor) section(ctx context.Context, client blobhub.Client) {
+	s := d.s
+	if err := s.resolveSection(d.o, ""); err != nil {
+		d.failErr("section", err, "")
+		return
+	}
+	sec := s.Section.Session
+	what := fmt.Sprintf("section %q: revision %s, session %s", s.Section.Name, sec.RevisionID, sec.SessionID)
+	if p := s.Section.Prefix(); p != "" {
+		what += ", prefix " + p
+	}
+	if client == nil {
+		d.skip("section", what+"; BlobHub did not answer, so whether the session exists is unknown")
+		return
+	}
+	c, err := blobhub.New(blobhub.Config{APIURL: s.APIURL, APIKey: s.APIKey, RevisionID: sec.RevisionID, SessionID: sec.SessionID,
+		UserID: blobhub.DefaultLocalUserID, Timeout: DoctorProbe, RetryBudget: doctorRetries})
+	if err != nil {
+		d.fail("section", what+": "+err.Error(), "fix the section's ids")
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, DoctorProbe)
+	defer cancel()
+	aliases, err := c.List(ctx)
+	switch {
+	case errors.Is(err, blobhub.ErrNotFound) && strings.HasPrefix(s.APIURL, "file://"):
+		d.ok("section", "%s (the local store creates the session with its first thread: bhw-run thread new)", what)
+	case errors.Is(err, blobhub.ErrNotFound):
+		d.fail("section", fmt.Sprintf("%s: %s was not found on BlobHub", CodeSessionNotFound, what), "check the section's revision_id and session_id (or --revision/--session)")
+	case err != nil:
+		d.failErr("section", APIError(err, "list_session_objects"), "")
+	default:
+		d.ok("section", "%s: %d object(s)", what, len(aliases))
+	}
+}
+
+// stateDir: the state tree exists (it is made here when it does not, as a
+// run would), is a folder of ours, private (0700) and writable.
+func (d *doctor) stateDir() {
+	dir := d.s.StateDir
+	made := ""
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			d.fail("state_dir", fmt.Sprintf("%s: cannot create %s: %v", CodeStateTreeInvalid, dir, err), "create it, or pass another --state-dir")
+			return
+		}
+		made = " (created now)"
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		d.fail("state_dir", fmt.Sprintf("%s: %s is not a folder (%v)", CodeStateTreeInvalid, dir, err), "remove it, or pass another --state-dir")
+		return
+	}
+	// Every problem at once: one fix after another would take as many runs.
+	var problems, fixes []string
+	if f, err := os.CreateTemp(dir, ".doctor-*"); err != nil {
+		problems = append(problems, fmt.Sprintf("is not writable (%v)", err))
+		fixes = append(fixes, "chmod u+w "+dir)
+	} else {
+		f.Close()
+		os.Remove(f.Name())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		problems = append(problems, fmt.Sprintf("belongs to uid %d, not to you (uid %d)", st.Uid, os.Getuid()))
+		fixes = append(fixes, fmt.Sprintf("chown -R %d %s", os.Getuid(), dir))
+	}
+	if perm := fi.Mode().Perm(); perm != 0o700 {
+		problems = append(problems, fmt.Sprintf("has mode %04o, not 0700 (other users could read or change the threads' records)", perm))
+		fixes = append(fixes, "chmod 700 "+dir)
+	}
+	if len(problems) > 0 {
+		d.fail("state_dir", fmt.Sprintf("%s: %s %s", CodeStateTreeInvalid, dir, strings.Join(problems, ", ")),
+			strings.Join(fixes, " && ")+" (or pass another --state-dir)")
+		return
+	}
+	d.ok("state_dir", "%s%s, mode 0700, writable", dir, made)
+}
+
+// workerInstance is the instance.yaml the Python blobhub-worker writes
+// (with O_EXCL) while it runs on a state tree, and removes when it stops
+// cleanly: a file whose pid is dead is stale.
+type workerInstance struct {
+	Instance struct {
+		InstanceID string `yaml:"instance_id"`
+		PID        int    `yaml:"pid"`
+		Host       string `yaml:"host"`
+		StartedAt  string `yaml:"started_at"`
+	} `yaml:"instance"`
+}
+
+// blobhubWorker: no blobhub-worker runs on this state tree. Both would
+// run the same threads from the same records, each unaware of the other.
+func (d *doctor) blobhubWorker() {
+	dir := d.s.StateDir
+	running, detail := workerRunning(filepath.Join(dir, "instance.yaml"))
+	if running {
+		d.fail("blobhub_worker", detail+" on this state tree", "stop that blobhub-worker, or give bhw-run a state tree of its own (--state-dir or another profile)")
+		return
+	}
+	msg := "no blobhub-worker runs on " + dir
+	if detail != "" {
+		msg += " (" + detail + ")"
+	}
+	// The v1 daemon's own tree is ~/.blobhub-worker itself: a live one
+	// there does not share our records, but it works its sessions too.
+	if root := filepath.Join(d.s.Home, ".blobhub-worker"); root != dir {
+		if live, other := workerRunning(filepath.Join(root, "instance.yaml")); live {
+			msg += "; " + other + " with its own tree " + root + ": give it other sessions or session_prefixes than bhw-run's"
+		}
+	}
+	d.ok("blobhub_worker", "%s", msg)
+}
+
+// workerRunning reads a blobhub-worker instance file: running when it names
+// a live process of this host; detail says what was found.
+func workerRunning(path string) (running bool, detail string) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, ""
+	}
+	var wi workerInstance
+	if err != nil || yaml.Unmarshal(b, &wi) != nil || wi.Instance.PID <= 0 {
+		return true, fmt.Sprintf("%s exists but cannot be read as a blobhub-worker instance (%v): a blobhub-worker may run", path, err)
+	}
+	in := wi.Instance
+	who := fmt.Sprintf("a blobhub-worker (pid %d, instance %s, since %s)", in.PID, in.InstanceID, in.StartedAt)
+	if host, _ := os.Hostname(); in.Host != "" && in.Host != host {
+		return true, fmt.Sprintf("%s of host %s holds %s, which this host cannot check", who, in.Host, path)
+	}
+	if err := syscall.Kill(in.PID, 0); err == nil || errors.Is(err, syscall.EPERM) {
+		return true, who + " runs"
+	}
+	return false, fmt.Sprintf("%s names pid %d, which is not running: stale", path, in.PID)
+}
+
+// agentsToCheck are the agent types a thread of this setup may use: those
+// config.yaml configures, else the one `thread new` hands off to.
+func (d *doctor) agentsToCheck() []*agent.Adapter {
+	var out []*agent.Adapter
+	for i := range d.s.Adapters {
+		if d.s.Config.Agents[d.s.Adapters[i].Type] != nil {
+			out = append(out, &d.s.Adapters[i])
+		}
+	}
+	if len(out) == 0 && len(d.s.Adapters) > 0 {
+		out = append(out, &d.s.Adapters[0])
+	}
+	return out
+}
+
+// agents: each agent's executable is found (as a run resolves it) and
+// tells its version; then its preflight (the Codex sandbox) passes.
+func (d *doctor) agents(ctx context.Context) {
+	r := &Runner{Setup: d.s, Logger: slog.New(slog.DiscardHandler)}
+	for _, ad := range d.agentsToCheck() {
+		name := "agent " + ad.Type
+		ac := d.s.agentConfig(ad.Type)
+		exe := firstNonEmpty(ac.Executable, ad.Executable)
+		abs, err := lookPath(exe)
+		if err != nil {
+			d.fail(name, fmt.Sprintf("%s: the %s executable %q is not found or not executable: %v", CodeAgentNotInstalled, ad.Type, exe, err),
+				fmt.Sprintf("install the %s CLI (README: Set up), or set agents.%s.executable to its absolute path", ad.Type, ad.Type))
+			if ad.Preflight != nil {
+				d.skip(name+" preflight", "the executable was not found")
+			}
+			continue
+		}
+		perm := firstNonEmpty(ac.Permissions, PermApproval)
+		res := &resolved{Type: ad.Type, adapter: ad, ExtraArgs: ac.ExtraArgs, Env: ac.Env, Options: ac.Options}
+		res.Executable, res.Permissions, res.Model, res.Effort = abs, perm, ac.Model, ac.Effort
+		res.Home = d.s.Home
+		if ad.HomeEnv != "" {
+			res.AgentHome = os.Getenv(ad.HomeEnv)
+		}
+		res.AgentHome = firstNonEmpty(ac.Home, res.AgentHome)
+		l := r.launch(res, os.TempDir())
+		version, err := agentVersion(ctx, ad, l)
+		if err != nil {
+			d.fail(name, fmt.Sprintf("%s was found but does not tell its version: %v", abs, err), "run "+abs+" --version yourself; reinstall it if it fails")
+		} else {
+			d.ok(name, "%s: %s", abs, version)
+		}
+		if ad.Preflight == nil {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, DoctorProbe)
+		err = ad.Preflight(pctx, l)
+		cancel()
+		if err != nil {
+			var te *agent.Error
+			detail := err.Error()
+			if errors.As(err, &te) {
+				detail = te.Code + ": " + te.Message
+			}
+			d.fail(name+" preflight", detail, fmt.Sprintf("fix what it says, or run %s threads autonomous (policy.allow_autonomous) where that is acceptable", ad.Type))
+			continue
+		}
+		d.ok(name+" preflight", "passes for %s threads", perm)
+	}
+}
+
+// agentVersion asks the agent for its version: the adapter's Version, or
+// the first line `executable --version` prints, bounded by DoctorProbe.
+func agentVersion(ctx context.Context, ad *agent.Adapter, l agent.Launch) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, DoctorProbe)
+	defer cancel()
+	if ad.Version != nil {
+		return ad.Version(ctx, l)
+	}
+	p, err := proc.Start(proc.Config{Path: l.Executable, Args: []string{"--version"}, Dir: l.WorkFolder, Env: l.Env,
+		MaxLine: 4 << 10, StdinGrace: time.Second, KillGrace: time.Second})
+	if err != nil {
+		return "", err
+	}
+	var first string
+	select {
+	case line, ok := <-p.Lines():
+		if ok {
+			first = strings.TrimSpace(string(line.Data))
+		}
+	case <-p.Done():
+	case <-ctx.Done():
+	}
+	timedOut := ctx.Err() != nil
+	_ = p.Close(context.WithoutCancel(ctx))
+	status := p.ExitStatus(time.Second)
+	switch {
+	case timedOut:
+		return "", fmt.Errorf("--version did not answer within %v", DoctorProbe)
+	case status != "exit status 0":
+		return "", fmt.Errorf("--version: %s %s", status, strings.Join(p.Stderr(), " | "))
+	case first == "":
+		if tail := p.Stderr(); len(tail) > 0 {
+			return tail[0], nil
+		}
+		return "", errors.New("--version printed nothing")
+	}
+	return first, nil
+}
+
+// slots: how many of the state tree's agent slots are held right now.
+func (d *doctor) slots() {
+	dir, max := filepath.Join(d.s.StateDir, "slots"), d.s.Config.Concurrency.MaxAgents
+	held, err := lock.HeldSlots(dir, max)
+	switch {
+	case err != nil:
+		d.fail("slots", fmt.Sprintf("%s: cannot probe the agent slots in %s: %v", CodeStateTreeInvalid, dir, err), "check the state tree's slots/ folder")
+	case held >= max:
+		d.fail("slots", fmt.Sprintf("all %d agent slots (concurrency.max_agents) are held right now", max),
+			"wait for the running agents to finish (runs wait with --slot-wait, or exit 75 NO_AGENT_SLOT); raise concurrency.max_agents if this lasts")
+	default:
+		d.ok("slots", "%d of %d agent slots (concurrency.max_agents) held right now", held, max)
+	}
+}
