@@ -7,8 +7,10 @@ package main
 // environment (agents.claude_code.env).
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
@@ -509,7 +513,9 @@ func sampleVmHWM(pid int) <-chan int64 {
 // BenchmarkRelayItems relays one turn of 10,000 steps (text and tool steps
 // alternating: 15,000 items) from the fake claude agent (this test binary)
 // through the built bhw-run to the loopback bhtest BlobHub, and reports
-// items posted per second of the activation's wall time.
+// items posted per second of the activation's wall time: with stderr a
+// pipe (a scheduler's), a terminal (a pty: the status line redrawn while
+// the turn runs), and a terminal with -v (every item printed as well).
 //
 // The fake BlobHub's store fsyncs every item it appends (the durability a
 // real BlobHub provides on its side); on a disk that alone caps the rate at
@@ -541,32 +547,94 @@ func BenchmarkRelayItems(b *testing.B) {
 	}
 	e.Config.Policy.AllowAutonomous = true
 	e.fakeClaude(steps)
-	var items int
-	var wall, cpu time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		alias := fmt.Sprintf("bench/relay-%d", i)
-		e.handOff(alias, claudeType, "autonomous", "go")
-		b.StartTimer()
-		start := time.Now()
-		p := e.start(bhtest.RunnerKey, nil, "-q", "--json", alias)
-		code := p.wait()
-		wall += time.Since(start)
-		out, stderr := p.stdout.String(), p.stderr.String()
-		// bhw-run's CPU with the fake agent's (a reaped child) folded in.
-		cpu += p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()
-		b.StopTimer()
-		s := parseSummary(b, out)
-		if code != 0 || s.Outcome != run.OutcomeTurnCompleted || s.ItemsPosted < 15000 {
-			b.Fatalf("exit %d outcome %q items %d\n%s", code, s.Outcome, s.ItemsPosted, tail(stderr, 4000))
-		}
-		items += s.ItemsPosted
-		b.StartTimer()
+	seq := 0 // aliases stay unique across the rounds of b.N
+	for _, bc := range []struct {
+		name string
+		tty  bool
+		args []string
+	}{
+		{"stderr=pipe", false, []string{"-q"}},
+		{"stderr=terminal", true, nil},
+		{"stderr=terminal-v", true, []string{"-v"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.StopTimer()
+			var items int
+			var wall, cpu time.Duration
+			var shown int64
+			for i := 0; i < b.N; i++ {
+				seq++
+				alias := fmt.Sprintf("bench/relay-%d", seq)
+				e.handOff(alias, claudeType, "autonomous", "go")
+				cmd := exec.Command(bhwBin, append(bc.args, "--json", "--log-format", "text", alias)...)
+				cmd.Env = e.environ(bhtest.RunnerKey)
+				var stdout, stderr bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				var drained chan int64
+				if bc.tty {
+					master, slave, err := openPTY()
+					if err != nil {
+						b.Fatal(err)
+					}
+					cmd.Stderr = slave
+					drained = make(chan int64, 1)
+					go func() {
+						n, _ := io.Copy(io.Discard, master)
+						drained <- n
+					}()
+					defer master.Close()
+					defer slave.Close()
+				}
+				b.StartTimer()
+				start := time.Now()
+				err := cmd.Run()
+				wall += time.Since(start)
+				b.StopTimer()
+				// bhw-run's CPU with the fake agent's (a reaped child) folded in.
+				cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+				s := parseSummary(b, stdout.String())
+				if err != nil || s.Outcome != run.OutcomeTurnCompleted || s.ItemsPosted < 15000 {
+					b.Fatalf("%v: outcome %q items %d\n%s", err, s.Outcome, s.ItemsPosted, tail(stderr.String(), 4000))
+				}
+				items += s.ItemsPosted
+				if bc.tty {
+					cmd.Stderr.(*os.File).Close()
+					shown += <-drained
+				}
+			}
+			b.ReportMetric(float64(items)/wall.Seconds(), "items/s")
+			b.ReportMetric(float64(cpu.Microseconds())/float64(items), "cpu-µs/item")
+			if bc.tty {
+				b.ReportMetric(float64(shown)/float64(b.N), "tty-bytes/run")
+			}
+		})
 	}
-	b.StopTimer()
-	b.ReportMetric(float64(items)/wall.Seconds(), "items/s")
-	b.ReportMetric(float64(cpu.Microseconds())/float64(items), "cpu-µs/item")
+}
+
+// openPTY opens a pseudo-terminal pair: what the slave side is given
+// (stderr) is a terminal to term.IsTerminal, and what it writes is read
+// from master.
+func openPTY() (master, slave *os.File, err error) {
+	master, err = os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fd := int(master.Fd())
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		master.Close()
+		return nil, nil, fmt.Errorf("unlockpt: %w", err)
+	}
+	n, err := unix.IoctlGetUint32(fd, unix.TIOCGPTN)
+	if err != nil {
+		master.Close()
+		return nil, nil, fmt.Errorf("ptsname: %w", err)
+	}
+	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		master.Close()
+		return nil, nil, err
+	}
+	return master, slave, nil
 }
 
 // TestE2EClaudeLostSessionStartsFresh: the session's transcript is gone

@@ -169,7 +169,7 @@ func globalFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "max-duration", EnvVars: []string{"BHW_MAX_DURATION"}, Value: 60 * time.Minute, Usage: "wall-clock cap on one turn"},
 		&cli.DurationFlag{Name: "stall-timeout", EnvVars: []string{"BHW_STALL_TIMEOUT"}, Value: 10 * time.Minute, Usage: "agent silent this long while nothing is open → stalled"},
 		&cli.StringFlag{Name: "log-format", EnvVars: []string{"BHW_LOG_FORMAT"}, Value: "auto", Usage: "auto (tint on a TTY, JSON otherwise), text, json"},
-		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "more on stderr"},
+		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "more on stderr: debug records, and each item as it is posted"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "less on stderr"},
 		&cli.BoolFlag{Name: "json", Usage: "machine-readable stdout"},
 		&cli.BoolFlag{Name: "version", Usage: "print the version"},
@@ -181,7 +181,7 @@ func (cl *cliState) app() *cli.App {
 	app := &cli.App{
 		Name:                   "bhw-run",
 		Usage:                  "run one activation of one BlobHub thread and exit",
-		UsageText:              "bhw-run [flags] <alias>\nbhw-run run [flags] <alias>\nbhw-run ls [--state S,...] [--runnable] [--print0] [--json]\nbhw-run thread new|edit|post|show|stop|retry …\nbhw-run policy explain …\nbhw-run version\nbhw-run <command> --help",
+		UsageText:              "bhw-run [flags] <alias>\nbhw-run run [flags] <alias>\nbhw-run ls [--state S,...] [--runnable] [--print0] [--json]\nbhw-run thread new|edit|post|show|stop|retry …\nbhw-run policy explain …\nbhw-run doctor [--json]\nbhw-run completion bash|zsh|fish\nbhw-run version\nbhw-run <command> --help",
 		ArgsUsage:              "<alias>",
 		Version:                run.Version,
 		HideVersion:            true,
