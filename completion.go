@@ -275,6 +275,25 @@ const walkComment = `The words before the cursor name the command: a word that i
 # stand anywhere (bhw-run reorders them), a flag that takes a value takes
 # the next word with it, and -- ends the flags.`
 
+// shellWalkFlags is the part of the walk bash and zsh share, in their
+// common syntax: a word a flag's value, every word after --, --, a flag.
+const shellWalkFlags = `		if ((skip)); then
+			skip=0
+			continue
+		fi
+		if ((dashdash)); then
+			positional=1
+			continue
+		fi
+		case "$word" in
+		--) dashdash=1 ;;
+		-*)
+			if [[ "$word" != *=* ]] && __bhw_run_takes_value "$word"; then
+				skip=1
+			fi
+			;;
+`
+
 func bashCompletion(t compTree) string {
 	var b strings.Builder
 	b.WriteString(`# bash completion for bhw-run, made by ` + "`bhw-run completion bash`" + ` from its command
@@ -316,22 +335,7 @@ _bhw_run() {
 	local cmdpath="" word next positional=0 dashdash=0 skip=0 i
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		word="${COMP_WORDS[i]}"
-		if ((skip)); then
-			skip=0
-			continue
-		fi
-		if ((dashdash)); then
-			positional=1
-			continue
-		fi
-		case "$word" in
-		--) dashdash=1 ;;
-		-*)
-			if [[ "$word" != *=* ]] && __bhw_run_takes_value "$word"; then
-				skip=1
-			fi
-			;;
-		*)
+` + shellWalkFlags + `		*)
 			if ((!positional)) && [[ " $(__bhw_run_subs "$cmdpath") " == *" $word "* ]]; then
 				cmdpath="${cmdpath:+$cmdpath }$word"
 			else
@@ -425,22 +429,7 @@ _bhw_run() {
 	local -a reply cands
 	for ((i = 2; i < CURRENT; i++)); do
 		word="${words[i]}"
-		if ((skip)); then
-			skip=0
-			continue
-		fi
-		if ((dashdash)); then
-			positional=1
-			continue
-		fi
-		case "$word" in
-		--) dashdash=1 ;;
-		-*)
-			if [[ "$word" != *=* ]] && __bhw_run_takes_value "$word"; then
-				skip=1
-			fi
-			;;
-		*)
+` + shellWalkFlags + `		*)
 			__bhw_run_subs "$cmdpath"
 			if ((!positional)) && ((${reply[(I)${word}:*]})); then
 				cmdpath="${cmdpath:+$cmdpath }$word"
