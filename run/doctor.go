@@ -438,13 +438,14 @@ func agentVersion(ctx context.Context, ad *agent.Adapter, l agent.Launch) (strin
 	if err != nil {
 		return "", err
 	}
+	// The first line, or the end of stdout: not Done, which may come
+	// before the line is read.
 	var first string
 	select {
 	case line, ok := <-p.Lines():
 		if ok {
 			first = strings.TrimSpace(string(line.Data))
 		}
-	case <-p.Done():
 	case <-ctx.Done():
 	}
 	timedOut := ctx.Err() != nil
