@@ -409,3 +409,53 @@ func TestDoctorFakeVersion(t *testing.T) {
 		t.Errorf("agent claude_code: %q, want the fake's version", d)
 	}
 }
+
+// TestDoctorNoKey: BlobHub over https with no key anywhere.
+func TestDoctorNoKey(t *testing.T) {
+	e := doctorEnv(t)
+	code, checks := e.doctor("", "BLOBHUB_API_URL=https://api.blobhub.example/v1")
+	wantFailed(t, code, checks, "credentials", run.CodeCredentialsNotFound, "BLOBHUB_API_KEY")
+	wantFailed(t, code, checks, "slots", run.NotChecked, "")
+}
+
+// TestDoctorIdentityMismatch: the state tree was recorded for another
+// user than the key's.
+func TestDoctorIdentityMismatch(t *testing.T) {
+	e := doctorEnv(t)
+	if err := os.WriteFile(filepath.Join(e.state, "identity.yaml"), []byte("user_id: usr_someone_else\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, checks := e.doctor(bhtest.RunnerKey)
+	wantFailed(t, code, checks, "api", run.CodeUserIdentityMismatch, "usr_someone_else")
+	onlyFailed(t, checks, "api")
+}
+
+// TestDoctorStateDirNotAFolder: a file where the state tree should be.
+func TestDoctorStateDirNotAFolder(t *testing.T) {
+	e := doctorEnv(t)
+	file := filepath.Join(e.root, "state-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, checks := e.doctor(bhtest.RunnerKey, "BHW_STATE_DIR="+file, "BHW_CONFIG="+e.configPath())
+	wantFailed(t, code, checks, "state_dir", "is not a folder", "--state-dir")
+}
+
+// TestDoctorWorkerMarkers: an instance file of another host, or one that is
+// no blobhub-worker instance, cannot be told stale from here: ✗.
+func TestDoctorWorkerMarkers(t *testing.T) {
+	for name, body := range map[string]string{
+		"other host": "instance:\n  instance_id: ins_01J\n  pid: 1\n  host: elsewhere.example\n",
+		"garbage":    "{{{ not yaml",
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := doctorEnv(t)
+			if err := os.WriteFile(filepath.Join(e.state, "instance.yaml"), []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			code, checks := e.doctor(bhtest.RunnerKey)
+			wantFailed(t, code, checks, "blobhub_worker", "instance.yaml", "stop that blobhub-worker")
+			onlyFailed(t, checks, "blobhub_worker")
+		})
+	}
+}
