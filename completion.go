@@ -25,9 +25,9 @@ func (cl *cliState) completionCommand() *cli.Command {
 		Name:      "completion",
 		Usage:     "print the shell completion script for " + strings.Join(shells, ", ") + " (make install installs them)",
 		ArgsUsage: strings.Join(shells, "|"),
-		Description: "bash: source <(bhw-run completion bash), or install it as /usr/local/share/bash-completion/completions/bhw-run\n" +
-			"zsh:  bhw-run completion zsh > \"${fpath[1]}/_bhw-run\"\n" +
-			"fish: bhw-run completion fish > ~/.config/fish/completions/bhw-run.fish",
+		Description: "The script completes commands, flags and the values of the flags that take a few known ones.\n" +
+			"make install puts each where its shell looks: share/bash-completion/completions/bhw-run,\n" +
+			"share/zsh/site-functions/_bhw-run and share/fish/vendor_completions.d/bhw-run.fish under PREFIX.",
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 || !slices.Contains(shells, c.Args().First()) {
 				return run.UsageError("completion expects one of %s, got %q", strings.Join(shells, ", "), c.Args().Slice())

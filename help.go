@@ -59,6 +59,16 @@ var examples = map[string][]string{
 		"bhw-run policy explain --effect write --path /etc/hosts app/readme",
 		"bhw-run policy explain --effect network --command https://example.com app/readme",
 	},
+	"doctor": {
+		"bhw-run doctor                                     # one ✓/✗ line a check, with the fix",
+		"bhw-run doctor --json | jq -r '.[] | select(.ok | not) | .fix'",
+		"BHW_SECTION=backend bhw-run doctor                 # the checks of one section",
+	},
+	"completion": {
+		"source <(bhw-run completion bash)",
+		"bhw-run completion zsh > \"${fpath[1]}/_bhw-run\"",
+		"bhw-run completion fish > ~/.config/fish/completions/bhw-run.fish",
+	},
 	"version": {"bhw-run version", "bhw-run --version", "bhw-run version --json"},
 }
 
