@@ -48,9 +48,11 @@ FISHDIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 
 # The Debian packages the tests drive beyond Go and npm: tmux (the terminal
 # tests), zsh and fish (the completion scripts), groff and man-db (the man
-# page). SYSDEP_CMDS are the commands they bring, in the same order.
-SYSDEPS     := tmux zsh fish groff-base man-db
-SYSDEP_CMDS := tmux zsh fish groff man
+# page), logrotate (the logrotate recipe) and systemd (systemd-analyze
+# verifies the unit and timer). SYSDEP_CMDS are the commands they bring, in
+# the same order; logrotate lives in /usr/sbin, which the tests look in too.
+SYSDEPS     := tmux zsh fish groff-base man-db logrotate systemd
+SYSDEP_CMDS := tmux zsh fish groff man logrotate systemd-analyze
 
 .PHONY: help build man completions install test e2e lint bench fuzz tools sysdeps demo live-check clean
 
@@ -122,17 +124,22 @@ $(STAMP):
 RACE_PKGS := ./agent/... ./run/... ./lock/... ./outbox/... ./blobhub/... ./envelope/... ./policy/...
 
 # Missing packages are installed with apt-get when make runs as root on
-# Debian; anywhere else a missing one stops the tests with its name.
-sysdeps: ## check (as root on Debian: install) tmux, zsh, fish, groff and man for the tests
-	@missing=""; cmds=($(SYSDEP_CMDS)); pkgs=($(SYSDEPS)); \
-	for i in $${!cmds[@]}; do command -v $${cmds[$$i]} >/dev/null || missing="$$missing $${pkgs[$$i]}"; done; \
-	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing$$missing with apt-get"; \
-		{ apt-get install -y --no-install-recommends $$missing || { apt-get update && apt-get install -y --no-install-recommends $$missing; }; } >/dev/null 2>&1 \
-			|| echo "apt-get could not install$$missing"; \
-		missing=""; for i in $${!cmds[@]}; do command -v $${cmds[$$i]} >/dev/null || missing="$$missing $${pkgs[$$i]}"; done; \
+# Debian (one apt-get update, then one install of the missing ones only);
+# with all present it is a quick no-op. Anywhere else a missing one stops
+# the tests with its name.
+sysdeps: ## check (as root on Debian: install) tmux, zsh, fish, groff, man, logrotate and systemd-analyze for the tests
+	@missing() { local cmds=($(SYSDEP_CMDS)) pkgs=($(SYSDEPS)) m="" i; \
+		for i in $${!cmds[@]}; do PATH="$$PATH:/usr/sbin:/sbin" command -v $${cmds[$$i]} >/dev/null || m="$$m $${pkgs[$$i]}"; done; \
+		echo "$$m"; }; \
+	m=$$(missing); \
+	if [ -n "$$m" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing$$m with apt-get"; \
+		log=$$(mktemp); \
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$m; } >$$log 2>&1 \
+			|| { tail -n 20 $$log; echo "apt-get could not install$$m"; }; \
+		rm -f $$log; m=$$(missing); \
 	fi; \
-	if [ -n "$$missing" ]; then echo "the tests need the Debian packages$$missing (apt-get install$$missing)"; exit 1; fi
+	if [ -n "$$m" ]; then echo "the tests need the Debian packages$$m (apt-get install$$m)"; exit 1; fi
 
 test: tools sysdeps ## run every test, the end-to-end ones with the real CLIs included, then the race detector over the fake-backed ones
 	$(GO_TEST_ENV) go test -count=1 -timeout 80m ./...

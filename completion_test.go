@@ -12,15 +12,33 @@ import (
 	"github.com/blobhub/bhw-run/run"
 )
 
-// shellTool is a shell or groff the completion and man tests run; a
-// missing one fails the test with what to install (make sysdeps does).
-func shellTool(t *testing.T, name string) string {
+// sysPackage is the Debian package of each command the tests run beyond Go
+// and the agent CLIs; make sysdeps installs them (SYSDEPS in the Makefile).
+var sysPackage = map[string]string{
+	"bash": "bash", "tmux": "tmux", "zsh": "zsh", "fish": "fish", "groff": "groff-base", "man": "man-db",
+	"logrotate": "logrotate", "systemd-analyze": "systemd",
+}
+
+// sysTool is the path of a command of sysPackage, found on PATH or in
+// /usr/sbin and /sbin (logrotate's place, off a plain user's PATH). A
+// missing one fails the test with what to install: a test never falls
+// back to a weaker check.
+func sysTool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is not installed (%v); run `make sysdeps` (Debian: apt-get install tmux zsh fish groff-base man-db)", name, err)
+	pkg, ok := sysPackage[name]
+	if !ok {
+		t.Fatalf("sysTool(%q): add the command and its Debian package to sysPackage and the Makefile's SYSDEPS", name)
 	}
-	return p
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, dir := range []string{"/usr/sbin", "/sbin"} {
+		if p, err := exec.LookPath(filepath.Join(dir, name)); err == nil {
+			return p
+		}
+	}
+	t.Fatalf("%s is not installed; run `make sysdeps` as root, or apt-get install %s", name, pkg)
+	return ""
 }
 
 // script writes `bhw-run completion <shell>` to a file and returns its path.
@@ -39,7 +57,7 @@ func script(t *testing.T, shell string) string {
 
 func runShell(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(shellTool(t, name), args...)
+	cmd := exec.Command(sysTool(t, name), args...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir(), "LANG=C.UTF-8"}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -179,11 +197,11 @@ func TestManPage(t *testing.T) {
 	if err := os.WriteFile(page, out.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(shellTool(t, "groff"), "-man", "-Tutf8", "-ww", "-z", page)
+	cmd := exec.Command(sysTool(t, "groff"), "-man", "-Tutf8", "-ww", "-z", page)
 	if b, err := cmd.CombinedOutput(); err != nil || len(b) > 0 {
 		t.Errorf("groff warns: %v\n%s", err, b)
 	}
-	man := exec.Command(shellTool(t, "man"), "-l", page)
+	man := exec.Command(sysTool(t, "man"), "-l", page)
 	man.Env = []string{"PATH=/usr/bin:/bin", "MANPAGER=cat", "PAGER=cat", "MANWIDTH=100", "LANG=C.UTF-8"}
 	var text, warn bytes.Buffer
 	man.Stdout, man.Stderr = &text, &warn
