@@ -35,11 +35,11 @@ func readmePipeline(t testing.TB) string {
 		t.Fatal(err)
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if strings.HasPrefix(line, "set -o pipefail; bhw-run ls --runnable --print0 | xargs") {
+		if strings.HasPrefix(line, "set -m; trap ") && strings.Contains(line, "bhw-run ls --runnable --print0 | xargs") {
 			return line
 		}
 	}
-	t.Fatal("the README holds no `set -o pipefail; bhw-run ls --runnable --print0 | xargs …` line")
+	t.Fatal("the README holds no `set -m; trap …; (set -o pipefail; bhw-run ls --runnable --print0 | xargs …) & set +m; wait $!` line")
 	return ""
 }
 

@@ -43,6 +43,7 @@ func TestMain(m *testing.M) {
 	claudetest.MaybeRunFakeAgent()
 	agenttest.MaybeRunFake()
 	maybeRunRusageWrapper()
+	maybeRunServiceManager()
 	os.Exit(buildAndRun(m))
 }
 

@@ -56,7 +56,7 @@ job "bhw-run" {
         # makes it, so only real failures fail the job.
         command = "/bin/bash"
         args = ["-c", <<-EOT
-          set -o pipefail; bhw-run ls --runnable --print0 | xargs -0 -r -P4 -n1 sh -c 'bhw-run run --slot-wait 1h -- "$1"; c=$?; [ $c -eq 75 ] && c=0; exit $c' _
+          set -m; trap 'trap "" TERM INT; kill -TERM -- -$! 2>/dev/null; while kill -0 -- -$! 2>/dev/null; do sleep 1; done; exit 143' TERM INT; (set -o pipefail; bhw-run ls --runnable --print0 | xargs -0 -r -P4 -n1 sh -c 'bhw-run run --slot-wait 1h -- "$1"; c=$?; [ $c -eq 75 ] && c=0; exit $c' _) & set +m; wait $!
           c=$?; [ $c -eq 75 ] && c=0; exit $c
           EOT
         ]
@@ -83,11 +83,12 @@ job "bhw-run" {
         env         = true
       }
 
-      # Stopping the job sends kill_signal to the task's bash, and SIGKILL
-      # to what is left after kill_timeout: the runs may die without a
-      # SIGTERM of their own. Nothing is lost: a run's state survives
-      # kill -9, and the next pass stops what is left and resumes the
-      # interrupted turn.
+      # Stopping the job sends kill_signal to the task's bash, whose trap
+      # passes it to every run and waits for them: each stops its agent,
+      # saves its state and ends 143. What is left after kill_timeout gets
+      # SIGKILL; even then nothing is lost: a run's state survives kill -9,
+      # and the next pass stops what is left and resumes the interrupted
+      # turn.
       kill_signal  = "SIGTERM"
       kill_timeout = "30s"
 
