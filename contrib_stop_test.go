@@ -23,10 +23,10 @@ import (
 	"testing"
 	"time"
 
+	agentproc "github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/run"
-	"golang.org/x/sys/unix"
 )
 
 // managerEnv names the report file of the stand-in service manager.
@@ -55,7 +55,7 @@ func maybeRunServiceManager() {
 		fmt.Fprintln(os.Stderr, "service manager:", err)
 		os.Exit(127)
 	}
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+	if err := agentproc.BecomeSubreaper(); err != nil {
 		fail(err)
 	}
 	var env []string
@@ -99,9 +99,9 @@ func maybeRunServiceManager() {
 		if ws.Signaled() {
 			rep.MainExit = 128 + int(ws.Signal())
 		}
-		for _, d := range descendants(os.Getpid()) {
-			rep.Killed = append(rep.Killed, d.comm)
-			_ = syscall.Kill(d.pid, syscall.SIGKILL)
+		for _, pid := range agentproc.Descendants(os.Getpid()) {
+			rep.Killed = append(rep.Killed, comm(pid))
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 	b, _ := json.Marshal(rep)
@@ -111,48 +111,13 @@ func maybeRunServiceManager() {
 	os.Exit(0)
 }
 
-type procEntry struct {
-	pid  int
-	comm string
-}
-
-// descendants are the live processes below pid, from /proc.
-func descendants(pid int) []procEntry {
-	ents, _ := os.ReadDir("/proc")
-	parent := map[int]int{}
-	comm := map[int]string{}
-	for _, e := range ents {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …; comm may hold spaces and parentheses.
-		s := string(b)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open {
-			continue
-		}
-		f := strings.Fields(s[end+1:])
-		if len(f) < 2 || f[0] == "Z" {
-			continue
-		}
-		pp, _ := strconv.Atoi(f[1])
-		parent[n], comm[n] = pp, s[open+1:end]
+// comm is the command name of pid, for a message.
+func comm(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return strconv.Itoa(pid)
 	}
-	var out []procEntry
-	for n := range parent {
-		for up := parent[n]; up > 1; up = parent[up] {
-			if up == pid {
-				out = append(out, procEntry{n, comm[n]})
-				break
-			}
-		}
-	}
-	return out
+	return strings.TrimSpace(string(b))
 }
 
 // TestContribStopSignalsTheRuns: the unit's ExecStart, the CronJob's
@@ -200,8 +165,8 @@ func stopPass(t *testing.T, args []string) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
-		for _, d := range descendants(cmd.Process.Pid) {
-			_ = syscall.Kill(d.pid, syscall.SIGKILL)
+		for _, pid := range agentproc.Descendants(cmd.Process.Pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		_ = cmd.Process.Kill()
 	})

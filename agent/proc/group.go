@@ -95,7 +95,7 @@ func SweepDescendants(grace time.Duration) int {
 		return 0
 	}
 	me := os.Getpid()
-	kids := descendants(me)
+	kids := Descendants(me)
 	if len(kids) == 0 {
 		reapOrphans()
 		return 0
@@ -106,12 +106,12 @@ func SweepDescendants(grace time.Duration) int {
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
 		reapOrphans()
-		if len(descendants(me)) == 0 {
+		if len(Descendants(me)) == 0 {
 			return len(kids)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for _, p := range descendants(me) {
+	for _, p := range Descendants(me) {
 		_ = syscall.Kill(p, syscall.SIGKILL)
 	}
 	time.Sleep(10 * time.Millisecond)
@@ -232,8 +232,8 @@ func procStats() []procStat {
 	return out
 }
 
-// descendants lists the live (non-zombie) processes below pid.
-func descendants(pid int) []int {
+// Descendants lists the live (non-zombie) processes below pid, from /proc.
+func Descendants(pid int) []int {
 	children := map[int][]int{}
 	for _, st := range procStats() {
 		if st.state != "Z" {
