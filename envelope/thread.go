@@ -220,7 +220,7 @@ type PublishedArtifact struct {
 
 // LoadThread reads thread.yaml; a missing file is an empty record (nil, nil).
 func LoadThread(path string) (*Thread, error) {
-	b, err := os.ReadFile(path)
+	b, err := ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -241,6 +241,9 @@ func LoadThread(path string) (*Thread, error) {
 // the local store's objects). The temp file's name starts with '.'.
 func WriteFileAtomic(path string, b []byte, perm os.FileMode) (err error) {
 	dir := filepath.Dir(path)
+	// CreateTemp opens with O_CREATE|O_EXCL, which never follows a link
+	// (open(2)), and the rename replaces whatever is at path, a link
+	// included, without following it: neither step writes through a link.
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err

@@ -3,11 +3,14 @@
 // agent slots slots/N.lock of a state tree, with the queue of processes waiting for one
 // (queue.go).
 //
-// Every lock is flock(2) on an open file descriptor (github.com/gofrs/flock), so the kernel drops
-// it when the process dies, even by SIGKILL: there are no stale locks to break. Lock files (all but
-// the queue's tickets, see queue.go) are never deleted, because deleting one while another process
-// waits on its inode lets two processes hold "the" lock at once. The thread lock and the slots record their Holder in the file after
-// locking, so a process that finds them held can say by whom.
+// Every lock is flock(2) on a descriptor this package opened itself, so the kernel drops it when
+// the process dies, even by SIGKILL: there are no stale locks to break. Lock files (all but the
+// queue's tickets, see queue.go) are never deleted, because deleting one while another process
+// waits on its inode lets two processes hold "the" lock at once. The thread lock and the slots
+// record their Holder in the file after locking, so a process that finds them held can say by
+// whom. A lock file is opened as every state file is (envelope.OpenFile): never through a link,
+// never blocking on a named pipe, and only when it is a regular file, so a link at thread.lock
+// cannot get another file truncated by the holder's write.
 package lock
 
 import (
@@ -19,9 +22,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
-	"github.com/gofrs/flock"
+	"golang.org/x/sys/unix"
+
+	"github.com/blobhub/bhw-run/envelope"
 )
 
 // pollInterval is how long a waiter sleeps between two TryLock calls. flock(2) can block in the
@@ -75,9 +81,49 @@ func (e *HeldError) Error() string {
 // Lock is a held per-thread lock. Release it with Unlock.
 type Lock struct {
 	mu   sync.Mutex
-	f    *flock.Flock // nil once unlocked
+	f    *lockFile // nil once unlocked
 	path string
 }
+
+// lockFile is a lock file held open. flock(2) locks belong to the open file description, so the
+// lock lasts exactly as long as f is open, and a second open of the same file (in this process or
+// another) contends with it.
+type lockFile struct {
+	f    *os.File
+	path string
+}
+
+// Path is the lock file's path.
+func (l *lockFile) Path() string { return l.path }
+
+// tryLock takes the exclusive lock without waiting; false when another open file holds it.
+func (l *lockFile) tryLock() (bool, error) {
+	for {
+		err := unix.Flock(int(l.f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, syscall.EWOULDBLOCK):
+			return false, nil
+		case errors.Is(err, syscall.EINTR):
+			continue
+		}
+		return false, err
+	}
+}
+
+// lock takes the exclusive lock, waiting in the kernel.
+func (l *lockFile) lock() error {
+	for {
+		err := unix.Flock(int(l.f.Fd()), unix.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+// close releases the lock (if held) with the descriptor.
+func (l *lockFile) close() error { return l.f.Close() }
 
 // Acquire takes the per-thread lock at path, creating its parent folders (0700) and the file
 // (0600). It tries at once and then every pollInterval until wait has elapsed; wait 0 fails fast.
@@ -90,9 +136,11 @@ func Acquire(ctx context.Context, path string, wait time.Duration) (*Lock, error
 	}
 	ok, err := tryUntil(ctx, f, wait)
 	if err != nil {
+		f.close()
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	if !ok {
+		f.close()
 		return nil, &HeldError{Path: path, Holder: readHolder(path)}
 	}
 	return held(f, path)
@@ -101,9 +149,9 @@ func Acquire(ctx context.Context, path string, wait time.Duration) (*Lock, error
 // held records this process as the holder of f, which is locked, and wraps it in a Lock. If the
 // holder cannot be recorded, the lock is released: a lock whose holder nobody can name is worse
 // than an early, clear error (a full disk will break the run's state writes anyway).
-func held(f *flock.Flock, path string) (*Lock, error) {
-	if err := writeHolder(path); err != nil {
-		return nil, errors.Join(fmt.Errorf("lock %s: record holder: %w", path, err), f.Unlock())
+func held(f *lockFile, path string) (*Lock, error) {
+	if err := writeHolder(f.f); err != nil {
+		return nil, errors.Join(fmt.Errorf("lock %s: record holder: %w", path, err), f.close())
 	}
 	return &Lock{f: f, path: path}, nil
 }
@@ -119,11 +167,11 @@ func (l *Lock) Unlock() error {
 	// Empty the file while still holding the lock, so the next process that finds the lock held
 	// never reads a holder that has left; after a crash the dead holder's record stays until the
 	// next holder overwrites it.
-	errTrunc := os.Truncate(l.path, 0)
+	errTrunc := l.f.f.Truncate(0)
 	if errTrunc != nil {
 		errTrunc = fmt.Errorf("unlock %s: clear holder: %w", l.path, errTrunc)
 	}
-	errUnlock := l.f.Unlock() // also closes the descriptor
+	errUnlock := l.f.close() // closing the descriptor releases the lock
 	if errUnlock != nil {
 		errUnlock = fmt.Errorf("unlock %s: %w", l.path, errUnlock)
 	}
@@ -140,39 +188,44 @@ func WithLock(ctx context.Context, path string, fn func() error) (err error) {
 		return err
 	}
 	if _, err := tryUntil(ctx, f, -1); err != nil {
+		f.close()
 		return fmt.Errorf("lock %s: %w", path, err)
 	}
 	defer func() {
-		if errUnlock := f.Unlock(); errUnlock != nil {
+		if errUnlock := f.close(); errUnlock != nil {
 			err = errors.Join(err, fmt.Errorf("unlock %s: %w", path, errUnlock))
 		}
 	}()
 	return fn()
 }
 
-// open prepares the flock for path, creating its parent folders. flock opens (and creates, 0600)
-// the file itself on each TryLock and keeps the descriptor only while locked.
-func open(path string) (*flock.Flock, error) {
+// open opens (and creates, 0600) the lock file at path, creating its parent folders (0700). The
+// descriptor stays open while the caller tries the lock; closing it releases the lock.
+func open(path string) (*lockFile, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	return flock.New(path, flock.SetPermissions(0o600)), nil
+	f, err := envelope.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return &lockFile{f: f, path: path}, nil
 }
 
 // tryUntil calls TryLock until it succeeds, wait has elapsed (wait < 0: never) or ctx is done,
 // every pollInterval. It reports whether the lock was taken.
-func tryUntil(ctx context.Context, f *flock.Flock, wait time.Duration) (bool, error) {
+func tryUntil(ctx context.Context, f *lockFile, wait time.Duration) (bool, error) {
 	return tryEvery(ctx, f, wait, pollInterval)
 }
 
 // tryEvery is tryUntil polling every interval.
-func tryEvery(ctx context.Context, f *flock.Flock, wait, interval time.Duration) (bool, error) {
+func tryEvery(ctx context.Context, f *lockFile, wait, interval time.Duration) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
 	deadline := time.Now().Add(wait)
 	for first := true; ; first = false {
-		ok, err := f.TryLock()
+		ok, err := f.tryLock()
 		if ok || err != nil {
 			return ok, err
 		}
@@ -197,25 +250,22 @@ func tryEvery(ctx context.Context, f *flock.Flock, wait, interval time.Duration)
 	}
 }
 
-// writeHolder records this process as the holder of the lock file at path, which the caller has
-// just locked. It opens a second descriptor: flock locks belong to the open file description, so
-// closing this one leaves the lock alone (fcntl locks would be dropped, see fcntl(2)). The file is
-// truncated and rewritten in place, never renamed over: the inode is the lock. No fsync: the record
-// only names the holder in a waiter's message, and a crash that could lose it frees the lock too.
-func writeHolder(path string) error {
+// writeHolder records this process as the holder in the lock file fh, which the caller has just
+// locked. It writes through the locked descriptor itself, truncated and rewritten in place, never
+// renamed over: the inode is the lock, and a second open by path could meet another file. No fsync:
+// the record only names the holder in a waiter's message, and a crash that could lose it frees the
+// lock too.
+func writeHolder(fh *os.File) error {
 	host, _ := os.Hostname() // an unknown host only makes the message vaguer
 	b, err := json.Marshal(Holder{PID: os.Getpid(), Host: host, Since: time.Now().Round(0)})
 	if err != nil {
 		return err
 	}
-	// No O_CREATE: the file exists, since it is locked; if someone deleted it anyway, creating a new
-	// inode would record a holder for a lock nobody can see.
-	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
+	if err := fh.Truncate(0); err != nil {
 		return err
 	}
-	_, err = fh.Write(append(b, '\n'))
-	return errors.Join(err, fh.Close())
+	_, err = fh.WriteAt(append(b, '\n'), 0)
+	return err
 }
 
 // readHolder reads the Holder recorded in the lock file at path, or the zero Holder. A file that is
@@ -230,7 +280,7 @@ func readHolder(path string) Holder {
 }
 
 func readHolderOnce(path string) (Holder, bool) {
-	fh, err := os.Open(path)
+	fh, err := envelope.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return Holder{}, false
 	}

@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/gofrs/flock"
+	"github.com/blobhub/bhw-run/envelope"
 )
 
 // Held reports whether another open file holds the lock at path right now:
@@ -17,19 +17,18 @@ import (
 // in that instant exits 75 and the next one proceeds.
 func Held(path string) (bool, error) {
 	// O_RDONLY without O_CREATE: flock(2) needs only an open descriptor.
-	f := flock.New(path, flock.SetFlag(os.O_RDONLY))
-	ok, err := f.TryLock()
+	fh, err := envelope.OpenFile(path, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("probe lock %s: %w", path, err)
 	}
-	if !ok {
-		return true, nil
-	}
-	if err := f.Unlock(); err != nil {
+	f := &lockFile{f: fh, path: path}
+	defer f.close() // closing releases the probe's lock
+	ok, err := f.tryLock()
+	if err != nil {
 		return false, fmt.Errorf("probe lock %s: %w", path, err)
 	}
-	return false, nil
+	return !ok, nil
 }

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gofrs/flock"
+	"github.com/blobhub/bhw-run/envelope"
 )
 
 // Waiting for an agent slot, in arrival order.
@@ -61,7 +61,7 @@ func WaitSlot(ctx context.Context, dir string, maxAgents int, wait time.Duration
 	start := time.Now()
 	q := slotQueue{dir: filepath.Join(dir, "queue"), lock: filepath.Join(dir, "queue.lock")}
 	var s *Slot
-	var tk *flock.Flock
+	var tk *lockFile
 	err := withLockEvery(ctx, q.lock, headPollInterval, func() error {
 		ahead, next, err := q.scan(nil)
 		if err != nil {
@@ -159,7 +159,7 @@ func (q slotQueue) tickets() ([]ticket, error) {
 // until it meets a live one, and says whether a live one is ahead; next is the sequence number a
 // new ticket takes, after every ticket present. A ticket of mine that is gone (removed by hand)
 // counts as behind everyone: such a waiter takes no slot and gives up when its wait ends.
-func (q slotQueue) scan(mine *flock.Flock) (ahead bool, next uint64, err error) {
+func (q slotQueue) scan(mine *lockFile) (ahead bool, next uint64, err error) {
 	ts, err := q.tickets()
 	if err != nil {
 		return false, 0, err
@@ -187,23 +187,21 @@ func (q slotQueue) scan(mine *flock.Flock) (ahead bool, next uint64, err error) 
 
 // enqueue creates and locks ticket seq, under queue.lock: nobody can find it unlocked and take it
 // for a dead waiter's.
-func (q slotQueue) enqueue(seq uint64) (*flock.Flock, error) {
+func (q slotQueue) enqueue(seq uint64) (*lockFile, error) {
 	if err := os.MkdirAll(q.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("agent slot queue: %w", err)
 	}
 	path := filepath.Join(q.dir, fmt.Sprintf("%020d%s", seq, ticketSuffix))
-	fh, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	fh, err := envelope.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("agent slot queue: %w", err)
 	}
-	if err := fh.Close(); err != nil {
-		return nil, fmt.Errorf("agent slot queue: %w", err)
-	}
-	tk := flock.New(path)
-	// Lock, not TryLock: a waiter probing the new file outside queue.lock may hold it for an
+	tk := &lockFile{f: fh, path: path}
+	// lock, not tryLock: a waiter probing the new file outside queue.lock may hold it for an
 	// instant (Held locks and unlocks at once), and must not make the enqueue fail.
-	if err := tk.Lock(); err != nil {
+	if err := tk.lock(); err != nil {
 		_ = os.Remove(path)
+		tk.close()
 		return nil, fmt.Errorf("agent slot queue: lock %s: %w", path, err)
 	}
 	return tk, nil
@@ -213,7 +211,7 @@ func (q slotQueue) enqueue(seq uint64) (*flock.Flock, error) {
 // (a waiter looks every poll interval, and most of the time the first ticket is alive, which
 // needs no lock to see); only a first ticket that looks dead is looked at again, and removed with
 // the other dead ones ahead of mine, under it.
-func (q slotQueue) isHead(ctx context.Context, mine *flock.Flock) (bool, error) {
+func (q slotQueue) isHead(ctx context.Context, mine *lockFile) (bool, error) {
 	ts, err := q.tickets()
 	if err != nil || len(ts) == 0 {
 		// No ticket at all: mine was removed by hand. Nowhere in the queue, take no slot ahead
@@ -238,9 +236,9 @@ func (q slotQueue) isHead(ctx context.Context, mine *flock.Flock) (bool, error) 
 
 // leave removes my ticket and unlocks it. No queue.lock is needed: nobody else removes a locked
 // ticket, and its name is reused only after it is gone.
-func (q slotQueue) leave(mine *flock.Flock) {
+func (q slotQueue) leave(mine *lockFile) {
 	_ = os.Remove(mine.Path())
-	_ = mine.Unlock()
+	_ = mine.close()
 }
 
 // withLockEvery is WithLock polling at interval: the queue's lock is held for microseconds, and a
@@ -251,10 +249,11 @@ func withLockEvery(ctx context.Context, path string, interval time.Duration, fn 
 		return err
 	}
 	if _, err := tryEvery(ctx, f, -1, interval); err != nil {
+		f.close()
 		return fmt.Errorf("lock %s: %w", path, err)
 	}
 	defer func() {
-		if errUnlock := f.Unlock(); errUnlock != nil {
+		if errUnlock := f.close(); errUnlock != nil {
 			err = errors.Join(err, fmt.Errorf("unlock %s: %w", path, errUnlock))
 		}
 	}()

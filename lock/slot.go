@@ -32,11 +32,13 @@ func TrySlot(dir string, maxAgents int) (*Slot, error) {
 		if err != nil {
 			return nil, err
 		}
-		ok, err := f.TryLock()
+		ok, err := f.tryLock()
 		if err != nil {
+			f.close()
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
 		if !ok {
+			f.close()
 			continue
 		}
 		l, err := held(f, path)
