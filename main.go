@@ -92,6 +92,12 @@ var stopProfile = func() {}
 
 // Main runs the CLI and returns the exit code. Tests call it in-process.
 func Main(args []string, stdout, stderr io.Writer) int {
+	// Signals are caught before anything else runs: a run hands them to its
+	// activation (which ends at once while it holds nothing, and saves its
+	// state after), every other command ends on its context (withSignals).
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	ctx := context.Background()
 	run.Version = buildVersion()
 	// Every byte bhw-run prints goes through the redaction of the keys it
@@ -101,7 +107,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	out, errOut := secrets.Writer(stdout), secrets.Writer(stderr)
 	defer errOut.Flush()
 	defer out.Flush()
-	cl := &cliState{stdout: out, stderr: errOut, secrets: secrets, stderrTTY: isTerminal(stderr), stdoutTTY: isTerminal(stdout), rawStderr: stderr}
+	cl := &cliState{stdout: out, stderr: errOut, secrets: secrets, stderrTTY: isTerminal(stderr), stdoutTTY: isTerminal(stdout), rawStderr: stderr, sigs: sigs}
 	app := cl.app()
 	line, err := parseArgs(app, args)
 	cl.line = line
@@ -144,6 +150,7 @@ type cliState struct {
 	jsonOut        bool
 	line           cmdline
 	verbose        bool
+	sigs           <-chan os.Signal // SIGINT/SIGTERM, caught from Main's first instruction
 	// term is stderr at a terminal, which logs go through and a run draws
 	// its status line on; nil when stderr is not a terminal, or with -q.
 	term *terminal
@@ -243,6 +250,11 @@ func (cl *cliState) app() *cli.App {
 	app.Before, app.Action = coded(app.Before), coded(app.Action)
 	app.OnUsageError = usageError("bhw-run")
 	codedCommands(app.Commands, "bhw-run")
+	for _, c := range app.Commands {
+		if c.Name != "run" {
+			cl.withSignals(c)
+		}
+	}
 	return app
 }
 
@@ -287,6 +299,27 @@ func (cl *cliState) result(line string, v any) error {
 	}
 	_, err := fmt.Fprintln(cl.stdout, line)
 	return err
+}
+
+// withSignals makes every command under c (all but a run, whose activation
+// reads the signals itself) end on its context at a signal, with 130/143
+// when that makes it fail.
+func (cl *cliState) withSignals(c *cli.Command) {
+	if fn := c.Action; fn != nil {
+		c.Action = func(cc *cli.Context) error {
+			ctx, _, stop := run.WatchSignals(cc.Context, cl.sigs)
+			defer stop()
+			cc.Context = ctx
+			err := fn(cc)
+			if sig := run.SignalOf(ctx); sig != nil && err != nil {
+				return &run.ExitError{Exit: run.SignalExit(sig), Message: "interrupted by " + sig.String(), Err: err}
+			}
+			return err
+		}
+	}
+	for _, sc := range c.Subcommands {
+		cl.withSignals(sc)
+	}
 }
 
 // coded makes every error of fn an *run.ExitError with its exit code
@@ -432,13 +465,10 @@ func (cl *cliState) runAlias(c *cli.Context) error {
 		cl.summary = &run.Summary{Alias: c.Args().First(), ExitCode: ee.Exit, Error: &run.SummaryError{Code: ee.Code, Message: ee.Message}}
 		return ee
 	}
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	r := &run.Runner{
 		Setup: setup, Client: bh, Logger: cl.log,
 		LockWait: c.Duration("lock-wait"), SlotWait: c.Duration("slot-wait"), MaxDuration: c.Duration("max-duration"), StallTimeout: c.Duration("stall-timeout"),
-		OwnProcess: true, Signals: sigs,
+		OwnProcess: true, Signals: cl.sigs,
 	}
 	switch {
 	case cl.term != nil:
@@ -497,10 +527,8 @@ func (cl *cliState) ls(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	r := &run.Runner{Setup: setup, Client: bh, Logger: cl.log}
-	list, err := r.List(ctx, run.ListOptions{States: states, Runnable: c.Bool("runnable")})
+	list, err := r.List(c.Context, run.ListOptions{States: states, Runnable: c.Bool("runnable")})
 	if err != nil {
 		return err
 	}

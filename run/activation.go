@@ -59,7 +59,8 @@ type activation struct {
 	// instructionsNoted: the status item saying the instructions file was
 	// skipped is posted (once per run, whatever the agent starts).
 	instructionsNoted bool
-	hurry             chan struct{} // closed on a second signal
+	hurry             <-chan struct{} // closed on a second signal
+	locked            bool            // the run holds the thread lock
 }
 
 // load reads thread.yaml, the journal and identity.yaml.
@@ -88,10 +89,10 @@ func (a *activation) load() error {
 	a.restorePrompt()
 	// A state tree bhw-run cannot use is the machine's fault (78), never a
 	// failed thread (1).
-	if err := os.MkdirAll(filepath.Join(a.dir, "logs"), 0o700); err != nil {
-		return exitErr(CodeStateTreeInvalid, "cannot create the thread's log folder: %v; fix the state tree", err)
+	if err := a.r.Setup.ensureDir(filepath.Join(a.dir, "logs")); err != nil {
+		return err
 	}
-	a.tfile, err = os.OpenFile(filepath.Join(a.dir, "logs", "thread.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	a.tfile, err = envelope.OpenFile(filepath.Join(a.dir, "logs", "thread.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return exitErr(CodeStateTreeInvalid, "cannot open thread.log: %v; fix the state tree", err)
 	}
@@ -402,6 +403,9 @@ func (a *activation) reserveSlot(ctx context.Context) error {
 		return nil
 	}
 	dir, maxAgents := filepath.Join(a.r.Setup.StateDir, "slots"), a.r.Setup.Config.Concurrency.MaxAgents
+	if err := a.r.Setup.ensureDir(filepath.Join(dir, "queue")); err != nil {
+		return err
+	}
 	s, err := lock.WaitSlot(ctx, dir, maxAgents, 0)
 	if errors.Is(err, lock.ErrNoSlot) && a.r.SlotWait > 0 {
 		a.log.Info("every agent slot is taken; waiting for one", "max_agents", maxAgents, "slot_wait", a.r.SlotWait.String())
@@ -415,7 +419,8 @@ func (a *activation) reserveSlot(ctx context.Context) error {
 	case err != nil && ctx.Err() != nil:
 		return exitErr(CodeNoSlot, "stopped while waiting for an agent slot; nothing was written, the next run starts over")
 	case err != nil:
-		return err
+		// Not contention: a slot file or the queue cannot be used.
+		return exitErr(CodeStateTreeInvalid, "cannot take an agent slot: %v; fix the state tree", err)
 	}
 	if s.Waited() > 0 {
 		a.log.Info("took an agent slot after waiting", "slot", s.Index(), "waited_ms", s.Waited().Milliseconds())
@@ -447,62 +452,12 @@ func (a *activation) turnInterrupted() bool {
 	return (st == envelope.TurnStateRunning || st == envelope.TurnStateInterrupted) && len(a.t.Turn.InboundIDs) > 0
 }
 
-// signalError is the cause of a run context a signal cancelled.
-type signalError struct{ sig os.Signal }
-
-func (e signalError) Error() string { return "interrupted by " + e.sig.String() }
-
-// signalOf is the signal that cancelled ctx, or nil.
-func signalOf(ctx context.Context) os.Signal {
-	var se signalError
-	if errors.As(context.Cause(ctx), &se) {
-		return se.sig
-	}
-	return nil
-}
-
-// watchSignals turns the first SIGINT/SIGTERM into a cancel of the run,
-// the signal its cause, and a second into haste.
-func (a *activation) watchSignals(cancel context.CancelCauseFunc) func() {
-	a.hurry = make(chan struct{})
-	if a.r.Signals == nil {
-		return func() {}
-	}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case s := <-a.r.Signals:
-			a.log.Warn("signal received; stopping the agent and saving state", "signal", s.String())
-			cancel(signalError{s})
-		case <-done:
-			return
-		}
-		select {
-		case <-a.r.Signals:
-			close(a.hurry)
-		case <-done:
-		}
-	}()
-	return func() { close(done) }
-}
-
 // writeSectionLog appends the run's record to logs/section.log.
 func (a *activation) writeSectionLog(sum *Summary) {
-	if a.r.Setup == nil || a.r.Setup.JobDir == "" || a.dir == "" {
+	if a.dir == "" {
 		return
 	}
-	dir := filepath.Join(a.r.Setup.JobDir, "logs")
-	if os.MkdirAll(dir, 0o700) != nil {
-		return
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "section.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	rec := map[string]any{"time": now(), "event": "run", "pid": os.Getpid(), "summary": sum}
-	b, _ := json.Marshal(rec)
-	_, _ = f.Write(append(a.r.Setup.Secrets.Redact(b), '\n'))
+	a.r.appendSectionLog(map[string]any{"event": "run", "summary": sum})
 }
 
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }

@@ -208,6 +208,10 @@ func readCredentials(path string, v any, sec *Secrets) error {
 	if err != nil {
 		return exitErr(CodeInvalidConfig, "cannot read %s: %v", path, err)
 	}
+	if !fi.Mode().IsRegular() {
+		// A named pipe would block the read before any signal is handled.
+		return exitErr(CodeInvalidConfig, "%s is not a regular file (%s); replace it with the file itself", path, fi.Mode().Type())
+	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		return exitErr(CodeInsecureCredentials,
 			"%s has mode %04o; run chmod 600 %s", path, fi.Mode().Perm(), path)
@@ -422,9 +426,13 @@ func (s *Setup) resolveSection(o Options, alias string) error {
 }
 
 func loadConfig(path string, explicit bool, c *Config) error {
-	b, err := os.ReadFile(path)
+	b, err := readConfigFile(path)
 	if errors.Is(err, fs.ErrNotExist) && !explicit {
 		return nil
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return err
 	}
 	if err != nil {
 		return exitErr(CodeInvalidConfig, "cannot read config %s: %v", path, err)

@@ -42,6 +42,7 @@ const (
 	CodeInternal               = "INTERNAL"
 	CodeCredentialsNotFound    = "CREDENTIALS_NOT_FOUND"
 	CodeInsecureCredentials    = "INSECURE_CREDENTIALS_PERMISSIONS"
+	CodeInsecurePermissions    = "INSECURE_STATE_PERMISSIONS"
 	CodeInvalidConfig          = "INVALID_CONFIG"
 	CodeUnknownJobType         = "UNKNOWN_JOB_TYPE"
 	CodeMissingSessionKeys     = "MISSING_SESSION_KEYS"
@@ -121,10 +122,10 @@ var Exits = []ExitClass{
 		Scheduler: "refused: `AUTH_INVALID`, `USER_IDENTITY_MISMATCH`, `SESSION_OWNED_BY_DIFFERENT_USER`, `SECTION_WORKER_OBJECT_MALFORMED`",
 		Codes:     []string{CodeAuthInvalid, CodeUserIdentityMismatch, CodeSessionOwnedByOther, CodeWorkerObjectMalformed}},
 	{Exit: ExitConfig, Label: "78", Outcome: "—",
-		Help:      "configuration: CREDENTIALS_NOT_FOUND, INSECURE_CREDENTIALS_PERMISSIONS, INVALID_CONFIG, SESSION_NOT_FOUND, AGENT_NOT_INSTALLED, STATE_INVALID, ...",
-		Scheduler: "configuration: `CREDENTIALS_NOT_FOUND`, `INSECURE_CREDENTIALS_PERMISSIONS`, `INVALID_CONFIG`, `UNKNOWN_JOB_TYPE`, `MISSING_SESSION_KEYS`, `DUPLICATE_SECTION_TARGET`, `SESSION_NOT_FOUND`, `AGENT_NOT_INSTALLED`, `STATE_INVALID` (the state tree cannot be read or written), `POSTER_IS_RUNNER`",
+		Help:      "configuration: CREDENTIALS_NOT_FOUND, INSECURE_CREDENTIALS_PERMISSIONS, INVALID_CONFIG, SESSION_NOT_FOUND, AGENT_NOT_INSTALLED, STATE_INVALID, INSECURE_STATE_PERMISSIONS, ...",
+		Scheduler: "configuration: `CREDENTIALS_NOT_FOUND`, `INSECURE_CREDENTIALS_PERMISSIONS`, `INVALID_CONFIG`, `UNKNOWN_JOB_TYPE`, `MISSING_SESSION_KEYS`, `DUPLICATE_SECTION_TARGET`, `SESSION_NOT_FOUND`, `AGENT_NOT_INSTALLED`, `STATE_INVALID` (the state tree cannot be read or written: a file that is not a regular one, a read-only folder, a full disk), `INSECURE_STATE_PERMISSIONS` (a folder of the state tree or config.yaml that another user owns or may write to), `POSTER_IS_RUNNER`",
 		Codes: []string{CodeCredentialsNotFound, CodeInsecureCredentials, CodeInvalidConfig, CodeUnknownJobType, CodeMissingSessionKeys,
-			CodeDuplicateSectionTarget, CodeSessionNotFound, CodeAgentNotInstalled, CodeStateTreeInvalid, CodePosterIsRunner}},
+			CodeDuplicateSectionTarget, CodeSessionNotFound, CodeAgentNotInstalled, CodeStateTreeInvalid, CodeInsecurePermissions, CodePosterIsRunner}},
 	{Exit: ExitInterrupted, Label: "130 / 143", Outcome: "`interrupted`",
 		Help:      "interrupted by SIGINT/SIGTERM; state saved, the next run resumes",
 		Scheduler: "SIGINT / SIGTERM: state saved, the next run resumes"},

@@ -78,12 +78,13 @@ type journalRecord struct {
 const kindCounter = "counter"
 
 // openJournalFile is the one way the journal file is opened: read-only to
-// read it, or to append (created when missing).
+// read it, or to append (created when missing); never through a link, and
+// only as a regular file (envelope.OpenFile).
 func openJournalFile(path string, appendTo bool) (*os.File, error) {
 	if !appendTo {
-		return os.Open(path)
+		return envelope.OpenFile(path, os.O_RDONLY, 0)
 	}
-	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	return envelope.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 }
 
 // openJournal reads the journal at path, collecting unconfirmed emissions and

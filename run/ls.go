@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -60,6 +61,9 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 	r.Setup.logIgnored(r.Logger)
 	defer func() { ls.record(len(out), err) }()
 
+	if err := r.Setup.ensureDir(r.Setup.JobDir); err != nil {
+		return out, err
+	}
 	aliases, found, err := ls.objects(ctx)
 	if err == nil && !found {
 		r.Logger.Info("ls: the session holds nothing yet; " + r.Setup.Where())
@@ -293,6 +297,9 @@ func waitingSince(t *envelope.Thread, updatedAt string) string {
 // and the journal, read only. A thread.yaml recording another alias is
 // judged as no record, as a run would refuse it.
 func (a *activation) peek() error {
+	if err := a.r.Setup.checkDir(a.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	t, err := envelope.LoadThread(filepath.Join(a.dir, "thread.yaml"))
 	if err != nil {
 		return exitErr(CodeStateTreeInvalid, "%v", err)
@@ -351,21 +358,26 @@ func wantState(states []string, s string) bool {
 	return len(states) == 0 || slices.Contains(states, s)
 }
 
-// appendSectionLog appends one JSON record to logs/section.log.
+// appendSectionLog appends one JSON record to logs/section.log. A record
+// that cannot be written is only warned about: the log is a report, not
+// state a run depends on.
 func (r *Runner) appendSectionLog(rec map[string]any) {
 	if r.Setup == nil || r.Setup.JobDir == "" {
 		return
 	}
 	dir := filepath.Join(r.Setup.JobDir, "logs")
-	if os.MkdirAll(dir, 0o700) != nil {
-		return
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "section.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return
-	}
-	defer f.Close()
 	rec["time"], rec["pid"] = now(), os.Getpid()
 	b, _ := json.Marshal(rec)
-	_, _ = f.Write(append(r.Setup.Secrets.Redact(b), '\n'))
+	err := r.Setup.ensureDir(dir)
+	var f *os.File
+	if err == nil {
+		f, err = envelope.OpenFile(filepath.Join(dir, "section.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	}
+	if err == nil {
+		_, err = f.Write(append(r.Setup.Secrets.Redact(b), '\n'))
+		err = errors.Join(err, f.Close())
+	}
+	if err != nil && r.Logger != nil {
+		r.Logger.Warn("could not write section.log; fix the state tree", "error", r.Setup.Secrets.String(err.Error()))
+	}
 }

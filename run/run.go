@@ -41,7 +41,7 @@ type Runner struct {
 	// run activations in-process leave it off.
 	OwnProcess bool
 	Environ    []string         // the environment the agent's is built from (default os.Environ)
-	Signals    <-chan os.Signal // SIGINT/SIGTERM, from main
+	Signals    <-chan os.Signal // SIGINT/SIGTERM, from main, caught before anything ran
 	// Observer, when set, is told how the run goes as it goes (main's
 	// terminal status line); nil: nobody watches.
 	Observer Observer
@@ -78,18 +78,29 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	start := time.Now()
 	sum = &Summary{Alias: alias}
 	a := &activation{r: r, alias: alias, sum: sum, log: r.Logger.With("alias", alias), prog: &progress{obs: r.Observer}}
-	// Signals: the first cancels the run, the signal its cause (the agent
-	// is interrupted politely and state is saved); a second skips the
-	// politeness.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	// Signals, from the first instruction: the first cancels the run, the
+	// signal its cause — before the thread lock the run ends at once and
+	// writes nothing, after it the agent is interrupted politely and state
+	// is saved; a second skips the politeness.
+	ctx, hurry, stopSignals := WatchSignals(ctx, r.Signals)
+	defer stopSignals()
+	a.hurry = hurry
+	stopNote := context.AfterFunc(ctx, func() {
+		if s := signalOf(ctx); s != nil && a.locked {
+			a.log.Warn("signal received; stopping the agent and saving state", "signal", s.String())
+		}
+	})
+	defer stopNote()
 	defer func() {
 		sum.DurationMS = time.Since(start).Milliseconds()
 		if a.t != nil && sum.AgentSessionID == "" {
 			sum.AgentSessionID = a.t.Agent.AgentSessionID
 		}
-		finish(sum, err, signalOf(ctx))
-		a.writeSectionLog(sum)
+		sig := signalOf(ctx)
+		finish(sum, err, sig)
+		if sig == nil || a.locked {
+			a.writeSectionLog(sum)
+		}
 	}()
 
 	r.Setup.logIgnored(a.log)
@@ -98,6 +109,9 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		return sum, exitErr(CodeBadAlias, "invalid alias %q: %v", alias, err)
 	}
 	// 2. Setup was resolved by main (credentials, config, section).
+	if err := ctx.Err(); err != nil {
+		return sum, err // a signal already: nothing is written
+	}
 	a.dir = ThreadDir(r.Setup.JobDir, alias)
 	// A thread this state tree has never run gets its folder only once
 	// BlobHub says it is a job thread, so a misspelled alias leaves nothing
@@ -110,16 +124,22 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 			return sum, err
 		}
 	}
-	if err := os.MkdirAll(a.dir, 0o700); err != nil {
-		return sum, exitErr(CodeStateTreeInvalid, "cannot create %s: %v", a.dir, err)
+	if err := r.Setup.ensureDir(a.dir); err != nil {
+		return sum, err
 	}
-	_ = os.Chmod(r.Setup.StateDir, 0o700)
 
 	// 3. The thread lock: fail fast, or wait up to --lock-wait.
-	lk, err := lock.Acquire(ctx, filepath.Join(a.dir, "thread.lock"), r.LockWait)
+	lockPath := filepath.Join(a.dir, "thread.lock")
+	lk, err := lock.Acquire(ctx, lockPath, 0)
+	if held := (*lock.HeldError)(nil); errors.As(err, &held) && r.LockWait > 0 {
+		a.log.Info("the thread lock is held; waiting for it", "holder_pid", held.Holder.PID, "lock_wait", r.LockWait.String())
+		lk, err = lock.Acquire(ctx, lockPath, r.LockWait)
+	}
 	if err != nil {
 		var held *lock.HeldError
 		switch {
+		case signalOf(ctx) != nil:
+			return sum, err // interrupted while waiting: nothing is written
 		case errors.As(err, &held):
 			return sum, exitErr(CodeLocked, "thread %q is %v; retry later or pass --lock-wait", alias, held)
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -130,9 +150,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		return sum, exitErr(CodeStateTreeInvalid, "cannot lock thread %q: %v; check the state tree", alias, err)
 	}
 	defer lk.Unlock()
-
-	stopSignals := a.watchSignals(cancel)
-	defer stopSignals()
+	a.locked = true
 
 	if err := a.load(); err != nil {
 		return sum, err

@@ -7,7 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"time"
 
@@ -55,8 +55,8 @@ func identityPath(stateDir string) string { return filepath.Join(stateDir, "iden
 // no user is an error: it is never replaced by whoever the key is now.
 func LoadIdentity(stateDir string) (*Identity, error) {
 	path := identityPath(stateDir)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	b, err := envelope.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
@@ -167,7 +167,10 @@ func updateSection(ctx context.Context, jobDir string, sec Section, fn func(*Sec
 	err := lock.WithLock(ctx, filepath.Join(jobDir, "section.lock"), func() error {
 		path := filepath.Join(jobDir, "section.yaml")
 		var st SectionState
-		old, err := os.ReadFile(path)
+		old, err := envelope.ReadFile(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return exitErr(CodeStateTreeInvalid, "cannot read %s: %v", path, err)
+		}
 		if err == nil {
 			if err := envelope.DecodeYAML(old, &st, false); err != nil {
 				return exitErr(CodeStateTreeInvalid, "%s %v; fix or remove it", path, err)
@@ -236,7 +239,7 @@ func addNotMines(ctx context.Context, jobDir string, reasons map[string]string) 
 // only a cache).
 func loadNotMine(jobDir string) NotMine {
 	var nm NotMine
-	if b, err := os.ReadFile(filepath.Join(jobDir, "not_mine.yaml")); err == nil {
+	if b, err := envelope.ReadFile(filepath.Join(jobDir, "not_mine.yaml")); err == nil {
 		_ = yaml.Unmarshal(b, &nm)
 	}
 	if nm.Aliases == nil {
