@@ -283,4 +283,3 @@ func TestStateTreeOfOthersIsRefused(t *testing.T) {
 		}
 	})
 }
-
