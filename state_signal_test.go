@@ -132,3 +132,81 @@ func TestSignalBeforeTheLock(t *testing.T) {
 		})
 	}
 }
+
+// asUnprivileged makes cmd run as a user file modes bind: as root (which
+// reads and writes past any mode) it runs as nobody (65534), on a copy of
+// bhw-run nobody can execute, and every folder of roots (and the folders
+// above them up to /tmp) is given to nobody or opened for it to pass; as
+// any other user cmd is left as it is.
+func asUnprivileged(t *testing.T, cmd *exec.Cmd, roots ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return
+	}
+	const nobody = 65534
+	bin := filepath.Join(roots[0], "bhw-run")
+	b, err := os.ReadFile(bhwBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Path, cmd.Args[0] = bin, bin
+	for _, root := range roots {
+		err := filepath.WalkDir(root, func(p string, _ os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, nobody, nobody)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for d := filepath.Dir(root); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+			if err := os.Chmod(d, 0o711); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+}
+
+// TestReadOnlyThreadFolder: a thread folder bhw-run cannot write to (a
+// read-only mount, a chmod) is STATE_INVALID (78) naming the file it could
+// not write, not "try later" (75), which every recipe maps to success.
+func TestReadOnlyThreadFolder(t *testing.T) {
+	e := newE2E(t)
+	e.useFileStore()
+	e.agentConfig(claudeType).Executable = "/bin/true" // resolved by the checklist; never started here
+	e.writeConfig()
+	const alias = "hostile/readonly"
+	e.srv.Put(alias, string(envelope.NewThread(e.work, claudeType, "", alias)))
+	runAs := func() (int, string) {
+		cmd := exec.Command(bhwBin, alias)
+		cmd.Env = e.environ("")
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		asUnprivileged(t, cmd, e.root, e.srv.Dir())
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		code, killed := exitOf(t, cmd, time.Minute)
+		if killed {
+			t.Fatalf("killed by a signal:\n%s", out.String())
+		}
+		return code, out.String()
+	}
+	if code, out := runAs(); code != 0 {
+		t.Fatalf("activation: exit %d\n%s", code, out)
+	}
+	dir := run.ThreadDir(e.jobDir(), alias)
+	if err := os.Chmod(dir, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.PersonPost(alias, "write something")
+	code, out := runAs()
+	if code != run.ExitConfig || !strings.Contains(out, "STATE_INVALID") || !strings.Contains(out, filepath.Join(dir, "thread.yaml")) || !strings.Contains(out, "permission denied") {
+		t.Fatalf("exit %d, want 78 STATE_INVALID naming thread.yaml\n%s", code, out)
+	}
+}

@@ -61,6 +61,11 @@ type activation struct {
 	instructionsNoted bool
 	hurry             <-chan struct{} // closed on a second signal
 	locked            bool            // the run holds the thread lock
+	// fault is the first state write that failed mid-run (stateFault);
+	// abort ends the run's context with it.
+	faultMu sync.Mutex
+	fault   error
+	abort   context.CancelCauseFunc
 }
 
 // load reads thread.yaml, the journal and identity.yaml.
@@ -106,6 +111,34 @@ func (a *activation) load() error {
 		a.userID = id.UserID
 	}
 	return nil
+}
+
+// stateFault records a state write that failed where the caller cannot
+// return it (an item journaled from the agent's output, a post confirmed)
+// and stops the run: the turn is interrupted, so the next run resumes it,
+// and the run ends with the first such error (STATE_INVALID) whatever it
+// was doing. Going on would lose items: nothing journaled is posted.
+func (a *activation) stateFault(err error) {
+	a.faultMu.Lock()
+	first := a.fault == nil
+	if first {
+		a.fault = err
+	}
+	a.faultMu.Unlock()
+	if !first {
+		return
+	}
+	a.log.Error("a state file cannot be written; stopping the run", "error", err)
+	if a.abort != nil {
+		a.abort(err)
+	}
+}
+
+// faultErr is the fault stateFault recorded, or nil.
+func (a *activation) faultErr() error {
+	a.faultMu.Lock()
+	defer a.faultMu.Unlock()
+	return a.fault
 }
 
 // restorePrompt repairs the one gap between thread.yaml and the journal: a
@@ -184,8 +217,8 @@ func (a *activation) saveLocked() error {
 	if bytes.Equal(b, a.saved) {
 		return nil
 	}
-	if err := envelope.WriteFileAtomic(filepath.Join(a.dir, "thread.yaml"), b, 0o600); err != nil {
-		return exitErr(CodeStateTreeInvalid, "cannot write thread.yaml: %v; fix the state tree", err)
+	if err := writeStateFile(filepath.Join(a.dir, "thread.yaml"), b); err != nil {
+		return err
 	}
 	a.saved = b
 	return nil

@@ -258,12 +258,22 @@ func (j *journal) write(rec journalRecord) error {
 	if err != nil {
 		return err
 	}
-	_, err = j.f.Write(append(b, '\n'))
-	j.records++
+	if testHookStateWrite != nil {
+		err = testHookStateWrite(j.path)
+	}
+	if err == nil {
+		_, err = j.f.Write(append(b, '\n'))
+	}
+	if err == nil {
+		j.records++
+	}
 	if testHookAfterJournal != nil {
 		testHookAfterJournal()
 	}
-	return err
+	if err != nil {
+		return stateWriteErr(j.path, err)
+	}
+	return nil
 }
 
 // testHookAfterJournal, when set by a test, runs after every journal write

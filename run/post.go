@@ -21,7 +21,7 @@ func (a *activation) emit(it agent.Item) *emission {
 	e, err := a.j.add(a.alias, it, "")
 	a.mu.Unlock()
 	if err != nil {
-		a.log.Error("cannot journal an item; it is lost to the thread", "error", err, "type", it.Type())
+		a.stateFault(err)
 		return nil
 	}
 	a.logf("emit %s %s %s", e.ID, e.Item.Type(), mustJSON(e.Item.Meta))
@@ -64,8 +64,11 @@ func (a *activation) post(ctx context.Context, e *emission) {
 	case errors.As(err, &api) && !errors.Is(err, blobhub.ErrAuth):
 		a.log.Error("BlobHub refused an item for good; dropping it", "emission_id", e.ID, "error", err)
 		a.mu.Lock()
-		_ = a.j.drop(e.ID)
+		err := a.j.drop(e.ID)
 		a.mu.Unlock()
+		if err != nil {
+			a.stateFault(err)
+		}
 	case errors.Is(err, blobhub.ErrAuth):
 		a.log.Error("BlobHub refused the API key while posting; items stay journaled", "emission_id", e.ID)
 		a.offline, a.authRefused = true, true
@@ -98,7 +101,10 @@ func (a *activation) postBody(ctx context.Context, e *emission, body blobhub.New
 func (a *activation) confirmed(e *emission, item blobhub.Item) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_ = a.j.confirm(e.ID, item.ID, item.CreatedAt)
+	if err := a.j.confirm(e.ID, item.ID, item.CreatedAt); err != nil {
+		// The next run finds the item by its emission_id: not posted twice.
+		a.stateFault(err)
+	}
 	a.sum.ItemsPosted++
 	if a.prog.watched() {
 		a.prog.posted(e.Target, shownItem(e, item))

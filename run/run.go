@@ -85,6 +85,8 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	ctx, hurry, stopSignals := WatchSignals(ctx, r.Signals)
 	defer stopSignals()
 	a.hurry = hurry
+	ctx, a.abort = context.WithCancelCause(ctx)
+	defer a.abort(nil)
 	stopNote := context.AfterFunc(ctx, func() {
 		if s := signalOf(ctx); s != nil && a.locked {
 			a.log.Warn("signal received; stopping the agent and saving state", "signal", s.String())
@@ -97,6 +99,9 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 			sum.AgentSessionID = a.t.Agent.AgentSessionID
 		}
 		sig := signalOf(ctx)
+		if fault := a.faultErr(); fault != nil && sig == nil {
+			err = fault // what stopped the run, whatever it was doing then
+		}
 		finish(sum, err, sig)
 		if sig == nil || a.locked {
 			a.writeSectionLog(sum)

@@ -87,10 +87,7 @@ func writeIdentity(stateDir string, id *Identity) error {
 	b, _ := yaml.Marshal(struct {
 		User *Identity `yaml:"user"`
 	}{id})
-	if err := envelope.WriteFileAtomic(identityPath(stateDir), b, 0o600); err != nil {
-		return exitErr(CodeStateTreeInvalid, "cannot write %s: %v", identityPath(stateDir), err)
-	}
-	return nil
+	return writeStateFile(identityPath(stateDir), b)
 }
 
 // checkIdentity asks BlobHub who the key belongs to and compares it with
@@ -188,7 +185,7 @@ func updateSection(ctx context.Context, jobDir string, sec Section, fn func(*Sec
 		if bytes.Equal(b, old) {
 			return nil // unchanged: no write, no fsync
 		}
-		return envelope.WriteFileAtomic(path, b, 0o600)
+		return writeStateFile(path, b)
 	})
 	return &out, err
 }
@@ -231,7 +228,7 @@ func addNotMines(ctx context.Context, jobDir string, reasons map[string]string) 
 			nm.Aliases[alias] = NotMineEntry{Reason: reason, UpdatedAt: at}
 		}
 		b, _ := yaml.Marshal(&nm)
-		return envelope.WriteFileAtomic(path, b, 0o600)
+		return writeStateFile(path, b)
 	})
 }
 

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/blobhub/bhw-run/envelope"
 )
 
 // The state tree is bhw-run's to trust: its records say which agent runs
@@ -141,4 +143,38 @@ func readConfigFile(path string) ([]byte, error) {
 		return nil, exitErr(CodeInsecurePermissions, "config %s has mode %04o: group or others may write to it, and it names the executables bhw-run starts; run chmod go-w %s", path, m, path)
 	}
 	return io.ReadAll(f)
+}
+
+// testHookStateWrite, when a test sets it, is asked before every write of
+// a state file (thread.yaml, section.yaml, identity.yaml, not_mine.yaml,
+// each journal record) and its error stands for the write's: a full disk
+// cannot be made without privileges. Always nil in production.
+var testHookStateWrite func(path string) error
+
+// writeStateFile writes a state file atomically (envelope.WriteFileAtomic).
+// A failure is STATE_INVALID: a full disk or a read-only folder is the
+// machine's to fix, and no later run mends it by itself.
+func writeStateFile(path string, b []byte) error {
+	var err error
+	if testHookStateWrite != nil {
+		err = testHookStateWrite(path)
+	}
+	if err == nil {
+		err = envelope.WriteFileAtomic(path, b, 0o600)
+	}
+	if err != nil {
+		return stateWriteErr(path, err)
+	}
+	return nil
+}
+
+// stateWriteErr is the error of a state file that cannot be written.
+func stateWriteErr(path string, err error) error {
+	return exitErr(CodeStateTreeInvalid, "cannot write %s: %v; the state tree must be writable (a full disk? a read-only folder?): fix it and run again, nothing is lost", path, err)
+}
+
+// isStateInvalid reports whether err is a STATE_INVALID exit.
+func isStateInvalid(err error) bool {
+	var ee *ExitError
+	return errors.As(err, &ee) && ee.Code == CodeStateTreeInvalid
 }

@@ -131,7 +131,12 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, err error)
 		e, jerr = a.j.add(a.alias, agent.TurnEndItem(turnEnd, r), "")
 	}
 	t.Turn.State = envelope.TurnStateIdle
-	if turnEnd != "parked" {
+	switch {
+	case jerr != nil:
+		// The turn's end is not journaled: the next run resumes the turn
+		// rather than lose what it said (its grants with it).
+		t.Turn.State = envelope.TurnStateInterrupted
+	case turnEnd != "parked":
 		// A one-shot grant serves the call a person approved in this turn;
 		// one the turn never used must not approve a later turn's call
 		// (nor pile up in thread.yaml, which every run reads).
@@ -148,8 +153,11 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, err error)
 	if serr != nil {
 		return "", serr
 	}
-	// An upload BlobHub did not take stays journaled for the next run.
-	_ = a.publishArtifacts(ctx, intents)
+	// An upload BlobHub did not take stays journaled for the next run; a
+	// journal that cannot be written stops the run.
+	if err := a.publishArtifacts(ctx, intents); isStateInvalid(err) {
+		a.stateFault(err)
+	}
 	a.post(ctx, e)
 	return outcome, nil
 }
