@@ -529,7 +529,7 @@ func (cl *cliState) ls(c *cli.Context) error {
 	}
 	r := &run.Runner{Setup: setup, Client: bh, Logger: cl.log}
 	list, err := r.List(c.Context, run.ListOptions{States: states, Runnable: c.Bool("runnable")})
-	if err != nil {
+	if err != nil && !errors.Is(err, run.ErrThreadsUnreadable) {
 		return err
 	}
 	w := bufio.NewWriter(cl.stdout)
@@ -551,7 +551,9 @@ func (cl *cliState) ls(c *cli.Context) error {
 			fmt.Fprintf(w, "%s\t%s\n", shown(l.Alias), shown(l.State))
 		}
 	}
-	return w.Flush()
+	// Everything else is listed before a thread whose record cannot be
+	// read fails the command.
+	return errors.Join(w.Flush(), err)
 }
 
 func (cl *cliState) explain(c *cli.Context) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -40,7 +41,16 @@ type Listing struct {
 	// to pending, a stop); "" when neither is known. --runnable lists the
 	// oldest first.
 	WaitingSince string `json:"waiting_since,omitempty"`
+	// Error says why this state tree's record of the thread cannot be
+	// read (an unparsable thread.yaml, a file that is not a regular one);
+	// such a thread is listed without it and never runnable.
+	Error string `json:"error,omitempty"`
 }
+
+// ErrThreadsUnreadable is the cause of List's error when the records of
+// some threads could not be read: every other thread is listed, and the
+// caller prints the listing before it fails.
+var ErrThreadsUnreadable = errors.New("the state of some threads cannot be read")
 
 // StateNone is the listed state of a job thread without instance.state.
 const StateNone = "none"
@@ -75,6 +85,7 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 		return out, err
 	}
 	ls.cache = loadNotMine(r.Setup.JobDir)
+	var bad []string // threads whose record cannot be read
 	for _, alias := range aliases {
 		env, updatedAt, err := ls.job(ctx, alias)
 		if err != nil {
@@ -84,7 +95,14 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 			continue
 		}
 		l, keep, err := ls.listing(ctx, alias, env, updatedAt)
-		if err != nil {
+		if isStateError(err) {
+			// One thread's record must not hide the others: a pass that
+			// fails on it would run none of them again.
+			bad = append(bad, alias)
+			r.Logger.Error("ls: this state tree's record of a thread cannot be read; it is listed without it and never runnable: fix or move aside the file named", "alias", alias, "error", err.Error())
+			l = Listing{Alias: alias, State: listedState(env), Error: err.Error()}
+			keep = !o.Runnable
+		} else if err != nil {
 			return out, err
 		}
 		if keep {
@@ -100,7 +118,18 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 	if o.Runnable {
 		oldestFirst(out)
 	}
+	if len(bad) > 0 {
+		return out, &ExitError{Exit: ExitConfig, Code: CodeStateTreeInvalid, Err: ErrThreadsUnreadable,
+			Message: fmt.Sprintf("the state of %d thread(s) could not be read (%s), see the records above; the other threads are listed", len(bad), strings.Join(bad, ", "))}
+	}
 	return out, nil
+}
+
+// isStateError reports whether err is about this state tree's files
+// (STATE_INVALID, INSECURE_STATE_PERMISSIONS).
+func isStateError(err error) bool {
+	var ee *ExitError
+	return errors.As(err, &ee) && (ee.Code == CodeStateTreeInvalid || ee.Code == CodeInsecurePermissions)
 }
 
 // lister is one `bhw-run ls`: what it has learnt and what it cost.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -550,5 +552,67 @@ func TestLsRunnableOldestFirst(t *testing.T) {
 	}
 	if !slices.IsSorted(all) {
 		t.Errorf("ls without --runnable: %v, want alias order", all)
+	}
+}
+
+// TestLsListsPastABadThread: a thread.yaml that is a named pipe or a link
+// (and a not_mine.yaml that is a pipe) neither hangs ls nor hides the
+// other threads: they are listed, the bad ones carry their error and are
+// never runnable, and the listing's error (78) comes after.
+func TestLsListsPastABadThread(t *testing.T) {
+	f := newLsFixture(t, "")
+	for _, a := range []string{"ls/a", "ls/pipe", "ls/link"} {
+		f.thread(a, envelope.StatePending)
+	}
+	pipe := filepath.Join(ThreadDir(f.s.JobDir, "ls/pipe"), "thread.yaml")
+	link := filepath.Join(ThreadDir(f.s.JobDir, "ls/link"), "thread.yaml")
+	for _, p := range []string{pipe, link} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(t.TempDir(), "elsewhere.yaml"), link); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(f.s.JobDir, "not_mine.yaml"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, runnable := range []bool{false, true} {
+		r := &Runner{Setup: f.s, Client: f.client(), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+		type result struct {
+			out []Listing
+			err error
+		}
+		done := make(chan result, 1)
+		go func() { out, err := r.List(context.Background(), ListOptions{Runnable: runnable}); done <- result{out, err} }()
+		var res result
+		select {
+		case res = <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("ls blocked on a named pipe")
+		}
+		var ee *ExitError
+		if !errors.As(res.err, &ee) || ee.Exit != ExitConfig || !errors.Is(res.err, ErrThreadsUnreadable) {
+			t.Fatalf("error %v, want 78 after listing", res.err)
+		}
+		got := map[string]string{}
+		for _, l := range res.out {
+			got[l.Alias] = l.Error
+		}
+		if _, ok := got["ls/a"]; !ok {
+			t.Errorf("runnable %v: ls/a not listed: %v", runnable, got)
+		}
+		for alias, what := range map[string]string{"ls/pipe": "a named pipe", "ls/link": "a symbolic link"} {
+			msg, listed := got[alias]
+			switch {
+			case runnable && listed:
+				t.Errorf("--runnable printed %s", alias)
+			case !runnable && (!listed || !strings.Contains(msg, what)):
+				t.Errorf("%s listed %v with error %q, want one naming %s", alias, listed, msg, what)
+			}
+		}
 	}
 }
