@@ -587,7 +587,10 @@ func TestLsListsPastABadThread(t *testing.T) {
 			err error
 		}
 		done := make(chan result, 1)
-		go func() { out, err := r.List(context.Background(), ListOptions{Runnable: runnable}); done <- result{out, err} }()
+		go func() {
+			out, err := r.List(context.Background(), ListOptions{Runnable: runnable})
+			done <- result{out, err}
+		}()
 		var res result
 		select {
 		case res = <-done:
