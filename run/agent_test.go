@@ -101,3 +101,58 @@ func TestWorkFolderHoldsAnAgentHome(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkFolderInsideAForbiddenFolder: a work folder inside the state
+// tree, ~/.blobhub, an agent's home or the local store is refused like one
+// that contains them (it used to pass: only "is or contains" was checked).
+func TestWorkFolderInsideAForbiddenFolder(t *testing.T) {
+	for _, tc := range []struct {
+		name, says string
+		local      bool
+		work       func(h *harness) string // made under a forbidden folder
+	}{
+		{"the state tree", "the bhw-run state tree", false, func(h *harness) string {
+			return filepath.Join(h.state, "jobs", "repo")
+		}},
+		{"~/.blobhub", "~/.blobhub", false, func(h *harness) string {
+			home := t.TempDir()
+			h.runner = func(r *Runner) { r.Setup.Home = home }
+			return filepath.Join(home, ".blobhub", "repo")
+		}},
+		{"agents.<type>.home", "agents.test_host_agent.home", false, func(h *harness) string {
+			home := t.TempDir()
+			h.editConfig("  "+testHostAgent+":\n", "  "+testHostAgent+":\n    home: "+home+"\n")
+			return filepath.Join(home, "projects", "repo")
+		}},
+		{"the HomeEnv of bhw-run", "AGENTTEST_HOME", false, func(h *harness) string {
+			home := t.TempDir()
+			t.Setenv("AGENTTEST_HOME", home)
+			return filepath.Join(home, "repo")
+		}},
+		{"a folder under the user's home", "~/.agenttest", false, func(h *harness) string {
+			home := t.TempDir()
+			h.runner = func(r *Runner) { r.Setup.Home = home }
+			return filepath.Join(home, ".agenttest", "repo")
+		}},
+		{"the local store", "the local store", true, func(h *harness) string {
+			return filepath.Join(h.srv.Dir(), "repo")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.local)
+			work := tc.work(h)
+			if err := os.MkdirAll(work, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			const alias = "inside/t"
+			h.srv.Put(alias, string(envelope.NewThread(work, testAgent, "approval", alias)))
+			h.srv.PersonPost(alias, "start")
+			h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "the agent ran"}}}})
+			sum := h.run(alias)
+			wantCode(t, sum, ExitFailed, CodeWorkFolderNotAllowed)
+			if !strings.Contains(sum.Error.Message, tc.says) || !strings.Contains(sum.Error.Message, "lies inside") {
+				t.Fatalf("message %q does not name %s", sum.Error.Message, tc.says)
+			}
+		})
+	}
+}

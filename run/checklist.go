@@ -409,8 +409,10 @@ func (r *Runner) workFolderAllowed(real string) error {
 		if x, err := filepath.EvalSymlinks(dir); err == nil {
 			rd = x
 		}
-		if policy.Within(real, rd) {
-			return agent.Errorf(CodeWorkFolderNotAllowed, "work folder %s contains or is %s (%s); pick a folder that holds only the checkout", real, what, rd)
+		// Inside counts as much as containing: an agent's unasked zone that
+		// covers bhw-run's records could forge another thread's state.
+		if policy.Within(real, rd) || policy.Within(rd, real) {
+			return agent.Errorf(CodeWorkFolderNotAllowed, "work folder %s is, contains or lies inside %s (%s); pick a folder that holds only the checkout, outside it", real, what, rd)
 		}
 	}
 	return nil
