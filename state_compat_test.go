@@ -236,7 +236,10 @@ func TestLegacyParkedClaudeThreadResumes(t *testing.T) {
 	if after.Prompt != nil || len(after.Grants) != 0 || after.Turn.State != envelope.TurnStateIdle {
 		t.Errorf("after: prompt %+v grants %v turn %q", after.Prompt, after.Grants, after.Turn.State)
 	}
-	if after.Agent.AgentSessionID != before.Agent.AgentSessionID || after.Workspace != before.Workspace || after.EmissionNonce != before.EmissionNonce {
+	// The resolved work folder was not recorded then: the turn adds it.
+	pinned := before.Workspace
+	pinned.ResolvedFolder, _ = filepath.EvalSymlinks(before.Workspace.WorkFolder)
+	if after.Agent.AgentSessionID != before.Agent.AgentSessionID || after.Workspace != pinned || after.EmissionNonce != before.EmissionNonce {
 		t.Errorf("after: session %q workspace %+v nonce %q", after.Agent.AgentSessionID, after.Workspace, after.EmissionNonce)
 	}
 	// The published artifacts move to artifacts.yaml, which only a turn

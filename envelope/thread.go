@@ -45,7 +45,21 @@ type SessionRef struct {
 // Workspace is fixed at activation.
 type Workspace struct {
 	AgentType  string `yaml:"agent_type"`
-	WorkFolder string `yaml:"work_folder"`
+	WorkFolder string `yaml:"work_folder"` // as the envelope names it
+	// ResolvedFolder is WorkFolder with its links resolved, as the
+	// checklist approved it at activation: the agent always runs there,
+	// whatever a link on the way leads to later. A thread.yaml written
+	// before it existed gets it on its next turn.
+	ResolvedFolder string `yaml:"resolved_work_folder,omitempty"`
+}
+
+// Folder is where the agent runs: ResolvedFolder, or WorkFolder in a
+// thread.yaml that predates it.
+func (w Workspace) Folder() string {
+	if w.ResolvedFolder != "" {
+		return w.ResolvedFolder
+	}
+	return w.WorkFolder
 }
 
 // AgentState is the agent block of thread.yaml.

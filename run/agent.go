@@ -130,7 +130,7 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 			a.log.Warn("cannot become a child subreaper; orphaned tool processes may survive", "error", err)
 		}
 	}
-	l := a.r.launch(res, t.Workspace.WorkFolder)
+	l := a.r.launch(res, res.WorkFolder)
 	l.SessionID, l.Resume, l.Log, l.Logger = t.Agent.AgentSessionID, resume, a.tlog, a.log
 	l.Instructions = a.instructions(res, l.WorkFolder)
 	a.prog.stage(StageStarting)

@@ -156,3 +156,74 @@ func TestWorkFolderInsideAForbiddenFolder(t *testing.T) {
 		})
 	}
 }
+
+// TestSymlinkedWorkFolderIsPinned: the checklist resolves a work folder's
+// links, and the agent runs in the folder it approved even when the link
+// is turned elsewhere between the check and the spawn (it used to run in
+// the link's new target: here the state tree); later turns run there too,
+// the link turned again, and a pinned folder that itself became a link is
+// refused.
+func TestSymlinkedWorkFolderIsPinned(t *testing.T) {
+	h := newHarness(t, false)
+	real := filepath.Join(t.TempDir(), "repo")
+	other := filepath.Join(t.TempDir(), "other")
+	for _, d := range []string{real, other} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	real, _ = filepath.EvalSymlinks(real)
+	link := filepath.Join(t.TempDir(), "checkout")
+	point := func(to string) {
+		_ = os.Remove(link)
+		if err := os.Symlink(to, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	point(real)
+	const alias = "link/t"
+	h.srv.Put(alias, string(envelope.NewThread(link, testAgent, "approval", alias)))
+	h.srv.PersonPost(alias, "start")
+	var started []string
+	swapTo := h.state // what the link leads to once the checklist is done
+	h.runner = func(r *Runner) {
+		wrapStart(r, testAgent, func(next startFunc) startFunc {
+			return func(ctx context.Context, l agent.Launch) (agent.Session, error) {
+				point(swapTo) // after the checklist, before the spawn
+				started = append(started, l.WorkFolder)
+				return next(ctx, l)
+			}
+		})
+	}
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "one"}}}})
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	if th := h.thread(alias); th.Workspace.WorkFolder != link || th.Workspace.ResolvedFolder != real {
+		t.Fatalf("workspace %+v, want %s pinned to %s", th.Workspace, link, real)
+	}
+	// The next run: the link leads elsewhere before the run even starts.
+	point(other)
+	swapTo = other
+	h.srv.PersonPost(alias, "more")
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "two"}}}})
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	if !slices.Equal(started, []string{real, real}) {
+		t.Fatalf("the agent started in %q, want %q twice", started, real)
+	}
+	// The pinned folder itself replaced by a link: refused, not followed.
+	moved := real + ".moved"
+	if err := os.Rename(real, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, real); err != nil {
+		t.Fatal(err)
+	}
+	h.srv.PersonPost(alias, "again")
+	sum := h.run(alias)
+	wantCode(t, sum, ExitFailed, CodeWorkFolderNotAllowed)
+	if !strings.Contains(sum.Error.Message, "now leads through a link to "+other) {
+		t.Fatalf("message %q", sum.Error.Message)
+	}
+	if len(started) != 2 {
+		t.Fatalf("an agent started in %q", started[2:])
+	}
+}

@@ -52,7 +52,7 @@ func (a *activation) createOutbox(ctx context.Context) error {
 	if a.env.Artifacts == nil || a.env.Artifacts.Source == "" {
 		return nil
 	}
-	created, err := outbox.Create(a.env.WorkFolder, a.env.Artifacts.Source)
+	created, err := outbox.Create(a.t.Workspace.Folder(), a.env.Artifacts.Source)
 	if err != nil {
 		return a.fail(ctx, agent.Errorf(CodeArtifactsSourceInvalid, "cannot create the outbox: %v; fix artifacts.source or the work folder, then `bhw-run thread retry`", err))
 	}
@@ -85,7 +85,7 @@ func (a *activation) scanOutbox() []outbox.File {
 		a.skipArtifact("", perr.Error())
 		return nil
 	}
-	files, skips, err := outbox.Scan(a.t.Workspace.WorkFolder, a.env.Artifacts.Source, a.maxBytes(), published)
+	files, skips, err := outbox.Scan(a.t.Workspace.Folder(), a.env.Artifacts.Source, a.maxBytes(), published)
 	if errors.Is(err, fs.ErrNotExist) {
 		a.log.Warn("the outbox is gone; nothing to publish", "source", a.env.Artifacts.Source)
 		return nil
@@ -134,7 +134,7 @@ func (a *activation) skipArtifact(rel, reason string) {
 func (a *activation) journalIntents(files []outbox.File) ([]*artifactIntent, error) {
 	var out []*artifactIntent
 	for i := range files {
-		in, err := journalIntent(a.j, a.alias, a.t.Workspace.WorkFolder, a.env.Artifacts.Source, &files[i])
+		in, err := journalIntent(a.j, a.alias, a.t.Workspace.Folder(), a.env.Artifacts.Source, &files[i])
 		if err != nil {
 			return out, err
 		}

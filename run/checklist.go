@@ -52,6 +52,10 @@ type resolved struct {
 	Env       map[string]string
 	Options   any // the adapter's options (agents.<type>, decoded)
 	Policy    policy.Policy
+	// WorkFolder is the work folder the checklist approved, its links
+	// resolved: the agent is started there, never in a path a link could
+	// turn elsewhere after the check.
+	WorkFolder string
 }
 
 // checklist validates a thread before it is activated or resumed, in a
@@ -60,13 +64,14 @@ type resolved struct {
 // fixed, when set, holds the values fixed at activation (work folder, type,
 // executable, homes).
 func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *envelope.Thread) (*resolved, error) {
-	wf := env.WorkFolder
+	wf, pinned := env.WorkFolder, ""
 	agentType := env.Agent.Type
 	if fixed != nil && fixed.Workspace.WorkFolder != "" {
 		wf, agentType = fixed.Workspace.WorkFolder, fixed.Workspace.AgentType
+		pinned = fixed.Workspace.ResolvedFolder
 	}
 	// 1. The work folder.
-	real, err := r.checkWorkFolder(env, wf)
+	real, err := r.checkWorkFolder(env, wf, pinned)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +81,7 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 		return nil, err
 	}
 	ac := r.Setup.agentConfig(agentType)
-	res := &resolved{Type: agentType, adapter: ad, ExtraArgs: ac.ExtraArgs, Env: ac.Env, Options: ac.Options}
+	res := &resolved{Type: agentType, adapter: ad, ExtraArgs: ac.ExtraArgs, Env: ac.Env, Options: ac.Options, WorkFolder: real}
 	// 3. Permissions and policy.
 	if res.Permissions, res.Policy, err = r.posture(env, ac); err != nil {
 		return nil, err
@@ -104,9 +109,15 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 
 // checkWorkFolder is step 1: an absolute, existing, readable directory,
 // allowed on this machine. It returns the folder with symlinks resolved.
-func (r *Runner) checkWorkFolder(env *envelope.Envelope, wf string) (string, error) {
+// pinned, when set, is the folder resolved at activation: the thread runs
+// there again, and a pinned folder that has become a link is refused
+// rather than followed.
+func (r *Runner) checkWorkFolder(env *envelope.Envelope, wf, pinned string) (string, error) {
 	if err := workFolderShape(env, wf); err != nil {
 		return "", err
+	}
+	if pinned != "" {
+		wf = pinned
 	}
 	fi, err := os.Stat(wf)
 	if err != nil {
@@ -127,6 +138,9 @@ func (r *Runner) checkWorkFolder(env *envelope.Envelope, wf string) (string, err
 	real, err := filepath.EvalSymlinks(wf)
 	if err != nil {
 		return "", agent.Errorf(CodeWorkFolderNotReadable, "work folder %s cannot be resolved: %v", wf, err)
+	}
+	if pinned != "" && real != pinned {
+		return "", agent.Errorf(CodeWorkFolderNotAllowed, "work folder %s, as resolved when the thread was activated, now leads through a link to %s; bhw-run does not follow the agent's folder elsewhere: restore the folder, or hand the thread off again with `bhw-run thread retry`", pinned, real)
 	}
 	return real, r.workFolderAllowed(real)
 }

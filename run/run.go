@@ -320,11 +320,12 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 		}
 	}
 	t := a.t
-	if t.Workspace.AgentType != res.Type || t.Workspace.WorkFolder != a.env.WorkFolder {
+	if t.Workspace.AgentType != res.Type || t.Workspace.WorkFolder != a.env.WorkFolder ||
+		t.Workspace.ResolvedFolder != "" && t.Workspace.ResolvedFolder != res.WorkFolder {
 		// A new agent type or work folder is a new session.
 		t.Agent.AgentSessionID = ""
 	}
-	t.Workspace = envelope.Workspace{AgentType: res.Type, WorkFolder: a.env.WorkFolder}
+	t.Workspace = envelope.Workspace{AgentType: res.Type, WorkFolder: a.env.WorkFolder, ResolvedFolder: res.WorkFolder}
 	t.Agent.State = envelope.StateActive
 	t.Agent.Error.Clear()
 	t.Agent.FailedOnWire = false

@@ -86,13 +86,16 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 	// own key: from now on it is agent_home too (the old key stays for an
 	// older bhw-run).
 	t.Agent.Resolved.AgentHome = res.AgentHome
+	// A thread.yaml of an earlier version did not pin the resolved folder:
+	// from now on it does.
+	t.Workspace.ResolvedFolder = res.WorkFolder
 	// Not saved here: startAgent saves the turn with the agent's process
 	// group, after the spawn and before the message goes out (and, for a
 	// session id the host picks, before the spawn too). A kill before that
 	// finds the messages still pending and runs the turn again. One atomic
 	// write less per turn.
 
-	gate := a.r.gate(res.Permissions, res.Policy, t.Workspace.WorkFolder)
+	gate := a.r.gate(res.Permissions, res.Policy, res.WorkFolder)
 	if res.Permissions == PermGuarded {
 		a.emitPolicyApplied(gate, res.Policy)
 	}
