@@ -237,15 +237,19 @@ func (a *activation) download(ctx context.Context) error {
 		return apiErr(err, "download "+a.alias)
 	}
 	env, err := envelope.Parse(obj.Value)
+	if err != nil && a.holds() {
+		return malformed(a.alias, err)
+	}
 	if err != nil || !env.IsJob() {
 		if err != nil {
 			env = nil
 		}
-		// A thread object is never cached: it may become a job any time.
+		// A thread object is never cached: it may become a job any time;
+		// nor is a thread this state tree holds.
 		why, cache := notJobReason(env)
-		if cache {
+		if cache && !a.holds() {
 			_ = addNotMine(ctx, a.r.Setup.JobDir, a.alias, why)
-		} else {
+		} else if !cache {
 			why = "a thread without an agent block or instance.state"
 		}
 		return exitErr(CodeNotJob, "%q is not a job thread (%s); hand off a thread with an agent block", a.alias, why)
@@ -253,6 +257,28 @@ func (a *activation) download(ctx context.Context) error {
 	a.env = env
 	return nil
 }
+
+// holds reports whether this state tree has a record of the thread.
+func (a *activation) holds() bool { return holdsThread(a.r.Setup.JobDir, a.alias) }
+
+// holdsThread reports whether the state tree has a thread.yaml for alias
+// (of any kind: a bad one is still this tree's record).
+func holdsThread(jobDir, alias string) bool {
+	_, err := os.Lstat(filepath.Join(ThreadDir(jobDir, alias), "thread.yaml"))
+	return err == nil
+}
+
+// malformed is the exit of a download of a thread this state tree holds
+// whose value is not even a JSON object: the wire's fault (a proxy, a
+// truncated answer), not a reason to forget the thread.
+func malformed(alias string, err error) error {
+	e := exitErr(CodeUnavailable, "BlobHub answered the thread %q with a value that is not a JSON object (%v), yet this state tree holds the thread; taking it for a fault of the wire: the next run reads it again", alias, err)
+	e.Err = errMalformed
+	return e
+}
+
+// errMalformed is the cause of malformed's error.
+var errMalformed = errors.New("a garbled envelope of a thread this state tree holds")
 
 // readItems tails the thread after items.scanned, keeping person items not
 // yet delivered in pending_inbound and skipping our own. One

@@ -55,6 +55,10 @@ var ErrThreadsUnreadable = errors.New("the state of some threads cannot be read"
 // StateNone is the listed state of a job thread without instance.state.
 const StateNone = "none"
 
+// StateUnknown is the listed state of a thread this state tree holds whose
+// envelope BlobHub answered garbled (Listing.Error says so).
+const StateUnknown = "unknown"
+
 // ListOptions narrows a listing.
 type ListOptions struct {
 	States   []string // wire states to keep (StateNone included); empty keeps all
@@ -85,9 +89,19 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 		return out, err
 	}
 	ls.cache = loadNotMine(r.Setup.JobDir)
-	var bad []string // threads whose record cannot be read
+	var bad, unread []string // threads whose record, or whose envelope, cannot be read
 	for _, alias := range aliases {
 		env, updatedAt, err := ls.job(ctx, alias)
+		if errors.Is(err, errMalformed) {
+			// A thread this tree holds, answered garbled: the wire's
+			// fault, which must not hide the other threads either.
+			unread = append(unread, alias)
+			r.Logger.Warn("ls: BlobHub answered a thread this state tree holds with a value that is not a JSON object; it is listed without a state and never runnable, and ls exits 75", "alias", alias, "error", err.Error())
+			if !o.Runnable && len(o.States) == 0 {
+				out = append(out, Listing{Alias: alias, State: StateUnknown, Error: err.Error()})
+			}
+			continue
+		}
 		if err != nil {
 			return out, err
 		}
@@ -118,9 +132,13 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 	if o.Runnable {
 		oldestFirst(out)
 	}
-	if len(bad) > 0 {
+	switch {
+	case len(bad) > 0:
 		return out, &ExitError{Exit: ExitConfig, Code: CodeStateTreeInvalid, Err: ErrThreadsUnreadable,
 			Message: fmt.Sprintf("the state of %d thread(s) could not be read (%s), see the records above; the other threads are listed", len(bad), strings.Join(bad, ", "))}
+	case len(unread) > 0:
+		return out, &ExitError{Exit: ExitTempFail, Code: CodeUnavailable, Err: ErrThreadsUnreadable,
+			Message: fmt.Sprintf("BlobHub answered %d thread(s) this state tree holds with a garbled value (%s); the other threads are listed, the next ls reads them again", len(unread), strings.Join(unread, ", "))}
 	}
 	return out, nil
 }
@@ -185,7 +203,8 @@ func (ls *lister) job(ctx context.Context, alias string) (*envelope.Envelope, st
 	if !strings.HasPrefix(alias, r.Setup.Section.Prefix()) || alias == workerAlias || underJob(alias, ls.jobs) {
 		return nil, "", nil
 	}
-	if e, ok := ls.cache.Aliases[alias]; ok && e.cached(ls.start) {
+	if e, ok := ls.cache.Aliases[alias]; ok && e.cached(ls.start) && (e.Reason == ReasonArtifact || !holdsThread(r.Setup.JobDir, alias)) {
+		// (An entry for a thread this tree holds is stale: never trusted.)
 		return nil, "", nil
 	}
 	if ValidateAlias(alias) != nil {
@@ -202,10 +221,14 @@ func (ls *lister) job(ctx context.Context, alias string) (*envelope.Envelope, st
 		return nil, "", apiErr(err, "download "+alias)
 	}
 	env, perr := envelope.Parse(obj.Value)
+	holds := holdsThread(r.Setup.JobDir, alias)
+	if perr != nil && holds {
+		return nil, "", malformed(alias, perr)
+	}
 	if perr != nil || !env.IsJob() {
 		// An object of type thread is never cached: a person may give it
-		// an agent block at any moment.
-		if reason, cache := notJobReason(env); cache {
+		// an agent block at any moment; nor is a thread this tree holds.
+		if reason, cache := notJobReason(env); cache && !holds {
 			ls.notMine[alias] = reason
 		}
 		return nil, "", nil

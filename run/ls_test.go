@@ -19,6 +19,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
@@ -618,4 +619,64 @@ func TestLsListsPastABadThread(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestGarbledEnvelopeOfAThreadWeHold: one download of an active thread
+// this state tree holds whose value is a string used to be cached in
+// not_mine.yaml for a day, and ls stopped listing the thread. Now it is a
+// fault of the wire, in a run (75) and in ls (listed with its error, the
+// others too, then 75), never cached; once BlobHub answers right again the
+// thread is listed and runs. A cache entry left by an earlier version is
+// not trusted either.
+func TestGarbledEnvelopeOfAThreadWeHold(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "wire/garbled"
+	activeWithFiles(t, h, alias)
+	h.handOff("wire/other", "approval", "")
+	o, _ := h.srv.Get(alias)
+	good := string(o.Value)
+	h.putRaw(alias, `"a string, not an envelope"`)
+
+	sum := h.run(alias)
+	wantCode(t, sum, ExitTempFail, CodeUnavailable)
+	s := h.setup()
+	r := &Runner{Setup: s, Client: h.client(), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	out, err := r.List(context.Background(), ListOptions{})
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Exit != ExitTempFail || !errors.Is(err, ErrThreadsUnreadable) {
+		t.Fatalf("ls error %v, want 75 after listing", err)
+	}
+	got := map[string]Listing{}
+	for _, l := range out {
+		got[l.Alias] = l
+	}
+	if l := got[alias]; l.State != StateUnknown || !strings.Contains(l.Error, "not a JSON object") {
+		t.Errorf("the garbled thread is listed as %+v", l)
+	}
+	if _, ok := got["wire/other"]; !ok {
+		t.Errorf("the other thread is not listed: %v", got)
+	}
+	if _, cached := loadNotMine(s.JobDir).Aliases[alias]; cached {
+		t.Fatal("a thread this state tree holds was cached in not_mine.yaml")
+	}
+
+	h.srv.Put(alias, good)
+	// An entry an earlier version left is not trusted.
+	if err := addNotMine(context.Background(), s.JobDir, alias, "not a JSON object"); err != nil {
+		t.Fatal(err)
+	}
+	out, err = r.List(context.Background(), ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := false
+	for _, l := range out {
+		listed = listed || l.Alias == alias && l.State == envelope.StateActive
+	}
+	if !listed {
+		t.Fatalf("the thread is not listed active once BlobHub answers right: %+v", out)
+	}
+	h.srv.PersonPost(alias, "still there?")
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "yes"}}}})
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 }
