@@ -55,13 +55,31 @@ func TestRefused(t *testing.T) {
 		{"a worker object that is not a thread", CodeWorkerObjectMalformed, func(h *harness) {
 			h.srv.Put("worker", `{"type":"note"}`)
 		}},
+		// A person who overwrote it with a job envelope used to get "worked
+		// by user , not usr_…" on every run.
+		{"a job envelope over the worker object", CodeWorkerObjectMalformed, func(h *harness) {
+			h.srv.Put("worker", string(envelope.NewThread(h.work, testAgent, "approval", "oops")))
+		}},
+		{"a worker object whose user_id is empty", CodeWorkerObjectMalformed, func(h *harness) {
+			h.srv.Put("worker", `{"type":"thread","thread":{"metadata":{"user":{"user_id":""}}}}`)
+		}},
+		{"a worker object whose user_id is a number", CodeWorkerObjectMalformed, func(h *harness) {
+			h.srv.Put("worker", `{"type":"thread","thread":{"metadata":{"user":{"user_id":7}}}}`)
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, false)
 			h.handOff(alias, "approval", "hello")
 			tc.setup(h)
-			wantExitCode(t, h.run(alias), ExitRefused, tc.code)
+			sum := h.run(alias)
+			wantExitCode(t, sum, ExitRefused, tc.code)
+			if tc.code == CodeWorkerObjectMalformed && (!strings.Contains(sum.Error.Message, "is not a worker object") || !strings.Contains(sum.Error.Message, "delete it")) {
+				t.Fatalf("message %q does not say the worker object is not one and how to fix it", sum.Error.Message)
+			}
+			if strings.Contains(tc.name, "job envelope") && !strings.Contains(sum.Error.Message, "a job thread's envelope") {
+				t.Fatalf("message %q does not say what the object holds", sum.Error.Message)
+			}
 			if got := h.wireState(alias); got != envelope.StatePending {
 				t.Fatalf("wire state %q, want pending", got)
 			}

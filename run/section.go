@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"time"
@@ -288,7 +289,7 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 		}
 		owner, ok := WorkerUserID(obj.Value)
 		if !ok {
-			return nil, refuse(CodeWorkerObjectMalformed, "the session's worker object is not a thread; fix or remove the object \"worker\" in session %s", sec.Session.SessionID)
+			return nil, refuse(CodeWorkerObjectMalformed, "the object \"worker\" of session %s is not a worker object (a thread whose metadata.user.user_id names the user who works the session; it holds %s); delete it, and the next run makes it again, or restore it", sec.Session.SessionID, workerShape(obj.Value))
 		}
 		if owner != userID {
 			return nil, refuse(CodeSessionOwnedByOther, "session %s is worked by user %s, not %s; use that user's key or another session", sec.Session.SessionID, owner, userID)
@@ -409,20 +410,38 @@ func DownloadJob(ctx context.Context, c blobhub.Client, alias string) (blobhub.O
 }
 
 // WorkerUserID is the user a session's worker object names as the one that
-// works the session; ok is false when the object is not a thread.
+// works the session; ok is false when the object is not a worker object: a
+// thread whose metadata.user.user_id is a non-empty string (a job envelope
+// written over it has none).
 func WorkerUserID(value json.RawMessage) (userID string, ok bool) {
 	var w struct {
 		Type   string `json:"type"`
 		Thread *struct {
 			Metadata struct {
-				User struct {
-					UserID string `json:"user_id"`
+				User *struct {
+					UserID *string `json:"user_id"`
 				} `json:"user"`
 			} `json:"metadata"`
 		} `json:"thread"`
 	}
-	if json.Unmarshal(value, &w) != nil || w.Type != "thread" || w.Thread == nil {
+	if json.Unmarshal(value, &w) != nil || w.Type != "thread" || w.Thread == nil ||
+		w.Thread.Metadata.User == nil || w.Thread.Metadata.User.UserID == nil || *w.Thread.Metadata.User.UserID == "" {
 		return "", false
 	}
-	return w.Thread.Metadata.User.UserID, true
+	return *w.Thread.Metadata.User.UserID, true
+}
+
+// workerShape says, for a message, what a malformed worker object holds
+// instead of a worker's user.
+func workerShape(value json.RawMessage) string {
+	env, err := envelope.Parse(value)
+	switch {
+	case err != nil:
+		return "no JSON object"
+	case env.IsJob():
+		return "a job thread's envelope"
+	case env.Type != "thread":
+		return fmt.Sprintf("an object of type %q", env.Type)
+	}
+	return "a thread without a user"
 }
