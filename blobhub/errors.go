@@ -28,7 +28,26 @@ var (
 	// be stored; list the thread's items to reconcile before posting again
 	// (the journal's rule, docs/state.md).
 	ErrAmbiguous = errors.New("post outcome unknown: the item may or may not be stored; list the thread's items before posting again")
+	// ErrTooLarge: an object whose value is larger than the bound the
+	// caller put on its download (WithMaxValue); see *TooLargeError.
+	ErrTooLarge = errors.New("object value too large")
 )
+
+// TooLargeError is a download refused by its bound: the value holds more
+// than Max bytes (Size when known, else 0). It matches ErrTooLarge.
+type TooLargeError struct {
+	Size, Max int64
+}
+
+func (e *TooLargeError) Error() string {
+	if e.Size > 0 {
+		return fmt.Sprintf("the value holds %d bytes, more than the %d read", e.Size, e.Max)
+	}
+	return fmt.Sprintf("the value holds more than the %d bytes read", e.Max)
+}
+
+// Is reports ErrTooLarge.
+func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
 
 // Error codes of the API. thread_item_too_large and
 // invalid_thread_envelope are documented (post_session_thread_item,

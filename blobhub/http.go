@@ -77,6 +77,7 @@ type call struct {
 	method, url    string
 	body           []byte
 	date           time.Time // the Date header of the answer do returned
+	maxValue       int64     // the bound of a download (WithMaxValue), 0 for none
 }
 
 func (c *httpClient) sessionCall(cmd, alias string, fields map[string]any) (*call, error) {
@@ -170,6 +171,9 @@ func (c *httpClient) do(ctx context.Context, k *call) ([]byte, error) {
 		if ctx.Err() != nil {
 			return nil, opErr(k.command, k.alias, unavailable(ctx.Err()))
 		}
+		if errors.Is(err, ErrTooLarge) {
+			return nil, opErr(k.command, k.alias, err)
+		}
 		var ue *url.Error
 		if errors.As(err, &ue) && !retryableURLError(ue) {
 			return nil, opErr(k.command, k.alias, err)
@@ -196,11 +200,18 @@ func (c *httpClient) request(ctx context.Context, k *call, body *[]byte) (*retry
 	c.header(req.Header)
 	req.SetResponseHandler(func(resp *http.Response) error {
 		defer resp.Body.Close()
-		b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+		limit := int64(maxBody)
+		if k.maxValue > 0 && resp.StatusCode/100 == 2 {
+			limit = k.maxValue + answerSlack
+		}
+		b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 		if err != nil {
 			return err // a body cut by the connection: retry
 		}
-		if len(b) > maxBody {
+		if int64(len(b)) > limit {
+			if k.maxValue > 0 {
+				return &TooLargeError{Size: max(resp.ContentLength, 0), Max: k.maxValue}
+			}
 			return fmt.Errorf("answer larger than %d bytes", maxBody)
 		}
 		*body = b
@@ -229,6 +240,9 @@ func (c *httpClient) retrying(k *call) *retryablehttp.Client {
 		CheckRetry: func(ctx context.Context, resp *http.Response, err error) (bool, error) {
 			if ctx.Err() != nil {
 				return false, ctx.Err()
+			}
+			if errors.Is(err, ErrTooLarge) {
+				return false, nil // the same answer again would be as large
 			}
 			retry, _ := retryablehttp.DefaultRetryPolicy(ctx, resp, err)
 			if !retry {
@@ -360,6 +374,7 @@ func (c *httpClient) Download(ctx context.Context, alias string) (Object, error)
 	if err != nil {
 		return Object{}, err
 	}
+	k.maxValue = maxValue(ctx)
 	b, err := c.do(ctx, k)
 	if err != nil {
 		return Object{}, err
@@ -377,6 +392,9 @@ func (c *httpClient) Download(ctx context.Context, alias string) (Object, error)
 	}
 	if len(o.Value) == 0 || string(o.Value) == "null" {
 		return Object{}, opErr(CmdDownload, alias, &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "answer carries no value"})
+	}
+	if k.maxValue > 0 && int64(len(o.Value)) > k.maxValue {
+		return Object{}, opErr(CmdDownload, alias, &TooLargeError{Size: int64(len(o.Value)), Max: k.maxValue})
 	}
 	return o, nil
 }

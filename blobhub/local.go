@@ -137,7 +137,13 @@ func (s *LocalStore) Download(ctx context.Context, sessionID, alias string) (Obj
 	if err != nil {
 		return Object{}, err
 	}
-	b, err := os.ReadFile(filepath.Join(sd, "objects", aliasFileName(alias)+".json"))
+	path := filepath.Join(sd, "objects", aliasFileName(alias)+".json")
+	if limit := maxValue(ctx); limit > 0 {
+		if fi, err := os.Stat(path); err == nil && fi.Size() > limit+answerSlack {
+			return Object{}, &TooLargeError{Size: fi.Size(), Max: limit}
+		}
+	}
+	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Object{}, notFound("object")
 	}
@@ -155,6 +161,9 @@ func (s *LocalStore) Download(ctx context.Context, sessionID, alias string) (Obj
 	var v bytes.Buffer
 	if err := json.Compact(&v, f.Value); err != nil {
 		return Object{}, err
+	}
+	if limit := maxValue(ctx); limit > 0 && int64(v.Len()) > limit {
+		return Object{}, &TooLargeError{Size: int64(v.Len()), Max: limit}
 	}
 	return Object{SessionID: sessionID, Alias: alias, UpdatedAt: f.UpdatedAt, Value: v.Bytes()}, nil
 }

@@ -30,7 +30,7 @@ const (
 // agent.permissions guarded and the policy and artifacts blocks are
 // bhw-run's own (the README's "Differences from blobhub-worker").
 type Envelope struct {
-	Raw  json.RawMessage // the value exactly as served
+	Raw  json.RawMessage // the value exactly as served (the caller's bytes)
 	Type string
 
 	WorkFolder string
@@ -77,27 +77,105 @@ func (e *NotJSONError) Error() string {
 	return fmt.Sprintf("the object's value is not a JSON object: %v", e.Err)
 }
 
+// MaxSize is the most bhw-run reads of an envelope's value: a hand-off is a
+// few kilobytes (a policy of hundreds of rules some hundred), so a larger
+// value is a mistake or an attack, refused before it is read whole.
+const MaxSize = 1 << 20
+
+// The parts of a value Parse looks at. Each decodes from a JSON object
+// only: anything else reads as absent, as a lenient reader must, instead of
+// failing the whole value. Keys bhw-run does not read are skipped by the
+// decoder without being copied, so what a value costs to parse does not
+// grow with a person's other keys.
+type (
+	topPart struct {
+		Type   json.RawMessage `json:"type"`
+		Thread threadPart      `json:"thread"`
+	}
+	threadPart struct {
+		Attributes attrsPart `json:"attributes"`
+		Metadata   metaPart  `json:"metadata"`
+	}
+	attrsPart struct {
+		Name json.RawMessage `json:"name"`
+	}
+	metaPart struct {
+		present   bool
+		Instance  json.RawMessage `json:"instance"`
+		Workspace json.RawMessage `json:"workspace"`
+		Agent     json.RawMessage `json:"agent"`
+		Policy    json.RawMessage `json:"policy"`
+		Artifacts json.RawMessage `json:"artifacts"`
+	}
+)
+
+func (p *threadPart) UnmarshalJSON(b []byte) error {
+	type plain threadPart
+	return decodeObject(b, (*plain)(p))
+}
+
+func (p *attrsPart) UnmarshalJSON(b []byte) error {
+	type plain attrsPart
+	return decodeObject(b, (*plain)(p))
+}
+
+func (p *metaPart) UnmarshalJSON(b []byte) error {
+	type plain metaPart
+	if !isObject(b) {
+		return nil
+	}
+	p.present = true
+	return json.Unmarshal(b, (*plain)(p))
+}
+
+// decodeObject decodes b into v when b is a JSON object, else leaves v.
+func decodeObject(b []byte, v any) error {
+	if !isObject(b) {
+		return nil
+	}
+	return json.Unmarshal(b, v)
+}
+
+func isObject(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) > 0 && b[0] == '{'
+}
+
 // Parse reads a session object's value. Only a value that is not a JSON
-// object is an error; everything else is judged later (IsJob, the checklist).
+// object is an error; everything else is judged later (IsJob, the
+// checklist). Raw is raw itself, not a copy.
 func Parse(raw []byte) (*Envelope, error) {
-	var top map[string]any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&top); err != nil {
+	if !isObject(raw) {
+		var v any
+		err := json.Unmarshal(raw, &v)
+		if err == nil {
+			err = fmt.Errorf("a JSON %s", jsonKind(v))
+		}
 		return nil, &NotJSONError{Err: err}
 	}
-	if top == nil {
-		return nil, &NotJSONError{Err: fmt.Errorf("null")}
+	var top topPart
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, &NotJSONError{Err: err}
 	}
-	e := &Envelope{Raw: append(json.RawMessage(nil), raw...), Bad: map[string]string{}}
-	e.Type, _ = top["type"].(string)
-	thread, _ := top["thread"].(map[string]any)
-	if attrs, ok := thread["attributes"].(map[string]any); ok {
-		e.Name, _ = attrs["name"].(string)
-	}
-	md, _ := thread["metadata"].(map[string]any)
-	if md == nil {
+	e := &Envelope{Raw: raw, Bad: map[string]string{}}
+	_ = json.Unmarshal(top.Type, &e.Type)
+	_ = json.Unmarshal(top.Thread.Attributes.Name, &e.Name)
+	m := top.Thread.Metadata
+	if !m.present {
 		return e, nil
+	}
+	// Only the blocks read below, each small, become maps.
+	md := map[string]any{}
+	for key, r := range map[string]json.RawMessage{"instance": m.Instance, "workspace": m.Workspace, "agent": m.Agent, "policy": m.Policy, "artifacts": m.Artifacts} {
+		if r == nil {
+			continue
+		}
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(r))
+		dec.UseNumber()
+		if dec.Decode(&v) == nil {
+			md[key] = v
+		}
 	}
 	if v, ok := md["instance"]; ok {
 		inst, isMap := v.(map[string]any)
@@ -147,6 +225,21 @@ func Parse(raw []byte) (*Envelope, error) {
 		e.Artifacts = &Artifacts{Source: e.str(a, "source", "artifacts.source")}
 	}
 	return e, nil
+}
+
+// jsonKind names the kind of a decoded JSON value that is not an object.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	case bool:
+		return "boolean"
+	}
+	return "number"
 }
 
 func (e *Envelope) str(m map[string]any, key, path string) string {

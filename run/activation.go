@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sync"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -61,6 +63,10 @@ type activation struct {
 	instructionsNoted bool
 	hurry             <-chan struct{} // closed on a second signal
 	locked            bool            // the run holds the thread lock
+	tooLarge          error           // the envelope is too large to read (tooLargeEnvelope)
+	// answer is the open prompt's answer findAnswer met past the bound of
+	// pending_inbound, when none of pending_inbound answers it.
+	answer *envelope.InboundItem
 	// fault is the first state write that failed mid-run (stateFault);
 	// abort ends the run's context with it.
 	faultMu sync.Mutex
@@ -226,7 +232,10 @@ func (a *activation) saveLocked() error {
 
 // download reads the envelope: 66 when absent, 65 when not a job.
 func (a *activation) download(ctx context.Context) error {
-	obj, err := a.r.Client.Download(ctx, a.alias)
+	obj, err := downloadEnvelope(ctx, a.r.Client, a.alias)
+	if errors.Is(err, blobhub.ErrTooLarge) {
+		return a.tooLargeEnvelope(err)
+	}
 	if errors.Is(err, blobhub.ErrNotFound) {
 		if _, lerr := a.r.Client.List(ctx); errors.Is(lerr, blobhub.ErrNotFound) {
 			return exitErr(CodeSessionNotFound, "session %s was not found on BlobHub; check the revision_id and session_id of %s", a.r.Setup.Section.Session.SessionID, a.r.Setup.Where())
@@ -258,6 +267,37 @@ func (a *activation) download(ctx context.Context) error {
 	return nil
 }
 
+// downloadEnvelope reads alias's envelope, refusing one larger than
+// envelope.MaxSize before it is read whole (blobhub.ErrTooLarge).
+func downloadEnvelope(ctx context.Context, c blobhub.Client, alias string) (blobhub.Object, error) {
+	return c.Download(blobhub.WithMaxValue(ctx, envelope.MaxSize), alias)
+}
+
+// tooLargeEnvelope is download's answer to an envelope larger than
+// envelope.MaxSize. Of a thread this state tree runs, the run goes on with
+// the wire taken to be as this tree last left it (the local state): on
+// the idle path nothing needs the envelope, and a thread that is merely
+// big is never failed for it; only a run that must act on it (a turn, an
+// activation) fails it, ENVELOPE_TOO_LARGE. Anything else is not a job
+// bhw-run can read (65).
+func (a *activation) tooLargeEnvelope(err error) error {
+	st := a.t.Agent.State
+	if !a.holds() || st == "" {
+		return exitErr(CodeNotJob, "%q is not a job thread bhw-run can read: %v (the most bhw-run reads of an envelope is %d bytes); shrink it", a.alias, err, envelope.MaxSize)
+	}
+	a.log.Warn("the thread's envelope is too large to read; the run goes on as the thread was, and fails it if it must act", "error", err.Error(), "max_bytes", envelope.MaxSize)
+	a.tooLarge = err
+	a.env = &envelope.Envelope{Type: "thread", HasAgent: true, HasInstance: true, State: st, Bad: map[string]string{}}
+	return nil
+}
+
+// failTooLarge fails a thread whose envelope is too large to read: locally
+// and with its thread_failed item; not on the wire, where failed would mean
+// rewriting the value bhw-run refuses to read.
+func (a *activation) failTooLarge(ctx context.Context) error {
+	return a.fail(ctx, agent.Errorf(CodeEnvelopeTooLarge, "the thread's envelope is larger than the %d bytes bhw-run reads (%v); shrink it (keep large data in items or artifacts): the next run then marks the thread failed on BlobHub, and `bhw-run thread retry` hands it off again", envelope.MaxSize, a.tooLarge))
+}
+
 // holds reports whether this state tree has a record of the thread.
 func (a *activation) holds() bool { return holdsThread(a.r.Setup.JobDir, a.alias) }
 
@@ -280,43 +320,124 @@ func malformed(alias string, err error) error {
 // errMalformed is the cause of malformed's error.
 var errMalformed = errors.New("a garbled envelope of a thread this state tree holds")
 
+// Bounds on a person's messages. A thread keeps the messages it has read
+// but not delivered in thread.yaml (pending_inbound), which every run of
+// it reads and writes, so what a flood may make a run carry is bounded:
+// a read stops keeping messages once PendingItems or PendingBytes are
+// held, and the rest stays on BlobHub, after the cursor, for the next run,
+// which delivers them in its own turn; nothing is lost. One message gives
+// the agent at most MaxPersonItemBytes: a longer one keeps its head and
+// tail around a note saying how much was left out (the whole message stays
+// on BlobHub). Tests shrink the first two.
+var (
+	PendingItems       = 1000
+	PendingBytes       = 4 << 20
+	MaxPersonItemBytes = 256 << 10
+)
+
 // readItems tails the thread after items.scanned, keeping person items not
-// yet delivered in pending_inbound and skipping our own. One
-// read stops at blobhub.TailLimits; a.unread then says the next run reads
-// on from the cursor saved here.
+// yet delivered in pending_inbound and skipping our own. One read stops at
+// blobhub.TailLimits, or once pending_inbound holds its bound; a.unread
+// then says the next run reads on from the cursor saved here, when the
+// bound of the tail stopped it. A prompt waiting for an answer that lies
+// past the bound is answered all the same: findAnswer looks past it.
 func (a *activation) readItems(ctx context.Context) error {
 	a.mu.Lock()
 	from := scannedCursor(a.t.Items.Scanned)
+	held, size := len(a.t.Items.PendingInbound), 0
+	for _, in := range a.t.Items.PendingInbound {
+		size += inboundSize(in)
+	}
+	awaiting := a.t.Prompt != nil && a.t.Prompt.CreatedAt != "" && a.answerIndex() < 0
 	a.mu.Unlock()
-	items, cur, more, err := blobhub.Tail(ctx, a.r.Client, a.alias, from, blobhub.TailLimits)
-	if err != nil {
-		return apiErr(err, "read items of "+a.alias)
+	full := func() bool { return held >= PendingItems || size >= PendingBytes }
+	var promptAt time.Time
+	if awaiting {
+		promptAt, _ = blobhub.ParseTime(a.t.Prompt.CreatedAt)
 	}
-	a.unread = more
-	if more {
-		a.log.Info("read the thread up to the bound of one run; the next run reads on", "items", len(items))
+	answers := func(in envelope.InboundItem) bool {
+		t, err := blobhub.ParseTime(in.CreatedAt)
+		return err == nil && t.After(promptAt)
 	}
-	if len(items) > 0 && a.userID == "" {
-		// No identity.yaml yet: we must know who we are to filter our own items.
-		if _, err := checkIdentity(ctx, a.r.Client, a.r.Setup.StateDir); err != nil {
+	var fresh []envelope.InboundItem
+	cur, more, stopped := from, false, full()
+	if !stopped {
+		var err error
+		cur, more, err = a.tail(ctx, from, func(in envelope.InboundItem) bool {
+			fresh = append(fresh, in)
+			held, size = held+1, size+inboundSize(in)
+			if awaiting && answers(in) {
+				awaiting = false
+			}
+			stopped = full()
+			return !stopped
+		})
+		if err != nil {
 			return err
 		}
-		id, _ := LoadIdentity(a.r.Setup.StateDir)
-		a.userID = id.UserID
+	}
+	a.unread = more && !stopped
+	switch {
+	case stopped:
+		a.log.Info("read the thread up to the person messages one run keeps; the next runs read on", "pending", held)
+	case more:
+		a.log.Info("read the thread up to the bound of one run; the next run reads on", "items", len(fresh))
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, it := range items {
-		if it.UserID == a.userID || hasType(it.Metadata) {
-			continue
-		}
-		if a.consumed(it.ID) {
-			continue
-		}
-		a.t.Items.PendingInbound = append(a.t.Items.PendingInbound, inboundOf(it))
-	}
+	a.t.Items.PendingInbound = append(a.t.Items.PendingInbound, fresh...)
 	a.t.Items.Scanned = scannedOf(cur)
+	a.mu.Unlock()
+	if awaiting && stopped {
+		return a.findAnswer(ctx, cur, answers)
+	}
 	return nil
+}
+
+// findAnswer looks past the bound of pending_inbound, from cur, for the
+// first person item that answers the open prompt, keeping nothing else and
+// moving no cursor: the messages before it are read again, and delivered,
+// by the runs after the one it resumes (the answer itself is consumed, so
+// it is not delivered twice). Without it a turn that parked after a flood
+// would wait for an answer it never reads.
+func (a *activation) findAnswer(ctx context.Context, cur blobhub.Cursor, answers func(envelope.InboundItem) bool) error {
+	_, _, err := a.tail(ctx, cur, func(in envelope.InboundItem) bool {
+		if answers(in) {
+			a.answer = &in
+			return false
+		}
+		return true
+	})
+	return err
+}
+
+// tail reads the thread from cur and hands each person item not yet
+// delivered to keep (which returns false to stop), skipping our own. It
+// returns the cursor after the last item read and whether the tail's bound
+// stopped it.
+func (a *activation) tail(ctx context.Context, cur blobhub.Cursor, keep func(envelope.InboundItem) bool) (blobhub.Cursor, bool, error) {
+	var idErr error
+	next, more, err := blobhub.TailEach(ctx, a.r.Client, a.alias, cur, blobhub.TailLimits, func(it blobhub.Item) bool {
+		if a.userID == "" {
+			// No identity.yaml yet: who we are tells our own items from a
+			// person's. Asked once; without it the read is dropped.
+			var id *Identity
+			if id, idErr = checkIdentity(ctx, a.r.Client, a.r.Setup.StateDir); idErr != nil {
+				return false
+			}
+			a.userID = id.UserID
+		}
+		if it.UserID == a.userID || hasType(it.Metadata) || a.consumedLocked(it.ID) {
+			return true
+		}
+		return keep(inboundOf(it))
+	})
+	if idErr != nil {
+		return cur, false, idErr
+	}
+	if err != nil {
+		return cur, false, apiErr(err, "read items of "+a.alias)
+	}
+	return next, more, nil
 }
 
 // scannedCursor and scannedOf map thread.yaml's scanned to a tail cursor
@@ -337,6 +458,10 @@ func scannedOf(c blobhub.Cursor) envelope.Scanned {
 	return s
 }
 
+// consumedLocked is consumed without a.mu: TailEach's callback runs on the
+// reading goroutine while nothing else changes pending_inbound.
+func (a *activation) consumedLocked(id string) bool { return a.consumed(id) }
+
 func (a *activation) consumed(id string) bool {
 	for _, p := range a.t.Items.PendingInbound {
 		if p.ID == id {
@@ -353,16 +478,58 @@ func hasType(meta json.RawMessage) bool {
 	return len(meta) > 0 && json.Unmarshal(meta, &m) == nil && m.Type != nil
 }
 
+// inboundOf is a person's item as pending_inbound keeps it: at most
+// MaxPersonItemBytes of content, the largest blocks cut first, each keeping
+// its head and tail around a note of how much was left out. A cut JSON
+// block becomes text: its fenced copy would no longer be JSON.
 func inboundOf(it blobhub.Item) envelope.InboundItem {
 	in := envelope.InboundItem{ID: it.ID, CreatedAt: it.CreatedAt, UserID: it.UserID}
+	total := 0
 	for _, b := range it.Content {
 		cb := envelope.ContentBlock{Type: b.Type, Text: b.Text}
 		if len(b.JSON) > 0 {
 			cb.JSON = string(b.JSON)
 		}
+		total += len(cb.Text) + len(cb.JSON)
 		in.Content = append(in.Content, cb)
 	}
+	note := func(n int) string {
+		return fmt.Sprintf("\n\n…[bhw-run: this message had %d bytes, more than the %d an agent is given; %d bytes were left out here]…\n\n", total, MaxPersonItemBytes, n)
+	}
+	for over := total - MaxPersonItemBytes; over > 0; {
+		cb := &in.Content[largestBlock(in.Content)]
+		s := cb.Text + cb.JSON
+		cut := cutMiddle(s, max(len(s)-over-256, 1024), note)
+		if len(cut) >= len(s) {
+			break // every block is as short as a cut leaves it
+		}
+		over -= len(s) - len(cut)
+		if cb.JSON != "" {
+			cb.Type, cb.JSON = "text", ""
+		}
+		cb.Text = cut
+	}
 	return in
+}
+
+// largestBlock is the index of the content block with the most bytes.
+func largestBlock(bs []envelope.ContentBlock) int {
+	best := 0
+	for i, b := range bs {
+		if len(b.Text)+len(b.JSON) > len(bs[best].Text)+len(bs[best].JSON) {
+			best = i
+		}
+	}
+	return best
+}
+
+// inboundSize is what an item costs pending_inbound's byte bound.
+func inboundSize(in envelope.InboundItem) int {
+	n := len(in.ID) + len(in.CreatedAt) + len(in.UserID)
+	for _, b := range in.Content {
+		n += len(b.Type) + len(b.Text) + len(b.JSON)
+	}
+	return n
 }
 
 // facts gathers what the decision table needs.
@@ -377,7 +544,7 @@ func (a *activation) facts() Facts {
 	f.Unfinished = len(a.j.pending()) > 0 ||
 		(t.Agent.State == envelope.StateFailed && !t.Agent.FailedOnWire && a.env.State == envelope.StateActive)
 	if t.Prompt != nil && t.Prompt.ItemID != "" {
-		f.Answered = a.answerIndex() >= 0
+		f.Answered = a.answerIndex() >= 0 || a.answer != nil
 	}
 	return f
 }
@@ -421,7 +588,7 @@ func (a *activation) attach(ctx context.Context) error {
 // (docs/state.md): download, check the state is still `from`, change only
 // the state, upload, read back.
 func (a *activation) setWireState(ctx context.Context, from, to string) error {
-	obj, err := a.r.Client.Download(ctx, a.alias)
+	obj, err := downloadEnvelope(ctx, a.r.Client, a.alias)
 	if errors.Is(err, blobhub.ErrNotFound) {
 		return exitErr(CodeNoThread, "thread %q was deleted from BlobHub while this run worked on it; nothing was written to it", a.alias)
 	}
@@ -442,7 +609,7 @@ func (a *activation) setWireState(ctx context.Context, from, to string) error {
 	if err := a.r.Client.Upload(ctx, a.alias, nv); err != nil {
 		return apiErr(err, "upload "+a.alias)
 	}
-	back, err := a.r.Client.Download(ctx, a.alias)
+	back, err := downloadEnvelope(ctx, a.r.Client, a.alias)
 	if err == nil && !jsonEqual(back.Value, nv) {
 		a.log.Warn("a person changed the envelope while bhw-run wrote it; the next run decides", "state", to)
 	}

@@ -60,7 +60,7 @@ func sameTree(t *testing.T, before, after map[string]int64, ignore ...string) {
 	}
 }
 
-func wantCode(t *testing.T, sum *Summary, exit int, code string) {
+func wantCode(t testing.TB, sum *Summary, exit int, code string) {
 	t.Helper()
 	if sum.ExitCode != exit || sum.Error == nil || sum.Error.Code != code {
 		t.Fatalf("exit %d error %+v (outcome %q), want exit %d code %s", sum.ExitCode, sum.Error, sum.Outcome, exit, code)
@@ -164,7 +164,7 @@ func resolveErr(t *testing.T, o Options, alias string) *ExitError {
 	return ee
 }
 
-func writeFile(t *testing.T, path, text string, mode os.FileMode) {
+func writeFile(t testing.TB, path, text string, mode os.FileMode) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		t.Fatal(err)

@@ -75,6 +75,12 @@ func sizeOf(v any) int { b, _ := json.Marshal(v); return len(b) }
 // shrinkString keeps head and tail of s so the result is about keep bytes
 // plus the marker, cutting on UTF-8 boundaries.
 func shrinkString(s string, keep int) string {
+	return cutMiddle(s, keep, func(n int) string { return fmt.Sprintf("…[truncated %d bytes]…", n) })
+}
+
+// cutMiddle keeps head and tail of s, about keep bytes in all, around
+// marker(bytes left out), cutting on UTF-8 boundaries.
+func cutMiddle(s string, keep int, marker func(int) string) string {
 	if keep < 64 {
 		keep = 64
 	}
@@ -90,7 +96,7 @@ func shrinkString(s string, keep int) string {
 	for len(t) > 0 && !utf8.ValidString(t) {
 		t = t[1:]
 	}
-	return fmt.Sprintf("%s…[truncated %d bytes]…%s", h, len(s)-len(h)-len(t), t)
+	return h + marker(len(s)-len(h)-len(t)) + t
 }
 
 // largestString finds the longest string value and a setter for it.

@@ -37,6 +37,7 @@ const (
 	CodePolicyInvalid          = "POLICY_INVALID"
 	CodeExecutableNotAllowed   = "AGENT_EXECUTABLE_NOT_ALLOWED"
 	CodeArtifactsSourceInvalid = "ARTIFACTS_SOURCE_INVALID"
+	CodeEnvelopeTooLarge       = "ENVELOPE_TOO_LARGE"
 	CodeTurnTimeout            = "TURN_TIMEOUT"
 	CodeAgentStalled           = "AGENT_STALLED"
 	CodeTurnFailed             = "TURN_FAILED"

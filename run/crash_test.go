@@ -248,6 +248,10 @@ const activationEnv = "BHW_TEST_ACTIVATION"
 type activationSpec struct {
 	State, Config, Store, Alias string
 	KillAt                      int // SIGKILL itself after this many journal writes
+	// HWMFile, when set, receives the process's peak resident set (VmHWM
+	// of /proc/self/status, which exec resets, unlike the rusage of a
+	// child forked from a large parent) once the run is done.
+	HWMFile string
 }
 
 // maybeRunActivation runs one activation on a file:// store and exits,
@@ -285,6 +289,15 @@ func maybeRunActivation() {
 		Environ: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.State},
 	}
 	sum, _ := r.Run(context.Background(), s.Alias)
+	if s.HWMFile != "" {
+		if b, err := os.ReadFile("/proc/self/status"); err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, "VmHWM:") {
+					_ = os.WriteFile(s.HWMFile, []byte(strings.TrimSpace(strings.TrimPrefix(l, "VmHWM:"))), 0o600)
+				}
+			}
+		}
+	}
 	os.Exit(sum.ExitCode)
 }
 

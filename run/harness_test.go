@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 // harness is one state tree, one work folder and a BlobHub: the httptest
 // server, or the same store opened as file://.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *bhtest.Server
 	local  bool // talk to the store as file:// instead of HTTP
 	state  string
@@ -39,7 +39,7 @@ type harness struct {
 	tune   func(*Runner) // applied after runner's changes (timeouts, grace)
 }
 
-func newHarness(t *testing.T, local bool) *harness {
+func newHarness(t testing.TB, local bool) *harness {
 	h := &harness{t: t, srv: bhtest.New(t), local: local, state: t.TempDir(), work: t.TempDir()}
 	h.config = filepath.Join(h.state, "config.yaml")
 	h.script = filepath.Join(t.TempDir(), "script.json")
@@ -215,14 +215,14 @@ func wrapStart(r *Runner, typ string, wrap func(next startFunc) startFunc) {
 	panic("no adapter " + typ)
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
 
-func want(t *testing.T, sum *Summary, outcome string, exit int) {
+func want(t testing.TB, sum *Summary, outcome string, exit int) {
 	t.Helper()
 	if sum.Outcome != outcome || sum.ExitCode != exit {
 		t.Fatalf("outcome %q exit %d, want %q exit %d (error %+v)", sum.Outcome, sum.ExitCode, outcome, exit, sum.Error)

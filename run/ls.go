@@ -55,6 +55,10 @@ var ErrThreadsUnreadable = errors.New("the state of some threads cannot be read"
 // StateNone is the listed state of a job thread without instance.state.
 const StateNone = "none"
 
+// reasonTooLarge is the not_mine.yaml reason of an object whose value is
+// too large to read as an envelope (checked again after a day).
+const reasonTooLarge = "value too large for an envelope"
+
 // StateUnknown is the listed state of a thread this state tree holds whose
 // envelope BlobHub answered garbled (Listing.Error says so).
 const StateUnknown = "unknown"
@@ -70,7 +74,7 @@ type ListOptions struct {
 // not_mine.yaml; aliases under a job thread's artifacts/ are skipped), and
 // a tail of every thread active on the wire and here.
 func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err error) {
-	ls := &lister{r: r, o: o, start: time.Now(), jobs: map[string]bool{}, notMine: map[string]string{}}
+	ls := &lister{r: r, o: o, start: time.Now(), jobs: map[string]bool{}, notMine: map[string]string{}, tooLarge: map[string]error{}}
 	out = []Listing{}
 	r.Setup.logIgnored(r.Logger)
 	defer func() { ls.record(len(out), err) }()
@@ -105,7 +109,7 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 		if err != nil {
 			return out, err
 		}
-		if env == nil || !wantState(o.States, listedState(env)) {
+		if env == nil || ls.tooLarge[alias] == nil && !wantState(o.States, listedState(env)) {
 			continue
 		}
 		l, keep, err := ls.listing(ctx, alias, env, updatedAt)
@@ -152,13 +156,14 @@ func isStateError(err error) bool {
 
 // lister is one `bhw-run ls`: what it has learnt and what it cost.
 type lister struct {
-	r       *Runner
-	o       ListOptions
-	start   time.Time
-	id      *Identity
-	cache   NotMine
-	jobs    map[string]bool   // the job threads seen so far
-	notMine map[string]string // objects found not to be jobs, to cache
+	r        *Runner
+	o        ListOptions
+	start    time.Time
+	id       *Identity
+	cache    NotMine
+	jobs     map[string]bool   // the job threads seen so far
+	notMine  map[string]string // objects found not to be jobs, to cache
+	tooLarge map[string]error  // threads this tree holds whose envelope is too large to read
 
 	downloads, tails int
 }
@@ -213,7 +218,18 @@ func (ls *lister) job(ctx context.Context, alias string) (*envelope.Envelope, st
 		return nil, "", nil
 	}
 	ls.downloads++
-	obj, err := r.Client.Download(ctx, alias)
+	obj, err := downloadEnvelope(ctx, r.Client, alias)
+	if errors.Is(err, blobhub.ErrTooLarge) {
+		if !holdsThread(r.Setup.JobDir, alias) {
+			ls.notMine[alias] = reasonTooLarge
+			return nil, "", nil
+		}
+		// Judged as a run would (tooLargeEnvelope): on what this tree
+		// last knew of it.
+		ls.tooLarge[alias] = err
+		ls.jobs[alias] = true
+		return &envelope.Envelope{Type: "thread", HasAgent: true, HasInstance: true, Bad: map[string]string{}}, "", nil
+	}
 	if errors.Is(err, blobhub.ErrNotFound) {
 		return nil, "", nil // deleted since the list
 	}
@@ -240,7 +256,7 @@ func (ls *lister) job(ctx context.Context, alias string) (*envelope.Envelope, st
 // listing judges one job thread; keep says whether --runnable keeps it
 // (runnable, and its lock free).
 func (ls *lister) listing(ctx context.Context, alias string, env *envelope.Envelope, updatedAt string) (l Listing, keep bool, err error) {
-	l, read, err := ls.r.judge(ctx, alias, env, updatedAt, ls.id)
+	l, read, err := ls.r.judge(ctx, alias, env, updatedAt, ls.id, ls.tooLarge[alias])
 	if read {
 		ls.tails++
 	}
@@ -292,7 +308,7 @@ func oldestFirst(out []Listing) {
 // journal and, for a thread active on the wire and here, the items after
 // scanned — in memory only, and asks Decide. read says whether the items
 // were read.
-func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope, updatedAt string, id *Identity) (l Listing, read bool, err error) {
+func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope, updatedAt string, id *Identity, tooLarge error) (l Listing, read bool, err error) {
 	l = Listing{Alias: alias, State: listedState(env)}
 	a := &activation{r: r, alias: alias, dir: ThreadDir(r.Setup.JobDir, alias), env: env, log: r.Logger.With("alias", alias), sum: &Summary{Alias: alias}}
 	if id != nil {
@@ -300,6 +316,13 @@ func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope
 	}
 	if err := a.peek(); err != nil {
 		return l, false, err
+	}
+	if tooLarge != nil {
+		// The wire as this tree last left it; a run fails the thread only
+		// if it must act (tooLargeEnvelope).
+		env.State = a.t.Agent.State
+		l.State, l.Error = StateUnknown, fmt.Sprintf("the envelope is larger than the %d bytes bhw-run reads: %v", envelope.MaxSize, tooLarge)
+		r.Logger.Warn("ls: a thread's envelope is too large to read; a run fails the thread if it must act", "alias", alias, "error", tooLarge.Error())
 	}
 	l.Local = a.t.Agent.State
 	if env.State == envelope.StateActive && a.t.Agent.State == envelope.StateActive {

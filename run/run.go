@@ -180,6 +180,17 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	// 7. Decide; act at most once.
 	d := Decide(a.facts())
 	a.log.Debug("decided", "row", d.Row.String(), "unfinished", d.Unfinished, "acts", d.Acts)
+	if a.tooLarge != nil && d.Acts && a.t.Agent.State != envelope.StateFailed {
+		// Acting needs the envelope bhw-run refuses to read.
+		if err := a.attach(ctx); err != nil {
+			return sum, err
+		}
+		err := a.failTooLarge(ctx)
+		if a.failedThisRun {
+			sum.Outcome = OutcomeFailed
+		}
+		return sum, a.wrapUp(ctx, err)
+	}
 	if d.Spawns {
 		// The agent slot comes before the run's first write: a wait that ends
 		// without one (--slot-wait elapsed, a signal) leaves everything as it
@@ -201,6 +212,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	if err := a.attach(ctx); err != nil {
 		return sum, err
 	}
+
 	if d.Unfinished {
 		if err := a.finishUnfinished(ctx); err != nil {
 			return sum, err
@@ -299,7 +311,7 @@ func (a *activation) stop(ctx context.Context) (string, error) {
 	if a.env.State == envelope.StateFailed {
 		a.t.Agent.FailedOnWire = true
 	}
-	a.t.Turn.State = envelope.TurnStateIdle
+	a.t.Turn.State, a.t.Turn.Inbound = envelope.TurnStateIdle, nil
 	return OutcomeStopped, a.save()
 }
 
@@ -425,8 +437,10 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	}
 	a.sum.Error = &SummaryError{Code: te.Code, Message: te.Message}
 	a.failedThisRun = true
-	if err := a.uploadFailed(ctx); err != nil {
-		return err
+	if a.tooLarge == nil {
+		if err := a.uploadFailed(ctx); err != nil {
+			return err
+		}
 	}
 	a.post(ctx, resolved)
 	a.post(ctx, e)

@@ -384,6 +384,8 @@ func APIError(err error, what string) error {
 		// invalid_thread_envelope: BlobHub's final word that the alias is
 		// not a thread (deleted, say), not a reason to try again later.
 		return exitErr(CodeNoThread, "BlobHub has no such thread (%s): the alias does not exist or is not a thread; check the alias, or create the thread with `bhw-run thread new`", what)
+	case errors.Is(err, blobhub.ErrTooLarge):
+		return exitErr(CodeEnvelopeTooLarge, "%s: %v; the most bhw-run reads of an envelope is %d bytes: shrink it", what, err, envelope.MaxSize)
 	case errors.Is(err, context.Canceled):
 		return err
 	case errors.Is(err, blobhub.ErrUnavailable), errors.Is(err, blobhub.ErrAmbiguous):
@@ -395,7 +397,7 @@ func APIError(err error, what string) error {
 // DownloadJob reads a job thread's envelope for the person's commands and
 // explain: 66 when absent, 65 when not a job.
 func DownloadJob(ctx context.Context, c blobhub.Client, alias string) (blobhub.Object, *envelope.Envelope, error) {
-	obj, err := c.Download(ctx, alias)
+	obj, err := downloadEnvelope(ctx, c, alias)
 	if errors.Is(err, blobhub.ErrNotFound) {
 		return obj, nil, exitErr(CodeNoThread, "there is no thread %q", alias)
 	}

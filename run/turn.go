@@ -32,7 +32,12 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	t := a.t
 	p := t.Prompt
 	i := a.answerIndex()
-	ans := t.Items.PendingInbound[i]
+	var ans envelope.InboundItem
+	if i >= 0 {
+		ans = t.Items.PendingInbound[i]
+	} else {
+		ans = *a.answer // past the bound of pending_inbound
+	}
 	text := strings.TrimSpace(inboundText(ans))
 	meta := map[string]any{"type": agent.ItemPendingPromptResolved, "prompt_item_id": p.ItemID,
 		"resolution": "answered", "answer": text}
@@ -49,7 +54,9 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	}
 	// The answer is consumed by the note; the items before and after it go
 	// into the same turn.
-	t.Items.PendingInbound = append(t.Items.PendingInbound[:i:i], t.Items.PendingInbound[i+1:]...)
+	if i >= 0 {
+		t.Items.PendingInbound = append(t.Items.PendingInbound[:i:i], t.Items.PendingInbound[i+1:]...)
+	}
 	if ans.CreatedAt > t.Items.LastConsumed.CreatedAt {
 		t.Items.LastConsumed = envelope.ItemRef{ItemID: ans.ID, CreatedAt: ans.CreatedAt}
 	}
@@ -122,6 +129,7 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, err error)
 	if turnEnd == "" {
 		return outcome, err
 	}
+	inbound := t.Turn.Inbound
 	// A completed turn publishes the outbox; a parked or failed one does not.
 	var files []outbox.File
 	if turnEnd == "completed" {
@@ -133,12 +141,16 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, err error)
 	if jerr == nil {
 		e, jerr = a.j.add(a.alias, agent.TurnEndItem(turnEnd, r), "")
 	}
-	t.Turn.State = envelope.TurnStateIdle
+	// The delivered messages are kept only while a turn may have to
+	// deliver them again (running, interrupted): every later run would
+	// read and write them for nothing (a flood of 20,000 made each idle run
+	// of its thread cost hundreds of MiB). Their ids stay.
+	t.Turn.State, t.Turn.Inbound = envelope.TurnStateIdle, nil
 	switch {
 	case jerr != nil:
 		// The turn's end is not journaled: the next run resumes the turn
 		// rather than lose what it said (its grants with it).
-		t.Turn.State = envelope.TurnStateInterrupted
+		t.Turn.State, t.Turn.Inbound = envelope.TurnStateInterrupted, inbound
 	case turnEnd != "parked":
 		// A one-shot grant serves the call a person approved in this turn;
 		// one the turn never used must not approve a later turn's call
@@ -183,6 +195,7 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, err erro
 		if te.Code == agent.CodeAgentSpawnFailed {
 			t.Turn.State = envelope.TurnStateIdle
 			t.Items.PendingInbound = append(t.Turn.Inbound, t.Items.PendingInbound...)
+			t.Turn.Inbound = nil
 		}
 		return "", "", a.fail(ctx, te)
 	case errors.Is(err, errTimeout):
