@@ -93,7 +93,7 @@ func TestParkedThreadReadsPastTheBoundForItsAnswer(t *testing.T) {
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: call}}}})
 	var during []string
 	h.runner = func(r *Runner) {
-		r.Client = &hookClient{Client: r.Client, onPost: func(p blobhub.NewItem) {
+		r.Client = &hookClient{Client: r.Client, onPost: func(_ string, p blobhub.NewItem) {
 			var m struct {
 				Type string `json:"type"`
 			}
