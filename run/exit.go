@@ -128,7 +128,7 @@ var Exits = []ExitClass{
 			CodeDuplicateSectionTarget, CodeSessionNotFound, CodeAgentNotInstalled, CodeStateTreeInvalid, CodeInsecurePermissions, CodePosterIsRunner}},
 	{Exit: ExitInterrupted, Label: "130 / 143", Outcome: "`interrupted`",
 		Help:      "interrupted by SIGINT/SIGTERM; state saved, the next run resumes",
-		Scheduler: "SIGINT / SIGTERM: state saved, the next run resumes"},
+		Scheduler: "SIGINT / SIGTERM: state saved, the next run resumes (a run stopped before it held the thread lock wrote nothing)"},
 }
 
 // ExitHelp is the EXIT CODES section of `bhw-run --help`, from Exits.
