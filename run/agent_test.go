@@ -210,13 +210,7 @@ func TestSymlinkedWorkFolderIsPinned(t *testing.T) {
 		t.Fatalf("the agent started in %q, want %q twice", started, real)
 	}
 	// The pinned folder itself replaced by a link: refused, not followed.
-	moved := real + ".moved"
-	if err := os.Rename(real, moved); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(other, real); err != nil {
-		t.Fatal(err)
-	}
+	linkInPlaceOf(t, real, real+".moved", other)
 	h.srv.PersonPost(alias, "again")
 	sum := h.run(alias)
 	wantCode(t, sum, ExitFailed, CodeWorkFolderNotAllowed)

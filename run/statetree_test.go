@@ -129,6 +129,18 @@ func TestStateFilesAreNotFollowed(t *testing.T) {
 	}
 }
 
+// linkInPlaceOf moves the folder at path to movedTo and puts a symbolic
+// link to target where it was.
+func linkInPlaceOf(t testing.TB, path, movedTo, target string) {
+	t.Helper()
+	if err := os.Rename(path, movedTo); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // otherUser is a uid that is not ours, and a folder it owns: as root, a
 // fresh folder given to nobody (65534); as anyone else, / (root's).
 func otherUser(t *testing.T) (uid int, dir string) {
@@ -205,12 +217,7 @@ func TestStateTreeOfOthersIsRefused(t *testing.T) {
 		s := h.setup()
 		threads := filepath.Join(s.JobDir, "threads")
 		moved := filepath.Join(t.TempDir(), "threads")
-		if err := os.Rename(threads, moved); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(moved, threads); err != nil {
-			t.Fatal(err)
-		}
+		linkInPlaceOf(t, threads, moved, moved)
 		h.srv.PersonPost(alias, "again")
 		sum := h.run(alias)
 		wantCode(t, sum, ExitConfig, CodeStateTreeInvalid)
