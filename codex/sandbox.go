@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/blobhub/bhw-run/envelope"
 )
 
 // SandboxWorks runs `true` inside the Codex Linux sandbox (bubblewrap with
@@ -89,7 +91,9 @@ func (c sandboxCache) path() string { return filepath.Join(c.dir, SandboxCacheFi
 
 func (c sandboxCache) load() map[string]sandboxStamp {
 	m := map[string]sandboxStamp{}
-	if b, err := os.ReadFile(c.path()); err == nil {
+	// Never through a link nor blocking on a named pipe: the cache is a
+	// file of the state tree like the others.
+	if b, err := envelope.ReadFile(c.path()); err == nil {
 		_ = json.Unmarshal(b, &m)
 	}
 	return m

@@ -210,7 +210,7 @@ type Published struct {
 // LoadPublished reads artifacts.yaml; a missing file is an empty record.
 func LoadPublished(path string) (*Published, error) {
 	p := &Published{}
-	b, err := os.ReadFile(path)
+	b, err := ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:

@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -57,5 +59,41 @@ items:
 	back = Thread{}
 	if err := yaml.Unmarshal(b, &back); err != nil || !slices.Equal(back.Items.Scanned.Ahead, th.Items.Scanned.Ahead) {
 		t.Fatalf("ahead round trip: %+v, %v\n%s", back.Items.Scanned, err, b)
+	}
+}
+
+// TestLoadPublishedRefusesALinkOrAPipe: artifacts.yaml is a file of the
+// state tree like thread.yaml: a link in its place is not followed (its
+// target is not read as the thread's record) and a named pipe is refused
+// without blocking the run.
+func TestLoadPublishedRefusesALinkOrAPipe(t *testing.T) {
+	dir := t.TempDir()
+	outside := filepath.Join(dir, "outside.yaml")
+	if err := os.WriteFile(outside, []byte("published:\n  a.txt:\n    sha256: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "artifacts.yaml")
+	if err := os.Symlink(outside, link); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := LoadPublished(link); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("a link at artifacts.yaml: %+v, %v; want it refused as a symbolic link", p, err)
+	}
+	pipe := filepath.Join(dir, "pipe.yaml")
+	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := LoadPublished(pipe); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "named pipe") {
+			t.Errorf("a named pipe at artifacts.yaml: %v; want it refused as a named pipe", err)
+		}
+	case <-time.After(10 * time.Second):
+		if f, err := os.OpenFile(pipe, os.O_RDWR, 0); err == nil {
+			f.Close()
+		}
+		t.Fatal("LoadPublished blocked on a named pipe")
 	}
 }

@@ -315,8 +315,8 @@ func (a *activation) writePublished() error {
 	if err != nil {
 		return err
 	}
-	if err := envelope.WriteFileAtomic(filepath.Join(a.dir, publishedFile), b, 0o600); err != nil {
-		return exitErr(CodeStateTreeInvalid, "cannot write %s: %v; fix the state tree", publishedFile, err)
+	if err := writeStateFile(filepath.Join(a.dir, publishedFile), b); err != nil {
+		return err
 	}
 	if len(a.t.Artifacts.Published) == 0 {
 		return nil

@@ -146,8 +146,8 @@ func readConfigFile(path string) ([]byte, error) {
 }
 
 // testHookStateWrite, when a test sets it, is asked before every write of
-// a state file (thread.yaml, section.yaml, identity.yaml, not_mine.yaml,
-// each journal record) and its error stands for the write's: a full disk
+// a state file (thread.yaml, artifacts.yaml, section.yaml, identity.yaml,
+// not_mine.yaml, each journal record) and its error stands for the write's: a full disk
 // cannot be made without privileges. Always nil in production.
 var testHookStateWrite func(path string) error
 
