@@ -281,7 +281,12 @@ func downloadEnvelope(ctx context.Context, c blobhub.Client, alias string) (blob
 // activation) fails it, ENVELOPE_TOO_LARGE. Anything else is not a job
 // bhw-run can read (65).
 func (a *activation) tooLargeEnvelope(err error) error {
-	st := a.t.Agent.State
+	// The first download of a thread this tree has never run comes before
+	// its record is read (there is none): a.t is nil then.
+	st := ""
+	if a.t != nil {
+		st = a.t.Agent.State
+	}
 	if !a.holds() || st == "" {
 		return exitErr(CodeNotJob, "%q is not a job thread bhw-run can read: %v (the most bhw-run reads of an envelope is %d bytes); shrink it", a.alias, err, envelope.MaxSize)
 	}

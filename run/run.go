@@ -124,7 +124,12 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	// under the lock (step 5) decides the run. Two first runs of one thread
 	// both read, then queue on the lock as every run does: the lock file
 	// is never deleted, so both lock the same one.
-	if _, err := os.Stat(a.dir); errors.Is(err, fs.ErrNotExist) {
+	// The tree is checked first (owner, modes, links): the download of a
+	// thread that is not a job writes not_mine.yaml.
+	if err := r.Setup.ensureDir(r.Setup.JobDir); err != nil {
+		return sum, err
+	}
+	if _, err := os.Lstat(a.dir); errors.Is(err, fs.ErrNotExist) {
 		if err := a.download(ctx); err != nil {
 			return sum, err
 		}
