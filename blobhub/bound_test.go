@@ -1,10 +1,14 @@
 package blobhub_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -61,4 +65,53 @@ func TestDownloadBound(t *testing.T) {
 	if o, err := lc.Download(ctx, "small"); err != nil || string(o.Value) != small {
 		t.Fatalf("local store, within the bound: %s %v", o.Value, err)
 	}
+}
+
+// TestLocalStoreRecordsTheType: the local store writes an object's type
+// ahead of its value, so the thread check of every item list reads a few
+// bytes, not the value (a 50 MB envelope made each idle run read it whole,
+// BenchmarkIdleTick in run/); a file of an earlier version, which has no
+// type of its own, is checked by reading the value as before.
+func TestLocalStoreRecordsTheType(t *testing.T) {
+	srv := bhtest.New(t)
+	srv.Thread("th")
+	srv.Put("nt", `{"type":"note"}`)
+	files, err := filepath.Glob(filepath.Join(srv.Dir(), "sessions", "*", "objects", "*.json"))
+	if err != nil || len(files) != 2 {
+		t.Fatalf("object files %v, %v", files, err)
+	}
+	c := srv.Client(bhtest.RunnerKey)
+	check := func(when string) {
+		t.Helper()
+		if _, err := c.ListItems(t.Context(), "th", blobhub.ItemQuery{}); err != nil {
+			t.Errorf("%s: list of a thread: %v", when, err)
+		}
+		if _, err := c.ListItems(t.Context(), "nt", blobhub.ItemQuery{}); !errors.Is(err, blobhub.ErrNoThread) {
+			t.Errorf("%s: list of a note: %v, want ErrNoThread", when, err)
+		}
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ty, val := bytes.Index(b, []byte(`"type": "`)), bytes.Index(b, []byte(`"value"`))
+		if ty < 0 || val < 0 || ty > val {
+			t.Errorf("%s does not record the type ahead of the value:\n%s", f, b)
+		}
+	}
+	check("with the type recorded")
+	for _, f := range files { // as an earlier version wrote them
+		b, _ := os.ReadFile(f)
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m, "type")
+		b, _ = json.Marshal(m)
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("without it")
 }

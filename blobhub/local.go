@@ -106,6 +106,12 @@ const StatusInvalidThreadEnvelope = http.StatusBadRequest
 // checkThread answers like BlobHub's post and list of items do for an
 // alias that is absent or whose value is not a thread.
 func (s *LocalStore) checkThread(ctx context.Context, sessionID, alias string) error {
+	if typ, ok := s.objectType(sessionID, alias); ok {
+		if typ != "thread" {
+			return &APIError{Status: StatusInvalidThreadEnvelope, Code: CodeInvalidThreadEnvelope, Message: fmt.Sprintf("session object %q is not a thread (value.type %q)", alias, typ)}
+		}
+		return nil
+	}
 	o, err := s.Download(ctx, sessionID, alias)
 	if errors.Is(err, ErrNotFound) {
 		return &APIError{Status: StatusInvalidThreadEnvelope, Code: CodeInvalidThreadEnvelope, Message: fmt.Sprintf("session object %q does not exist", alias)}
@@ -123,9 +129,56 @@ func (s *LocalStore) checkThread(ctx context.Context, sessionID, alias string) e
 }
 
 type objectFile struct {
-	Alias     string          `json:"alias"`
-	UpdatedAt string          `json:"updated_at"`
-	Value     json.RawMessage `json:"value"`
+	Alias     string `json:"alias"`
+	UpdatedAt string `json:"updated_at"`
+	// Type is value's type, written before it, so that a check of the
+	// type (every list of a thread's items) reads a few bytes, not the
+	// whole value. A file of an earlier version has none.
+	Type  string          `json:"type,omitempty"`
+	Value json.RawMessage `json:"value"`
+}
+
+// objectType reads the type an object's file records ahead of its value,
+// without reading the value; ok is false when it cannot tell (no such
+// file, a file of an earlier version), and the caller reads the object.
+func (s *LocalStore) objectType(sessionID, alias string) (typ string, ok bool) {
+	sd, err := s.sessionDir(sessionID)
+	if err != nil {
+		return "", false
+	}
+	f, err := os.Open(filepath.Join(sd, "objects", aliasFileName(alias)+".json"))
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	var name string
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var v string
+		switch key {
+		case "alias", "updated_at", "type":
+			if dec.Decode(&v) != nil {
+				return "", false
+			}
+		default: // the value, or a key of a later version: read the object
+			return "", false
+		}
+		switch key {
+		case "alias":
+			name = v
+		case "type":
+			// Only a hashed name can collide (see Download).
+			return v, name == alias && v != ""
+		}
+	}
+	return "", false
 }
 
 // Download reads an object; the RevisionID of the answer is left empty.
@@ -168,15 +221,16 @@ func (s *LocalStore) Download(ctx context.Context, sessionID, alias string) (Obj
 	return Object{SessionID: sessionID, Alias: alias, UpdatedAt: f.UpdatedAt, Value: v.Bytes()}, nil
 }
 
-// checkValue insists on a JSON object carrying a string "type", as BlobHub does.
-func checkValue(value json.RawMessage) error {
+// checkValue insists on a JSON object carrying a string "type", as BlobHub
+// does, and returns the type.
+func checkValue(value json.RawMessage) (string, error) {
 	var probe struct {
 		Type *string `json:"type"`
 	}
 	if !json.Valid(value) || json.Unmarshal(value, &probe) != nil || probe.Type == nil || *probe.Type == "" || bytes.TrimSpace(value)[0] != '{' {
-		return &APIError{Status: http.StatusBadRequest, Code: "invalid_value", Message: `value must be a JSON object carrying a "type"`}
+		return "", &APIError{Status: http.StatusBadRequest, Code: "invalid_value", Message: `value must be a JSON object carrying a "type"`}
 	}
-	return nil
+	return *probe.Type, nil
 }
 
 // Upload replaces an object atomically.
@@ -184,7 +238,8 @@ func (s *LocalStore) Upload(ctx context.Context, sessionID, alias string, value 
 	if err := checkAlias(alias); err != nil {
 		return err
 	}
-	if err := checkValue(value); err != nil {
+	typ, err := checkValue(value)
+	if err != nil {
 		return err
 	}
 	sd, err := s.sessionDir(sessionID)
@@ -199,7 +254,7 @@ func (s *LocalStore) Upload(ctx context.Context, sessionID, alias string, value 
 	if err := json.Compact(&compact, value); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(objectFile{Alias: alias, UpdatedAt: FormatTime(time.Now()), Value: compact.Bytes()}, "", "  ")
+	b, err := json.MarshalIndent(objectFile{Alias: alias, UpdatedAt: FormatTime(time.Now()), Type: typ, Value: compact.Bytes()}, "", "  ")
 	if err != nil {
 		return err
 	}
