@@ -459,3 +459,28 @@ func TestDoctorWorkerMarkers(t *testing.T) {
 		})
 	}
 }
+
+// TestDoctorStateTreeNotTrusted: a state tree a run would refuse (writable
+// by others, or another user's) fails doctor with the run's own code and
+// fix, not with a weaker check of doctor's own.
+func TestDoctorStateTreeNotTrusted(t *testing.T) {
+	t.Run("writable by others", func(t *testing.T) {
+		e := doctorEnv(t)
+		if err := os.Chmod(e.state, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		code, checks := e.doctor(bhtest.RunnerKey)
+		wantFailed(t, code, checks, "state_dir", run.CodeInsecurePermissions, "chmod go-w "+e.state)
+	})
+	t.Run("another user's", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Fatal("this case gives the state tree to another user: run the tests as root (make test does under CI)")
+		}
+		e := doctorEnv(t)
+		if err := os.Chown(e.state, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		code, checks := e.doctor(bhtest.RunnerKey)
+		wantFailed(t, code, checks, "state_dir", run.CodeInsecurePermissions, "chown -R 0 "+e.state)
+	})
+}

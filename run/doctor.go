@@ -277,6 +277,12 @@ func (d *doctor) stateDir() {
 		d.fail("state_dir", fmt.Sprintf("%s: %s is not a folder (%v)", CodeStateTreeInvalid, dir, err), "remove it, or pass another --state-dir")
 		return
 	}
+	// The state tree a run would refuse (another user's, or writable by
+	// others) is refused here with the run's own code and message.
+	if err := trustedDir(dir, fi); err != nil {
+		d.failErr("state_dir", err, "")
+		return
+	}
 	// Every problem at once: one fix after another would take as many runs.
 	var problems, fixes []string
 	if f, err := os.CreateTemp(dir, ".doctor-*"); err != nil {
@@ -285,10 +291,6 @@ func (d *doctor) stateDir() {
 	} else {
 		f.Close()
 		os.Remove(f.Name())
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		problems = append(problems, fmt.Sprintf("belongs to uid %d, not to you (uid %d)", st.Uid, os.Getuid()))
-		fixes = append(fixes, fmt.Sprintf("chown -R %d %s", os.Getuid(), dir))
 	}
 	if perm := fi.Mode().Perm(); perm != 0o700 {
 		problems = append(problems, fmt.Sprintf("has mode %04o, not 0700 (other users could read or change the threads' records)", perm))
