@@ -188,7 +188,9 @@ func (cl *cliState) warn(msg string) { cl.log.Warn(msg) }
 func agentTypes() string {
 	var types []string
 	for _, a := range adapters {
-		types = append(types, a.Type)
+		if a.Unsupported == "" {
+			types = append(types, a.Type)
+		}
 	}
 	return strings.Join(types, ", ")
 }

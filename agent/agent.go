@@ -23,7 +23,8 @@ import (
 )
 
 // Adapter describes one agent type: what run needs to resolve, check and
-// start it. Every field but Type, Executable and Start may be left zero.
+// start it. Every field but Type, Executable and Start may be left zero
+// (an Unsupported one needs only its Type).
 type Adapter struct {
 	// Type is the envelope's agent.type and the key under agents: in
 	// config.yaml, e.g. "claude_code".
@@ -49,6 +50,13 @@ type Adapter struct {
 	// credentials or sessions (".claude"); a work folder may not contain
 	// them, nor the agent's home.
 	HomeDirs []string
+	// ThreadHome is set for an agent that keeps its sessions and its
+	// settings in a home bhw-run gives it: when agents.<type>.<HomeKey>
+	// names none, run gives it a folder of the thread's own state
+	// (threads/<alias>/agent-home), fixed at activation like any home, so
+	// two threads never share settings, sessions or caches, and the user's
+	// own settings for that agent are never read or overwritten.
+	ThreadHome bool
 	// HostSessionID is set when the host picks the session id of a new
 	// session (passed as Launch.SessionID with Resume false); run records it
 	// before the first start, so a crash cannot lose it. Otherwise the agent
@@ -84,6 +92,11 @@ type Adapter struct {
 	// Start as Launch.Options. Nil: the adapter has no keys of its own and
 	// any other key is refused.
 	Options func(raw map[string]any) (any, error)
+	// Unsupported, when set, names a type run knows but cannot run: the
+	// checklist refuses a thread of it with AGENT_TYPE_UNSUPPORTED and this
+	// text (why, and what to use instead), and config.yaml may not
+	// configure it. Such a descriptor needs no Executable and no Start.
+	Unsupported string
 	// Start launches the agent. A start that fails (bad flags, refused
 	// start, exit before it is ready) returns a *Error with
 	// CodeAgentSpawnFailed; a resume of a session the agent cannot find is

@@ -29,11 +29,14 @@ func (s *Setup) adapter(t string) *agent.Adapter {
 	return nil
 }
 
-// agentTypes lists the known types for a message: "claude_code or codex".
+// agentTypes lists the types this build can run, for a message:
+// "claude_code or codex".
 func (s *Setup) agentTypes() string {
 	var types []string
 	for _, a := range s.Adapters {
-		types = append(types, a.Type)
+		if a.Unsupported == "" {
+			types = append(types, a.Type)
+		}
 	}
 	if len(types) <= 1 {
 		return strings.Join(types, "")
@@ -58,12 +61,15 @@ func homeKey(a *agent.Adapter) string {
 }
 
 // checkAdapters refuses a list run cannot use: a type twice, or a
-// descriptor without a type, an executable or a Start.
+// descriptor without a type, or one it could run without an executable or
+// a Start.
 func checkAdapters(list []agent.Adapter) error {
 	var seen []string
 	for i, a := range list {
 		switch {
-		case a.Type == "" || a.Executable == "" || a.Start == nil:
+		case a.Type == "":
+			return fmt.Errorf("adapter %d lacks a type", i)
+		case a.Unsupported == "" && (a.Executable == "" || a.Start == nil):
 			return fmt.Errorf("adapter %d (%q) lacks a type, an executable or a Start", i, a.Type)
 		case slices.Contains(seen, a.Type):
 			return fmt.Errorf("two adapters for agent type %q", a.Type)

@@ -221,3 +221,69 @@ func TestSymlinkedWorkFolderIsPinned(t *testing.T) {
 		t.Fatalf("an agent started in %q", started[2:])
 	}
 }
+
+// TestThreadHome: an adapter that asks for a home of its own gets a folder
+// of the thread's state when none is configured, recorded in thread.yaml
+// and handed to every later start; a configured home wins.
+func TestThreadHome(t *testing.T) {
+	h := newHarness(t, false)
+	var homes []string
+	h.runner = func(r *Runner) {
+		for i := range r.Setup.Adapters {
+			if r.Setup.Adapters[i].Type == testAgent {
+				r.Setup.Adapters[i].ThreadHome = true
+			}
+		}
+		wrapStart(r, testAgent, func(next startFunc) startFunc {
+			return func(ctx context.Context, l agent.Launch) (agent.Session, error) {
+				homes = append(homes, l.Home)
+				return next(ctx, l)
+			}
+		})
+	}
+	const alias = "home/own"
+	h.handOff(alias, "approval", "start")
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "one"}}, {{Text: "two"}}}})
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	h.srv.PersonPost(alias, "more")
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	dir := filepath.Join(ThreadDir(h.setup().JobDir, alias), ThreadHomeDir)
+	if len(homes) != 2 || homes[0] != dir || homes[1] != dir {
+		t.Fatalf("homes %q, want %s twice", homes, dir)
+	}
+	if got := h.thread(alias).Agent.Resolved.AgentHome; got != dir {
+		t.Errorf("thread.yaml agent_home %q, want %s", got, dir)
+	}
+
+	configured := filepath.Join(t.TempDir(), "configured")
+	h.editConfig("  "+testAgent+":\n", "  "+testAgent+":\n    home: "+configured+"\n")
+	const other = "home/configured"
+	h.handOff(other, "approval", "start")
+	want(t, h.run(other), OutcomeTurnCompleted, ExitOK)
+	if got := homes[len(homes)-1]; got != configured {
+		t.Errorf("home %q with agents.%s.home set, want %s", got, testAgent, configured)
+	}
+}
+
+// TestUnsupportedAgentType: a type the build knows but cannot run fails
+// the thread with AGENT_TYPE_UNSUPPORTED and the adapter's reason, names
+// only the runnable types, and may not be configured.
+func TestUnsupportedAgentType(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "unsupported/t"
+	h.srv.Put(alias, string(envelope.NewThread(h.work, testUnsupported, "approval", alias)))
+	h.srv.PersonPost(alias, "start")
+	sum := h.run(alias)
+	want(t, sum, OutcomeFailed, ExitFailed)
+	if sum.Error == nil || sum.Error.Code != CodeAgentTypeUnsupported || !strings.Contains(sum.Error.Message, "not supported yet") ||
+		strings.Contains(sum.Error.Message, "use "+testUnsupported) || !strings.Contains(sum.Error.Message, testAgent) {
+		t.Fatalf("error %+v", sum.Error)
+	}
+	h.editConfig("policy:", "  "+testUnsupported+": {}\npolicy:")
+	o := Options{APIURL: h.srv.URL(), APIKey: "k", StateDir: h.state, ConfigPath: h.config,
+		RevisionID: "r", SessionID: "s", Home: h.state, Adapters: testAdapters()}
+	_, err := Resolve(o, "")
+	if Exit(err).Exit != ExitConfig || !strings.Contains(err.Error(), "not supported yet") {
+		t.Fatalf("config with agents.%s: %v", testUnsupported, err)
+	}
+}

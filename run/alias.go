@@ -8,9 +8,14 @@ import (
 	"unicode/utf8"
 )
 
-// reserved are the file names of a thread's folder; no alias segment may
-// take one, so no alias can reach another thread's files.
-var reserved = map[string]bool{"thread.yaml": true, "thread.lock": true, "thread.log": true, "emissions.jsonl": true, "artifacts.yaml": true}
+// ThreadHomeDir is the folder of a thread's folder that holds the home of
+// an agent that asks for one of its own (agent.Adapter.ThreadHome).
+const ThreadHomeDir = "agent-home"
+
+// reserved are the names of a thread folder's own files and folders; no
+// alias segment may take one, so no alias can reach another thread's
+// files (a thread "a/agent-home" would live inside a's agent home).
+var reserved = map[string]bool{"thread.yaml": true, "thread.lock": true, "thread.log": true, "emissions.jsonl": true, "artifacts.yaml": true, ThreadHomeDir: true}
 
 // ValidateAlias checks a thread alias before anything touches disk or
 // network: it becomes nested folders of the state tree. The error names the
@@ -50,7 +55,7 @@ func validateSegment(seg string) error {
 	case len(seg) > 255:
 		return fmt.Errorf("an alias segment is %d bytes; at most 255 are allowed", len(seg))
 	case reserved[seg]:
-		return fmt.Errorf("the alias segment %q is a reserved file name", seg)
+		return fmt.Errorf("the alias segment %q is a reserved name of the state tree", seg)
 	}
 	return nil
 }

@@ -81,6 +81,7 @@ func TestBadAlias(t *testing.T) {
 		"reserved journal":  "a/emissions.jsonl",
 		"reserved lock":     "thread.lock",
 		"reserved log":      "x/thread.log/y",
+		"reserved home":     "a/agent-home",
 		"nul":               "a\x00b",
 		"control char":      "a\x1bb",
 		"newline":           "a\nb",

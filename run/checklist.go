@@ -81,6 +81,9 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 	if err != nil {
 		return nil, err
 	}
+	if ad.Unsupported != "" {
+		return nil, agent.Errorf(CodeAgentTypeUnsupported, "agent.type %q: %s; use %s", agentType, ad.Unsupported, r.Setup.agentTypes())
+	}
 	ac := r.Setup.agentConfig(agentType)
 	res := &resolved{Type: agentType, adapter: ad, ExtraArgs: ac.ExtraArgs, Env: ac.Env, Options: ac.Options, WorkFolder: real}
 	// 3. Permissions and policy.

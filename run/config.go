@@ -500,6 +500,9 @@ func validateAgent(c *Config, s *Setup, name string) error {
 	if ad == nil {
 		return exitErr(CodeInvalidConfig, "agents.%s: no such agent type; use %s", name, s.agentTypes())
 	}
+	if ad.Unsupported != "" {
+		return exitErr(CodeInvalidConfig, "agents.%s: %s; remove the block or use %s", name, ad.Unsupported, s.agentTypes())
+	}
 	a := c.Agents[name]
 	if a == nil {
 		a = &AgentConfig{}

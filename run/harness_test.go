@@ -195,11 +195,14 @@ func (h *harness) published(alias string) map[string]envelope.PublishedArtifact 
 const (
 	testAgent     = agenttest.Type
 	testHostAgent = "test_host_agent"
+	// testUnsupported is a type the build knows but cannot run.
+	testUnsupported = "test_unsupported_agent"
 )
 
 // testAdapters are the adapters of the harness's runs.
 func testAdapters() []agent.Adapter {
-	return []agent.Adapter{agenttest.Agent{}.Adapter(), agenttest.Agent{Type: testHostAgent, HostSessionID: true}.Adapter()}
+	return []agent.Adapter{agenttest.Agent{}.Adapter(), agenttest.Agent{Type: testHostAgent, HostSessionID: true}.Adapter(),
+		{Type: testUnsupported, Unsupported: "this agent is not supported yet"}}
 }
 
 type startFunc = func(context.Context, agent.Launch) (agent.Session, error)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/blobhub/bhw-run/agent"
@@ -89,6 +90,11 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 	t.Turn = envelope.TurnState{State: envelope.TurnStateRunning, StartedAt: now(), InboundIDs: ids, Inbound: items}
 	t.Items.PendingInbound = nil
 	t.Agent.Resolved.Permissions, t.Agent.Resolved.Model, t.Agent.Resolved.Effort = res.Permissions, res.Model, res.Effort
+	// An agent that wants a home of its own gets one in the thread's folder
+	// when none is configured; recorded below, it stays the thread's.
+	if res.AgentHome == "" && res.adapter.ThreadHome {
+		res.AgentHome = filepath.Join(a.dir, ThreadHomeDir)
+	}
 	// A thread.yaml of an earlier version named the home under the agent's
 	// own key: from now on it is agent_home too (the old key stays for an
 	// older bhw-run).

@@ -45,18 +45,34 @@ func GroupAlive(pgid int) bool {
 }
 
 // IsAgentGroup checks that the group's leader still runs executable, so a
-// recycled process group id never gets our signals.
+// recycled process group id never gets our signals. An executable that is
+// a script (Gemini CLI and Qwen Code are node programs started through
+// their "#!/usr/bin/env node" line) runs as its interpreter: the leader's
+// /proc exe is node, and the script is the argument after it, as the
+// kernel passed it on.
 func IsAgentGroup(pgid int, executable string) bool {
+	if executable == "" {
+		return false
+	}
 	exe, err := os.Readlink("/proc/" + strconv.Itoa(pgid) + "/exe")
 	if err != nil {
 		// The leader is gone but members may live on: the group id cannot
 		// be reused while any member exists, so it is still the agent's.
 		return !leaderAlive(pgid)
 	}
-	if real, err := filepath.EvalSymlinks(executable); err == nil {
-		executable = real
+	real := executable
+	if r, err := filepath.EvalSymlinks(executable); err == nil {
+		real = r
 	}
-	return executable != "" && strings.TrimSuffix(exe, " (deleted)") == executable
+	if strings.TrimSuffix(exe, " (deleted)") == real {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pgid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	return len(args) >= 2 && (args[1] == executable || args[1] == real)
 }
 
 func leaderAlive(pid int) bool {

@@ -286,3 +286,26 @@ func TestPeekChild(t *testing.T) {
 		t.Fatal("cmd.Wait found a child the reaper had already taken")
 	}
 }
+
+// TestIsAgentGroupScript: an agent that is a script (Gemini CLI and Qwen
+// Code are node programs) runs as its interpreter, so the group's leader
+// is /bin/sh here, not the script; it is still the agent's group, and a
+// group running something else is not.
+func TestIsAgentGroupScript(t *testing.T) {
+	path := script(t, "read x\n")
+	p, err := Start(Config{Path: path, Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"},
+		StdinGrace: 100 * time.Millisecond, KillGrace: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	if exe, _ := os.Readlink("/proc/" + strconv.Itoa(p.Pid()) + "/exe"); exe == path {
+		t.Fatalf("the leader's exe is the script itself (%s): the test shows nothing", exe)
+	}
+	if !IsAgentGroup(p.Pid(), path) {
+		t.Errorf("the group of the script %s is not recognised as the agent's", path)
+	}
+	if IsAgentGroup(p.Pid(), "/usr/bin/some-other-agent") || IsAgentGroup(p.Pid(), "") {
+		t.Error("the group is taken for another executable's")
+	}
+}
