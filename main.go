@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
+	"github.com/blobhub/bhw-run/acp"
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/claude"
@@ -73,7 +74,7 @@ func buildVersion() string {
 
 // adapters are the agents this build runs; the first is `thread new`'s
 // default. Adding an agent is its folder plus one entry here.
-var adapters = []agent.Adapter{claude.Adapter, codex.Adapter}
+var adapters = append([]agent.Adapter{claude.Adapter, codex.Adapter}, acp.Adapters()...)
 
 func main() {
 	// Not dumpable, first: a process of the same user (an agent's tool) can

@@ -11,28 +11,16 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
 type recipe struct {
-	name      string // the envelope's agent.type
-	version   string // pinned in the Makefile
-	binEnv    string
-	pinnedRel string // under the module root, when binEnv is unset
-	args      []string
-	gemini    bool // talks to the Gemini API fake (else chat completions)
-
-	// writeTool/shellTool are the model's tool names; writeArgs/shellArgs
-	// the arguments that write path with content and run command.
-	writeTool, shellTool string
-	writeArgs            func(path, content string) map[string]any
-	shellArgs            func(command string) map[string]any
+	*Agent
+	args []string
 
 	// setup writes the agent's settings under h and returns its env.
 	setup func(t testing.TB, h *home, modelURL, bin string) []string
@@ -139,12 +127,8 @@ const fakeKey = "fake-key"
 const geminiModel = "gemini-2.5-flash"
 
 var gemini = &recipe{
-	name: "gemini", version: "0.61.0",
-	binEnv: "BHW_GEMINI_BIN", pinnedRel: ".tools/node_modules/@google/gemini-cli/bundle/gemini.js",
-	args: []string{"--acp"}, gemini: true,
-	writeTool: "write_file", shellTool: "run_shell_command",
-	writeArgs: func(p, c string) map[string]any { return map[string]any{"file_path": p, "content": c} },
-	shellArgs: func(c string) map[string]any { return map[string]any{"command": c, "description": "probe"} },
+	Agent: Gemini,
+	args:  []string{"--acp"},
 	setup: func(t testing.TB, h *home, url, bin string) []string {
 		cli := h.path("gemini")
 		writeJSONFile(t, filepath.Join(cli, ".gemini", "settings.json"), map[string]any{
@@ -196,14 +180,10 @@ priority = 900
 }
 
 var qwen = &recipe{
-	name: "qwen_code", version: "0.24.4",
-	binEnv: "BHW_QWEN_BIN", pinnedRel: ".tools/node_modules/@qwen-code/qwen-code/cli-entry.js",
+	Agent: Qwen,
 	// The ACP default mode is "auto" (a classifier approves calls, again
 	// after every session/load); default asks.
-	args:      []string{"--acp", "--approval-mode", "default"},
-	writeTool: "write_file", shellTool: "run_shell_command",
-	writeArgs: func(p, c string) map[string]any { return map[string]any{"file_path": p, "content": c} },
-	shellArgs: func(c string) map[string]any { return map[string]any{"command": c, "description": "probe"} },
+	args: []string{"--acp", "--approval-mode", "default"},
 	setup: func(t testing.TB, h *home, url, bin string) []string {
 		qh := h.path("qwen")
 		writeJSONFile(t, filepath.Join(qh, "settings.json"), map[string]any{
@@ -244,12 +224,8 @@ var qwen = &recipe{
 }
 
 var opencode = &recipe{
-	name: "opencode", version: "1.18.33",
-	binEnv: "BHW_OPENCODE_BIN", pinnedRel: ".tools/node_modules/opencode-linux-x64/bin/opencode",
-	args:      []string{"acp"},
-	writeTool: "write", shellTool: "bash",
-	writeArgs: func(p, c string) map[string]any { return map[string]any{"filePath": p, "content": c} },
-	shellArgs: func(c string) map[string]any { return map[string]any{"command": c, "description": "probe"} },
+	Agent: OpenCode,
+	args:  []string{"acp"},
 	setup: func(t testing.TB, h *home, url, bin string) []string {
 		cfg := h.path("config")
 		// OpenCode npm-installs @opencode-ai/plugin into its config dir on
@@ -309,19 +285,15 @@ var opencode = &recipe{
 }
 
 var copilot = &recipe{
-	name: "copilot", version: "1.0.102",
-	binEnv: "BHW_COPILOT_BIN", pinnedRel: ".tools/node_modules/@github/copilot-linux-x64/copilot",
-	args:      []string{"--acp", "--no-auto-update", "--disable-client-telemetry"},
-	writeTool: "create", shellTool: "bash",
-	writeArgs: func(p, c string) map[string]any { return map[string]any{"path": p, "file_text": c} },
-	shellArgs: func(c string) map[string]any { return map[string]any{"command": c, "description": "probe command"} },
+	Agent: Copilot,
+	args:  []string{"--acp", "--no-auto-update", "--disable-client-telemetry"},
 	setup: func(t testing.TB, h *home, url, bin string) []string {
 		return append(baseEnv(h),
 			"COPILOT_HOME="+h.path("copilot"),
 			"XDG_CONFIG_HOME="+h.path("config"),
 			"XDG_DATA_HOME="+h.path("data"),
 			"XDG_STATE_HOME="+h.path("state"),
-			"XDG_CACHE_HOME="+copilotCache(t, bin),
+			"XDG_CACHE_HOME="+CopilotCache(t, bin),
 			"COPILOT_OFFLINE=true",
 			"COPILOT_AUTO_UPDATE=false",
 			"COPILOT_PROVIDER_BASE_URL="+url,
@@ -355,55 +327,6 @@ func cancelThenCancelled(a *agentProc, sid string, perm *rpcMsg) {
 	a.reply(perm, map[string]any{"outcome": map[string]any{"outcome": "cancelled"}})
 }
 
-var (
-	cacheOnce sync.Once
-	cacheDir  string
-	cacheErr  string
-)
-
-// copilotCache is the XDG cache the Copilot tests share: Copilot unpacks a
-// 235 MB runtime there on its first start. make tools fills
-// $BHW_COPILOT_CACHE; without it, one dir for this test binary is warmed
-// once by `copilot --version`, before any test runs an agent in it.
-func copilotCache(t testing.TB, bin string) string {
-	cacheOnce.Do(func() {
-		if d := os.Getenv("BHW_COPILOT_CACHE"); d != "" {
-			cacheDir = d
-		} else {
-			d, err := os.MkdirTemp("", "bhw-copilot-cache-")
-			if err != nil {
-				cacheErr = err.Error()
-				return
-			}
-			cacheDir = d
-		}
-		cmd := exec.Command(bin, "--version")
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + cacheDir, "XDG_CACHE_HOME=" + cacheDir}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			cacheErr = "copilot --version: " + err.Error() + ": " + string(out)
-		}
-	})
-	if cacheErr != "" {
-		t.Fatal(cacheErr)
-	}
-	return cacheDir
-}
-
-// binary is the recipe's pinned CLI: $BHW_<AGENT>_BIN or the module's
-// .tools. A missing one fails the test: make test installs it.
-func binary(t testing.TB, r *recipe) string {
-	t.Helper()
-	p := os.Getenv(r.binEnv)
-	if p == "" {
-		p = filepath.Join(moduleRoot(t), r.pinnedRel)
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("the pinned %s CLI %s is missing at %s (%v); run `make test`, which installs it, or set %s",
-			r.name, r.version, p, err, r.binEnv)
-	}
-	return p
-}
-
 // rig is one agent under test with its fake model.
 type rig struct {
 	t    testing.TB
@@ -418,9 +341,9 @@ type rig struct {
 
 func newRig(t testing.TB, r *recipe) *rig {
 	t.Helper()
-	g := &rig{t: t, r: r, h: newHome(t), bin: binary(t, r)}
+	g := &rig{t: t, r: r, h: newHome(t), bin: r.Bin(t)}
 	url := ""
-	if r.gemini {
+	if r.Gemini {
 		g.gem = NewGeminiServer(t)
 		url = g.gem.URL
 	} else {
@@ -462,7 +385,7 @@ func (g *rig) model() interface {
 // start spawns one process of the agent in the workspace.
 func (g *rig) start() *agentProc {
 	g.n++
-	return spawn(g.t, g.r.name+"-p"+strconv.Itoa(g.n), g.h.root, g.h.work, g.env, append([]string{g.bin}, g.r.args...))
+	return spawn(g.t, g.r.Type+"-p"+strconv.Itoa(g.n), g.h.root, g.h.work, g.env, append([]string{g.bin}, g.r.args...))
 }
 
 // initialize sends the handshake with no client capability: the agent then
@@ -494,15 +417,6 @@ func (a *agentProc) newSession(t testing.TB, cwd string) string {
 func (a *agentProc) prompt(sid, text string) *call {
 	return a.send("session/prompt", map[string]any{"sessionId": sid,
 		"prompt": []any{map[string]any{"type": "text", "text": text}}})
-}
-
-// marker is the script marker that makes the fake model call tool with args.
-func marker(tool string, args any) string {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(args)
-	return "<<tool " + tool + " " + strings.TrimSpace(b.String()) + ">>"
 }
 
 // permission is a session/request_permission's params.

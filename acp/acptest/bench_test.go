@@ -17,7 +17,7 @@ import (
 //	go test ./acp/acptest -run '^$' -bench Agent -benchtime 5x
 func BenchmarkAgent(b *testing.B) {
 	for _, r := range recipes {
-		b.Run(r.name, func(b *testing.B) { benchAgent(b, r) })
+		b.Run(r.Type, func(b *testing.B) { benchAgent(b, r) })
 	}
 }
 
@@ -62,7 +62,7 @@ func oneActivation(b *testing.B, r *recipe) measured {
 	m.new = time.Since(t1)
 	a.drain()
 	t2 := time.Now()
-	pc := a.prompt(sid, marker(r.writeTool, r.writeArgs(filepath.Join(g.h.work, "b.txt"), "bench\n")))
+	pc := a.prompt(sid, Marker(r.WriteTool, r.WriteArgs(filepath.Join(g.h.work, "b.txt"), "bench\n")))
 	first, _ := a.next(isItem, stepWait)
 	m.first = time.Since(t2)
 	perm := first

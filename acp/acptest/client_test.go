@@ -508,7 +508,7 @@ func (a *agentProc) transcript() []byte {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var b bytes.Buffer
-	mod := moduleRoot(a.t)
+	mod := ModuleRoot(a.t)
 	for _, l := range a.lines {
 		l.T = float64(int(l.T*1000)) / 1000
 		if len(l.Msg) > maxLine {
@@ -534,7 +534,7 @@ func (a *agentProc) save(agent, name string) {
 	if !*record {
 		return
 	}
-	dir := filepath.Join(moduleRoot(a.t), "testdata", "acp", agent)
+	dir := filepath.Join(ModuleRoot(a.t), "testdata", "acp", agent)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		a.t.Fatal(err)
 	}
@@ -561,23 +561,6 @@ func (a *agentProc) dump() {
 	a.mu.Unlock()
 	if len(noise) > 0 {
 		a.t.Logf("%s stdout noise: %q", a.label, noise)
-	}
-}
-
-func moduleRoot(t testing.TB) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = up
 	}
 }
 

@@ -120,7 +120,7 @@ func probeErrors(t *testing.T, r *recipe) {
 	if code, _ := a.waitExit(exitWait); code != 0 {
 		t.Errorf("exit %d", code)
 	}
-	a.save(r.name, "errors")
+	a.save(r.Type, "errors")
 }
 
 // probeModelDown: every model request fails; how the failed turn ends, how
@@ -144,7 +144,7 @@ func probeModelDown(t *testing.T, r *recipe) {
 	mustEndTurn(t, "the turn after a failed one", res)
 	a.closeStdin()
 	a.waitExit(exitWait)
-	a.save(r.name, "model-down")
+	a.save(r.Type, "model-down")
 }
 
 // startShell starts a turn whose shell call blocks on a FIFO, allows it,
@@ -152,7 +152,7 @@ func probeModelDown(t *testing.T, r *recipe) {
 func startShell(t testing.TB, g *rig, a *agentProc) {
 	t.Helper()
 	sid := a.newSession(t, g.h.work)
-	a.prompt(sid, marker(g.r.shellTool, g.r.shellArgs("cat hold.fifo")))
+	a.prompt(sid, Marker(g.r.ShellTool, g.r.ShellArgs("cat hold.fifo")))
 	perm, _ := a.next(isPermission, stepWait)
 	a.choose(perm, parsePermission(t, perm).option(t, "allow_once"))
 	waitProcess(t, a, "cat hold.fifo")
@@ -278,14 +278,14 @@ func probeWorkspaceConfig(t *testing.T, r *recipe) {
 	a.initialize(t)
 	sid := a.newSession(t, g.h.work)
 	for _, c := range []struct{ tool, file string }{
-		{r.writeTool, filepath.Join(g.h.work, "ws-write.txt")},
-		{r.shellTool, filepath.Join(g.h.work, "ws-shell.txt")},
+		{r.WriteTool, filepath.Join(g.h.work, "ws-write.txt")},
+		{r.ShellTool, filepath.Join(g.h.work, "ws-shell.txt")},
 	} {
-		args := r.writeArgs(c.file, "unasked\n")
-		if c.tool == r.shellTool {
-			args = r.shellArgs("echo unasked > ws-shell.txt")
+		args := r.WriteArgs(c.file, "unasked\n")
+		if c.tool == r.ShellTool {
+			args = r.ShellArgs("echo unasked > ws-shell.txt")
 		}
-		pc := a.prompt(sid, marker(c.tool, args))
+		pc := a.prompt(sid, Marker(c.tool, args))
 		perm, _, err := a.tryNext(isPermission, 30*time.Second)
 		if err != nil {
 			t.Fatalf("%s under a permissive workspace config: no permission request (%v); ran: %v", c.tool, err, exists(c.file))

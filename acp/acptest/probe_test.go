@@ -26,7 +26,7 @@ const (
 func forEachAgent(t *testing.T, f func(t *testing.T, r *recipe)) {
 	var named []namedTest
 	for _, r := range recipes {
-		named = append(named, namedTest{r.name, func(t *testing.T) { f(t, r) }})
+		named = append(named, namedTest{r.Type, func(t *testing.T) { f(t, r) }})
 	}
 	concurrently(t, named...)
 }
@@ -81,10 +81,10 @@ type parked struct {
 
 func probeParkResume(t *testing.T, r *recipe) {
 	g := newRig(t, r)
-	write := &parked{tool: r.writeTool, file: filepath.Join(g.h.work, "w.txt")}
-	write.args = r.writeArgs(write.file, "parked write\n")
-	shell := &parked{tool: r.shellTool, file: filepath.Join(g.h.work, "s.txt")}
-	shell.args = r.shellArgs("echo ran > s.txt")
+	write := &parked{tool: r.WriteTool, file: filepath.Join(g.h.work, "w.txt")}
+	write.args = r.WriteArgs(write.file, "parked write\n")
+	shell := &parked{tool: r.ShellTool, file: filepath.Join(g.h.work, "s.txt")}
+	shell.args = r.ShellArgs("echo ran > s.txt")
 
 	// Process 1: two sessions, each parked at its call.
 	p1 := g.start()
@@ -94,7 +94,7 @@ func probeParkResume(t *testing.T, r *recipe) {
 		c.created = time.Now().UTC()
 		c.sessionID = p1.newSession(t, g.h.work)
 		before := len(g.model().ModelRequests())
-		pc := p1.prompt(c.sessionID, marker(c.tool, c.args))
+		pc := p1.prompt(c.sessionID, Marker(c.tool, c.args))
 		perm, ahead := p1.next(isPermission, stepWait)
 		c.perm = parsePermission(t, perm)
 		checkPermission(t, r, c, ahead)
@@ -126,7 +126,7 @@ func probeParkResume(t *testing.T, r *recipe) {
 			t.Errorf("the parked %s ran", c.tool)
 		}
 	}
-	p1.save(r.name, "park")
+	p1.save(r.Type, "park")
 
 	if r.loadMinute {
 		waitMinuteTurn(t, write.created, shell.created)
@@ -156,7 +156,7 @@ func probeParkResume(t *testing.T, r *recipe) {
 		}
 	}
 	// The grant was for one call: the same call again asks again.
-	pc := p2.prompt(shell.sessionID, marker(shell.tool, shell.args))
+	pc := p2.prompt(shell.sessionID, Marker(shell.tool, shell.args))
 	perm, _ := p2.next(isPermission, stepWait)
 	p2.choose(perm, parsePermission(t, perm).option(t, "reject_once"))
 	if res, _ := p2.collectUntil(pc, stepWait); stopReason(t, res) != "end_turn" {
@@ -170,14 +170,14 @@ func probeParkResume(t *testing.T, r *recipe) {
 	for _, a := range []*agentProc{p1, p2} {
 		a.checkStdout(t)
 	}
-	p2.save(r.name, "resume")
+	p2.save(r.Type, "resume")
 }
 
 func checkInitialize(t testing.TB, r *recipe, ini map[string]any) {
 	t.Helper()
 	info, _ := ini["agentInfo"].(map[string]any)
-	if v, _ := info["version"].(string); v != r.version {
-		t.Errorf("agentInfo.version %q, want the pinned %s", v, r.version)
+	if v, _ := info["version"].(string); v != r.Version {
+		t.Errorf("agentInfo.version %q, want the pinned %s", v, r.Version)
 	}
 	caps, _ := ini["agentCapabilities"].(map[string]any)
 	if caps["loadSession"] != true {
@@ -194,7 +194,7 @@ func checkPermission(t testing.TB, r *recipe, c *parked, ahead []*rpcMsg) {
 	t.Helper()
 	p := c.perm
 	want := "edit"
-	if c.tool == r.shellTool {
+	if c.tool == r.ShellTool {
 		want = "execute"
 	}
 	if p.ToolCall.Kind != want {

@@ -13,10 +13,10 @@ import (
 // read: each line one JSON-RPC 2.0 message with its direction, and each
 // agent's park and resume runs hold the permission requests they are about.
 func TestTranscripts(t *testing.T) {
-	root := filepath.Join(moduleRoot(t), "testdata", "acp")
+	root := filepath.Join(ModuleRoot(t), "testdata", "acp")
 	for _, r := range recipes {
 		for _, name := range []string{"park", "resume", "errors", "model-down"} {
-			path := filepath.Join(root, r.name, name+".jsonl")
+			path := filepath.Join(root, r.Type, name+".jsonl")
 			b, err := os.ReadFile(path)
 			if err != nil {
 				t.Errorf("%v; record it with: go test ./acp/acptest -run TestProbe -args -record", err)

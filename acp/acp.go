@@ -1,0 +1,184 @@
+// Package acp drives coding agents that speak the Agent Client Protocol
+// (JSON-RPC 2.0 over stdio: initialize, session/new, session/load,
+// session/prompt, session/update, session/request_permission,
+// session/cancel) for one activation. One adapter serves every ACP agent;
+// what differs between them is a preset: the argv, the settings written
+// into the thread's home, the environment, how a call is parked, which
+// errors mean "no such session", how usage and a failed turn are reported.
+// Adapters returns the descriptors of the presets gemini (Gemini CLI),
+// qwen_code (Qwen Code), opencode (OpenCode) and copilot (GitHub Copilot
+// CLI), of the generic acp type a machine owner declares in config.yaml,
+// and of antigravity, which is known but not supported yet.
+//
+// The protocol is driven fail-closed: no fs or terminal capability is
+// advertised, so the agent reads, writes and runs commands itself and asks
+// first; every request of the agent is answered; a permission request is
+// answered with an allow_once or reject_once option of the agent's own
+// (chosen by kind, never an *_always one, which would outlive the one-shot
+// grant), or parked. The facts each preset rests on were measured on the
+// pinned versions: docs/agents-acp.md.
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/jsonrpc"
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// Agent types.
+const (
+	TypeGemini      = "gemini"
+	TypeQwen        = "qwen_code"
+	TypeOpenCode    = "opencode"
+	TypeCopilot     = "copilot"
+	TypeGeneric     = "acp"
+	TypeAntigravity = "antigravity"
+)
+
+// parkStyle is how a call is parked: the session/cancel notification,
+// then the open request answered so the turn ends at it without running it.
+type parkStyle int
+
+const (
+	// parkCancelled answers the request "cancelled" (ACP's own answer to a
+	// request the client cancelled).
+	parkCancelled parkStyle = iota
+	// parkError answers it with a JSON-RPC error: Gemini CLI ends the turn
+	// cancelled and keeps the model's call, with an error result, in the
+	// stored history, so the model sees its own call on resume. Answered
+	// "cancelled" the history keeps only the user's text.
+	parkError
+)
+
+// preset is what differs between ACP agents.
+type preset struct {
+	typ        string
+	executable string   // the default executable, looked up on PATH
+	args       []string // argv after the executable, before extra_args
+	prefixes   []string // what passes the environment allowlist
+	homeDirs   []string // folders under the user's home with its credentials or sessions
+	// own is the preset's own keys under agents.<type> (nil: none).
+	options func(raw map[string]any) (any, error)
+	// home writes the preset's settings below the thread's home and
+	// returns the variables derived from it; nil: no home is used.
+	home func(h homeCtx) ([]string, error)
+	park parkStyle
+	// noSession reports whether a session/load error means the agent has
+	// no such session (the fresh-session rule) rather than another fault.
+	noSession func(e *jsonrpc.Error) bool
+	// loadMinute: session/load must not run in the UTC minute the session
+	// was created in (Gemini CLI names the session file by that minute, and
+	// a load in it overwrites the stored history).
+	loadMinute bool
+	// notices: a message chunk starting "Info: " or "Error: " is the
+	// agent's own notice, not model text, and an "Error: " one fails the
+	// turn (Copilot ends a failed turn end_turn).
+	notices bool
+	// inputExcludesCached: the prompt result's usage.inputTokens does not
+	// count the cached tokens (OpenCode).
+	inputExcludesCached bool
+}
+
+var presets = []*preset{gemini, qwenCode, openCode, copilot, generic}
+
+// Adapters are the descriptors of every ACP agent type, antigravity's
+// (not supported yet) included; main lists them with its other adapters.
+func Adapters() []agent.Adapter {
+	out := make([]agent.Adapter, 0, len(presets)+1)
+	for _, p := range presets {
+		out = append(out, p.adapter())
+	}
+	return append(out, agent.Adapter{Type: TypeAntigravity,
+		Unsupported: "Antigravity is not supported yet (it has no ACP mode bhw-run can drive)"})
+}
+
+// Adapter is the descriptor of agent type typ (one of the presets).
+func Adapter(typ string) agent.Adapter {
+	for _, p := range presets {
+		if p.typ == typ {
+			return p.adapter()
+		}
+	}
+	panic("acp: no preset " + typ)
+}
+
+func (p *preset) adapter() agent.Adapter {
+	return agent.Adapter{
+		Type:        p.typ,
+		Executable:  p.executable,
+		HomeKey:     "home",
+		EnvPrefixes: p.prefixes,
+		HomeDirs:    p.homeDirs,
+		ThreadHome:  p.home != nil,
+		Describe:    describe,
+		Options:     p.options,
+		Start: agent.StartFunc(func(ctx context.Context, l agent.Launch) (*Session, error) {
+			return start(ctx, p, l)
+		}),
+	}
+}
+
+// describe is a call of effect on target as an ACP agent asks for it: the
+// ACP tool kind (execute, edit, read, fetch) with the fields a permission
+// request carries. Which calls reach the gate at all is each agent's
+// doing (docs/agents-acp.md, what asks).
+func describe(effect string, t policy.Target) policy.Call {
+	kind := map[string]string{policy.EffectExec: "execute", policy.EffectWrite: "edit",
+		policy.EffectRead: "read", policy.EffectNetwork: "fetch"}[effect]
+	if kind == "" {
+		kind = "other"
+	}
+	title := t.Command
+	var locs []map[string]string
+	for _, p := range t.Paths {
+		locs = append(locs, map[string]string{"path": p})
+	}
+	switch {
+	case title == "" && len(t.Paths) > 0:
+		title = strings.Join(t.Paths, ", ")
+	case title == "":
+		title = t.URL
+	}
+	in, _ := json.Marshal(map[string]any{"kind": kind, "title": title, "locations": locs})
+	return policy.Call{Tool: kind, Effect: effect, Target: t, Input: in, Kind: policy.KindApproval,
+		Summary: policy.Summary(kind, t)}
+}
+
+// noKeys is the Options of a preset without keys of its own: any key is
+// refused, naming it.
+func noKeys(raw map[string]any) (any, error) {
+	var o struct{}
+	if err := agent.DecodeOptions(raw, &o); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// anyLoadError: a generic agent's session/load error, whatever it says,
+// is taken as "no such session" and a fresh session is started: the
+// messages are delivered again, nothing is lost.
+func anyLoadError(*jsonrpc.Error) bool { return true }
+
+// errorText describes a JSON-RPC error for a person: its message, and the
+// details the agents put in data.
+func errorText(e *jsonrpc.Error) string {
+	msg := e.Message
+	var d struct {
+		Details   string `json:"details"`
+		ErrorName string `json:"errorName"`
+		Message   string `json:"message"`
+	}
+	if len(e.Data) > 0 && json.Unmarshal(e.Data, &d) == nil {
+		for _, extra := range []string{d.ErrorName, d.Details, d.Message} {
+			if extra != "" && !strings.Contains(msg, extra) {
+				msg += ": " + extra
+			}
+		}
+	}
+	return fmt.Sprintf("%s (%d)", msg, e.Code)
+}

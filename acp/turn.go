@@ -1,0 +1,383 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/jsonrpc"
+)
+
+// Texts of the results bhw-run gives calls the agent left open.
+const (
+	interruptedText = "not finished: the turn was interrupted"
+	unfinishedText  = "not finished: the turn ended first"
+)
+
+// turn is the state of one Turn.
+type turn struct {
+	s     *Session
+	h     agent.Handler
+	sid   string
+	start time.Time
+
+	tools   map[string]*toolState
+	order   []string // tool call ids in the order first seen
+	pending []string // seen, not announced yet (waiting for their arguments)
+
+	text, thought strings.Builder
+	textMsg       string // the messageId of the buffered text, when the agent gives one
+
+	chunkUsage agent.Usage // usage reported per model request (Qwen Code)
+	parked     bool
+	noticeErr  string // an "Error: " notice (Copilot's failed turn)
+}
+
+// Turn sends message as one prompt and relays the turn through h until the
+// prompt is answered, the gate parks it, the process ends, or ctx ends.
+func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (agent.TurnResult, error) {
+	s.mu.Lock()
+	failed, sid := s.resumeFailed, s.sessionID
+	s.interrupted = false
+	s.mu.Unlock()
+	if failed != "" {
+		return agent.TurnResult{Outcome: agent.TurnFailed, ErrorText: failed, ResumeFailed: true}, nil
+	}
+	t := &turn{s: s, h: h, sid: sid, start: time.Now(), tools: map[string]*toolState{}}
+	s.q.SetOpen(true)
+	defer func() {
+		// Nothing may be left waiting on us: a request that came after the
+		// end is cancelled.
+		for _, m := range s.q.SetOpen(false) {
+			if m.Kind == jsonrpc.Request {
+				s.reply(m.ID, cancelled)
+			}
+		}
+	}()
+	_, resp, err := s.rpc.Go("session/prompt", map[string]any{"sessionId": sid,
+		"prompt": []any{map[string]any{"type": "text", "text": message}}})
+	if err != nil {
+		return t.result(agent.TurnFailed), s.crashed("sending the prompt: " + err.Error())
+	}
+
+	var grace, parkWait <-chan time.Time
+	ctxDone := ctx.Done()
+	for {
+		select {
+		case m := <-resp:
+			// What the agent sent before its answer is queued already (one
+			// reader, in order): it is relayed first.
+			t.drain()
+			r := t.finish(m)
+			if ctx.Err() != nil && r.Outcome == agent.TurnInterrupted {
+				return r, ctx.Err()
+			}
+			return r, nil
+		case <-s.q.Ready():
+			t.drain()
+		case <-s.rpc.Done():
+			t.drain()
+			select {
+			case m := <-resp:
+				return t.finish(m), nil
+			default:
+			}
+			return t.died(ctx)
+		case <-ctxDone:
+			ctxDone = nil
+			if err := s.Interrupt(); err != nil {
+				s.logger.Warn("acp: interrupt after cancel", "error", err)
+			}
+			timer := time.NewTimer(s.InterruptGrace)
+			defer timer.Stop()
+			grace = timer.C
+		case <-grace:
+			t.closeOpen(interruptedText)
+			return t.result(agent.TurnInterrupted), ctx.Err()
+		case <-parkWait:
+			s.proc.Logf("the parked prompt was not answered within %s; the turn ends parked", s.ParkGrace)
+			t.closeOpen(unfinishedText)
+			return t.result(agent.TurnParked), nil
+		}
+		if t.parked && parkWait == nil {
+			timer := time.NewTimer(s.ParkGrace)
+			defer timer.Stop()
+			parkWait = timer.C
+		}
+	}
+}
+
+func (s *Session) crashed(what string) error {
+	return agent.Errorf(agent.CodeAgentCrashed, "%s (%s)%s", what, s.proc.ExitStatus(time.Second), s.stderrTail())
+}
+
+// drain handles everything queued.
+func (t *turn) drain() {
+	for _, m := range t.s.q.Take() {
+		t.handle(m)
+	}
+}
+
+// died is the end of the agent's output before the prompt's answer.
+func (t *turn) died(ctx context.Context) (agent.TurnResult, error) {
+	s := t.s
+	s.mu.Lock()
+	interrupted := s.interrupted
+	s.mu.Unlock()
+	switch {
+	case t.parked:
+		// The call was refused before the end: it did not run.
+		t.closeOpen(unfinishedText)
+		return t.result(agent.TurnParked), nil
+	case ctx.Err() != nil:
+		t.closeOpen(interruptedText)
+		return t.result(agent.TurnInterrupted), ctx.Err()
+	case interrupted || s.proc.StdinClosed():
+		t.closeOpen(interruptedText)
+		return t.result(agent.TurnInterrupted), nil
+	}
+	t.closeOpen(unfinishedText)
+	return t.result(agent.TurnFailed), s.crashed(s.p.typ + " ended before its turn did")
+}
+
+// promptResult is the answer to session/prompt, with the usage each agent
+// reports its own way.
+type promptResult struct {
+	StopReason string `json:"stopReason"`
+	Usage      *struct {
+		InputTokens      int64 `json:"inputTokens"`
+		OutputTokens     int64 `json:"outputTokens"`
+		CachedReadTokens int64 `json:"cachedReadTokens"`
+	} `json:"usage"`
+	Meta struct {
+		Quota struct {
+			TokenCount *struct {
+				InputTokens  int64 `json:"input_tokens"`
+				OutputTokens int64 `json:"output_tokens"`
+			} `json:"token_count"`
+		} `json:"quota"`
+	} `json:"_meta"`
+}
+
+// finish is how the turn ended, from the prompt's answer. A turn ends on
+// that answer only: its stopReason, or a JSON-RPC error for a failed model
+// turn (Copilot's failed turn ends end_turn with an "Error: " notice).
+func (t *turn) finish(m jsonrpc.Message) agent.TurnResult {
+	t.flush()
+	s := t.s
+	s.mu.Lock()
+	interrupted := s.interrupted
+	s.mu.Unlock()
+	if m.Error != nil {
+		switch {
+		case t.parked:
+			t.closeOpen(unfinishedText)
+			return t.result(agent.TurnParked)
+		case interrupted:
+			t.closeOpen(interruptedText)
+			return t.result(agent.TurnInterrupted)
+		}
+		t.closeOpen(unfinishedText)
+		r := t.result(agent.TurnFailed)
+		r.ErrorText = errorText(m.Error)
+		return r
+	}
+	var pr promptResult
+	if err := json.Unmarshal(m.Result, &pr); err != nil {
+		s.proc.Logf("the prompt's answer does not decode (%v); taken as end_turn", err)
+	}
+	r := t.result("")
+	t.usage(&r, pr)
+	switch pr.StopReason {
+	case "cancelled":
+		t.closeOpen(interruptedText)
+		if t.parked {
+			r.Outcome = agent.TurnParked
+		} else {
+			r.Outcome = agent.TurnInterrupted
+		}
+	case "refusal":
+		t.closeOpen(unfinishedText)
+		r.Outcome, r.ErrorText = agent.TurnFailed, "the agent refused to go on (stopReason refusal)"
+	default: // end_turn, max_tokens, max_turn_requests
+		t.closeOpen(unfinishedText)
+		r.Outcome = agent.TurnCompleted
+		if t.noticeErr != "" {
+			r.Outcome, r.ErrorText = agent.TurnFailed, t.noticeErr
+		}
+	}
+	return r
+}
+
+func (t *turn) result(outcome string) agent.TurnResult {
+	return agent.TurnResult{Outcome: outcome, DurationMS: time.Since(t.start).Milliseconds(), NumTurns: 1, Usage: t.chunkUsage}
+}
+
+// usage takes the prompt result's usage when there is one: usage (OpenCode:
+// the last model request only; Copilot: the turn), else _meta.quota (Gemini
+// CLI: the turn); else the per-request usage summed (Qwen Code).
+func (t *turn) usage(r *agent.TurnResult, pr promptResult) {
+	switch {
+	case pr.Usage != nil && (pr.Usage.InputTokens > 0 || pr.Usage.OutputTokens > 0):
+		u := pr.Usage
+		in := u.InputTokens
+		if t.s.p.inputExcludesCached {
+			in += u.CachedReadTokens
+		}
+		r.Usage = agent.Usage{InputTokens: in, InputTokensCached: u.CachedReadTokens, OutputTokens: u.OutputTokens}
+	case pr.Meta.Quota.TokenCount != nil:
+		tc := pr.Meta.Quota.TokenCount
+		r.Usage = agent.Usage{InputTokens: tc.InputTokens, OutputTokens: tc.OutputTokens}
+	}
+}
+
+// update is one session/update's update, the fields bhw-run reads.
+type update struct {
+	Kind       string          `json:"sessionUpdate"`
+	Content    json.RawMessage `json:"content"`
+	MessageID  string          `json:"messageId"`
+	ToolCallID string          `json:"toolCallId"`
+	Title      *string         `json:"title"`
+	ToolKind   *string         `json:"kind"`
+	Status     *string         `json:"status"`
+	Locations  json.RawMessage `json:"locations"`
+	RawInput   json.RawMessage `json:"rawInput"`
+	RawOutput  json.RawMessage `json:"rawOutput"`
+	Entries    []struct {
+		Content  string `json:"content"`
+		Priority string `json:"priority"`
+		Status   string `json:"status"`
+	} `json:"entries"`
+	Meta struct {
+		Usage *struct {
+			InputTokens      int64 `json:"inputTokens"`
+			OutputTokens     int64 `json:"outputTokens"`
+			CachedReadTokens int64 `json:"cachedReadTokens"`
+		} `json:"usage"`
+		ToolName string `json:"toolName"`
+	} `json:"_meta"`
+}
+
+// handle maps one queued message of the turn.
+func (t *turn) handle(m jsonrpc.Message) {
+	if m.Kind == jsonrpc.Request {
+		t.permission(m)
+		return
+	}
+	var p struct {
+		SessionID string          `json:"sessionId"`
+		Update    json.RawMessage `json:"update"`
+	}
+	var u update
+	if err := json.Unmarshal(m.Params, &p); err != nil || json.Unmarshal(p.Update, &u) != nil {
+		t.s.proc.Logf("skipped a session/update that does not decode")
+		return
+	}
+	if p.SessionID != "" && t.sid != "" && p.SessionID != t.sid {
+		t.s.proc.Logf("skipped a session/update of another session (%s)", p.SessionID)
+		return
+	}
+	switch u.Kind {
+	case "agent_message_chunk":
+		t.messageChunk(u)
+	case "agent_thought_chunk":
+		t.flushText()
+		t.thought.WriteString(chunkText(u.Content))
+	case "tool_call", "tool_call_update":
+		t.flush()
+		t.toolUpdate(u)
+	case "plan":
+		t.flush()
+		var lines []string
+		for _, e := range u.Entries {
+			lines = append(lines, fmt.Sprintf("[%s] %s", e.Status, e.Content))
+		}
+		t.emit(agent.StatusItem("plan", "plan:\n"+strings.Join(lines, "\n"), map[string]any{"entries": u.Entries}))
+	default:
+		// user_message_chunk (the agent's echo or replay of our own
+		// prompt), available_commands_update, usage_update,
+		// config_option_update, session_info_update, current_mode_update
+		// and kinds to come: thread.log has them.
+	}
+}
+
+// messageChunk buffers model text, one item per message: the chunks of one
+// message are coalesced. An agent's own notice (Copilot's "Info: …",
+// "Error: …") is not model text: an "Error: " notice is a status item and
+// fails the turn, a retry notice is a status item, the rest is dropped.
+func (t *turn) messageChunk(u update) {
+	if mu := u.Meta.Usage; mu != nil {
+		t.chunkUsage.InputTokens += mu.InputTokens
+		t.chunkUsage.InputTokensCached += mu.CachedReadTokens
+		t.chunkUsage.OutputTokens += mu.OutputTokens
+	}
+	text := chunkText(u.Content)
+	if text == "" {
+		return // Qwen Code's usage carriers
+	}
+	if t.s.p.notices && (strings.HasPrefix(text, "Info: ") || strings.HasPrefix(text, "Error: ")) {
+		t.flush()
+		switch {
+		case strings.HasPrefix(text, "Error: "):
+			t.noticeErr = strings.TrimPrefix(text, "Error: ")
+			t.emit(agent.StatusItem("agent_error", text, nil))
+		case strings.Contains(text, "Retrying"):
+			t.emit(agent.StatusItem("api_retry", text, nil))
+		}
+		// Other notices ("Info: Disabled tools: task", the path of a file
+		// just written) are in thread.log only.
+		return
+	}
+	t.flushThought()
+	if u.MessageID != "" && t.textMsg != "" && u.MessageID != t.textMsg {
+		t.flushText()
+	}
+	if u.MessageID != "" {
+		t.textMsg = u.MessageID
+	}
+	t.text.WriteString(text)
+}
+
+// chunkText is a content block's text ("" for images and the like).
+func chunkText(raw json.RawMessage) string {
+	var c struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &c) != nil || (c.Type != "" && c.Type != "text") {
+		return ""
+	}
+	return c.Text
+}
+
+func (t *turn) flush() {
+	t.flushThought()
+	t.flushText()
+}
+
+func (t *turn) flushText() {
+	if t.text.Len() > 0 {
+		text := t.text.String()
+		t.text.Reset()
+		t.textMsg = ""
+		t.emit(agent.TextItem(text))
+	}
+}
+
+func (t *turn) flushThought() {
+	if t.thought.Len() > 0 {
+		text := t.thought.String()
+		t.thought.Reset()
+		t.emit(agent.ThinkingItem(text))
+	}
+}
+
+// emit relays it after the tool calls still waiting to be announced, so
+// items keep the agent's order.
+func (t *turn) emit(it agent.Item) {
+	t.announcePending()
+	t.h.Emit(it)
+}
