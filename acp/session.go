@@ -30,6 +30,11 @@ const (
 	// DefaultParkGrace is how long a parked Turn waits for the prompt's
 	// answer: the call is refused already, so the turn ends parked anyway.
 	DefaultParkGrace = 30 * time.Second
+	// DefaultTextIdle is how long the text of a message is held for more
+	// chunks: a message ends at the next update of another kind, or at the
+	// prompt's answer, but an agent that then waits (on a command, on the
+	// model) would otherwise keep it from people until then.
+	DefaultTextIdle = time.Second
 )
 
 var (
@@ -43,7 +48,8 @@ var (
 	replayQuiet = 300 * time.Millisecond
 	// replayMax bounds the wait for the end of a replay.
 	replayMax = 10 * time.Second
-	// now is the clock the minute rule reads (tests move it).
+	// now is the clock the minute rule compares a session's creation with
+	// (tests move it on, so a resume need not wait for the minute to turn).
 	now = time.Now
 )
 
@@ -51,7 +57,7 @@ var (
 type Session struct {
 	// Grace periods, set from the defaults by Start; tests may shorten them
 	// before calling Close or Turn.
-	StdinGrace, KillGrace, InterruptGrace, ParkGrace time.Duration
+	StdinGrace, KillGrace, InterruptGrace, ParkGrace, TextIdle time.Duration
 
 	p      *preset
 	l      agent.Launch
@@ -98,7 +104,7 @@ func start(ctx context.Context, p *preset, l agent.Launch) (*Session, error) {
 		cwd = r
 	}
 	s := &Session{
-		StdinGrace: DefaultStdinGrace, InterruptGrace: DefaultInterruptGrace, ParkGrace: DefaultParkGrace,
+		StdinGrace: DefaultStdinGrace, InterruptGrace: DefaultInterruptGrace, ParkGrace: DefaultParkGrace, TextIdle: DefaultTextIdle,
 		p: p, l: l, logger: logger, q: jsonrpc.NewQueue(), cwd: cwd, replaySig: make(chan struct{}, 1),
 	}
 	args := append(append([]string(nil), p.args...), l.ExtraArgs...)
@@ -195,7 +201,7 @@ func (s *Session) open(ctx context.Context) error {
 	s.sessionID = r.SessionID
 	s.mu.Unlock()
 	if s.p.loadMinute {
-		if err := recordCreated(s.l.Home, r.SessionID, now()); err != nil {
+		if err := recordCreated(s.l.Home, r.SessionID, time.Now()); err != nil {
 			s.logger.Warn("cannot record when the session was created; a resume in that minute may lose it", "agent_session_id", r.SessionID, "error", err)
 		}
 	}

@@ -64,9 +64,14 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 	}
 
 	var grace, parkWait <-chan time.Time
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
+	defer idle.Stop()
 	ctxDone := ctx.Done()
 	for {
 		select {
+		case <-idle.C:
+			t.flush()
 		case m := <-resp:
 			// What the agent sent before its answer is queued already (one
 			// reader, in order): it is relayed first.
@@ -101,6 +106,9 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 			s.proc.Logf("the parked prompt was not answered within %s; the turn ends parked", s.ParkGrace)
 			t.closeOpen(unfinishedText)
 			return t.result(agent.TurnParked), nil
+		}
+		if t.text.Len() > 0 || t.thought.Len() > 0 {
+			idle.Reset(s.TextIdle)
 		}
 		if t.parked && parkWait == nil {
 			timer := time.NewTimer(s.ParkGrace)

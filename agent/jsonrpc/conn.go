@@ -16,6 +16,9 @@ type Options struct {
 	// Version adds "jsonrpc":"2.0" to every message sent. The ACP agents
 	// want it; Codex's app-server does without.
 	Version bool
+	// ZeroBased numbers our requests from 0, as the ACP agents and Codex
+	// number theirs (a fake agent plays them with it); else from 1.
+	ZeroBased bool
 	// OnRequest gets each of the peer's requests, on the goroutine that
 	// called Receive. It must answer every one, at once or later, with Reply
 	// or ReplyError: a peer may wait for an answer forever. Nil: each is
@@ -33,7 +36,7 @@ type Options struct {
 }
 
 // Conn is one side of a JSON-RPC connection: it numbers our requests
-// (1, 2, …; the peer numbers its own in its own space), matches the
+// (1, 2, …, or from 0; the peer numbers its own in its own space), matches the
 // responses in whatever order they come, hands the peer's requests and
 // notifications over, and keeps the peer's requests not yet answered.
 type Conn struct {
@@ -151,7 +154,11 @@ func (c *Conn) err() error {
 // arrives on (it gets exactly one message, unless the Conn closes first or
 // Forget is called).
 func (c *Conn) Go(method string, params any) (ID, <-chan Message, error) {
-	id := Int(c.next.Add(1))
+	n := c.next.Add(1)
+	if c.o.ZeroBased {
+		n--
+	}
+	id := Int(n)
 	ch := make(chan Message, 1)
 	c.mu.Lock()
 	c.pending[id.String()] = ch
@@ -220,8 +227,22 @@ func (c *Conn) Reply(id ID, result any) error {
 
 // ReplyError answers the peer's request id with an error.
 func (c *Conn) ReplyError(id ID, code int64, message string) error {
+	return c.ReplyErrorData(id, code, message, nil)
+}
+
+// ReplyErrorData answers the peer's request id with an error carrying data
+// (nil: none).
+func (c *Conn) ReplyErrorData(id ID, code int64, message string, data any) error {
+	e := &Error{Code: code, Message: message}
+	if data != nil {
+		b, err := marshal(data)
+		if err != nil {
+			return err
+		}
+		e.Data = b
+	}
 	c.answered(id)
-	return c.send(wire{ID: &id, Error: &Error{Code: code, Message: message}})
+	return c.send(wire{ID: &id, Error: e})
 }
 
 func (c *Conn) answered(id ID) {

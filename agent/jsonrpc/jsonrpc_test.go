@@ -275,3 +275,23 @@ func TestQueue(t *testing.T) {
 		t.Fatal("the closed queue took a message")
 	}
 }
+
+// TestConnZeroBased: a peer that numbers its requests from 0, as the ACP
+// agents do, sends id 0 first.
+func TestConnZeroBased(t *testing.T) {
+	p := newPeer()
+	c := NewConn(Options{Write: p.write, ZeroBased: true})
+	if _, _, err := c.Go("first", nil); err != nil {
+		t.Fatal(err)
+	}
+	if m := p.next(t); m["id"] != float64(0) {
+		t.Fatalf("first request %v, want id 0", m)
+	}
+	c.Receive([]byte(`{"id":0,"result":{}}`))
+	if _, _, err := c.Go("second", nil); err != nil {
+		t.Fatal(err)
+	}
+	if m := p.next(t); m["id"] != float64(1) {
+		t.Fatalf("second request %v, want id 1", m)
+	}
+}
