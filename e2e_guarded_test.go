@@ -33,6 +33,9 @@ type guardedScenario struct {
 	askedCmd   string // matches no rule: the default asks
 	deniedPath string // under outside: the thread allows, the worker denies
 	requests   func() int
+	// rules are the rules policy_applied lists, "source/effect/decision"
+	// (nil: the worker's write deny and the thread's policy).
+	rules []string
 }
 
 func newGuardedScenario(e *e2eEnv, agent string, requests func() int) *guardedScenario {
@@ -163,6 +166,9 @@ func (s *guardedScenario) checkPolicyFirst(t *testing.T, alias string, from int)
 			got = append(got, r.Source+"/"+r.Effect+"/"+r.Decision)
 		}
 		want := []string{"worker/write/deny", "thread/read/allow", "thread/exec/allow", "thread/write/allow"}
+		if s.rules != nil {
+			want = s.rules
+		}
 		if pm.Policy.Default != "ask" || !slices.Equal(got, want) {
 			t.Errorf("policy_applied %s, want default ask and rules %v", it.Metadata, want)
 		}

@@ -2,6 +2,7 @@ package acp
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -97,6 +98,9 @@ func TestRealParkResumeGrant(t *testing.T) {
 				}
 				t.Logf("items %s, usage %+v", strings.Join(tt, " "), res.Usage)
 				closeNow(t, s2)
+				if os.Getenv("BHW_DUMP") != "" {
+					t.Fail()
+				}
 			})
 		}
 	})

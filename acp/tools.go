@@ -86,6 +86,8 @@ func (t *turn) toolUpdate(u update) {
 	_, known := t.tools[id]
 	st := t.tool(id)
 	st.merge(u.ToolKind, u.Title, u.Locations, u.RawInput, u.Content, u.Meta.ToolName)
+	// A call is announced once started, asked for, finished, or when
+	// another item comes: a pending one may not carry its arguments yet.
 	if u.Status != nil {
 		st.status = *u.Status
 	}
@@ -99,7 +101,10 @@ func (t *turn) toolUpdate(u update) {
 			st.done = true
 			t.h.Emit(agent.ToolResultItem(id, toolOutput(u, st.status), st.status == "failed"))
 		}
-	case known || st.status == "in_progress" || len(st.rawInputs) > 0:
+	case st.status != "" && st.status != "pending":
+		// Started: its arguments are known by now (OpenCode sends them in
+		// the update after a tool_call that has only the cwd; Qwen Code's
+		// pending tool_call has none).
 		t.announce(st)
 	}
 }

@@ -82,11 +82,17 @@ func leaderAlive(pid int) bool {
 
 // StopGroup sends SIGTERM to the group, waits up to grace for it to go,
 // then SIGKILLs what is left. SIGTERM first: Claude Code kills its tool
-// children on SIGTERM, while SIGKILL would orphan them.
+// children on SIGTERM, while SIGKILL would orphan them. The processes
+// below the group's members that left the group (OpenCode runs a command
+// in a group of its own, Gemini CLI in a session of its own) are found
+// first and stopped the same way once the group is gone: an agent a
+// killed bhw-run left behind is no descendant of the bhw-run that stops
+// it, so no sweep would find its tools once they are orphaned.
 func StopGroup(pgid int, grace time.Duration) {
 	if pgid <= 1 || pgid == syscall.Getpgrp() {
 		return
 	}
+	strays := belowGroup(pgid)
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	deadline := time.Now().Add(grace)
 	for GroupAlive(pgid) && time.Now().Before(deadline) {
@@ -97,6 +103,74 @@ func StopGroup(pgid int, grace time.Duration) {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
 	reapOrphans()
+	stopStrays(strays, grace)
+}
+
+// belowGroup lists the live processes below the members of group pgid
+// that are not in it themselves.
+func belowGroup(pgid int) []int {
+	stats := procStats()
+	children := map[int][]procStat{}
+	var queue []int
+	for _, st := range stats {
+		if st.state == "Z" {
+			continue
+		}
+		children[st.ppid] = append(children[st.ppid], st)
+		if st.pgrp == pgid {
+			queue = append(queue, st.pid)
+		}
+	}
+	var out []int
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			queue = append(queue, c.pid)
+			if c.pgrp != pgid {
+				out = append(out, c.pid)
+			}
+		}
+	}
+	return out
+}
+
+// stopStrays ends the processes of pids still alive: the agent usually
+// ends its tools itself when it gets SIGTERM, so SIGTERM, then SIGKILL
+// after grace.
+func stopStrays(pids []int, grace time.Duration) {
+	alive := func() []int {
+		var out []int
+		for _, p := range pids {
+			if leaderAlive(p) && !processZombie(p) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	for _, p := range alive() {
+		_ = syscall.Kill(p, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(grace)
+	for len(alive()) > 0 && time.Now().Before(deadline) {
+		reapOrphans()
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, p := range alive() {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+	reapOrphans()
+}
+
+// processZombie reports whether pid has exited but is not reaped yet.
+func processZombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z")
 }
 
 // SweepDescendants ends every process below bhw-run (reparented orphans
@@ -211,8 +285,8 @@ func zombieChildren(pid int) []int {
 }
 
 type procStat struct {
-	pid, ppid int
-	state     string
+	pid, ppid, pgrp int
+	state           string
 }
 
 // procStats reads the pid, parent and state of every process in /proc.
@@ -239,11 +313,12 @@ func procStats() []procStat {
 			continue
 		}
 		f := strings.Fields(s[i+1:])
-		if len(f) < 2 {
+		if len(f) < 3 {
 			continue
 		}
 		pp, _ := strconv.Atoi(f[1])
-		out = append(out, procStat{pid: p, ppid: pp, state: f[0]})
+		pg, _ := strconv.Atoi(f[2])
+		out = append(out, procStat{pid: p, ppid: pp, pgrp: pg, state: f[0]})
 	}
 	return out
 }

@@ -309,3 +309,46 @@ func TestIsAgentGroupScript(t *testing.T) {
 		t.Error("the group is taken for another executable's")
 	}
 }
+
+// TestStopGroupTakesStrays: a tool the agent started outside its group
+// (a session of its own, as Gemini CLI's shells; a group of its own, as
+// OpenCode's) is stopped with the group, though it is no descendant of
+// the process that stops it.
+func TestStopGroupTakesStrays(t *testing.T) {
+	p := start(t, "setsid sleep 300 & echo $!\nread x\n", &logBuf{})
+	l := <-p.Lines()
+	stray, err := strconv.Atoi(strings.TrimSpace(string(l.Data)))
+	if err != nil {
+		t.Fatalf("the script printed %q", l.Data)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(stray, syscall.SIGKILL) })
+	if pg, _ := syscall.Getpgid(stray); pg == p.Pid() {
+		t.Fatalf("the stray %d is in the group %d: the test shows nothing", stray, p.Pid())
+	}
+	StopGroup(p.Pid(), 500*time.Millisecond)
+	if !waitGone(stray, 5*time.Second) {
+		t.Fatalf("the stray %d outlived StopGroup", stray)
+	}
+}
+
+// waitGone waits until pid has exited (a zombie counts) or d passes:
+// pidfd_open and poll, so the exit itself wakes it.
+func waitGone(pid int, d time.Duration) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return processZombie(pid)
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	deadline := time.Now().Add(d)
+	for time.Until(deadline) > 0 {
+		n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds())+1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n > 0 {
+			break
+		}
+	}
+	return processZombie(pid)
+}
