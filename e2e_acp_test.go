@@ -307,8 +307,8 @@ func (e *acpE2E) parkOn(alias, marker string) itemMeta {
 	t := e.t
 	e.handOff(alias, e.typ, "approval", marker)
 	e.activate(alias, 0, run.OutcomeParked)
-	wantTypes(t, e.itemTypes(alias), "person", "tool_call", "tool_result", "pending_prompt", "turn_end")
-	if r := meta(t, e.itemsOfType(alias, "tool_result")[0]); r.Tool["output"] != agent.ParkedResult || r.Tool["is_error"] != true {
+	wantTypes(t, e.itemTypes(alias), "person", "tool_call", "pending_prompt", "tool_result", "turn_end")
+	if r := meta(t, e.itemsOfType(alias, "tool_result")[0]); r.Tool["output"] != agent.WaitingText || r.Tool["is_error"] != false {
 		t.Errorf("the parked call's result %+v", r.Tool)
 	}
 	pm := meta(t, e.itemsOfType(alias, "pending_prompt")[0])

@@ -308,7 +308,7 @@ func TestFakePark(t *testing.T) {
 			} else if !strings.Contains(string(b), `"outcome":{"outcome":"cancelled"}`) {
 				t.Fatalf("park answer %s, want cancelled", b)
 			}
-			if res := h.OfType(agent.ItemToolResult); len(res) != 1 || toolMeta(res[0])["output"] != agent.ParkedResult {
+			if res := h.OfType(agent.ItemToolResult); len(res) != 1 || toolMeta(res[0])["output"] != agent.WaitingText {
 				t.Fatalf("results %v", res)
 			}
 		})

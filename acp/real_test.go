@@ -67,7 +67,7 @@ func TestRealParkResumeGrant(t *testing.T) {
 					t.Fatal("the parked call ran")
 				}
 				results := h1.OfType(agent.ItemToolResult)
-				if len(results) != 1 || toolMeta(results[0])["output"] != agent.ParkedResult {
+				if _, parked := agent.IsParkedResult(results[0]); len(results) != 1 || !parked {
 					t.Fatalf("items %s, results %v", types(h1), results)
 				}
 				id := s1.SessionID()

@@ -290,7 +290,7 @@ func (t *turn) permission(m jsonrpc.Message) {
 	case policy.Park:
 		t.parked = true
 		st.done = true
-		t.h.Emit(agent.ToolResultItem(id, agent.ParkedResult, true))
+		t.h.Emit(agent.ParkedResultItem(id))
 		t.park(m.ID)
 	case policy.Deny:
 		st.done = true
