@@ -315,7 +315,9 @@ func TestIsAgentGroupScript(t *testing.T) {
 // OpenCode's) is stopped with the group, though it is no descendant of
 // the process that stops it.
 func TestStopGroupTakesStrays(t *testing.T) {
-	p := start(t, "setsid sleep 300 & echo $!\nread x\n", &logBuf{})
+	// The pid is printed once the child has its own session (field 6 of
+	// its stat), so the check below never races the setsid.
+	p := start(t, "setsid sleep 300 & pid=$!\nwhile [ \"$(cut -d' ' -f6 /proc/$pid/stat)\" != \"$pid\" ]; do :; done\necho $pid\nread x\n", &logBuf{})
 	l := <-p.Lines()
 	stray, err := strconv.Atoi(strings.TrimSpace(string(l.Data)))
 	if err != nil {
