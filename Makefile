@@ -144,7 +144,7 @@ sysdeps: ## check (as root on Debian: install) tmux, zsh, fish, groff, man, logr
 test: tools sysdeps ## run every test, the end-to-end ones with the real CLIs included, then the race detector over the fake-backed ones
 	$(GO_TEST_ENV) go test -count=1 -timeout 80m ./...
 	CGO_ENABLED=1 $(GO_TEST_ENV) go test -count=1 -race -timeout 30m -skip '^TestKill9' $(RACE_PKGS)
-	CGO_ENABLED=1 $(GO_TEST_ENV) go test -count=1 -race -timeout 30m -run 'Fake|Conformance' ./claude/... ./codex/...
+	CGO_ENABLED=1 $(GO_TEST_ENV) go test -count=1 -race -timeout 30m -run 'Fake|Conformance' ./claude/... ./codex/... ./acp/
 
 e2e: tools sysdeps ## run only the end-to-end tests against the real CLIs
 	$(GO_TEST_ENV) go test -count=1 -timeout 40m -run 'E2E' ./...
@@ -154,7 +154,7 @@ lint: ## go vet, gofmt, staticcheck (pinned in go.mod's tool block)
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go tool staticcheck ./...
 
-bench: tools ## benchmarks: idle run vs two curls and on long histories, ls over long histories, agent overhead, relay rate (medians), outbox publishing, the idle tick after a flood and with a 50 MB envelope, each ACP agent's own cost, a pass over 1,000 threads
+bench: tools ## benchmarks: idle run vs two curls and on long histories, ls over long histories, agent overhead (Claude, Codex, each ACP agent), relay rate (medians), outbox publishing, the idle tick after a flood and with a 50 MB envelope, each ACP agent's own cost, a pass over 1,000 threads
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleRun' -benchtime 20x -count 1 .
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleHistory|ListHistory' -benchtime 10x -count 1 -timeout 30m .
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'TurnOverhead' -benchtime 10x -count 1 .
@@ -172,8 +172,9 @@ fuzz: ## run each fuzz test for 20 s
 	  done; \
 	done
 
-demo: tools build ## the whole flow offline with the pinned CLI and a scripted model
-	$(GO_TEST_ENV) go run ./scripts/demo
+AGENT ?= claude_code
+demo: tools build ## the whole flow offline with the pinned CLI and a scripted model (AGENT=gemini, qwen_code, opencode, copilot)
+	$(GO_TEST_ENV) go run ./scripts/demo -agent $(AGENT)
 
 LIVE_VARS := BHW_LIVE_API_URL BHW_LIVE_API_KEY BHW_LIVE_REVISION_ID BHW_LIVE_SESSION_ID
 

@@ -110,43 +110,46 @@ func (t *turn) toolUpdate(u update) {
 }
 
 // toolOutput is a finished call's output: the text of its content, else
-// what its rawOutput says, else its status.
+// what its rawOutput says, else the files its diffs change, else its
+// status.
 func toolOutput(u update, status string) string {
 	var blocks []struct {
 		Type    string          `json:"type"`
 		Content json.RawMessage `json:"content"`
 		Path    string          `json:"path"`
 	}
-	var parts []string
-	if json.Unmarshal(u.Content, &blocks) == nil {
-		for _, b := range blocks {
-			switch b.Type {
-			case "content":
-				if s := chunkText(b.Content); s != "" {
-					parts = append(parts, s)
-				}
-			case "diff":
-				parts = append(parts, "diff "+b.Path)
+	_ = json.Unmarshal(u.Content, &blocks)
+	var texts, diffs []string
+	for _, b := range blocks {
+		switch b.Type {
+		case "content":
+			if s := chunkText(b.Content); s != "" {
+				texts = append(texts, s)
 			}
+		case "diff":
+			diffs = append(diffs, "changed "+b.Path)
 		}
 	}
-	if len(parts) == 0 && nonEmpty(u.RawOutput) {
+	if len(texts) == 0 && nonEmpty(u.RawOutput) {
 		var o map[string]any
 		if json.Unmarshal(u.RawOutput, &o) == nil {
 			for _, k := range []string{"output", "content", "error", "message"} {
 				if s, ok := o[k].(string); ok && s != "" {
-					parts = append(parts, s)
+					texts = append(texts, s)
 					break
 				}
 			}
-		} else {
-			parts = append(parts, string(u.RawOutput))
+		} else if s := strings.Trim(string(u.RawOutput), `"`); s != "" {
+			texts = append(texts, s)
 		}
 	}
-	if len(parts) == 0 {
-		return status
+	switch {
+	case len(texts) > 0:
+		return strings.Join(texts, "\n")
+	case len(diffs) > 0:
+		return strings.Join(diffs, "\n")
 	}
-	return strings.Join(parts, "\n")
+	return status
 }
 
 // announce emits the call's tool_call item, once, after the calls seen

@@ -185,6 +185,17 @@ type Setup struct {
 
 // Setup points the agent at the fake model at url.
 func (a *Agent) Setup(t testing.TB, url string) Setup {
+	t.Helper()
+	cache := ""
+	if a == Copilot {
+		cache = CopilotCache(t, a.Bin(t))
+	}
+	return a.SetupWith(url, cache)
+}
+
+// SetupWith points the agent at the fake model at url, outside a test;
+// copilotCache is Copilot's shared runtime cache (cache_dir).
+func (a *Agent) SetupWith(url, copilotCache string) Setup {
 	switch a {
 	case Gemini:
 		// The model is the preset's default, gemini-2.5-flash.
@@ -202,10 +213,33 @@ func (a *Agent) Setup(t testing.TB, url string) Setup {
 					"limit": map[string]any{"context": 100000, "output": 4096}}},
 			}}}}
 	case Copilot:
-		return Setup{Model: "gpt-4.1",
-			Env: map[string]string{"COPILOT_PROVIDER_BASE_URL": url, "COPILOT_PROVIDER_API_KEY": FakeKey},
-			Own: map[string]any{"cache_dir": CopilotCache(t, a.Bin(t))}}
+		s := Setup{Model: "gpt-4.1",
+			Env: map[string]string{"COPILOT_PROVIDER_BASE_URL": url, "COPILOT_PROVIDER_API_KEY": FakeKey}}
+		if copilotCache != "" {
+			s.Own = map[string]any{"cache_dir": copilotCache}
+		}
+		return s
 	}
-	t.Fatalf("no setup for %s", a.Type)
-	return Setup{}
+	panic("acptest: no setup for " + a.Type)
+}
+
+// StartFake starts the fake model the agent talks to, outside a test; the
+// caller closes it.
+func (a *Agent) StartFake() (Fake, func()) {
+	if a.Gemini {
+		s := StartGeminiServer()
+		return s, s.Close
+	}
+	s := StartChatServer()
+	return s, s.Close
+}
+
+// ByType is the pinned agent of agent type typ, or nil.
+func ByType(typ string) *Agent {
+	for _, a := range Agents {
+		if a.Type == typ {
+			return a
+		}
+	}
+	return nil
 }
