@@ -242,18 +242,6 @@ func TestE2EACP(t *testing.T) {
 	wg.Wait()
 }
 
-// itemsWithout are the item types without the status items (the agents'
-// retry notes vary).
-func itemsWithout(types []string, drop string) []string {
-	var out []string
-	for _, t := range types {
-		if t != drop {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
 func acpAutonomous(t *testing.T, e *acpE2E) {
 	x := e.file("x.txt")
 	const alias = "projects/p1/acp-auto"
