@@ -244,3 +244,23 @@ func TestDescribe(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdateKind: the kind of an update is found without decoding it, and
+// a text that does not show it plainly is left to the decoder.
+func TestUpdateKind(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		kind string
+		ok   bool
+	}{
+		{`{"sessionId":"s","update":{"_meta":{"x":[1,2]},"sessionUpdate":"available_commands_update"}}`, "available_commands_update", true},
+		{`{"update":{"sessionUpdate" : "tool_call","toolCallId":"a"}}`, "tool_call", true},
+		{`{"update":{"sessionUpdate":"a\"b"}}`, "", false},
+		{`{"update":{"sessionUpdate":"x","content":{"sessionUpdate":"y"}}}`, "", false},
+		{`{"update":{}}`, "", false},
+	} {
+		if k, ok := updateKind([]byte(c.in)); k != c.kind || ok != c.ok {
+			t.Errorf("%s: %q %v", c.in, k, ok)
+		}
+	}
+}

@@ -326,15 +326,19 @@ func (s *Session) onNotification(m jsonrpc.Message) {
 	if m.Method != "session/update" || s.q.Push(m) {
 		return
 	}
-	var p struct {
-		Update struct {
-			Kind string `json:"sessionUpdate"`
-		} `json:"update"`
+	kind, ok := updateKind(m.Params)
+	if !ok {
+		var p struct {
+			Update struct {
+				Kind string `json:"sessionUpdate"`
+			} `json:"update"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		kind = p.Update.Kind
 	}
-	_ = json.Unmarshal(m.Params, &p)
 	s.replayMu.Lock()
 	s.replaySeen++
-	if p.Update.Kind == "available_commands_update" {
+	if kind == "available_commands_update" {
 		s.replayEnd = true
 	}
 	s.replayMu.Unlock()

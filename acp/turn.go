@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -275,6 +276,11 @@ func (t *turn) handle(m jsonrpc.Message) {
 		t.permission(m)
 		return
 	}
+	if k, ok := updateKind(m.Params); ok && !relayed[k] {
+		// available_commands_update and the like: not decoded (Qwen Code's
+		// is half a megabyte).
+		return
+	}
 	var p struct {
 		SessionID string          `json:"sessionId"`
 		Update    json.RawMessage `json:"update"`
@@ -310,6 +316,34 @@ func (t *turn) handle(m jsonrpc.Message) {
 		// config_option_update, session_info_update, current_mode_update
 		// and kinds to come: thread.log has them.
 	}
+}
+
+// relayed are the session/update kinds a turn reads.
+var relayed = map[string]bool{"agent_message_chunk": true, "agent_thought_chunk": true,
+	"tool_call": true, "tool_call_update": true, "plan": true}
+
+// updateKind finds a session/update's kind without decoding the whole
+// update: the value of its only "sessionUpdate" key. ok is false when the
+// text does not show one plainly (then the update is decoded).
+func updateKind(params []byte) (kind string, ok bool) {
+	key := []byte(`"sessionUpdate"`)
+	i := bytes.Index(params, key)
+	if i < 0 || bytes.Index(params[i+len(key):], key) >= 0 {
+		return "", false
+	}
+	rest := bytes.TrimLeft(params[i+len(key):], " \t\r\n")
+	if len(rest) == 0 || rest[0] != ':' {
+		return "", false
+	}
+	rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+	if len(rest) == 0 || rest[0] != '"' {
+		return "", false
+	}
+	end := bytes.IndexByte(rest[1:], '"')
+	if end < 0 || bytes.IndexByte(rest[1:1+end], '\\') >= 0 {
+		return "", false
+	}
+	return string(rest[1 : 1+end]), true
 }
 
 // messageChunk buffers model text, one item per message: the chunks of one
