@@ -4,6 +4,13 @@ package acptest
 // the probe tests: it spawns an agent in its own process group, records every
 // line both ways, queues what the agent sends, answers the agent requests a
 // client must answer, and leaves session/request_permission to the test.
+//
+// It is not agent/jsonrpc and agent/proc on purpose: the probes check the
+// facts the adapter is built on, so they must not lean on the adapter's
+// own machinery (a bug there would hide a change of the agent), and they
+// need what that machinery deliberately hides — every raw line with its
+// time and length, the lines that are not JSON-RPC, the tree of processes
+// tagged by an environment variable.
 
 import (
 	"bufio"
