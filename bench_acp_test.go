@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/blobhub/bhw-run/acp/acptest"
 	"github.com/blobhub/bhw-run/agent"
-	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -62,40 +60,19 @@ func benchACPTurn(b *testing.B, a *acptest.Agent) {
 		b.StopTimer()
 		alias := fmt.Sprintf("bench/%s-%d", a.Type, i)
 		e.handOff(alias, a.Type, "autonomous", a.Write(e.file(fmt.Sprintf("b%d.txt", i)), "bench\n"))
-		_ = os.Remove(report)
 		b.StartTimer()
-
-		t0 := time.Now()
-		p := e.start(bhtest.RunnerKey, nil, "--json", alias)
-		hwm := make(chan int64)
-		stop := make(chan struct{})
-		go func() { hwm <- sampleHWM(p.cmd.Process.Pid, stop) }()
-		code := p.wait()
-		close(stop)
-		peak := <-hwm
-		elapsed := time.Since(t0)
-
+		r := e.runWrapped(b, alias, report)
 		b.StopTimer()
-		if s := parseSummary(b, p.stdout.String()); code != 0 || s.Outcome != run.OutcomeTurnCompleted {
-			b.Fatalf("exit %d outcome %s\n%s", code, s.Outcome, tail(p.stderr.String(), 3000))
+		if s := parseSummary(b, r.stdout); r.code != 0 || s.Outcome != run.OutcomeTurnCompleted {
+			b.Fatalf("exit %d outcome %s\n%s", r.code, s.Outcome, tail(r.stderr, 3000))
 		}
-		var rep wrapReport
-		rb, err := os.ReadFile(report)
-		if err != nil {
-			b.Fatalf("the rusage wrapper wrote no report: %v", err)
-		}
-		if err := json.Unmarshal(rb, &rep); err != nil {
-			b.Fatal(err)
-		}
-		total := p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()
-		own := total - rep.ChildCPU - rep.SelfCPU
 		first = append(first, ms(firstItem(b, e, alias)))
-		wall = append(wall, ms(elapsed))
-		bhwCPU = append(bhwCPU, ms(own))
-		agentCPU = append(agentCPU, ms(rep.ChildCPU))
-		share = append(share, 100*ms(own)/ms(rep.ChildCPU))
-		bhwRSS = append(bhwRSS, float64(peak)/1024)
-		agentRSS = append(agentRSS, float64(rep.ChildRSSKB)/1024)
+		wall = append(wall, ms(r.wall))
+		bhwCPU = append(bhwCPU, ms(r.bhwCPU))
+		agentCPU = append(agentCPU, ms(r.agentCPU))
+		share = append(share, 100*ms(r.bhwCPU)/ms(r.agentCPU))
+		bhwRSS = append(bhwRSS, float64(r.bhwRSSKB)/1024)
+		agentRSS = append(agentRSS, float64(r.agentRSSKB)/1024)
 		b.StartTimer()
 	}
 	b.StopTimer()

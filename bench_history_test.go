@@ -97,15 +97,18 @@ func (e *e2eEnv) growHistory(b *testing.B, alias string, items int) (turns int) 
 
 // idleRun is one idle run of alias over HTTP: its wall time, its own CPU
 // (an idle run starts no child) and peak RSS (kB), bhw-run's VmHWM sampled
-// while it runs (sampleVmHWM): wait4's maxrss would count the test
+// while it runs (sampleHWM): wait4's maxrss would count the test
 // process's own pages, which the child shares between fork and exec.
 func (e *e2eEnv) idleRun(b *testing.B, alias string) (wall, cpu time.Duration, rssKB int64) {
 	b.Helper()
 	start := time.Now()
 	p := e.start(bhtest.RunnerKey, nil, "-q", "--json", alias)
-	hwm := sampleVmHWM(p.cmd.Process.Pid)
+	hwm := make(chan int64)
+	stop := make(chan struct{})
+	go func() { hwm <- sampleHWM(p.cmd.Process.Pid, stop) }()
 	code := p.wait()
 	wall = time.Since(start)
+	close(stop)
 	rssKB = <-hwm
 	if s := parseSummary(b, p.stdout.String()); code != 0 || s.Outcome != run.OutcomeIdle {
 		b.Fatalf("idle run of %s: exit %d outcome %q\n%s", alias, code, s.Outcome, tail(p.stderr.String(), 3000))

@@ -521,12 +521,7 @@ func acpLostSession(t *testing.T, e *acpE2E) {
 	if last.Contains("LOST-HISTORY-MARKER") {
 		t.Fatal("the fresh session carries the lost history")
 	}
-	var tokens []string
-	for _, it := range e.itemsOfType(alias, "status") {
-		tok, _ := meta(t, it).Status["token"].(string)
-		tokens = append(tokens, tok)
-	}
-	if !slices.Contains(tokens, "resume_failed") {
+	if tokens := e.statusTokens(alias); !slices.Contains(tokens, "resume_failed") {
 		t.Fatalf("status tokens %v, want resume_failed", tokens)
 	}
 	wantTypes(t, e.itemTypes(alias), "person", "text", "turn_end", "person", "status", "text", "turn_end")
@@ -597,13 +592,7 @@ func (e *acpE2E) wantResumedAfterSignal(alias string) {
 	if th := e.threadYAML(alias); th.Turn.State != "idle" || th.Agent.Process != nil {
 		t.Errorf("thread.yaml after the resumed turn: turn %+v process %+v", th.Turn, th.Agent.Process)
 	}
-	var resumed bool
-	for _, s := range e.itemsOfType(alias, "status") {
-		if tok, _ := meta(t, s).Status["token"].(string); tok == "interrupted_turn_resumed" {
-			resumed = true
-		}
-	}
-	if !resumed {
+	if !slices.Contains(e.statusTokens(alias), "interrupted_turn_resumed") {
 		t.Errorf("no interrupted_turn_resumed status item: %v", e.itemTypes(alias))
 	}
 	if _, ok := e.lastRequest("sleep a while"); !ok {

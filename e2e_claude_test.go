@@ -333,13 +333,7 @@ func TestE2EClaudeSIGTERMDuringBashThenResume(t *testing.T) {
 	if s.AgentSessionID != th.Agent.AgentSessionID {
 		t.Errorf("agent_session_id %q after the resume, want %q", s.AgentSessionID, th.Agent.AgentSessionID)
 	}
-	var resumed bool
-	for _, it := range e.itemsOfType(alias, "status") {
-		if meta(t, it).Status["token"] == "interrupted_turn_resumed" {
-			resumed = true
-		}
-	}
-	if !resumed {
+	if !slices.Contains(e.statusTokens(alias), "interrupted_turn_resumed") {
 		t.Errorf("no interrupted_turn_resumed status item: %v", e.itemTypes(alias))
 	}
 	if !e.lastRequest().Contains("run the long command") {
@@ -443,29 +437,17 @@ func BenchmarkE2EClaudeTurnOverhead(b *testing.B) {
 		alias := fmt.Sprintf("bench/claude-%d", i)
 		e.model.Push(writeTool(e.path(fmt.Sprintf("b%d.txt", i)), "x"), claudetest.Text("done"))
 		e.handOff(alias, claudeType, "autonomous", "write a file")
-		_ = os.Remove(report)
 		b.StartTimer()
-
-		start := time.Now()
-		p := e.start(bhtest.RunnerKey, nil, "--json", alias)
-		hwm := sampleVmHWM(p.cmd.Process.Pid)
-		code := p.wait()
-		wall += time.Since(start)
-		peak := <-hwm
-
+		r := e.runWrapped(b, alias, report)
 		b.StopTimer()
-		if s := parseSummary(b, p.stdout.String()); code != 0 || s.Outcome != run.OutcomeTurnCompleted {
-			b.Fatalf("exit %d outcome %q\n%s", code, s.Outcome, tail(p.stderr.String(), 4000))
+		if s := parseSummary(b, r.stdout); r.code != 0 || s.Outcome != run.OutcomeTurnCompleted {
+			b.Fatalf("exit %d outcome %q\n%s", r.code, s.Outcome, tail(r.stderr, 4000))
 		}
-		var w wrapReport
-		if raw, err := os.ReadFile(report); err != nil || json.Unmarshal(raw, &w) != nil {
-			b.Fatalf("the rusage wrapper's report: %v", err)
-		}
-		ps := p.cmd.ProcessState
-		bhwCPU += ps.UserTime() + ps.SystemTime() - w.ChildCPU - w.SelfCPU
-		claudeCPU += w.ChildCPU
-		bhwRSS = max(bhwRSS, peak)
-		claudeRSS = max(claudeRSS, w.ChildRSSKB)
+		wall += r.wall
+		bhwCPU += r.bhwCPU
+		claudeCPU += r.agentCPU
+		bhwRSS = max(bhwRSS, r.bhwRSSKB)
+		claudeRSS = max(claudeRSS, r.agentRSSKB)
 		logKB = append(logKB, threadLogKB(b, e.e2eEnv, alias))
 		b.StartTimer()
 	}
@@ -478,36 +460,6 @@ func BenchmarkE2EClaudeTurnOverhead(b *testing.B) {
 	b.ReportMetric(float64(claudeCPU.Microseconds())/1e3/n, "claude-cpu-ms/op")
 	b.ReportMetric(float64(claudeRSS)/1024, "claude-rss-MB")
 	b.ReportMetric(float64(wall.Microseconds())/1e3/n, "wall-ms/op")
-}
-
-// sampleVmHWM reads the VmHWM (kB) of pid until the process is gone and
-// sends the last value read.
-func sampleVmHWM(pid int) <-chan int64 {
-	out := make(chan int64, 1)
-	go func() {
-		var last int64
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-			if err != nil {
-				break
-			}
-			i := strings.Index(string(b), "VmHWM:")
-			if i < 0 { // a zombie has no memory lines
-				break
-			}
-			f := strings.Fields(string(b[i+len("VmHWM:"):]))
-			if len(f) > 0 {
-				if v, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-					last = v
-				}
-			}
-			<-tick.C
-		}
-		out <- last
-	}()
-	return out
 }
 
 // BenchmarkRelayItems relays one turn of 10,000 steps (text and tool steps
@@ -670,12 +622,7 @@ func TestE2EClaudeLostSessionStartsFresh(t *testing.T) {
 	if last.Contains("LOST-HISTORY-MARKER") {
 		t.Fatal("the fresh session carries the lost history")
 	}
-	var tokens []string
-	for _, it := range e.itemsOfType(alias, "status") {
-		tok, _ := meta(t, it).Status["token"].(string)
-		tokens = append(tokens, tok)
-	}
-	if !slices.Contains(tokens, "resume_failed") {
+	if tokens := e.statusTokens(alias); !slices.Contains(tokens, "resume_failed") {
 		t.Fatalf("status tokens %v, want resume_failed", tokens)
 	}
 	e.wantItems(alias, "person", "text", "turn_end", "person", "status", "text", "turn_end")

@@ -5,7 +5,6 @@ package main
 // the way cron or a person's shell runs it.
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -335,14 +334,7 @@ func TestE2ECodexSIGTERMMidCommandThenResume(t *testing.T) {
 	if th.Turn.State != "idle" {
 		t.Errorf("turn state %q after the resumed turn", th.Turn.State)
 	}
-	statuses := e.itemsOfType(alias, "status")
-	found := false
-	for _, s := range statuses {
-		if tok, _ := meta(t, s).Status["token"].(string); tok == "interrupted_turn_resumed" {
-			found = true
-		}
-	}
-	if !found {
+	if !slices.Contains(e.statusTokens(alias), "interrupted_turn_resumed") {
 		t.Errorf("no interrupted_turn_resumed status item: %v", e.itemTypes(alias))
 	}
 	reqs := e.model.Requests()
@@ -424,34 +416,16 @@ func codexTurnOverhead(b *testing.B, permissions string) {
 		alias := fmt.Sprintf("bench/t%d", i)
 		e.handOff(alias, codexType, permissions, "run it")
 		e.model.Push(codextest.Run("echo hi"), codextest.Say("ok"))
-		_ = os.Remove(report)
 		b.StartTimer()
-
-		p := e.start(bhtest.RunnerKey, nil, "--json", alias)
-		hwm := make(chan int64)
-		stop := make(chan struct{})
-		go func() { hwm <- sampleHWM(p.cmd.Process.Pid, stop) }()
-		code := p.wait()
-		close(stop)
-		peak := <-hwm
-
+		r := e.runWrapped(b, alias, report)
 		b.StopTimer()
-		if s := parseSummary(b, p.stdout.String()); code != 0 || s.Outcome != run.OutcomeTurnCompleted {
-			b.Fatalf("exit %d outcome %q\n%s%s", code, s.Outcome, p.stdout, p.stderr)
+		if s := parseSummary(b, r.stdout); r.code != 0 || s.Outcome != run.OutcomeTurnCompleted {
+			b.Fatalf("exit %d outcome %q\n%s%s", r.code, s.Outcome, r.stdout, r.stderr)
 		}
-		var rep wrapReport
-		rb, err := os.ReadFile(report)
-		if err != nil {
-			b.Fatalf("the rusage wrapper wrote no report: %v", err)
-		}
-		if err := json.Unmarshal(rb, &rep); err != nil {
-			b.Fatal(err)
-		}
-		total := p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()
-		bhwCPU = append(bhwCPU, ms(total-rep.ChildCPU-rep.SelfCPU))
-		codexCPU = append(codexCPU, ms(rep.ChildCPU))
-		bhwRSS = append(bhwRSS, float64(peak)/1024)
-		codexRSS = append(codexRSS, float64(rep.ChildRSSKB)/1024)
+		bhwCPU = append(bhwCPU, ms(r.bhwCPU))
+		codexCPU = append(codexCPU, ms(r.agentCPU))
+		bhwRSS = append(bhwRSS, float64(r.bhwRSSKB)/1024)
+		codexRSS = append(codexRSS, float64(r.agentRSSKB)/1024)
 		logKB = append(logKB, threadLogKB(b, e.e2eEnv, alias))
 		b.StartTimer()
 	}

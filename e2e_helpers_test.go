@@ -635,3 +635,56 @@ func (e *e2eEnv) wantCompletedIdle(alias, session string) {
 		e.t.Errorf("thread.yaml agent %+v turn %+v", th.Agent, th.Turn)
 	}
 }
+
+// wrappedRun is one activation whose agent ran behind the rusage wrapper
+// (rusageWrapperEnv), measured the way the overhead benchmarks report it.
+type wrappedRun struct {
+	code       int
+	wall       time.Duration
+	stdout     string
+	stderr     string
+	bhwCPU     time.Duration // bhw-run's own: its total minus the agent's and the wrapper's
+	agentCPU   time.Duration // the agent's, with the children it waited for
+	bhwRSSKB   int64         // bhw-run's VmHWM, sampled while it runs
+	agentRSSKB int64         // the agent's peak (its largest process), as wait4 reports it
+}
+
+// runWrapped runs `bhw-run --json alias` once and reads the wrapper's
+// report from report. wait4 folds reaped children into a process's times
+// and rusage times add up, so bhw-run's own CPU is its total minus what the
+// wrapper accounted for; its Rusage.Maxrss cannot be used (it is the
+// maximum over it and its children, i.e. the agent's), so its VmHWM is
+// read from /proc every 2 ms while it runs, a high-water mark that misses
+// only growth in the last 2 ms.
+func (e *e2eEnv) runWrapped(tb testing.TB, alias, report string) wrappedRun {
+	tb.Helper()
+	_ = os.Remove(report)
+	t0 := time.Now()
+	p := e.start(bhtest.RunnerKey, nil, "--json", alias)
+	hwm := make(chan int64)
+	stop := make(chan struct{})
+	go func() { hwm <- sampleHWM(p.cmd.Process.Pid, stop) }()
+	r := wrappedRun{code: p.wait()}
+	r.wall = time.Since(t0)
+	close(stop)
+	r.bhwRSSKB = <-hwm
+	r.stdout, r.stderr = p.stdout.String(), p.stderr.String()
+	var rep wrapReport
+	raw, err := os.ReadFile(report)
+	if err != nil || json.Unmarshal(raw, &rep) != nil {
+		tb.Fatalf("the rusage wrapper's report: %v (exit %d)\n%s", err, r.code, tail(r.stderr, 3000))
+	}
+	total := p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()
+	r.bhwCPU, r.agentCPU, r.agentRSSKB = total-rep.ChildCPU-rep.SelfCPU, rep.ChildCPU, rep.ChildRSSKB
+	return r
+}
+
+// statusTokens are the tokens of the thread's status items, in order.
+func (e *e2eEnv) statusTokens(alias string) []string {
+	var out []string
+	for _, it := range e.itemsOfType(alias, "status") {
+		tok, _ := meta(e.t, it).Status["token"].(string)
+		out = append(out, tok)
+	}
+	return out
+}
