@@ -71,7 +71,7 @@ func presetOf(t testing.TB, typ string) *preset {
 
 // launch is what run would hand Start, the allowlist applied by hand: the
 // basics and the setup's variables.
-func (g *realRig) launch(permissions string) agent.Launch {
+func (g *realRig) launch(t *testing.T, permissions string) agent.Launch {
 	buf := &agenttest.LogBuffer{}
 	g.mu.Lock()
 	g.logs = append(g.logs, buf)
@@ -81,7 +81,7 @@ func (g *realRig) launch(permissions string) agent.Launch {
 	for k, v := range g.setup.Env {
 		env = append(env, k+"="+v)
 	}
-	l := agent.Launch{Executable: g.a.Bin(g.t), WorkFolder: g.work, Env: env, Model: g.setup.Model,
+	l := agent.Launch{Executable: g.a.Bin(t), WorkFolder: g.work, Env: env, Model: g.setup.Model,
 		Permissions: permissions, Home: g.home, Log: buf.Log()}
 	if g.p.options != nil {
 		raw := map[string]any{}
@@ -90,7 +90,7 @@ func (g *realRig) launch(permissions string) agent.Launch {
 		}
 		o, err := g.p.options(raw)
 		if err != nil {
-			g.t.Fatal(err)
+			t.Fatal(err)
 		}
 		l.Options = o
 	}
@@ -101,15 +101,15 @@ func (g *realRig) launch(permissions string) agent.Launch {
 func (g *realRig) userHome() string { return filepath.Join(filepath.Dir(g.home), "user") }
 
 // start starts one process and closes it at the end of the test.
-func (g *realRig) start(l agent.Launch) *Session {
-	g.t.Helper()
+func (g *realRig) start(t *testing.T, l agent.Launch) *Session {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := start(ctx, g.p, l)
 	if err != nil {
-		g.t.Fatalf("Start: %v", err)
+		t.Fatalf("Start: %v", err)
 	}
-	g.t.Cleanup(func() { closeNow(g.t, s) })
+	t.Cleanup(func() { closeNow(t, s) })
 	return s
 }
 

@@ -328,7 +328,7 @@ var relayed = map[string]bool{"agent_message_chunk": true, "agent_thought_chunk"
 func updateKind(params []byte) (kind string, ok bool) {
 	key := []byte(`"sessionUpdate"`)
 	i := bytes.Index(params, key)
-	if i < 0 || bytes.Index(params[i+len(key):], key) >= 0 {
+	if i < 0 || bytes.Contains(params[i+len(key):], key) {
 		return "", false
 	}
 	rest := bytes.TrimLeft(params[i+len(key):], " \t\r\n")
