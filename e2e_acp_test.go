@@ -44,14 +44,14 @@ type acpE2E struct {
 // those running at once (acpSlots).
 func (e *acpE2E) acquire() {
 	if !e.held {
-		acpSlots <- struct{}{}
+		acpSlots.Acquire(e.t, acpSlotWait)
 		e.held = true
 	}
 }
 
 func (e *acpE2E) release() {
 	if e.held {
-		<-acpSlots
+		acpSlots.Release()
 		e.held = false
 	}
 }
@@ -179,7 +179,11 @@ var acpScenarios = []struct {
 // GB and seconds of CPU to start, and two cores are shared; most of a
 // scenario's time is spent waiting on the agents (and on Gemini CLI's
 // minute rule), so a few run side by side.
-var acpSlots = make(chan struct{}, 4)
+var acpSlots = acptest.NewSlots(4)
+
+// acpSlotWait bounds a scenario's wait for its slot: the forty scenarios
+// in front take 10–20 minutes on a loaded two-core machine.
+const acpSlotWait = 40 * time.Minute
 
 // beforeResume waits, for Gemini CLI, until the UTC minute in which the
 // thread's session was created has passed, outside the scenario's slot:

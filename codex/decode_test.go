@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/agent/jsonrpc"
 	"github.com/blobhub/bhw-run/policy"
 )
@@ -19,7 +20,7 @@ import (
 // (testdata/codex, written by `go test ./codex -record` against the real CLI).
 func transcriptLines(t testing.TB, name string) [][]byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(moduleRoot(t), "testdata/codex", name))
+	b, err := os.ReadFile(filepath.Join(agenttest.ModuleRoot(t), "testdata/codex", name))
 	if err != nil {
 		t.Fatalf("%v (re-record with `go test ./codex -record`)", err)
 	}
@@ -35,7 +36,7 @@ func transcriptLines(t testing.TB, name string) [][]byte {
 }
 
 func TestDecodeTranscripts(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(moduleRoot(t), "testdata/codex/*.log"))
+	files, _ := filepath.Glob(filepath.Join(agenttest.ModuleRoot(t), "testdata/codex/*.log"))
 	if len(files) == 0 {
 		t.Fatal("no transcripts in testdata/codex")
 	}

@@ -31,30 +31,12 @@ func codexBin(t testing.TB) string {
 		}
 		return p
 	}
-	root := moduleRoot(t)
+	root := agenttest.ModuleRoot(t)
 	p := filepath.Join(root, ".tools/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex")
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("the real codex CLI is missing (%v); run `make test`, which installs the pinned @openai/codex, or set BHW_CODEX_BIN", err)
 	}
 	return p
-}
-
-func moduleRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
 }
 
 // rig is one scenario: a fake model, a CODEX_HOME and a work folder shared by
@@ -139,7 +121,7 @@ func (r *rig) dump() {
 		}
 		keep := transcript(b.String())
 		name := strings.ReplaceAll(r.t.Name(), "/", "_")
-		p := filepath.Join(moduleRoot(r.t), "testdata/codex", name+"-"+string(rune('0'+i))+".log")
+		p := filepath.Join(agenttest.ModuleRoot(r.t), "testdata/codex", name+"-"+string(rune('0'+i))+".log")
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			r.t.Error(err)
 			return

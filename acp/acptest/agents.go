@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/blobhub/bhw-run/agent/agenttest"
 )
 
 // Agent is one pinned ACP agent as the tests drive it: where its CLI is,
@@ -82,32 +84,13 @@ func (a *Agent) Bin(t testing.TB) string {
 	t.Helper()
 	p := os.Getenv(a.BinEnv)
 	if p == "" {
-		p = filepath.Join(ModuleRoot(t), a.PinnedRel)
+		p = filepath.Join(agenttest.ModuleRoot(t), a.PinnedRel)
 	}
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("the pinned %s CLI %s is missing at %s (%v); run `make test`, which installs it, or set %s",
 			a.Type, a.Version, p, err, a.BinEnv)
 	}
 	return p
-}
-
-// ModuleRoot is the folder of go.mod above the test's directory.
-func ModuleRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = up
-	}
 }
 
 var (

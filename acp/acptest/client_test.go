@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/blobhub/bhw-run/agent/agenttest"
 )
 
 var record = flag.Bool("record", false, "write the probe transcripts to testdata/acp/<agent>/")
@@ -161,8 +163,12 @@ func spawn(t testing.TB, label, root, dir string, env, argv []string) *agentProc
 	}
 	cmd.Stderr = &lockedWriter{mu: &a.mu, b: &a.stderr}
 	a.stdin = stdin
+	// The slot is held from the start to the exit: a probe runs its
+	// processes one after another, so it never waits for a second slot.
+	probeSlots.Acquire(t, slotWait)
 	a.start = time.Now()
 	if err := cmd.Start(); err != nil {
+		probeSlots.Release()
 		t.Fatalf("start %s: %v", argv[0], err)
 	}
 	go a.read(stdout)
@@ -171,6 +177,7 @@ func spawn(t testing.TB, label, root, dir string, env, argv []string) *agentProc
 		a.mu.Lock()
 		a.waitErr, a.procStat = err, cmd.ProcessState
 		a.mu.Unlock()
+		probeSlots.Release()
 		close(a.exited)
 	}()
 	t.Cleanup(func() {
@@ -515,7 +522,7 @@ func (a *agentProc) transcript() []byte {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var b bytes.Buffer
-	mod := ModuleRoot(a.t)
+	mod := agenttest.ModuleRoot(a.t)
 	for _, l := range a.lines {
 		l.T = float64(int(l.T*1000)) / 1000
 		if len(l.Msg) > maxLine {
@@ -541,7 +548,7 @@ func (a *agentProc) save(agent, name string) {
 	if !*record {
 		return
 	}
-	dir := filepath.Join(ModuleRoot(a.t), "testdata", "acp", agent)
+	dir := filepath.Join(agenttest.ModuleRoot(a.t), "testdata", "acp", agent)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		a.t.Fatal(err)
 	}

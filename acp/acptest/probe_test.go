@@ -21,7 +21,17 @@ import (
 const (
 	stepWait = 90 * time.Second
 	exitWait = 45 * time.Second
+	// slotWait bounds the wait for an agent slot: the whole queue of
+	// probes in front, each a few minutes at worst.
+	slotWait = 30 * time.Minute
 )
+
+// probeSlots: four agents at once. The probes run side by side (most of
+// their time is spent waiting on the agents, and on Gemini CLI's minute
+// rule, which a probe waits out with no agent running), but twenty-one
+// agents started together on two cores made their start-ups outlast
+// stepWait.
+var probeSlots = NewSlots(4)
 
 func forEachAgent(t *testing.T, f func(t *testing.T, r *recipe)) {
 	var named []namedTest
@@ -36,10 +46,10 @@ type namedTest struct {
 	f    func(t *testing.T)
 }
 
-// concurrently runs each test as a subtest of t, all at once. Subtests
-// started from goroutines do not wait for a -parallel slot (2 on a 2-core
-// machine), which would queue everything behind Gemini's wait for the
-// minute to turn; most of a probe's time is spent waiting on the agents.
+// concurrently runs each test as a subtest of t, all at once; their agent
+// processes take turns for probeSlots. Subtests started from goroutines do
+// not wait for a -parallel slot (2 on a 2-core machine), which would queue
+// everything behind Gemini's wait for the minute to turn.
 func concurrently(t *testing.T, tests ...namedTest) {
 	var wg sync.WaitGroup
 	for _, nt := range tests {
@@ -52,7 +62,8 @@ func concurrently(t *testing.T, tests ...namedTest) {
 	wg.Wait()
 }
 
-// TestProbe runs every scenario on every agent, all at once.
+// TestProbe runs every scenario on every agent, as many at once as
+// probeSlots admits.
 func TestProbe(t *testing.T) {
 	forEachAgent(t, func(t *testing.T, r *recipe) {
 		tests := []namedTest{

@@ -7,13 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/blobhub/bhw-run/agent/agenttest"
 )
 
 // The recorded transcripts under testdata/acp are what decoder tests will
 // read: each line one JSON-RPC 2.0 message with its direction, and each
 // agent's park and resume runs hold the permission requests they are about.
 func TestTranscripts(t *testing.T) {
-	root := filepath.Join(ModuleRoot(t), "testdata", "acp")
+	root := filepath.Join(agenttest.ModuleRoot(t), "testdata", "acp")
 	for _, r := range recipes {
 		for _, name := range []string{"park", "resume", "errors", "model-down"} {
 			path := filepath.Join(root, r.Type, name+".jsonl")
