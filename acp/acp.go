@@ -23,10 +23,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/jsonrpc"
+	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -117,10 +119,33 @@ func (p *preset) adapter() agent.Adapter {
 		ThreadHome:  p.home != nil,
 		Describe:    describe,
 		Options:     p.options,
+		Version:     p.version,
 		Start: agent.StartFunc(func(ctx context.Context, l agent.Launch) (*Session, error) {
 			return start(ctx, p, l)
 		}),
 	}
+}
+
+// version asks the CLI its version (for `bhw-run doctor`) with the
+// environment a run gives it, in a home made for the question and removed
+// after: the CLIs make their folders at every start, --version included
+// (Gemini CLI ~/.gemini, OpenCode its XDG folders), and the user's own
+// must stay untouched. Copilot's runtime cache is the shared one a run
+// uses, so the first start's unpacking is done once for both.
+func (p *preset) version(ctx context.Context, l agent.Launch) (string, error) {
+	if p.home != nil {
+		dir, err := os.MkdirTemp("", "bhw-run-version-")
+		if err != nil {
+			return "", err
+		}
+		defer os.RemoveAll(dir)
+		l.Home = dir
+	}
+	env, err := p.environ(l)
+	if err != nil {
+		return "", err
+	}
+	return proc.VersionLine(ctx, proc.Config{Path: l.Executable, Dir: l.WorkFolder, Env: env})
 }
 
 // describe is a call of effect on target as an ACP agent asks for it: the

@@ -1,11 +1,14 @@
 package acp
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blobhub/bhw-run/acp/acptest"
 	"github.com/blobhub/bhw-run/agent"
@@ -101,6 +104,34 @@ func TestRealParkResumeGrant(t *testing.T) {
 				t.Logf("items %s, usage %+v", strings.Join(tt, " "), res.Usage)
 				closeNow(t, s2)
 			})
+		}
+	})
+}
+
+// TestRealVersion: `bhw-run doctor` asks each CLI its version; the answer
+// is the pinned version, and the user's home is left as it was (the CLIs
+// make their folders at every start, --version included).
+func TestRealVersion(t *testing.T) {
+	forEachAgent(t, func(t *testing.T, a *acptest.Agent) {
+		bin := a.Bin(t)
+		userHome := t.TempDir()
+		l := agent.Launch{Executable: bin, WorkFolder: t.TempDir(),
+			Env: []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "HOME=" + userHome}}
+		if a == acptest.Copilot {
+			l.Options = CopilotOptions{CacheDir: acptest.CopilotCache(t, bin)}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		v, err := Adapter(a.Type).Version(ctx, l)
+		if err != nil || !strings.Contains(v, a.Version) {
+			t.Fatalf("version %q, %v; want one naming %s", v, err, a.Version)
+		}
+		if left, _ := os.ReadDir(userHome); len(left) > 0 {
+			var names []string
+			for _, e := range left {
+				names = append(names, e.Name())
+			}
+			t.Errorf("--version wrote into the user's home: %v", names)
 		}
 	})
 }

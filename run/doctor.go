@@ -435,36 +435,11 @@ func agentVersion(ctx context.Context, ad *agent.Adapter, l agent.Launch) (strin
 	if ad.Version != nil {
 		return ad.Version(ctx, l)
 	}
-	p, err := proc.Start(proc.Config{Path: l.Executable, Args: []string{"--version"}, Dir: l.WorkFolder, Env: l.Env,
-		MaxLine: 4 << 10, StdinGrace: time.Second, KillGrace: time.Second})
-	if err != nil {
-		return "", err
-	}
-	// The first line, or the end of stdout: not Done, which may come
-	// before the line is read.
-	var first string
-	select {
-	case line, ok := <-p.Lines():
-		if ok {
-			first = strings.TrimSpace(string(line.Data))
-		}
-	case <-ctx.Done():
-	}
-	timedOut := ctx.Err() != nil
-	_ = p.Close(context.WithoutCancel(ctx))
-	status := p.ExitStatus(time.Second)
-	switch {
-	case timedOut:
+	v, err := proc.VersionLine(ctx, proc.Config{Path: l.Executable, Dir: l.WorkFolder, Env: l.Env})
+	if errors.Is(err, context.DeadlineExceeded) {
 		return "", fmt.Errorf("--version did not answer within %v", DoctorProbe)
-	case status != "exit status 0":
-		return "", fmt.Errorf("--version: %s %s", status, strings.Join(p.Stderr(), " | "))
-	case first == "":
-		if tail := p.Stderr(); len(tail) > 0 {
-			return tail[0], nil
-		}
-		return "", errors.New("--version printed nothing")
 	}
-	return first, nil
+	return v, err
 }
 
 // slots: how many of the state tree's agent slots are held right now.

@@ -424,3 +424,40 @@ func exitText(err error) string {
 	}
 	return err.Error()
 }
+
+// VersionLine runs cfg's executable with --version (cfg.Args are replaced)
+// and returns the first line it prints on stdout, else on stderr. It ends
+// the process when ctx is done and then returns ctx's error.
+func VersionLine(ctx context.Context, cfg Config) (string, error) {
+	cfg.Args = []string{"--version"}
+	cfg.MaxLine, cfg.StdinGrace, cfg.KillGrace = 4<<10, time.Second, time.Second
+	p, err := Start(cfg)
+	if err != nil {
+		return "", err
+	}
+	// The first line, or the end of stdout: not Done, which may come
+	// before the line is read.
+	var first string
+	select {
+	case line, ok := <-p.Lines():
+		if ok {
+			first = strings.TrimSpace(string(line.Data))
+		}
+	case <-ctx.Done():
+	}
+	timedOut := ctx.Err()
+	_ = p.Close(context.WithoutCancel(ctx))
+	status := p.ExitStatus(time.Second)
+	switch {
+	case timedOut != nil:
+		return "", fmt.Errorf("--version did not answer: %w", timedOut)
+	case status != "exit status 0":
+		return "", fmt.Errorf("--version: %s %s", status, strings.Join(p.Stderr(), " | "))
+	case first == "":
+		if tail := p.Stderr(); len(tail) > 0 {
+			return tail[0], nil
+		}
+		return "", errors.New("--version printed nothing")
+	}
+	return first, nil
+}
