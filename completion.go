@@ -146,13 +146,9 @@ type compTree []compNode
 
 // flagValues are the values of the flags that take a few known ones.
 func flagValues() map[string][]string {
-	var types []string
-	for _, a := range adapters {
-		types = append(types, a.Type)
-	}
 	return map[string][]string{
 		"log-format":  {"auto", "text", "json"},
-		"agent":       types,
+		"agent":       runnableTypes(),
 		"permissions": {run.PermAutonomous, run.PermGuarded, run.PermApproval},
 		"effect":      {policy.EffectRead, policy.EffectWrite, policy.EffectExec, policy.EffectNetwork},
 		"state":       {envelope.StatePending, envelope.StateActive, envelope.StateCompleted, envelope.StateFailed, run.StateNone},

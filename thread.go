@@ -185,12 +185,16 @@ func (cl *cliState) person(c *cli.Context, nargs int, fn func(context.Context, *
 func (cl *cliState) warn(msg string) { cl.log.Warn(msg) }
 
 // agentTypes names the agent types of this build for --agent's usage.
-func agentTypes() string {
+func agentTypes() string { return strings.Join(runnableTypes(), ", ") }
+
+// runnableTypes are the agent types of this build a thread can use: not
+// those known but not supported yet.
+func runnableTypes() []string {
 	var types []string
 	for _, a := range adapters {
 		if a.Unsupported == "" {
 			types = append(types, a.Type)
 		}
 	}
-	return strings.Join(types, ", ")
+	return types
 }
