@@ -250,7 +250,7 @@ type TurnResult struct {
 	// ResumeFailed is set when the agent could not find the session to
 	// resume; run then starts a fresh session with the same messages.
 	ResumeFailed bool
-	Usage Usage
+	Usage        Usage
 	// CostUSD is this turn's own cost.
 	CostUSD float64
 	// NumTurns are the turn's agent turns: the model's responses.

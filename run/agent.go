@@ -74,13 +74,13 @@ func checkAdapters(list []agent.Adapter) error {
 }
 
 // runAgent starts the agent and runs the turn, with the watchdogs.
-func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Gate, message string, plan turnPlan) (agent.TurnResult, error) {
+func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Gate, message string, plan turnPlan, tally *toolTally) (agent.TurnResult, error) {
 	sess, stop, err := a.startAgent(ctx, res)
 	if err != nil {
 		return agent.TurnResult{}, err
 	}
 	defer stop()
-	h := &turnHandler{a: a, gate: gate, posture: res.Permissions, resolved: plan.resolved}
+	h := &turnHandler{a: a, gate: gate, posture: res.Permissions, resolved: plan.resolved, tally: tally}
 	h.touch()
 	turnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

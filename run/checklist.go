@@ -41,6 +41,8 @@ const (
 	CodeTurnTimeout            = "TURN_TIMEOUT"
 	CodeAgentStalled           = "AGENT_STALLED"
 	CodeTurnFailed             = "TURN_FAILED"
+	// CodeNoProgress: the turn made tool calls and every one was refused.
+	CodeNoProgress = "NO_PROGRESS"
 )
 
 // resolved is the agent launch resolved per field: envelope agent.* →

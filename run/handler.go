@@ -27,8 +27,8 @@ type turnHandler struct {
 	ackOnce    sync.Once
 	promptOnce sync.Once
 
-	// tally follows the turn's tool calls (the adapter's goroutine only).
-	tally toolTally
+	// tally follows the turn's tool calls.
+	tally *toolTally
 	// meter is what run meters of the budget (the caps the agent does not
 	// enforce itself), cut is called with errBudget once the turn's
 	// Progress reaches one, and used is the last Progress.

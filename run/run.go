@@ -58,6 +58,8 @@ type Summary struct {
 	Usage          agent.Usage   `json:"usage"`
 	CostUSD        float64       `json:"cost_usd"`
 	DurationMS     int64         `json:"duration_ms"`
+	// Tools are the turn's tool calls, when a turn ran.
+	Tools *agent.ToolCounts `json:"tools,omitempty"`
 }
 
 // SummaryError is the coded error of a run.

@@ -3,6 +3,7 @@ package run
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/policy"
@@ -15,6 +16,7 @@ import (
 // the gate's decision, whichever comes first (an agent may ask before it
 // announces the call).
 type toolTally struct {
+	mu      sync.Mutex
 	order   []string          // invocation ids, as first seen
 	state   map[string]string // id → allowed | denied | parked ("" seen only)
 	failed  map[string]bool   // ran, and its result is an error
@@ -41,6 +43,11 @@ func (t *toolTally) see(id string) {
 
 // emitted notes a tool_call or tool_result item.
 func (t *toolTally) emitted(it agent.Item) {
+	if t == nil { // a handler outside a turn (tests)
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	tool, ok := it.Meta["tool"].(map[string]any)
 	if !ok {
 		return
@@ -67,6 +74,11 @@ func (t *toolTally) emitted(it agent.Item) {
 // (nil when none was asked: a question, autonomous, a call refused because
 // another waits).
 func (t *toolTally) decided(c policy.Call, v policy.Verdict, d *policy.Decision) {
+	if t == nil { // a handler outside a turn (tests)
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.see(c.InvocationID)
 	switch v.Action {
 	case policy.Allow:
@@ -86,6 +98,8 @@ func (t *toolTally) decided(c policy.Call, v policy.Verdict, d *policy.Decision)
 
 // counts are the turn's ToolCounts.
 func (t *toolTally) counts() agent.ToolCounts {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	c := agent.ToolCounts{Calls: len(t.order), DeniedByPerson: t.person}
 	for _, id := range t.order {
 		switch t.state[id] {
@@ -106,6 +120,8 @@ func (t *toolTally) counts() agent.ToolCounts {
 // a rule, and says which and why.
 func (t *toolTally) noProgress() (string, bool) {
 	c := t.counts()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if c.Calls == 0 || c.DeniedByRule != c.Calls {
 		return "", false
 	}

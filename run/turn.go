@@ -18,11 +18,16 @@ type turnPlan struct {
 	notes     []string  // lines before the person's messages
 	redeliver bool      // deliver the interrupted turn's messages again
 	resolved  *emission // pending_prompt_resolved, posted once the turn runs
+	// deniedByPerson: the person's answer refused the call that waited,
+	// counted in the turn that delivers the answer.
+	deniedByPerson int
 }
 
 var (
 	errStalled = errors.New("agent stalled")
 	errTimeout = errors.New("turn timed out")
+	// errBudget: the turn used what remained of the thread's budget.
+	errBudget = errors.New("budget spent")
 )
 
 // answerPrompt reads the person's answer to the open prompt and turns it
@@ -65,7 +70,11 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	if err != nil {
 		return turnPlan{}, err
 	}
-	return turnPlan{notes: []string{note}, resolved: e}, a.save()
+	plan := turnPlan{notes: []string{note}, resolved: e}
+	if meta["decision"] == "denied" {
+		plan.deniedByPerson = 1
+	}
+	return plan, a.save()
 }
 
 // turnWith runs one turn: spawn, persist the turn before the message goes
@@ -107,25 +116,28 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 		a.emitPolicyApplied(gate, res.Policy)
 	}
 
-	result, err := a.runAgent(ctx, res, gate, message, plan)
+	tally := &toolTally{person: plan.deniedByPerson}
+	result, err := a.runAgent(ctx, res, gate, message, plan, tally)
 	if err == nil && result.ResumeFailed {
 		a.emit(agent.StatusItem("resume_failed", "the earlier agent session could not be resumed; starting a new one with the same messages", nil))
 		a.mu.Lock()
 		t.Agent.AgentSessionID = ""
 		a.mu.Unlock()
 		note := "(The earlier conversation could not be resumed; this is a new session.)\n\n"
-		result, err = a.runAgent(ctx, res, gate, note+message, plan)
+		result, err = a.runAgent(ctx, res, gate, note+message, plan, tally)
 	}
-	return a.endTurn(ctx, result, err)
+	return a.endTurn(ctx, result, tally, err)
 }
 
 // endTurn closes the turn in the documented order: journal turn_end and
 // the turn state, then post, then confirm. It returns the run's outcome.
-func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, err error) (string, error) {
+func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *toolTally, err error) (string, error) {
 	t := a.t
 	a.sum.AgentSessionID = t.Agent.AgentSessionID
 	a.sum.Usage, a.sum.CostUSD = r.Usage, r.CostUSD
-	outcome, turnEnd, err := a.judgeTurn(ctx, r, err)
+	tools := tally.counts()
+	a.sum.Tools = &tools
+	outcome, turnEnd, err := a.judgeTurn(ctx, r, tally, err)
 	if turnEnd == "" {
 		return outcome, err
 	}
@@ -139,7 +151,7 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, err error)
 	intents, jerr := a.journalIntents(files)
 	var e *emission
 	if jerr == nil {
-		e, jerr = a.j.add(a.alias, agent.TurnEndItem(turnEnd, r), "")
+		e, jerr = a.j.add(a.alias, agent.TurnEndItem(turnEnd, r, tools), "")
 	}
 	// The delivered messages are kept only while a turn may have to
 	// deliver them again (running, interrupted): every later run would
@@ -180,7 +192,7 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, err error)
 // judgeTurn is how the turn ended: the run's outcome, and the outcome its
 // turn_end records ("" when it gets none: a signal stopped it, or the
 // thread failed).
-func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, err error) (outcome, turnEnd string, _ error) {
+func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *toolTally, err error) (outcome, turnEnd string, _ error) {
 	t := a.t
 	var te *agent.Error
 	switch {
@@ -211,6 +223,12 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, err erro
 	case agent.TurnParked:
 		return OutcomeParked, "parked", nil
 	case agent.TurnCompleted:
+		// A turn whose every tool call was refused did nothing the person
+		// asked for, however politely the agent ends it.
+		if msg, none := tally.noProgress(); none {
+			a.turnFailed(CodeNoProgress, "no_progress", msg)
+			return OutcomeTurnFailed, "no_progress", nil
+		}
 		return OutcomeTurnCompleted, "completed", nil
 	}
 	msg := r.ErrorText
