@@ -5,8 +5,11 @@ package main
 // code that says so, for Claude Code and for Codex.
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/claude/claudetest"
@@ -66,4 +69,148 @@ func TestE2ECodexEveryCallDeniedNoProgress(t *testing.T) {
 	s := newGuardedScenario(e.e2eEnv, codexType, func() int { return len(e.model.Requests()) })
 	e.model.Push(codextest.Patch(codextest.AddFile(s.deniedPath, "no")), codextest.Say("I could not write it"))
 	checkNoProgress(t, e.e2eEnv, s, "projects/p1/codex-noprogress")
+}
+
+// statusItems are the thread's status items with token.
+func (e *e2eEnv) statusItems(alias, token string) []string {
+	e.t.Helper()
+	var out []string
+	for _, it := range e.itemsOfType(alias, agent.ItemStatus) {
+		if meta(e.t, it).Status["token"] == token {
+			out = append(out, it.Content[0].Text)
+		}
+	}
+	return out
+}
+
+// checkAuthFailed: a refused key ends every run AGENT_AUTH_FAILED (78)
+// with the fix named, the thread is told once, its message waits, and the
+// run after the fix delivers it. refuse and accept switch the fake's key
+// check; requests counts what the model got.
+func checkAuthFailed(t *testing.T, e *e2eEnv, typ, fix string, refuse, accept func(), requests func() int, lastUser func() string) {
+	t.Helper()
+	alias := "projects/p1/" + typ + "-auth"
+	refuse()
+	e.handOff(alias, typ, "approval", "the message that waits")
+	for i := 0; i < 2; i++ {
+		sum := e.activate(alias, run.ExitConfig, "")
+		if sum.Error == nil || sum.Error.Code != run.CodeAgentAuthFailed || !strings.Contains(sum.Error.Message, fix) {
+			t.Fatalf("run %d: summary error %+v, want AGENT_AUTH_FAILED naming %q", i+1, sum.Error, fix)
+		}
+	}
+	if got := e.statusItems(alias, "agent_auth_failed"); len(got) != 1 || !strings.Contains(got[0], fix) {
+		t.Errorf("agent_auth_failed status items %q, want one naming %q", got, fix)
+	}
+	if n := len(e.itemsOfType(alias, agent.ItemTurnEnd)); n != 0 {
+		t.Errorf("%d turn_end items, want none: the turn did not happen", n)
+	}
+	th := e.threadYAML(alias)
+	if th.Agent.State != "active" || len(th.Items.PendingInbound) != 1 || th.Turn.State != "idle" {
+		t.Fatalf("thread.yaml agent %q turn %q pending %d, want active, idle, the message kept",
+			th.Agent.State, th.Turn.State, len(th.Items.PendingInbound))
+	}
+	if st := e.wireState(alias); st != "active" {
+		t.Errorf("wire state %q, want active", st)
+	}
+	accept()
+	n := requests()
+	e.activate(alias, 0, run.OutcomeTurnCompleted)
+	if requests() == n || !strings.Contains(lastUser(), "the message that waits") {
+		t.Errorf("the run after the fix sent the model %q, want the message that waited", lastUser())
+	}
+	if th := e.threadYAML(alias); th.Ledger != nil && th.Ledger.AuthFailed != "" {
+		t.Errorf("ledger.auth_failed %q after a turn ran", th.Ledger.AuthFailed)
+	}
+}
+
+func TestE2EClaudeRefusedKeyAuthFailed(t *testing.T) {
+	e := newClaudeE2E(t, claudetest.Text("at last"))
+	checkAuthFailed(t, e.e2eEnv, claudeType, "/login",
+		func() { e.model.RequireKey("the-right-key") }, func() { e.model.RequireKey("") },
+		func() int { return len(e.model.Requests()) }, func() string { return e.lastRequest().LastUserText() })
+}
+
+func TestE2ECodexRefusedKeyAuthFailed(t *testing.T) {
+	e := newCodexE2E(t, codextest.Say("at last"))
+	checkAuthFailed(t, e.e2eEnv, codexType, "codex login",
+		func() { e.model.RequireKey("the-right-key") }, func() { e.model.RequireKey("") },
+		func() int { return len(e.model.Requests()) }, func() string {
+			reqs := e.model.Requests()
+			return reqs[len(reqs)-1].LastUserText()
+		})
+}
+
+// checkRateLimited: a usage limit with a reset time is waited out. The
+// run exits 75 RATE_LIMITED naming the reset, the message waits, a run
+// before the reset starts nothing and writes nothing, and the first run
+// after it delivers the message again.
+func checkRateLimited(t *testing.T, e *e2eEnv, typ string, reset time.Time, requests func() int, lastUser func() string) {
+	t.Helper()
+	alias := "projects/p1/" + typ + "-limit"
+	at := reset.UTC().Format(time.RFC3339)
+	e.handOff(alias, typ, "approval", "the message that waits")
+	sum := e.activate(alias, run.ExitTempFail, "")
+	if sum.Error == nil || sum.Error.Code != run.CodeRateLimited || !strings.Contains(sum.Error.Message, at) || sum.LimitedUntil != at {
+		t.Fatalf("summary %+v error %+v, want RATE_LIMITED until %s", sum, sum.Error, at)
+	}
+	if got := e.statusItems(alias, "rate_limited"); len(got) != 1 || !strings.Contains(got[0], at) {
+		t.Errorf("rate_limited status items %q, want one naming %s", got, at)
+	}
+	if n := len(e.itemsOfType(alias, agent.ItemTurnEnd)); n != 0 {
+		t.Errorf("%d turn_end items, want none: the turn did not happen", n)
+	}
+	th := e.threadYAML(alias)
+	if th.Ledger == nil || th.Ledger.LimitedUntil != at || len(th.Items.PendingInbound) != 1 || th.Agent.State != "active" {
+		t.Fatalf("thread.yaml ledger %+v pending %d state %q", th.Ledger, len(th.Items.PendingInbound), th.Agent.State)
+	}
+
+	// Before the reset: nothing starts, nothing is written.
+	yamlPath := filepath.Join(run.ThreadDir(e.jobDir(), alias), "thread.yaml")
+	before, _ := os.ReadFile(yamlPath)
+	n, items := requests(), len(e.items(alias))
+	sum = e.activate(alias, run.ExitTempFail, "")
+	if sum.Error == nil || sum.Error.Code != run.CodeRateLimited || sum.LimitedUntil != at {
+		t.Errorf("the run before the reset: %+v %+v", sum, sum.Error)
+	}
+	if after, _ := os.ReadFile(yamlPath); requests() != n || len(e.items(alias)) != items || string(after) != string(before) {
+		t.Errorf("the run before the reset asked the model, posted or wrote thread.yaml")
+	}
+	if _, out, _ := e.run("ls", "--runnable"); strings.Contains(out, alias) {
+		t.Errorf("ls --runnable lists %s before the reset: %q", alias, out)
+	}
+
+	// The reset has passed (the test cannot wait hours: it moves the
+	// recorded time into the past).
+	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	if err := os.WriteFile(yamlPath, []byte(strings.Replace(string(before), at, past, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.activate(alias, 0, run.OutcomeTurnCompleted)
+	if requests() == n || !strings.Contains(lastUser(), "the message that waits") {
+		t.Errorf("the run after the reset sent the model %q, want the message that waited", lastUser())
+	}
+	if th := e.threadYAML(alias); th.Ledger != nil && th.Ledger.LimitedUntil != "" {
+		t.Errorf("ledger.limited_until %q after a turn ran", th.Ledger.LimitedUntil)
+	}
+}
+
+func TestE2EClaudeUsageLimitWaitedOut(t *testing.T) {
+	reset := time.Now().Add(3 * time.Hour).Truncate(time.Second)
+	e := newClaudeE2E(t, claudetest.UsageLimited(reset), claudetest.Text("after the limit"))
+	// A claude.ai login: the API reports a subscription's limit with its reset.
+	delete(e.agentConfig(claudeType).Env, "ANTHROPIC_API_KEY")
+	e.writeConfig()
+	claudetest.WriteOAuthLogin(t, e.configDir, time.Now().Add(24*time.Hour))
+	checkRateLimited(t, e.e2eEnv, claudeType, reset,
+		func() int { return len(e.model.Requests()) }, func() string { return e.lastRequest().LastUserText() })
+}
+
+func TestE2ECodexUsageLimitWaitedOut(t *testing.T) {
+	reset := time.Now().Add(3 * time.Hour).Truncate(time.Second)
+	e := newCodexE2E(t, codextest.UsageLimited(reset), codextest.Say("after the limit"))
+	checkRateLimited(t, e.e2eEnv, codexType, reset,
+		func() int { return len(e.model.Requests()) }, func() string {
+			reqs := e.model.Requests()
+			return reqs[len(reqs)-1].LastUserText()
+		})
 }

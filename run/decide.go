@@ -1,6 +1,10 @@
 package run
 
-import "github.com/blobhub/bhw-run/envelope"
+import (
+	"time"
+
+	"github.com/blobhub/bhw-run/envelope"
+)
 
 // Row is the row of the decision table (docs/run.md) that decides a run.
 type Row int
@@ -31,6 +35,7 @@ type Facts struct {
 	Unfinished  bool             // journaled emissions not confirmed (items and artifact upload intents), local failed not yet on the wire
 	Inbound     int              // person items not yet delivered (pending_inbound + read now)
 	Answered    bool             // a person item after the open prompt
+	Now         time.Time        // ledger.limited_until is compared with it
 }
 
 // Decision is the table's answer.
@@ -40,6 +45,10 @@ type Decision struct {
 	Acts       bool   // the run has something to do (and needs identity, worker object)
 	Spawns     bool   // the run would start the agent (needs a slot)
 	Outcome    string // the outcome when the row does nothing more
+	// Held says why a run that would start the agent does not: HeldLimit
+	// (a provider's limit has not reset), HeldBudget; "" none. A held run
+	// writes nothing (Acts only for unfinished work).
+	Held string
 }
 
 // Decide is the decision table of docs/run.md, one pure function. The first
@@ -96,6 +105,11 @@ func Decide(f Facts) Decision {
 		d.Row, d.Outcome = RowTurn, OutcomeIdle
 		if f.Inbound > 0 {
 			d.Acts, d.Spawns = true, true
+		}
+	}
+	if d.Spawns {
+		if until := limitedUntil(f.Local); !until.IsZero() && f.Now.Before(until) {
+			d.Spawns, d.Acts, d.Held = false, f.Unfinished, HeldLimit
 		}
 	}
 	return d

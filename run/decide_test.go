@@ -2,6 +2,7 @@ package run
 
 import (
 	"testing"
+	"time"
 
 	"github.com/blobhub/bhw-run/envelope"
 )
@@ -125,5 +126,31 @@ func TestDecidePure(t *testing.T) {
 	}
 	if l.Prompt == nil || l.Turn.State != envelope.TurnStateRunning || len(l.Turn.InboundIDs) != 1 || l.Agent.State != before.Agent.State {
 		t.Fatal("Decide changed the thread it was given")
+	}
+}
+
+// TestDecideHeldByLimit: before ledger.limited_until a run that would
+// start the agent holds (writing nothing but unfinished work); at and
+// after it, the row runs as before.
+func TestDecideHeldByLimit(t *testing.T) {
+	reset := time.Date(2026, 12, 1, 16, 0, 0, 0, time.UTC)
+	limited := func(th *envelope.Thread) {
+		th.Ledger = &envelope.Ledger{LimitedUntil: reset.Format(time.RFC3339), Limit: "429"}
+	}
+	for _, c := range []struct {
+		name       string
+		f          Facts
+		held, acts bool
+	}{
+		{"turn before", Facts{WireState: envelope.StateActive, HasInstance: true, Local: local(envelope.StateActive, limited), Inbound: 1, Now: reset.Add(-time.Second)}, true, false},
+		{"unfinished before", Facts{WireState: envelope.StateActive, HasInstance: true, Local: local(envelope.StateActive, limited), Inbound: 1, Unfinished: true, Now: reset.Add(-time.Second)}, true, true},
+		{"recover before", Facts{WireState: envelope.StateActive, HasInstance: true, Local: local(envelope.StateActive, limited, turnState(envelope.TurnStateInterrupted, "i1")), Now: reset.Add(-time.Hour)}, true, false},
+		{"turn at the reset", Facts{WireState: envelope.StateActive, HasInstance: true, Local: local(envelope.StateActive, limited), Inbound: 1, Now: reset}, false, true},
+		{"nothing to say", Facts{WireState: envelope.StateActive, HasInstance: true, Local: local(envelope.StateActive, limited), Now: reset.Add(-time.Hour)}, false, false},
+	} {
+		d := Decide(c.f)
+		if (d.Held == HeldLimit) != c.held || d.Acts != c.acts || (c.held && d.Spawns) {
+			t.Errorf("%s: %+v, want held %v acts %v", c.name, d, c.held, c.acts)
+		}
 	}
 }

@@ -111,6 +111,7 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 	// finds the messages still pending and runs the turn again. One atomic
 	// write less per turn.
 
+	a.res = res
 	gate := a.r.gate(res.Permissions, res.Policy, res.WorkFolder)
 	if res.Permissions == PermGuarded {
 		a.emitPolicyApplied(gate, res.Policy)
@@ -148,6 +149,7 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 		files = a.scanOutbox()
 	}
 	a.mu.Lock()
+	a.turnRan()
 	intents, jerr := a.journalIntents(files)
 	var e *emission
 	if jerr == nil {
@@ -230,6 +232,12 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *t
 			return OutcomeTurnFailed, "no_progress", nil
 		}
 		return OutcomeTurnCompleted, "completed", nil
+	}
+	switch r.Failure {
+	case agent.FailureAuth:
+		return "", "", a.authFailed(r)
+	case agent.FailureRateLimit:
+		return "", "", a.rateLimited(r)
 	}
 	msg := r.ErrorText
 	if msg == "" {

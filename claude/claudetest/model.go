@@ -403,3 +403,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// WriteOAuthLogin logs the CLI of configDir in as a claude.ai subscriber
+// would be (.credentials.json with a fake OAuth token valid until
+// expires), so it sends a bearer token instead of an API key and reports
+// a subscription's usage limits with their reset time. The CLI must then
+// get no ANTHROPIC_API_KEY.
+func WriteOAuthLogin(t testing.TB, configDir string, expires time.Time) {
+	t.Helper()
+	cred := fmt.Sprintf(`{"claudeAiOauth":{"accessToken":"sk-ant-oat01-fake","refreshToken":"sk-ant-ort01-fake","expiresAt":%d,"scopes":["user:inference","user:profile"],"subscriptionType":"max"}}`, expires.UnixMilli())
+	if err := os.WriteFile(configDir+"/.credentials.json", []byte(cred), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
