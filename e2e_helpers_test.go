@@ -296,6 +296,7 @@ type summary struct {
 	DurationMS     int64  `json:"duration_ms"`
 	// Tools are the turn's tool calls, when a turn ran.
 	Tools *agent.ToolCounts `json:"tools"`
+	Usage agent.Usage       `json:"usage"`
 	// LimitedUntil is the reset of a RATE_LIMITED run.
 	LimitedUntil string `json:"limited_until"`
 }

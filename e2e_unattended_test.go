@@ -5,6 +5,7 @@ package main
 // code that says so, for Claude Code and for Codex.
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/codex/codextest"
+	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -213,4 +215,106 @@ func TestE2ECodexUsageLimitWaitedOut(t *testing.T) {
 			reqs := e.model.Requests()
 			return reqs[len(reqs)-1].LastUserText()
 		})
+}
+
+// checkBudget: a budget of two agent turns, spent by the first turn (a
+// tool call and the answer), parks the thread: it is told once what was
+// spent and which flag raises the budget, the runs after it start nothing
+// (and, with nothing new, write nothing), thread show shows the ledger,
+// and once a person raises the budget the waiting message is delivered.
+func checkBudget(t *testing.T, e *e2eEnv, typ string, requests func() int, lastUser func() string) {
+	t.Helper()
+	alias := "projects/p1/" + typ + "-budget"
+	e.asPerson("thread", "new", "--work-folder", e.work, "--agent", typ, "--permissions", "autonomous",
+		"--max-turns", "2", "--message", "write the file", alias)
+	sum := e.activate(alias, 0, run.OutcomeTurnCompleted)
+	th := e.threadYAML(alias)
+	if th.Ledger == nil || th.Ledger.Total.AgentTurns != 2 || th.Ledger.Total.Activations != 1 || len(th.Ledger.Activations) != 1 {
+		t.Fatalf("ledger after the first turn %+v, want 2 agent turns in 1 activation", th.Ledger)
+	}
+	if th.Ledger.Total.InputTokens == 0 || th.Ledger.Total.InputTokens != sum.Usage.InputTokens {
+		t.Errorf("ledger input tokens %d, the summary's %d", th.Ledger.Total.InputTokens, sum.Usage.InputTokens)
+	}
+	told := e.statusItems(alias, "budget_spent")
+	if len(told) != 1 || !strings.Contains(told[0], "2 agent turns of max_turns 2") || !strings.Contains(told[0], "thread edit "+alias+" --max-turns") {
+		t.Fatalf("budget_spent status items %q, want one saying what was spent and the flag", told)
+	}
+
+	e.post(alias, "the message that waits")
+	n := requests()
+	sum = e.activate(alias, 0, run.OutcomeParked)
+	yamlPath := filepath.Join(run.ThreadDir(e.jobDir(), alias), "thread.yaml")
+	before, _ := os.ReadFile(yamlPath)
+	items := len(e.items(alias))
+	e.activate(alias, 0, run.OutcomeParked)
+	if after, _ := os.ReadFile(yamlPath); requests() != n || len(e.items(alias)) != items || string(after) != string(before) {
+		t.Errorf("a run with the budget spent asked the model, posted or wrote thread.yaml")
+	}
+	if got := e.statusItems(alias, "budget_spent"); len(got) != 1 {
+		t.Errorf("%d budget_spent status items, want the thread told once", len(got))
+	}
+	if _, out, _ := e.run("ls", "--runnable"); strings.Contains(out, alias) {
+		t.Errorf("ls --runnable lists %s with its budget spent: %q", alias, out)
+	}
+	if _, out, _ := e.run("thread", "show", alias); !strings.Contains(out, "2 agent turns") || !strings.Contains(out, "budget spent (max_turns)") {
+		t.Errorf("thread show does not show the ledger:\n%s", out)
+	}
+
+	e.asPerson("thread", "edit", alias, "--max-turns", "4")
+	e.activate(alias, 0, run.OutcomeTurnCompleted)
+	if requests() == n || !strings.Contains(lastUser(), "the message that waits") {
+		t.Errorf("the run after the raise sent the model %q, want the message that waited", lastUser())
+	}
+	if th := e.threadYAML(alias); th.Ledger.Total.AgentTurns != 3 || th.Ledger.Total.Activations != 2 || len(th.Ledger.BudgetSpent) != 0 {
+		t.Errorf("ledger after the raise %+v", th.Ledger)
+	}
+}
+
+func TestE2EClaudeBudgetOfTwoTurns(t *testing.T) {
+	e := newClaudeE2E(t)
+	e.allowAutonomous()
+	e.model.Push(writeTool(e.path("x.txt"), "x\n"), claudetest.Text("written"), claudetest.Text("at last"))
+	checkBudget(t, e.e2eEnv, claudeType, func() int { return len(e.model.Requests()) },
+		func() string { return e.lastRequest().LastUserText() })
+}
+
+func TestE2ECodexBudgetOfTwoTurns(t *testing.T) {
+	e := newCodexE2E(t, codextest.Run("echo hi > x.txt"), codextest.Say("written"), codextest.Say("at last"))
+	e.Config.Policy.AllowAutonomous = true
+	e.writeConfig()
+	checkBudget(t, e.e2eEnv, codexType, func() int { return len(e.model.Requests()) }, func() string {
+		reqs := e.model.Requests()
+		return reqs[len(reqs)-1].LastUserText()
+	})
+}
+
+// A budget that is not numbers above 0 is refused where it is given:
+// thread new (64, BUDGET_INVALID, nothing created) and, written straight
+// into the envelope, the checklist (the thread fails with the code).
+func TestE2EBudgetInvalid(t *testing.T) {
+	e := newCodexE2E(t)
+	code, _, stderr := e.run("thread", "new", "--work-folder", e.work, "--agent", codexType, "--max-turns", "two", "projects/p1/bad-budget")
+	if code != run.ExitUsage || !strings.Contains(stderr, run.CodeBudgetInvalid) || !strings.Contains(stderr, "--max-turns") {
+		t.Errorf("thread new --max-turns two: exit %d\n%s", code, stderr)
+	}
+	if len(e.srv.Items("projects/p1/bad-budget")) != 0 {
+		t.Error("the refused thread got items")
+	}
+
+	const alias = "projects/p1/bad-budget-envelope"
+	var v map[string]any
+	if err := json.Unmarshal(envelope.NewThread(e.work, codexType, run.PermApproval, alias), &v); err != nil {
+		t.Fatal(err)
+	}
+	v["thread"].(map[string]any)["metadata"].(map[string]any)["agent"].(map[string]any)["budget"] = map[string]any{"max_turns": "two"}
+	b, _ := json.Marshal(v)
+	e.srv.Put(alias, string(b))
+	e.post(alias, "hello")
+	sum := e.activate(alias, run.ExitFailed, run.OutcomeFailed)
+	if sum.Error == nil || sum.Error.Code != run.CodeBudgetInvalid || !strings.Contains(sum.Error.Message, "agent.budget.max_turns") {
+		t.Errorf("summary error %+v, want BUDGET_INVALID naming agent.budget.max_turns", sum.Error)
+	}
+	if len(e.model.Requests()) != 0 {
+		t.Error("the model was asked")
+	}
 }

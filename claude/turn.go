@@ -190,6 +190,13 @@ func (s *Session) result(r *resultMsg, st *turnState) agent.TurnResult {
 		CostUSD:    r.TotalCostUSD,
 		NumTurns:   r.NumTurns,
 		DurationMS: r.DurationMS,
+		// total_cost_usd is the session's: a resumed session starts from
+		// what it had cost (testdata/claude/resume.jsonl), so the turn's
+		// own cost is the difference.
+		SessionCostUSD: r.TotalCostUSD,
+	}
+	if s.l.Resume && s.l.SessionCostUSD > 0 && s.l.SessionCostUSD <= r.TotalCostUSD {
+		out.CostUSD = r.TotalCostUSD - s.l.SessionCostUSD
 	}
 	if !r.IsError {
 		return out

@@ -47,6 +47,9 @@ type turn struct {
 	startTotal tokenCounts
 	startKnown bool
 	sumLast    tokenCounts
+	// responses counts the turn's model responses (a token usage update
+	// follows each): its agent turns.
+	responses int
 
 	calls   map[string]bool            // tool_call emitted
 	results map[string]bool            // tool_result emitted
@@ -241,6 +244,7 @@ func (t *turn) result(outcome string) agent.TurnResult {
 		u = total.minus(t.startTotal)
 	}
 	r.Usage = agent.Usage{InputTokens: u.InputTokens, InputTokensCached: u.CachedInputTokens, OutputTokens: u.OutputTokens}
+	r.NumTurns = t.responses
 	return r
 }
 
@@ -307,6 +311,7 @@ func (t *turn) handle(m jsonrpc.Message) {
 			return
 		}
 		t.sumLast = t.sumLast.plus(n.TokenUsage.Last)
+		t.responses++
 	case "account/rateLimits/updated":
 		var n rateLimitsNotification
 		if json.Unmarshal(m.Params, &n) == nil {

@@ -547,7 +547,7 @@ func (a *activation) facts() Facts {
 		local = nil
 	}
 	f := Facts{WireState: a.env.State, HasInstance: a.env.HasInstance, Local: local,
-		Inbound: len(t.Items.PendingInbound), Now: time.Now()}
+		Inbound: len(t.Items.PendingInbound), Now: time.Now(), Budget: a.budget()}
 	f.Unfinished = len(a.j.pending()) > 0 ||
 		(t.Agent.State == envelope.StateFailed && !t.Agent.FailedOnWire && a.env.State == envelope.StateActive)
 	if t.Prompt != nil && t.Prompt.ItemID != "" {

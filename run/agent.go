@@ -132,6 +132,9 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 	}
 	l := a.r.launch(res, res.WorkFolder)
 	l.SessionID, l.Resume, l.Log, l.Logger = t.Agent.AgentSessionID, resume, a.tlog, a.log
+	if resume && t.Ledger != nil {
+		l.SessionCostUSD = t.Ledger.SessionCostUSD
+	}
 	l.Instructions = a.instructions(res, l.WorkFolder)
 	a.prog.stage(StageStarting)
 	sess, err = res.adapter.Start(ctx, l)

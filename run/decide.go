@@ -1,6 +1,7 @@
 package run
 
 import (
+	"slices"
 	"time"
 
 	"github.com/blobhub/bhw-run/envelope"
@@ -36,6 +37,9 @@ type Facts struct {
 	Inbound     int              // person items not yet delivered (pending_inbound + read now)
 	Answered    bool             // a person item after the open prompt
 	Now         time.Time        // ledger.limited_until is compared with it
+	// Budget is the thread's budget (agent.budget under the machine's
+	// ceiling), compared with the ledger's total.
+	Budget envelope.Budget
 }
 
 // Decision is the table's answer.
@@ -110,6 +114,12 @@ func Decide(f Facts) Decision {
 	if d.Spawns {
 		if until := limitedUntil(f.Local); !until.IsZero() && f.Now.Before(until) {
 			d.Spawns, d.Acts, d.Held = false, f.Unfinished, HeldLimit
+		} else if spent := spentCaps(f.Budget, f.Local); len(spent) > 0 {
+			// Parked until a person raises the budget; the run that finds
+			// it spent first tells the thread (a write), the later ones
+			// write nothing.
+			told := f.Local.Ledger != nil && slices.Equal(spent, f.Local.Ledger.BudgetSpent)
+			d.Spawns, d.Acts, d.Held, d.Outcome = false, f.Unfinished || !told, HeldBudget, OutcomeParked
 		}
 	}
 	return d

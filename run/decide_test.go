@@ -154,3 +154,35 @@ func TestDecideHeldByLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideHeldByBudget: a spent budget holds a run that would start the
+// agent; the first such run acts (it tells the thread), the later ones
+// write nothing; a raised budget runs the turn.
+func TestDecideHeldByBudget(t *testing.T) {
+	spentTurns := func(told bool) func(*envelope.Thread) {
+		return func(th *envelope.Thread) {
+			th.Ledger = &envelope.Ledger{Total: envelope.Spend{AgentTurns: 2}}
+			if told {
+				th.Ledger.BudgetSpent = []string{"max_turns"}
+			}
+		}
+	}
+	facts := func(b envelope.Budget, told bool) Facts {
+		return Facts{WireState: envelope.StateActive, HasInstance: true, Local: local(envelope.StateActive, spentTurns(told)), Inbound: 1, Budget: b}
+	}
+	for _, c := range []struct {
+		name       string
+		f          Facts
+		held, acts bool
+	}{
+		{"spent, not told", facts(envelope.Budget{MaxTurns: 2}, false), true, true},
+		{"spent, told", facts(envelope.Budget{MaxTurns: 2}, true), true, false},
+		{"raised", facts(envelope.Budget{MaxTurns: 3}, true), false, true},
+		{"no budget", facts(envelope.Budget{}, true), false, true},
+	} {
+		d := Decide(c.f)
+		if (d.Held == HeldBudget) != c.held || d.Acts != c.acts || (c.held && (d.Spawns || d.Outcome != OutcomeParked)) {
+			t.Errorf("%s: %+v, want held %v acts %v", c.name, d, c.held, c.acts)
+		}
+	}
+}

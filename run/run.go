@@ -286,8 +286,11 @@ func (a *activation) act(ctx context.Context, d Decision) error {
 // row runs the row of the decision table d names (docs/run.md) and returns
 // the run's outcome.
 func (a *activation) row(ctx context.Context, d Decision) (string, error) {
-	if d.Held == HeldLimit {
+	switch d.Held {
+	case HeldLimit:
 		return "", a.stillLimited()
+	case HeldBudget:
+		return a.budgetSpent(a.budget())
 	}
 	switch d.Row {
 	case RowNoInstance, RowFinal, RowLocalDone:

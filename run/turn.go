@@ -150,6 +150,10 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	}
 	a.mu.Lock()
 	a.turnRan()
+	a.recordSpend(r)
+	b := a.budget()
+	spent := spentCaps(b, t)
+	a.ledger().BudgetSpent = spent
 	intents, jerr := a.journalIntents(files)
 	var e *emission
 	if jerr == nil {
@@ -188,6 +192,11 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 		a.stateFault(err)
 	}
 	a.post(ctx, e)
+	if len(spent) > 0 {
+		// Told with the turn that spent it; the next run holds.
+		a.emit(agent.StatusItem("budget_spent", budgetMessage(a.alias, b, t.Ledger.Total, spent),
+			map[string]any{"spent": spent, "total": t.Ledger.Total, "budget": b}))
+	}
 	return outcome, nil
 }
 
