@@ -318,3 +318,44 @@ func TestE2EBudgetInvalid(t *testing.T) {
 		t.Error("the model was asked")
 	}
 }
+
+// checkCutMidTurn: a turn that reaches the budget mid-way is stopped there
+// (by the CLI's own cap, or by run metering the agent's usage), the
+// thread parks with its budget_spent status, and the rest of the script
+// is never asked for.
+func checkCutMidTurn(t *testing.T, e *e2eEnv, typ, flag, value, cap string, requests func() int) {
+	t.Helper()
+	alias := "projects/p1/" + typ + "-cut"
+	e.asPerson("thread", "new", "--work-folder", e.work, "--agent", typ, "--permissions", "autonomous",
+		flag, value, "--message", "write both files", alias)
+	e.activate(alias, 0, run.OutcomeParked)
+	if n := requests(); n != 2 {
+		t.Errorf("%d model requests, want 2: the turn stops at the cap", n)
+	}
+	ends := e.itemsOfType(alias, agent.ItemTurnEnd)
+	if len(ends) != 1 || meta(t, ends[0]).Outcome != "budget" {
+		t.Fatalf("turn_end items %d (%v), want one with outcome budget", len(ends), e.itemTypes(alias))
+	}
+	if told := e.statusItems(alias, "budget_spent"); len(told) != 1 || !strings.Contains(told[0], cap) {
+		t.Errorf("budget_spent status items %q, want one naming %s", told, cap)
+	}
+	if th := e.threadYAML(alias); th.Ledger == nil || len(th.Ledger.BudgetSpent) != 1 || th.Ledger.BudgetSpent[0] != cap {
+		t.Errorf("ledger %+v, want %s spent", th.Ledger, cap)
+	}
+}
+
+func TestE2EClaudeBudgetCutsTheTurn(t *testing.T) {
+	e := newClaudeE2E(t)
+	e.allowAutonomous()
+	e.model.Push(writeTool(e.path("a.txt"), "a\n"), writeTool(e.path("b.txt"), "b\n"), claudetest.Text("never asked"))
+	// Claude Code stops itself: --max-turns is what remains.
+	checkCutMidTurn(t, e.e2eEnv, claudeType, "--max-turns", "2", "max_turns", func() int { return len(e.model.Requests()) })
+}
+
+func TestE2ECodexBudgetCutsTheTurn(t *testing.T) {
+	// 110 tokens a response: the second reaches 150, and run interrupts.
+	e := newCodexE2E(t, codextest.Run("echo a > a.txt"), codextest.Run("echo b > b.txt"), codextest.Say("never asked"))
+	e.Config.Policy.AllowAutonomous = true
+	e.writeConfig()
+	checkCutMidTurn(t, e.e2eEnv, codexType, "--max-tokens", "150", "max_tokens", func() int { return len(e.model.Requests()) })
+}

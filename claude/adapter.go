@@ -20,6 +20,7 @@ var Adapter = agent.Adapter{
 	Instructions:  "CLAUDE.md",
 	Describe:      describe,
 	Login:         login,
+	Enforces:      agent.Caps{CostUSD: true, Turns: true},
 	Start:         agent.StartFunc(Start),
 }
 

@@ -215,6 +215,9 @@ func (s *Session) result(r *resultMsg, st *turnState) agent.TurnResult {
 		out.Outcome, out.ErrorText = agent.TurnParked, ""
 	case interrupted:
 		out.Outcome, out.ErrorText = agent.TurnInterrupted, ""
+	case r.Subtype == "error_max_turns" || r.Subtype == "error_max_budget_usd":
+		// The budget run passed (Launch.Budget) is spent.
+		out.Outcome, out.Failure = agent.TurnFailed, agent.FailureBudget
 	default:
 		out.Outcome = agent.TurnFailed
 		status := st.apiStatus

@@ -312,6 +312,10 @@ func (t *turn) handle(m jsonrpc.Message) {
 		}
 		t.sumLast = t.sumLast.plus(n.TokenUsage.Last)
 		t.responses++
+		// Codex has no cap of its own: run meters the budget with this.
+		u := t.sumLast
+		t.h.Progress(agent.Progress{Turns: int64(t.responses),
+			Usage: agent.Usage{InputTokens: u.InputTokens, InputTokensCached: u.CachedInputTokens, OutputTokens: u.OutputTokens}})
 	case "account/rateLimits/updated":
 		var n rateLimitsNotification
 		if json.Unmarshal(m.Params, &n) == nil {

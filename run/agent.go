@@ -84,6 +84,8 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 	h.touch()
 	turnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	_, h.meter = a.remaining(res.adapter)
+	h.cut = cancel
 	if a.r.MaxDuration > 0 {
 		var stopTimer context.CancelFunc
 		turnCtx, stopTimer = context.WithTimeoutCause(turnCtx, a.r.MaxDuration, errTimeout)
@@ -105,7 +107,7 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 		switch cause := context.Cause(turnCtx); {
 		case ctx.Err() != nil:
 			return result, ctx.Err()
-		case errors.Is(cause, errStalled), errors.Is(cause, errTimeout):
+		case errors.Is(cause, errStalled), errors.Is(cause, errTimeout), errors.Is(cause, errBudget):
 			return result, cause
 		}
 	}
@@ -136,6 +138,7 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 		l.SessionCostUSD = t.Ledger.SessionCostUSD
 	}
 	l.Instructions = a.instructions(res, l.WorkFolder)
+	l.Budget, _ = a.remaining(res.adapter)
 	a.prog.stage(StageStarting)
 	sess, err = res.adapter.Start(ctx, l)
 	if err != nil {

@@ -30,11 +30,10 @@ type turnHandler struct {
 	// tally follows the turn's tool calls.
 	tally *toolTally
 	// meter is what run meters of the budget (the caps the agent does not
-	// enforce itself), cut is called with errBudget once the turn's
-	// Progress reaches one, and used is the last Progress.
+	// enforce itself); cut is called with errBudget once the turn's
+	// Progress reaches one.
 	meter agent.Budget
 	cut   context.CancelCauseFunc
-	used  agent.Progress
 }
 
 // Progress meters the budget: once the turn has used what remains of a
@@ -42,11 +41,7 @@ type turnHandler struct {
 // (errBudget).
 func (h *turnHandler) Progress(p agent.Progress) {
 	h.touch()
-	h.mu.Lock()
-	h.used = p
-	cut := h.cut
-	h.mu.Unlock()
-	m := h.meter
+	cut, m := h.cut, h.meter
 	over := (m.MaxCostUSD > 0 && p.CostUSD >= m.MaxCostUSD) || (m.MaxTurns > 0 && p.Turns >= m.MaxTurns) ||
 		(m.MaxTokens > 0 && p.Usage.InputTokens+p.Usage.OutputTokens >= m.MaxTokens)
 	if over && cut != nil {

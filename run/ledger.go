@@ -28,6 +28,43 @@ func (a *activation) budget() envelope.Budget {
 	return a.r.Setup.threadBudget(a.env, typ)
 }
 
+// remaining is what the thread may still spend, split into the caps the
+// adapter's CLI enforces itself (passed in the Launch) and the ones run
+// meters from the turn's Progress: cost and tokens. Agent turns the CLI
+// does not cap itself are checked between turns only: a report comes after
+// the response, so a cut there would as often stop a turn that was done.
+func (a *activation) remaining(ad *agent.Adapter) (enforced, metered agent.Budget) {
+	b := a.budget()
+	var total envelope.Spend
+	if a.t.Ledger != nil {
+		total = a.t.Ledger.Total
+	}
+	left := agent.Budget{}
+	if b.MaxCostUSD > 0 {
+		left.MaxCostUSD = max(b.MaxCostUSD-total.CostUSD, 0)
+	}
+	if b.MaxTurns > 0 {
+		left.MaxTurns = max(b.MaxTurns-total.AgentTurns, 0)
+	}
+	if b.MaxTokens > 0 {
+		left.MaxTokens = max(b.MaxTokens-total.Tokens(), 0)
+	}
+	if ad.Enforces.CostUSD {
+		enforced.MaxCostUSD = left.MaxCostUSD
+	} else {
+		metered.MaxCostUSD = left.MaxCostUSD
+	}
+	if ad.Enforces.Turns {
+		enforced.MaxTurns = left.MaxTurns
+	}
+	if ad.Enforces.Tokens {
+		enforced.MaxTokens = left.MaxTokens
+	} else {
+		metered.MaxTokens = left.MaxTokens
+	}
+	return enforced, metered
+}
+
 // budgetShape is the checklist's check of agent.budget: numbers above 0
 // under its three keys.
 func budgetShape(env *envelope.Envelope) error {

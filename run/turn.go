@@ -224,6 +224,13 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *t
 	case errors.Is(err, errTimeout):
 		a.turnFailed(CodeTurnTimeout, "turn_timeout", fmt.Sprintf("the turn ran longer than --max-duration (%s) and was interrupted", a.r.MaxDuration))
 		return OutcomeTurnFailed, "timeout", nil
+	case errors.Is(err, errBudget) && r.Outcome == agent.TurnCompleted:
+		// The cap was reached with the turn's last response.
+		return OutcomeTurnCompleted, "completed", nil
+	case errors.Is(err, errBudget):
+		// run stopped the turn at the budget's cap; endTurn tells the
+		// thread what was spent.
+		return OutcomeParked, "budget", nil
 	case errors.Is(err, errStalled):
 		a.turnFailed(CodeAgentStalled, "agent_stalled", fmt.Sprintf("the agent was silent for --stall-timeout (%s) with nothing open and was interrupted", a.r.StallTimeout))
 		return OutcomeTurnFailed, "stalled", nil
@@ -243,6 +250,9 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *t
 		return OutcomeTurnCompleted, "completed", nil
 	}
 	switch r.Failure {
+	case agent.FailureBudget:
+		// The agent stopped itself at what remained of the budget.
+		return OutcomeParked, "budget", nil
 	case agent.FailureAuth:
 		return "", "", a.authFailed(r)
 	case agent.FailureRateLimit:
