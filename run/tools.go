@@ -52,7 +52,7 @@ func (t *toolTally) emitted(it agent.Item) {
 	if !ok {
 		return
 	}
-	id, _ := tool["invocation_id"].(string)
+	id := toolID(it)
 	switch it.Type() {
 	case agent.ItemToolCall:
 		t.see(id)
