@@ -320,17 +320,17 @@ func TestE2EBudgetInvalid(t *testing.T) {
 }
 
 // checkCutMidTurn: a turn that reaches the budget mid-way is stopped there
-// (by the CLI's own cap, or by run metering the agent's usage), the
-// thread parks with its budget_spent status, and the rest of the script
-// is never asked for.
-func checkCutMidTurn(t *testing.T, e *e2eEnv, typ, flag, value, cap string, requests func() int) {
+// (by the CLI's own cap, or by run metering the agent's usage), and the
+// thread parks with its budget_spent status. maxRequests is how many
+// model requests the agent may have made by then.
+func checkCutMidTurn(t *testing.T, e *e2eEnv, typ, flag, value, cap string, maxRequests int, requests func() int) {
 	t.Helper()
 	alias := "projects/p1/" + typ + "-cut"
 	e.asPerson("thread", "new", "--work-folder", e.work, "--agent", typ, "--permissions", "autonomous",
 		flag, value, "--message", "write both files", alias)
 	e.activate(alias, 0, run.OutcomeParked)
-	if n := requests(); n != 2 {
-		t.Errorf("%d model requests, want 2: the turn stops at the cap", n)
+	if n := requests(); n < 2 || n > maxRequests {
+		t.Errorf("%d model requests, want 2 to %d: the turn stops at the cap", n, maxRequests)
 	}
 	ends := e.itemsOfType(alias, agent.ItemTurnEnd)
 	if len(ends) != 1 || meta(t, ends[0]).Outcome != "budget" {
@@ -348,14 +348,18 @@ func TestE2EClaudeBudgetCutsTheTurn(t *testing.T) {
 	e := newClaudeE2E(t)
 	e.allowAutonomous()
 	e.model.Push(writeTool(e.path("a.txt"), "a\n"), writeTool(e.path("b.txt"), "b\n"), claudetest.Text("never asked"))
-	// Claude Code stops itself: --max-turns is what remains.
-	checkCutMidTurn(t, e.e2eEnv, claudeType, "--max-turns", "2", "max_turns", func() int { return len(e.model.Requests()) })
+	// Claude Code stops itself before a third request: --max-turns is
+	// what remains.
+	checkCutMidTurn(t, e.e2eEnv, claudeType, "--max-turns", "2", "max_turns", 2, func() int { return len(e.model.Requests()) })
 }
 
 func TestE2ECodexBudgetCutsTheTurn(t *testing.T) {
-	// 110 tokens a response: the second reaches 150, and run interrupts.
-	e := newCodexE2E(t, codextest.Run("echo a > a.txt"), codextest.Run("echo b > b.txt"), codextest.Say("never asked"))
+	// 110 tokens a response: the second reaches 150, and run interrupts
+	// the turn while its command runs (slower than the interrupt, so the
+	// turn cannot finish first). Codex lets the command end and may send
+	// the request after it before it stops.
+	e := newCodexE2E(t, codextest.Run("echo a > a.txt"), codextest.Run("sleep 2; echo b > b.txt"), codextest.Say("stopped anyway"))
 	e.Config.Policy.AllowAutonomous = true
 	e.writeConfig()
-	checkCutMidTurn(t, e.e2eEnv, codexType, "--max-tokens", "150", "max_tokens", func() int { return len(e.model.Requests()) })
+	checkCutMidTurn(t, e.e2eEnv, codexType, "--max-tokens", "150", "max_tokens", 3, func() int { return len(e.model.Requests()) })
 }

@@ -71,7 +71,7 @@ func (a *activation) authFailed(r agent.TurnResult) error {
 	a.mu.Lock()
 	a.keepInbound()
 	l := a.ledger()
-	tell := l.AuthFailed != said
+	tell := l.AuthFailed == ""
 	l.AuthFailed = said
 	err := a.saveLocked()
 	a.mu.Unlock()
@@ -108,7 +108,7 @@ func (a *activation) rateLimited(r agent.TurnResult) error {
 		return err
 	}
 	a.sum.LimitedUntil = at
-	msg := fmt.Sprintf("%s; the turn's messages wait, and the first run after %s delivers them again", said, at)
+	msg := fmt.Sprintf("the agent's provider refused the turn for a rate or usage limit (%s); the turn's messages wait, and the first run after %s delivers them again", said, at)
 	a.emit(agent.StatusItem("rate_limited", "⏳ rate limited: "+msg, map[string]any{"limited_until": at, "agent": a.res.Type}))
 	return exitErr(CodeRateLimited, "%s", msg)
 }
