@@ -416,23 +416,31 @@ func TestE2EGuardedClaude(t *testing.T) {
 	t.Run("explain agrees with the gate", func(t *testing.T) { s.explainAgrees(t, alias) })
 }
 
+// excludeTmpFromSandbox takes /tmp and $TMPDIR out of Codex's
+// workspace-write sandbox, so a write to the scenario's outside folder
+// (which may well lie under /tmp) asks.
+func (e *codexE2E) excludeTmpFromSandbox() {
+	e.t.Helper()
+	cfg := filepath.Join(e.codexHome, "config.toml")
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := f.WriteString("\n[sandbox_workspace_write]\nexclude_slash_tmp = true\nexclude_tmpdir_env_var = true\n"); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func TestE2EGuardedCodex(t *testing.T) {
 	e := newCodexE2E(t)
 	s := newGuardedScenario(e.e2eEnv, codexType, func() int { return len(e.model.Requests()) })
 	// /tmp and $TMPDIR are writable roots of workspace-write, and the test's
 	// folders may well lie under /tmp: take both out of the sandbox so the
 	// outside folder is outside every writable root and its write asks.
-	cfg := filepath.Join(e.codexHome, "config.toml")
-	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("\n[sandbox_workspace_write]\nexclude_slash_tmp = true\nexclude_tmpdir_env_var = true\n"); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	e.excludeTmpFromSandbox()
 
 	t.Run("no policy", s.policyMissing)
 

@@ -294,6 +294,11 @@ type summary struct {
 	AgentSessionID string `json:"agent_session_id"`
 	ItemsPosted    int    `json:"items_posted"`
 	DurationMS     int64  `json:"duration_ms"`
+	// Tools are the turn's tool calls, when a turn ran.
+	Tools *agent.ToolCounts `json:"tools"`
+	Usage agent.Usage       `json:"usage"`
+	// LimitedUntil is the reset of a RATE_LIMITED run.
+	LimitedUntil string `json:"limited_until"`
 }
 
 // activate runs `bhw-run --json <alias>` and wants exit code and outcome.
@@ -355,6 +360,8 @@ type itemMeta struct {
 	Status       map[string]any `json:"status"`
 	Tool         map[string]any `json:"tool"`
 	Prompt       map[string]any `json:"prompt"`
+	// Tools are a turn_end's tool calls.
+	Tools *agent.ToolCounts `json:"tools"`
 }
 
 func meta(t testing.TB, it blobhub.Item) itemMeta {

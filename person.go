@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,6 +65,8 @@ type fields struct {
 	Executable      *string // agent.executable ("": the machine's default)
 	Policy          *string // the policy file's path; its content goes to policy ("": none)
 	ArtifactsSource *string // artifacts.source ("": no outbox)
+	// agent.budget's caps ("" or 0: no cap)
+	MaxCostUSD, MaxTurns, MaxTokens *string
 }
 
 // field is one envelope field of fields: the flag that sets it and where it
@@ -84,7 +88,31 @@ func (f *fields) list() []field {
 		{"executable", f.Executable, md("agent", "executable")},
 		{"policy", f.Policy, md("policy")},
 		{"artifacts-source", f.ArtifactsSource, md("artifacts", "source")},
+		{"max-cost-usd", f.MaxCostUSD, md("agent", "budget", "max_cost_usd")},
+		{"max-turns", f.MaxTurns, md("agent", "budget", "max_turns")},
+		{"max-tokens", f.MaxTokens, md("agent", "budget", "max_tokens")},
 	}
+}
+
+// budgetValue is a budget flag's value as the envelope's JSON number;
+// nil removes the cap ("" or 0).
+func budgetValue(flag, v string) (json.RawMessage, error) {
+	if v == "" || v == "0" {
+		return nil, nil
+	}
+	ok := false
+	if flag == "max-cost-usd" {
+		f, err := strconv.ParseFloat(v, 64)
+		ok = err == nil && f > 0 && !math.IsInf(f, 0)
+	} else {
+		n, err := strconv.ParseInt(v, 10, 64)
+		ok = err == nil && n > 0
+	}
+	if !ok {
+		return nil, &run.ExitError{Exit: run.ExitUsage, Code: run.CodeBudgetInvalid,
+			Message: fmt.Sprintf("--%s %q is not a number above 0 (dollars for --max-cost-usd, a whole number for --max-turns and --max-tokens); '' or 0 removes the cap", flag, v)}
+	}
+	return json.RawMessage(v), nil
 }
 
 // apply writes the fields that are set into raw, keeping every other key
@@ -101,6 +129,15 @@ func (f *fields) apply(raw json.RawMessage) (json.RawMessage, error) {
 		switch {
 		case v == "" && fl.flag != "work-folder" && fl.flag != "agent":
 			raw, err = envelope.DeletePath(raw, fl.path)
+		case strings.HasPrefix(fl.flag, "max-"):
+			var n json.RawMessage
+			if n, err = budgetValue(fl.flag, v); err == nil {
+				if n == nil {
+					raw, err = envelope.DeletePath(raw, fl.path)
+				} else {
+					raw, err = envelope.SetPath(raw, fl.path, n)
+				}
+			}
 		case fl.flag == "policy":
 			var pol json.RawMessage
 			if pol, err = readPolicy(v); err == nil {
@@ -288,6 +325,7 @@ var fixFlags = []struct {
 	{"--policy", "policy.yaml", []string{run.CodePolicyMissing, run.CodePolicyInvalid}},
 	{"--executable", "''", []string{run.CodeExecutableNotAllowed}},
 	{"--artifacts-source", ".bhw/outbox", []string{run.CodeArtifactsSourceInvalid}},
+	{"--max-turns", "20", []string{run.CodeBudgetInvalid}},
 }
 
 // flagOf is the flag that sets what code refused, and a value to show;
@@ -486,6 +524,10 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 		if env.State == envelope.StateFailed {
 			printFailure(w, threadFailure(ctx, c, o.JobDir, alias), alias)
 		}
+		if o.JobDir != "" {
+			t, _ := envelope.LoadThread(filepath.Join(run.ThreadDir(o.JobDir, alias), "thread.yaml"))
+			printLedger(w, t, env.Agent.Budget)
+		}
 	}
 	show := func(it blobhub.Item) bool {
 		if jsonOut {
@@ -547,6 +589,53 @@ func printFailure(w io.Writer, f *failure, alias string) {
 	}
 	fmt.Fprintf(w, "failed%s: %s: %s\n", when, shown(f.Code), shown(f.Message))
 	fmt.Fprintf(w, "fix: %s\n", shown(fixFor(alias, f.Code)))
+}
+
+// printLedger says what the thread's agent has spent (thread.yaml's
+// ledger, on the runner's host), against its budget, and what holds it
+// back.
+func printLedger(w io.Writer, t *envelope.Thread, b envelope.Budget) {
+	if t == nil || t.Ledger == nil {
+		if !b.IsZero() {
+			fmt.Fprintf(w, "budget: %s; nothing spent yet\n", budgetText(b))
+		}
+		return
+	}
+	l := t.Ledger
+	s := l.Total
+	fmt.Fprintf(w, "spent: $%.4f, %d tokens (%d in, %d out), %d agent turns, %s of turns, over %d activation(s)\n",
+		s.CostUSD, s.Tokens(), s.InputTokens, s.OutputTokens, s.AgentTurns, (time.Duration(s.WallMS) * time.Millisecond).Round(time.Second), s.Activations)
+	if n := len(l.Activations); n > 0 {
+		last := l.Activations[n-1]
+		fmt.Fprintf(w, "last activation %s: $%.4f, %d tokens, %d agent turns\n", shown(last.At), last.CostUSD, last.Tokens(), last.AgentTurns)
+	}
+	if !b.IsZero() {
+		fmt.Fprintf(w, "budget: %s (the machine's agents.<type>.budget may lower it)\n", budgetText(b))
+	}
+	if len(l.BudgetSpent) > 0 {
+		fmt.Fprintf(w, "budget spent (%s): no turn runs until a person raises it with bhw-run thread edit --max-cost-usd/--max-turns/--max-tokens\n", strings.Join(l.BudgetSpent, ", "))
+	}
+	if l.LimitedUntil != "" {
+		fmt.Fprintf(w, "rate limited until %s: %s\n", shown(l.LimitedUntil), shown(l.Limit))
+	}
+	if l.AuthFailed != "" {
+		fmt.Fprintf(w, "the agent's login failed: %s (AGENT_AUTH_FAILED; see the status item)\n", shown(l.AuthFailed))
+	}
+}
+
+// budgetText is a budget's caps: "max_cost_usd $5, max_turns 40".
+func budgetText(b envelope.Budget) string {
+	var parts []string
+	if b.MaxCostUSD > 0 {
+		parts = append(parts, fmt.Sprintf("max_cost_usd $%g", b.MaxCostUSD))
+	}
+	if b.MaxTurns > 0 {
+		parts = append(parts, fmt.Sprintf("max_turns %d", b.MaxTurns))
+	}
+	if b.MaxTokens > 0 {
+		parts = append(parts, fmt.Sprintf("max_tokens %d", b.MaxTokens))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // showLimits bounds `thread show` without --follow.

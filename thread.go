@@ -147,6 +147,9 @@ func fieldFlags(edit bool) []cli.Flag {
 		&cli.StringFlag{Name: "executable", Usage: "the agent's executable, one of the machine's agents.<type>.executables"},
 		&cli.StringFlag{Name: "policy", Usage: "a YAML or JSON file with the thread's policy (default and rules); a guarded thread needs one"},
 		&cli.StringFlag{Name: "artifacts-source", Usage: "the outbox: a subfolder of the work folder whose files are uploaded as artifacts"},
+		&cli.StringFlag{Name: "max-cost-usd", Usage: "the thread's budget in US dollars, over all its runs (agent.budget; the machine's agents.<type>.budget caps it; '' or 0: no cap)"},
+		&cli.StringFlag{Name: "max-turns", Usage: "the thread's budget in agent turns (model responses), over all its runs ('' or 0: no cap)"},
+		&cli.StringFlag{Name: "max-tokens", Usage: "the thread's budget in tokens (input and output), over all its runs ('' or 0: no cap)"},
 	}
 }
 
@@ -165,7 +168,8 @@ func fieldsOf(c *cli.Context) fields {
 		return &v
 	}
 	return fields{WorkFolder: get("work-folder"), Agent: get("agent"), Permissions: get("permissions"), Model: get("model"),
-		Effort: get("effort"), Executable: get("executable"), Policy: get("policy"), ArtifactsSource: get("artifacts-source")}
+		Effort: get("effort"), Executable: get("executable"), Policy: get("policy"), ArtifactsSource: get("artifacts-source"),
+		MaxCostUSD: get("max-cost-usd"), MaxTurns: get("max-turns"), MaxTokens: get("max-tokens")}
 }
 
 // person resolves the session and the person's credentials and runs fn.

@@ -97,6 +97,14 @@ type Adapter struct {
 	// text (why, and what to use instead), and config.yaml may not
 	// configure it. Such a descriptor needs no Executable and no Start.
 	Unsupported string
+	// Enforces names the caps of Launch.Budget the agent's CLI enforces by
+	// itself (Claude Code: --max-budget-usd, --max-turns). run meters the
+	// others from the turn's Progress and interrupts the turn at the cap.
+	Enforces Caps
+	// Login says how a person fixes the agent's login or key on this
+	// machine, given the agent's home ("" for its default): what a run that
+	// ends AGENT_AUTH_FAILED tells. Nil: a generic hint.
+	Login func(home string) string
 	// Start launches the agent. A start that fails (bad flags, refused
 	// start, exit before it is ready) returns a *Error with
 	// CodeAgentSpawnFailed; a resume of a session the agent cannot find is
@@ -140,6 +148,15 @@ type Launch struct {
 	// under approval and guarded; nil when there is none or run skipped it.
 	// The adapter gives the agent a copy of these bytes.
 	Instructions []byte
+	// Budget is what this turn may still spend (the thread's budget minus
+	// its ledger), for the caps the adapter enforces itself (Enforces); a
+	// zero field has no cap.
+	Budget Budget
+	// SessionCostUSD is the running cost the agent last reported for the
+	// session being resumed (TurnResult.SessionCostUSD), so the adapter
+	// can tell a resumed turn's own cost from its report; 0 for a new
+	// session.
+	SessionCostUSD float64
 	// CacheDir is a folder of the state tree where the adapter may keep
 	// what it learnt about this machine and its executable, to skip
 	// checking it on every run (Codex: that its sandbox works). It may not
@@ -186,6 +203,29 @@ type Handler interface {
 	// and the adapter answers the agent with the verdict. It is never
 	// skipped, and no answer is ever an implicit allow.
 	Decide(policy.Call) policy.Verdict
+	// Progress reports what the running turn has used so far, cumulative,
+	// as the agent tells it (after each model response). run meters the
+	// budget with it and may interrupt the turn. An adapter whose agent
+	// says nothing until the turn ends does not call it.
+	Progress(Progress)
+}
+
+// Budget is what a turn may spend; a zero field has no cap.
+type Budget struct {
+	MaxCostUSD float64
+	MaxTurns   int64 // agent turns: model responses
+	MaxTokens  int64 // input (cached included) and output
+}
+
+// Caps names the parts of a Budget.
+type Caps struct{ CostUSD, Turns, Tokens bool }
+
+// Progress is what a turn has used so far.
+type Progress struct {
+	Usage   Usage
+	CostUSD float64
+	// Turns are the model's responses so far.
+	Turns int64
 }
 
 // Turn outcomes an adapter reports.
@@ -196,18 +236,43 @@ const (
 	TurnInterrupted = "interrupted" // ended after Interrupt
 )
 
+// Why an error turn failed, when the adapter can tell (TurnResult.Failure).
+const (
+	// FailureRateLimit: a provider's rate or usage limit (429, overloaded);
+	// TurnResult.ResetAt says when it resets, when the agent said so.
+	FailureRateLimit = "rate_limit"
+	// FailureAuth: the agent is not logged in, its login expired, or the
+	// provider refused its key.
+	FailureAuth = "auth"
+	// FailureBudget: the agent stopped at the budget it was given
+	// (Launch.Budget).
+	FailureBudget = "budget"
+)
+
 // TurnResult is how one turn ended.
 type TurnResult struct {
 	Outcome string
 	// ErrorText describes an error turn ("API Error: 500 …").
 	ErrorText string
+	// Failure says why an error turn failed, when the adapter can tell
+	// (FailureRateLimit, FailureAuth, FailureBudget); "" otherwise.
+	Failure string
+	// ResetAt is when the limit of a FailureRateLimit turn resets, when
+	// the agent said so.
+	ResetAt time.Time
 	// ResumeFailed is set when the agent could not find the session to
 	// resume; run then starts a fresh session with the same messages.
 	ResumeFailed bool
 	Usage        Usage
-	CostUSD      float64
-	NumTurns     int
-	DurationMS   int64
+	// CostUSD is this turn's own cost.
+	CostUSD float64
+	// NumTurns are the turn's agent turns: the model's responses.
+	NumTurns   int
+	DurationMS int64
+	// SessionCostUSD is the running cost the agent reports for its whole
+	// session, when it keeps one across a resume (Claude Code); run hands
+	// it to the next Launch.
+	SessionCostUSD float64
 }
 
 // Usage is token usage of one turn.

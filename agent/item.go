@@ -149,11 +149,54 @@ func StatusItem(token, text string, extra map[string]any) Item {
 }
 
 // TurnEndItem closes a turn. usage {input_tokens, input_tokens_cached} is
-// documented; the usage block around them and the other fields are guesses.
-func TurnEndItem(outcome string, r TurnResult) Item {
-	return newItem(ItemTurnEnd, "— turn end —",
+// documented; the usage block around them and the other fields are
+// guesses; tools (the turn's tool calls, ToolCounts) is bhw-run's own.
+func TurnEndItem(outcome string, r TurnResult, tools ToolCounts) Item {
+	brief := "— turn end —"
+	if tools.Calls > 0 || tools.DeniedByPerson > 0 {
+		brief = "— turn end: " + tools.String() + " —"
+	}
+	return newItem(ItemTurnEnd, brief,
 		"usage", r.Usage, "cost_usd", r.CostUSD, "num_turns", r.NumTurns,
-		"duration_ms", r.DurationMS, "outcome", outcome)
+		"duration_ms", r.DurationMS, "outcome", outcome, "tools", tools)
+}
+
+// ToolCounts are a turn's tool calls: how many it made, how many ran (the
+// gate allowed them, or the agent ran them without asking), how many a
+// rule refused (or the posture's default), how many a person refused (the
+// call of the question a person answered no, counted in the turn that
+// delivers the answer), and how many of those that ran failed.
+type ToolCounts struct {
+	Calls          int `json:"calls"`
+	Allowed        int `json:"allowed"`
+	DeniedByRule   int `json:"denied_by_rule"`
+	DeniedByPerson int `json:"denied_by_person"`
+	Failed         int `json:"failed"`
+}
+
+// Add is c plus o.
+func (c ToolCounts) Add(o ToolCounts) ToolCounts {
+	return ToolCounts{Calls: c.Calls + o.Calls, Allowed: c.Allowed + o.Allowed, DeniedByRule: c.DeniedByRule + o.DeniedByRule,
+		DeniedByPerson: c.DeniedByPerson + o.DeniedByPerson, Failed: c.Failed + o.Failed}
+}
+
+// String reads "3 tool calls: 1 ran, 2 denied by rule, 1 failed".
+func (c ToolCounts) String() string {
+	parts := []string{fmt.Sprintf("%d ran", c.Allowed)}
+	if c.DeniedByRule > 0 {
+		parts = append(parts, fmt.Sprintf("%d denied by rule", c.DeniedByRule))
+	}
+	if c.DeniedByPerson > 0 {
+		parts = append(parts, fmt.Sprintf("%d denied by a person", c.DeniedByPerson))
+	}
+	if c.Failed > 0 {
+		parts = append(parts, fmt.Sprintf("%d failed", c.Failed))
+	}
+	noun := "tool calls"
+	if c.Calls == 1 {
+		noun = "tool call"
+	}
+	return fmt.Sprintf("%d %s: %s", c.Calls, noun, strings.Join(parts, ", "))
 }
 
 // CallMeta describes a call inside item metadata (pending_prompt,

@@ -19,7 +19,19 @@ var Adapter = agent.Adapter{
 	HostSessionID: true,
 	Instructions:  "CLAUDE.md",
 	Describe:      describe,
+	Login:         login,
+	Enforces:      agent.Caps{CostUSD: true, Turns: true},
 	Start:         agent.StartFunc(Start),
+}
+
+// login says how a person logs Claude Code in for the config dir home.
+func login(home string) string {
+	cmd := "claude"
+	if home != "" {
+		cmd = "CLAUDE_CONFIG_DIR=" + home + " claude"
+	}
+	return "log Claude Code in as the user bhw-run runs as: run `" + cmd + "` and type /login, " +
+		"or set ANTHROPIC_API_KEY under agents.claude_code.env in config.yaml"
 }
 
 // describe is a call of effect on target as Claude Code asks for it: Bash,

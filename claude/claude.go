@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -158,6 +159,15 @@ func command(l agent.Launch, md string) (args, env []string, err error) {
 		args = append(args, "--permission-mode=default", "--setting-sources=")
 	default:
 		return nil, nil, agent.Errorf(agent.CodeAgentSpawnFailed, "claude: unknown permissions %q; want autonomous, guarded or approval", l.Permissions)
+	}
+	// What remains of the thread's budget: the CLI stops the turn itself
+	// (result error_max_turns, error_max_budget_usd). --max-budget-usd
+	// counts this process's cost only, not the resumed session's.
+	if l.Budget.MaxTurns > 0 {
+		args = append(args, fmt.Sprintf("--max-turns=%d", l.Budget.MaxTurns))
+	}
+	if l.Budget.MaxCostUSD > 0 {
+		args = append(args, "--max-budget-usd="+strconv.FormatFloat(l.Budget.MaxCostUSD, 'f', -1, 64))
 	}
 	if md != "" && l.Permissions != "autonomous" {
 		if err := flag("append-system-prompt-file", md); err != nil {

@@ -21,6 +21,9 @@ const (
 	kindControlReq    = "control_request"
 	kindControlResp   = "control_response"
 	kindControlCancel = "control_cancel_request"
+	// kindRateLimit reports the state of a claude.ai subscription's usage
+	// limit (status allowed or rejected, resetsAt in Unix seconds).
+	kindRateLimit = "rate_limit_event"
 )
 
 // head is what every line is peeked for.
@@ -41,6 +44,19 @@ type line struct {
 	Result    *resultMsg
 	Control   *controlRequest
 	Cancel    *controlCancel
+	RateLimit *rateLimitEvent
+}
+
+// rateLimitInfo is a subscription limit's state, in rate_limit_event and
+// in the api_error_params of the request it refused.
+type rateLimitInfo struct {
+	Status        string `json:"status"`
+	ResetsAt      int64  `json:"resetsAt"`
+	RateLimitType string `json:"rateLimitType"`
+}
+
+type rateLimitEvent struct {
+	Info rateLimitInfo `json:"rate_limit_info"`
 }
 
 type systemMsg struct {
@@ -89,6 +105,14 @@ type assistantMsg struct {
 	ParentToolUseID *string `json:"parent_tool_use_id"`
 	SessionID       string  `json:"session_id"`
 	IsAPIError      bool    `json:"is_api_error_message"`
+	// Error classifies an API error message: authentication_failed,
+	// rate_limit, …; APIErrorStatus is its HTTP status (none for a CLI
+	// that is not logged in at all).
+	Error          string `json:"error"`
+	APIErrorStatus *int   `json:"api_error_status"`
+	APIErrorParams *struct {
+		RateLimitInfo *rateLimitInfo `json:"rate_limit_info"`
+	} `json:"api_error_params"`
 }
 
 type userMsg struct {
@@ -166,6 +190,9 @@ func decodeLine(raw []byte) (line, error) {
 	case kindControlCancel:
 		l.Cancel = new(controlCancel)
 		target = l.Cancel
+	case kindRateLimit:
+		l.RateLimit = new(rateLimitEvent)
+		target = l.RateLimit
 	default:
 		return l, nil
 	}
@@ -180,7 +207,7 @@ func decodeLine(raw []byte) (line, error) {
 func knownKind(k string) bool {
 	switch k {
 	case kindSystem, kindAssistant, kindUser, kindResult, kindStreamEvent,
-		kindControlReq, kindControlResp, kindControlCancel:
+		kindControlReq, kindControlResp, kindControlCancel, kindRateLimit:
 		return true
 	}
 	return false

@@ -165,9 +165,31 @@ func TestResultMapping(t *testing.T) {
 	r.Usage.InputTokens, r.Usage.CacheReadInputTokens, r.Usage.CacheCreationInputTokens, r.Usage.OutputTokens = 10, 20, 5, 7
 	got := s.result(r, &turnState{})
 	want := agent.TurnResult{Outcome: agent.TurnCompleted, Usage: agent.Usage{InputTokens: 35, InputTokensCached: 20, OutputTokens: 7},
-		CostUSD: 0.5, NumTurns: 3, DurationMS: 9}
+		CostUSD: 0.5, NumTurns: 3, DurationMS: 9, SessionCostUSD: 0.5}
 	if got != want {
 		t.Errorf("success: %+v, want %+v", got, want)
+	}
+	// A resumed session reports its running cost: the turn's own is the rest.
+	s.l = agent.Launch{Resume: true, SessionCostUSD: 0.2}
+	if got := s.result(r, &turnState{}); got.CostUSD != 0.3 || got.SessionCostUSD != 0.5 {
+		t.Errorf("resumed: cost %v session %v, want 0.3 and 0.5", got.CostUSD, got.SessionCostUSD)
+	}
+	s.l = agent.Launch{}
+	// The caps run passed: the CLI stops itself and says which.
+	for _, sub := range []string{"error_max_turns", "error_max_budget_usd"} {
+		r := &resultMsg{IsError: true, Subtype: sub, NumTurns: 2}
+		if got := s.result(r, &turnState{}); got.Outcome != agent.TurnFailed || got.Failure != agent.FailureBudget {
+			t.Errorf("%s: %+v", sub, got)
+		}
+	}
+	// A limit and a refused login, as the CLI's API error message says.
+	st := &turnState{apiError: "rate_limit", apiStatus: 429}
+	if got := s.result(&resultMsg{IsError: true, Subtype: "success", Result: "API Error: 429"}, st); got.Failure != agent.FailureRateLimit {
+		t.Errorf("429: %+v", got)
+	}
+	st = &turnState{apiError: "authentication_failed"}
+	if got := s.result(&resultMsg{IsError: true, Subtype: "success", Result: "Not logged in · Please run /login"}, st); got.Failure != agent.FailureAuth {
+		t.Errorf("not logged in: %+v", got)
 	}
 }
 

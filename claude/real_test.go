@@ -400,3 +400,45 @@ func TestRealModelAndEffort(t *testing.T) {
 		t.Fatalf("model %q, effort low in body: %v", r.Model, r.Contains(`"effort":"low"`))
 	}
 }
+
+// A provider's limits and refusals, as the pinned CLI reports them: each
+// fails the turn with its Failure; a subscription's usage limit (OAuth
+// login) names its reset, an API key's 429 does not.
+func TestRealLimitsAndRefusedKey(t *testing.T) {
+	reset := time.Now().Add(3 * time.Hour).Truncate(time.Second)
+	cases := []struct {
+		name    string
+		step    claudetest.Step
+		oauth   bool   // logged in with claude.ai instead of an API key
+		key     string // the key the fake takes, "" any
+		noKey   bool   // no key and no login at all
+		want    string
+		resetAt time.Time
+	}{
+		{name: "rate-limit-429", step: claudetest.RateLimited(time.Now().Add(time.Hour)), want: agent.FailureRateLimit},
+		{name: "usage-limit-oauth", step: claudetest.UsageLimited(reset), oauth: true, want: agent.FailureRateLimit, resetAt: reset},
+		{name: "overloaded-529", step: claudetest.Error(529), want: agent.FailureRateLimit},
+		{name: "auth-401", step: claudetest.Text("never"), key: "the-right-key", want: agent.FailureAuth},
+		{name: "not-logged-in", step: claudetest.Text("never"), noKey: true, want: agent.FailureAuth},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, c.step)
+			e.model.RequireKey(c.key)
+			l, log := e.launch("approval", newUUID(), false)
+			if c.oauth || c.noKey {
+				l.Env = slices.DeleteFunc(l.Env, func(kv string) bool { return strings.HasPrefix(kv, "ANTHROPIC_API_KEY=") })
+			}
+			if c.oauth {
+				claudetest.WriteOAuthLogin(t, e.config, time.Now().Add(24*time.Hour))
+			}
+			s := start(t, l)
+			res := turn(t, s, "hi", &recorder{})
+			record(t, c.name, log)
+			if res.Outcome != agent.TurnFailed || res.Failure != c.want || !res.ResetAt.Equal(c.resetAt) {
+				t.Fatalf("result %+v, want failed %q resetting %v", res, c.want, c.resetAt)
+			}
+			t.Logf("error text %q", res.ErrorText)
+		})
+	}
+}

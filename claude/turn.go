@@ -40,6 +40,12 @@ type turnState struct {
 	parked      bool
 	parkedID    string // the tool_use the gate parked
 	interrupted bool   // by ctx cancel or Interrupt
+	// apiError is the class of the turn's API error message
+	// (authentication_failed, rate_limit, …), apiStatus its HTTP status.
+	apiError  string
+	apiStatus int
+	// resetAt is when a rejected subscription limit resets.
+	resetAt time.Time
 }
 
 // Turn sends one user message and relays the turn through h until the CLI
@@ -133,7 +139,22 @@ func (s *Session) handle(raw []byte, h agent.Handler, st *turnState) (agent.Turn
 		return agent.TurnResult{}, false
 	case kindResult:
 		return s.result(l.Result, st), true
-	case kindAssistant, kindUser, kindControlResp, kindStreamEvent:
+	case kindRateLimit:
+		if i := l.RateLimit.Info; i.Status == "rejected" && i.ResetsAt > 0 {
+			st.resetAt = time.Unix(i.ResetsAt, 0).UTC()
+		}
+		return agent.TurnResult{}, false
+	case kindAssistant:
+		if a := l.Assistant; a.IsAPIError {
+			st.apiError = a.Error
+			if a.APIErrorStatus != nil {
+				st.apiStatus = *a.APIErrorStatus
+			}
+			if p := a.APIErrorParams; p != nil && p.RateLimitInfo != nil && p.RateLimitInfo.ResetsAt > 0 {
+				st.resetAt = time.Unix(p.RateLimitInfo.ResetsAt, 0).UTC()
+			}
+		}
+	case kindUser, kindControlResp, kindStreamEvent:
 	default:
 		s.logf("skipped a line of unknown type %q", l.Kind)
 		return agent.TurnResult{}, false
@@ -169,6 +190,13 @@ func (s *Session) result(r *resultMsg, st *turnState) agent.TurnResult {
 		CostUSD:    r.TotalCostUSD,
 		NumTurns:   r.NumTurns,
 		DurationMS: r.DurationMS,
+		// total_cost_usd is the session's: a resumed session starts from
+		// what it had cost (testdata/claude/resume.jsonl), so the turn's
+		// own cost is the difference.
+		SessionCostUSD: r.TotalCostUSD,
+	}
+	if s.l.Resume && s.l.SessionCostUSD > 0 && s.l.SessionCostUSD <= r.TotalCostUSD {
+		out.CostUSD = r.TotalCostUSD - s.l.SessionCostUSD
 	}
 	if !r.IsError {
 		return out
@@ -187,10 +215,37 @@ func (s *Session) result(r *resultMsg, st *turnState) agent.TurnResult {
 		out.Outcome, out.ErrorText = agent.TurnParked, ""
 	case interrupted:
 		out.Outcome, out.ErrorText = agent.TurnInterrupted, ""
+	case r.Subtype == "error_max_turns" || r.Subtype == "error_max_budget_usd":
+		// The budget run passed (Launch.Budget) is spent.
+		out.Outcome, out.Failure = agent.TurnFailed, agent.FailureBudget
 	default:
 		out.Outcome = agent.TurnFailed
+		status := st.apiStatus
+		if r.APIErrorStatus != nil {
+			status = *r.APIErrorStatus
+		}
+		out.Failure = failure(st.apiError, status)
+		if out.Failure == agent.FailureRateLimit {
+			out.ResetAt = st.resetAt
+		}
 	}
 	return out
+}
+
+// failure classifies an error turn from the CLI's API error message: its
+// class ("error" of the synthetic assistant message) and HTTP status.
+// Measured with 2.1.332 (testdata/claude/): a refused key is
+// authentication_failed with 401, no login at all authentication_failed
+// without a status ("Not logged in · Please run /login"), a rate or
+// usage limit rate_limit with 429, an overloaded API 529.
+func failure(class string, status int) string {
+	switch {
+	case class == "authentication_failed" || status == 401:
+		return agent.FailureAuth
+	case class == "rate_limit" || status == 429 || status == 529:
+		return agent.FailureRateLimit
+	}
+	return ""
 }
 
 // endWithoutResult: stdout ended (or the process exited) before result.

@@ -26,7 +26,18 @@ var Adapter = agent.Adapter{
 	Preflight:   preflight,
 	Describe:    describe,
 	Options:     decodeOptions,
+	Login:       login,
 	Start:       agent.StartFunc(Start),
+}
+
+// login says how a person logs Codex in for the home home.
+func login(home string) string {
+	cmd := "codex login"
+	if home != "" {
+		cmd = "CODEX_HOME=" + home + " codex login"
+	}
+	return "log Codex in as the user bhw-run runs as: run `" + cmd + "`, " +
+		"or set the provider's key (OPENAI_API_KEY, or the env_key its model_providers entry names) under agents.codex.env in config.yaml"
 }
 
 // Options are Codex's own keys under agents.codex.

@@ -152,3 +152,17 @@ type fileChangeApprovalParams struct {
 	Reason    *string `json:"reason"`
 	GrantRoot *string `json:"grantRoot"`
 }
+
+// rateLimitsNotification is account/rateLimits/updated: the account's
+// limit windows, each with how much is used and when it resets.
+type rateLimitsNotification struct {
+	RateLimits struct {
+		Primary   *rateLimitWindow `json:"primary"`
+		Secondary *rateLimitWindow `json:"secondary"`
+	} `json:"rateLimits"`
+}
+
+type rateLimitWindow struct {
+	UsedPercent float64 `json:"usedPercent"`
+	ResetsAt    int64   `json:"resetsAt"`
+}

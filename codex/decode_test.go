@@ -3,6 +3,7 @@ package codex
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -273,5 +274,29 @@ func TestCommandCallFingerprintCoversOnlyThatCall(t *testing.T) {
 	b := tr.commandCall(commandApprovalParams{ItemID: "call_6", CommandActions: []commandAction{{Command: "rm -rf /"}}})
 	if a.Fingerprint != "" || b.Fingerprint != "" {
 		t.Errorf("requests without a command got fingerprints %q %q", a.Fingerprint, b.Fingerprint)
+	}
+}
+
+// The recorded limits and refusals classify as they did live: the usage
+// limit with the reset of the window it used up.
+func TestReplayFailures(t *testing.T) {
+	cases := []struct {
+		file, want string
+		reset      bool
+	}{
+		{"TestLimitsAndRefusedKey_UsageLimit-0.log", agent.FailureRateLimit, true},
+		{"TestLimitsAndRefusedKey_RateLimited-0.log", agent.FailureRateLimit, false},
+		{"TestLimitsAndRefusedKey_RefusedKey-0.log", agent.FailureAuth, false},
+		{"TestLimitsAndRefusedKey_NoKeyVariable-0.log", agent.FailureAuth, false},
+		{"TestHTTP500FailsTurn-0.log", "", false},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			tr, _ := replay(t, c.file, policy.Deny)
+			r, err := tr.finish(context.Background())
+			if err != nil || r.Failure != c.want || r.ResetAt.IsZero() == c.reset {
+				t.Fatalf("result %+v, %v; want failure %q (reset %v)", r, err, c.want, c.reset)
+			}
+		})
 	}
 }

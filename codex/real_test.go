@@ -3,6 +3,7 @@ package codex
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -354,5 +355,41 @@ func TestSandboxWorksHere(t *testing.T) {
 	}
 	if err := SandboxWorks(context.Background(), "/bin/false", codextest.Env(home)); err == nil {
 		t.Fatal("a failing check reported success")
+	}
+}
+
+// A provider's limits and refusals, as the pinned CLI reports them: each
+// fails the turn with its Failure, and the usage limit with its reset.
+func TestLimitsAndRefusedKey(t *testing.T) {
+	reset := time.Now().Add(3 * time.Hour).Truncate(time.Second)
+	cases := []struct {
+		name    string
+		step    codextest.Step
+		key     string // the key the fake takes, "" any
+		dropKey bool   // the provider's key variable is not set
+		want    string
+		resetAt time.Time
+	}{
+		{name: "UsageLimit", step: codextest.UsageLimited(reset), want: agent.FailureRateLimit, resetAt: reset},
+		{name: "RateLimited", step: codextest.RateLimited(time.Now().Add(time.Hour)), want: agent.FailureRateLimit},
+		{name: "RefusedKey", step: codextest.Say("never"), key: "the-right-key", want: agent.FailureAuth},
+		{name: "NoKeyVariable", step: codextest.Say("never"), dropKey: true, want: agent.FailureAuth},
+		{name: "ServerError", step: codextest.Fail(500), want: ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, c.step)
+			r.model.RequireKey(c.key)
+			l := r.launch("autonomous", "")
+			if c.dropKey {
+				l.Env = slices.DeleteFunc(l.Env, func(kv string) bool { return strings.HasPrefix(kv, "FAKE_OPENAI_API_KEY=") })
+			}
+			s := r.start(l)
+			res := runTurn(t, s, "hello", &recorder{})
+			if res.Outcome != agent.TurnFailed || res.Failure != c.want || !res.ResetAt.Equal(c.resetAt) {
+				t.Fatalf("result %+v, want failed %q resetting %v", res, c.want, c.resetAt)
+			}
+			t.Logf("error text %q", res.ErrorText)
+		})
 	}
 }

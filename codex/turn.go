@@ -38,10 +38,18 @@ type turn struct {
 	parked    bool
 	completed *wireTurn
 	lastError string
+	// lastInfo is the codexErrorInfo of the last error notification;
+	// resetAt is when a limit the account reached resets
+	// (account/rateLimits/updated with a window used up).
+	lastInfo json.RawMessage
+	resetAt  time.Time
 
 	startTotal tokenCounts
 	startKnown bool
 	sumLast    tokenCounts
+	// responses counts the turn's model responses (a token usage update
+	// follows each): its agent turns.
+	responses int
 
 	calls   map[string]bool            // tool_call emitted
 	results map[string]bool            // tool_result emitted
@@ -182,10 +190,15 @@ func (t *turn) finish(ctx context.Context) (agent.TurnResult, error) {
 		return t.result(agent.TurnCompleted), nil
 	case "failed":
 		r := t.result(agent.TurnFailed)
+		info := t.lastInfo
 		if c.Error != nil && c.Error.Message != "" {
-			r.ErrorText = c.Error.Message
+			r.ErrorText, info = c.Error.Message, c.Error.CodexErrorInfo
 		} else {
 			r.ErrorText = t.lastError
+		}
+		r.Failure = failure(info, r.ErrorText)
+		if r.Failure == agent.FailureRateLimit {
+			r.ResetAt = t.resetAt
 		}
 		return r, nil
 	default: // interrupted
@@ -231,6 +244,7 @@ func (t *turn) result(outcome string) agent.TurnResult {
 		u = total.minus(t.startTotal)
 	}
 	r.Usage = agent.Usage{InputTokens: u.InputTokens, InputTokensCached: u.CachedInputTokens, OutputTokens: u.OutputTokens}
+	r.NumTurns = t.responses
 	return r
 }
 
@@ -274,7 +288,7 @@ func (t *turn) handle(m jsonrpc.Message) {
 		if json.Unmarshal(m.Params, &n) != nil || !t.s.ownThread(n.ThreadID) {
 			return
 		}
-		t.lastError = n.Error.Message
+		t.lastError, t.lastInfo = n.Error.Message, n.Error.CodexErrorInfo
 		token := "agent_error"
 		if n.WillRetry {
 			token = "api_retry"
@@ -297,9 +311,58 @@ func (t *turn) handle(m jsonrpc.Message) {
 			return
 		}
 		t.sumLast = t.sumLast.plus(n.TokenUsage.Last)
+		t.responses++
+		// Codex has no cap of its own: run meters the budget with this.
+		u := t.sumLast
+		t.h.Progress(agent.Progress{Turns: int64(t.responses),
+			Usage: agent.Usage{InputTokens: u.InputTokens, InputTokensCached: u.CachedInputTokens, OutputTokens: u.OutputTokens}})
+	case "account/rateLimits/updated":
+		var n rateLimitsNotification
+		if json.Unmarshal(m.Params, &n) == nil {
+			for _, w := range []*rateLimitWindow{n.RateLimits.Primary, n.RateLimits.Secondary} {
+				if w != nil && w.UsedPercent >= 100 && w.ResetsAt > 0 {
+					if at := time.Unix(w.ResetsAt, 0).UTC(); at.After(t.resetAt) {
+						t.resetAt = at
+					}
+				}
+			}
+		}
 	default:
-		// Deltas, status changes, warnings, rate limits, diffs: the log has them.
+		// Deltas, status changes, warnings, diffs: the log has them.
 	}
+}
+
+// failure classifies a failed turn from its codexErrorInfo and message.
+// Measured with 0.171.0 (testdata/codex/): a refused key is
+// {"httpConnectionFailed":{"httpStatusCode":401}} (or "unauthorized"), a
+// provider key variable that is not set "Missing environment variable",
+// a ChatGPT plan's limit "usageLimitExceeded", a key's rate limit
+// {"responseTooManyFailedAttempts":{"httpStatusCode":429}} once Codex's
+// own retries are spent.
+func failure(info json.RawMessage, message string) string {
+	var name string
+	if json.Unmarshal(info, &name) != nil {
+		var obj map[string]struct {
+			HTTPStatusCode int `json:"httpStatusCode"`
+		}
+		if json.Unmarshal(info, &obj) == nil {
+			for _, v := range obj {
+				switch v.HTTPStatusCode {
+				case 401:
+					return agent.FailureAuth
+				case 429:
+					return agent.FailureRateLimit
+				}
+			}
+		}
+	}
+	switch {
+	case name == "unauthorized" || strings.HasPrefix(message, "Missing environment variable"):
+		return agent.FailureAuth
+	case name == "usageLimitExceeded":
+		return agent.FailureRateLimit
+	}
+	return ""
 }
 
 func (t *turn) itemStarted(it wireItem) {

@@ -27,8 +27,8 @@ const (
 // The documented blocks of value.thread.metadata
 // (worker/session-agent-harness/thread-object) are workspace.work_folder,
 // agent {type, executable, model, effort, permissions} and instance.state;
-// agent.permissions guarded and the policy and artifacts blocks are
-// bhw-run's own (the README's "Differences from blobhub-worker").
+// agent.permissions guarded, agent.budget and the policy and artifacts
+// blocks are bhw-run's own (the README's "Differences from blobhub-worker").
 type Envelope struct {
 	Raw  json.RawMessage // the value exactly as served (the caller's bytes)
 	Type string
@@ -57,6 +57,9 @@ type Agent struct {
 	Model       string
 	Effort      string
 	Permissions string
+	// Budget is agent.budget (bhw-run's own): what the thread may spend
+	// over all its activations.
+	Budget Budget
 }
 
 // Artifacts is the envelope's artifacts block.
@@ -206,6 +209,7 @@ func Parse(raw []byte) (*Envelope, error) {
 			Effort:      e.str(ag, "effort", "agent.effort"),
 			Permissions: e.str(ag, "permissions", "agent.permissions"),
 		}
+		e.parseBudget(ag["budget"])
 	}
 	if v, ok := md["policy"]; ok && v != nil {
 		b, _ := json.Marshal(v)

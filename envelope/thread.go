@@ -32,6 +32,9 @@ type Thread struct {
 	EmissionNonce string         `yaml:"emission_nonce"`
 	Outbox        OutboxState    `yaml:"outbox"`
 	Artifacts     ArtifactsState `yaml:"artifacts"`
+	// Ledger is what the agent spent and what holds it back; nil until a
+	// turn has run.
+	Ledger *Ledger `yaml:"ledger,omitempty"`
 	// Extra keeps keys this version does not know, so a newer field survives.
 	Extra map[string]any `yaml:",inline"`
 }

@@ -72,6 +72,8 @@ type activation struct {
 	faultMu sync.Mutex
 	fault   error
 	abort   context.CancelCauseFunc
+	// res is the agent of the turn running (turnWith).
+	res *resolved
 }
 
 // load reads thread.yaml, the journal and identity.yaml.
@@ -545,7 +547,7 @@ func (a *activation) facts() Facts {
 		local = nil
 	}
 	f := Facts{WireState: a.env.State, HasInstance: a.env.HasInstance, Local: local,
-		Inbound: len(t.Items.PendingInbound)}
+		Inbound: len(t.Items.PendingInbound), Now: time.Now(), Budget: a.budget()}
 	f.Unfinished = len(a.j.pending()) > 0 ||
 		(t.Agent.State == envelope.StateFailed && !t.Agent.FailedOnWire && a.env.State == envelope.StateActive)
 	if t.Prompt != nil && t.Prompt.ItemID != "" {

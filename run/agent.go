@@ -80,16 +80,18 @@ func checkAdapters(list []agent.Adapter) error {
 }
 
 // runAgent starts the agent and runs the turn, with the watchdogs.
-func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Gate, message string, plan turnPlan) (agent.TurnResult, error) {
+func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Gate, message string, plan turnPlan, tally *toolTally) (agent.TurnResult, error) {
 	sess, stop, err := a.startAgent(ctx, res)
 	if err != nil {
 		return agent.TurnResult{}, err
 	}
 	defer stop()
-	h := &turnHandler{a: a, gate: gate, posture: res.Permissions, resolved: plan.resolved}
+	h := &turnHandler{a: a, gate: gate, posture: res.Permissions, resolved: plan.resolved, tally: tally}
 	h.touch()
 	turnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	_, h.meter = a.remaining(res.adapter)
+	h.cut = cancel
 	if a.r.MaxDuration > 0 {
 		var stopTimer context.CancelFunc
 		turnCtx, stopTimer = context.WithTimeoutCause(turnCtx, a.r.MaxDuration, errTimeout)
@@ -111,7 +113,7 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 		switch cause := context.Cause(turnCtx); {
 		case ctx.Err() != nil:
 			return result, ctx.Err()
-		case errors.Is(cause, errStalled), errors.Is(cause, errTimeout):
+		case errors.Is(cause, errStalled), errors.Is(cause, errTimeout), errors.Is(cause, errBudget):
 			return result, cause
 		}
 	}
@@ -138,7 +140,11 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 	}
 	l := a.r.launch(res, res.WorkFolder)
 	l.SessionID, l.Resume, l.Log, l.Logger = t.Agent.AgentSessionID, resume, a.tlog, a.log
+	if resume && t.Ledger != nil {
+		l.SessionCostUSD = t.Ledger.SessionCostUSD
+	}
 	l.Instructions = a.instructions(res, l.WorkFolder)
+	l.Budget, _ = a.remaining(res.adapter)
 	a.prog.stage(StageStarting)
 	sess, err = res.adapter.Start(ctx, l)
 	if err != nil {

@@ -41,6 +41,10 @@ const (
 	CodeTurnTimeout            = "TURN_TIMEOUT"
 	CodeAgentStalled           = "AGENT_STALLED"
 	CodeTurnFailed             = "TURN_FAILED"
+	// CodeNoProgress: the turn made tool calls and every one was refused.
+	CodeNoProgress = "NO_PROGRESS"
+	// CodeBudgetInvalid: agent.budget is not numbers above 0.
+	CodeBudgetInvalid = "BUDGET_INVALID"
 )
 
 // resolved is the agent launch resolved per field: envelope agent.* →
@@ -94,8 +98,11 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 	if err := r.resolveLaunch(res, env, ac, fixed); err != nil {
 		return nil, err
 	}
-	// 5. The outbox source.
+	// 5. The outbox source, and the budget's shape.
 	if err := checkArtifactsSource(env, real); err != nil {
+		return nil, err
+	}
+	if err := budgetShape(env); err != nil {
 		return nil, err
 	}
 	// 6. The adapter's own preflight (the Codex sandbox).
@@ -363,6 +370,9 @@ func (s *Setup) CheckHandOff(env *envelope.Envelope) error {
 	}
 	if err == nil {
 		err = artifactsShape(env)
+	}
+	if err == nil {
+		err = budgetShape(env)
 	}
 	var te *agent.Error
 	if errors.As(err, &te) {

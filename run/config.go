@@ -85,6 +85,9 @@ type AgentConfig struct {
 	Permissions string            `yaml:"permissions,omitempty"`
 	ExtraArgs   []string          `yaml:"extra_args,omitempty"`
 	Env         map[string]string `yaml:"env,omitempty"`
+	// Budget is the machine owner's ceiling on what one thread of this
+	// agent type may spend (a thread's agent.budget can only lower it).
+	Budget envelope.Budget `yaml:"budget,omitempty"`
 	// Own holds every other key as written: the home under the adapter's
 	// HomeKey (config_dir, codex_home, …) and the adapter's own options.
 	Own map[string]any `yaml:",inline"`
@@ -96,7 +99,7 @@ type AgentConfig struct {
 }
 
 // commonAgentKeys are the keys of agents.<type> every agent has.
-var commonAgentKeys = []string{"effort", "env", "executable", "executables", "extra_args", "model", "permissions"}
+var commonAgentKeys = []string{"budget", "effort", "env", "executable", "executables", "extra_args", "model", "permissions"}
 
 // Section is one configured session a state tree watches.
 type Section struct {
@@ -512,6 +515,9 @@ func validateAgent(c *Config, s *Setup, name string) error {
 	case "", PermAutonomous, PermGuarded, PermApproval:
 	default:
 		return exitErr(CodeInvalidConfig, "agents.%s.permissions %q: use autonomous, guarded or approval", name, a.Permissions)
+	}
+	if err := a.Budget.Validate("agents." + name + ".budget"); err != nil {
+		return exitErr(CodeInvalidConfig, "%v; give caps above 0, or leave the key out for no cap", err)
 	}
 	own := maps.Clone(a.Own)
 	key := homeKey(ad)

@@ -1,6 +1,11 @@
 package run
 
-import "github.com/blobhub/bhw-run/envelope"
+import (
+	"slices"
+	"time"
+
+	"github.com/blobhub/bhw-run/envelope"
+)
 
 // Row is the row of the decision table (docs/run.md) that decides a run.
 type Row int
@@ -31,6 +36,10 @@ type Facts struct {
 	Unfinished  bool             // journaled emissions not confirmed (items and artifact upload intents), local failed not yet on the wire
 	Inbound     int              // person items not yet delivered (pending_inbound + read now)
 	Answered    bool             // a person item after the open prompt
+	Now         time.Time        // ledger.limited_until is compared with it
+	// Budget is the thread's budget (agent.budget under the machine's
+	// ceiling), compared with the ledger's total.
+	Budget envelope.Budget
 }
 
 // Decision is the table's answer.
@@ -40,6 +49,10 @@ type Decision struct {
 	Acts       bool   // the run has something to do (and needs identity, worker object)
 	Spawns     bool   // the run would start the agent (needs a slot)
 	Outcome    string // the outcome when the row does nothing more
+	// Held says why a run that would start the agent does not: HeldLimit
+	// (a provider's limit has not reset), HeldBudget; "" none. A held run
+	// writes nothing (Acts only for unfinished work).
+	Held string
 }
 
 // Decide is the decision table of docs/run.md, one pure function. The first
@@ -96,6 +109,17 @@ func Decide(f Facts) Decision {
 		d.Row, d.Outcome = RowTurn, OutcomeIdle
 		if f.Inbound > 0 {
 			d.Acts, d.Spawns = true, true
+		}
+	}
+	if d.Spawns {
+		if until := limitedUntil(f.Local); !until.IsZero() && f.Now.Before(until) {
+			d.Spawns, d.Acts, d.Held = false, f.Unfinished, HeldLimit
+		} else if spent := spentCaps(f.Budget, f.Local); len(spent) > 0 {
+			// Parked until a person raises the budget; the run that finds
+			// it spent first tells the thread (a write), the later ones
+			// write nothing.
+			told := f.Local.Ledger != nil && slices.Equal(spent, f.Local.Ledger.BudgetSpent)
+			d.Spawns, d.Acts, d.Held, d.Outcome = false, f.Unfinished || !told, HeldBudget, OutcomeParked
 		}
 	}
 	return d

@@ -2,6 +2,7 @@ package run
 
 import (
 	"testing"
+	"time"
 
 	"github.com/blobhub/bhw-run/envelope"
 )
@@ -125,5 +126,63 @@ func TestDecidePure(t *testing.T) {
 	}
 	if l.Prompt == nil || l.Turn.State != envelope.TurnStateRunning || len(l.Turn.InboundIDs) != 1 || l.Agent.State != before.Agent.State {
 		t.Fatal("Decide changed the thread it was given")
+	}
+}
+
+// TestDecideHeldByLimit: before ledger.limited_until a run that would
+// start the agent holds (writing nothing but unfinished work); at and
+// after it, the row runs as before.
+func TestDecideHeldByLimit(t *testing.T) {
+	reset := time.Date(2026, 12, 1, 16, 0, 0, 0, time.UTC)
+	limited := func(th *envelope.Thread) {
+		th.Ledger = &envelope.Ledger{LimitedUntil: reset.Format(time.RFC3339), Limit: "429"}
+	}
+	for _, c := range []struct {
+		name       string
+		f          Facts
+		held, acts bool
+	}{
+		{"turn before", Facts{WireState: envelope.StateActive, HasInstance: true, Local: local(envelope.StateActive, limited), Inbound: 1, Now: reset.Add(-time.Second)}, true, false},
+		{"unfinished before", Facts{WireState: envelope.StateActive, HasInstance: true, Local: local(envelope.StateActive, limited), Inbound: 1, Unfinished: true, Now: reset.Add(-time.Second)}, true, true},
+		{"recover before", Facts{WireState: envelope.StateActive, HasInstance: true, Local: local(envelope.StateActive, limited, turnState(envelope.TurnStateInterrupted, "i1")), Now: reset.Add(-time.Hour)}, true, false},
+		{"turn at the reset", Facts{WireState: envelope.StateActive, HasInstance: true, Local: local(envelope.StateActive, limited), Inbound: 1, Now: reset}, false, true},
+		{"nothing to say", Facts{WireState: envelope.StateActive, HasInstance: true, Local: local(envelope.StateActive, limited), Now: reset.Add(-time.Hour)}, false, false},
+	} {
+		d := Decide(c.f)
+		if (d.Held == HeldLimit) != c.held || d.Acts != c.acts || (c.held && d.Spawns) {
+			t.Errorf("%s: %+v, want held %v acts %v", c.name, d, c.held, c.acts)
+		}
+	}
+}
+
+// TestDecideHeldByBudget: a spent budget holds a run that would start the
+// agent; the first such run acts (it tells the thread), the later ones
+// write nothing; a raised budget runs the turn.
+func TestDecideHeldByBudget(t *testing.T) {
+	spentTurns := func(told bool) func(*envelope.Thread) {
+		return func(th *envelope.Thread) {
+			th.Ledger = &envelope.Ledger{Total: envelope.Spend{AgentTurns: 2}}
+			if told {
+				th.Ledger.BudgetSpent = []string{"max_turns"}
+			}
+		}
+	}
+	facts := func(b envelope.Budget, told bool) Facts {
+		return Facts{WireState: envelope.StateActive, HasInstance: true, Local: local(envelope.StateActive, spentTurns(told)), Inbound: 1, Budget: b}
+	}
+	for _, c := range []struct {
+		name       string
+		f          Facts
+		held, acts bool
+	}{
+		{"spent, not told", facts(envelope.Budget{MaxTurns: 2}, false), true, true},
+		{"spent, told", facts(envelope.Budget{MaxTurns: 2}, true), true, false},
+		{"raised", facts(envelope.Budget{MaxTurns: 3}, true), false, true},
+		{"no budget", facts(envelope.Budget{}, true), false, true},
+	} {
+		d := Decide(c.f)
+		if (d.Held == HeldBudget) != c.held || d.Acts != c.acts || (c.held && (d.Spawns || d.Outcome != OutcomeParked)) {
+			t.Errorf("%s: %+v, want held %v acts %v", c.name, d, c.held, c.acts)
+		}
 	}
 }

@@ -66,6 +66,12 @@ const (
 	CodeUnposted               = "ITEMS_UNPOSTED"
 	CodeStateTreeInvalid       = "STATE_INVALID"
 	CodePosterIsRunner         = "POSTER_IS_RUNNER"
+	// CodeRateLimited: the agent's provider refused the turn for a rate or
+	// usage limit; the messages wait for its reset.
+	CodeRateLimited = "RATE_LIMITED"
+	// CodeAgentAuthFailed: the agent is not logged in, or its provider
+	// refused its key; the messages wait for a person to fix the machine.
+	CodeAgentAuthFailed = "AGENT_AUTH_FAILED"
 )
 
 // ExitClass is one exit code: when a command ends with it, what a
@@ -95,11 +101,11 @@ var Exits = []ExitClass{
 		Scheduler: "the thread was set to `failed` in this run; a person fixes the cause and runs `bhw-run thread retry` (`INTERNAL`: a bug or a broken machine, state saved; a person looks)",
 		Codes: []string{CodeInternal, CodeWorkFolderNotAbsolute, CodeWorkFolderNotFound, CodeWorkFolderNotADir, CodeWorkFolderNotReadable,
 			CodeWorkFolderNotAllowed, CodeAgentTypeUnsupported, CodePermissionsUnsupported, CodeAutonomousForbidden, CodePolicyMissing,
-			CodePolicyInvalid, CodeExecutableNotAllowed, CodeArtifactsSourceInvalid, CodeEnvelopeTooLarge, agent.CodeAgentCrashed, agent.CodeAgentSpawnFailed}},
+			CodePolicyInvalid, CodeExecutableNotAllowed, CodeArtifactsSourceInvalid, CodeEnvelopeTooLarge, CodeBudgetInvalid, agent.CodeAgentCrashed, agent.CodeAgentSpawnFailed}},
 	{Exit: ExitTurnFailed, Label: "3", Outcome: "`turn_failed`",
-		Help:      "turn_failed: the turn did not complete (error turn, TURN_TIMEOUT, AGENT_STALLED); the thread stays active",
-		Scheduler: "the turn did not complete (error turn, `TURN_TIMEOUT`, `AGENT_STALLED`); the thread stays active, the next message runs a new turn",
-		Codes:     []string{CodeTurnFailed, CodeTurnTimeout, CodeAgentStalled}},
+		Help:      "turn_failed: the turn did not complete (error turn, TURN_TIMEOUT, AGENT_STALLED, NO_PROGRESS: every tool call refused); the thread stays active",
+		Scheduler: "the turn did not complete (error turn, `TURN_TIMEOUT`, `AGENT_STALLED`, `NO_PROGRESS`: the agent made tool calls and every one was refused); the thread stays active, the next message runs a new turn",
+		Codes:     []string{CodeTurnFailed, CodeTurnTimeout, CodeAgentStalled, CodeNoProgress}},
 	{Exit: ExitUsage, Label: "64", Outcome: "—",
 		Help:      "usage: bad flags or alias; thread new/edit refusing a field (with the checklist's code)",
 		Scheduler: "usage: bad flags or alias (fix the invocation); `thread new` and `thread edit` refuse a field the activation checklist would fail with that check's code (fix the flag)",
@@ -114,18 +120,18 @@ var Exits = []ExitClass{
 		Help:      "not_here: an active thread this state tree holds no record of",
 		Scheduler: "an active thread this state tree holds no record of (another host's, or lost)"},
 	{Exit: ExitTempFail, Label: "75", Outcome: "—",
-		Help:      "try again later: THREAD_LOCKED, NO_AGENT_SLOT, BLOBHUB_UNAVAILABLE, ITEMS_UNPOSTED, STATE_CHANGED",
-		Scheduler: "try again later: lock held, no agent slot (within `--slot-wait`), BlobHub unreachable, items left unposted, or the thread changed meanwhile (systemd: `SuccessExitStatus=75`)",
-		Codes:     []string{CodeLocked, CodeNoSlot, CodeUnavailable, CodeUnposted, CodeStateChanged}},
+		Help:      "try again later: THREAD_LOCKED, NO_AGENT_SLOT, BLOBHUB_UNAVAILABLE, ITEMS_UNPOSTED, STATE_CHANGED, RATE_LIMITED (after the reset time it names)",
+		Scheduler: "try again later: lock held, no agent slot (within `--slot-wait`), BlobHub unreachable, items left unposted, the thread changed meanwhile, or `RATE_LIMITED`: the agent's provider refused the turn for a rate or usage limit, the messages wait and a run after the reset (in the message and the summary's `limited_until`) delivers them (systemd: `SuccessExitStatus=75`)",
+		Codes:     []string{CodeLocked, CodeNoSlot, CodeUnavailable, CodeUnposted, CodeStateChanged, CodeRateLimited}},
 	{Exit: ExitRefused, Label: "77", Outcome: "—",
 		Help:      "refused: AUTH_INVALID, USER_IDENTITY_MISMATCH, SESSION_OWNED_BY_DIFFERENT_USER, SECTION_WORKER_OBJECT_MALFORMED",
 		Scheduler: "refused: `AUTH_INVALID`, `USER_IDENTITY_MISMATCH`, `SESSION_OWNED_BY_DIFFERENT_USER`, `SECTION_WORKER_OBJECT_MALFORMED`",
 		Codes:     []string{CodeAuthInvalid, CodeUserIdentityMismatch, CodeSessionOwnedByOther, CodeWorkerObjectMalformed}},
 	{Exit: ExitConfig, Label: "78", Outcome: "—",
-		Help:      "configuration: CREDENTIALS_NOT_FOUND, INSECURE_CREDENTIALS_PERMISSIONS, INVALID_CONFIG, SESSION_NOT_FOUND, AGENT_NOT_INSTALLED, STATE_INVALID, INSECURE_STATE_PERMISSIONS, ...",
-		Scheduler: "configuration: `CREDENTIALS_NOT_FOUND`, `INSECURE_CREDENTIALS_PERMISSIONS`, `INVALID_CONFIG`, `UNKNOWN_JOB_TYPE`, `MISSING_SESSION_KEYS`, `DUPLICATE_SECTION_TARGET`, `SESSION_NOT_FOUND`, `AGENT_NOT_INSTALLED`, `STATE_INVALID` (the state tree cannot be read or written: a file that is not a regular one, a read-only folder, a full disk), `INSECURE_STATE_PERMISSIONS` (a folder of the state tree or config.yaml that another user owns or may write to), `POSTER_IS_RUNNER`",
+		Help:      "configuration: CREDENTIALS_NOT_FOUND, INSECURE_CREDENTIALS_PERMISSIONS, INVALID_CONFIG, SESSION_NOT_FOUND, AGENT_NOT_INSTALLED, AGENT_AUTH_FAILED, STATE_INVALID, INSECURE_STATE_PERMISSIONS, ...",
+		Scheduler: "configuration: `CREDENTIALS_NOT_FOUND`, `INSECURE_CREDENTIALS_PERMISSIONS`, `INVALID_CONFIG`, `UNKNOWN_JOB_TYPE`, `MISSING_SESSION_KEYS`, `DUPLICATE_SECTION_TARGET`, `SESSION_NOT_FOUND`, `AGENT_NOT_INSTALLED`, `AGENT_AUTH_FAILED` (the agent is not logged in or its key was refused: the message names the command that fixes it; the thread stays active and its messages wait), `STATE_INVALID` (the state tree cannot be read or written: a file that is not a regular one, a read-only folder, a full disk), `INSECURE_STATE_PERMISSIONS` (a folder of the state tree or config.yaml that another user owns or may write to), `POSTER_IS_RUNNER`",
 		Codes: []string{CodeCredentialsNotFound, CodeInsecureCredentials, CodeInvalidConfig, CodeUnknownJobType, CodeMissingSessionKeys,
-			CodeDuplicateSectionTarget, CodeSessionNotFound, CodeAgentNotInstalled, CodeStateTreeInvalid, CodeInsecurePermissions, CodePosterIsRunner}},
+			CodeDuplicateSectionTarget, CodeSessionNotFound, CodeAgentNotInstalled, CodeAgentAuthFailed, CodeStateTreeInvalid, CodeInsecurePermissions, CodePosterIsRunner}},
 	{Exit: ExitInterrupted, Label: "130 / 143", Outcome: "`interrupted`",
 		Help:      "interrupted by SIGINT/SIGTERM; state saved, the next run resumes",
 		Scheduler: "SIGINT / SIGTERM: state saved, the next run resumes (a run stopped before it held the thread lock wrote nothing)"},

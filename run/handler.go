@@ -26,6 +26,28 @@ type turnHandler struct {
 	inGate     bool
 	ackOnce    sync.Once
 	promptOnce sync.Once
+
+	// tally follows the turn's tool calls.
+	tally *toolTally
+	// meter is what run meters of the budget (the caps the agent does not
+	// enforce itself); cut is called with errBudget once the turn's
+	// Progress reaches one.
+	meter agent.Budget
+	cut   context.CancelCauseFunc
+}
+
+// Progress meters the budget: once the turn has used what remains of a
+// cap the agent does not enforce itself, the turn is interrupted
+// (errBudget).
+func (h *turnHandler) Progress(p agent.Progress) {
+	h.touch()
+	cut, m := h.cut, h.meter
+	over := (m.MaxCostUSD > 0 && p.CostUSD >= m.MaxCostUSD) || (m.MaxTurns > 0 && p.Turns >= m.MaxTurns) ||
+		(m.MaxTokens > 0 && p.Usage.InputTokens+p.Usage.OutputTokens >= m.MaxTokens)
+	if over && cut != nil {
+		h.a.logf("budget reached mid-turn (%d agent turns, %d tokens, $%.4f); interrupting the turn", p.Turns, p.Usage.InputTokens+p.Usage.OutputTokens, p.CostUSD)
+		cut(errBudget)
+	}
 }
 
 func (h *turnHandler) touch() { h.last.Store(time.Now().UnixNano()) }
@@ -80,6 +102,7 @@ func (h *turnHandler) Emit(it agent.Item) {
 	if id, ok := agent.IsParkedResult(it); ok {
 		it = h.waiting(id, it)
 	}
+	h.tally.emitted(it)
 	if typ := it.Type(); typ == agent.ItemToolCall || typ == agent.ItemToolResult {
 		h.mu.Lock()
 		if h.open == nil {
@@ -126,16 +149,23 @@ func (h *turnHandler) Decide(c policy.Call) policy.Verdict {
 		h.touch()
 	}()
 	h.acknowledge()
+	v, d := h.decide(c)
+	h.tally.decided(c, v, d)
+	return v
+}
+
+// decide is Decide's verdict, with the gate's decision when it was asked.
+func (h *turnHandler) decide(c policy.Call) (policy.Verdict, *policy.Decision) {
 	a := h.a
 	if c.Kind == policy.KindAskUserQuestion {
-		return h.park(c)
+		return h.park(c), nil
 	}
 	if h.prompt != nil {
-		return policy.Verdict{Action: policy.Deny, Message: "another call of this turn is already waiting for a person"}
+		return policy.Verdict{Action: policy.Deny, Message: "another call of this turn is already waiting for a person"}, nil
 	}
 	if h.posture == PermAutonomous {
 		a.logf("gate allow (autonomous) %s", c.Brief())
-		return policy.Verdict{Action: policy.Allow}
+		return policy.Verdict{Action: policy.Allow}, nil
 	}
 	a.mu.Lock()
 	h.gate.Grants = append([]string(nil), a.t.Grants...)
@@ -155,7 +185,7 @@ func (h *turnHandler) Decide(c policy.Call) policy.Verdict {
 			_ = a.saveLocked()
 			a.mu.Unlock()
 		}
-		return policy.Verdict{Action: policy.Allow}
+		return policy.Verdict{Action: policy.Allow}, &d
 	case policy.DecisionDeny:
 		if d.By != nil {
 			a.emit(agent.Item{
@@ -165,9 +195,9 @@ func (h *turnHandler) Decide(c policy.Call) policy.Verdict {
 						"path": d.By.Rule.Path, "command": d.By.Rule.Command, "decision": d.By.Rule.Decision}},
 			})
 		}
-		return d.Verdict()
+		return d.Verdict(), &d
 	}
-	return h.park(c)
+	return h.park(c), &d
 }
 
 // park records the prompt and journals its item before the agent is

@@ -58,6 +58,11 @@ type Summary struct {
 	Usage          agent.Usage   `json:"usage"`
 	CostUSD        float64       `json:"cost_usd"`
 	DurationMS     int64         `json:"duration_ms"`
+	// Tools are the turn's tool calls, when a turn ran.
+	Tools *agent.ToolCounts `json:"tools,omitempty"`
+	// LimitedUntil is when the provider's limit that stopped (or held)
+	// the turn resets (RATE_LIMITED).
+	LimitedUntil string `json:"limited_until,omitempty"`
 }
 
 // SummaryError is the coded error of a run.
@@ -281,6 +286,12 @@ func (a *activation) act(ctx context.Context, d Decision) error {
 // row runs the row of the decision table d names (docs/run.md) and returns
 // the run's outcome.
 func (a *activation) row(ctx context.Context, d Decision) (string, error) {
+	switch d.Held {
+	case HeldLimit:
+		return "", a.stillLimited()
+	case HeldBudget:
+		return a.budgetSpent(a.budget())
+	}
 	switch d.Row {
 	case RowNoInstance, RowFinal, RowLocalDone:
 		return d.Outcome, nil

@@ -19,11 +19,16 @@ type turnPlan struct {
 	notes     []string  // lines before the person's messages
 	redeliver bool      // deliver the interrupted turn's messages again
 	resolved  *emission // pending_prompt_resolved, posted once the turn runs
+	// deniedByPerson: the person's answer refused the call that waited,
+	// counted in the turn that delivers the answer.
+	deniedByPerson int
 }
 
 var (
 	errStalled = errors.New("agent stalled")
 	errTimeout = errors.New("turn timed out")
+	// errBudget: the turn used what remained of the thread's budget.
+	errBudget = errors.New("budget spent")
 )
 
 // answerPrompt reads the person's answer to the open prompt and turns it
@@ -66,7 +71,11 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	if err != nil {
 		return turnPlan{}, err
 	}
-	return turnPlan{notes: []string{note}, resolved: e}, a.save()
+	plan := turnPlan{notes: []string{note}, resolved: e}
+	if meta["decision"] == "denied" {
+		plan.deniedByPerson = 1
+	}
+	return plan, a.save()
 }
 
 // turnWith runs one turn: spawn, persist the turn before the message goes
@@ -108,30 +117,34 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 	// finds the messages still pending and runs the turn again. One atomic
 	// write less per turn.
 
+	a.res = res
 	gate := a.r.gate(res.Permissions, res.Policy, res.WorkFolder)
 	if res.Permissions == PermGuarded {
 		a.emitPolicyApplied(gate, res.Policy)
 	}
 
-	result, err := a.runAgent(ctx, res, gate, message, plan)
+	tally := &toolTally{person: plan.deniedByPerson}
+	result, err := a.runAgent(ctx, res, gate, message, plan, tally)
 	if err == nil && result.ResumeFailed {
 		a.emit(agent.StatusItem("resume_failed", "the earlier agent session could not be resumed; starting a new one with the same messages", nil))
 		a.mu.Lock()
 		t.Agent.AgentSessionID = ""
 		a.mu.Unlock()
 		note := "(The earlier conversation could not be resumed; this is a new session.)\n\n"
-		result, err = a.runAgent(ctx, res, gate, note+message, plan)
+		result, err = a.runAgent(ctx, res, gate, note+message, plan, tally)
 	}
-	return a.endTurn(ctx, result, err)
+	return a.endTurn(ctx, result, tally, err)
 }
 
 // endTurn closes the turn in the documented order: journal turn_end and
 // the turn state, then post, then confirm. It returns the run's outcome.
-func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, err error) (string, error) {
+func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *toolTally, err error) (string, error) {
 	t := a.t
 	a.sum.AgentSessionID = t.Agent.AgentSessionID
 	a.sum.Usage, a.sum.CostUSD = r.Usage, r.CostUSD
-	outcome, turnEnd, err := a.judgeTurn(ctx, r, err)
+	tools := tally.counts()
+	a.sum.Tools = &tools
+	outcome, turnEnd, err := a.judgeTurn(ctx, r, tally, err)
 	if turnEnd == "" {
 		return outcome, err
 	}
@@ -142,10 +155,15 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, err error)
 		files = a.scanOutbox()
 	}
 	a.mu.Lock()
+	a.turnRan()
+	a.recordSpend(r)
+	b := a.budget()
+	spent := spentCaps(b, t)
+	a.ledger().BudgetSpent = spent
 	intents, jerr := a.journalIntents(files)
 	var e *emission
 	if jerr == nil {
-		e, jerr = a.j.add(a.alias, agent.TurnEndItem(turnEnd, r), "")
+		e, jerr = a.j.add(a.alias, agent.TurnEndItem(turnEnd, r, tools), "")
 	}
 	// The delivered messages are kept only while a turn may have to
 	// deliver them again (running, interrupted): every later run would
@@ -180,13 +198,18 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, err error)
 		a.stateFault(err)
 	}
 	a.post(ctx, e)
+	if len(spent) > 0 {
+		// Told with the turn that spent it; the next run holds.
+		a.emit(agent.StatusItem("budget_spent", budgetMessage(a.alias, b, t.Ledger.Total, spent),
+			map[string]any{"spent": spent, "total": t.Ledger.Total, "budget": b}))
+	}
 	return outcome, nil
 }
 
 // judgeTurn is how the turn ended: the run's outcome, and the outcome its
 // turn_end records ("" when it gets none: a signal stopped it, or the
 // thread failed).
-func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, err error) (outcome, turnEnd string, _ error) {
+func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *toolTally, err error) (outcome, turnEnd string, _ error) {
 	t := a.t
 	var te *agent.Error
 	switch {
@@ -207,6 +230,13 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, err erro
 	case errors.Is(err, errTimeout):
 		a.turnFailed(CodeTurnTimeout, "turn_timeout", fmt.Sprintf("the turn ran longer than --max-duration (%s) and was interrupted", a.r.MaxDuration))
 		return OutcomeTurnFailed, "timeout", nil
+	case errors.Is(err, errBudget) && r.Outcome == agent.TurnCompleted:
+		// The cap was reached with the turn's last response.
+		return OutcomeTurnCompleted, "completed", nil
+	case errors.Is(err, errBudget):
+		// run stopped the turn at the budget's cap; endTurn tells the
+		// thread what was spent.
+		return OutcomeParked, "budget", nil
 	case errors.Is(err, errStalled):
 		a.turnFailed(CodeAgentStalled, "agent_stalled", fmt.Sprintf("the agent was silent for --stall-timeout (%s) with nothing open and was interrupted", a.r.StallTimeout))
 		return OutcomeTurnFailed, "stalled", nil
@@ -217,7 +247,22 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, err erro
 	case agent.TurnParked:
 		return OutcomeParked, "parked", nil
 	case agent.TurnCompleted:
+		// A turn whose every tool call was refused did nothing the person
+		// asked for, however politely the agent ends it.
+		if msg, none := tally.noProgress(); none {
+			a.turnFailed(CodeNoProgress, "no_progress", msg)
+			return OutcomeTurnFailed, "no_progress", nil
+		}
 		return OutcomeTurnCompleted, "completed", nil
+	}
+	switch r.Failure {
+	case agent.FailureBudget:
+		// The agent stopped itself at what remained of the budget.
+		return OutcomeParked, "budget", nil
+	case agent.FailureAuth:
+		return "", "", a.authFailed(r)
+	case agent.FailureRateLimit:
+		return "", "", a.rateLimited(r)
 	}
 	msg := r.ErrorText
 	if msg == "" {

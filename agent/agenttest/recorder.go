@@ -18,9 +18,31 @@ type Recorder struct {
 	// Decided, when set, gets each call as it is decided.
 	Decided chan policy.Call
 
-	mu    sync.Mutex
-	items []agent.Item
-	calls []policy.Call
+	// OnProgress, when set, sees each Progress report.
+	OnProgress func(agent.Progress)
+
+	mu       sync.Mutex
+	items    []agent.Item
+	calls    []policy.Call
+	progress []agent.Progress
+}
+
+// Progress records a report of the running turn's use.
+func (r *Recorder) Progress(p agent.Progress) {
+	r.mu.Lock()
+	r.progress = append(r.progress, p)
+	f := r.OnProgress
+	r.mu.Unlock()
+	if f != nil {
+		f(p)
+	}
+}
+
+// Reports are the Progress reports so far.
+func (r *Recorder) Reports() []agent.Progress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]agent.Progress(nil), r.progress...)
 }
 
 // Emit records an item.

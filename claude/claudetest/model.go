@@ -11,9 +11,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // ToolUse is one tool_use block of a scripted reply.
@@ -28,9 +30,12 @@ type Reply struct {
 	Text     string
 	Tools    []ToolUse
 	// Status, when not 0, answers with this HTTP error instead
-	// ({"type":"error","error":{"type":ErrorType,"message":…}}).
-	Status    int
-	ErrorType string
+	// ({"type":"error","error":{"type":ErrorType,"message":ErrorMessage}}),
+	// with Headers (e.g. retry-after, anthropic-ratelimit-*-reset).
+	Status       int
+	ErrorType    string
+	ErrorMessage string
+	Headers      map[string]string
 	// Block, when set, holds the answer until it is closed or the client
 	// goes away (an interrupted request).
 	Block <-chan struct{}
@@ -52,6 +57,22 @@ func Tool(name string, input any) Step {
 
 // Error is a step answering with an HTTP error status.
 func Error(status int) Step { return Step{Reply: Reply{Status: status}} }
+
+// RateLimited is a step answering 429 rate_limit_error with the reset
+// time the Anthropic API sends: retry-after in seconds, and the reset of
+// each limit as anthropic-ratelimit-*-reset (RFC 3339).
+func RateLimited(reset time.Time) Step {
+	secs := int(time.Until(reset).Round(time.Second).Seconds())
+	if secs < 0 {
+		secs = 0
+	}
+	at := reset.UTC().Format(time.RFC3339)
+	return Step{Reply: Reply{Status: http.StatusTooManyRequests, ErrorType: "rate_limit_error",
+		ErrorMessage: "This request would exceed your organization's rate limit. Please try again later.",
+		Headers: map[string]string{"retry-after": strconv.Itoa(secs),
+			"anthropic-ratelimit-requests-reset": at, "anthropic-ratelimit-tokens-reset": at,
+			"anthropic-ratelimit-input-tokens-reset": at, "anthropic-ratelimit-output-tokens-reset": at}}}
+}
 
 // Dynamic is a step computed from the request.
 func Dynamic(f func(Request) Reply) Step { return Step{Func: f} }
@@ -131,10 +152,15 @@ func (r Request) ToolNames() []string {
 // exhausted it answers "done".
 type ModelServer struct {
 	*httptest.Server
-	mu       sync.Mutex
+	mu sync.Mutex
+	// key, when set, is the only API key the server takes (x-api-key, or
+	// Authorization: Bearer); any other is answered 401
+	// authentication_error without consuming a step.
+	key      string
 	script   []Step
 	requests []Request
 	n        int
+	refused  int
 }
 
 // NewModelServer starts a server playing script; it stops at test cleanup.
@@ -150,6 +176,22 @@ func StartModelServer(script ...Step) *ModelServer {
 	m := &ModelServer{script: script}
 	m.Server = httptest.NewServer(http.HandlerFunc(m.serve))
 	return m
+}
+
+// RequireKey makes the server take only key; a request with another one
+// (or none) is answered 401 authentication_error, as the API refuses a
+// wrong or revoked key.
+func (m *ModelServer) RequireKey(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.key = key
+}
+
+// Refused is how many requests the server refused for their key.
+func (m *ModelServer) Refused() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.refused
 }
 
 // Push appends steps to the script.
@@ -204,6 +246,17 @@ func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Body = body
+	m.mu.Lock()
+	key := m.key
+	m.mu.Unlock()
+	if got := requestKey(r); key != "" && got != key {
+		m.mu.Lock()
+		m.refused++
+		m.mu.Unlock()
+		w.Header().Set("request-id", "req_fake_refused")
+		writeJSON(w, http.StatusUnauthorized, apiError("authentication_error", "invalid x-api-key"))
+		return
+	}
 	if !req.Stream {
 		// set_model's probe, one non-streaming request: not part of the script.
 		writeJSON(w, 200, map[string]any{"id": "msg_fake_probe", "type": "message", "role": "assistant",
@@ -237,13 +290,20 @@ func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 	if rep.Status != 0 {
 		typ := rep.ErrorType
 		if typ == "" {
-			typ = map[int]string{400: "invalid_request_error", 401: "authentication_error", 529: "overloaded_error"}[rep.Status]
+			typ = map[int]string{400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 429: "rate_limit_error", 529: "overloaded_error"}[rep.Status]
 			if typ == "" {
 				typ = "api_error"
 			}
 		}
+		msg := rep.ErrorMessage
+		if msg == "" {
+			msg = fmt.Sprintf("fake error %d", rep.Status)
+		}
+		for k, v := range rep.Headers {
+			w.Header().Set(k, v)
+		}
 		w.Header().Set("request-id", fmt.Sprintf("req_fake_%04d", n))
-		writeJSON(w, rep.Status, apiError(typ, fmt.Sprintf("fake error %d", rep.Status)))
+		writeJSON(w, rep.Status, apiError(typ, msg))
 		return
 	}
 	m.stream(w, req, rep, n)
@@ -310,6 +370,30 @@ func (m *ModelServer) stream(w http.ResponseWriter, req Request, rep Reply, n in
 	event("message_stop", map[string]any{"type": "message_stop"})
 }
 
+// UsageLimited is a step answering 429 as the API refuses a request over
+// a subscription's usage limit (Claude Code logged in with claude.ai):
+// anthropic-ratelimit-unified-status rejected, with the limit that was
+// hit and its reset in Unix seconds.
+func UsageLimited(reset time.Time) Step {
+	epoch := strconv.FormatInt(reset.Unix(), 10)
+	return Step{Reply: Reply{Status: http.StatusTooManyRequests, ErrorType: "rate_limit_error",
+		ErrorMessage: "This request would exceed your account's rate limit. Please try again later.",
+		Headers: map[string]string{"anthropic-ratelimit-unified-status": "rejected",
+			"anthropic-ratelimit-unified-reset":                epoch,
+			"anthropic-ratelimit-unified-representative-claim": "five_hour",
+			"anthropic-ratelimit-unified-5h-status":            "rejected",
+			"anthropic-ratelimit-unified-5h-reset":             epoch}}}
+}
+
+// requestKey is the API key a request carries: x-api-key, or the bearer
+// token of Authorization (ANTHROPIC_AUTH_TOKEN, an OAuth token).
+func requestKey(r *http.Request) string {
+	if k := r.Header.Get("x-api-key"); k != "" {
+		return k
+	}
+	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+}
+
 func apiError(typ, msg string) map[string]any {
 	return map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}
 }
@@ -318,4 +402,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// WriteOAuthLogin logs the CLI of configDir in as a claude.ai subscriber
+// would be (.credentials.json with a fake OAuth token valid until
+// expires), so it sends a bearer token instead of an API key and reports
+// a subscription's usage limits with their reset time. The CLI must then
+// get no ANTHROPIC_API_KEY.
+func WriteOAuthLogin(t testing.TB, configDir string, expires time.Time) {
+	t.Helper()
+	cred := fmt.Sprintf(`{"claudeAiOauth":{"accessToken":"sk-ant-oat01-fake","refreshToken":"sk-ant-ort01-fake","expiresAt":%d,"scopes":["user:inference","user:profile"],"subscriptionType":"max"}}`, expires.UnixMilli())
+	if err := os.WriteFile(configDir+"/.credentials.json", []byte(cred), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

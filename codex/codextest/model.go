@@ -14,9 +14,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Model is the catalog slug the fake provider serves. A bundled-catalog slug
@@ -98,11 +100,15 @@ func (r Request) ItemsOfType(typ string) []map[string]any {
 // Reply is what the fake model answers one request with. Exactly one of the
 // fields is meant to be set.
 type Reply struct {
-	Status int    // an HTTP error status (e.g. 500) instead of a stream
-	Text   string // an assistant message
-	Exec   *Exec  // an exec_command function call
-	Patch  string // an apply_patch custom tool call (the whole "*** Begin Patch" text)
-	CallID string // optional call id; the server picks "call_N" otherwise
+	Status int // an HTTP error status (e.g. 500) instead of a stream
+	// ErrorBody and Headers go with Status: the JSON body (default a
+	// server_error) and the headers of the error answer.
+	ErrorBody string
+	Headers   map[string]string
+	Text      string // an assistant message
+	Exec      *Exec  // an exec_command function call
+	Patch     string // an apply_patch custom tool call (the whole "*** Begin Patch" text)
+	CallID    string // optional call id; the server picks "call_N" otherwise
 }
 
 // Exec is an exec_command call.
@@ -146,6 +152,41 @@ func AddFile(path string, lines ...string) string {
 // Fail answers with an HTTP error status.
 func Fail(status int) Step { return func(Request) Reply { return Reply{Status: status} } }
 
+// UsageLimited answers 429 as the OpenAI API refuses a request over a
+// ChatGPT plan's usage limit: error type usage_limit_reached, with the
+// reset as resets_at (Unix seconds) and resets_in_seconds, and the plan's
+// window in the x-codex-primary-* headers ChatGPT's backend sends.
+func UsageLimited(reset time.Time) Step {
+	return func(Request) Reply {
+		secs := int64(time.Until(reset).Seconds())
+		if secs < 0 {
+			secs = 0
+		}
+		body, _ := json.Marshal(map[string]any{"error": map[string]any{
+			"type": "usage_limit_reached", "message": "The usage limit has been reached",
+			"plan_type": "plus", "resets_at": reset.Unix(), "resets_in_seconds": secs}})
+		return Reply{Status: http.StatusTooManyRequests, ErrorBody: string(body), Headers: map[string]string{
+			"x-codex-primary-used-percent":   "100",
+			"x-codex-primary-window-minutes": "300",
+			"x-codex-primary-reset-at":       strconv.FormatInt(reset.Unix(), 10)}}
+	}
+}
+
+// RateLimited answers 429 rate_limit_exceeded with the reset in
+// retry-after (seconds), as the API refuses a request over a key's rate
+// limit.
+func RateLimited(reset time.Time) Step {
+	return func(Request) Reply {
+		secs := int64(time.Until(reset).Round(time.Second).Seconds())
+		if secs < 0 {
+			secs = 0
+		}
+		return Reply{Status: http.StatusTooManyRequests,
+			ErrorBody: `{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}`,
+			Headers:   map[string]string{"retry-after": strconv.FormatInt(secs, 10)}}
+	}
+}
+
 // ModelServer is a scripted fake Responses API on 127.0.0.1. Steps are
 // consumed in order, one per request; a request past the end of the script
 // fails the test.
@@ -159,6 +200,26 @@ type ModelServer struct {
 	steps []Step
 	next  int
 	calls int
+	// key, when set, is the only API key taken (Authorization: Bearer);
+	// a request with another is answered 401 without consuming a step.
+	key     string
+	refused int
+}
+
+// RequireKey makes the server take only key; a request with another one
+// (or none) is answered 401 invalid_api_key, as the API refuses a wrong or
+// revoked key.
+func (m *ModelServer) RequireKey(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.key = key
+}
+
+// Refused is how many requests the server refused for their key.
+func (m *ModelServer) Refused() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.refused
 }
 
 // NewModelServer starts the server; it is closed by t.Cleanup.
@@ -219,6 +280,17 @@ func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	m.mu.Lock()
+	key := m.key
+	if key != "" && strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") != key {
+		m.refused++
+		m.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","code":"invalid_api_key"}}`)
+		return
+	}
+	m.mu.Unlock()
 	req := Request{Model: in.Model, Input: in.Input, Header: r.Header.Clone(), Body: body}
 	if in.Reasoning != nil {
 		req.Effort = in.Reasoning.Effort
@@ -249,7 +321,16 @@ func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	rep := step(req)
 	if rep.Status != 0 && rep.Status != http.StatusOK {
-		http.Error(w, `{"error":{"message":"fake failure","type":"server_error"}}`, rep.Status)
+		body := rep.ErrorBody
+		if body == "" {
+			body = `{"error":{"message":"fake failure","type":"server_error"}}`
+		}
+		for k, v := range rep.Headers {
+			w.Header().Set(k, v)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rep.Status)
+		_, _ = io.WriteString(w, body)
 		return
 	}
 	m.stream(w, n, rep)
