@@ -84,6 +84,9 @@ type preset struct {
 	// inputExcludesCached: the prompt result's usage.inputTokens does not
 	// count the cached tokens (OpenCode).
 	inputExcludesCached bool
+	// login is what a person does when the provider refuses the agent's
+	// key: the variables it reads its key from.
+	login string
 }
 
 var presets = []*preset{gemini, qwenCode, openCode, copilot, generic}
@@ -120,6 +123,7 @@ func (p *preset) adapter() agent.Adapter {
 		Describe:    describe,
 		Options:     p.options,
 		Version:     p.version,
+		Login:       func(string) string { return p.login },
 		Start: agent.StartFunc(func(ctx context.Context, l agent.Launch) (*Session, error) {
 			return start(ctx, p, l)
 		}),

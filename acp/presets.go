@@ -77,6 +77,7 @@ var gemini = &preset{
 			strings.Contains(string(e.Data), "Invalid session identifier"))
 	},
 	loadMinute: true,
+	login:      "set GEMINI_API_KEY (GOOGLE_API_KEY for Vertex AI) in bhw-run's environment to a key the provider accepts",
 }
 
 var qwenCode = &preset{
@@ -124,6 +125,7 @@ var qwenCode = &preset{
 	noSession: func(e *jsonrpc.Error) bool {
 		return e.Code == -32002 && strings.Contains(e.Message, "Resource not found")
 	},
+	login: "set OPENAI_API_KEY (or DASHSCOPE_API_KEY), with OPENAI_BASE_URL for its endpoint, in bhw-run's environment to a key the provider accepts",
 }
 
 // OpenCodeOptions are OpenCode's own keys under agents.opencode.
@@ -221,6 +223,8 @@ var openCode = &preset{
 		return e.Code == jsonrpc.CodeInternalError && strings.Contains(string(e.Data), `"service":"session"`)
 	},
 	inputExcludesCached: true,
+	login: "set the provider's key variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, OPENROUTER_API_KEY, GOOGLE_GENERATIVE_AI_API_KEY, " +
+		"or the variable agents.opencode.provider names as {env:NAME}) in bhw-run's environment to a key the provider accepts",
 }
 
 // CopilotOptions are Copilot's own keys under agents.copilot.
@@ -279,6 +283,8 @@ var copilot = &preset{
 		return e.Code == -32002 && strings.Contains(e.Message, "not found")
 	},
 	notices: true,
+	login: "set COPILOT_PROVIDER_API_KEY (a provider of your own) or COPILOT_GITHUB_TOKEN/GH_TOKEN in bhw-run's environment " +
+		"to a key or token that is accepted",
 }
 
 // generic is any other ACP agent, declared in config.yaml (agents.acp:
@@ -290,6 +296,7 @@ var generic = &preset{
 	options:   noKeys,
 	park:      parkCancelled,
 	noSession: anyLoadError,
+	login:     "set the agent's key in agents.acp.env of config.yaml to one the provider accepts",
 }
 
 // envValue is the value of key in env ("" when absent).

@@ -33,6 +33,7 @@ type turn struct {
 	textMsg       string // the messageId of the buffered text, when the agent gives one
 
 	chunkUsage agent.Usage // usage reported per model request (Qwen Code)
+	requests   int64       // the model requests chunkUsage sums
 	parked     bool
 	noticeErr  string // an "Error: " notice (Copilot's failed turn)
 }
@@ -192,6 +193,7 @@ func (t *turn) finish(m jsonrpc.Message) agent.TurnResult {
 		t.closeOpen(unfinishedText)
 		r := t.result(agent.TurnFailed)
 		r.ErrorText = errorText(m.Error)
+		r.Failure, r.ResetAt = refusal(r.ErrorText, m.Error.Code, time.Now())
 		return r
 	}
 	var pr promptResult
@@ -216,13 +218,16 @@ func (t *turn) finish(m jsonrpc.Message) agent.TurnResult {
 		r.Outcome = agent.TurnCompleted
 		if t.noticeErr != "" {
 			r.Outcome, r.ErrorText = agent.TurnFailed, t.noticeErr
+			r.Failure, r.ResetAt = refusal(t.noticeErr, 0, time.Now())
 		}
 	}
 	return r
 }
 
 func (t *turn) result(outcome string) agent.TurnResult {
-	return agent.TurnResult{Outcome: outcome, DurationMS: time.Since(t.start).Milliseconds(), NumTurns: 1, Usage: t.chunkUsage}
+	// A turn is one agent turn unless the agent tells its model requests.
+	turns := max(int(t.requests), 1)
+	return agent.TurnResult{Outcome: outcome, DurationMS: time.Since(t.start).Milliseconds(), NumTurns: turns, Usage: t.chunkUsage}
 }
 
 // usage takes the prompt result's usage when there is one: usage (OpenCode:
@@ -355,6 +360,10 @@ func (t *turn) messageChunk(u update) {
 		t.chunkUsage.InputTokens += mu.InputTokens
 		t.chunkUsage.InputTokensCached += mu.CachedReadTokens
 		t.chunkUsage.OutputTokens += mu.OutputTokens
+		// The only usage an ACP agent reports mid-turn: run meters the
+		// budget with it.
+		t.requests++
+		t.h.Progress(agent.Progress{Usage: t.chunkUsage, Turns: t.requests})
 	}
 	text := chunkText(u.Content)
 	if text == "" {

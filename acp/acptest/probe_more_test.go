@@ -336,3 +336,39 @@ func probeGeminiLauncher(t *testing.T) {
 	t.Logf("fact: SIGTERM to the group ends it in %s", time.Since(t0).Round(time.Millisecond))
 	checkNoneLeft(t, a)
 }
+
+// TestProbeLimits: how each agent ends a turn whose every model request
+// is rate limited (429 with a short reset) and one whose key is refused
+// 403; with -record it writes testdata/acp/<agent>/limits.jsonl, from
+// which the adapter's limit and login signals are recognised.
+func TestProbeLimits(t *testing.T) {
+	forEachAgent(t, probeLimits)
+}
+
+func probeLimits(t *testing.T, r *recipe) {
+	g := newRig(t, r)
+	a := g.start()
+	a.initialize(t)
+	sid := a.newSession(t, g.h.work)
+	g.model().Inject(Fault{Status: 429, RetryAfter: time.Second})
+	t0 := time.Now()
+	res, text := turn(t, a, sid, "rate limited every time", stepWait)
+	if !r.turnFailed(res, text) {
+		t.Errorf("429 every time: %s %q does not read as a failed turn", res, text)
+	}
+	t.Logf("fact: 429 every time (1 s reset): %d requests over %s, %s %q", len(requestsFor(g, "rate limited every time")),
+		time.Since(t0).Round(100*time.Millisecond), res, clip(text, 300))
+	g.model().ClearFaults()
+	g.model().RequireKey("another-key", 403)
+	res, text = turn(t, a, sid, "with a forbidden key", stepWait)
+	if !r.turnFailed(res, text) {
+		t.Errorf("forbidden key: %s %q does not read as a failed turn", res, text)
+	}
+	t.Logf("fact: forbidden key (403): %d requests, %s %q", len(requestsFor(g, "with a forbidden key")), res, clip(text, 300))
+	g.model().RequireKey("", 0)
+	a.closeStdin()
+	if code, _ := a.waitExit(exitWait); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	a.save(r.Type, "limits")
+}
