@@ -22,9 +22,9 @@ import (
 // checkNoProgress: the turn's only tool call was refused by the worker's
 // rule, so the run ends turn_failed NO_PROGRESS naming the rule, the
 // counts say so, and the thread stays active.
-func checkNoProgress(t *testing.T, e *e2eEnv, s *guardedScenario, alias string) {
+func checkNoProgress(t *testing.T, e *e2eEnv, s *guardedScenario, alias, message string) {
 	t.Helper()
-	e.handOffGuarded(alias, s.agent, s.threadPolicy(), "write the file outside")
+	e.handOffGuarded(alias, s.agent, s.threadPolicy(), message)
 	sum := e.activate(alias, run.ExitTurnFailed, run.OutcomeTurnFailed)
 	if sum.Error == nil || sum.Error.Code != run.CodeNoProgress || !strings.Contains(sum.Error.Message, "worker rule 1") {
 		t.Fatalf("summary error %+v, want NO_PROGRESS naming worker rule 1", sum.Error)
@@ -62,7 +62,7 @@ func TestE2EClaudeEveryCallDeniedNoProgress(t *testing.T) {
 	s := newGuardedScenario(e.e2eEnv, claudeType, func() int { return len(e.model.Requests()) })
 	e.model.Push(claudetest.Tool("Write", map[string]any{"file_path": s.deniedPath, "content": "no\n"}),
 		claudetest.Text("I could not write it"))
-	checkNoProgress(t, e.e2eEnv, s, "projects/p1/claude-noprogress")
+	checkNoProgress(t, e.e2eEnv, s, "projects/p1/claude-noprogress", "write the file outside")
 }
 
 func TestE2ECodexEveryCallDeniedNoProgress(t *testing.T) {
@@ -70,7 +70,7 @@ func TestE2ECodexEveryCallDeniedNoProgress(t *testing.T) {
 	e.excludeTmpFromSandbox()
 	s := newGuardedScenario(e.e2eEnv, codexType, func() int { return len(e.model.Requests()) })
 	e.model.Push(codextest.Patch(codextest.AddFile(s.deniedPath, "no")), codextest.Say("I could not write it"))
-	checkNoProgress(t, e.e2eEnv, s, "projects/p1/codex-noprogress")
+	checkNoProgress(t, e.e2eEnv, s, "projects/p1/codex-noprogress", "write the file outside")
 }
 
 // statusItems are the thread's status items with token.
@@ -145,15 +145,27 @@ func TestE2ECodexRefusedKeyAuthFailed(t *testing.T) {
 // checkRateLimited: a usage limit with a reset time is waited out. The
 // run exits 75 RATE_LIMITED naming the reset, the message waits, a run
 // before the reset starts nothing and writes nothing, and the first run
-// after it delivers the message again.
-func checkRateLimited(t *testing.T, e *e2eEnv, typ string, reset time.Time, requests func() int, lastUser func() string) {
+// after it delivers the message again. A zero reset: the agent names
+// none, and run's own wait is in the future. lift, when set, is called
+// once the limit has been met (the fake stops refusing).
+func checkRateLimited(t *testing.T, e *e2eEnv, typ string, reset time.Time, lift func(), requests func() int, lastUser func() string) {
 	t.Helper()
 	alias := "projects/p1/" + typ + "-limit"
-	at := reset.UTC().Format(time.RFC3339)
 	e.handOff(alias, typ, "approval", "the message that waits")
+	t0 := time.Now()
 	sum := e.activate(alias, run.ExitTempFail, "")
+	at := reset.UTC().Format(time.RFC3339)
+	if reset.IsZero() {
+		at = sum.LimitedUntil
+		if until, err := time.Parse(time.RFC3339, at); err != nil || !until.After(t0.Add(time.Minute)) {
+			t.Fatalf("limited_until %q, want run's own wait from now", at)
+		}
+	}
 	if sum.Error == nil || sum.Error.Code != run.CodeRateLimited || !strings.Contains(sum.Error.Message, at) || sum.LimitedUntil != at {
 		t.Fatalf("summary %+v error %+v, want RATE_LIMITED until %s", sum, sum.Error, at)
+	}
+	if lift != nil {
+		lift()
 	}
 	if got := e.statusItems(alias, "rate_limited"); len(got) != 1 || !strings.Contains(got[0], at) {
 		t.Errorf("rate_limited status items %q, want one naming %s", got, at)
@@ -203,14 +215,14 @@ func TestE2EClaudeUsageLimitWaitedOut(t *testing.T) {
 	delete(e.agentConfig(claudeType).Env, "ANTHROPIC_API_KEY")
 	e.writeConfig()
 	claudetest.WriteOAuthLogin(t, e.configDir, time.Now().Add(24*time.Hour))
-	checkRateLimited(t, e.e2eEnv, claudeType, reset,
+	checkRateLimited(t, e.e2eEnv, claudeType, reset, nil,
 		func() int { return len(e.model.Requests()) }, func() string { return e.lastRequest().LastUserText() })
 }
 
 func TestE2ECodexUsageLimitWaitedOut(t *testing.T) {
 	reset := time.Now().Add(3 * time.Hour).Truncate(time.Second)
 	e := newCodexE2E(t, codextest.UsageLimited(reset), codextest.Say("after the limit"))
-	checkRateLimited(t, e.e2eEnv, codexType, reset,
+	checkRateLimited(t, e.e2eEnv, codexType, reset, nil,
 		func() int { return len(e.model.Requests()) }, func() string {
 			reqs := e.model.Requests()
 			return reqs[len(reqs)-1].LastUserText()

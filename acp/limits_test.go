@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -171,5 +172,25 @@ func TestFakeRefusedTurn(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestFakeProgress: Qwen Code's per-request usage is reported as the
+// turn's Progress (run meters the budget with it); the agents that tell
+// their usage only with the prompt's answer report none.
+func TestFakeProgress(t *testing.T) {
+	for _, typ := range []string{TypeQwen, TypeGemini, TypeCopilot} {
+		t.Run(typ, func(t *testing.T) {
+			r := startFake(t, typ, agenttest.Turn(agenttest.Step{Text: "hi"}), nil)
+			h := &agenttest.Recorder{}
+			res := runTurn(t, r.s, "go", h)
+			var want []agent.Progress
+			if typ == TypeQwen {
+				want = []agent.Progress{{Usage: agent.Usage{InputTokens: 100, InputTokensCached: 40, OutputTokens: 10}, Turns: 1}}
+			}
+			if got := h.Reports(); !slices.Equal(got, want) || res.NumTurns != 1 {
+				t.Fatalf("progress %+v, %d agent turns; want %+v, 1", got, res.NumTurns, want)
+			}
+		})
 	}
 }
