@@ -160,11 +160,14 @@ func (e *acpE2E) lastRequest(s string) (acptest.Request, bool) {
 	return acptest.Request{}, false
 }
 
-// acpScenarios is what every ACP agent type is put through.
-var acpScenarios = []struct {
+// acpScenario is one scenario an ACP agent type is put through.
+type acpScenario struct {
 	name string
 	f    func(t *testing.T, e *acpE2E)
-}{
+}
+
+// acpScenarios is what every ACP agent type is put through.
+var acpScenarios = []acpScenario{
 	{"autonomous_and_resume", acpAutonomous},
 	{"approve", acpApprove},
 	{"deny", acpDeny},
@@ -212,21 +215,29 @@ func (e *acpE2E) beforeResume(alias string) {
 	e.acquire()
 }
 
+// acpCase is an ACP agent type the scenarios run on: a preset, or the
+// generic type driving the agent by hand.
+type acpCase struct {
+	name    string
+	a       *acptest.Agent
+	generic bool
+}
+
 // TestE2EACP runs every scenario on every ACP agent type.
 func TestE2EACP(t *testing.T) {
-	type agentCase struct {
-		name    string
-		a       *acptest.Agent
-		generic bool
-	}
-	cases := []agentCase{}
+	var cases []acpCase
 	for _, a := range acptest.Agents {
-		cases = append(cases, agentCase{a.Type, a, false})
+		cases = append(cases, acpCase{a.Type, a, false})
 	}
-	cases = append(cases, agentCase{genericType + "_qwen", acptest.Qwen, true})
+	runACPScenarios(t, append(cases, acpCase{genericType + "_qwen", acptest.Qwen, true}), acpScenarios)
+}
+
+// runACPScenarios runs every scenario on every case, each in its own
+// environment, as many at once as acpSlots admits.
+func runACPScenarios(t *testing.T, cases []acpCase, scenarios []acpScenario) {
 	var wg sync.WaitGroup
 	for _, c := range cases {
-		for _, sc := range acpScenarios {
+		for _, sc := range scenarios {
 			wg.Add(1)
 			// Subtests started from goroutines do not wait for a -parallel
 			// slot; acpSlots bounds them instead.

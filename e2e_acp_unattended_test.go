@@ -8,7 +8,6 @@ package main
 
 import (
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,10 +17,7 @@ import (
 )
 
 // acpUnattended is what every preset is put through.
-var acpUnattended = []struct {
-	name string
-	f    func(t *testing.T, e *acpE2E)
-}{
+var acpUnattended = []acpScenario{
 	{"every_call_denied", acpNoProgress},
 	{"refused_key", acpAuthFailed},
 	{"rate_limited", acpRateLimited},
@@ -37,26 +33,11 @@ var acpFix = map[string]string{
 // TestE2EACPUnattended runs every unattended scenario on every preset, as
 // many at once as acpSlots admits.
 func TestE2EACPUnattended(t *testing.T) {
-	var wg sync.WaitGroup
+	var cases []acpCase
 	for _, a := range acptest.Agents {
-		for _, sc := range acpUnattended {
-			wg.Add(1)
-			// Subtests started from goroutines do not wait for a -parallel
-			// slot; acpSlots bounds them instead.
-			go func() {
-				defer wg.Done()
-				t.Run(a.Type+"/"+sc.name, func(t *testing.T) {
-					e := newACPE2E(t, a, false)
-					e.acquire()
-					defer e.release()
-					t0 := time.Now()
-					sc.f(t, e)
-					t.Logf("%s/%s took %s", a.Type, sc.name, time.Since(t0).Round(100*time.Millisecond))
-				})
-			}()
-		}
+		cases = append(cases, acpCase{a.Type, a, false})
 	}
-	wg.Wait()
+	runACPScenarios(t, cases, acpUnattended)
 }
 
 // lastUserText is the last user text the fake model got with tools.
@@ -133,7 +114,7 @@ func acpBudget(t *testing.T, e *acpE2E) {
 		t.Fatalf("ledger %+v, want 2 agent turns in %d activations", th.Ledger, turns)
 	}
 	if e.a == acptest.Qwen && turns != 1 {
-		t.Errorf("Qwen Code's first turn of 2 model requests spent %d agent turns", th.Ledger.Total.AgentTurns)
+		t.Errorf("Qwen Code's budget took %d activations, want 1: its first turn's 2 model requests are 2 agent turns", turns)
 	}
 	if th.Ledger.Total.InputTokens == 0 {
 		t.Errorf("ledger %+v counts no tokens", th.Ledger.Total)
