@@ -164,18 +164,21 @@ func (e *acpE2E) lastRequest(s string) (acptest.Request, bool) {
 type acpScenario struct {
 	name string
 	f    func(t *testing.T, e *acpE2E)
+	// only, when set, is the one agent type the scenario is about (a
+	// behaviour only it shows).
+	only string
 }
 
 // acpScenarios is what every ACP agent type is put through.
 var acpScenarios = []acpScenario{
-	{"autonomous_and_resume", acpAutonomous},
-	{"approve", acpApprove},
-	{"deny", acpDeny},
-	{"guarded", acpGuarded},
-	{"lost_session", acpLostSession},
-	{"model_500", acpModel500},
-	{"sigterm", acpSIGTERM},
-	{"kill9", acpKill9},
+	{"autonomous_and_resume", acpAutonomous, ""},
+	{"approve", acpApprove, ""},
+	{"deny", acpDeny, ""},
+	{"guarded", acpGuarded, ""},
+	{"lost_session", acpLostSession, ""},
+	{"model_500", acpModel500, ""},
+	{"sigterm", acpSIGTERM, ""},
+	{"kill9", acpKill9, ""},
 }
 
 // acpSlots bounds how many scenarios run at once: an agent takes 0.3–0.6
@@ -238,6 +241,9 @@ func runACPScenarios(t *testing.T, cases []acpCase, scenarios []acpScenario) {
 	var wg sync.WaitGroup
 	for _, c := range cases {
 		for _, sc := range scenarios {
+			if sc.only != "" && sc.only != c.a.Type {
+				continue
+			}
 			wg.Add(1)
 			// Subtests started from goroutines do not wait for a -parallel
 			// slot; acpSlots bounds them instead.

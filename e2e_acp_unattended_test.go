@@ -18,10 +18,12 @@ import (
 
 // acpUnattended is what every preset is put through.
 var acpUnattended = []acpScenario{
-	{"every_call_denied", acpNoProgress},
-	{"refused_key", acpAuthFailed},
-	{"rate_limited", acpRateLimited},
-	{"budget_of_two_turns", acpBudget},
+	{"every_call_denied", acpNoProgress, ""},
+	{"refused_key", acpAuthFailed, ""},
+	{"rate_limited", acpRateLimited, ""},
+	{"budget_of_two_turns", acpBudget, ""},
+	// The only preset that reports usage during a turn.
+	{"budget_cuts_the_turn", acpBudgetCut, acptest.Qwen.Type},
 }
 
 // acpFix is the key variable each preset's AGENT_AUTH_FAILED names.
@@ -142,4 +144,12 @@ func acpBudget(t *testing.T, e *acpE2E) {
 	if e.requestCount() == n || !strings.Contains(e.lastUserText(), "the message that waits") {
 		t.Errorf("the run after the raise sent the model %q, want the message that waited", e.lastUserText())
 	}
+}
+
+// acpBudgetCut: Qwen Code's usage per model request (110 tokens each from
+// the fake) is metered, and the turn is interrupted once it reaches
+// max_tokens, while the second command runs (slower than the interrupt).
+func acpBudgetCut(t *testing.T, e *acpE2E) {
+	msg := e.a.Shell("echo a > a.txt") + " " + e.a.Shell("sleep 3; echo b > b.txt")
+	checkCutMidTurn(t, e.e2eEnv, e.typ, "--max-tokens", "150", "max_tokens", 3, e.requestCount, msg)
 }

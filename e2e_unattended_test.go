@@ -335,11 +335,11 @@ func TestE2EBudgetInvalid(t *testing.T) {
 // (by the CLI's own cap, or by run metering the agent's usage), and the
 // thread parks with its budget_spent status. maxRequests is how many
 // model requests the agent may have made by then.
-func checkCutMidTurn(t *testing.T, e *e2eEnv, typ, flag, value, cap string, maxRequests int, requests func() int) {
+func checkCutMidTurn(t *testing.T, e *e2eEnv, typ, flag, value, cap string, maxRequests int, requests func() int, calls string) {
 	t.Helper()
 	alias := "projects/p1/" + typ + "-cut"
 	e.asPerson("thread", "new", "--work-folder", e.work, "--agent", typ, "--permissions", "autonomous",
-		flag, value, "--message", "write both files", alias)
+		flag, value, "--message", strings.TrimSpace("write both files "+calls), alias)
 	e.activate(alias, 0, run.OutcomeParked)
 	if n := requests(); n < 2 || n > maxRequests {
 		t.Errorf("%d model requests, want 2 to %d: the turn stops at the cap", n, maxRequests)
@@ -362,7 +362,7 @@ func TestE2EClaudeBudgetCutsTheTurn(t *testing.T) {
 	e.model.Push(writeTool(e.path("a.txt"), "a\n"), writeTool(e.path("b.txt"), "b\n"), claudetest.Text("never asked"))
 	// Claude Code stops itself before a third request: --max-turns is
 	// what remains.
-	checkCutMidTurn(t, e.e2eEnv, claudeType, "--max-turns", "2", "max_turns", 2, func() int { return len(e.model.Requests()) })
+	checkCutMidTurn(t, e.e2eEnv, claudeType, "--max-turns", "2", "max_turns", 2, func() int { return len(e.model.Requests()) }, "")
 }
 
 func TestE2ECodexBudgetCutsTheTurn(t *testing.T) {
@@ -373,5 +373,5 @@ func TestE2ECodexBudgetCutsTheTurn(t *testing.T) {
 	e := newCodexE2E(t, codextest.Run("echo a > a.txt"), codextest.Run("sleep 2; echo b > b.txt"), codextest.Say("stopped anyway"))
 	e.Config.Policy.AllowAutonomous = true
 	e.writeConfig()
-	checkCutMidTurn(t, e.e2eEnv, codexType, "--max-tokens", "150", "max_tokens", 3, func() int { return len(e.model.Requests()) })
+	checkCutMidTurn(t, e.e2eEnv, codexType, "--max-tokens", "150", "max_tokens", 3, func() int { return len(e.model.Requests()) }, "")
 }
