@@ -77,10 +77,20 @@ func acpAuthFailed(t *testing.T, e *acpE2E) {
 // acpRateLimited: every model request is answered 429 with a 1 s reset,
 // which each agent retries a few times (Qwen Code about once a second for
 // a while) before it gives up; the reset is a retry's, so run waits its
-// own while.
+// own while. Gemini CLI is given a 2 h reset instead, beyond its longest
+// retry: it fails the turn at once naming the reset, which is recorded.
+// (The others would wait such a reset out retrying.)
 func acpRateLimited(t *testing.T, e *acpE2E) {
-	e.model.Inject(acptest.Fault{Status: 429, RetryAfter: time.Second})
-	checkRateLimited(t, e.e2eEnv, e.typ, time.Time{}, e.model.ClearFaults, e.requestCount, e.lastUserText)
+	reset := time.Second
+	if e.a == acptest.Gemini {
+		reset = 2 * time.Hour
+	}
+	e.model.Inject(acptest.Fault{Status: 429, RetryAfter: reset})
+	t0 := time.Now()
+	until := checkRateLimited(t, e.e2eEnv, e.typ, time.Time{}, e.model.ClearFaults, e.requestCount, e.lastUserText)
+	if want := t0.Add(reset); e.a == acptest.Gemini && (until.Before(want.Add(-time.Second)) || until.After(want.Add(5*time.Minute))) {
+		t.Errorf("limited_until %s, want the agent's reset %s", until, want.UTC().Format(time.RFC3339))
+	}
 }
 
 // acpBudget: a budget of two agent turns. Qwen Code tells its model

@@ -147,8 +147,9 @@ func TestE2ECodexRefusedKeyAuthFailed(t *testing.T) {
 // before the reset starts nothing and writes nothing, and the first run
 // after it delivers the message again. A zero reset: the agent names
 // none, and run's own wait is in the future. lift, when set, is called
-// once the limit has been met (the fake stops refusing).
-func checkRateLimited(t *testing.T, e *e2eEnv, typ string, reset time.Time, lift func(), requests func() int, lastUser func() string) {
+// once the limit has been met (the fake stops refusing). It returns the
+// limited_until of the first run.
+func checkRateLimited(t *testing.T, e *e2eEnv, typ string, reset time.Time, lift func(), requests func() int, lastUser func() string) time.Time {
 	t.Helper()
 	alias := "projects/p1/" + typ + "-limit"
 	e.handOff(alias, typ, "approval", "the message that waits")
@@ -206,6 +207,8 @@ func checkRateLimited(t *testing.T, e *e2eEnv, typ string, reset time.Time, lift
 	if th := e.threadYAML(alias); th.Ledger != nil && th.Ledger.LimitedUntil != "" {
 		t.Errorf("ledger.limited_until %q after a turn ran", th.Ledger.LimitedUntil)
 	}
+	until, _ := time.Parse(time.RFC3339, at)
+	return until
 }
 
 func TestE2EClaudeUsageLimitWaitedOut(t *testing.T) {

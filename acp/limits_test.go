@@ -24,6 +24,10 @@ var refusedTurns = map[string]string{
 	"rate limited every time": agent.FailureRateLimit, // 429 on every request, a 1 s reset
 }
 
+// longReset is the prompt of Gemini CLI's recorded 429 with a 2 h reset,
+// beyond its longest retry: the turn fails at once, naming the reset.
+const longReset = "rate limited for two hours"
+
 // transcriptTurn is one prompt of a recorded transcript and how its turn
 // failed: the answer's JSON-RPC error, or the "Error: " notice of an
 // end_turn.
@@ -97,20 +101,28 @@ func TestRefusalRecorded(t *testing.T) {
 			for _, name := range []string{"errors", "limits", "model-down"} {
 				for _, tt := range readTurns(t, filepath.Join(root, typ, name+".jsonl")) {
 					var got string
+					var reset time.Time
+					now := time.Now()
 					switch {
 					case tt.err != nil:
-						got, _ = refusal(errorText(tt.err), tt.err.Code, time.Now())
+						got, reset = refusal(errorText(tt.err), tt.err.Code, now)
 					case tt.notice != "":
-						got, _ = refusal(tt.notice, 0, time.Now())
+						got, reset = refusal(tt.notice, 0, now)
 					default:
 						continue
 					}
-					want := refusedTurns[tt.text]
+					want, wantReset := refusedTurns[tt.text], time.Time{}
+					if tt.text == longReset {
+						want, wantReset = agent.FailureRateLimit, now.Add(2*time.Hour).Truncate(time.Second)
+					}
 					seen[tt.text] = true
-					if got != want {
-						t.Errorf("%s %q: %q, want %q (%v%s)", name, tt.text, got, want, tt.err, tt.notice)
+					if got != want || !reset.Equal(wantReset) {
+						t.Errorf("%s %q: %q reset %v, want %q reset %v (%v%s)", name, tt.text, got, reset, want, wantReset, tt.err, tt.notice)
 					}
 				}
+			}
+			if typ == TypeGemini && !seen[longReset] {
+				t.Errorf("no recorded failed turn %q", longReset)
 			}
 			for text := range refusedTurns {
 				if !seen[text] {

@@ -359,6 +359,19 @@ func probeLimits(t *testing.T, r *recipe) {
 	t.Logf("fact: 429 every time (1 s reset): %d requests over %s, %s %q", len(requestsFor(g, "rate limited every time")),
 		time.Since(t0).Round(100*time.Millisecond), res, clip(text, 300))
 	g.model().ClearFaults()
+	if r == gemini {
+		// A reset beyond its longest retry (300 s) fails the turn at once,
+		// naming the reset; the other agents wait it out retrying.
+		g.model().Inject(Fault{Status: 429, RetryAfter: 2 * time.Hour})
+		t0 = time.Now()
+		res, text = turn(t, a, sid, "rate limited for two hours", stepWait)
+		if !r.turnFailed(res, text) || !strings.Contains(res.String(), "7200s") {
+			t.Errorf("429 with a 2 h reset: %s %q, want a failed turn naming 7200s", res, text)
+		}
+		t.Logf("fact: 429 with a 2 h reset: %d requests over %s, %s", len(requestsFor(g, "rate limited for two hours")),
+			time.Since(t0).Round(100*time.Millisecond), res)
+		g.model().ClearFaults()
+	}
 	g.model().RequireKey("another-key", 403)
 	res, text = turn(t, a, sid, "with a forbidden key", stepWait)
 	if !r.turnFailed(res, text) {
