@@ -47,6 +47,10 @@ var (
 // testHookQueued, when set by a test, is called once a waiter's ticket is in the queue.
 var testHookQueued func()
 
+// testHookLooked, when set by a test, is called each time a queued waiter
+// has looked for a slot and is about to sleep.
+var testHookLooked func()
+
 const ticketSuffix = ".ticket"
 
 // WaitSlot takes a free agent slot as TrySlot does, but waits up to wait for one, behind the
@@ -111,6 +115,9 @@ func WaitSlot(ctx context.Context, dir string, maxAgents int, wait time.Duration
 		left := time.Until(deadline)
 		if left <= 0 {
 			return nil, ErrNoSlot
+		}
+		if testHookLooked != nil {
+			testHookLooked()
 		}
 		t := time.NewTimer(min(sleep, left))
 		select {

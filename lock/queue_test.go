@@ -132,11 +132,13 @@ func TestWaitSlotNoWaitStaysBehindTheQueue(t *testing.T) {
 	headPollInterval, queuePollInterval = time.Hour, time.Hour // the waiter looks once, then sleeps
 	dir := filepath.Join(t.TempDir(), "slots")
 	first := mustTrySlot(t, dir, 1)
-	queued := queuedSignal(t)
+	looked := make(chan struct{}, 64)
+	testHookLooked = func() { looked <- struct{}{} }
+	t.Cleanup(func() { testHookLooked = nil })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := waitSlotAsync(ctx, dir, 1, time.Hour)
-	<-queued
+	<-looked // queued, found the slot held, and now asleep for an hour
 	if err := first.Release(); err != nil {
 		t.Fatal(err)
 	}
