@@ -21,8 +21,9 @@ func (cl *cliState) doctorCommand() *cli.Command {
 		Usage: "check what a scheduled run needs, one ✓/✗ line each with the fix (exit 78 when one fails)",
 		Description: "Checks the credentials (found, mode 0600), BlobHub (reachable, the key valid), the config, the section and its\n" +
 			"session, the state tree (writable, mode 0700, no blobhub-worker running on it), each agent a thread may use\n" +
-			"(found, its version, its preflight such as the Codex sandbox) and the agent slots. It runs no thread and\n" +
-			"writes nothing but the state tree's folder when there is none yet (as a run would make it).",
+			"(found, its version, a key or login file it can log in with, its preflight such as the Codex sandbox) and the\n" +
+			"agent slots. It runs no thread, asks no model, and writes nothing but the state tree's folder when there is\n" +
+			"none yet (as a run would make it).",
 		ArgsUsage: " ",
 		Action:    cl.doctor,
 	}

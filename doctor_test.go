@@ -13,7 +13,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/blobhub/bhw-run/acp"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/lock"
@@ -26,8 +28,13 @@ func doctorEnv(t *testing.T) *e2eEnv {
 	e := newE2E(t)
 	e.srv.Put("notes/readme", `{"type":"text","text":"hello"}`)
 	e.fakeClaudeDone()
+	e.Env = append(e.Env, doctorAgentKeys...)
 	return e
 }
+
+// doctorAgentKeys log Claude Code and Codex in through their environment, for
+// the doctor's "agent … login" lines to hold.
+var doctorAgentKeys = []string{"ANTHROPIC_API_KEY=sk-ant-doctor", "OPENAI_API_KEY=sk-doctor"}
 
 // doctor runs `bhw-run doctor --json` with key and the extra environment,
 // and returns its exit code and checks by name.
@@ -98,7 +105,7 @@ func TestDoctorAllHold(t *testing.T) {
 		t.Fatalf("doctor exit %d, want 0", code)
 	}
 	onlyFailed(t, checks)
-	for _, name := range []string{"credentials", "api", "config", "section", "state_dir", "blobhub_worker", "agent claude_code", "agent codex", "agent codex preflight", "slots"} {
+	for _, name := range []string{"credentials", "api", "config", "section", "state_dir", "blobhub_worker", "agent claude_code", "agent claude_code login", "agent codex", "agent codex login", "agent codex preflight", "slots"} {
 		if _, ok := checks[name]; !ok {
 			t.Errorf("no check %q", name)
 		}
@@ -138,6 +145,7 @@ func TestDoctorFileStore(t *testing.T) {
 	e := newE2E(t)
 	e.useFileStore()
 	e.fakeClaudeDone()
+	e.Env = append(e.Env, doctorAgentKeys...)
 	// No --state-dir: the default tree under HOME, named after the store.
 	var env []string
 	for _, kv := range e.environ("") {
@@ -483,4 +491,123 @@ func TestDoctorStateTreeNotTrusted(t *testing.T) {
 		code, checks := e.doctor(bhtest.RunnerKey)
 		wantFailed(t, code, checks, "state_dir", run.CodeInsecurePermissions, "chown -R 0 "+e.state)
 	})
+}
+
+// standIn writes an executable script named name below e.root that
+// answers --version with version, and returns its path.
+func (e *e2eEnv) standIn(name, version string) string {
+	e.t.Helper()
+	exe := filepath.Join(e.root, name)
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\necho "+version+"\n"), 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	return exe
+}
+
+// TestDoctorClaudeLogin: Claude Code with no key in its environment and no
+// login file is ✗ AGENT_AUTH_FAILED with the fix a failed run names; the
+// .credentials.json /login writes, in ~/.claude or in the configured
+// config_dir, makes it ✓.
+func TestDoctorClaudeLogin(t *testing.T) {
+	e := newE2E(t)
+	e.srv.Put("notes/readme", `{"type":"text","text":"hello"}`)
+	e.fakeClaudeDone()
+	code, checks := e.doctor(bhtest.RunnerKey)
+	wantFailed(t, code, checks, "agent claude_code login", run.CodeAgentAuthFailed, "type /login")
+	if d := checks["agent claude_code login"].Detail; !strings.Contains(d, filepath.Join(e.home, ".claude", ".credentials.json")) {
+		t.Errorf("the ✗ line does not say where it looked: %q", d)
+	}
+	onlyFailed(t, checks, "agent claude_code login")
+
+	if err := os.MkdirAll(filepath.Join(e.home, ".claude"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	claudetest.WriteOAuthLogin(t, filepath.Join(e.home, ".claude"), time.Now().Add(time.Hour))
+	code, checks = e.doctor(bhtest.RunnerKey)
+	if c := checks["agent claude_code login"]; code != 0 || !c.OK || !strings.Contains(c.Detail, "logged in") {
+		t.Errorf("with ~/.claude/.credentials.json: exit %d, %+v", code, c)
+	}
+
+	dir := filepath.Join(e.root, "claude-config")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.agentConfig(claudeType).Own["config_dir"] = dir
+	e.writeConfig()
+	code, checks = e.doctor(bhtest.RunnerKey)
+	wantFailed(t, code, checks, "agent claude_code login", dir, "CLAUDE_CONFIG_DIR="+dir+" claude")
+	claudetest.WriteOAuthLogin(t, dir, time.Now().Add(time.Hour))
+	if code, checks := e.doctor(bhtest.RunnerKey); code != 0 || !strings.Contains(checks["agent claude_code login"].Detail, dir) {
+		t.Errorf("with config_dir's .credentials.json: exit %d, %+v", code, checks["agent claude_code login"])
+	}
+	for _, key := range []string{"ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"} {
+		if err := os.Remove(filepath.Join(dir, ".credentials.json")); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if code, checks := e.doctor(bhtest.RunnerKey, key+"=tok"); code != 0 || !strings.Contains(checks["agent claude_code login"].Detail, key) {
+			t.Errorf("with %s: exit %d, %+v", key, code, checks["agent claude_code login"])
+		}
+	}
+}
+
+// TestDoctorCodexLogin: Codex with no key and no auth.json is ✗ with
+// `codex login`; the auth.json it writes in CODEX_HOME makes it ✓, and so
+// does the env_key a model_providers entry of its config.toml names.
+func TestDoctorCodexLogin(t *testing.T) {
+	e := newE2E(t)
+	e.srv.Put("notes/readme", `{"type":"text","text":"hello"}`)
+	e.Config.Agents = nil
+	e.agentConfig(codexType).Executable = e.standIn("codex", "codex-cli 0.171.0")
+	e.agentConfig(codexType).Own["sandbox"] = "read-only"
+	e.writeConfig()
+	home := filepath.Join(e.root, "codex-home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	code, checks := e.doctor(bhtest.RunnerKey, "CODEX_HOME="+home)
+	wantFailed(t, code, checks, "agent codex login", filepath.Join(home, "auth.json"), "CODEX_HOME="+home+" codex login")
+
+	toml := "[model_providers.mine]\nbase_url = \"http://127.0.0.1:1/v1\"\nenv_key = \"MINE_KEY\"\n"
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// MINE_KEY reaches Codex through agents.codex.env, as the fix says.
+	e.agentConfig(codexType).Env = map[string]string{"MINE_KEY": "k"}
+	e.writeConfig()
+	_, checks = e.doctor(bhtest.RunnerKey, "CODEX_HOME="+home)
+	if c := checks["agent codex login"]; !c.OK || !strings.Contains(c.Detail, "MINE_KEY") {
+		t.Errorf("with the provider's env_key set: %+v", c)
+	}
+	e.agentConfig(codexType).Env = nil
+	e.writeConfig()
+
+	if err := os.WriteFile(filepath.Join(home, "auth.json"), []byte(`{"OPENAI_API_KEY":"sk-x"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, checks = e.doctor(bhtest.RunnerKey, "CODEX_HOME="+home)
+	if c := checks["agent codex login"]; !c.OK || !strings.Contains(c.Detail, filepath.Join(home, "auth.json")) {
+		t.Errorf("with auth.json: %+v", c)
+	}
+}
+
+// TestDoctorACPLogin: an ACP preset without any of its key variables is ✗
+// with the preset's own fix, and ✓ once one is in bhw-run's environment;
+// the generic ACP agent's login is not checked, which its ✓ line says.
+func TestDoctorACPLogin(t *testing.T) {
+	e := newE2E(t)
+	e.srv.Put("notes/readme", `{"type":"text","text":"hello"}`)
+	e.Config.Agents = nil
+	e.agentConfig(acp.TypeGemini).Executable = e.standIn("gemini", "0.30.0")
+	e.agentConfig(acp.TypeGeneric).Executable = e.standIn("acp-agent", "1.0")
+	e.writeConfig()
+	code, checks := e.doctor(bhtest.RunnerKey)
+	wantFailed(t, code, checks, "agent gemini login", "GEMINI_API_KEY", "set GEMINI_API_KEY")
+	onlyFailed(t, checks, "agent gemini login")
+	if c := checks["agent acp login"]; !c.OK || !strings.HasPrefix(c.Detail, run.NotChecked) {
+		t.Errorf("the generic agent's login: %+v, want ✓ %q…", c, run.NotChecked)
+	}
+	code, checks = e.doctor(bhtest.RunnerKey, "GOOGLE_API_KEY=g")
+	if c := checks["agent gemini login"]; code != 0 || !c.OK || !strings.Contains(c.Detail, "GOOGLE_API_KEY") {
+		t.Errorf("with GOOGLE_API_KEY: exit %d, %+v", code, c)
+	}
 }

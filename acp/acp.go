@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/blobhub/bhw-run/agent"
@@ -87,6 +88,28 @@ type preset struct {
 	// login is what a person does when the provider refuses the agent's
 	// key: the variables it reads its key from.
 	login string
+	// keys are the variables it logs in with, one of which must be set for
+	// `bhw-run doctor`; keyNames adds those its options name. Neither: its
+	// login is not checked (the generic agent's is its own affair).
+	keys     []string
+	keyNames func(opts any) []string
+}
+
+// loginCheck: one of the preset's key variables is set in the agent's
+// environment. Its home is the thread's own, so a login the user made in
+// the agent's default home is never read and does not count.
+func (p *preset) loginCheck(l agent.Launch) (bool, string) {
+	if p.keys == nil {
+		return true, "not checked: a generic ACP agent logs in its own way; a refused key ends a run with AGENT_AUTH_FAILED"
+	}
+	names := p.keys
+	if p.keyNames != nil {
+		names = append(slices.Clone(names), p.keyNames(l.Options)...)
+	}
+	if k := agent.KeyIn(l.Env, names...); k != "" {
+		return true, k + " is set in its environment"
+	}
+	return false, "no key: none of " + strings.Join(names, ", ") + " is set in its environment"
 }
 
 var presets = []*preset{gemini, qwenCode, openCode, copilot, generic}
@@ -124,6 +147,7 @@ func (p *preset) adapter() agent.Adapter {
 		Options:     p.options,
 		Version:     p.version,
 		Login:       func(string) string { return p.login },
+		LoginCheck:  p.loginCheck,
 		Start: agent.StartFunc(func(ctx context.Context, l agent.Launch) (*Session, error) {
 			return start(ctx, p, l)
 		}),

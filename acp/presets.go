@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/blobhub/bhw-run/agent"
@@ -78,6 +79,7 @@ var gemini = &preset{
 	},
 	loadMinute: true,
 	login:      "set GEMINI_API_KEY (GOOGLE_API_KEY for Vertex AI) in bhw-run's environment to a key the provider accepts",
+	keys:       []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"},
 }
 
 var qwenCode = &preset{
@@ -126,6 +128,7 @@ var qwenCode = &preset{
 		return e.Code == -32002 && strings.Contains(e.Message, "Resource not found")
 	},
 	login: "set OPENAI_API_KEY (or DASHSCOPE_API_KEY), with OPENAI_BASE_URL for its endpoint, in bhw-run's environment to a key the provider accepts",
+	keys:  []string{"OPENAI_API_KEY", "DASHSCOPE_API_KEY"},
 }
 
 // OpenCodeOptions are OpenCode's own keys under agents.opencode.
@@ -140,6 +143,9 @@ type OpenCodeOptions struct {
 // openCodePluginVersion is the @opencode-ai/plugin version OpenCode
 // npm-installs into its config dir on every start unless it is there.
 const openCodePluginVersion = "1.18.33"
+
+// envRef is a "{env:NAME}" in OpenCode's config: the value of NAME.
+var envRef = regexp.MustCompile(`\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 var openCode = &preset{
 	typ: TypeOpenCode, executable: "opencode",
@@ -225,6 +231,16 @@ var openCode = &preset{
 	inputExcludesCached: true,
 	login: "set the provider's key variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, OPENROUTER_API_KEY, GOOGLE_GENERATIVE_AI_API_KEY, " +
 		"or the variable agents.opencode.provider names as {env:NAME}) in bhw-run's environment to a key the provider accepts",
+	keys: []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GOOGLE_GENERATIVE_AI_API_KEY"},
+	keyNames: func(opts any) []string {
+		o, _ := opts.(OpenCodeOptions)
+		b, _ := json.Marshal(o.Provider)
+		var names []string
+		for _, m := range envRef.FindAllSubmatch(b, -1) {
+			names = append(names, string(m[1]))
+		}
+		return names
+	},
 }
 
 // CopilotOptions are Copilot's own keys under agents.copilot.
@@ -258,7 +274,7 @@ var copilot = &preset{
 		o, _ := h.opts.(CopilotOptions)
 		cache := o.CacheDir
 		if cache == "" {
-			cache = filepath.Join(envValue(h.l.Env, "HOME"), ".cache")
+			cache = filepath.Join(agent.EnvValue(h.l.Env, "HOME"), ".cache")
 		}
 		env := []string{
 			"COPILOT_HOME=" + filepath.Join(h.dir, "copilot"),
@@ -268,7 +284,7 @@ var copilot = &preset{
 			"XDG_CACHE_HOME=" + cache,
 			"COPILOT_AUTO_UPDATE=false",
 		}
-		if envValue(h.l.Env, "COPILOT_PROVIDER_BASE_URL") != "" {
+		if agent.EnvValue(h.l.Env, "COPILOT_PROVIDER_BASE_URL") != "" {
 			// A provider of the machine's own: no GitHub auth, telemetry,
 			// web tools or update check.
 			env = append(env, "COPILOT_OFFLINE=true")
@@ -285,6 +301,7 @@ var copilot = &preset{
 	notices: true,
 	login: "set COPILOT_PROVIDER_API_KEY (a provider of your own) or COPILOT_GITHUB_TOKEN/GH_TOKEN in bhw-run's environment " +
 		"to a key or token that is accepted",
+	keys: []string{"COPILOT_PROVIDER_API_KEY", "COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"},
 }
 
 // generic is any other ACP agent, declared in config.yaml (agents.acp:
@@ -297,16 +314,6 @@ var generic = &preset{
 	park:      parkCancelled,
 	noSession: anyLoadError,
 	login:     "set the agent's key in agents.acp.env of config.yaml to one the provider accepts",
-}
-
-// envValue is the value of key in env ("" when absent).
-func envValue(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
 }
 
 // setEnv is env with each "K=V" of kv set, replacing an earlier value.

@@ -125,7 +125,7 @@ func TestPresetHomes(t *testing.T) {
 func TestCopilotCacheDefault(t *testing.T) {
 	r := startFake(t, TypeCopilot, agenttest.Turn(agenttest.Step{Text: "hi"}), nil)
 	env := r.agentEnv(t)
-	wantEnv(t, env, "XDG_CACHE_HOME", filepath.Join(envValue(r.l.Env, "HOME"), ".cache"))
+	wantEnv(t, env, "XDG_CACHE_HOME", filepath.Join(agent.EnvValue(r.l.Env, "HOME"), ".cache"))
 	if _, set := env["COPILOT_OFFLINE"]; set {
 		t.Errorf("COPILOT_OFFLINE is set without a provider: %v", env)
 	}

@@ -105,6 +105,15 @@ type Adapter struct {
 	// machine, given the agent's home ("" for its default): what a run that
 	// ends AGENT_AUTH_FAILED tells. Nil: a generic hint.
 	Login func(home string) string
+	// LoginCheck is how `bhw-run doctor` tells whether the agent has a way
+	// to log in on this machine without asking its model: a key in l.Env
+	// (the environment a run gives it), or a login file in its home (l.Home,
+	// else its default below HOME). It only looks: no network, nothing
+	// written, no process started. ok false: none was found, and the
+	// doctor's fix is Login's text; detail says what was found, or where it
+	// looked. An agent whose login cannot be told from outside returns ok
+	// with a detail that starts "not checked: ". Nil: no login line.
+	LoginCheck func(l Launch) (ok bool, detail string)
 	// Start launches the agent. A start that fails (bad flags, refused
 	// start, exit before it is ready) returns a *Error with
 	// CodeAgentSpawnFailed; a resume of a session the agent cannot find is

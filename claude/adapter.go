@@ -2,6 +2,7 @@ package claude
 
 import (
 	"encoding/json"
+	"path/filepath"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/policy"
@@ -20,6 +21,7 @@ var Adapter = agent.Adapter{
 	Instructions:  "CLAUDE.md",
 	Describe:      describe,
 	Login:         login,
+	LoginCheck:    loginCheck,
 	Enforces:      agent.Caps{CostUSD: true, Turns: true},
 	Start:         agent.StartFunc(Start),
 }
@@ -32,6 +34,30 @@ func login(home string) string {
 	}
 	return "log Claude Code in as the user bhw-run runs as: run `" + cmd + "` and type /login, " +
 		"or set ANTHROPIC_API_KEY under agents.claude_code.env in config.yaml"
+}
+
+// loginKeys are the variables Claude Code logs in with, in its order of
+// precedence: an API key, a bearer token for a gateway, a long-lived
+// OAuth token (`claude setup-token`).
+var loginKeys = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}
+
+// loginCheck: one of loginKeys in the agent's environment, or the login
+// file /login writes in its config dir (the configured one, else
+// ~/.claude). An OAuth login whose access token has expired is refreshed
+// by the CLI itself, so the file's presence is what counts.
+func loginCheck(l agent.Launch) (bool, string) {
+	if k := agent.KeyIn(l.Env, loginKeys...); k != "" {
+		return true, k + " is set in its environment"
+	}
+	dir := l.Home
+	if dir == "" {
+		dir = filepath.Join(agent.EnvValue(l.Env, "HOME"), ".claude")
+	}
+	file := filepath.Join(dir, ".credentials.json")
+	if agent.LoginFile(file) {
+		return true, "logged in: " + file
+	}
+	return false, "not logged in: no " + file + " and none of ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN in its environment"
 }
 
 // describe is a call of effect on target as Claude Code asks for it: Bash,

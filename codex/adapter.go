@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/policy"
@@ -27,6 +31,7 @@ var Adapter = agent.Adapter{
 	Describe:    describe,
 	Options:     decodeOptions,
 	Login:       login,
+	LoginCheck:  loginCheck,
 	Start:       agent.StartFunc(Start),
 }
 
@@ -38,6 +43,35 @@ func login(home string) string {
 	}
 	return "log Codex in as the user bhw-run runs as: run `" + cmd + "`, " +
 		"or set the provider's key (OPENAI_API_KEY, or the env_key its model_providers entry names) under agents.codex.env in config.yaml"
+}
+
+// envKeyLine is a model_providers entry's env_key in config.toml: the
+// variable that provider's key is read from.
+var envKeyLine = regexp.MustCompile(`(?m)^\s*env_key\s*=\s*"([A-Za-z_][A-Za-z0-9_]*)"`)
+
+// loginCheck: OPENAI_API_KEY or CODEX_API_KEY (or the env_key a
+// model_providers entry of its config.toml names) in the agent's
+// environment, or the auth.json `codex login` writes in CODEX_HOME (the
+// configured one, else ~/.codex).
+func loginCheck(l agent.Launch) (bool, string) {
+	home := l.Home
+	if home == "" {
+		home = filepath.Join(agent.EnvValue(l.Env, "HOME"), ".codex")
+	}
+	keys := []string{"OPENAI_API_KEY", "CODEX_API_KEY"}
+	if b, err := os.ReadFile(filepath.Join(home, "config.toml")); err == nil {
+		for _, m := range envKeyLine.FindAllSubmatch(b, -1) {
+			keys = append(keys, string(m[1]))
+		}
+	}
+	if k := agent.KeyIn(l.Env, keys...); k != "" {
+		return true, k + " is set in its environment"
+	}
+	file := filepath.Join(home, "auth.json")
+	if agent.LoginFile(file) {
+		return true, "logged in: " + file
+	}
+	return false, "not logged in: no " + file + " and none of " + strings.Join(keys, ", ") + " in its environment"
 }
 
 // Options are Codex's own keys under agents.codex.

@@ -384,23 +384,25 @@ func (d *doctor) agents(ctx context.Context) {
 		name := "agent " + ad.Type
 		ac := d.s.agentConfig(ad.Type)
 		exe := firstNonEmpty(ac.Executable, ad.Executable)
-		abs, err := lookPath(exe)
-		if err != nil {
-			d.fail(name, fmt.Sprintf("%s: the %s executable %q is not found or not executable: %v", CodeAgentNotInstalled, ad.Type, exe, err),
-				fmt.Sprintf("install the %s CLI (README: Set up), or set agents.%s.executable to its absolute path", ad.Type, ad.Type))
-			if ad.Preflight != nil {
-				d.skip(name+" preflight", "the executable was not found")
-			}
-			continue
-		}
 		perm := firstNonEmpty(ac.Permissions, PermApproval)
 		res := &resolved{Type: ad.Type, adapter: ad, ExtraArgs: ac.ExtraArgs, Env: ac.Env, Options: ac.Options}
-		res.Executable, res.Permissions, res.Model, res.Effort = abs, perm, ac.Model, ac.Effort
+		res.Permissions, res.Model, res.Effort = perm, ac.Model, ac.Effort
 		res.Home = d.s.Home
 		if ad.HomeEnv != "" {
 			res.AgentHome = os.Getenv(ad.HomeEnv)
 		}
 		res.AgentHome = firstNonEmpty(ac.Home, res.AgentHome)
+		abs, err := lookPath(exe)
+		if err != nil {
+			d.fail(name, fmt.Sprintf("%s: the %s executable %q is not found or not executable: %v", CodeAgentNotInstalled, ad.Type, exe, err),
+				fmt.Sprintf("install the %s CLI (README: Set up), or set agents.%s.executable to its absolute path", ad.Type, ad.Type))
+			d.login(res, r.launch(res, os.TempDir()))
+			if ad.Preflight != nil {
+				d.skip(name+" preflight", "the executable was not found")
+			}
+			continue
+		}
+		res.Executable = abs
 		l := r.launch(res, os.TempDir())
 		version, err := agentVersion(ctx, ad, l)
 		if err != nil {
@@ -408,6 +410,7 @@ func (d *doctor) agents(ctx context.Context) {
 		} else {
 			d.ok(name, "%s: %s", abs, version)
 		}
+		d.login(res, l)
 		if ad.Preflight == nil {
 			continue
 		}
@@ -425,6 +428,23 @@ func (d *doctor) agents(ctx context.Context) {
 		}
 		d.ok(name+" preflight", "passes for %s threads", perm)
 	}
+}
+
+// login: the agent has a way to log in on this machine (a key in the
+// environment a run gives it, or a login file in its home), as its
+// adapter tells without asking the model; the fix is what a run that
+// ends AGENT_AUTH_FAILED would say.
+func (d *doctor) login(res *resolved, l agent.Launch) {
+	if res.adapter.LoginCheck == nil {
+		return
+	}
+	name := "agent " + res.Type + " login"
+	ok, detail := res.adapter.LoginCheck(l)
+	if !ok {
+		d.fail(name, fmt.Sprintf("%s: %s", CodeAgentAuthFailed, detail), loginFix(res))
+		return
+	}
+	d.ok(name, "%s", detail)
 }
 
 // agentVersion asks the agent for its version: the adapter's Version, or
