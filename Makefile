@@ -63,6 +63,12 @@ help: ## list the targets
 # millisecond faster than the dynamically linked one.
 export CGO_ENABLED := 0
 
+# urfave/cli without its markdown/man generator (bhw-run writes its own man
+# page): the generator's markdown parser initialises itself in every process,
+# about half a millisecond of CPU on each run a cron tick makes. Exported so
+# every go command here, and the one the tests run to build bhw-run, agree.
+export GOFLAGS := -tags=urfave_cli_no_docs
+
 # The version `bhw-run version` prints: the nearest tag, the commit, and
 # -dirty for local changes. Outside a git checkout it is empty and the
 # binary reads its build info instead (a module version, or "dev").

@@ -71,20 +71,56 @@ func definitions() *cli.App {
 	return (&cliState{}).app()
 }
 
-// manPage is the man page of app (section 1): urfave/cli's rendering of
-// the commands and flags, then the exit codes from run.Exits.
+// manPage is the man page of app (section 1), written as roff from the
+// command definitions: name, synopsis, description, the global flags, each
+// command with its flags, then the exit codes from run.Exits. It is written
+// here rather than by urfave/cli's ToMan, whose markdown step pulls a
+// markdown parser into the binary (its package initialisation cost every
+// run about half a millisecond of CPU; the Makefile builds with
+// urfave_cli_no_docs) and ate words in angle brackets such as <alias>.
 func manPage(app *cli.App) (string, error) {
-	app.Description = "bhw-run runs one activation of one BlobHub thread and exits: it takes the thread's lock, " +
+	var b strings.Builder
+	b.WriteString(".TH bhw-run 1\n.nh\n.ad l\n")
+	fmt.Fprintf(&b, ".SH NAME\n%s \\- %s\n", app.Name, roff(app.Usage))
+	b.WriteString(".SH SYNOPSIS\n.nf\n")
+	for _, l := range strings.Split(strings.Trim(app.UsageText, "\n"), "\n") {
+		fmt.Fprintf(&b, "%s\n", roff(strings.TrimSpace(l)))
+	}
+	b.WriteString(".fi\n.SH DESCRIPTION\n")
+	b.WriteString("bhw-run runs one activation of one BlobHub thread and exits: it takes the thread's lock, " +
 		"reads its envelope and local state, drives the coding agent until its turn ends or it must wait for a person, " +
 		"relays what the agent does to the thread, gates its calls, and exits with a code a scheduler understands. " +
 		"Discovery and scheduling are the caller's: cron, a systemd timer, a CI job, a shell. " +
-		"Run bhw-run doctor to check a set-up."
-	page, err := app.ToManWithSection(1)
-	if err != nil {
-		return "", err
+		"Run bhw-run doctor to check a set-up.\n")
+	b.WriteString(".SH GLOBAL OPTIONS\n")
+	manFlags(&b, append(slices.Clone(app.Flags), cli.HelpFlag))
+	b.WriteString(".SH COMMANDS\n")
+	var walk func(path string, cmds []*cli.Command)
+	walk = func(path string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			if c.Hidden {
+				continue
+			}
+			name := strings.TrimSpace(path + " " + c.Name)
+			fmt.Fprintf(&b, ".SS \"%s\"\n%s\n", roff(name), roff(c.Usage))
+			if strings.TrimSpace(c.ArgsUsage) != "" {
+				fmt.Fprintf(&b, ".PP\n.B bhw-run %s\n%s\n", roff(name), roff(c.ArgsUsage))
+			}
+			if c.Description != "" {
+				// Its lines stay lines (.br), each filled to the page.
+				b.WriteString(".PP\n")
+				for i, l := range strings.Split(strings.Trim(c.Description, "\n"), "\n") {
+					if i > 0 {
+						b.WriteString(".br\n")
+					}
+					fmt.Fprintf(&b, "%s\n", roff(l))
+				}
+			}
+			manFlags(&b, c.Flags)
+			walk(name, c.Subcommands)
+		}
 	}
-	var b strings.Builder
-	b.WriteString(page)
+	walk("", app.Commands)
 	b.WriteString(".SH EXIT CODES\n")
 	for _, c := range run.Exits {
 		fmt.Fprintf(&b, ".TP\n\\fB%s\\fP\n%s\n", roff(c.Label), roff(c.Help))
@@ -92,6 +128,36 @@ func manPage(app *cli.App) (string, error) {
 	b.WriteString(".SH FILES\n.TP\n\\fI~/.blobhub/credentials.yaml\\fP\nthe API keys, shared with the BlobHub CLI (mode 0600)\n" +
 		".TP\n\\fI~/.blobhub-worker/profiles/<name>/\\fP\nthe state tree: config.yaml, identity.yaml, the agent slots, and one folder per session with its threads' records and logs\n")
 	return asciiRoff(b.String()), nil
+}
+
+// manFlags writes one tagged paragraph per visible flag: its names, VALUE
+// when it takes one, its usage and its default.
+func manFlags(b *strings.Builder, flags []cli.Flag) {
+	for _, f := range flags {
+		if vf, ok := f.(cli.VisibleFlag); ok && !vf.IsVisible() {
+			continue
+		}
+		var names []string
+		for _, n := range f.Names() {
+			dash := "--"
+			if len(n) == 1 {
+				dash = "-"
+			}
+			names = append(names, `\fB`+roff(dash+n)+`\fP`)
+		}
+		tag := strings.Join(names, ", ")
+		usage := ""
+		if df, ok := f.(cli.DocGenerationFlag); ok {
+			usage = df.GetUsage()
+			if df.TakesValue() {
+				tag += ` \fIVALUE\fP`
+				if d := df.GetDefaultText(); d != "" && d != `""` {
+					usage += " (default: " + d + ")"
+				}
+			}
+		}
+		fmt.Fprintf(b, ".TP\n%s\n%s\n", tag, roff(usage))
+	}
 }
 
 // asciiRoff spells every non-ASCII character as a groff escape (\[u2026]):

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"debug/buildinfo"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -101,5 +102,28 @@ func TestVersionFromBuildInfo(t *testing.T) {
 	// (older Go: only the revision, which buildVersion shows as dev-<rev>).
 	if !regexp.MustCompile(`^bhw-run (v0\.0\.0-\d{14}-[0-9a-f]{12}|dev-[0-9a-f]{12})\n$`).Match(out) {
 		t.Fatalf("version = %q, want the recorded commit", out)
+	}
+}
+
+// TestBuildLeavesOutTheDocsGenerator: the binary the tests run, built as
+// make builds it, has no markdown parser in it: urfave/cli is built with
+// urfave_cli_no_docs (the Makefile's GOFLAGS), since the parser's package
+// initialisation would cost every bhw-run process CPU at start.
+func TestBuildLeavesOutTheDocsGenerator(t *testing.T) {
+	info, err := buildinfo.ReadFile(bhwBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range info.Deps {
+		if strings.Contains(d.Path, "blackfriday") || strings.Contains(d.Path, "md2man") {
+			t.Errorf("the built binary links %s: build it with -tags urfave_cli_no_docs", d.Path)
+		}
+	}
+	out, err := exec.Command("make", "-s", "--no-print-directory", "-p", "-n", "build").CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -p -n build: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(`(?m)^GOFLAGS := .*-tags=urfave_cli_no_docs`).Match(out) {
+		t.Error("the Makefile does not export GOFLAGS with -tags=urfave_cli_no_docs")
 	}
 }

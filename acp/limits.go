@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
@@ -20,7 +21,7 @@ var (
 	// statusRe finds an HTTP status the text names: "(HTTP 401)",
 	// "status 429", "code 429", or the "401 " that leads Qwen Code's
 	// details and Copilot's "Last error: ".
-	statusRe = regexp.MustCompile(`(?i)(?:^|: |\bHTTP[ /]?|\bstatus(?: code)?:? |\bcode:? |"code":)(401|403|429)\b`)
+	statusRe = lazyRegexp(`(?i)(?:^|: |\bHTTP[ /]?|\bstatus(?: code)?:? |\bcode:? |"code":)(401|403|429)\b`)
 	// limitWords and authWords are the texts of the limits and refused
 	// keys the APIs' bodies carry when no status is named (OpenCode).
 	limitWords = []string{"rate limit", "rate_limit", "too many requests", "resource_exhausted", "quota exceeded",
@@ -29,7 +30,7 @@ var (
 		"unauthorized", "authentication failed", "permission_denied", "api key may not be used", "invalid x-api-key"}
 	// hintRe finds the reset an API or agent names: "Suggested retry
 	// after 30s.", "try again in 20s", "retryDelay":"3600s".
-	hintRe = regexp.MustCompile(`(?i)(?:retry after|retry in|try again in|retryDelay"?:\s*"?)\s*((?:[0-9]+(?:\.[0-9]+)?(?:ms|h|m|s))+)\b`)
+	hintRe = lazyRegexp(`(?i)(?:retry after|retry in|try again in|retryDelay"?:\s*"?)\s*((?:[0-9]+(?:\.[0-9]+)?(?:ms|h|m|s))+)\b`)
 )
 
 // minResetHint: a shorter hint is the delay of one retry, which the agents
@@ -46,7 +47,7 @@ func refusal(text string, code int64, now time.Time) (failure string, reset time
 	var status int64
 	if code == 401 || code == 403 || code == 429 {
 		status = code
-	} else if m := statusRe.FindStringSubmatch(text); m != nil {
+	} else if m := statusRe().FindStringSubmatch(text); m != nil {
 		n, _ := strconv.Atoi(m[1])
 		status = int64(n)
 	}
@@ -64,7 +65,7 @@ func refusal(text string, code int64, now time.Time) (failure string, reset time
 // is at least minResetHint; zero otherwise.
 func resetHint(text string, now time.Time) time.Time {
 	var longest time.Duration
-	for _, m := range hintRe.FindAllStringSubmatch(text, -1) {
+	for _, m := range hintRe().FindAllStringSubmatch(text, -1) {
 		if d, err := time.ParseDuration(m[1]); err == nil && d > longest {
 			longest = d
 		}
@@ -82,4 +83,10 @@ func containsAny(s string, words []string) bool {
 		}
 	}
 	return false
+}
+
+// lazyRegexp compiles expr on first use: compiled at start, every bhw-run
+// process (idle runs and ls too) would pay for the ACP adapter's patterns.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/blobhub/bhw-run/agent"
@@ -145,7 +144,7 @@ type OpenCodeOptions struct {
 const openCodePluginVersion = "1.18.33"
 
 // envRef is a "{env:NAME}" in OpenCode's config: the value of NAME.
-var envRef = regexp.MustCompile(`\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
+var envRef = lazyRegexp(`\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 var openCode = &preset{
 	typ: TypeOpenCode, executable: "opencode",
@@ -236,7 +235,7 @@ var openCode = &preset{
 		o, _ := opts.(OpenCodeOptions)
 		b, _ := json.Marshal(o.Provider)
 		var names []string
-		for _, m := range envRef.FindAllSubmatch(b, -1) {
+		for _, m := range envRef().FindAllSubmatch(b, -1) {
 			names = append(names, string(m[1]))
 		}
 		return names

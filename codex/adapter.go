@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/policy"
@@ -46,8 +47,11 @@ func login(home string) string {
 }
 
 // envKeyLine is a model_providers entry's env_key in config.toml: the
-// variable that provider's key is read from.
-var envKeyLine = regexp.MustCompile(`(?m)^\s*env_key\s*=\s*"([A-Za-z_][A-Za-z0-9_]*)"`)
+// variable that provider's key is read from. Compiled on first use (only
+// doctor's login check reads config.toml), not by every process at start.
+var envKeyLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^\s*env_key\s*=\s*"([A-Za-z_][A-Za-z0-9_]*)"`)
+})
 
 // loginCheck: OPENAI_API_KEY or CODEX_API_KEY (or the env_key a
 // model_providers entry of its config.toml names) in the agent's
@@ -60,7 +64,7 @@ func loginCheck(l agent.Launch) (bool, string) {
 	}
 	keys := []string{"OPENAI_API_KEY", "CODEX_API_KEY"}
 	if b, err := os.ReadFile(filepath.Join(home, "config.toml")); err == nil {
-		for _, m := range envKeyLine.FindAllSubmatch(b, -1) {
+		for _, m := range envKeyLine().FindAllSubmatch(b, -1) {
 			keys = append(keys, string(m[1]))
 		}
 	}

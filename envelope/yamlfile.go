@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -51,14 +52,17 @@ func DecodeYAML(b []byte, v any, known bool) error {
 	return fmt.Errorf("does not have the expected shape: %s", strings.Join(problems, "; "))
 }
 
-var (
-	reCannot  = regexp.MustCompile(`^line (\d+): cannot unmarshal (!!\w+)`)
-	reUnknown = regexp.MustCompile(`^line (\d+): field (\S+) not found in type`)
-)
+// yamlErrorRegexps are compiled on first use (only a file that does not
+// decode needs them): compiled at start they cost every bhw-run process.
+var yamlErrorRegexps = sync.OnceValues(func() (cannot, unknown *regexp.Regexp) {
+	return regexp.MustCompile(`^line (\d+): cannot unmarshal (!!\w+)`),
+		regexp.MustCompile(`^line (\d+): field (\S+) not found in type`)
+})
 
 // shapeProblem rewrites one of yaml's unmarshal errors in the file's own
 // terms.
 func shapeProblem(root *yaml.Node, t reflect.Type, msg string) string {
+	reCannot, reUnknown := yamlErrorRegexps()
 	if m := reUnknown.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
 		if path := keyPath(root, line, "", m[2]); len(path) > 1 {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"sync"
 )
 
 // Error codes of the JSON-RPC 2.0 specification.
@@ -163,10 +164,12 @@ func Decode(line []byte) (Message, error) {
 	return m, nil
 }
 
-var (
-	headMethod = regexp.MustCompile(`"method"\s*:\s*"((?:[^"\\]|\\.)*)"`)
-	headID     = regexp.MustCompile(`"id"\s*:\s*(-?[0-9][0-9.eE+-]*|"(?:[^"\\]|\\.)*")`)
-)
+// headRegexps are compiled on first use (only an overlong line needs them):
+// compiled at start they cost every bhw-run process, idle runs included.
+var headRegexps = sync.OnceValues(func() (method, id *regexp.Regexp) {
+	return regexp.MustCompile(`"method"\s*:\s*"((?:[^"\\]|\\.)*)"`),
+		regexp.MustCompile(`"id"\s*:\s*(-?[0-9][0-9.eE+-]*|"(?:[^"\\]|\\.)*")`)
+})
 
 // RequestInHead looks at the first bytes of a line too long to decode and
 // reports whether it is a request, so it can still be answered. Only what
@@ -176,6 +179,7 @@ func RequestInHead(head []byte) (id ID, method string, ok bool) {
 	if i := bytes.Index(head, []byte(`"params"`)); i >= 0 {
 		head = head[:i]
 	}
+	headMethod, headID := headRegexps()
 	mm := headMethod.FindSubmatch(head)
 	mi := headID.FindSubmatch(head)
 	if mm == nil || mi == nil {
