@@ -23,8 +23,8 @@ import (
 //
 //   - wall-ms: the whole activation;
 //
-//   - agent-cpu-ms, agent-rss-MB: the CLI runs under the test binary's
-//     rusage wrapper (agents.<type>.executable), which reports the CLI's
+//   - agent-cpu-ms, agent-rss-MB: the CLI runs under the rusage wrapper
+//     (testdata/rusagewrap as agents.<type>.executable), which reports the CLI's
 //     user+system time (with the descendants it waited for) and the peak
 //     RSS of its largest process, as wait4 sees them;
 //
@@ -44,13 +44,9 @@ func BenchmarkE2EACPTurnOverhead(b *testing.B) {
 
 func benchACPTurn(b *testing.B, a *acptest.Agent) {
 	e := newACPE2E(b, a, false)
-	self, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
 	report := filepath.Join(e.root, "rusage.json")
 	ac := e.agentConfig(a.Type)
-	ac.Executable = self
+	ac.Executable = rusageWrapBin
 	ac.Env = map[string]string{rusageWrapperEnv: a.Bin(b) + "," + report}
 	e.writeConfig()
 

@@ -402,14 +402,16 @@ func TestE2EClaudeStopWhileParked(t *testing.T) {
 // BenchmarkE2EClaudeTurnOverhead runs, per iteration, one autonomous
 // one-tool turn (Write, then a final text) through the built bhw-run and
 // the real CLI. What it reports, and how it is measured:
-//   - claude-cpu-ms, claude-rss-MB: the CLI runs under the test binary's
-//     rusage wrapper (agents.claude_code.executable), which reports the
+//   - claude-cpu-ms, claude-rss-MB: the CLI runs under the rusage wrapper
+//     (testdata/rusagewrap as agents.claude_code.executable), which reports the
 //     CLI's user+system time and peak RSS as its own wait4 sees them (the
 //     CLI and any descendant it reaped).
 //   - bhw-cpu-ms: bhw-run's user+system time from its ProcessState, minus
 //     everything the wrapper accounted for (the CLI and the wrapper itself):
 //     wait4 folds reaped children into a process's times, and rusage times
-//     add up, so the difference is bhw-run's own CPU.
+//     add up, so the difference is bhw-run's own CPU. What the wrapper
+//     spends after its report (its exit, about 0.4 ms) cannot be measured
+//     and counts as bhw-run's.
 //   - bhw-rss-MB: bhw-run's VmHWM, sampled from /proc/<pid>/status every
 //     few milliseconds while it runs (the last sample wins). Its Rusage.Maxrss
 //     cannot be used: wait4 reports the maximum over the process and its
@@ -420,12 +422,8 @@ func TestE2EClaudeStopWhileParked(t *testing.T) {
 //     what one such turn writes to thread.log (median).
 func BenchmarkE2EClaudeTurnOverhead(b *testing.B) {
 	e := newClaudeE2E(b)
-	self, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
 	report := filepath.Join(e.root, "wrap.json")
-	e.agentConfig(claudeType).Executable = self
+	e.agentConfig(claudeType).Executable = rusageWrapBin
 	e.agentConfig(claudeType).Env[rusageWrapperEnv] = claudeBin(b) + "," + report
 	e.allowAutonomous()
 	var bhwCPU, claudeCPU, wall time.Duration

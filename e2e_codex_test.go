@@ -376,11 +376,13 @@ func TestE2ECodexHTTP500FailsTurn(t *testing.T) {
 // How the numbers are told apart, honestly:
 //   - wait4 on bhw-run returns RUSAGE_BOTH of it: its own CPU plus that of
 //     every descendant it waited for (the agent, and any orphan it reaped as
-//     a subreaper). So the agent runs behind a wrapper (this test binary,
-//     see maybeRunRusageWrapper) that waits for codex and writes codex's
+//     a subreaper). So the agent runs behind a wrapper (testdata/rusagewrap,
+//     a small program of its own) that waits for codex and writes codex's
 //     CPU (codex plus the commands it waited for) and peak RSS, and its own
-//     CPU. bhw_cpu_ms = bhw-run's total − codex's − the wrapper's. A
-//     sandbox check is a codex bhw-run starts itself: it counts as bhw-run's.
+//     CPU. bhw_cpu_ms = bhw-run's total − codex's − the wrapper's (its exit,
+//     about 0.4 ms after its report, cannot be measured: it counts as
+//     bhw-run's). A sandbox check is a codex bhw-run starts itself: it
+//     counts as bhw-run's.
 //   - Peak RSS of bhw-run cannot come from wait4 (its maxrss is the max over
 //     bhw-run and its children, i.e. codex's), so VmHWM of bhw-run is read
 //     from /proc/<pid>/status every 2 ms while it runs. VmHWM is a
@@ -399,13 +401,9 @@ func BenchmarkE2ECodexTurnOverhead(b *testing.B) {
 
 func codexTurnOverhead(b *testing.B, permissions string) {
 	e := newCodexE2E(b)
-	self, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
 	report := filepath.Join(e.root, "rusage.json")
 	e.Config.Policy.AllowAutonomous = true
-	e.agentConfig(codexType).Executable = self
+	e.agentConfig(codexType).Executable = rusageWrapBin
 	e.agentConfig(codexType).Env[rusageWrapperEnv] = codexBin(b) + "," + report
 	e.writeConfig()
 

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -37,12 +36,14 @@ import (
 // bhwBin is the bhw-run binary TestMain built.
 var bhwBin string
 
+// rusageWrapBin is the benchmarks' measuring wrapper (rusageWrapperEnv).
+var rusageWrapBin string
+
 func TestMain(m *testing.M) {
-	// The test binary doubles as a fake agent (and as the measuring wrapper
-	// of the benchmarks) when its environment says so.
+	// The test binary doubles as a fake agent (and as a stand-in service
+	// manager) when its environment says so.
 	claudetest.MaybeRunFakeAgent()
 	agenttest.MaybeRunFake()
-	maybeRunRusageWrapper()
 	maybeRunServiceManager()
 	os.Exit(buildAndRun(m))
 }
@@ -61,6 +62,13 @@ func buildAndRun(m *testing.M) int {
 	out, err := build.CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: go build: %v\n%s", err, out)
+		return 1
+	}
+	rusageWrapBin = filepath.Join(dir, "rusagewrap")
+	build = exec.Command("go", "build", "-o", rusageWrapBin, "./testdata/rusagewrap")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: go build rusagewrap: %v\n%s", err, out)
 		return 1
 	}
 	return m.Run()
@@ -567,12 +575,12 @@ func count(s []string, v string) int {
 	return n
 }
 
-// rusageWrapperEnv names "real-executable,report-file": the test binary
-// then runs the real executable as its child with its own argv, stdio and
-// environment, and writes the child's rusage (RUSAGE_BOTH of the child as
-// wait4 reports it: the child and the descendants it waited for) and its
-// own (RUSAGE_SELF) to the report file. Benchmarks put it between bhw-run
-// and the agent to tell the agent's CPU and peak RSS apart from bhw-run's.
+// rusageWrapperEnv names "real-executable,report-file" for rusageWrapBin
+// (testdata/rusagewrap), which then runs the real executable as its child
+// and writes the child's rusage (as wait4 reports it: the child and the
+// descendants it waited for) and its own (RUSAGE_SELF) to the report file.
+// Benchmarks make it the agent's executable to tell the agent's CPU and
+// peak RSS apart from bhw-run's.
 const rusageWrapperEnv = "BHW_E2E_RUSAGE_WRAP"
 
 // wrapReport is what the wrapper writes.
@@ -580,50 +588,6 @@ type wrapReport struct {
 	ChildCPU   time.Duration `json:"child_cpu"`
 	ChildRSSKB int64         `json:"child_rss_kb"`
 	SelfCPU    time.Duration `json:"self_cpu"`
-}
-
-func maybeRunRusageWrapper() {
-	spec := os.Getenv(rusageWrapperEnv)
-	if spec == "" {
-		return
-	}
-	exe, report, _ := strings.Cut(spec, ",")
-	cmd := exec.Command(exe, os.Args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, rusageWrapperEnv+"=") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = env
-	// The agent's group gets bhw-run's SIGTERM directly (same group); the
-	// wrapper only waits for it. Notify, not Ignore: an ignored signal
-	// would stay ignored in the child across exec.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, os.Interrupt)
-	err := cmd.Run()
-	code := 0
-	if cmd.ProcessState == nil {
-		fmt.Fprintln(os.Stderr, "rusage wrapper:", err)
-		os.Exit(127)
-	}
-	code = cmd.ProcessState.ExitCode()
-	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	var self syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
-	rep := wrapReport{
-		ChildCPU: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(),
-		SelfCPU:  time.Duration(self.Utime.Nano() + self.Stime.Nano()),
-	}
-	if ru != nil {
-		rep.ChildRSSKB = ru.Maxrss
-	}
-	b, _ := json.Marshal(rep)
-	_ = os.WriteFile(report, b, 0o600)
-	if code < 0 {
-		code = 1
-	}
-	os.Exit(code)
 }
 
 // wantCompletedIdle checks what a completed first turn leaves: a turn_end

@@ -192,21 +192,56 @@ func (a *activation) close() {
 // when thread.yaml on disk is what this run holds: the records kept are
 // chosen by the prompt it names, and a thread.yaml this run failed to write
 // may name another one. A failure only leaves the journal long: the next
-// run compacts it.
+// run compacts it. A run that ends through wrapUp has compacted already
+// (saveAndCompact); this is for the runs that end before it.
 func (a *activation) compactJournal() {
-	var emissionID, itemID string
-	if p := a.t.Prompt; p != nil {
-		emissionID, itemID = p.EmissionID, p.ItemID
-	}
-	if a.j.f == nil || !a.j.shrinks(emissionID, itemID) {
+	if !a.shrinks() {
 		return // the idle path: nothing appended since the last compaction
 	}
 	if b, err := yaml.Marshal(a.t); err != nil || !bytes.Equal(b, a.saved) {
 		return
 	}
+	a.compactLocked()
+}
+
+// saveAndCompact is the run's last save, and the compaction after it: the
+// save has just made thread.yaml on disk what the run holds, so the
+// compaction needs no second encoding of it to know.
+func (a *activation) saveAndCompact() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.saveLocked(); err != nil {
+		return err
+	}
+	if a.shrinks() {
+		a.compactLocked()
+	}
+	return nil
+}
+
+// shrinks reports whether compaction would rewrite an open journal.
+func (a *activation) shrinks() bool {
+	if a.j == nil || a.j.f == nil {
+		return false
+	}
+	emissionID, itemID := a.promptIDs()
+	return a.j.shrinks(emissionID, itemID)
+}
+
+func (a *activation) compactLocked() {
+	emissionID, itemID := a.promptIDs()
 	if _, err := a.j.compact(emissionID, itemID); err != nil {
 		a.log.Warn("could not compact the emission journal; the next run does", "error", err)
 	}
+}
+
+// promptIDs are the emission and item of the open prompt, if any: the
+// records compaction keeps depend on them.
+func (a *activation) promptIDs() (emissionID, itemID string) {
+	if p := a.t.Prompt; p != nil {
+		return p.EmissionID, p.ItemID
+	}
+	return "", ""
 }
 
 // save writes thread.yaml atomically; the journal is synced first so the

@@ -254,7 +254,7 @@ func (a *activation) wrapUp(ctx context.Context, err error) error {
 	if terr := a.readItems(context.WithoutCancel(ctx)); terr != nil && err == nil {
 		a.log.Warn("could not read the thread after the run", "error", terr)
 	}
-	if serr := a.save(); serr != nil && err == nil {
+	if serr := a.saveAndCompact(); serr != nil && err == nil {
 		err = serr
 	}
 	if err == nil && a.threadGone {
