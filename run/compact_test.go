@@ -112,6 +112,51 @@ func TestJournalCompactedAfterEachRun(t *testing.T) {
 	}
 }
 
+// TestJournalCompactedOnceItHasGrown: with the threshold bhw-run ships, a
+// turn's few records stay in the journal (no rewrite, no new file), and the
+// run that finds the journal grown past compactAtBytes cuts it down to the
+// counter; the ids go on from it either way.
+func TestJournalCompactedOnceItHasGrown(t *testing.T) {
+	defer func(v int64) { compactAtBytes = v }(compactAtBytes)
+	compactAtBytes = 16 << 10
+	h := newHarness(t, false)
+	const alias = "grown/t"
+	h.handOff(alias, "approval", "start")
+	h.play(oneTurn())
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	first, err := os.Stat(h.journalPath(alias))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := h.journalRecords(alias); n <= 2 {
+		t.Fatalf("the journal holds %d records after one small turn: compacted under the threshold", n)
+	}
+	turns := 0
+	for ; turns < 200; turns++ {
+		st, err := os.Stat(h.journalPath(alias))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !os.SameFile(first, st) {
+			break // rewritten
+		}
+		if st.Size() > compactAtBytes+4<<10 {
+			t.Fatalf("the journal grew to %d bytes (threshold %d) without a compaction", st.Size(), compactAtBytes)
+		}
+		h.talk(alias, turns)
+	}
+	if turns == 0 || turns == 200 {
+		t.Fatalf("compacted after %d turns", turns)
+	}
+	if n := h.journalRecords(alias); n != 2 {
+		t.Errorf("the journal holds %d records after its compaction, want 2 (the counter)", n)
+	}
+	h.talk(alias, turns)
+	h.noneTwice(alias)
+	h.idsOnce(alias)
+	t.Logf("compacted after %d more turns", turns)
+}
+
 // TestCompactedManyTimesReconciles: a thread whose journal has been
 // compacted after each of many turns still posts an ambiguous item
 // exactly once — found by its emission_id when the server stored it, posted
