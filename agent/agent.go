@@ -59,7 +59,8 @@ type Adapter struct {
 	ThreadHome bool
 	// HostSessionID is set when the host picks the session id of a new
 	// session (passed as Launch.SessionID with Resume false); run records it
-	// before the first start, so a crash cannot lose it. Otherwise the agent
+	// with the started process, before the first message goes out, so a
+	// crash cannot lose a session that holds anything. Otherwise the agent
 	// picks it and Session.SessionID reports it once started.
 	HostSessionID bool
 	// Preflight, when set, runs as the checklist's last step before the

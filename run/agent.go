@@ -121,17 +121,18 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 }
 
 // startAgent starts the agent of res and records its process, with the
-// turn turnWith set up, before any message goes out; stop ends it (on a
-// second signal at once) and every descendant. A host-picked session id is
-// recorded before the spawn, so a crash cannot lose it.
+// turn turnWith set up and the session id, before any message goes out;
+// stop ends it (on a second signal at once) and every descendant. A
+// host-picked session id is recorded in that same write: a crash before it
+// has sent the new session nothing (its agent reads end of input and
+// exits), so the next run starts another with the same messages and
+// nothing is lost. One atomic write less for each new session.
 func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.Session, stop func(), err error) {
 	t := a.t
 	resume := t.Agent.AgentSessionID != ""
+	sessionID := t.Agent.AgentSessionID
 	if !resume && res.adapter.HostSessionID {
-		t.Agent.AgentSessionID = newUUID()
-		if err := a.save(); err != nil {
-			return nil, nil, err
-		}
+		sessionID = newUUID()
 	}
 	if a.r.OwnProcess {
 		if err := proc.BecomeSubreaper(); err != nil {
@@ -139,7 +140,7 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 		}
 	}
 	l := a.r.launch(res, res.WorkFolder)
-	l.SessionID, l.Resume, l.Log, l.Logger = t.Agent.AgentSessionID, resume, a.tlog, a.log
+	l.SessionID, l.Resume, l.Log, l.Logger = sessionID, resume, a.tlog, a.log
 	if resume && t.Ledger != nil {
 		l.SessionCostUSD = t.Ledger.SessionCostUSD
 	}
@@ -168,6 +169,7 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 	}
 	a.mu.Lock()
 	t.Agent.Process = &envelope.ProcessInfo{Pgid: sess.Pgid(), StartedAt: now()}
+	t.Agent.AgentSessionID = sessionID
 	if id := sess.SessionID(); id != "" {
 		t.Agent.AgentSessionID = id
 	}

@@ -30,8 +30,8 @@ func TestAgentEnvAllowlist(t *testing.T) {
 }
 
 // TestHostPicksTheSessionID: for an adapter whose host picks the session
-// id, run records a new id in thread.yaml before the agent is started and
-// hands it to Start as a new session; the next turn resumes it.
+// id, run hands a new id to Start as a new session and records it in
+// thread.yaml before the first message goes out; the next turn resumes it.
 func TestHostPicksTheSessionID(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "host/sid"
@@ -44,8 +44,8 @@ func TestHostPicksTheSessionID(t *testing.T) {
 		wrapStart(r, testHostAgent, func(next startFunc) startFunc {
 			return func(ctx context.Context, l agent.Launch) (agent.Session, error) {
 				launches = append(launches, l)
-				recorded = append(recorded, h.thread(alias).Agent.AgentSessionID)
-				return next(ctx, l)
+				sess, err := next(ctx, l)
+				return recordAtTurn{sess, func() { recorded = append(recorded, h.thread(alias).Agent.AgentSessionID) }}, err
 			}
 		})
 	}
@@ -57,11 +57,23 @@ func TestHostPicksTheSessionID(t *testing.T) {
 	}
 	first, second := launches[0], launches[1]
 	if first.SessionID == "" || first.Resume || recorded[0] != first.SessionID {
-		t.Fatalf("first launch session %q resume %v, thread.yaml had %q before the start", first.SessionID, first.Resume, recorded[0])
+		t.Fatalf("first launch session %q resume %v, thread.yaml had %q before the first message", first.SessionID, first.Resume, recorded[0])
 	}
 	if second.SessionID != first.SessionID || !second.Resume {
 		t.Fatalf("second launch session %q resume %v, want %q resumed", second.SessionID, second.Resume, first.SessionID)
 	}
+}
+
+// recordAtTurn is a session that calls at before each turn, when the
+// message is about to go out.
+type recordAtTurn struct {
+	agent.Session
+	at func()
+}
+
+func (s recordAtTurn) Turn(ctx context.Context, message string, h agent.Handler) (agent.TurnResult, error) {
+	s.at()
+	return s.Session.Turn(ctx, message, h)
 }
 
 // TestWorkFolderHoldsAnAgentHome: a work folder may not contain any
