@@ -294,8 +294,10 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 		if owner != userID {
 			return nil, refuse(CodeSessionOwnedByOther, "session %s is worked by user %s, not %s; use that user's key or another session", sec.Session.SessionID, owner, userID)
 		}
-		if attempt == 0 {
-			// Refresh last_seen_at at most once per run.
+		if attempt == 0 && !seenLately(obj.Value) {
+			// Refresh last_seen_at at most once per run, and only when it
+			// is older than workerSeenEvery: a run a minute would otherwise
+			// upload the worker object every minute.
 			if nv, err := setJSON(obj.Value, []string{"thread", "metadata", "instance", "last_seen_at"}, now()); err == nil {
 				_ = c.Upload(ctx, workerAlias, nv)
 			}
@@ -409,6 +411,33 @@ func DownloadJob(ctx context.Context, c blobhub.Client, alias string) (blobhub.O
 		return obj, nil, exitErr(CodeNotJob, "%q is not a job thread", alias)
 	}
 	return obj, env, nil
+}
+
+// workerSeenEvery is how stale the worker object's last_seen_at may get
+// before a run that acts refreshes it (one upload).
+const workerSeenEvery = 5 * time.Minute
+
+// seenLately reports whether the worker object's last_seen_at is less than
+// workerSeenEvery old (and not ahead of this clock by more than that).
+func seenLately(value json.RawMessage) bool {
+	var w struct {
+		Thread struct {
+			Metadata struct {
+				Instance struct {
+					LastSeenAt string `json:"last_seen_at"`
+				} `json:"instance"`
+			} `json:"metadata"`
+		} `json:"thread"`
+	}
+	if json.Unmarshal(value, &w) != nil {
+		return false
+	}
+	at, err := time.Parse(time.RFC3339Nano, w.Thread.Metadata.Instance.LastSeenAt)
+	if err != nil {
+		return false
+	}
+	age := time.Since(at)
+	return age < workerSeenEvery && age > -workerSeenEvery
 }
 
 // WorkerUserID is the user a session's worker object names as the one that
