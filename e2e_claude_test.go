@@ -420,7 +420,19 @@ func TestE2EClaudeStopWhileParked(t *testing.T) {
 //   - wall-ms: the activation's wall time.
 //   - bhw_pct: bhw-run's CPU as a percentage of the CLI's; thread_log_kb:
 //     what one such turn writes to thread.log (median).
+//
+// new_thread hands off a new thread per iteration (outside the timer), so
+// each turn is a first activation: the thread's folder and files are made,
+// pending becomes active, a new session starts. same_thread has a person
+// post to one thread per iteration, as the weeks of a long-lived thread
+// go: each turn resumes the session (its first turn, untimed, is the
+// hand-off's).
 func BenchmarkE2EClaudeTurnOverhead(b *testing.B) {
+	b.Run("new_thread", func(b *testing.B) { claudeTurnOverhead(b, false) })
+	b.Run("same_thread", func(b *testing.B) { claudeTurnOverhead(b, true) })
+}
+
+func claudeTurnOverhead(b *testing.B, sameThread bool) {
 	e := newClaudeE2E(b)
 	report := filepath.Join(e.root, "wrap.json")
 	e.agentConfig(claudeType).Executable = rusageWrapBin
@@ -429,12 +441,25 @@ func BenchmarkE2EClaudeTurnOverhead(b *testing.B) {
 	var bhwCPU, claudeCPU, wall time.Duration
 	var bhwRSS, claudeRSS int64
 	var logKB []float64
+	if sameThread {
+		e.model.Push(writeTool(e.path("first.txt"), "x"), claudetest.Text("done"))
+		e.handOff("bench/claude", claudeType, "autonomous", "write a file")
+		if r := e.runWrapped(b, "bench/claude", report); r.code != 0 {
+			b.Fatalf("first turn: exit %d\n%s", r.code, tail(r.stderr, 4000))
+		}
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		alias := fmt.Sprintf("bench/claude-%d", i)
 		e.model.Push(writeTool(e.path(fmt.Sprintf("b%d.txt", i)), "x"), claudetest.Text("done"))
-		e.handOff(alias, claudeType, "autonomous", "write a file")
+		if sameThread {
+			alias = "bench/claude"
+			e.post(alias, "write another file")
+		} else {
+			e.handOff(alias, claudeType, "autonomous", "write a file")
+		}
+		logBefore := threadLogKBOrZero(e.e2eEnv, alias)
 		b.StartTimer()
 		r := e.runWrapped(b, alias, report)
 		b.StopTimer()
@@ -446,7 +471,7 @@ func BenchmarkE2EClaudeTurnOverhead(b *testing.B) {
 		claudeCPU += r.agentCPU
 		bhwRSS = max(bhwRSS, r.bhwRSSKB)
 		claudeRSS = max(claudeRSS, r.agentRSSKB)
-		logKB = append(logKB, threadLogKB(b, e.e2eEnv, alias))
+		logKB = append(logKB, threadLogKB(b, e.e2eEnv, alias)-logBefore)
 		b.StartTimer()
 	}
 	b.StopTimer()

@@ -393,13 +393,18 @@ func TestE2ECodexHTTP500FailsTurn(t *testing.T) {
 // ns/op is the wall time of one whole activation (lock, BlobHub requests,
 // codex start, one model round trip with a command, a second for the
 // answer, items posted, codex stopped).
+//
+// new_thread hands off a new thread per iteration (a first activation, as
+// in BenchmarkE2EClaudeTurnOverhead); same_thread posts to one thread per
+// iteration, each turn resuming its Codex thread.
 func BenchmarkE2ECodexTurnOverhead(b *testing.B) {
 	for _, perm := range []string{"autonomous", "approval"} {
-		b.Run(perm, func(b *testing.B) { codexTurnOverhead(b, perm) })
+		b.Run(perm+"/new_thread", func(b *testing.B) { codexTurnOverhead(b, perm, false) })
+		b.Run(perm+"/same_thread", func(b *testing.B) { codexTurnOverhead(b, perm, true) })
 	}
 }
 
-func codexTurnOverhead(b *testing.B, permissions string) {
+func codexTurnOverhead(b *testing.B, permissions string, sameThread bool) {
 	e := newCodexE2E(b)
 	report := filepath.Join(e.root, "rusage.json")
 	e.Config.Policy.AllowAutonomous = true
@@ -408,12 +413,25 @@ func codexTurnOverhead(b *testing.B, permissions string) {
 	e.writeConfig()
 
 	var bhwCPU, bhwRSS, codexCPU, codexRSS, logKB []float64
+	if sameThread {
+		e.handOff("bench/t", codexType, permissions, "run it")
+		e.model.Push(codextest.Run("echo hi"), codextest.Say("ok"))
+		if r := e.runWrapped(b, "bench/t", report); r.code != 0 {
+			b.Fatalf("first turn: exit %d\n%s", r.code, r.stderr)
+		}
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		alias := fmt.Sprintf("bench/t%d", i)
-		e.handOff(alias, codexType, permissions, "run it")
+		if sameThread {
+			alias = "bench/t"
+			e.post(alias, "run it again")
+		} else {
+			e.handOff(alias, codexType, permissions, "run it")
+		}
 		e.model.Push(codextest.Run("echo hi"), codextest.Say("ok"))
+		logBefore := threadLogKBOrZero(e.e2eEnv, alias)
 		b.StartTimer()
 		r := e.runWrapped(b, alias, report)
 		b.StopTimer()
@@ -424,7 +442,7 @@ func codexTurnOverhead(b *testing.B, permissions string) {
 		codexCPU = append(codexCPU, ms(r.agentCPU))
 		bhwRSS = append(bhwRSS, float64(r.bhwRSSKB)/1024)
 		codexRSS = append(codexRSS, float64(r.agentRSSKB)/1024)
-		logKB = append(logKB, threadLogKB(b, e.e2eEnv, alias))
+		logKB = append(logKB, threadLogKB(b, e.e2eEnv, alias)-logBefore)
 		b.StartTimer()
 	}
 	b.StopTimer()
@@ -442,6 +460,15 @@ func threadLogKB(b *testing.B, e *e2eEnv, alias string) float64 {
 	st, err := os.Stat(filepath.Join(run.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
 	if err != nil {
 		b.Fatal(err)
+	}
+	return float64(st.Size()) / 1024
+}
+
+// threadLogKBOrZero is threadLogKB before the thread's first run: 0.
+func threadLogKBOrZero(e *e2eEnv, alias string) float64 {
+	st, err := os.Stat(filepath.Join(run.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
+	if err != nil {
+		return 0
 	}
 	return float64(st.Size()) / 1024
 }
