@@ -118,7 +118,7 @@ func TestJournalCompactedAfterEachRun(t *testing.T) {
 // counter; the ids go on from it either way.
 func TestJournalCompactedOnceItHasGrown(t *testing.T) {
 	defer func(v int64) { compactAtBytes = v }(compactAtBytes)
-	compactAtBytes = 16 << 10
+	compactAtBytes = compactThreshold
 	h := newHarness(t, false)
 	const alias = "grown/t"
 	h.handOff(alias, "approval", "start")

@@ -59,7 +59,9 @@ type journal struct {
 // reads of a compacted thread stays bounded by it (16 KiB decode in about
 // 0.1 ms), however long the thread has lived. A variable for the tests,
 // which compact after every run to exercise every compaction step.
-var compactAtBytes int64 = 16 << 10
+var compactAtBytes int64 = compactThreshold
+
+const compactThreshold = 16 << 10
 
 type postedInfo struct{ ItemID, CreatedAt string }
 
