@@ -56,8 +56,8 @@ type journal struct {
 // it. Every rewrite replaces the file (a new inode, a rename, the old file
 // freed): on a disk that is one of the dearest steps of a run, so it is done
 // once every few turns rather than after each one. What an idle run or ls
-// reads of a compacted thread stays bounded by it (16 KiB decode in about
-// 0.1 ms), however long the thread has lived. A variable for the tests,
+// reads of a thread's confirmed records stays under it (a fraction of a
+// millisecond to decode), however long the thread has lived. A variable for the tests,
 // which compact after every run to exercise every compaction step.
 var compactAtBytes int64 = compactThreshold
 
