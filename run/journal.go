@@ -52,16 +52,17 @@ type journal struct {
 	size    int64
 }
 
-// compactAtBytes is how long the journal grows before compaction rewrites
-// it. Every rewrite replaces the file (a new inode, a rename, the old file
-// freed): on a disk that is one of the dearest steps of a run, so it is done
-// once every few turns rather than after each one. What an idle run or ls
-// reads of a thread's confirmed records stays under it (a fraction of a
-// millisecond to decode), however long the thread has lived. A variable for the tests,
-// which compact after every run to exercise every compaction step.
-var compactAtBytes int64 = compactThreshold
-
+// compactThreshold is how long the journal grows before compaction
+// rewrites it. Every rewrite replaces the file (a new inode, a rename, the
+// old file freed): on a disk that is one of the dearest steps of a run, so
+// it is done once every few turns rather than after each one. What an idle
+// run or ls reads of a thread's confirmed records stays under it (a
+// fraction of a millisecond to decode), however long the thread has lived.
 const compactThreshold = 16 << 10
+
+// compactAtBytes is compactThreshold, a variable for the tests, which
+// compact after every run to exercise every compaction step.
+var compactAtBytes int64 = compactThreshold
 
 type postedInfo struct{ ItemID, CreatedAt string }
 
