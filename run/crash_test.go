@@ -248,6 +248,9 @@ const activationEnv = "BHW_TEST_ACTIVATION"
 type activationSpec struct {
 	State, Config, Store, Alias string
 	KillAt                      int // SIGKILL itself after this many journal writes
+	// KillAfterStart: SIGKILL itself as soon as the agent of this type has
+	// started, before run records it.
+	KillAfterStart string
 	// HWMFile, when set, receives the process's peak resident set (VmHWM
 	// of /proc/self/status, which exec resets, unlike the rusage of a
 	// child forked from a large parent) once the run is done.
@@ -288,6 +291,18 @@ func maybeRunActivation() {
 		MaxDuration: time.Minute, StallTimeout: time.Minute, Grace: time.Second,
 		Environ: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.State},
 	}
+	if s.KillAfterStart != "" {
+		wrapStart(r, s.KillAfterStart, func(next startFunc) startFunc {
+			return func(ctx context.Context, l agent.Launch) (agent.Session, error) {
+				sess, err := next(ctx, l)
+				if err == nil {
+					_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+					select {}
+				}
+				return sess, err
+			}
+		})
+	}
 	sum, _ := r.Run(context.Background(), s.Alias)
 	if s.HWMFile != "" {
 		if b, err := os.ReadFile("/proc/self/status"); err == nil {
@@ -305,11 +320,18 @@ func maybeRunActivation() {
 // killAt journal writes; killed is false when the run ended first.
 func (h *harness) runKilled(alias string, killAt int) (killed bool, exit int) {
 	h.t.Helper()
+	return h.runKilledAs(activationSpec{Alias: alias, KillAt: killAt})
+}
+
+// runKilledAs is runKilled for any kill the spec names.
+func (h *harness) runKilledAs(s activationSpec) (killed bool, exit int) {
+	h.t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	spec, _ := json.Marshal(activationSpec{State: h.state, Config: h.config, Store: h.srv.Dir(), Alias: alias, KillAt: killAt})
+	s.State, s.Config, s.Store = h.state, h.config, h.srv.Dir()
+	spec, _ := json.Marshal(s)
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), activationEnv+"="+string(spec))
 	err = cmd.Run()
@@ -497,3 +519,40 @@ func TestKill9Answered(t *testing.T) {
 }
 
 func hasError(th *envelope.Thread) bool { _, _, ok := th.Agent.Error.Get(); return ok }
+
+// TestKill9AfterStartNewHostSession: a run killed right after it started
+// the agent of a new session whose id the host picks, before that id and
+// the process are recorded, has sent the session nothing; the next run
+// stops no stranger, starts a session of its own and delivers the message
+// once, and the thread goes on from that session.
+func TestKill9AfterStartNewHostSession(t *testing.T) {
+	h := newHarness(t, true)
+	const alias = "kill/host"
+	h.srv.Put(alias, string(envelope.NewThread(h.work, testHostAgent, "approval", alias)))
+	h.srv.PersonPost(alias, "start")
+	h.play(agenttest.Turn(agenttest.Step{Text: "hi"}))
+	if killed, exit := h.runKilledAs(activationSpec{Alias: alias, KillAfterStart: testHostAgent}); !killed {
+		t.Fatalf("the run was not killed (exit %d)", exit)
+	}
+	if th := h.thread(alias); th.Agent.AgentSessionID != "" || th.Agent.Process != nil || th.Turn.State == envelope.TurnStateRunning {
+		t.Fatalf("after the kill: session %q process %v turn %q; want none recorded", th.Agent.AgentSessionID, th.Agent.Process, th.Turn.State)
+	}
+	var launches []agent.Launch
+	h.runner = func(r *Runner) {
+		wrapStart(r, testHostAgent, func(next startFunc) startFunc {
+			return func(ctx context.Context, l agent.Launch) (agent.Session, error) {
+				launches = append(launches, l)
+				return next(ctx, l)
+			}
+		})
+	}
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	h.noneTwice(alias)
+	if got := h.items(alias); count(got, "person") != 1 || count(got, "text") != 1 || count(got, "turn_end") != 1 {
+		t.Fatalf("items %v: want the message delivered once, one answer", got)
+	}
+	th := h.thread(alias)
+	if len(launches) != 1 || launches[0].Resume || th.Agent.AgentSessionID != launches[0].SessionID {
+		t.Fatalf("launches %+v, thread.yaml session %q: want one new session, recorded", launches, th.Agent.AgentSessionID)
+	}
+}
