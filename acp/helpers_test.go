@@ -113,23 +113,11 @@ func (g *realRig) start(t *testing.T, l agent.Launch) *Session {
 	return s
 }
 
-func closeNow(t testing.TB, s *Session) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.Close(ctx); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-}
+func closeNow(t testing.TB, s *Session) { agenttest.CloseWithin(t, s, 30*time.Second) }
 
 func runTurn(t *testing.T, s *Session, msg string, h agent.Handler) agent.TurnResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	res, err := s.Turn(ctx, msg, h)
-	if err != nil {
-		t.Fatalf("Turn: %v", err)
-	}
-	return res
+	return agenttest.RunTurn(t, s, msg, h, 3*time.Minute)
 }
 
 func toolMeta(it agent.Item) map[string]any {

@@ -115,13 +115,7 @@ func start(t *testing.T, l agent.Launch) *claude.Session {
 // turn runs one turn with a deadline.
 func turn(t *testing.T, s *claude.Session, msg string, h agent.Handler) agent.TurnResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := s.Turn(ctx, msg, h)
-	if err != nil {
-		t.Fatalf("Turn: %v", err)
-	}
-	return res
+	return agenttest.RunTurn(t, s, msg, h, 60*time.Second)
 }
 
 func closeSession(t *testing.T, s *claude.Session) {

@@ -98,13 +98,7 @@ func (r *rig) start(l agent.Launch) *Session {
 	return s
 }
 
-func closeNow(t testing.TB, s *Session) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := s.Close(ctx); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-}
+func closeNow(t testing.TB, s *Session) { agenttest.CloseWithin(t, s, 15*time.Second) }
 
 // dump writes the transcripts (host and agent lines; stderr dropped, it is
 // noise with ANSI colours) to testdata/codex when -record is set, or to the
@@ -163,13 +157,7 @@ func toolMeta(it agent.Item) map[string]any {
 
 func runTurn(t *testing.T, s *Session, msg string, h agent.Handler) agent.TurnResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := s.Turn(ctx, msg, h)
-	if err != nil {
-		t.Fatalf("Turn: %v", err)
-	}
-	return res
+	return agenttest.RunTurn(t, s, msg, h, 60*time.Second)
 }
 
 func asEnvelopeError(err error) *agent.Error {
