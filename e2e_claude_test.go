@@ -401,25 +401,8 @@ func TestE2EClaudeStopWhileParked(t *testing.T) {
 
 // BenchmarkE2EClaudeTurnOverhead runs, per iteration, one autonomous
 // one-tool turn (Write, then a final text) through the built bhw-run and
-// the real CLI. What it reports, and how it is measured:
-//   - claude-cpu-ms, claude-rss-MB: the CLI runs under the rusage wrapper
-//     (testdata/rusagewrap as agents.claude_code.executable), which reports the
-//     CLI's user+system time and peak RSS as its own wait4 sees them (the
-//     CLI and any descendant it reaped).
-//   - bhw-cpu-ms: bhw-run's user+system time from its ProcessState, minus
-//     everything the wrapper accounted for (the CLI and the wrapper itself):
-//     wait4 folds reaped children into a process's times, and rusage times
-//     add up, so the difference is bhw-run's own CPU. What the wrapper
-//     spends after its report (its exit, about 0.4 ms) cannot be measured
-//     and counts as bhw-run's.
-//   - bhw-rss-MB: bhw-run's VmHWM, sampled from /proc/<pid>/status every
-//     few milliseconds while it runs (the last sample wins). Its Rusage.Maxrss
-//     cannot be used: wait4 reports the maximum over the process and its
-//     reaped children, i.e. the CLI's. VmHWM is a high-water mark, so only
-//     growth in the last sampling interval before exit can be missed.
-//   - wall-ms: the activation's wall time.
-//   - bhw_pct: bhw-run's CPU as a percentage of the CLI's; thread_log_kb:
-//     what one such turn writes to thread.log (median).
+// the real CLI, and reports the medians overheadRuns says, the CLI's as
+// claude-cpu-ms/op and claude-rss-MB.
 //
 // new_thread hands off a new thread per iteration (outside the timer), so
 // each turn is a first activation: the thread's folder and files are made,
@@ -438,9 +421,7 @@ func claudeTurnOverhead(b *testing.B, sameThread bool) {
 	e.agentConfig(claudeType).Executable = rusageWrapBin
 	e.agentConfig(claudeType).Env[rusageWrapperEnv] = claudeBin(b) + "," + report
 	e.allowAutonomous()
-	var bhwCPU, claudeCPU, wall time.Duration
-	var bhwRSS, claudeRSS int64
-	var logKB []float64
+	var runs overheadRuns
 	if sameThread {
 		e.model.Push(writeTool(e.path("first.txt"), "x"), claudetest.Text("done"))
 		e.handOff("bench/claude", claudeType, "autonomous", "write a file")
@@ -459,30 +440,11 @@ func claudeTurnOverhead(b *testing.B, sameThread bool) {
 		} else {
 			e.handOff(alias, claudeType, "autonomous", "write a file")
 		}
-		logBefore := threadLogKBOrZero(e.e2eEnv, alias)
-		b.StartTimer()
-		r := e.runWrapped(b, alias, report)
-		b.StopTimer()
-		if s := parseSummary(b, r.stdout); r.code != 0 || s.Outcome != run.OutcomeTurnCompleted {
-			b.Fatalf("exit %d outcome %q\n%s", r.code, s.Outcome, tail(r.stderr, 4000))
-		}
-		wall += r.wall
-		bhwCPU += r.bhwCPU
-		claudeCPU += r.agentCPU
-		bhwRSS = max(bhwRSS, r.bhwRSSKB)
-		claudeRSS = max(claudeRSS, r.agentRSSKB)
-		logKB = append(logKB, threadLogKB(b, e.e2eEnv, alias)-logBefore)
+		runs.timed(b, e.e2eEnv, alias, report)
 		b.StartTimer()
 	}
 	b.StopTimer()
-	n := float64(b.N)
-	b.ReportMetric(medianOf(logKB), "thread_log_kb/op")
-	b.ReportMetric(100*float64(bhwCPU)/float64(claudeCPU), "bhw_pct")
-	b.ReportMetric(float64(bhwCPU.Microseconds())/1e3/n, "bhw-cpu-ms/op")
-	b.ReportMetric(float64(bhwRSS)/1024, "bhw-rss-MB")
-	b.ReportMetric(float64(claudeCPU.Microseconds())/1e3/n, "claude-cpu-ms/op")
-	b.ReportMetric(float64(claudeRSS)/1024, "claude-rss-MB")
-	b.ReportMetric(float64(wall.Microseconds())/1e3/n, "wall-ms/op")
+	runs.report(b, "claude")
 }
 
 // BenchmarkRelayItems relays one turn of 10,000 steps (text and tool steps

@@ -367,32 +367,15 @@ func TestE2ECodexHTTP500FailsTurn(t *testing.T) {
 }
 
 // BenchmarkE2ECodexTurnOverhead runs one turn with one command per
-// iteration (a new thread each time: the handoff is outside the timer) and
-// reports the medians of what bhw-run itself costs next to Codex, for an
-// autonomous thread and for an approval one (the command runs in Codex's
-// sandbox unasked; the run first checks that the sandbox works, once per
-// executable since the check is cached in the state tree).
-//
-// How the numbers are told apart, honestly:
-//   - wait4 on bhw-run returns RUSAGE_BOTH of it: its own CPU plus that of
-//     every descendant it waited for (the agent, and any orphan it reaped as
-//     a subreaper). So the agent runs behind a wrapper (testdata/rusagewrap,
-//     a small program of its own) that waits for codex and writes codex's
-//     CPU (codex plus the commands it waited for) and peak RSS, and its own
-//     CPU. bhw_cpu_ms = bhw-run's total − codex's − the wrapper's (its exit,
-//     about 0.4 ms after its report, cannot be measured: it counts as
-//     bhw-run's). A sandbox check is a codex bhw-run starts itself: it
-//     counts as bhw-run's.
-//   - Peak RSS of bhw-run cannot come from wait4 (its maxrss is the max over
-//     bhw-run and its children, i.e. codex's), so VmHWM of bhw-run is read
-//     from /proc/<pid>/status every 2 ms while it runs. VmHWM is a
-//     high-water mark: the last sample misses only growth in the final
-//     2 ms. codex_rss_mb is the wrapper's wait4 maxrss of codex.
-//   - bhw_pct is bhw_cpu_ms as a percentage of codex_cpu_ms (medians).
-//
-// ns/op is the wall time of one whole activation (lock, BlobHub requests,
-// codex start, one model round trip with a command, a second for the
-// answer, items posted, codex stopped).
+// iteration and reports the medians overheadRuns says of what bhw-run
+// itself costs next to Codex (codex-cpu-ms/op, codex-rss-MB: codex and the
+// commands it waited for), for an autonomous thread and for an approval
+// one (the command runs in Codex's sandbox unasked; the run first checks
+// that the sandbox works, once per executable since the check is cached in
+// the state tree, and that check, a codex bhw-run starts itself, counts as
+// bhw-run's). The wall time is one whole activation: lock, BlobHub
+// requests, codex start, one model round trip with a command, a second for
+// the answer, items posted, codex stopped.
 //
 // new_thread hands off a new thread per iteration (a first activation, as
 // in BenchmarkE2EClaudeTurnOverhead); same_thread posts to one thread per
@@ -412,7 +395,7 @@ func codexTurnOverhead(b *testing.B, permissions string, sameThread bool) {
 	e.agentConfig(codexType).Env[rusageWrapperEnv] = codexBin(b) + "," + report
 	e.writeConfig()
 
-	var bhwCPU, bhwRSS, codexCPU, codexRSS, logKB []float64
+	var runs overheadRuns
 	if sameThread {
 		e.handOff("bench/t", codexType, permissions, "run it")
 		e.model.Push(codextest.Run("echo hi"), codextest.Say("ok"))
@@ -431,46 +414,11 @@ func codexTurnOverhead(b *testing.B, permissions string, sameThread bool) {
 			e.handOff(alias, codexType, permissions, "run it")
 		}
 		e.model.Push(codextest.Run("echo hi"), codextest.Say("ok"))
-		logBefore := threadLogKBOrZero(e.e2eEnv, alias)
-		b.StartTimer()
-		r := e.runWrapped(b, alias, report)
-		b.StopTimer()
-		if s := parseSummary(b, r.stdout); r.code != 0 || s.Outcome != run.OutcomeTurnCompleted {
-			b.Fatalf("exit %d outcome %q\n%s%s", r.code, s.Outcome, r.stdout, r.stderr)
-		}
-		bhwCPU = append(bhwCPU, ms(r.bhwCPU))
-		codexCPU = append(codexCPU, ms(r.agentCPU))
-		bhwRSS = append(bhwRSS, float64(r.bhwRSSKB)/1024)
-		codexRSS = append(codexRSS, float64(r.agentRSSKB)/1024)
-		logKB = append(logKB, threadLogKB(b, e.e2eEnv, alias)-logBefore)
+		runs.timed(b, e.e2eEnv, alias, report)
 		b.StartTimer()
 	}
 	b.StopTimer()
-	b.ReportMetric(medianOf(logKB), "thread_log_kb/op")
-	b.ReportMetric(medianOf(bhwCPU), "bhw_cpu_ms/op")
-	b.ReportMetric(medianOf(bhwRSS), "bhw_rss_mb")
-	b.ReportMetric(medianOf(codexCPU), "codex_cpu_ms/op")
-	b.ReportMetric(medianOf(codexRSS), "codex_rss_mb")
-	b.ReportMetric(100*medianOf(bhwCPU)/medianOf(codexCPU), "bhw_pct")
-}
-
-// threadLogKB is the size of alias's thread.log: what its runs wrote.
-func threadLogKB(b *testing.B, e *e2eEnv, alias string) float64 {
-	b.Helper()
-	st, err := os.Stat(filepath.Join(run.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return float64(st.Size()) / 1024
-}
-
-// threadLogKBOrZero is threadLogKB before the thread's first run: 0.
-func threadLogKBOrZero(e *e2eEnv, alias string) float64 {
-	st, err := os.Stat(filepath.Join(run.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
-	if err != nil {
-		return 0
-	}
-	return float64(st.Size()) / 1024
+	runs.report(b, "codex")
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

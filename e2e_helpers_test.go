@@ -650,6 +650,78 @@ func (e *e2eEnv) runWrapped(tb testing.TB, alias, report string) wrappedRun {
 	return r
 }
 
+// overheadRuns are the timed activations of an overhead benchmark
+// (BenchmarkE2EClaudeTurnOverhead, BenchmarkE2ECodexTurnOverhead,
+// BenchmarkE2EACPTurnOverhead), the agent behind the rusage wrapper
+// (testdata/rusagewrap as agents.<type>.executable). What they report, as
+// medians, and how it is measured:
+//   - <agent>-cpu-ms/op, <agent>-rss-MB: the wrapper reports the CLI's
+//     user+system time and peak RSS as its own wait4 sees them (the CLI and
+//     any descendant it reaped).
+//   - bhw-cpu-ms/op: bhw-run's user+system time from its ProcessState,
+//     minus everything the wrapper accounted for (the CLI and the wrapper
+//     itself): wait4 folds reaped children into a process's times, and
+//     rusage times add up, so the difference is bhw-run's own CPU (with any
+//     process it starts itself, such as Codex's sandbox check). What the
+//     wrapper spends after its report (its exit, about 0.4 ms) cannot be
+//     measured and counts as bhw-run's.
+//   - bhw-rss-MB: bhw-run's VmHWM, sampled from /proc/<pid>/status every
+//     2 ms while it runs. Its Rusage.Maxrss cannot be used: wait4 reports
+//     the maximum over the process and its reaped children, i.e. the
+//     CLI's. VmHWM is a high-water mark, so only growth in the last
+//     sampling interval before exit can be missed.
+//   - wall-ms/op: the activation's wall time.
+//   - bhw_pct: bhw-run's median CPU as a percentage of the CLI's.
+//   - thread_log_kb/op: what the activation wrote to thread.log.
+type overheadRuns struct {
+	wall, bhwCPU, agentCPU, bhwRSS, agentRSS, logKB []float64
+}
+
+// timed runs `bhw-run --json alias` once under b's timer (stopped on entry
+// and on return), fails b unless the turn completed, and records the run
+// and what it wrote to thread.log.
+func (o *overheadRuns) timed(b *testing.B, e *e2eEnv, alias, report string) wrappedRun {
+	b.Helper()
+	before, _ := threadLogKB(e, alias) // none before the thread's first run
+	b.StartTimer()
+	r := e.runWrapped(b, alias, report)
+	b.StopTimer()
+	if s := parseSummary(b, r.stdout); r.code != 0 || s.Outcome != run.OutcomeTurnCompleted {
+		b.Fatalf("exit %d outcome %q\n%s%s", r.code, s.Outcome, r.stdout, tail(r.stderr, 4000))
+	}
+	after, err := threadLogKB(e, alias)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.wall = append(o.wall, ms(r.wall))
+	o.bhwCPU = append(o.bhwCPU, ms(r.bhwCPU))
+	o.agentCPU = append(o.agentCPU, ms(r.agentCPU))
+	o.bhwRSS = append(o.bhwRSS, float64(r.bhwRSSKB)/1024)
+	o.agentRSS = append(o.agentRSS, float64(r.agentRSSKB)/1024)
+	o.logKB = append(o.logKB, after-before)
+	return r
+}
+
+// report reports the medians of the runs, the agent's under its name.
+func (o *overheadRuns) report(b *testing.B, agent string) {
+	b.ReportMetric(medianOf(o.wall), "wall-ms/op")
+	b.ReportMetric(medianOf(o.bhwCPU), "bhw-cpu-ms/op")
+	b.ReportMetric(medianOf(o.agentCPU), agent+"-cpu-ms/op")
+	b.ReportMetric(medianOf(o.bhwRSS), "bhw-rss-MB")
+	b.ReportMetric(medianOf(o.agentRSS), agent+"-rss-MB")
+	b.ReportMetric(medianOf(o.logKB), "thread_log_kb/op")
+	b.ReportMetric(100*medianOf(o.bhwCPU)/medianOf(o.agentCPU), "bhw_pct")
+}
+
+// threadLogKB is the size of alias's thread.log: what its runs wrote.
+func threadLogKB(e *e2eEnv, alias string) (float64, error) {
+	st, err := os.Stat(filepath.Join(run.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
+	if err != nil {
+		return 0, err
+	}
+	return float64(st.Size()) / 1024, nil
+}
+
 // statusTokens are the tokens of the thread's status items, in order.
 func (e *e2eEnv) statusTokens(alias string) []string {
 	var out []string
