@@ -82,6 +82,16 @@ func main() {
 	// bhw-run's memory, nor ptrace it. The agents bhw-run starts are
 	// dumpable again (execve resets it). Root's readers are not held back.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// One P. bhw-run waits on its agent and on BlobHub nearly all the time,
+	// and with a P per core every burst of work (an agent's line, a
+	// request, its answer) is handed between threads that wake each other:
+	// one P saves about a sixth of a turn's CPU on two cores
+	// (BenchmarkE2ECodexTurnOverhead, BenchmarkE2EClaudeTurnOverhead), and
+	// nothing bhw-run does is parallel work. GOMAXPROCS in the environment
+	// still wins.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	code := Main(os.Args, os.Stdout, os.Stderr)
 	stopProfile()
 	os.Exit(code)
