@@ -237,18 +237,24 @@ type PublishedArtifact struct {
 
 // LoadThread reads thread.yaml; a missing file is an empty record (nil, nil).
 func LoadThread(path string) (*Thread, error) {
+	t, _, err := ReadThread(path)
+	return t, err
+}
+
+// ReadThread is LoadThread that also returns the bytes it decoded.
+func ReadThread(path string) (*Thread, []byte, error) {
 	b, err := ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var t Thread
 	if err := DecodeYAML(b, &t, false); err != nil {
-		return nil, fmt.Errorf("%s %w; fix or move it aside", path, err)
+		return nil, nil, fmt.Errorf("%s %w; fix or move it aside", path, err)
 	}
-	return &t, nil
+	return &t, b, nil
 }
 
 // WriteFileAtomic writes b to path through a temp file in the same folder:

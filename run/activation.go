@@ -79,7 +79,7 @@ type activation struct {
 // load reads thread.yaml, the journal and identity.yaml.
 func (a *activation) load() error {
 	path := filepath.Join(a.dir, "thread.yaml")
-	t, err := envelope.LoadThread(path)
+	t, raw, err := envelope.ReadThread(path)
 	if err != nil {
 		return exitErr(CodeStateTreeInvalid, "%v", err)
 	}
@@ -87,9 +87,13 @@ func (a *activation) load() error {
 		t = &envelope.Thread{Alias: a.alias}
 	} else if t.Alias != a.alias {
 		return exitErr(CodeStateTreeInvalid, "%s records alias %q, not %q (a case-insensitive file system?); refusing to mix two threads", path, t.Alias, a.alias)
-	} else {
-		a.saved, _ = yaml.Marshal(t)
 	}
+	// What the disk holds, so a save that would write the same bytes is
+	// skipped (an idle run writes nothing). The file's own bytes, not t
+	// encoded again: a thread.yaml bhw-run wrote is its encoding byte for
+	// byte, and one written otherwise (by an older version, by hand) is
+	// rewritten once, by the run's first save.
+	a.saved = raw
 	if t.EmissionNonce == "" {
 		t.EmissionNonce = randomHex(8)
 	}

@@ -59,6 +59,50 @@ func (h *harness) talk(alias string, n int) {
 	want(h.t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 }
 
+// TestIdleRunLeavesThreadYAML: an idle run writes no thread.yaml (it
+// compares what it would write with the file's own bytes), and a
+// thread.yaml that is not bhw-run's encoding byte for byte (edited by
+// hand, here a comment) is rewritten once, by the next run, and left alone
+// by the runs after it.
+func TestIdleRunLeavesThreadYAML(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "idle/yaml"
+	h.handOff(alias, "approval", "start")
+	h.play(oneTurn())
+	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	path := filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml")
+	stat := func() os.FileInfo {
+		t.Helper()
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	same := func(a, b os.FileInfo) bool { return os.SameFile(a, b) && a.ModTime() == b.ModTime() }
+	before := stat()
+	want(t, h.run(alias), OutcomeIdle, ExitOK)
+	if !same(before, stat()) {
+		t.Fatal("the idle run rewrote thread.yaml")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append([]byte("# edited by hand\n"), b...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want(t, h.run(alias), OutcomeIdle, ExitOK)
+	if got, err := os.ReadFile(path); err != nil || string(got) != string(b) {
+		t.Fatalf("the run after the edit left thread.yaml as\n%s\nwant bhw-run's encoding\n%s", got, b)
+	}
+	before = stat()
+	want(t, h.run(alias), OutcomeIdle, ExitOK)
+	if !same(before, stat()) {
+		t.Fatal("the idle run after the rewrite rewrote thread.yaml again")
+	}
+}
+
 // TestJournalCompactedAfterEachRun: a run that leaves nothing open ends
 // with the journal cut down to the record of its highest counter, an idle
 // run reads it without rewriting it, and the next turn's emission ids go
