@@ -33,7 +33,7 @@ type activation struct {
 	// watchdog and the signal handler look on.
 	mu      sync.Mutex
 	t       *envelope.Thread
-	saved   []byte // thread.yaml as last written, to skip idle writes
+	saved   []byte // thread.yaml as last read or written, to skip idle writes
 	j       *journal
 	env     *envelope.Envelope
 	userID  string
