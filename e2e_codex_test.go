@@ -382,12 +382,22 @@ func TestE2ECodexHTTP500FailsTurn(t *testing.T) {
 // iteration, each turn resuming its Codex thread.
 func BenchmarkE2ECodexTurnOverhead(b *testing.B) {
 	for _, perm := range []string{"autonomous", "approval"} {
-		b.Run(perm+"/new_thread", func(b *testing.B) { codexTurnOverhead(b, perm, false) })
-		b.Run(perm+"/same_thread", func(b *testing.B) { codexTurnOverhead(b, perm, true) })
+		b.Run(perm+"/new_thread", func(b *testing.B) { codexTurnOverhead(b, perm, false, 1) })
+		b.Run(perm+"/same_thread", func(b *testing.B) { codexTurnOverhead(b, perm, true, 1) })
 	}
+	// The same turn with its closing message streamed as a model streams
+	// tokens: 200 deltas, one notification each for bhw-run to read.
+	b.Run("autonomous/new_thread_streamed", func(b *testing.B) { codexTurnOverhead(b, "autonomous", false, streamedDeltas) })
 }
 
-func codexTurnOverhead(b *testing.B, permissions string, sameThread bool) {
+// streamedDeltas is how many deltas the streamed variant's closing message
+// comes in: about the tokens of a short summary.
+const streamedDeltas = 200
+
+// streamedText is the streamed variant's closing message, ~1,200 bytes.
+var streamedText = strings.Repeat("The command printed hi, as expected. ", 32)
+
+func codexTurnOverhead(b *testing.B, permissions string, sameThread bool, deltas int) {
 	e := newCodexE2E(b)
 	report := filepath.Join(e.root, "rusage.json")
 	e.Config.Policy.AllowAutonomous = true
@@ -413,7 +423,11 @@ func codexTurnOverhead(b *testing.B, permissions string, sameThread bool) {
 		} else {
 			e.handOff(alias, codexType, permissions, "run it")
 		}
-		e.model.Push(codextest.Run("echo hi"), codextest.Say("ok"))
+		if deltas > 1 {
+			e.model.Push(codextest.Run("echo hi"), codextest.SayStreamed(streamedText, deltas))
+		} else {
+			e.model.Push(codextest.Run("echo hi"), codextest.Say("ok"))
+		}
 		runs.timed(b, e.e2eEnv, alias, report)
 		b.StartTimer()
 	}

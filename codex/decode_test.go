@@ -300,3 +300,56 @@ func TestReplayFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestDeltasSkippedUndecoded: readLoop skips the delta notifications
+// without decoding them (isDelta) — and nothing else: not a request that
+// happens to be named like one, not a line written another way. Over the
+// recorded transcripts every line isDelta takes is a notification, and
+// every agentMessage delta is taken.
+func TestDeltasSkippedUndecoded(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want bool
+	}{
+		{`{"method":"item/agentMessage/delta","params":{"delta":"hi"}}`, true},
+		{`{"method":"item/commandExecution/outputDelta","params":{"delta":"aGk="}}`, true},
+		{`{"method":"item/reasoning/summaryTextDelta","params":{}}`, true},
+		{`{"method":"item/agentMessage/delta","id":7,"params":{}}`, false}, // a request: answered as any
+		{`{"id":7,"method":"item/agentMessage/delta","params":{}}`, false},
+		{`{ "method":"item/agentMessage/delta","params":{}}`, false}, // written otherwise: decoded
+		{`{"method":"item/completed","params":{}}`, false},
+		{`{"method":"item/agentMessage/deltas","params":{}}`, false},
+		{`{"method":"item/agentMessage/delta"`, false},
+		{``, false},
+	} {
+		if got := isDelta([]byte(c.line)); got != c.want {
+			t.Errorf("isDelta(%s) = %v, want %v", c.line, got, c.want)
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(agenttest.ModuleRoot(t), "testdata/codex", "*.log"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no transcripts (%v)", err)
+	}
+	deltas := 0
+	for _, f := range files {
+		for _, line := range transcriptLines(t, filepath.Base(f)) {
+			m, err := jsonrpc.Decode(line)
+			if err != nil {
+				continue
+			}
+			skipped := isDelta(line)
+			if skipped && m.Kind != jsonrpc.Notification {
+				t.Errorf("%s: isDelta took a %v: %s", filepath.Base(f), m.Kind, line)
+			}
+			if m.Kind == jsonrpc.Notification && m.Method == "item/agentMessage/delta" {
+				deltas++
+				if !skipped {
+					t.Errorf("%s: a delta not taken: %s", filepath.Base(f), line)
+				}
+			}
+		}
+	}
+	if deltas == 0 {
+		t.Fatal("the transcripts hold no agentMessage delta to check against")
+	}
+}

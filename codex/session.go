@@ -11,6 +11,7 @@
 package codex
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -125,7 +126,7 @@ func (s *Session) conn(write func([]byte) error) *jsonrpc.Conn {
 }
 
 // readLoop feeds stdout to the connection until EOF, then closes it with
-// how the process ended.
+// how the process ended. Deltas are skipped undecoded (isDelta).
 func (s *Session) readLoop() {
 	for line := range s.p.Lines() {
 		if line.Over > 0 {
@@ -133,9 +134,38 @@ func (s *Session) readLoop() {
 			s.rpc.ReceiveTooLong(line.Data)
 			continue
 		}
+		if isDelta(line.Data) {
+			continue
+		}
 		s.rpc.Receive(line.Data)
 	}
 	s.rpc.Close(fmt.Errorf("codex app-server exited (%s)", s.p.ExitStatus(time.Second)))
+}
+
+// isDelta reports whether line is one of the notifications Codex streams an
+// item's text or output in, piece by piece: a model's tokens, a command's
+// output, hundreds in a turn. The item/completed after them carries the
+// whole, and thread.log already has each line, so nothing reads them: they
+// are skipped without decoding. Codex writes a notification as
+// {"method":…,"params":…} and a request with its "id" between the two, so
+// only that exact start counts; anything else is decoded as usual. The
+// methods are those of codex 0.171.0 (the strings of its binary).
+func isDelta(line []byte) bool {
+	rest, ok := bytes.CutPrefix(line, []byte(`{"method":"`))
+	if !ok {
+		return false
+	}
+	i := bytes.IndexByte(rest, '"')
+	if i < 0 || !bytes.HasPrefix(rest[i:], []byte(`","params":`)) {
+		return false
+	}
+	switch string(rest[:i]) {
+	case "item/agentMessage/delta", "item/reasoning/summaryTextDelta", "item/reasoning/textDelta",
+		"item/commandExecution/outputDelta", "item/fileChange/outputDelta", "item/plan/delta",
+		"item/transcript/delta":
+		return true
+	}
+	return false
 }
 
 // open runs the handshake and thread/start or thread/resume.

@@ -109,6 +109,10 @@ type Reply struct {
 	Exec      *Exec  // an exec_command function call
 	Patch     string // an apply_patch custom tool call (the whole "*** Begin Patch" text)
 	CallID    string // optional call id; the server picks "call_N" otherwise
+
+	// Deltas streams Text as this many output_text deltas, as a real model
+	// streams its tokens (0 or 1: one delta).
+	Deltas int
 }
 
 // Exec is an exec_command call.
@@ -124,6 +128,26 @@ type Step func(Request) Reply
 
 // Say answers with an assistant message.
 func Say(text string) Step { return func(Request) Reply { return Reply{Text: text} } }
+
+// SayStreamed answers with an assistant message in n deltas.
+func SayStreamed(text string, n int) Step {
+	return func(Request) Reply { return Reply{Text: text, Deltas: n} }
+}
+
+// splitText cuts s into n pieces of about the same length, on rune
+// boundaries (fewer when s has fewer runes; s itself when n < 2).
+func splitText(s string, n int) []string {
+	r := []rune(s)
+	if n < 2 || len(r) < 2 {
+		return []string{s}
+	}
+	n = min(n, len(r))
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, string(r[i*len(r)/n:(i+1)*len(r)/n]))
+	}
+	return out
+}
 
 // Run answers with an exec_command call of cmd inside the sandbox.
 func Run(cmd string) Step { return func(Request) Reply { return Reply{Exec: &Exec{Cmd: cmd}} } }
@@ -376,7 +400,9 @@ func (m *ModelServer) stream(w http.ResponseWriter, n int, rep Reply) {
 		send("response.output_item.added", map[string]any{"output_index": 0, "item": map[string]any{
 			"type": "message", "id": msgID, "role": "assistant", "status": "in_progress", "content": []any{},
 		}})
-		send("response.output_text.delta", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0, "delta": rep.Text})
+		for _, d := range splitText(rep.Text, rep.Deltas) {
+			send("response.output_text.delta", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0, "delta": d})
+		}
 		send("response.output_item.done", map[string]any{"output_index": 0, "item": map[string]any{
 			"type": "message", "id": msgID, "role": "assistant", "status": "completed",
 			"content": []any{map[string]any{"type": "output_text", "text": rep.Text, "annotations": []any{}}},
