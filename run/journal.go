@@ -264,14 +264,20 @@ func (j *journal) drop(id string) error {
 func (j *journal) pending() []*emission { return append([]*emission(nil), j.open...) }
 
 func (j *journal) write(rec journalRecord) error {
-	if e := rec.Emission; e != nil && e.Kind != kindArtifact {
-		// In place: the caller posts this emission. An artifact intent is
-		// bhw-run's own record of a path to upload, never posted.
-		e.Item = j.secrets.Item(e.Item)
-	}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
+	}
+	if e := rec.Emission; e != nil && e.Kind != kindArtifact && j.secrets.In(b) {
+		// Redacted in place: the caller posts this emission. The record's
+		// encoding holds the item's text and metadata as Secrets.Item
+		// encodes them, so an item with no secret in it is encoded once.
+		// An artifact intent is bhw-run's own record of a path to upload,
+		// never posted.
+		e.Item = j.secrets.Item(e.Item)
+		if b, err = json.Marshal(rec); err != nil {
+			return err
+		}
 	}
 	if testHookStateWrite != nil {
 		err = testHookStateWrite(j.path)

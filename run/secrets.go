@@ -81,6 +81,16 @@ func (s *Secrets) Redact(b []byte) []byte {
 	return b
 }
 
+// In reports whether b holds a secret.
+func (s *Secrets) In(b []byte) bool {
+	for _, v := range s.list() {
+		if bytes.Contains(b, []byte(v)) {
+			return true
+		}
+	}
+	return false
+}
+
 // String is Redact for a string.
 func (s *Secrets) String(str string) string {
 	for _, v := range s.list() {
