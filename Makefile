@@ -67,7 +67,12 @@ export CGO_ENABLED := 0
 # page): the generator's markdown parser initialises itself in every process,
 # about half a millisecond of CPU on each run a cron tick makes. Exported so
 # every go command here, and the one the tests run to build bhw-run, agree.
-export GOFLAGS := -tags=urfave_cli_no_docs
+# A GOFLAGS in the environment is kept, its -tags joined with this one, so
+#   GOFLAGS='-tags=cpuprofile -ldflags=-X=main.cpuProfileDir=/tmp/prof' make bench
+# profiles every bhw-run the benchmarks start (cpuprofile.go).
+comma    := ,
+env_tags := $(patsubst -tags=%,%,$(filter -tags=%,$(GOFLAGS)))
+export GOFLAGS := $(strip $(filter-out -tags=%,$(GOFLAGS)) -tags=$(if $(env_tags),$(env_tags)$(comma))urfave_cli_no_docs)
 
 # The version `bhw-run version` prints: the nearest tag, the commit, and
 # -dirty for local changes. Outside a git checkout it is empty and the

@@ -57,7 +57,7 @@ func buildAndRun(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	bhwBin = filepath.Join(dir, "bhw-run")
 	// Built as `make build` builds it: static, no cgo, no urfave/cli docs.
-	build := exec.Command("go", "build", "-tags", "urfave_cli_no_docs", "-o", bhwBin, ".")
+	build := exec.Command("go", "build", "-tags", buildTags(), "-o", bhwBin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := build.CombinedOutput()
 	if err != nil {
@@ -72,6 +72,19 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// buildTags are the tags bhw-run is built with: urfave_cli_no_docs, after
+// those a -tags in GOFLAGS names (the cpuprofile build of cpuprofile.go),
+// which a -tags of the command line would otherwise replace.
+func buildTags() string {
+	tags := "urfave_cli_no_docs"
+	for _, f := range strings.Fields(os.Getenv("GOFLAGS")) {
+		if v, ok := strings.CutPrefix(f, "-tags="); ok && v != "" {
+			tags = v + "," + tags
+		}
+	}
+	return tags
 }
 
 // realCLI is a pinned agent CLI: $envVar, or rel under the module root

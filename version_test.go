@@ -123,7 +123,7 @@ func TestBuildLeavesOutTheDocsGenerator(t *testing.T) {
 	if err != nil {
 		t.Fatalf("make -p -n build: %v\n%s", err, out)
 	}
-	if !regexp.MustCompile(`(?m)^GOFLAGS := .*-tags=urfave_cli_no_docs`).Match(out) {
+	if !regexp.MustCompile(`(?m)^GOFLAGS := .*-tags=(\S*,)?urfave_cli_no_docs\b`).Match(out) {
 		t.Error("the Makefile does not export GOFLAGS with -tags=urfave_cli_no_docs")
 	}
 }
