@@ -85,7 +85,7 @@ func main() {
 	// One P. bhw-run waits on its agent and on BlobHub nearly all the time,
 	// and with a P per core every burst of work (an agent's line, a
 	// request, its answer) is handed between threads that wake each other:
-	// one P saves about a sixth of a turn's CPU on two cores
+	// one P saves 12-17 % of a turn's CPU on two cores
 	// (BenchmarkE2ECodexTurnOverhead, BenchmarkE2EClaudeTurnOverhead), and
 	// nothing bhw-run does is parallel work. GOMAXPROCS in the environment
 	// still wins.
