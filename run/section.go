@@ -420,6 +420,17 @@ const workerSeenEvery = 5 * time.Minute
 // seenLately reports whether the worker object's last_seen_at is less than
 // workerSeenEvery old (and not ahead of this clock by more than that).
 func seenLately(value json.RawMessage) bool {
+	at, err := time.Parse(time.RFC3339Nano, lastSeenAt(value))
+	if err != nil {
+		return false
+	}
+	age := time.Since(at)
+	return age < workerSeenEvery && age > -workerSeenEvery
+}
+
+// lastSeenAt is the worker object's thread.metadata.instance.last_seen_at
+// ("" when it has none).
+func lastSeenAt(value json.RawMessage) string {
 	var w struct {
 		Thread struct {
 			Metadata struct {
@@ -429,15 +440,8 @@ func seenLately(value json.RawMessage) bool {
 			} `json:"metadata"`
 		} `json:"thread"`
 	}
-	if json.Unmarshal(value, &w) != nil {
-		return false
-	}
-	at, err := time.Parse(time.RFC3339Nano, w.Thread.Metadata.Instance.LastSeenAt)
-	if err != nil {
-		return false
-	}
-	age := time.Since(at)
-	return age < workerSeenEvery && age > -workerSeenEvery
+	_ = json.Unmarshal(value, &w)
+	return w.Thread.Metadata.Instance.LastSeenAt
 }
 
 // WorkerUserID is the user a session's worker object names as the one that

@@ -1,7 +1,6 @@
 package run
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -23,17 +22,10 @@ func TestWorkerLastSeenRefreshedWhenStale(t *testing.T) {
 		if !ok {
 			t.Fatal("no worker object")
 		}
-		var w struct {
-			Thread struct {
-				Metadata struct {
-					Instance map[string]any `json:"instance"`
-				} `json:"metadata"`
-			} `json:"thread"`
+		s := lastSeenAt(obj.Value)
+		if s == "" {
+			t.Fatalf("the worker object has no last_seen_at: %s", obj.Value)
 		}
-		if err := json.Unmarshal(obj.Value, &w); err != nil {
-			t.Fatal(err)
-		}
-		s, _ := w.Thread.Metadata.Instance["last_seen_at"].(string)
 		return s
 	}
 	fresh := lastSeen()
