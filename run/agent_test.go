@@ -35,8 +35,7 @@ func TestAgentEnvAllowlist(t *testing.T) {
 func TestHostPicksTheSessionID(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "host/sid"
-	h.srv.Put(alias, string(envelope.NewThread(h.work, testHostAgent, "approval", alias)))
-	h.srv.PersonPost(alias, "start")
+	h.handOffTo(alias, testHostAgent, "approval", "start")
 	h.play(agenttest.Turn(agenttest.Step{Text: "hi"}))
 	var launches []agent.Launch
 	var recorded []string

@@ -51,6 +51,24 @@ func (h *harness) idsOnce(aliases ...string) {
 }
 
 // talk has a person post and the test agent answer with one text: one
+// stat is path's file info, failing the test when there is none.
+func (h *harness) stat(path string) os.FileInfo {
+	h.t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return st
+}
+
+// rewritten reports whether path is no longer the file before describes:
+// another inode (replaced) or another modification time (written).
+func (h *harness) rewritten(path string, before os.FileInfo) bool {
+	h.t.Helper()
+	st := h.stat(path)
+	return !os.SameFile(before, st) || st.ModTime() != before.ModTime()
+}
+
 // completed turn.
 func (h *harness) talk(alias string, n int) {
 	h.t.Helper()
@@ -71,18 +89,9 @@ func TestIdleRunLeavesThreadYAML(t *testing.T) {
 	h.play(oneTurn())
 	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 	path := filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml")
-	stat := func() os.FileInfo {
-		t.Helper()
-		st, err := os.Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
-	same := func(a, b os.FileInfo) bool { return os.SameFile(a, b) && a.ModTime() == b.ModTime() }
-	before := stat()
+	before := h.stat(path)
 	want(t, h.run(alias), OutcomeIdle, ExitOK)
-	if !same(before, stat()) {
+	if h.rewritten(path, before) {
 		t.Fatal("the idle run rewrote thread.yaml")
 	}
 	b, err := os.ReadFile(path)
@@ -96,9 +105,9 @@ func TestIdleRunLeavesThreadYAML(t *testing.T) {
 	if got, err := os.ReadFile(path); err != nil || string(got) != string(b) {
 		t.Fatalf("the run after the edit left thread.yaml as\n%s\nwant bhw-run's encoding\n%s", got, b)
 	}
-	before = stat()
+	before = h.stat(path)
 	want(t, h.run(alias), OutcomeIdle, ExitOK)
-	if !same(before, stat()) {
+	if h.rewritten(path, before) {
 		t.Fatal("the idle run after the rewrite rewrote thread.yaml again")
 	}
 }
@@ -117,16 +126,13 @@ func TestJournalCompactedAfterEachRun(t *testing.T) {
 	if n := h.journalRecords(alias); n != 2 {
 		t.Fatalf("the journal holds %d records after a completed turn, want 2 (the counter)", n)
 	}
-	st, err := os.Stat(h.journalPath(alias))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := h.stat(h.journalPath(alias))
 	h.srv.ResetCounts()
 	want(t, h.run(alias), OutcomeIdle, ExitOK)
 	if n, cmds := h.srv.Requests(); n != 2 {
 		t.Fatalf("the idle run made %d requests %v, want 2", n, cmds)
 	}
-	if st2, err := os.Stat(h.journalPath(alias)); err != nil || !os.SameFile(st, st2) || st2.ModTime() != st.ModTime() {
+	if h.rewritten(h.journalPath(alias), st) {
 		t.Fatal("the idle run rewrote the compacted journal")
 	}
 	for i := range 3 {

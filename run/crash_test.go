@@ -528,8 +528,7 @@ func hasError(th *envelope.Thread) bool { _, _, ok := th.Agent.Error.Get(); retu
 func TestKill9AfterStartNewHostSession(t *testing.T) {
 	h := newHarness(t, true)
 	const alias = "kill/host"
-	h.srv.Put(alias, string(envelope.NewThread(h.work, testHostAgent, "approval", alias)))
-	h.srv.PersonPost(alias, "start")
+	h.handOffTo(alias, testHostAgent, "approval", "start")
 	h.play(agenttest.Turn(agenttest.Step{Text: "hi"}))
 	if killed, exit := h.runKilledAs(activationSpec{Alias: alias, KillAfterStart: testHostAgent}); !killed {
 		t.Fatalf("the run was not killed (exit %d)", exit)

@@ -123,7 +123,13 @@ func (h *harness) run(alias string) *Summary {
 // handOff creates a pending thread with a first message, as a person does.
 func (h *harness) handOff(alias, permissions, message string) {
 	h.t.Helper()
-	h.srv.Put(alias, string(envelope.NewThread(h.work, testAgent, permissions, alias)))
+	h.handOffTo(alias, testAgent, permissions, message)
+}
+
+// handOffTo is handOff for an agent of the given type.
+func (h *harness) handOffTo(alias, agentType, permissions, message string) {
+	h.t.Helper()
+	h.srv.Put(alias, string(envelope.NewThread(h.work, agentType, permissions, alias)))
 	if message != "" {
 		h.srv.PersonPost(alias, message)
 	}
