@@ -366,6 +366,46 @@ func TestE2ECodexHTTP500FailsTurn(t *testing.T) {
 	}
 }
 
+// TestE2ECodexStreamingIsNotStalled: the stall watchdog takes a model that
+// streams its answer as an agent that speaks, though none of the deltas is
+// relayed one by one (they are not even decoded): ten deltas 400 ms apart,
+// 4 s with no item, under a 1.5 s --stall-timeout, complete the turn. A
+// stream that then falls silent for longer than the timeout is still
+// stalled.
+func TestE2ECodexStreamingIsNotStalled(t *testing.T) {
+	const answer = "a slow answer, in ten pieces, each after a pause"
+	tests := []struct {
+		name    string
+		reply   codextest.Reply
+		exit    int
+		outcome string
+		turnEnd string
+	}{
+		{"streaming", codextest.Reply{Text: answer, Deltas: 10, DeltaEvery: 400 * time.Millisecond}, 0, run.OutcomeTurnCompleted, "completed"},
+		{"silent mid-stream", codextest.Reply{Text: answer, Deltas: 2, DeltaEvery: 4 * time.Second}, 3, run.OutcomeTurnFailed, "stalled"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newCodexE2E(t, func(codextest.Request) codextest.Reply { return tc.reply })
+			e.Config.Policy.AllowAutonomous = true
+			e.writeConfig()
+			const alias = "projects/p1/slow"
+			e.handOff(alias, codexType, "autonomous", "take your time")
+			code, out, _ := e.run("--json", "--stall-timeout", "1500ms", alias)
+			if s := parseSummary(t, out); code != tc.exit || s.Outcome != tc.outcome {
+				t.Fatalf("exit %d outcome %q, want %d %q", code, s.Outcome, tc.exit, tc.outcome)
+			}
+			if got := meta(t, e.itemsOfType(alias, "turn_end")[0]).Outcome; got != tc.turnEnd {
+				t.Errorf("turn_end outcome %q, want %q", got, tc.turnEnd)
+			}
+			texts := e.itemsOfType(alias, "text")
+			if tc.turnEnd == "completed" && (len(texts) != 1 || len(texts[0].Content) != 1 || texts[0].Content[0].Text != answer) {
+				t.Errorf("text items %v, want the whole answer once", texts)
+			}
+		})
+	}
+}
+
 // BenchmarkE2ECodexTurnOverhead runs one turn with one command per
 // iteration and reports the medians overheadRuns says of what bhw-run
 // itself costs next to Codex (codex-cpu-ms/op, codex-rss-MB: codex and the

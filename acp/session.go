@@ -274,6 +274,9 @@ func (s *Session) SessionID() string {
 // Pgid is the agent's process group.
 func (s *Session) Pgid() int { return s.proc.Pid() }
 
+// LastOutput is when the agent last wrote a line (agent.Session).
+func (s *Session) LastOutput() time.Time { return s.proc.LastLine() }
+
 // Interrupt asks the agent to end the running prompt (session/cancel); it
 // answers the prompt "cancelled".
 func (s *Session) Interrupt() error {

@@ -189,6 +189,11 @@ type Session interface {
 	SessionID() string
 	// Pgid is the agent's process group, recorded in thread.yaml.
 	Pgid() int
+	// LastOutput is when the agent last wrote a line of its stream (the
+	// zero time before the first), whatever the line: a token streamed,
+	// a line the adapter skips. run's stall watchdog takes an agent that
+	// writes as not silent. Safe to call from another goroutine.
+	LastOutput() time.Time
 	// Turn sends one user message and relays the turn through h until the
 	// agent ends it, the gate parks it, or ctx is cancelled. A process that
 	// dies before its turn-end line returns a *Error with CodeAgentCrashed.

@@ -213,6 +213,9 @@ func (s *Session) SessionID() string {
 // Pgid is the agent's process group (its pid: it is the group leader).
 func (s *Session) Pgid() int { return s.p.Pid() }
 
+// LastOutput is when the agent last wrote a line (agent.Session).
+func (s *Session) LastOutput() time.Time { return s.p.LastLine() }
+
 // Tools is system/init.tools of the last init seen.
 func (s *Session) Tools() []string {
 	s.mu.Lock()

@@ -240,6 +240,9 @@ func (s *Session) SessionID() string {
 // Pgid is the app-server's process group.
 func (s *Session) Pgid() int { return s.p.Pid() }
 
+// LastOutput is when the agent last wrote a line (agent.Session).
+func (s *Session) LastOutput() time.Time { return s.p.LastLine() }
+
 // Interrupt sends turn/interrupt for the running turn. Before the turn id is
 // known it is remembered and sent as soon as it is.
 func (s *Session) Interrupt() error {

@@ -97,7 +97,7 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 		turnCtx, stopTimer = context.WithTimeoutCause(turnCtx, a.r.MaxDuration, errTimeout)
 		defer stopTimer()
 	}
-	stopWatch := h.watch(a.r.StallTimeout, cancel)
+	stopWatch := h.watch(a.r.StallTimeout, sess.LastOutput, cancel)
 	defer stopWatch()
 
 	result, err := sess.Turn(turnCtx, message, h)

@@ -234,7 +234,10 @@ func (h *turnHandler) park(c policy.Call) policy.Verdict {
 
 // watch is the stall watchdog: the agent silent past timeout while no tool
 // call and no gate decision is open → interrupt the turn (AGENT_STALLED).
-func (h *turnHandler) watch(timeout time.Duration, cancel context.CancelCauseFunc) func() {
+// Silent is no line of its stream (lastOutput) and nothing relayed: a
+// model that streams its answer or its reasoning for longer than timeout,
+// in tokens the adapter does not relay one by one, is not stalled.
+func (h *turnHandler) watch(timeout time.Duration, lastOutput func() time.Time, cancel context.CancelCauseFunc) func() {
 	if timeout <= 0 {
 		return func() {}
 	}
@@ -254,7 +257,11 @@ func (h *turnHandler) watch(timeout time.Duration, cancel context.CancelCauseFun
 				h.mu.Lock()
 				busy := len(h.open) > 0 || h.inGate
 				h.mu.Unlock()
-				if !busy && time.Since(time.Unix(0, h.last.Load())) > timeout {
+				last := time.Unix(0, h.last.Load())
+				if out := lastOutput(); out.After(last) {
+					last = out
+				}
+				if !busy && time.Since(last) > timeout {
 					cancel(errStalled)
 					return
 				}

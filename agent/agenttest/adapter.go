@@ -173,6 +173,9 @@ func (s *Session) SessionID() string {
 // Pgid is the agent's process group.
 func (s *Session) Pgid() int { return s.p.Pid() }
 
+// LastOutput is when the agent last wrote a line (agent.Session).
+func (s *Session) LastOutput() time.Time { return s.p.LastLine() }
+
 // Interrupt asks the agent to end the turn.
 func (s *Session) Interrupt() error {
 	s.mu.Lock()

@@ -86,6 +86,7 @@ type Process struct {
 	closeStdin sync.Once
 
 	lines    chan Line
+	lastLine atomic.Int64  // UnixNano of the last stdout line read; 0 before the first
 	quit     chan struct{} // closed by Close: nobody reads lines any more
 	readDone chan struct{} // closed when the stdout reader has returned
 	errDone  chan struct{} // closed when the stderr drain has returned
@@ -220,6 +221,15 @@ func (p *Process) Pid() int { return p.pid }
 // reader back: the agent then blocks on its own writes.
 func (p *Process) Lines() <-chan Line { return p.lines }
 
+// LastLine is when the last line of stdout was read (a line over the limit
+// too), the zero time before the first.
+func (p *Process) LastLine() time.Time {
+	if n := p.lastLine.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
 // Done is closed once the process has exited and its stderr is drained.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
@@ -344,6 +354,7 @@ func (p *Process) readStdout() {
 			p.log.Line(agent.StreamStdout, l.Data)
 		}
 		if l.Over > 0 || len(l.Data) > 0 {
+			p.lastLine.Store(time.Now().UnixNano())
 			select {
 			case p.lines <- l:
 			case <-p.quit:

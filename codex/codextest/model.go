@@ -113,6 +113,9 @@ type Reply struct {
 	// Deltas streams Text as this many output_text deltas, as a real model
 	// streams its tokens (0 or 1: one delta).
 	Deltas int
+	// DeltaEvery is the pause after each delta, each sent at once: a model
+	// that takes its time to answer.
+	DeltaEvery time.Duration
 }
 
 // Exec is an exec_command call.
@@ -357,10 +360,10 @@ func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, body)
 		return
 	}
-	m.stream(w, n, rep)
+	m.stream(w, r, n, rep)
 }
 
-func (m *ModelServer) stream(w http.ResponseWriter, n int, rep Reply) {
+func (m *ModelServer) stream(w http.ResponseWriter, r *http.Request, n int, rep Reply) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -402,6 +405,16 @@ func (m *ModelServer) stream(w http.ResponseWriter, n int, rep Reply) {
 		}})
 		for _, d := range splitText(rep.Text, rep.Deltas) {
 			send("response.output_text.delta", map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0, "delta": d})
+			if rep.DeltaEvery > 0 {
+				if f, ok := w.(http.Flusher); ok {
+					f.Flush()
+				}
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(rep.DeltaEvery):
+				}
+			}
 		}
 		send("response.output_item.done", map[string]any{"output_index": 0, "item": map[string]any{
 			"type": "message", "id": msgID, "role": "assistant", "status": "completed",
