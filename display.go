@@ -3,9 +3,11 @@ package main
 // What a person reads at a terminal: wire text (items, envelopes, aliases,
 // error messages that quote them) is printed with its control characters
 // escaped, so an item cannot write to the clipboard (OSC 52), clear the
-// screen or forge a line. --json stays the same JSON (jsonShown only
-// spells DEL and the C1 controls, which encoding/json leaves raw, as
-// \u escapes), and --print0 stays exact.
+// screen or forge a line, nor, with a bidirectional override or isolate,
+// show its characters in another order than they are (an alias, a path or
+// a command that reads as something else). --json stays the same JSON
+// (jsonShown only spells DEL, the C1 controls and the bidirectional ones,
+// which encoding/json leaves raw, as \u escapes), and --print0 stays exact.
 
 import (
 	"fmt"
@@ -22,8 +24,8 @@ func shown(s string) string { return escapeControls(s, false) }
 // control character escaped.
 func shownText(s string) string { return escapeControls(s, true) }
 
-// escapeControls writes the C0 controls (ESC among them), DEL and the C1
-// controls as \xNN or \u00NN, and a byte that is not UTF-8 as \xNN; keep
+// escapeControls writes the C0 controls (ESC among them), DEL, the C1
+// controls and the bidirectional ones as \xNN or \uNNNN, and a byte that is not UTF-8 as \xNN; keep
 // leaves \n and \t as they are.
 func escapeControls(s string, keep bool) string {
 	clean := true
@@ -53,17 +55,18 @@ func escapeControls(s string, keep bool) string {
 	return b.String()
 }
 
-// jsonShown is encoded JSON with DEL and the C1 controls written as \u
-// escapes: the same JSON value, and nothing a terminal acts on (encoding/json
-// already escapes the C0 controls). They can only stand inside strings.
+// jsonShown is encoded JSON with DEL, the C1 controls and the
+// bidirectional ones written as \u escapes: the same JSON value, and
+// nothing a terminal acts on (encoding/json already escapes the C0
+// controls). They can only stand inside strings.
 func jsonShown(b []byte) []byte {
 	s := string(b)
-	if !strings.ContainsFunc(s, func(r rune) bool { return r == 0x7f || (r >= 0x80 && r < 0xa0) }) {
+	if !strings.ContainsFunc(s, jsonRaw) {
 		return b
 	}
 	var out strings.Builder
 	for _, r := range s {
-		if r == 0x7f || (r >= 0x80 && r < 0xa0) {
+		if jsonRaw(r) {
 			fmt.Fprintf(&out, `\u%04x`, r)
 			continue
 		}
@@ -72,6 +75,10 @@ func jsonShown(b []byte) []byte {
 	return []byte(out.String())
 }
 
+// jsonRaw reports a character a terminal acts on that encoding/json
+// leaves as it is.
+func jsonRaw(r rune) bool { return r == 0x7f || (r >= 0x80 && r < 0xa0) || bidiControl(r) }
+
 func control(r rune, n int, keep bool) bool {
 	switch {
 	case r == utf8.RuneError && n == 1:
@@ -79,7 +86,16 @@ func control(r rune, n int, keep bool) bool {
 	case keep && (r == '\n' || r == '\t'):
 		return false
 	}
-	return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0)
+	return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || bidiControl(r)
+}
+
+// bidiControl reports the explicit bidirectional formatting characters:
+// the embeddings and overrides (U+202A–U+202E) and the isolates
+// (U+2066–U+2069), which reorder the text after them on a terminal that
+// lays out bidirectional text. Right-to-left text itself needs none of
+// them and stays as it is.
+func bidiControl(r rune) bool {
+	return (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }
 
 // escapeAttr is the text log handler's ReplaceAttr: on a terminal the

@@ -17,19 +17,23 @@ import (
 
 // Terminal control sequences a hostile item or envelope carries: an OSC 52
 // clipboard write, a clear screen, a C1 CSI, a carriage return that
-// overwrites the line, DEL.
+// overwrites the line, DEL, a right-to-left override that shows "txt.exe"
+// as "exe.txt" and a left-to-right isolate.
 const (
 	osc52   = "\x1b]52;c;ZWNobyBwd25lZA==\x07"
 	clear   = "\x1b[2J\x1b[H"
 	c1CSI   = "\u009b31m"
-	hostile = osc52 + "copy" + clear + "wipe" + c1CSI + "red\rover\x7f"
+	bidi    = "\u202etxt.exe\u2066x\u2069"
+	hostile = osc52 + "copy" + clear + "wipe" + c1CSI + "red\rover\x7f" + bidi
 )
 
 // rawControls reports a control character a terminal would act on: C0 but
-// newline and tab, DEL and C1.
+// newline and tab, DEL, C1 and the bidirectional embeddings, overrides
+// and isolates.
 func rawControls(s string) bool {
 	return strings.ContainsFunc(s, func(r rune) bool {
-		return (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0)
+		return (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) ||
+			(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 	})
 }
 
