@@ -422,12 +422,40 @@ func TestE2ECodexStreamingIsNotStalled(t *testing.T) {
 // iteration, each turn resuming its Codex thread.
 func BenchmarkE2ECodexTurnOverhead(b *testing.B) {
 	for _, perm := range []string{"autonomous", "approval"} {
-		b.Run(perm+"/new_thread", func(b *testing.B) { codexTurnOverhead(b, perm, false, 1) })
-		b.Run(perm+"/same_thread", func(b *testing.B) { codexTurnOverhead(b, perm, true, 1) })
+		b.Run(perm+"/new_thread", func(b *testing.B) { codexTurnOverhead(b, codexTurn{permissions: perm}) })
+		b.Run(perm+"/same_thread", func(b *testing.B) { codexTurnOverhead(b, codexTurn{permissions: perm, sameThread: true}) })
 	}
 	// The same turn with its closing message streamed as a model streams
 	// tokens: 200 deltas, one notification each for bhw-run to read.
-	b.Run("autonomous/new_thread_streamed", func(b *testing.B) { codexTurnOverhead(b, "autonomous", false, streamedDeltas) })
+	b.Run("autonomous/new_thread_streamed", func(b *testing.B) {
+		codexTurnOverhead(b, codexTurn{permissions: "autonomous", deltas: streamedDeltas})
+	})
+	// A turn of ten commands, as a real task has several: what each tool
+	// call adds to both sides, next to what a turn costs however short.
+	b.Run("autonomous/new_thread_ten_commands", func(b *testing.B) {
+		codexTurnOverhead(b, codexTurn{permissions: "autonomous", commands: 10})
+	})
+}
+
+// codexTurn is the turn a codexTurnOverhead iteration runs: commands
+// (default 1) `echo hi` calls, then a closing message, in deltas pieces
+// when over 1; on one thread throughout (sameThread) or a new one each.
+type codexTurn struct {
+	permissions      string
+	sameThread       bool
+	deltas, commands int
+}
+
+// steps are the model's answers for one turn.
+func (c codexTurn) steps() []codextest.Step {
+	var out []codextest.Step
+	for range max(c.commands, 1) {
+		out = append(out, codextest.Run("echo hi"))
+	}
+	if c.deltas > 1 {
+		return append(out, codextest.SayStreamed(streamedText, c.deltas))
+	}
+	return append(out, codextest.Say("ok"))
 }
 
 // streamedDeltas is how many deltas the streamed variant's closing message
@@ -437,7 +465,7 @@ const streamedDeltas = 200
 // streamedText is the streamed variant's closing message, ~1,200 bytes.
 var streamedText = strings.Repeat("The command printed hi, as expected. ", 32)
 
-func codexTurnOverhead(b *testing.B, permissions string, sameThread bool, deltas int) {
+func codexTurnOverhead(b *testing.B, c codexTurn) {
 	e := newCodexE2E(b)
 	report := filepath.Join(e.root, "rusage.json")
 	e.Config.Policy.AllowAutonomous = true
@@ -446,9 +474,9 @@ func codexTurnOverhead(b *testing.B, permissions string, sameThread bool, deltas
 	e.writeConfig()
 
 	var runs overheadRuns
-	if sameThread {
-		e.handOff("bench/t", codexType, permissions, "run it")
-		e.model.Push(codextest.Run("echo hi"), codextest.Say("ok"))
+	if c.sameThread {
+		e.handOff("bench/t", codexType, c.permissions, "run it")
+		e.model.Push(c.steps()...)
 		if r := e.runWrapped(b, "bench/t", report); r.code != 0 {
 			b.Fatalf("first turn: exit %d\n%s", r.code, r.stderr)
 		}
@@ -457,17 +485,13 @@ func codexTurnOverhead(b *testing.B, permissions string, sameThread bool, deltas
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		alias := fmt.Sprintf("bench/t%d", i)
-		if sameThread {
+		if c.sameThread {
 			alias = "bench/t"
 			e.post(alias, "run it again")
 		} else {
-			e.handOff(alias, codexType, permissions, "run it")
+			e.handOff(alias, codexType, c.permissions, "run it")
 		}
-		if deltas > 1 {
-			e.model.Push(codextest.Run("echo hi"), codextest.SayStreamed(streamedText, deltas))
-		} else {
-			e.model.Push(codextest.Run("echo hi"), codextest.Say("ok"))
-		}
+		e.model.Push(c.steps()...)
 		runs.timed(b, e.e2eEnv, alias, report)
 		b.StartTimer()
 	}
