@@ -368,8 +368,8 @@ func TestE2ECodexHTTP500FailsTurn(t *testing.T) {
 
 // TestE2ECodexStreamingIsNotStalled: the stall watchdog takes a model that
 // streams its answer as an agent that speaks, though none of the deltas is
-// relayed one by one (they are not even decoded): ten deltas 400 ms apart,
-// 4 s with no item, under a 1.5 s --stall-timeout, complete the turn. A
+// relayed one by one (they are not even decoded): ten deltas 600 ms apart,
+// 6 s with no item, under a 3 s --stall-timeout, complete the turn. A
 // stream that then falls silent for longer than the timeout is still
 // stalled.
 func TestE2ECodexStreamingIsNotStalled(t *testing.T) {
@@ -381,8 +381,8 @@ func TestE2ECodexStreamingIsNotStalled(t *testing.T) {
 		outcome string
 		turnEnd string
 	}{
-		{"streaming", codextest.Reply{Text: answer, Deltas: 10, DeltaEvery: 400 * time.Millisecond}, 0, run.OutcomeTurnCompleted, "completed"},
-		{"silent mid-stream", codextest.Reply{Text: answer, Deltas: 2, DeltaEvery: 4 * time.Second}, 3, run.OutcomeTurnFailed, "stalled"},
+		{"streaming", codextest.Reply{Text: answer, Deltas: 10, DeltaEvery: 600 * time.Millisecond}, 0, run.OutcomeTurnCompleted, "completed"},
+		{"silent mid-stream", codextest.Reply{Text: answer, Deltas: 2, DeltaEvery: 8 * time.Second}, 3, run.OutcomeTurnFailed, "stalled"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -391,7 +391,7 @@ func TestE2ECodexStreamingIsNotStalled(t *testing.T) {
 			e.writeConfig()
 			const alias = "projects/p1/slow"
 			e.handOff(alias, codexType, "autonomous", "take your time")
-			code, out, _ := e.run("--json", "--stall-timeout", "1500ms", alias)
+			code, out, _ := e.run("--json", "--stall-timeout", "3s", alias)
 			if s := parseSummary(t, out); code != tc.exit || s.Outcome != tc.outcome {
 				t.Fatalf("exit %d outcome %q, want %d %q", code, s.Outcome, tc.exit, tc.outcome)
 			}
