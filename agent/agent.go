@@ -207,7 +207,7 @@ type Session interface {
 	Close(ctx context.Context) error
 }
 
-// Handler is how an adapter reports a turn to run. Both methods are called
+// Handler is how an adapter reports a turn to run. Its methods are called
 // on the goroutine that called Session.Turn, one at a time, in the order of
 // the agent's stream, and never after Turn has returned.
 type Handler interface {
