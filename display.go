@@ -25,8 +25,8 @@ func shown(s string) string { return escapeControls(s, false) }
 func shownText(s string) string { return escapeControls(s, true) }
 
 // escapeControls writes the C0 controls (ESC among them), DEL, the C1
-// controls and the bidirectional ones as \xNN or \uNNNN, and a byte that is not UTF-8 as \xNN; keep
-// leaves \n and \t as they are.
+// controls and the bidirectional ones as \xNN or \uNNNN, and a byte that
+// is not UTF-8 as \xNN; keep leaves \n and \t as they are.
 func escapeControls(s string, keep bool) string {
 	clean := true
 	for i := 0; i < len(s) && clean; {
