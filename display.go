@@ -10,6 +10,7 @@ package main
 // which encoding/json leaves raw, as \u escapes), and --print0 stays exact.
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -60,12 +61,11 @@ func escapeControls(s string, keep bool) string {
 // nothing a terminal acts on (encoding/json already escapes the C0
 // controls). They can only stand inside strings.
 func jsonShown(b []byte) []byte {
-	s := string(b)
-	if !strings.ContainsFunc(s, jsonRaw) {
+	if !bytes.ContainsFunc(b, jsonRaw) {
 		return b
 	}
 	var out strings.Builder
-	for _, r := range s {
+	for _, r := range string(b) {
 		if jsonRaw(r) {
 			fmt.Fprintf(&out, `\u%04x`, r)
 			continue

@@ -112,6 +112,22 @@ func TestHumanOutputEscapesControls(t *testing.T) {
 	if code != 64 || rawControls(errOut) || !strings.Contains(errOut, `pending\x1b[2J`) {
 		t.Errorf("retry: exit %d, stderr %q", code, errOut)
 	}
+
+	// Off a terminal the records are JSON lines, which encoding/json would
+	// leave with DEL, C1 and the bidirectional controls raw: the same
+	// value with those as \u escapes.
+	const other = "projects/p1/hostile-state"
+	srv.Put(other, `{"type":"thread","thread":{"metadata":{"workspace":{"work_folder":"/w"},"agent":{"type":"claude_code"},`+
+		`"instance":{"state":`+jsonString("pending"+c1CSI+bidi+"\x7f")+`}}}}`)
+	code, _, errOut = bhw("--log-format", "json", "thread", "retry", other)
+	var rec struct{ Msg string }
+	if err := json.Unmarshal([]byte(strings.TrimSpace(errOut)), &rec); err != nil {
+		t.Fatalf("retry --log-format json: %v: %q", err, errOut)
+	}
+	if code != 64 || rawControls(errOut) || !strings.Contains(errOut, `\u009b31m\u202etxt.exe`) ||
+		!strings.Contains(rec.Msg, "pending"+c1CSI+bidi+"\x7f") {
+		t.Errorf("retry --log-format json: exit %d, stderr %q", code, errOut)
+	}
 }
 
 func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }

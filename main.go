@@ -406,7 +406,20 @@ func (cl *cliState) newLogger(format string, verbose, quiet bool) (*slog.Logger,
 		// Colours only on a terminal: a log file gets plain text.
 		return slog.New(tint.NewTextHandler(logw, &tint.Options{Level: level, TimeFormat: time.Kitchen, NoColor: !cl.stderrTTY, ReplaceAttr: escapeAttr})), err
 	}
-	return slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: level})), err
+	return slog.New(slog.NewJSONHandler(jsonShownWriter{logw}, &slog.HandlerOptions{Level: level})), err
+}
+
+// jsonShownWriter passes the JSON handler's records, one Write each,
+// through jsonShown: a log file someone tails gets the same records with
+// DEL, C1 and the bidirectional controls the wire text carried as \u
+// escapes.
+type jsonShownWriter struct{ w io.Writer }
+
+func (j jsonShownWriter) Write(p []byte) (int, error) {
+	if _, err := j.w.Write(jsonShown(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // options are the global flags for run.Resolve, with where the section
