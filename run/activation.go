@@ -52,6 +52,11 @@ type activation struct {
 	// invalid_thread_envelope (the thread was deleted); the run ends
 	// THREAD_NOT_FOUND (66) with what it could not post journaled.
 	threadGone bool
+	// stopTurn cancels the running turn's context (set by runAgent, nil
+	// between turns; under mu); turnStopped says it was stopped because
+	// the thread is gone.
+	stopTurn    context.CancelCauseFunc
+	turnStopped bool
 	// workerRemade: the worker object was made again this run.
 	workerRemade bool
 

@@ -92,6 +92,14 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 	defer cancel(nil)
 	_, h.meter = a.remaining(res.adapter)
 	h.cut = cancel
+	a.mu.Lock()
+	a.stopTurn = cancel
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.stopTurn = nil
+		a.mu.Unlock()
+	}()
 	if a.r.MaxDuration > 0 {
 		var stopTimer context.CancelFunc
 		turnCtx, stopTimer = context.WithTimeoutCause(turnCtx, a.r.MaxDuration, errTimeout)
@@ -113,7 +121,7 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 		switch cause := context.Cause(turnCtx); {
 		case ctx.Err() != nil:
 			return result, ctx.Err()
-		case errors.Is(cause, errStalled), errors.Is(cause, errTimeout), errors.Is(cause, errBudget):
+		case errors.Is(cause, errStalled), errors.Is(cause, errTimeout), errors.Is(cause, errBudget), errors.Is(cause, errThreadGone):
 			return result, cause
 		}
 	}

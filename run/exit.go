@@ -114,7 +114,7 @@ var Exits = []ExitClass{
 		Help: "the alias is not a job thread", Scheduler: "the alias is not a job thread",
 		Codes: []string{CodeNotJob}},
 	{Exit: ExitNoThread, Label: "66", Outcome: "—",
-		Help: "no such thread", Scheduler: "no such thread (also: the thread was deleted while the run posted to it; what it could not post stays journaled)",
+		Help: "no such thread", Scheduler: "no such thread (also: the thread was deleted while the run posted to it; its agent is stopped, what it could not post stays journaled)",
 		Codes: []string{CodeNoThread}},
 	{Exit: ExitNotHere, Label: "69", Outcome: "`not_here`",
 		Help:      "not_here: an active thread this state tree holds no record of",

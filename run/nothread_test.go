@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
@@ -31,15 +32,19 @@ func metaType(p blobhub.NewItem) string {
 	return m.Type
 }
 
-// TestThreadDeletedMidTurn: a thread deleted while its turn runs ends the
-// run THREAD_NOT_FOUND (66), not turn_completed 0, with every item it
-// could not post still journaled, none dropped; once a person makes the
-// thread again, the next run posts them.
+// TestThreadDeletedMidTurn: a thread deleted while its turn runs stops the
+// agent — it would go on working in the folder and spending on a turn
+// nobody can read — and ends the run THREAD_NOT_FOUND (66), not
+// turn_completed 0, with every item it could not post still journaled,
+// none dropped, the turn ended (not resumed by a later run); once a person
+// makes the thread again, the next run posts them.
 func TestThreadDeletedMidTurn(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "gone/mid-turn"
 	h.handOff(alias, "approval", "hello")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "one"}, {Text: "two"}, {Text: "three"}}}})
+	// After its second text the agent works on until it is interrupted
+	// (the harness's stall timeout and max duration are a minute).
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "one"}, {Text: "two"}, {WaitInterrupt: true}}}})
 	var posts []string
 	h.runner = func(r *Runner) {
 		r.Client = &hookClient{Client: r.Client, onPost: func(a string, p blobhub.NewItem) {
@@ -49,10 +54,17 @@ func TestThreadDeletedMidTurn(t *testing.T) {
 			}
 		}}
 	}
+	start := time.Now()
 	sum := h.run(alias)
 	wantExitCode(t, sum, ExitNoThread, CodeNoThread)
-	if !strings.Contains(sum.Error.Message, "journaled") {
-		t.Fatalf("message %q does not say the items are kept", sum.Error.Message)
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("the run took %s: the agent was not stopped", d)
+	}
+	if !strings.Contains(sum.Error.Message, "journaled") || !strings.Contains(sum.Error.Message, "stopped") {
+		t.Fatalf("message %q does not say the agent was stopped and the items are kept", sum.Error.Message)
+	}
+	if th := h.thread(alias); th.Turn.State != envelope.TurnStateIdle || th.Agent.Process != nil {
+		t.Fatalf("turn %q process %v, want an ended turn", th.Turn.State, th.Agent.Process)
 	}
 	dir := ThreadDir(h.setup().JobDir, alias)
 	j, err := readJournal(filepath.Join(dir, "emissions.jsonl"), h.thread(alias).EmissionNonce)
@@ -63,8 +75,8 @@ func TestThreadDeletedMidTurn(t *testing.T) {
 	for _, e := range j.pending() {
 		kept = append(kept, e.Item.Type())
 	}
-	if !slices.Equal(kept, []string{"text", "text", "turn_end"}) {
-		t.Fatalf("journaled %v, want the two texts and turn_end the deleted thread never got", kept)
+	if !slices.Equal(kept, []string{"text", "turn_end"}) {
+		t.Fatalf("journaled %v, want the second text and turn_end the deleted thread never got", kept)
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "emissions.jsonl"))
 	if strings.Contains(string(b), `"dropped"`) {
@@ -82,7 +94,7 @@ func TestThreadDeletedMidTurn(t *testing.T) {
 	v, _ := envelope.WithState(envelope.NewThread(h.work, testAgent, "approval", alias), envelope.StateActive)
 	h.srv.Put(alias, string(v))
 	want(t, h.run(alias), OutcomeIdle, 0)
-	if got := h.items(alias); !slices.Equal(got, []string{"text", "text", "turn_end"}) {
+	if got := h.items(alias); !slices.Equal(got, []string{"text", "turn_end"}) {
 		t.Fatalf("items of the thread made again %v", got)
 	}
 }

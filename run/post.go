@@ -55,6 +55,7 @@ func (a *activation) post(ctx context.Context, e *emission) {
 		a.offline = true
 		if e.Target == a.alias {
 			a.threadGone = true
+			a.stopTurnFor(errThreadGone)
 		}
 	case errors.As(err, &undecided):
 		// The search for an ambiguous post could not tell: posting again
@@ -75,6 +76,22 @@ func (a *activation) post(ctx context.Context, e *emission) {
 	default:
 		a.log.Warn("BlobHub unreachable; items stay journaled for the next run", "emission_id", e.ID, "error", err)
 		a.offline = true
+	}
+}
+
+// stopTurnFor interrupts the running turn, if one runs, with cause: the
+// person deleted the thread, so the agent stops working in their folder
+// and spending on a turn nobody can read.
+func (a *activation) stopTurnFor(cause error) {
+	a.mu.Lock()
+	stop := a.stopTurn
+	if stop != nil {
+		a.turnStopped = true
+	}
+	a.mu.Unlock()
+	if stop != nil {
+		a.log.Warn("stopping the agent: its thread is gone")
+		stop(cause)
 	}
 }
 

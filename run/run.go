@@ -258,7 +258,11 @@ func (a *activation) wrapUp(ctx context.Context, err error) error {
 		err = serr
 	}
 	if err == nil && a.threadGone {
-		err = exitErr(CodeNoThread, "thread %q was deleted from BlobHub while this run posted to it; %d item(s) it could not post stay journaled, and a run posts them if the thread is made again", a.alias, a.unposted())
+		stopped := ""
+		if a.turnStopped {
+			stopped = "; its agent was stopped mid-turn"
+		}
+		err = exitErr(CodeNoThread, "thread %q was deleted from BlobHub while this run posted to it%s; %d item(s) it could not post stay journaled, and a run posts them if the thread is made again", a.alias, stopped, a.unposted())
 	}
 	if err == nil && a.authRefused {
 		err = exitErr(CodeAuthInvalid, "BlobHub refused the API key while posting; %d item(s) stay journaled for the next run with a valid key", a.unposted())

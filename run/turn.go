@@ -26,7 +26,9 @@ type turnPlan struct {
 
 var (
 	errStalled = errors.New("agent stalled")
-	errTimeout = errors.New("turn timed out")
+	// errThreadGone: the thread was deleted while its turn ran.
+	errThreadGone = errors.New("thread deleted")
+	errTimeout    = errors.New("turn timed out")
 	// errBudget: the turn used what remained of the thread's budget.
 	errBudget = errors.New("budget spent")
 )
@@ -240,6 +242,10 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *t
 	case errors.Is(err, errStalled):
 		a.turnFailed(CodeAgentStalled, "agent_stalled", fmt.Sprintf("the agent was silent for --stall-timeout (%s) with nothing open and was interrupted", a.r.StallTimeout))
 		return OutcomeTurnFailed, "stalled", nil
+	case errors.Is(err, errThreadGone):
+		// Stopped because the thread was deleted: the run ends
+		// THREAD_NOT_FOUND, and its turn_end waits in the journal.
+		return OutcomeTurnFailed, "failed", nil
 	case err != nil:
 		return "", "", err
 	}
