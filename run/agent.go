@@ -95,11 +95,6 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 	a.mu.Lock()
 	a.stopTurn = cancel
 	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		a.stopTurn = nil
-		a.mu.Unlock()
-	}()
 	if a.r.MaxDuration > 0 {
 		var stopTimer context.CancelFunc
 		turnCtx, stopTimer = context.WithTimeoutCause(turnCtx, a.r.MaxDuration, errTimeout)
@@ -111,6 +106,7 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 	result, err := sess.Turn(turnCtx, message, h)
 	a.prog.stage(StageFinishing)
 	a.mu.Lock()
+	a.stopTurn = nil // the turn is over: a post failing now stops nothing
 	if id := sess.SessionID(); id != "" {
 		a.t.Agent.AgentSessionID = id
 	}
