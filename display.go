@@ -6,15 +6,17 @@ package main
 // screen or forge a line, nor, with a bidirectional override or isolate,
 // show its characters in another order than they are (an alias, a path or
 // a command that reads as something else). --json stays the same JSON
-// (jsonShown only spells DEL, the C1 controls and the bidirectional ones,
-// which encoding/json leaves raw, as \u escapes), and --print0 stays exact.
+// (run.ShownJSON only spells DEL, the C1 controls and the bidirectional
+// ones, which encoding/json leaves raw, as \u escapes), and --print0 stays
+// exact.
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/blobhub/bhw-run/run"
 )
 
 // shown is one field of a human line: every control character escaped, a
@@ -56,29 +58,6 @@ func escapeControls(s string, keep bool) string {
 	return b.String()
 }
 
-// jsonShown is encoded JSON with DEL, the C1 controls and the
-// bidirectional ones written as \u escapes: the same JSON value, and
-// nothing a terminal acts on (encoding/json already escapes the C0
-// controls). They can only stand inside strings.
-func jsonShown(b []byte) []byte {
-	if !bytes.ContainsFunc(b, jsonRaw) {
-		return b
-	}
-	var out strings.Builder
-	for _, r := range string(b) {
-		if jsonRaw(r) {
-			fmt.Fprintf(&out, `\u%04x`, r)
-			continue
-		}
-		out.WriteRune(r)
-	}
-	return []byte(out.String())
-}
-
-// jsonRaw reports a character a terminal acts on that encoding/json
-// leaves as it is.
-func jsonRaw(r rune) bool { return r == 0x7f || (r >= 0x80 && r < 0xa0) || bidiControl(r) }
-
 func control(r rune, n int, keep bool) bool {
 	switch {
 	case r == utf8.RuneError && n == 1:
@@ -86,16 +65,7 @@ func control(r rune, n int, keep bool) bool {
 	case keep && (r == '\n' || r == '\t'):
 		return false
 	}
-	return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || bidiControl(r)
-}
-
-// bidiControl reports the explicit bidirectional formatting characters:
-// the embeddings and overrides (U+202A–U+202E) and the isolates
-// (U+2066–U+2069), which reorder the text after them on a terminal that
-// lays out bidirectional text. Right-to-left text itself needs none of
-// them and stays as it is.
-func bidiControl(r rune) bool {
-	return (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
+	return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || run.BidiControl(r)
 }
 
 // escapeAttr is the text log handler's ReplaceAttr: on a terminal the

@@ -47,7 +47,7 @@ func (cl *cliState) doctor(c *cli.Context) error {
 	}
 	if cl.jsonOut {
 		b, _ := json.Marshal(checks)
-		fmt.Fprintln(cl.stdout, string(jsonShown(b)))
+		fmt.Fprintln(cl.stdout, string(run.ShownJSON(b)))
 	} else {
 		color := cl.stdoutTTY
 		for _, ch := range checks {

@@ -306,7 +306,7 @@ func (cl *cliState) result(line string, v any) error {
 		if err != nil {
 			return err
 		}
-		line = string(jsonShown(b))
+		line = string(run.ShownJSON(b))
 	}
 	_, err := fmt.Fprintln(cl.stdout, line)
 	return err
@@ -410,13 +410,13 @@ func (cl *cliState) newLogger(format string, verbose, quiet bool) (*slog.Logger,
 }
 
 // jsonShownWriter passes the JSON handler's records, one Write each,
-// through jsonShown: a log file someone tails gets the same records with
+// through run.ShownJSON: a log file someone tails gets the same records with
 // DEL, C1 and the bidirectional controls the wire text carried as \u
 // escapes.
 type jsonShownWriter struct{ w io.Writer }
 
 func (j jsonShownWriter) Write(p []byte) (int, error) {
-	if _, err := j.w.Write(jsonShown(p)); err != nil {
+	if _, err := j.w.Write(run.ShownJSON(p)); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -560,7 +560,7 @@ func (cl *cliState) ls(c *cli.Context) error {
 	switch {
 	case cl.jsonOut:
 		b, _ := json.Marshal(list)
-		fmt.Fprintln(w, string(jsonShown(b)))
+		fmt.Fprintln(w, string(run.ShownJSON(b)))
 	case c.Bool("print0"):
 		for _, l := range list {
 			fmt.Fprintf(w, "%s\x00", l.Alias)
@@ -645,7 +645,7 @@ func (cl *cliState) exit(err error) int {
 	if s := cl.summary; s != nil {
 		if cl.jsonOut {
 			b, _ := json.Marshal(s)
-			fmt.Fprintln(cl.stdout, string(jsonShown(b)))
+			fmt.Fprintln(cl.stdout, string(run.ShownJSON(b)))
 		} else {
 			fmt.Fprintln(cl.stdout, summaryLine(s))
 		}

@@ -532,7 +532,7 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 	show := func(it blobhub.Item) bool {
 		if jsonOut {
 			b, _ := json.Marshal(it)
-			fmt.Fprintln(w, string(jsonShown(b)))
+			fmt.Fprintln(w, string(run.ShownJSON(b)))
 		} else {
 			fmt.Fprintln(w, renderItem(it))
 		}

@@ -433,9 +433,9 @@ func wantState(states []string, s string) bool {
 	return len(states) == 0 || slices.Contains(states, s)
 }
 
-// appendSectionLog appends one JSON record to logs/section.log. A record
-// that cannot be written is only warned about: the log is a report, not
-// state a run depends on.
+// appendSectionLog appends one JSON record to logs/section.log, as
+// ShownJSON (a person may tail it). A record that cannot be written is
+// only warned about: the log is a report, not state a run depends on.
 func (r *Runner) appendSectionLog(rec map[string]any) {
 	if r.Setup == nil || r.Setup.JobDir == "" {
 		return
@@ -449,7 +449,7 @@ func (r *Runner) appendSectionLog(rec map[string]any) {
 		f, err = envelope.OpenFile(filepath.Join(dir, "section.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	}
 	if err == nil {
-		_, err = f.Write(append(r.Setup.Secrets.Redact(b), '\n'))
+		_, err = f.Write(append(ShownJSON(r.Setup.Secrets.Redact(b)), '\n'))
 		err = errors.Join(err, f.Close())
 	}
 	if err != nil && r.Logger != nil {

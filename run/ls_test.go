@@ -680,3 +680,27 @@ func TestGarbledEnvelopeOfAThreadWeHold(t *testing.T) {
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "yes"}}}})
 	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
 }
+
+// TestSectionLogShownJSON: section.log is JSON a person may tail, so a
+// record quoting what came from outside (here the state filter of a
+// listing) holds DEL, C1 and the bidirectional controls as \u escapes,
+// the same JSON value.
+func TestSectionLogShownJSON(t *testing.T) {
+	f := newLsFixture(t, "")
+	f.thread("t/a", "pending")
+	const hostile = "pending\u009b31m\u202etxt.exe\u2066\x7f"
+	f.list(ListOptions{States: []string{hostile}})
+	b, err := os.ReadFile(filepath.Join(f.s.JobDir, "logs", "section.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.ContainsFunc(b, jsonRaw) {
+		t.Fatalf("section.log holds raw controls: %q", b)
+	}
+	var rec struct {
+		States []string `json:"states"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(b), &rec); err != nil || len(rec.States) != 1 || rec.States[0] != hostile {
+		t.Fatalf("section.log record %q: %v, states %q", b, err, rec.States)
+	}
+}
