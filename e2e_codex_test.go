@@ -406,6 +406,42 @@ func TestE2ECodexStreamingIsNotStalled(t *testing.T) {
 	}
 }
 
+// TestE2ECodexThreadDeletedStopsTheTurn: the person deletes the thread
+// while Codex works (here, as the model asks for a 20 s command); the
+// run's first post then finds the thread gone, and the run interrupts
+// Codex instead of letting it work on in the folder: it ends
+// THREAD_NOT_FOUND in seconds, the command's file never made, the model
+// never asked again.
+func TestE2ECodexThreadDeletedStopsTheTurn(t *testing.T) {
+	var e *codexE2E
+	const alias = "projects/p1/deleted"
+	e = newCodexE2E(t,
+		func(codextest.Request) codextest.Reply {
+			e.srv.Delete(alias)
+			return codextest.Reply{Exec: &codextest.Exec{Cmd: "sleep 20 && touch late.txt"}}
+		},
+		codextest.Say("done"),
+	)
+	e.Config.Policy.AllowAutonomous = true
+	e.writeConfig()
+	e.handOff(alias, codexType, "autonomous", "work for a while")
+	start := time.Now()
+	code, out, _ := e.run("--json", alias)
+	s := parseSummary(t, out)
+	if code != 66 || s.Error == nil || s.Error.Code != run.CodeNoThread || !strings.Contains(s.Error.Message, "stopped") {
+		t.Fatalf("exit %d, error %+v: want 66 THREAD_NOT_FOUND saying the agent was stopped", code, s.Error)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("the run took %s: Codex was not stopped", d)
+	}
+	if exists(e.file("late.txt")) {
+		t.Error("the command ran to its end")
+	}
+	if n := len(e.model.Requests()); n != 1 {
+		t.Errorf("the model was asked %d times, want 1", n)
+	}
+}
+
 // BenchmarkE2ECodexTurnOverhead runs one turn with one command per
 // iteration and reports the medians overheadRuns says of what bhw-run
 // itself costs next to Codex (codex-cpu-ms/op, codex-rss-MB: codex and the
