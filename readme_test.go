@@ -192,18 +192,19 @@ func TestREADMETryOutE2E(t *testing.T) {
 	}
 }
 
-// TestREADMEConfigLoads: the README's config.yaml example, every agent's
-// block included, is a config bhw-run accepts.
+// TestREADMEConfigLoads: the config.yaml example of docs/configuration.md
+// (the README's Configuration until it moved there), every agent's block
+// included, is a config bhw-run accepts.
 func TestREADMEConfigLoads(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	doc, err := os.ReadFile(filepath.Join("docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "## Configuration\n")
+	_, rest, ok := strings.Cut(string(doc), "## config.yaml\n")
 	_, rest, ok2 := strings.Cut(rest, "```yaml\n")
 	block, _, ok3 := strings.Cut(rest, "\n```")
 	if !ok || !ok2 || !ok3 {
-		t.Fatal("README.md has no yaml block under ## Configuration")
+		t.Fatal("docs/configuration.md has no yaml block under ## config.yaml")
 	}
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
@@ -212,11 +213,11 @@ func TestREADMEConfigLoads(t *testing.T) {
 	}
 	s, err := run.Resolve(run.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: cfg, Home: dir, Adapters: adapters}, "")
 	if err != nil {
-		t.Fatalf("the README's config.yaml: %v", err)
+		t.Fatalf("docs/configuration.md's config.yaml: %v", err)
 	}
 	for _, typ := range []string{"claude_code", "codex", "gemini", "qwen_code", "opencode", "copilot", "acp"} {
 		if s.Config.Agents[typ] == nil {
-			t.Errorf("the README's config.yaml has no agents.%s block", typ)
+			t.Errorf("docs/configuration.md's config.yaml has no agents.%s block", typ)
 		}
 	}
 }
