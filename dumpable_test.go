@@ -19,7 +19,8 @@ import (
 // BLOBHUB_API_KEY is, while the same reader can read a process of that
 // user that did not protect itself. Root's readers (CAP_SYS_PTRACE) are not
 // held back by this, so as root the test runs bhw-run and the reader as an
-// unprivileged user, uid 65534, as the README's recipe runs the agent side.
+// unprivileged user, uid 65534, as the recipe of docs/security.md runs the
+// agent side.
 func TestEnvironNotReadableBySameUser(t *testing.T) {
 	const key = "bhk_in_the_environment_4410"
 	asked := make(chan struct{}, 1)

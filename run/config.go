@@ -45,7 +45,7 @@ type Options struct {
 	Secrets *Secrets
 }
 
-// Config is config.yaml (the README's Configuration). Unknown keys are
+// Config is config.yaml (docs/configuration.md). Unknown keys are
 // refused.
 type Config struct {
 	// Polling is the blobhub-worker daemon's poll cadence
