@@ -510,12 +510,7 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request) {
 // blob answers the one blob the server knows, a workflow blob whose
 // default revision is RevisionID.
 func (s *Server) blob(w http.ResponseWriter, r *http.Request) {
-	s.record(cmdBlob)
-	if !s.gate(w, r, cmdBlob) {
-		return
-	}
-	if r.PathValue("org") != OrgID || r.PathValue("blob") != BlobID {
-		writeError(w, http.StatusForbidden, "forbidden", "no such blob, or not readable with this key")
+	if !s.blobGate(w, r, cmdBlob) {
 		return
 	}
 	s.answer(w, r, cmdBlob, http.StatusOK, map[string]any{"blob": map[string]any{
@@ -526,12 +521,7 @@ func (s *Server) blob(w http.ResponseWriter, r *http.Request) {
 
 // revision resolves RevisionID, by its id or as "default".
 func (s *Server) revision(w http.ResponseWriter, r *http.Request) {
-	s.record(cmdRevision)
-	if !s.gate(w, r, cmdRevision) {
-		return
-	}
-	if r.PathValue("org") != OrgID || r.PathValue("blob") != BlobID {
-		writeError(w, http.StatusForbidden, "forbidden", "no such blob, or not readable with this key")
+	if !s.blobGate(w, r, cmdRevision) {
 		return
 	}
 	if ref := r.PathValue("ref"); ref != RevisionID && ref != "default" {
@@ -541,6 +531,21 @@ func (s *Server) revision(w http.ResponseWriter, r *http.Request) {
 	s.answer(w, r, cmdRevision, http.StatusOK, map[string]any{"revision": map[string]any{
 		"id": RevisionID, "blob_id": BlobID, "phase": "draft", "status": "ready",
 	}})
+}
+
+// blobGate records and gates a read of the blob; false when it has been
+// answered already (another blob is refused, as the API refuses one the
+// key may not read).
+func (s *Server) blobGate(w http.ResponseWriter, r *http.Request, command string) bool {
+	s.record(command)
+	if !s.gate(w, r, command) {
+		return false
+	}
+	if r.PathValue("org") != OrgID || r.PathValue("blob") != BlobID {
+		writeError(w, http.StatusForbidden, "forbidden", "no such blob, or not readable with this key")
+		return false
+	}
+	return true
 }
 
 // The request log's names of the two blob reads.
