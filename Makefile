@@ -30,9 +30,24 @@ TOOL_XDG   := XDG_CONFIG_HOME=$(TOOLS)/home/.config XDG_DATA_HOME=$(TOOLS)/home/
 TOOL_ENV   := env -i PATH="$$PATH" LANG=C.UTF-8 HOME=$(TOOLS)/home $(TOOL_XDG)
 # The stamp names every version, so a bump in any of them reinstalls all.
 STAMP      := $(TOOLS)/.installed-claude-$(CLAUDE_VERSION)-codex-$(CODEX_VERSION)-gemini-$(GEMINI_VERSION)-qwen-$(QWEN_VERSION)-opencode-$(OPENCODE_VERSION)-copilot-$(COPILOT_VERSION)
+# The peer: the real Python blobhub-worker, BlobHub SDK and BlobHub CLI from
+# PyPI, in a venv under .tools/peer, for the conformance tests (peer/). The
+# worker and the CLI declare Python >= 3.12; PEER_BASE_PYTHON is the first
+# interpreter found that is at least that (pyenv's versions are looked in
+# too, since its shims answer for versions that are not selected).
+# peer/requirements.txt pins every package they pull in.
+PEER_WORKER_VERSION := 0.11.0
+PEER_SDK_VERSION    := 0.3.0
+PEER_CLI_VERSION    := 0.6.0
+PEER        := $(TOOLS)/peer
+PEER_PYTHON := $(PEER)/bin/python
+PEER_STAMP  := $(PEER)/.installed-worker-$(PEER_WORKER_VERSION)-sdk-$(PEER_SDK_VERSION)-cli-$(PEER_CLI_VERSION)
+PEER_BASE_PYTHON ?= $(shell for p in python3.13 python3.12 $$(pyenv root 2>/dev/null)/versions/3.1[2-9]*/bin/python3 python3; do \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { command -v $$p; break; }; done)
 GO_TEST_ENV := BHW_CLAUDE_BIN=$(CLAUDE_BIN) BHW_CODEX_BIN=$(CODEX_BIN) \
 	BHW_GEMINI_BIN=$(GEMINI_BIN) BHW_QWEN_BIN=$(QWEN_BIN) \
-	BHW_OPENCODE_BIN=$(OPENCODE_BIN) BHW_COPILOT_BIN=$(COPILOT_BIN) BHW_COPILOT_CACHE=$(COPILOT_CACHE)
+	BHW_OPENCODE_BIN=$(OPENCODE_BIN) BHW_COPILOT_BIN=$(COPILOT_BIN) BHW_COPILOT_CACHE=$(COPILOT_CACHE) \
+	BHW_PEER_PYTHON=$(PEER_PYTHON)
 
 # make install puts bhw-run, its man page and its shell completions under
 # PREFIX (DESTDIR in front, for packaging). /usr/local/bin is on the PATH of
@@ -54,7 +69,7 @@ FISHDIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 SYSDEPS     := tmux zsh fish groff-base man-db logrotate systemd
 SYSDEP_CMDS := tmux zsh fish groff man logrotate systemd-analyze
 
-.PHONY: help build man completions install test e2e lint bench fuzz tools sysdeps demo live-check clean
+.PHONY: help build man completions install test e2e lint bench fuzz tools peer sysdeps demo live-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -99,7 +114,24 @@ install: man completions ## install bhw-run, its man page and shell completions 
 	install -m 0644 bin/_bhw-run $(ZSHDIR)/_bhw-run
 	install -m 0644 bin/bhw-run.fish $(FISHDIR)/bhw-run.fish
 
-tools: $(STAMP) ## install the pinned agent CLIs from npm into .tools/ (for the end-to-end tests)
+tools: $(STAMP) peer ## install the pinned agent CLIs from npm and the Python peer from PyPI into .tools/ (for the end-to-end and conformance tests)
+
+peer: $(PEER_STAMP) ## install the pinned blobhub-worker, BlobHub SDK and CLI from PyPI into .tools/peer (for the conformance tests)
+
+# PyPI only: the index is named and any find-links of the machine's pip
+# configuration is switched off. --no-deps with the full pinned list makes
+# the venv exactly peer/requirements.txt.
+$(PEER_STAMP): peer/requirements.txt
+	@test -n "$(PEER_BASE_PYTHON)" || { echo "the peer needs Python >= 3.12 (blobhub-worker and blobhub-cli require it); install one, or pass PEER_BASE_PYTHON=/path/to/python3.12"; exit 1; }
+	rm -rf $(PEER) && $(PEER_BASE_PYTHON) -m venv $(PEER)
+	PIP_FIND_LINKS= $(PEER_PYTHON) -m pip install --quiet --no-input --disable-pip-version-check \
+		--index-url https://pypi.org/simple --no-deps -r peer/requirements.txt
+	$(PEER_PYTHON) -m pip check
+	$(PEER_PYTHON) -c 'import importlib.metadata as m; \
+		want = {"blobhub-worker": "$(PEER_WORKER_VERSION)", "blobhub": "$(PEER_SDK_VERSION)", "blobhub-cli": "$(PEER_CLI_VERSION)"}; \
+		got = {k: m.version(k) for k in want}; \
+		assert got == want, f"the peer venv holds {got}, not {want}"'
+	touch $@
 
 # The CLIs ship their native binaries inside registry packages; nothing is
 # downloaded from anywhere else. A failed install fails the tests.

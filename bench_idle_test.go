@@ -37,9 +37,9 @@ func BenchmarkIdleRun(b *testing.B) {
 	}
 
 	body := func(cmd string, extra string) string {
-		return fmt.Sprintf(`{"engine":"workflow_blobhub","command":%q,"session_id":%q,"alias":%q%s}`, cmd, bhtest.SessionID, alias, extra)
+		return fmt.Sprintf(`{"command":%q,"session_id":%q,"alias":%q%s}`, cmd, bhtest.SessionID, alias, extra)
 	}
-	url := e.srv.URL() + "/revisions/" + bhtest.RevisionID + "/data"
+	url := e.srv.URL() + "/revisions/" + bhtest.RevisionID + "/data/query" // both reads
 	curlOnce := func(data string) {
 		c := exec.Command(curl, "-sS", "-o", "/dev/null", "-X", "POST", "-H", "X-API-Key: "+bhtest.RunnerKey,
 			"-H", "Content-Type: application/json", "--data", data, url)
