@@ -157,8 +157,9 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	inbound := t.Turn.Inbound
 	// A completed turn publishes the outbox; a parked or failed one does not.
 	var files []outbox.File
+	var pack *outboxPack
 	if turnEnd == "completed" {
-		files = a.scanOutbox()
+		files, pack = a.boundOutbox(a.scanOutbox())
 	}
 	a.mu.Lock()
 	a.turnRan()
@@ -166,7 +167,7 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	b := a.budget()
 	spent := spentCaps(b, t)
 	a.ledger().BudgetSpent = spent
-	intents, jerr := a.journalIntents(files)
+	intents, jerr := a.journalIntents(files, pack)
 	var e *emission
 	if jerr == nil {
 		e, jerr = a.j.add(a.alias, agent.TurnEndItem(turnEnd, r, tools), "")
