@@ -281,11 +281,21 @@ func threadEdit(ctx context.Context, s *run.Setup, c blobhub.Client, alias strin
 	if f.WorkFolder != nil {
 		checkHere(nenv.WorkFolder, warn)
 	}
-	if refixed && env.State == envelope.StateActive {
-		if raw, err = envelope.WithState(raw, envelope.StatePending); err != nil {
+	// instance.state as it is now, not as it was before the checks: a run
+	// may have written it since (BlobHub has no conditional write), and an
+	// edit must not put back the state it read (docs/state.md).
+	_, now, err := run.DownloadJob(ctx, c, alias)
+	if err != nil {
+		return res, err
+	}
+	res.From, res.State = now.State, now.State
+	if refixed && now.State == envelope.StateActive {
+		res.State = envelope.StatePending
+	}
+	if res.State != env.State {
+		if raw, err = envelope.WithState(raw, res.State); err != nil {
 			return res, err
 		}
-		res.State = envelope.StatePending
 	}
 	if err := c.Upload(ctx, alias, raw); err != nil {
 		return res, run.APIError(err, "upload "+alias)

@@ -71,6 +71,9 @@ type Config struct {
 	} `yaml:"policy"`
 	Artifacts struct {
 		MaxBytes int64 `yaml:"max_bytes"`
+		// MaxFiles bounds the files a turn publishes one by one; the rest
+		// go in one archive (run/outboxbound.go).
+		MaxFiles int `yaml:"max_files"`
 	} `yaml:"artifacts"`
 	Sections []Section `yaml:"sections"`
 }
@@ -455,6 +458,12 @@ func validateConfig(c *Config, s *Setup) error {
 	}
 	if c.Artifacts.MaxBytes <= 0 {
 		c.Artifacts.MaxBytes = 5 << 20
+	}
+	if c.Artifacts.MaxFiles < 0 {
+		return exitErr(CodeInvalidConfig, "artifacts.max_files must be 1 or more (0 or absent: %d)", defaultMaxFiles)
+	}
+	if c.Artifacts.MaxFiles == 0 {
+		c.Artifacts.MaxFiles = defaultMaxFiles
 	}
 	for _, r := range c.Workspace.Roots {
 		if !filepath.IsAbs(r) {
