@@ -50,7 +50,8 @@ FISHDIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 # tests), zsh and fish (the completion scripts), groff and man-db (the man
 # page), logrotate (the logrotate recipe) and systemd (systemd-analyze
 # verifies the unit and timer). SYSDEP_CMDS are the commands they bring, in
-# the same order; logrotate lives in /usr/sbin, which the tests look in too.
+# the same order (internal/sysdeps finds them for the tests); logrotate
+# lives in /usr/sbin, which the tests look in too.
 SYSDEPS     := tmux zsh fish groff-base man-db logrotate systemd
 SYSDEP_CMDS := tmux zsh fish groff man logrotate systemd-analyze
 

@@ -9,37 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blobhub/bhw-run/internal/sysdeps"
 	"github.com/blobhub/bhw-run/run"
 )
-
-// sysPackage is the Debian package of each command the tests run beyond Go
-// and the agent CLIs; make sysdeps installs them (SYSDEPS in the Makefile).
-var sysPackage = map[string]string{
-	"bash": "bash", "tmux": "tmux", "zsh": "zsh", "fish": "fish", "groff": "groff-base", "man": "man-db",
-	"logrotate": "logrotate", "systemd-analyze": "systemd",
-}
-
-// sysTool is the path of a command of sysPackage, found on PATH or in
-// /usr/sbin and /sbin (logrotate's place, off a plain user's PATH). A
-// missing one fails the test with what to install: a test never falls
-// back to a weaker check.
-func sysTool(t *testing.T, name string) string {
-	t.Helper()
-	pkg, ok := sysPackage[name]
-	if !ok {
-		t.Fatalf("sysTool(%q): add the command and its Debian package to sysPackage and the Makefile's SYSDEPS", name)
-	}
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	for _, dir := range []string{"/usr/sbin", "/sbin"} {
-		if p, err := exec.LookPath(filepath.Join(dir, name)); err == nil {
-			return p
-		}
-	}
-	t.Fatalf("%s is not installed; run `make sysdeps` as root, or apt-get install %s", name, pkg)
-	return ""
-}
 
 // script writes `bhw-run completion <shell>` to a file and returns its path.
 func script(t *testing.T, shell string) string {
@@ -57,7 +29,7 @@ func script(t *testing.T, shell string) string {
 
 func runShell(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(sysTool(t, name), args...)
+	cmd := exec.Command(sysdeps.Path(t, name), args...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir(), "LANG=C.UTF-8"}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -198,11 +170,11 @@ func TestManPage(t *testing.T) {
 	if err := os.WriteFile(page, out.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(sysTool(t, "groff"), "-man", "-Tutf8", "-ww", "-z", page)
+	cmd := exec.Command(sysdeps.Path(t, "groff"), "-man", "-Tutf8", "-ww", "-z", page)
 	if b, err := cmd.CombinedOutput(); err != nil || len(b) > 0 {
 		t.Errorf("groff warns: %v\n%s", err, b)
 	}
-	man := exec.Command(sysTool(t, "man"), "-l", page)
+	man := exec.Command(sysdeps.Path(t, "man"), "-l", page)
 	man.Env = []string{"PATH=/usr/bin:/bin", "MANPAGER=cat", "PAGER=cat", "MANWIDTH=100", "LANG=C.UTF-8"}
 	var text, warn bytes.Buffer
 	man.Stdout, man.Stderr = &text, &warn

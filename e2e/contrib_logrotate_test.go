@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/internal/sysdeps"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -105,7 +106,7 @@ func TestContribLogrotate(t *testing.T) {
 		}
 	}
 
-	lr := sysTool(t, "logrotate")
+	lr := sysdeps.Path(t, "logrotate")
 	recipe, err := os.ReadFile("contrib/logrotate/bhw-run")
 	if err != nil {
 		t.Fatal(err)

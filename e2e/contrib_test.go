@@ -23,6 +23,7 @@ import (
 
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/internal/sysdeps"
 	"github.com/blobhub/bhw-run/lock"
 	"github.com/blobhub/bhw-run/run"
 )
@@ -149,7 +150,7 @@ func TestContribSystemdUnits(t *testing.T) {
 		t.Error("the timer has neither OnUnitInactiveSec= nor OnCalendar=")
 	}
 
-	out, err := exec.Command(sysTool(t, "systemd-analyze"), "verify", "--man=no", "contrib/systemd/bhw-run.service", "contrib/systemd/bhw-run.timer").CombinedOutput()
+	out, err := exec.Command(sysdeps.Path(t, "systemd-analyze"), "verify", "--man=no", "contrib/systemd/bhw-run.service", "contrib/systemd/bhw-run.timer").CombinedOutput()
 	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}

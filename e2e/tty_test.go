@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/internal/sysdeps"
 	"github.com/blobhub/bhw-run/lock"
 )
 
@@ -32,7 +33,7 @@ type tmuxTerm struct {
 // with env and nothing of the user's (no rc files, no tmux.conf).
 func newTmux(t *testing.T, env []string) *tmuxTerm {
 	t.Helper()
-	tm := &tmuxTerm{t: t, bin: sysTool(t, "tmux"), sock: filepath.Join(t.TempDir(), "tmux.sock")}
+	tm := &tmuxTerm{t: t, bin: sysdeps.Path(t, "tmux"), sock: filepath.Join(t.TempDir(), "tmux.sock")}
 	shell := append([]string{"env", "-i"}, env...)
 	shell = append(shell, "TERM=screen", "PS1=$ ", "bash", "--norc", "--noprofile", "-i")
 	tm.cmd(append([]string{"-f", "/dev/null", "new-session", "-d", "-s", "bhw", "-x", "160", "-y", "50"}, shell...)...)
