@@ -32,15 +32,15 @@ import (
 // adapters are the agents this build runs, the first `thread new`'s
 // default. Tests call it in-process.
 func Main(args []string, stdout, stderr io.Writer, version string, adapters []agent.Adapter) int {
-	// A build with the cpuprofile tag ends its profile when the command
-	// does (cpuprofile.go); a no-op otherwise.
-	defer stopProfile()
 	// Signals are caught before anything else runs: a run hands them to its
 	// activation (which ends at once while it holds nothing, and saves its
 	// state after), every other command ends on its context (withSignals).
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	// A build with the cpuprofile tag ends its profile when the command
+	// does (cpuprofile.go); a no-op otherwise.
+	defer stopProfile()
 	ctx := context.Background()
 	run.Version = buildVersion(version)
 	// Every byte bhw-run prints goes through the redaction of the keys it
