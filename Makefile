@@ -65,7 +65,8 @@ FISHDIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 # tests), zsh and fish (the completion scripts), groff and man-db (the man
 # page), logrotate (the logrotate recipe) and systemd (systemd-analyze
 # verifies the unit and timer). SYSDEP_CMDS are the commands they bring, in
-# the same order; logrotate lives in /usr/sbin, which the tests look in too.
+# the same order (internal/sysdeps finds them for the tests); logrotate
+# lives in /usr/sbin, which the tests look in too.
 SYSDEPS     := tmux zsh fish groff-base man-db logrotate systemd
 SYSDEP_CMDS := tmux zsh fish groff man logrotate systemd-analyze
 
@@ -82,12 +83,15 @@ export CGO_ENABLED := 0
 # page): the generator's markdown parser initialises itself in every process,
 # about half a millisecond of CPU on each run a cron tick makes. Exported so
 # every go command here, and the one the tests run to build bhw-run, agree.
-# A GOFLAGS in the environment is kept, its -tags joined with this one, so
-#   GOFLAGS='-tags=cpuprofile -ldflags=-X=main.cpuProfileDir=/tmp/prof' make bench
-# profiles every bhw-run the benchmarks start (cpuprofile.go).
+# realcli brings in the tests that drive the real agent CLIs of .tools/
+# (e2e/): every target sets it, so make test runs everything, while a bare
+# `go test ./...` runs the hermetic, fake-backed rest.
+# A GOFLAGS in the environment is kept, its -tags joined with these, so
+#   GOFLAGS='-tags=cpuprofile -ldflags=-X=github.com/blobhub/bhw-run/cli.cpuProfileDir=/tmp/prof' make bench
+# profiles every bhw-run the benchmarks start (cli/cpuprofile.go).
 comma    := ,
 env_tags := $(patsubst -tags=%,%,$(filter -tags=%,$(GOFLAGS)))
-export GOFLAGS := $(strip $(filter-out -tags=%,$(GOFLAGS)) -tags=$(if $(env_tags),$(env_tags)$(comma))urfave_cli_no_docs)
+export GOFLAGS := $(strip $(filter-out -tags=%,$(GOFLAGS)) -tags=$(if $(env_tags),$(env_tags)$(comma))realcli$(comma)urfave_cli_no_docs)
 
 # The version `bhw-run version` prints: the nearest tag, the commit, and
 # -dirty for local changes. Outside a git checkout it is empty and the
@@ -198,15 +202,15 @@ lint: ## go vet, gofmt, staticcheck (pinned in go.mod's tool block)
 	go tool staticcheck ./...
 
 bench: tools ## benchmarks: idle run vs two curls and on long histories, ls over long histories, agent overhead (Claude, Codex, each ACP agent), relay rate (medians), outbox publishing, the idle tick after a flood and with a 50 MB envelope, each ACP agent's own cost, a pass over 1,000 threads
-	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleRun' -benchtime 20x -count 1 .
-	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleHistory|ListHistory' -benchtime 10x -count 1 -timeout 30m .
-	$(GO_TEST_ENV) go test -run '^$$' -bench 'TurnOverhead' -benchtime 10x -count 1 .
-	$(GO_TEST_ENV) go test -run '^$$' -bench 'RelayItems' -benchtime 3x -count 1 .
+	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleRun' -benchtime 20x -count 1 ./e2e/
+	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleHistory|ListHistory' -benchtime 10x -count 1 -timeout 30m ./e2e/
+	$(GO_TEST_ENV) go test -run '^$$' -bench 'TurnOverhead' -benchtime 10x -count 1 ./e2e/
+	$(GO_TEST_ENV) go test -run '^$$' -bench 'RelayItems' -benchtime 3x -count 1 ./e2e/
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'Agent' -benchtime 5x -count 1 ./acp/acptest
 	go test -run '^$$' -bench . -count 1 ./blobhub/... ./policy/... ./envelope/...
 	go test -run '^$$' -bench 'Publish' -benchmem -benchtime 3x -count 1 ./run/
 	go test -run '^$$' -bench 'IdleTick' -benchtime 5x -count 1 ./run/
-	go test -run '^$$' -bench 'FanOut' -benchtime 1x -count 1 -timeout 30m .
+	go test -run '^$$' -bench 'FanOut' -benchtime 1x -count 1 -timeout 30m ./e2e/
 
 fuzz: ## run each fuzz test for 20 s
 	@for pkg in $$(go list ./...); do \
