@@ -104,15 +104,7 @@ func TestPeekChild(t *testing.T) {
 // OpenCode's) is stopped with the group, though it is no descendant of
 // the process that stops it.
 func TestStopGroupTakesStrays(t *testing.T) {
-	// The pid is printed once the child has its own session (field 6 of
-	// its stat), so the check below never races the setsid.
-	p := start(t, "setsid sleep 300 & pid=$!\nwhile [ \"$(cut -d' ' -f6 /proc/$pid/stat)\" != \"$pid\" ]; do :; done\necho $pid\nread x\n", &logBuf{})
-	l := <-p.Lines()
-	stray, err := strconv.Atoi(strings.TrimSpace(string(l.Data)))
-	if err != nil {
-		t.Fatalf("the script printed %q", l.Data)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(stray, syscall.SIGKILL) })
+	p, stray := startWithStray(t)
 	if pg, _ := syscall.Getpgid(stray); pg == p.Pid() {
 		t.Fatalf("the stray %d is in the group %d: the test shows nothing", stray, p.Pid())
 	}
@@ -157,13 +149,7 @@ func TestCloseSweepsWithoutSubreaper(t *testing.T) {
 
 	// A tool in a session of its own (as Claude Code's Bash children), so
 	// the group kill does not reach it.
-	p := start(t, "setsid sleep 300 & pid=$!\nwhile [ \"$(cut -d' ' -f6 /proc/$pid/stat)\" != \"$pid\" ]; do :; done\necho $pid\nread x\n", &logBuf{})
-	l := <-p.Lines()
-	stray, err := strconv.Atoi(strings.TrimSpace(string(l.Data)))
-	if err != nil {
-		t.Fatalf("the script printed %q", l.Data)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(stray, syscall.SIGKILL) })
+	p, stray := startWithStray(t)
 	if err := p.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -213,4 +199,20 @@ func TestProcTable(t *testing.T) {
 		return
 	}
 	t.Fatal("this process is not in the table")
+}
+
+// startWithStray starts an agent that leaves a tool in a session of its
+// own, and returns it with the tool's pid. The pid is printed once the
+// tool has its own session (field 6 of its stat), so no check races the
+// setsid.
+func startWithStray(t *testing.T) (*Process, int) {
+	t.Helper()
+	p := start(t, "setsid sleep 300 & pid=$!\nwhile [ \"$(cut -d' ' -f6 /proc/$pid/stat)\" != \"$pid\" ]; do :; done\necho $pid\nread x\n", &logBuf{})
+	l := <-p.Lines()
+	stray, err := strconv.Atoi(strings.TrimSpace(string(l.Data)))
+	if err != nil {
+		t.Fatalf("the script printed %q", l.Data)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(stray, syscall.SIGKILL) })
+	return p, stray
 }
