@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/policy"
@@ -257,8 +258,8 @@ func TestFakeIgnoresSIGTERM(t *testing.T) {
 	if d := time.Since(t0); d < s.ExitWait+s.KillGrace {
 		t.Errorf("Close took %v: it cannot have waited for SIGTERM to fail", d)
 	}
-	if st := procState(pid); st != "" {
-		t.Fatalf("pid %d still there (state %s)", pid, st)
+	if !proc.Exited(pid) {
+		t.Fatalf("pid %d still there", pid)
 	}
 	for _, want := range []string{"SIGTERM to group", "SIGKILL to group", "signal: killed"} {
 		if !strings.Contains(log.String(), want) {
@@ -291,7 +292,7 @@ func TestFakeGrandchildHoldsStdout(t *testing.T) {
 	}
 	// The grandchild lives in its own session: sweeping it is run's job
 	// (subreaper), not the adapter's.
-	if procState(pid) == "" {
+	if proc.Exited(pid) {
 		t.Fatalf("grandchild %d gone already", pid)
 	}
 }

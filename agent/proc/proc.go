@@ -9,7 +9,9 @@
 //
 // It is a room of its own under agent/ because every adapter and run need
 // the same process handling, and the contract in agent stays free of system
-// calls. Linux only (process groups, /proc, PR_SET_CHILD_SUBREAPER).
+// calls. The logic is shared; what differs per system (the subreaper,
+// the process table, not being dumpable) is in sys_linux.go and
+// sys_darwin.go (docs/design.md lists them).
 package proc
 
 import (
@@ -304,6 +306,13 @@ func (p *Process) Close(ctx context.Context) error {
 }
 
 func (p *Process) close(ctx context.Context) error {
+	// Without a subreaper, what the agent leaves below itself goes to
+	// init once it exits, out of SweepDescendants' reach: look now, while
+	// it is still below the agent, and stop it once the agent is gone.
+	var below []procStat
+	if sweepAtClose() {
+		below = descendants(procTable(), p.pid)
+	}
 	p.CloseStdin()
 	if !p.waitDone(ctx, p.StdinGrace) {
 		p.Logf("still running %v after stdin closed: SIGTERM to group %d", p.StdinGrace, p.pid)
@@ -322,6 +331,9 @@ func (p *Process) close(ctx context.Context) error {
 	// there) is killed. A group id stays allocated while any member lives,
 	// so this cannot hit a stranger.
 	p.Kill()
+	if len(below) > 0 {
+		stopStrays(below, p.KillGrace)
+	}
 	p.cancel()
 	close(p.quit)
 	p.stdout.Close()
