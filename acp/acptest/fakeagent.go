@@ -115,6 +115,7 @@ func (f *fakeAgent) request(m jsonrpc.Message) {
 		}
 		_ = f.Conn.Reply(m.ID, map[string]any{"sessionId": f.sid})
 		f.update(map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": []any{}})
+		f.Opened()
 	case "session/load":
 		if f.Script.ResumeFails {
 			f.noSession(m.ID, p.SessionID)
@@ -128,6 +129,7 @@ func (f *fakeAgent) request(m jsonrpc.Message) {
 		f.update(map[string]any{"sessionUpdate": "tool_call", "toolCallId": "replayed_call", "kind": "edit", "title": "replayed",
 			"status": "failed", "content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": "replayed"}}}})
 		f.update(map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": []any{}})
+		f.Opened()
 	case "session/prompt":
 		steps := []agenttest.Step{{Text: "no more script"}}
 		if f.turn < len(f.Script.Turns) {

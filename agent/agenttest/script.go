@@ -24,6 +24,14 @@ type Script struct {
 	// StartupError is printed on stderr before exiting 1, before the agent
 	// is ready (bad flags, a refused start).
 	StartupError string `json:"startup_error,omitempty"`
+	// StopReading: once its session is open the agent reads nothing more
+	// of its stdin, and keeps running: a prompt larger than the pipe holds
+	// stays stuck in it.
+	StopReading bool `json:"stop_reading,omitempty"`
+	// Flood: once its session is open the agent sends this many requests
+	// (of a method nobody knows) without reading their answers, then reads
+	// nothing more, as StopReading.
+	Flood int `json:"flood,omitempty"`
 	// Turns are the steps of each user turn, in order; a turn without a
 	// terminal step ends normally. Turns past the last one say "no more
 	// script".
