@@ -72,6 +72,16 @@ type Step struct {
 	// BigRequest asks the gate with a request of this many bytes and says
 	// how it was answered: "big request answered: <action>: <message>".
 	BigRequest int `json:"big_request,omitempty"`
+	// Stream (the ACP fake) streams a text message of this many bytes in
+	// chunks of 64 KiB, the first starting "BEGIN", the last ending "END".
+	Stream int `json:"stream,omitempty"`
+	// AfterEnd (the ACP fake) ends the turn here, answering the prompt
+	// end_turn, then goes on as if it had not: a text chunk "said after
+	// the end" and a permission request for a write, two updates more
+	// (the last a plan whose _meta.last is "after the end"), then reports
+	// on stderr how the request was answered ("the request after the end
+	// was allowed" or "… refused").
+	AfterEnd bool `json:"after_end,omitempty"`
 }
 
 // Tool is a call of a script, described by what it does; each fake names
