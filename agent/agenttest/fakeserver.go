@@ -41,7 +41,22 @@ func (f *FakeServer) Opened() {
 	if f.Script.Flood > 0 || f.Script.StopReading {
 		fmt.Fprintln(os.Stderr, "fake agent: reading nothing more")
 		f.deaf.Store(true)
+		TellDeaf(f.Script.Deaf)
 	}
+}
+
+// TellDeaf writes a line to the named pipe path (Script.Deaf), when one is
+// named, in the background: the open waits for a reader.
+func TellDeaf(path string) {
+	if path == "" {
+		return
+	}
+	go func() {
+		if p, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+			fmt.Fprintln(p, "reading nothing more")
+			p.Close()
+		}
+	}()
 }
 
 // ServeFake plays the fake whose script is at path until its stdin ends,

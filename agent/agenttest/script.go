@@ -32,6 +32,10 @@ type Script struct {
 	// (of a method nobody knows) without reading their answers, then reads
 	// nothing more, as StopReading.
 	Flood int `json:"flood,omitempty"`
+	// Deaf, with StopReading or Flood, is a named pipe the agent writes a
+	// line to once it reads nothing more: a test opening it for reading
+	// wakes then, without polling.
+	Deaf string `json:"deaf,omitempty"`
 	// Turns are the steps of each user turn, in order; a turn without a
 	// terminal step ends normally. Turns past the last one say "no more
 	// script".

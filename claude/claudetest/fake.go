@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/blobhub/bhw-run/agent/agenttest"
 )
 
 // FakeAgentEnv selects the fake agent in a re-executed test binary; its
@@ -38,7 +40,9 @@ type FakeScript struct {
 	// Flood: at start the agent prints this many control requests (of a
 	// subtype nobody knows) without reading their answers, then reads
 	// nothing, as StopReading.
-	Flood int          `json:"flood,omitempty"`
+	Flood int `json:"flood,omitempty"`
+	// Deaf is agenttest.Script.Deaf.
+	Deaf  string       `json:"deaf,omitempty"`
 	Turns [][]FakeStep `json:"turns"`
 }
 
@@ -168,6 +172,7 @@ func FakeAgentMain(path string) int {
 				"request": map[string]any{"subtype": "bhw_test_flood"}})
 		}
 		fmt.Fprintln(os.Stderr, "fake claude: reading nothing more")
+		agenttest.TellDeaf(sc.Deaf)
 		for { // the pipe fills; only a signal ends it
 			time.Sleep(time.Hour)
 		}

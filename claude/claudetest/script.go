@@ -11,7 +11,7 @@ import (
 // as Claude Code asks for it: Bash, Read, Write, WebFetch.
 func FromScript(s agenttest.Script) FakeScript {
 	out := FakeScript{SessionID: s.SessionID, ResumeFails: s.ResumeFails, IgnoreSIGTERM: s.IgnoreSIGTERM, StartupError: s.StartupError,
-		StopReading: s.StopReading, Flood: s.Flood}
+		StopReading: s.StopReading, Flood: s.Flood, Deaf: s.Deaf}
 	for _, steps := range s.Turns {
 		var turn []FakeStep
 		for _, st := range steps {
