@@ -159,13 +159,21 @@ func TestCloseEscalates(t *testing.T) {
 }
 
 // TestCloseWhileAWriteIsStuck: an agent that stops reading leaves a large
-// write stuck in the pipe; Close still ends it, and the write fails.
+// write stuck in the pipe; WriteLine has returned at once all the same,
+// and Close still ends the agent.
 func TestCloseWhileAWriteIsStuck(t *testing.T) {
-	log := logBuf{stdin: make(chan struct{}, 1)}
+	var log logBuf
 	p := start(t, "exec sleep 60\n", &log)
 	wrote := make(chan error, 1)
 	go func() { wrote <- p.WriteLine([]byte(strings.Repeat("x", 8<<20))) }()
-	<-log.stdin // logged just before the write, which blocks: far more than a pipe holds
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WriteLine waits on an agent that does not read")
+	}
 	closed := make(chan error, 1)
 	go func() { closed <- p.Close(context.Background()) }()
 	select {
@@ -173,14 +181,92 @@ func TestCloseWhileAWriteIsStuck(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close is stuck behind the blocked write")
 	}
-	select {
-	case err := <-wrote:
-		if err == nil {
-			t.Error("the stuck write reported success")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the write is still stuck after Close")
+	if err := p.WriteLine([]byte("late")); err == nil {
+		t.Error("a write after Close reported success")
 	}
+}
+
+// notReading starts an agent that never reads its stdin (and ignores
+// SIGTERM, so only the escalation's SIGKILL ends it), with the given write
+// bounds.
+func notReading(t *testing.T, log *logBuf, writeTimeout time.Duration) *Process {
+	t.Helper()
+	p, err := Start(Config{Path: script(t, "trap '' TERM\nexec sleep 60\n"), Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"},
+		Log: agent.NewLog(log), StdinGrace: 100 * time.Millisecond, KillGrace: 200 * time.Millisecond,
+		WriteTimeout: writeTimeout, InterruptWrite: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	return p
+}
+
+// wantStopped waits for the process to be stopped for not reading.
+func wantStopped(t *testing.T, p *Process, log *logBuf) {
+	t.Helper()
+	select {
+	case <-p.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the agent that does not read is still running\n%s", strings.Join(log.lines(agent.StreamAdapter), "\n"))
+	}
+	if !errors.Is(p.NotReading(), ErrNotReading) {
+		t.Fatalf("NotReading = %v", p.NotReading())
+	}
+	if p.WriteLine([]byte("more")) == nil {
+		t.Error("a write after the agent was given up reported success")
+	}
+	if GroupAlive(p.Pid()) {
+		t.Error("the group outlived the escalation")
+	}
+}
+
+// TestWriteTimeoutStopsTheAgent: a line the agent takes nothing of within
+// WriteTimeout is abandoned and the agent stopped (stdin, SIGTERM,
+// SIGKILL), with no Close or interrupt from anyone.
+func TestWriteTimeoutStopsTheAgent(t *testing.T) {
+	var log logBuf
+	p := notReading(t, &log, 500*time.Millisecond)
+	if err := p.WriteLine([]byte(strings.Repeat("x", 1<<20))); err != nil {
+		t.Fatal(err)
+	}
+	wantStopped(t, p, &log)
+	if notes := strings.Join(log.lines(agent.StreamAdapter), "\n"); !strings.Contains(notes, "stopped reading its input") || !strings.Contains(notes, "SIGKILL to group") {
+		t.Errorf("adapter lines:\n%s", notes)
+	}
+}
+
+// TestInterruptingBoundsTheStuckWrite: with a write timeout of an hour, a
+// write stuck on an agent that stopped reading is abandoned
+// InterruptWrite after Interrupting, and the agent is stopped: an
+// interrupt never waits on the agent's reading.
+func TestInterruptingBoundsTheStuckWrite(t *testing.T) {
+	var log logBuf
+	p := notReading(t, &log, time.Hour)
+	if err := p.WriteLine([]byte(strings.Repeat("x", 1<<20))); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WriteLine([]byte(`{"method":"cancel"}`)); err != nil {
+		t.Fatal(err)
+	}
+	p.Interrupting()
+	wantStopped(t, p, &log)
+}
+
+// TestFloodOfAnswersIsBounded: lines queued for an agent that does not
+// read are bounded: past maxQueued bytes, WriteLine fails and the agent is
+// stopped, without ever blocking the caller.
+func TestFloodOfAnswersIsBounded(t *testing.T) {
+	var log logBuf
+	p := notReading(t, &log, time.Hour)
+	line := []byte(strings.Repeat("a", 1<<10))
+	var err error
+	for i := 0; i < 2*maxQueued/len(line) && err == nil; i++ {
+		err = p.WriteLine(line)
+	}
+	if !errors.Is(err, ErrNotReading) {
+		t.Fatalf("after %d bytes queued: %v", 2*maxQueued, err)
+	}
+	wantStopped(t, p, &log)
 }
 
 // TestGrandchildHoldsStdout: a grandchild that keeps a copy of stdout
