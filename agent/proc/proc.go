@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/confine"
 )
 
 // Defaults of a Process.
@@ -56,6 +57,10 @@ type Config struct {
 	MaxLine int
 	// StdinGrace and KillGrace are Close's waits (0: the defaults).
 	StdinGrace, KillGrace time.Duration
+	// Confine, when set, is the Landlock rule set the process and all it
+	// starts are held to: it is started through bhw-run's trampoline
+	// (confine.Wrap), which confines itself and then execs Path.
+	Confine *confine.Rules
 }
 
 // Line is one stdout line without its newline. When the line was longer
@@ -158,6 +163,16 @@ func Start(c Config) (*Process, error) {
 	// the grace.
 	cmd.WaitDelay = p.KillGrace
 	p.log.Printf(agent.StreamAdapter, "start: %s", strings.Join(append([]string{c.Path}, c.Args...), " "))
+	if c.Confine != nil {
+		rules, err := confine.Wrap(cmd, *c.Confine)
+		if err != nil {
+			cancel()
+			closeAll()
+			return nil, err
+		}
+		defer rules.Close() // the child holds its own copy once started
+		p.log.Printf(agent.StreamAdapter, "confined: %d paths granted, the rest refused (docs/security.md)", len(c.Confine.Paths))
+	}
 	ownMu.Lock() // the reaper must not take this child before cmd.Wait does
 	err := cmd.Start()
 	if err == nil {
