@@ -43,14 +43,14 @@ func ABI() int {
 	return v
 }
 
-// Check says whether this kernel can apply s; the error names the fix.
+// Check says whether this kernel can apply s, and if not why.
 func Check(s Spec) error {
 	abi := ABI()
 	switch {
 	case abi == 0:
-		return errors.New("this kernel has no Landlock (Linux 5.13 or later with landlock in the boot-time lsm= list, e.g. lsm=landlock,lockdown,yama,apparmor); upgrade or enable it, or set confine: off in config.yaml to run agents unconfined")
+		return errors.New("this kernel has no Landlock (it needs Linux 5.13 or later with landlock in the boot-time lsm= list, e.g. lsm=landlock,lockdown,yama,apparmor)")
 	case len(s.Ports) > 0 && abi < NetABI:
-		return fmt.Errorf("this kernel's Landlock (ABI %d) cannot restrict network connections (ABI %d, Linux 6.7, can); remove confine.ports or upgrade the kernel", abi, NetABI)
+		return fmt.Errorf("this kernel's Landlock (ABI %d) cannot restrict network connections (ABI %d, Linux 6.7, can)", abi, NetABI)
 	}
 	return nil
 }

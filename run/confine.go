@@ -39,9 +39,35 @@ func (r *Runner) checkConfine(res *resolved) error {
 		return nil
 	}
 	if err := confine.Check(confine.Spec{Ports: r.Setup.Config.Confine.Ports}); err != nil {
-		return agent.Errorf(CodeConfinementUnavailable, "the agent cannot be confined: %v", err)
+		return agent.Errorf(CodeConfinementUnavailable, "the agent cannot be confined: %v; %s", err, confineFix)
 	}
 	return nil
+}
+
+// confineFix is what a machine owner does about CONFINEMENT_UNAVAILABLE.
+const confineFix = "upgrade the kernel or enable Landlock at boot (or remove confine.ports), or set confine.mode: off (or agents.<type>.confine: off) in config.yaml to run the agents unconfined"
+
+// confinement is the doctor's line: whether the agents this config
+// confines can be confined on this kernel.
+func (d *doctor) confinement() {
+	s := d.s
+	on := s.Config.Confine.Mode != "off"
+	for _, ac := range s.Config.Agents {
+		on = on || (ac != nil && ac.Confine == "on")
+	}
+	if !on {
+		d.ok("confine", "off in %s: the agents run unconfined (docs/security.md)", s.ConfigPath)
+		return
+	}
+	if err := confine.Check(confine.Spec{Ports: s.Config.Confine.Ports}); err != nil {
+		d.fail("confine", CodeConfinementUnavailable+": "+err.Error(), confineFix)
+		return
+	}
+	net := "the network left alone"
+	if p := s.Config.Confine.Ports; len(p) > 0 {
+		net = fmt.Sprintf("TCP connects only to ports %v", p)
+	}
+	d.ok("confine", "Landlock ABI %d: the agents run confined, %s (docs/security.md)", confine.ABI(), net)
 }
 
 // confinement is the rule set of res's agent and its private temp folder
