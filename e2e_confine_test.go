@@ -114,6 +114,21 @@ func confinedLog(t testing.TB, e *e2eEnv, alias string, want bool) {
 	}
 }
 
+// probeAndResume runs the probe's turn on alias, then a second turn
+// (resumed() queues its reply): its own session files keep working. It
+// checks the probe against what bodies() says reached the model.
+func probeAndResume(t *testing.T, e *e2eEnv, p *confineProbe, alias string, resumed func(), bodies func() [][]byte) {
+	t.Helper()
+	s1 := e.activate(alias, 0, run.OutcomeTurnCompleted)
+	confinedLog(t, e, alias, true)
+	e.post(alias, "again")
+	resumed()
+	if s2 := e.activate(alias, 0, run.OutcomeTurnCompleted); s2.AgentSessionID != s1.AgentSessionID {
+		t.Errorf("agent_session_id %q after the resume, want %q", s2.AgentSessionID, s1.AgentSessionID)
+	}
+	p.check(t, e, alias, bodies())
+}
+
 func TestE2EConfineClaude(t *testing.T) {
 	e := newClaudeE2E(t)
 	p := newConfineProbe(t, e.e2eEnv)
@@ -121,19 +136,12 @@ func TestE2EConfineClaude(t *testing.T) {
 	e.allowAutonomous()
 	const alias = "projects/p1/claude-confined"
 	e.handOff(alias, claudeType, "autonomous", "probe the doors")
-	s1 := e.activate(alias, 0, run.OutcomeTurnCompleted)
-	confinedLog(t, e.e2eEnv, alias, true)
-	// Its own session files keep working: the next turn resumes.
-	e.post(alias, "again")
-	e.model.Push(claudetest.Text("resumed"))
-	if s2 := e.activate(alias, 0, run.OutcomeTurnCompleted); s2.AgentSessionID != s1.AgentSessionID {
-		t.Errorf("agent_session_id %q after the resume, want %q", s2.AgentSessionID, s1.AgentSessionID)
-	}
-	var bodies [][]byte
-	for _, r := range e.model.Requests() {
-		bodies = append(bodies, r.Body)
-	}
-	p.check(t, e.e2eEnv, alias, bodies)
+	probeAndResume(t, e.e2eEnv, p, alias, func() { e.model.Push(claudetest.Text("resumed")) }, func() (out [][]byte) {
+		for _, r := range e.model.Requests() {
+			out = append(out, r.Body)
+		}
+		return out
+	})
 }
 
 func TestE2EConfineCodex(t *testing.T) {
@@ -144,18 +152,12 @@ func TestE2EConfineCodex(t *testing.T) {
 	e.writeConfig()
 	const alias = "projects/p1/codex-confined"
 	e.handOff(alias, codexType, "autonomous", "probe the doors")
-	s1 := e.activate(alias, 0, run.OutcomeTurnCompleted)
-	confinedLog(t, e.e2eEnv, alias, true)
-	e.post(alias, "again")
-	e.model.Push(codextest.Say("resumed"))
-	if s2 := e.activate(alias, 0, run.OutcomeTurnCompleted); s2.AgentSessionID != s1.AgentSessionID {
-		t.Errorf("agent_session_id %q after the resume, want %q", s2.AgentSessionID, s1.AgentSessionID)
-	}
-	var bodies [][]byte
-	for _, r := range e.model.Requests() {
-		bodies = append(bodies, r.Body)
-	}
-	p.check(t, e.e2eEnv, alias, bodies)
+	probeAndResume(t, e.e2eEnv, p, alias, func() { e.model.Push(codextest.Say("resumed")) }, func() (out [][]byte) {
+		for _, r := range e.model.Requests() {
+			out = append(out, r.Body)
+		}
+		return out
+	})
 }
 
 // TestE2EConfineCodexOwnSandbox: an approval Codex thread keeps Codex's
