@@ -109,7 +109,7 @@ func start(ctx context.Context, p *preset, l agent.Launch) (*Session, error) {
 	}
 	args := append(append([]string(nil), p.args...), l.ExtraArgs...)
 	s.proc, err = proc.Start(proc.Config{Path: l.Executable, Args: args, Dir: l.WorkFolder, Env: env, Log: l.Log,
-		MaxLine: l.MaxLine, StdinGrace: s.StdinGrace, KillGrace: l.KillGrace})
+		MaxLine: l.MaxLine, StdinGrace: s.StdinGrace, KillGrace: l.KillGrace, Confine: l.Confine})
 	if err != nil {
 		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "cannot start %s (%s): %v", l.Executable, p.typ, err)
 	}

@@ -66,7 +66,7 @@ func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 	args, env, err := command(l, md)
 	if err == nil {
 		s.p, err = proc.Start(proc.Config{Path: l.Executable, Args: args, Dir: l.WorkFolder, Env: env,
-			Log: l.Log, MaxLine: l.MaxLine, KillGrace: l.KillGrace})
+			Log: l.Log, MaxLine: l.MaxLine, KillGrace: l.KillGrace, Confine: l.Confine})
 		if err != nil {
 			err = agent.Errorf(agent.CodeAgentSpawnFailed, "claude: start %s: %v", l.Executable, err)
 		}

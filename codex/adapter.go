@@ -29,11 +29,14 @@ var Adapter = agent.Adapter{
 	EnvPrefixes: []string{"CODEX_", "OPENAI_"},
 	HomeDirs:    []string{".codex"},
 	Preflight:   preflight,
-	Describe:    describe,
-	Options:     decodeOptions,
-	Login:       login,
-	LoginCheck:  loginCheck,
-	Start:       agent.StartFunc(Start),
+	// bubblewrap's mounts fail inside Landlock ("Failed to make / slave:
+	// Operation not permitted"): the gated postures keep Codex's sandbox.
+	OwnSandbox: func(perm string) bool { return perm != policy.PostureAutonomous },
+	Describe:   describe,
+	Options:    decodeOptions,
+	Login:      login,
+	LoginCheck: loginCheck,
+	Start:      agent.StartFunc(Start),
 }
 
 // login says how a person logs Codex in for the home home.
@@ -130,11 +133,19 @@ func preflight(ctx context.Context, l agent.Launch) error {
 	if l.Permissions == policy.PostureAutonomous {
 		return nil
 	}
+	if l.Confine != nil {
+		// Confined by the machine owner's choice (agents.codex.confine: on):
+		// checked where it runs, never remembered.
+		if err := SandboxWorks(ctx, l.Executable, l.Env, l.Confine); err != nil {
+			return agent.Errorf(CodeSandboxUnavailable, "the Codex sandbox does not work inside the confinement (%v): a Landlock domain forbids the mounts bubblewrap makes; set agents.codex.confine: off for approval and guarded Codex threads, or run them autonomous", err)
+		}
+		return nil
+	}
 	cache := sandboxCache{dir: l.CacheDir}
 	if cache.passed(l.Executable) {
 		return nil
 	}
-	if err := SandboxWorks(ctx, l.Executable, l.Env); err != nil {
+	if err := SandboxWorks(ctx, l.Executable, l.Env, nil); err != nil {
 		return agent.Errorf(CodeSandboxUnavailable, "the Codex sandbox does not work on this machine (%v); approval and guarded threads need it", err)
 	}
 	cache.remember(l.Executable)

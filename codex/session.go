@@ -94,7 +94,7 @@ func spawn(l agent.Launch) (*Session, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	p, err := proc.Start(proc.Config{Path: l.Executable, Args: append([]string{"app-server"}, l.ExtraArgs...),
-		Dir: l.WorkFolder, Env: l.Env, Log: l.Log, MaxLine: l.MaxLine, KillGrace: l.KillGrace})
+		Dir: l.WorkFolder, Env: l.Env, Log: l.Log, MaxLine: l.MaxLine, KillGrace: l.KillGrace, Confine: l.Confine})
 	if err != nil {
 		return nil, err
 	}

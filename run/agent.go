@@ -145,6 +145,13 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 	}
 	l := a.r.launch(res, res.WorkFolder)
 	l.SessionID, l.Resume, l.Log, l.Logger = sessionID, resume, a.tlog, a.log
+	rules, temp, unconfine, err := a.r.confinement(res)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rules != nil {
+		l.Confine, l.Env = rules, setEnv(l.Env, "TMPDIR", temp)
+	}
 	if resume && t.Ledger != nil {
 		l.SessionCostUSD = t.Ledger.SessionCostUSD
 	}
@@ -153,6 +160,7 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 	a.prog.stage(StageStarting)
 	sess, err = res.adapter.Start(ctx, l)
 	if err != nil {
+		unconfine()
 		a.prog.stage(StageFinishing)
 		return nil, nil, err
 	}
@@ -170,6 +178,7 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 	stop = func() {
 		a.closeAgent(ctx, sess)
 		close(stopHurry)
+		unconfine() // after every descendant is gone
 	}
 	a.mu.Lock()
 	t.Agent.Process = &envelope.ProcessInfo{Pgid: sess.Pgid(), StartedAt: now()}

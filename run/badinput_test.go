@@ -204,7 +204,7 @@ func TestBadCredentialsAndConfig(t *testing.T) {
 		{name: "bad url scheme", o: Options{APIURL: "ftp://x", APIKey: "k"}, code: CodeInvalidConfig},
 		{name: "relative file url", o: Options{APIURL: "file://rel/dir"}, code: CodeInvalidConfig},
 		{name: "unknown config key", config: "bogus: 1\n", code: CodeInvalidConfig, msg: "bogus"},
-		{name: "unknown nested key", config: "agents:\n  test_agent:\n    exe: claude\n", code: CodeInvalidConfig, msg: `unknown key "exe"; the keys are args, budget, effort, env, executable, executables, extra_args, home, model, permissions`},
+		{name: "unknown nested key", config: "agents:\n  test_agent:\n    exe: claude\n", code: CodeInvalidConfig, msg: `unknown key "exe"; the keys are args, budget, confine, effort, env, executable, executables, extra_args, home, model, permissions`},
 		{name: "negative budget ceiling", config: "agents:\n  test_agent:\n    budget: {max_turns: -2}\n", code: CodeInvalidConfig, msg: "agents.test_agent.budget.max_turns"},
 		{name: "budget ceiling not a number", config: "agents:\n  test_agent:\n    budget: {max_cost_usd: lots}\n", code: CodeInvalidConfig},
 		{name: "unknown agent type", config: "agents:\n  gemini_cli: {}\n", code: CodeInvalidConfig, msg: "agents.gemini_cli: no such agent type; use test_agent or test_host_agent"},

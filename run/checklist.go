@@ -45,6 +45,10 @@ const (
 	CodeNoProgress = "NO_PROGRESS"
 	// CodeBudgetInvalid: agent.budget is not numbers above 0.
 	CodeBudgetInvalid = "BUDGET_INVALID"
+	// CodeConfinementUnavailable: the agent must be confined and this
+	// kernel cannot confine it (no Landlock; confine.ports on an ABI below
+	// 4).
+	CodeConfinementUnavailable = "CONFINEMENT_UNAVAILABLE"
 )
 
 // resolved is the agent launch resolved per field: envelope agent.* →
@@ -61,6 +65,8 @@ type resolved struct {
 	// resolved: the agent is started there, never in a path a link could
 	// turn elsewhere after the check.
 	WorkFolder string
+	// Confined: the agent runs inside the confinement (confine.go).
+	Confined bool
 }
 
 // checklist validates a thread before it is activated or resumed, in a
@@ -105,9 +111,24 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 	if err := budgetShape(env); err != nil {
 		return nil, err
 	}
-	// 6. The adapter's own preflight (the Codex sandbox).
+	// 6. The confinement.
+	res.Confined = r.Setup.confined(res)
+	if err := r.checkConfine(res); err != nil {
+		return nil, err
+	}
+	// 7. The adapter's own preflight (the Codex sandbox), inside the
+	// confinement the agent will run in.
 	if ad.Preflight != nil {
-		if err := ad.Preflight(ctx, r.launch(res, real)); err != nil {
+		l := r.launch(res, real)
+		rules, temp, done, err := r.confinement(res)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		if rules != nil {
+			l.Confine, l.Env = rules, setEnv(l.Env, "TMPDIR", temp)
+		}
+		if err := ad.Preflight(ctx, l); err != nil {
 			var te *agent.Error
 			if errors.As(err, &te) {
 				return nil, te

@@ -76,6 +76,8 @@ type Config struct {
 		MaxFiles int `yaml:"max_files"`
 	} `yaml:"artifacts"`
 	Sections []Section `yaml:"sections"`
+	// Confine is the kernel boundary around the agents (confine_config.go).
+	Confine ConfineConfig `yaml:"confine,omitempty"`
 }
 
 // AgentConfig is agents.<type> of config.yaml: the keys every agent has,
@@ -91,6 +93,8 @@ type AgentConfig struct {
 	// Budget is the machine owner's ceiling on what one thread of this
 	// agent type may spend (a thread's agent.budget can only lower it).
 	Budget envelope.Budget `yaml:"budget,omitempty"`
+	// Confine is on or off for this agent type, over confine.mode.
+	Confine string `yaml:"confine,omitempty"`
 	// Own holds every other key as written: the home under the adapter's
 	// HomeKey (config_dir, codex_home, …) and the adapter's own options.
 	Own map[string]any `yaml:",inline"`
@@ -102,7 +106,7 @@ type AgentConfig struct {
 }
 
 // commonAgentKeys are the keys of agents.<type> every agent has.
-var commonAgentKeys = []string{"budget", "effort", "env", "executable", "executables", "extra_args", "model", "permissions"}
+var commonAgentKeys = []string{"budget", "confine", "effort", "env", "executable", "executables", "extra_args", "model", "permissions"}
 
 // Section is one configured session a state tree watches.
 type Section struct {
@@ -477,6 +481,9 @@ func validateConfig(c *Config, s *Setup) error {
 	}
 	if err := policy.ValidateRules(c.Policy.Rules); err != nil {
 		return exitErr(CodeInvalidConfig, "policy.rules: %v", err)
+	}
+	if err := validateConfine(c); err != nil {
+		return err
 	}
 	seen := map[string]string{}
 	for i, s := range c.Sections {

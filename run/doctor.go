@@ -115,6 +115,7 @@ func (d *doctor) run(ctx context.Context) {
 		d.stateDir()
 		d.blobhubWorker()
 		d.skip("agents", "the agents are in the config")
+		d.skip("confine", "whether the agents are confined is in the config")
 		d.skip("slots", "concurrency.max_agents is in the config")
 		return
 	}
@@ -123,6 +124,7 @@ func (d *doctor) run(ctx context.Context) {
 	d.stateDir()
 	d.blobhubWorker()
 	d.agents(ctx)
+	d.confinement()
 	d.slots()
 }
 

@@ -101,7 +101,7 @@ var Exits = []ExitClass{
 		Scheduler: "the thread was set to `failed` in this run; a person fixes the cause and runs `bhw-run thread retry` (`INTERNAL`: a bug or a broken machine, state saved; a person looks)",
 		Codes: []string{CodeInternal, CodeWorkFolderNotAbsolute, CodeWorkFolderNotFound, CodeWorkFolderNotADir, CodeWorkFolderNotReadable,
 			CodeWorkFolderNotAllowed, CodeAgentTypeUnsupported, CodePermissionsUnsupported, CodeAutonomousForbidden, CodePolicyMissing,
-			CodePolicyInvalid, CodeExecutableNotAllowed, CodeArtifactsSourceInvalid, CodeEnvelopeTooLarge, CodeBudgetInvalid, agent.CodeAgentCrashed, agent.CodeAgentSpawnFailed}},
+			CodePolicyInvalid, CodeExecutableNotAllowed, CodeArtifactsSourceInvalid, CodeEnvelopeTooLarge, CodeBudgetInvalid, CodeConfinementUnavailable, agent.CodeAgentCrashed, agent.CodeAgentSpawnFailed}},
 	{Exit: ExitTurnFailed, Label: "3", Outcome: "`turn_failed`",
 		Help:      "turn_failed: the turn did not complete (error turn, TURN_TIMEOUT, AGENT_STALLED, NO_PROGRESS: every tool call refused); the thread stays active",
 		Scheduler: "the turn did not complete (error turn, `TURN_TIMEOUT`, `AGENT_STALLED`, `NO_PROGRESS`: the agent made tool calls and every one was refused); the thread stays active, the next message runs a new turn",

@@ -106,7 +106,7 @@ func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 	}
 	var err error
 	s.p, err = proc.Start(proc.Config{Path: l.Executable, Args: args, Dir: l.WorkFolder, Env: l.Env, Log: l.Log,
-		MaxLine: l.MaxLine, KillGrace: l.KillGrace})
+		MaxLine: l.MaxLine, KillGrace: l.KillGrace, Confine: l.Confine})
 	if err != nil {
 		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "test agent: start %s: %v", l.Executable, err)
 	}

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/confine"
 )
 
 // Defaults of a Process.
@@ -76,6 +77,10 @@ type Config struct {
 	// WriteTimeout and InterruptWrite bound the writes to stdin (0: the
 	// defaults DefaultWriteTimeout, DefaultInterruptWrite).
 	WriteTimeout, InterruptWrite time.Duration
+	// Confine, when set, is the Landlock rule set the process and all it
+	// starts are held to: it is started through bhw-run's trampoline
+	// (confine.Wrap), which confines itself and then execs Path.
+	Confine *confine.Rules
 }
 
 // ErrNotReading is why the writer gave up: the agent stopped reading its
@@ -199,6 +204,16 @@ func Start(c Config) (*Process, error) {
 	// the grace.
 	cmd.WaitDelay = p.KillGrace
 	p.log.Printf(agent.StreamAdapter, "start: %s", strings.Join(append([]string{c.Path}, c.Args...), " "))
+	if c.Confine != nil {
+		rules, err := confine.Wrap(cmd, *c.Confine)
+		if err != nil {
+			cancel()
+			closeAll()
+			return nil, err
+		}
+		defer rules.Close() // the child holds its own copy once started
+		p.log.Printf(agent.StreamAdapter, "confined: %d paths granted, the rest refused (docs/security.md)", len(c.Confine.Paths))
+	}
 	ownMu.Lock() // the reaper must not take this child before cmd.Wait does
 	err := cmd.Start()
 	if err == nil {
