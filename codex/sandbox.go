@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // SandboxWorks runs `true` inside the Codex Linux sandbox (bubblewrap with
@@ -93,7 +93,7 @@ func (c sandboxCache) load() map[string]sandboxStamp {
 	m := map[string]sandboxStamp{}
 	// Never through a link nor blocking on a named pipe: the cache is a
 	// file of the state tree like the others.
-	if b, err := envelope.ReadFile(c.path()); err == nil {
+	if b, err := statefile.Read(c.path()); err == nil {
 		_ = json.Unmarshal(b, &m)
 	}
 	return m

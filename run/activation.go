@@ -19,6 +19,7 @@ import (
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // activation is the state of one run of one thread.
@@ -114,7 +115,7 @@ func (a *activation) load() error {
 	if err := a.r.Setup.ensureDir(filepath.Join(a.dir, "logs")); err != nil {
 		return err
 	}
-	a.tfile, err = envelope.OpenFile(filepath.Join(a.dir, "logs", "thread.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	a.tfile, err = statefile.Open(filepath.Join(a.dir, "logs", "thread.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return exitErr(CodeStateTreeInvalid, "cannot open thread.log: %v; fix the state tree", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 const artifactsSource = ".bhw/outbox"
@@ -379,7 +380,7 @@ func (h *artifactHarness) journalArtifactIntent(rel, content string, announce bo
 		pub := h.published(h.alias)
 		pub[rel] = envelope.PublishedArtifact{SHA256: f.SHA256, Alias: in.alias}
 		b, _ := yaml.Marshal(&envelope.Published{Published: pub})
-		if err := envelope.WriteFileAtomic(filepath.Join(dir, publishedFile), b, 0o600); err != nil {
+		if err := statefile.WriteAtomic(filepath.Join(dir, publishedFile), b, 0o600); err != nil {
 			h.t.Fatal(err)
 		}
 		if err := addNotMine(h.t.Context(), h.setup().JobDir, in.alias, "artifact"); err != nil {

@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
-	"gopkg.in/yaml.v3"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // journalPath is alias's emissions.jsonl.
@@ -339,7 +341,7 @@ func writeThread(t *testing.T, h *harness, alias string, th *envelope.Thread) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := envelope.WriteFileAtomic(filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml"), b, 0o600); err != nil {
+	if err := statefile.WriteAtomic(filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

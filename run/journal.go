@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/blobhub/bhw-run/agent"
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // journal is emissions.jsonl, the record that makes posting exactly-once
@@ -93,12 +93,12 @@ const kindCounter = "counter"
 
 // openJournalFile is the one way the journal file is opened: read-only to
 // read it, or to append (created when missing); never through a link, and
-// only as a regular file (envelope.OpenFile).
+// only as a regular file (statefile.Open).
 func openJournalFile(path string, appendTo bool) (*os.File, error) {
 	if !appendTo {
-		return envelope.OpenFile(path, os.O_RDONLY, 0)
+		return statefile.Open(path, os.O_RDONLY, 0)
 	}
-	return envelope.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	return statefile.Open(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 }
 
 // openJournal reads the journal at path, collecting unconfirmed emissions and
@@ -319,7 +319,7 @@ var testHookAfterJournal func()
 //
 // Nothing else can matter: every other emission is confirmed or dropped,
 // and an artifact intent is open until its announcement is journaled. The
-// file is replaced by envelope.WriteFileAtomic (temp file, fsync, rename,
+// file is replaced by statefile.WriteAtomic (temp file, fsync, rename,
 // fsync of the folder): a kill before the rename leaves the old journal,
 // and a temp file the next compaction removes; after it, the new one. It
 // reports whether it rewrote the file; the journal stays open for appends
@@ -344,7 +344,7 @@ func (j *journal) compact(promptEmission, promptItem string) (bool, error) {
 	if testHookAfterJournal != nil {
 		testHookAfterJournal()
 	}
-	if err := envelope.WriteFileAtomic(j.path, buf.Bytes(), 0o600); err != nil {
+	if err := statefile.WriteAtomic(j.path, buf.Bytes(), 0o600); err != nil {
 		return false, err
 	}
 	j.records, j.size = len(keep), int64(buf.Len())
@@ -404,7 +404,7 @@ func (j *journal) kept(promptEmission, promptItem string) []journalRecord {
 }
 
 // removeJournalTemps removes the temp files of compactions a kill
-// interrupted (WriteFileAtomic names them .<name>.tmp-*). Only the lock
+// interrupted (statefile.WriteAtomic names them .<name>.tmp-*). Only the lock
 // holder compacts, so none of them is being written.
 func removeJournalTemps(path string) {
 	temps, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*"))

@@ -15,6 +15,7 @@ import (
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // Discovery for schedulers: the job threads of the section,
@@ -446,7 +447,7 @@ func (r *Runner) appendSectionLog(rec map[string]any) {
 	err := r.Setup.ensureDir(dir)
 	var f *os.File
 	if err == nil {
-		f, err = envelope.OpenFile(filepath.Join(dir, "section.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		f, err = statefile.Open(filepath.Join(dir, "section.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	}
 	if err == nil {
 		_, err = f.Write(append(ShownJSON(r.Setup.Secrets.Redact(b)), '\n'))

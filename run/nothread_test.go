@@ -17,6 +17,7 @@ import (
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // The tests of this file cover invalid_thread_envelope, BlobHub's
@@ -139,7 +140,7 @@ func TestThreadGoneOnRead(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := envelope.WriteFileAtomic(filepath.Join(dir, "thread.yaml"), []byte("alias: "+alias+"\nagent: {state: active, agent_session_id: s1}\nworkspace: {agent_type: claude_code, work_folder: "+h.work+"}\n"), 0o600); err != nil {
+	if err := statefile.WriteAtomic(filepath.Join(dir, "thread.yaml"), []byte("alias: "+alias+"\nagent: {state: active, agent_session_id: s1}\nworkspace: {agent_type: claude_code, work_folder: "+h.work+"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	gone := &deleteAfterList{Client: f.srv.Client(bhtest.RunnerKey), srv: f.srv, alias: alias}

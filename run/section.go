@@ -17,6 +17,7 @@ import (
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // Version is set by main from the build.
@@ -56,7 +57,7 @@ func identityPath(stateDir string) string { return filepath.Join(stateDir, "iden
 // no user is an error: it is never replaced by whoever the key is now.
 func LoadIdentity(stateDir string) (*Identity, error) {
 	path := identityPath(stateDir)
-	b, err := envelope.ReadFile(path)
+	b, err := statefile.Read(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -165,7 +166,7 @@ func updateSection(ctx context.Context, jobDir string, sec Section, fn func(*Sec
 	err := lock.WithLock(ctx, filepath.Join(jobDir, "section.lock"), func() error {
 		path := filepath.Join(jobDir, "section.yaml")
 		var st SectionState
-		old, err := envelope.ReadFile(path)
+		old, err := statefile.Read(path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return exitErr(CodeStateTreeInvalid, "cannot read %s: %v", path, err)
 		}
@@ -237,7 +238,7 @@ func addNotMines(ctx context.Context, jobDir string, reasons map[string]string) 
 // only a cache).
 func loadNotMine(jobDir string) NotMine {
 	var nm NotMine
-	if b, err := envelope.ReadFile(filepath.Join(jobDir, "not_mine.yaml")); err == nil {
+	if b, err := statefile.Read(filepath.Join(jobDir, "not_mine.yaml")); err == nil {
 		_ = yaml.Unmarshal(b, &nm)
 	}
 	if nm.Aliases == nil {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // The state tree is bhw-run's to trust: its records say which agent runs
@@ -151,7 +151,7 @@ func readConfigFile(path string) ([]byte, error) {
 // cannot be made without privileges. Always nil in production.
 var testHookStateWrite func(path string) error
 
-// writeStateFile writes a state file atomically (envelope.WriteFileAtomic).
+// writeStateFile writes a state file atomically (statefile.WriteAtomic).
 // A failure is STATE_INVALID: a full disk or a read-only folder is the
 // machine's to fix, and no later run mends it by itself.
 func writeStateFile(path string, b []byte) error {
@@ -160,7 +160,7 @@ func writeStateFile(path string, b []byte) error {
 		err = testHookStateWrite(path)
 	}
 	if err == nil {
-		err = envelope.WriteFileAtomic(path, b, 0o600)
+		err = statefile.WriteAtomic(path, b, 0o600)
 	}
 	if err != nil {
 		return stateWriteErr(path, err)
