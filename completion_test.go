@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/exit"
 )
 
 // sysPackage is the Debian package of each command the tests run beyond Go
@@ -72,8 +72,8 @@ func TestCompletionScriptsParse(t *testing.T) {
 		runShell(t, shell, "-n", script(t, shell))
 	}
 	var out, errOut bytes.Buffer
-	if code := Main([]string{"bhw-run", "completion", "tcsh"}, &out, &errOut); code != run.ExitUsage {
-		t.Errorf("completion tcsh: exit %d, want %d", code, run.ExitUsage)
+	if code := Main([]string{"bhw-run", "completion", "tcsh"}, &out, &errOut); code != exit.Usage {
+		t.Errorf("completion tcsh: exit %d, want %d", code, exit.Usage)
 	}
 }
 

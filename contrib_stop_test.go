@@ -26,6 +26,7 @@ import (
 	agentproc "github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -205,7 +206,7 @@ func stopPass(t *testing.T, args []string) {
 	if len(rep.Killed) > 0 {
 		t.Errorf("the recipe's bash exited (%d) while %q still ran: the service manager SIGKILLed them", rep.MainExit, rep.Killed)
 	}
-	if rep.MainExit != run.ExitTerminated {
+	if rep.MainExit != exit.Terminated {
 		t.Errorf("the recipe's bash exited %d, want 143 (stopped)", rep.MainExit)
 	}
 
@@ -227,7 +228,7 @@ func stopPass(t *testing.T, args []string) {
 	}
 	for _, a := range aliases {
 		sum, ok := got[a]
-		if !ok || sum.ExitCode != run.ExitTerminated || sum.Outcome != run.OutcomeInterrupted {
+		if !ok || sum.ExitCode != exit.Terminated || sum.Outcome != run.OutcomeInterrupted {
 			t.Errorf("%s: the run's record %+v (found %v), want exit 143 outcome %s", a, sum, ok, run.OutcomeInterrupted)
 		}
 		th := e.threadYAML(a)

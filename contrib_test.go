@@ -23,6 +23,7 @@ import (
 
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
 	"github.com/blobhub/bhw-run/run"
 )
@@ -397,8 +398,8 @@ func TestContribRecipes(t *testing.T) {
 		if code != 0 || !strings.Contains(out75, "exit 75") {
 			t.Errorf("a locked thread: step exit %d, want 0 with the exit-75 notice", code)
 		}
-		if code, _ := e.shell([]string{"ALIAS=ci/none"}, "bash", "-e", "-c", step); code != run.ExitNoThread {
-			t.Errorf("a missing thread: step exit %d, want %d", code, run.ExitNoThread)
+		if code, _ := e.shell([]string{"ALIAS=ci/none"}, "bash", "-e", "-c", step); code != exit.NoThread {
+			t.Errorf("a missing thread: step exit %d, want %d", code, exit.NoThread)
 		}
 	}
 

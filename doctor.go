@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -31,7 +32,7 @@ func (cl *cliState) doctorCommand() *cli.Command {
 
 func (cl *cliState) doctor(c *cli.Context) error {
 	if c.NArg() != 0 {
-		return run.UsageError("doctor takes no arguments, got %q", c.Args().Slice())
+		return exit.Usagef("doctor takes no arguments, got %q", c.Args().Slice())
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -59,7 +60,7 @@ func (cl *cliState) doctor(c *cli.Context) error {
 		if skipped > 0 {
 			msg += fmt.Sprintf(", %d not checked", skipped)
 		}
-		return &run.ExitError{Exit: run.ExitConfig, Message: msg + "; fix what they say and run bhw-run doctor again"}
+		return &exit.Error{Exit: exit.Config, Message: msg + "; fix what they say and run bhw-run doctor again"}
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/blobhub/bhw-run/acp"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
 	"github.com/blobhub/bhw-run/run"
 )
@@ -63,8 +64,8 @@ func wantFailed(t *testing.T, code int, checks map[string]run.Check, check, deta
 	t.Helper()
 	c, ok := checks[check]
 	switch {
-	case code != run.ExitConfig:
-		t.Errorf("doctor exit %d, want %d", code, run.ExitConfig)
+	case code != exit.Config:
+		t.Errorf("doctor exit %d, want %d", code, exit.Config)
 	case !ok:
 		t.Errorf("no check %q in %v", check, checks)
 	case c.OK:
@@ -187,7 +188,7 @@ func TestDoctorFileStore(t *testing.T) {
 func TestDoctorBadKey(t *testing.T) {
 	e := doctorEnv(t)
 	code, checks := e.doctor("bhk_revoked")
-	wantFailed(t, code, checks, "api", run.CodeAuthInvalid, "check the key")
+	wantFailed(t, code, checks, "api", exit.CodeAuthInvalid, "check the key")
 	wantFailed(t, code, checks, "section", run.NotChecked, "")
 	onlyFailed(t, checks, "api", "section")
 }
@@ -196,7 +197,7 @@ func TestDoctorUnreachable(t *testing.T) {
 	e := doctorEnv(t)
 	// Nothing listens on port 1 of the loopback.
 	code, checks := e.doctor(bhtest.RunnerKey, "BLOBHUB_API_URL=http://127.0.0.1:1/v1")
-	wantFailed(t, code, checks, "api", run.CodeUnavailable, "check the network")
+	wantFailed(t, code, checks, "api", exit.CodeUnavailable, "check the network")
 }
 
 func TestDoctorMissingSection(t *testing.T) {
@@ -211,7 +212,7 @@ func TestDoctorMissingSection(t *testing.T) {
 func TestDoctorSessionNotFound(t *testing.T) {
 	e := doctorEnv(t)
 	code, checks := e.doctor(bhtest.RunnerKey, "BHW_SESSION_ID=ses_nosuch")
-	wantFailed(t, code, checks, "section", run.CodeSessionNotFound, "session_id")
+	wantFailed(t, code, checks, "section", exit.CodeSessionNotFound, "session_id")
 	onlyFailed(t, checks, "section")
 }
 
@@ -233,7 +234,7 @@ func TestDoctorAgentNotExecutable(t *testing.T) {
 	e.agentConfig(claudeType).Executable = exe
 	e.writeConfig()
 	code, checks := e.doctor(bhtest.RunnerKey)
-	wantFailed(t, code, checks, "agent claude_code", run.CodeAgentNotInstalled, "agents.claude_code.executable")
+	wantFailed(t, code, checks, "agent claude_code", exit.CodeAgentNotInstalled, "agents.claude_code.executable")
 	onlyFailed(t, checks, "agent claude_code")
 }
 
@@ -298,7 +299,7 @@ func TestDoctorWorldReadableCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, checks := e.doctor(bhtest.RunnerKey)
-	wantFailed(t, code, checks, "credentials", run.CodeInsecureCredentials, "chmod 600 "+path)
+	wantFailed(t, code, checks, "credentials", exit.CodeInsecureCredentials, "chmod 600 "+path)
 	wantFailed(t, code, checks, "api", run.NotChecked, "")
 
 	if err := os.Chmod(path, 0o600); err != nil {
@@ -321,7 +322,7 @@ func TestDoctorWorkerCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, checks := e.doctor(bhtest.RunnerKey)
-	wantFailed(t, code, checks, "worker_credentials", run.CodeInsecureCredentials, "chmod 600 "+path)
+	wantFailed(t, code, checks, "worker_credentials", exit.CodeInsecureCredentials, "chmod 600 "+path)
 	onlyFailed(t, checks, "worker_credentials")
 }
 
@@ -422,7 +423,7 @@ func TestDoctorFakeVersion(t *testing.T) {
 func TestDoctorNoKey(t *testing.T) {
 	e := doctorEnv(t)
 	code, checks := e.doctor("", "BLOBHUB_API_URL=https://api.blobhub.example/v1")
-	wantFailed(t, code, checks, "credentials", run.CodeCredentialsNotFound, "BLOBHUB_API_KEY")
+	wantFailed(t, code, checks, "credentials", exit.CodeCredentialsNotFound, "BLOBHUB_API_KEY")
 	wantFailed(t, code, checks, "slots", run.NotChecked, "")
 }
 
@@ -434,7 +435,7 @@ func TestDoctorIdentityMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, checks := e.doctor(bhtest.RunnerKey)
-	wantFailed(t, code, checks, "api", run.CodeUserIdentityMismatch, "usr_someone_else")
+	wantFailed(t, code, checks, "api", exit.CodeUserIdentityMismatch, "usr_someone_else")
 	onlyFailed(t, checks, "api")
 }
 
@@ -478,7 +479,7 @@ func TestDoctorStateTreeNotTrusted(t *testing.T) {
 			t.Fatal(err)
 		}
 		code, checks := e.doctor(bhtest.RunnerKey)
-		wantFailed(t, code, checks, "state_dir", run.CodeInsecurePermissions, "chmod go-w "+e.state)
+		wantFailed(t, code, checks, "state_dir", exit.CodeInsecurePermissions, "chmod go-w "+e.state)
 	})
 	t.Run("another user's", func(t *testing.T) {
 		if os.Geteuid() != 0 {
@@ -489,7 +490,7 @@ func TestDoctorStateTreeNotTrusted(t *testing.T) {
 			t.Fatal(err)
 		}
 		code, checks := e.doctor(bhtest.RunnerKey)
-		wantFailed(t, code, checks, "state_dir", run.CodeInsecurePermissions, "chown -R 0 "+e.state)
+		wantFailed(t, code, checks, "state_dir", exit.CodeInsecurePermissions, "chown -R 0 "+e.state)
 	})
 }
 
@@ -513,7 +514,7 @@ func TestDoctorClaudeLogin(t *testing.T) {
 	e.srv.Put("notes/readme", `{"type":"text","text":"hello"}`)
 	e.fakeClaudeDone()
 	code, checks := e.doctor(bhtest.RunnerKey)
-	wantFailed(t, code, checks, "agent claude_code login", run.CodeAgentAuthFailed, "type /login")
+	wantFailed(t, code, checks, "agent claude_code login", exit.CodeAgentAuthFailed, "type /login")
 	if d := checks["agent claude_code login"].Detail; !strings.Contains(d, filepath.Join(e.home, ".claude", ".credentials.json")) {
 		t.Errorf("the ✗ line does not say where it looked: %q", d)
 	}

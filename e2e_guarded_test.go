@@ -20,6 +20,7 @@ import (
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/codex/codextest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
 )
@@ -95,9 +96,9 @@ func (s *guardedScenario) policyMissing(t *testing.T) {
 	alias := "projects/p1/nopolicy-" + s.agent
 	e.handOffGuarded(alias, s.agent, nil, "do something")
 	before := s.requests()
-	sum := e.activate(alias, run.ExitFailed, run.OutcomeFailed)
-	if sum.Error == nil || sum.Error.Code != run.CodePolicyMissing {
-		t.Fatalf("summary error %+v, want %s", sum.Error, run.CodePolicyMissing)
+	sum := e.activate(alias, exit.Failed, run.OutcomeFailed)
+	if sum.Error == nil || sum.Error.Code != exit.CodePolicyMissing {
+		t.Fatalf("summary error %+v, want %s", sum.Error, exit.CodePolicyMissing)
 	}
 	if st := e.wireState(alias); st != envelope.StateFailed {
 		t.Errorf("wire state %q, want failed", st)
@@ -113,8 +114,8 @@ func (s *guardedScenario) policyMissing(t *testing.T) {
 		}
 		if json.Unmarshal(it.Metadata, &m) == nil && m.Type == agent.ItemThreadFailed && m.Alias == alias {
 			found = true
-			if m.Error.Code != run.CodePolicyMissing {
-				t.Errorf("thread_failed error code %q, want %s", m.Error.Code, run.CodePolicyMissing)
+			if m.Error.Code != exit.CodePolicyMissing {
+				t.Errorf("thread_failed error code %q, want %s", m.Error.Code, exit.CodePolicyMissing)
 			}
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/codex"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -136,11 +137,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		switch {
 		case line.help:
 			cl.printHelp(line.path)
-			return run.ExitOK
+			return exit.OK
 		case len(c.Subcommands) > 0:
 			// A command of commands with none of them.
 			cl.printHelp(line.path)
-			return cl.exit(run.UsageError("%s needs one of its commands: %s", fullName(line.path), strings.Join(commandNames(c.Subcommands), ", ")))
+			return cl.exit(exit.Usagef("%s needs one of its commands: %s", fullName(line.path), strings.Join(commandNames(c.Subcommands), ", ")))
 		}
 	} else if line.help {
 		argv = []string{args[0], "--help"} // urfave/cli prints the app's help
@@ -206,7 +207,7 @@ func (cl *cliState) app() *cli.App {
 		Flags:                  globalFlags(),
 		Writer:                 cl.stdout,
 		ErrWriter:              cl.stderr,
-		CustomAppHelpTemplate:  cli.AppHelpTemplate + "\n" + examplesHelp("") + "\n" + run.ExitHelp(),
+		CustomAppHelpTemplate:  cli.AppHelpTemplate + "\n" + examplesHelp("") + "\n" + exit.Help(),
 		UseShortOptionHandling: false,
 		// Errors become exit codes once, in exit(): never inside Run, where
 		// deferred unlocks and state writes would be skipped.
@@ -218,7 +219,7 @@ func (cl *cliState) app() *cli.App {
 			}
 			if c.NArg() == 0 {
 				_ = cli.ShowAppHelp(c)
-				return run.UsageError("missing <alias>")
+				return exit.Usagef("missing <alias>")
 			}
 			return cl.runAlias(c)
 		},
@@ -273,7 +274,7 @@ func (cl *cliState) app() *cli.App {
 // that points at the help of the command it was given to.
 func usageError(name string) cli.OnUsageErrorFunc {
 	return func(_ *cli.Context, err error, _ bool) error {
-		return run.UsageError("%v; see %s --help", err, name)
+		return exit.Usagef("%v; see %s --help", err, name)
 	}
 }
 
@@ -293,7 +294,7 @@ type versionInfo struct {
 
 func (cl *cliState) version(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return run.UsageError("version takes no arguments, got %q", c.Args().Slice())
+		return exit.Usagef("version takes no arguments, got %q", c.Args().Slice())
 	}
 	return cl.result(fmt.Sprintf("bhw-run %s", run.Version), versionInfo{Version: run.Version, Go: runtime.Version()})
 }
@@ -318,12 +319,12 @@ func (cl *cliState) result(line string, v any) error {
 func (cl *cliState) withSignals(c *cli.Command) {
 	if fn := c.Action; fn != nil {
 		c.Action = func(cc *cli.Context) error {
-			ctx, _, stop := run.WatchSignals(cc.Context, cl.sigs)
+			ctx, _, stop := exit.WatchSignals(cc.Context, cl.sigs)
 			defer stop()
 			cc.Context = ctx
 			err := fn(cc)
-			if sig := run.SignalOf(ctx); sig != nil && err != nil {
-				return &run.ExitError{Exit: run.SignalExit(sig), Message: "interrupted by " + sig.String(), Err: err}
+			if sig := exit.SignalOf(ctx); sig != nil && err != nil {
+				return &exit.Error{Exit: exit.OfSignal(sig), Message: "interrupted by " + sig.String(), Err: err}
 			}
 			return err
 		}
@@ -333,15 +334,15 @@ func (cl *cliState) withSignals(c *cli.Command) {
 	}
 }
 
-// coded makes every error of fn an *run.ExitError with its exit code
-// (run.Exit: INTERNAL, 1, for one without a documented code), so that exit
+// coded makes every error of fn an *exit.Error with its exit code
+// (exit.Of: INTERNAL, 1, for one without a documented code), so that exit
 // can tell our errors from urfave/cli's own.
 func coded(fn func(*cli.Context) error) func(*cli.Context) error {
 	if fn == nil {
 		return nil
 	}
 	return func(c *cli.Context) error {
-		if ee := run.Exit(fn(c)); ee != nil {
+		if ee := exit.Of(fn(c)); ee != nil {
 			return ee
 		}
 		return nil
@@ -393,7 +394,7 @@ func (cl *cliState) newLogger(format string, verbose, quiet bool) (*slog.Logger,
 		format = os.Getenv("BHW_LOG_FORMAT")
 	case "auto", "text", "json":
 	default:
-		err = run.UsageError("--log-format %q: use auto, text or json", format)
+		err = exit.Usagef("--log-format %q: use auto, text or json", format)
 		format = "auto"
 	}
 	if format == "" || format == "auto" {
@@ -447,7 +448,7 @@ func client(s *run.Setup, key, userID string) (blobhub.Client, error) {
 	c, err := blobhub.New(blobhub.Config{APIURL: s.APIURL, APIKey: key,
 		RevisionID: s.Section.Session.RevisionID, SessionID: s.Section.Session.SessionID, UserID: userID})
 	if err != nil {
-		return nil, run.Errorf(run.CodeInvalidConfig, "%v", err)
+		return nil, exit.Errorf(exit.CodeInvalidConfig, "%v", err)
 	}
 	return c, nil
 }
@@ -457,11 +458,11 @@ func client(s *run.Setup, key, userID string) (blobhub.Client, error) {
 // posts with: the runner's, or with --as the person's.
 func (cl *cliState) open(c *cli.Context, nargs int, person bool) (alias string, s *run.Setup, bh blobhub.Client, err error) {
 	if c.NArg() != nargs {
-		return "", nil, nil, run.UsageError("%s expects %d argument(s), got %d: %s; put flags before `--`", c.Command.FullName(), nargs, c.NArg(), c.Command.ArgsUsage)
+		return "", nil, nil, exit.Usagef("%s expects %d argument(s), got %d: %s; put flags before `--`", c.Command.FullName(), nargs, c.NArg(), c.Command.ArgsUsage)
 	}
 	alias = c.Args().First()
 	if err := run.ValidateAlias(alias); err != nil {
-		return "", nil, nil, run.Errorf(run.CodeBadAlias, "invalid alias %q: %v", alias, err)
+		return "", nil, nil, exit.Errorf(exit.CodeBadAlias, "invalid alias %q: %v", alias, err)
 	}
 	if s, err = run.Resolve(cl.options(c), alias); err != nil {
 		return "", nil, nil, err
@@ -481,11 +482,11 @@ func (cl *cliState) runAlias(c *cli.Context) error {
 	alias, setup, bh, err := cl.open(c, 1, false)
 	if w := c.Duration("slot-wait"); err == nil && w < 0 {
 		// Bounded: a wait for ever would hold the thread lock for ever.
-		err = run.UsageError("--slot-wait %v is negative; pass how long to wait for an agent slot, e.g. 30m (0: fail fast)", w)
+		err = exit.Usagef("--slot-wait %v is negative; pass how long to wait for an agent slot, e.g. 30m (0: fail fast)", w)
 	}
 	if err != nil {
 		// --json promises one summary object, also when no run started.
-		ee := run.Exit(err)
+		ee := exit.Of(err)
 		cl.summary = &run.Summary{Alias: c.Args().First(), ExitCode: ee.Exit, Error: &run.SummaryError{Code: ee.Code, Message: ee.Message}}
 		return ee
 	}
@@ -510,15 +511,15 @@ func (cl *cliState) runAlias(c *cli.Context) error {
 // commandHint adds to a run of a thread that does not exist the command
 // its alias was likely meant to be (`bhw-run thred`).
 func commandHint(err error, sum *run.Summary, alias string) error {
-	var ee *run.ExitError
-	if !errors.As(err, &ee) || ee.Code != run.CodeNoThread || strings.Contains(alias, "/") {
+	var ee *exit.Error
+	if !errors.As(err, &ee) || ee.Code != exit.CodeNoThread || strings.Contains(alias, "/") {
 		return err
 	}
 	near := nearest(alias, commandNames((&cliState{}).app().Commands))
 	if near == "" || near == alias {
 		return err
 	}
-	hinted := &run.ExitError{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + fmt.Sprintf("; or did you mean the command `bhw-run %s`?", near), Err: ee.Err}
+	hinted := &exit.Error{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + fmt.Sprintf("; or did you mean the command `bhw-run %s`?", near), Err: ee.Err}
 	if sum != nil && sum.Error != nil {
 		sum.Error.Message = hinted.Message
 	}
@@ -528,7 +529,7 @@ func commandHint(err error, sum *run.Summary, alias string) error {
 // ls is discovery for schedulers: what a pass should run.
 func (cl *cliState) ls(c *cli.Context) error {
 	if c.NArg() != 0 {
-		return run.UsageError("ls takes no arguments, got %q; pick the section with --section", c.Args().Slice())
+		return exit.Usagef("ls takes no arguments, got %q; pick the section with --section", c.Args().Slice())
 	}
 	var states []string
 	for _, s := range strings.Split(c.String("state"), ",") {
@@ -537,11 +538,11 @@ func (cl *cliState) ls(c *cli.Context) error {
 		case "pending", "active", "completed", "failed", run.StateNone:
 			states = append(states, s)
 		default:
-			return run.UsageError("--state %q: use pending, active, completed, failed or none, comma-separated", s)
+			return exit.Usagef("--state %q: use pending, active, completed, failed or none, comma-separated", s)
 		}
 	}
 	if c.Bool("print0") && cl.jsonOut {
-		return run.UsageError("--print0 and --json exclude each other; pick one")
+		return exit.Usagef("--print0 and --json exclude each other; pick one")
 	}
 	setup, err := run.Resolve(cl.options(c), "")
 	if err != nil {
@@ -595,9 +596,9 @@ func (cl *cliState) explain(c *cli.Context) error {
 
 // noThreadWhere adds to a thread not found where it was looked for.
 func noThreadWhere(err error, s *run.Setup) error {
-	var ee *run.ExitError
-	if errors.As(err, &ee) && ee.Code == run.CodeNoThread {
-		return &run.ExitError{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + "; looked in " + s.Where(), Err: ee.Err}
+	var ee *exit.Error
+	if errors.As(err, &ee) && ee.Code == exit.CodeNoThread {
+		return &exit.Error{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + "; looked in " + s.Where(), Err: ee.Err}
 	}
 	return err
 }
@@ -619,17 +620,17 @@ func envKeys() []string {
 // error is a log record like every other (--log-format); the summary of a
 // run is stdout's one line, or its --json object.
 func (cl *cliState) exit(err error) int {
-	code := run.ExitOK
-	var ee *run.ExitError
+	code := exit.OK
+	var ee *exit.Error
 	switch {
 	case cl.summary != nil:
 		code = cl.summary.ExitCode
 	case errors.As(err, &ee):
 		code = ee.Exit
 	case err != nil:
-		// Every error of ours is an *ExitError by now (coded wraps the
+		// Every error of ours is an *exit.Error by now (coded wraps the
 		// actions), so this is urfave/cli's own: a usage error.
-		code = run.ExitUsage
+		code = exit.Usage
 	}
 	if err != nil {
 		attrs := []any{"exit", code}

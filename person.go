@@ -21,6 +21,7 @@ import (
 
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
 )
@@ -49,7 +50,7 @@ func checkPoster(ctx context.Context, s *run.Setup, c blobhub.Client, log func(s
 		return nil
 	}
 	if runner == me.UserID {
-		return run.Errorf(run.CodePosterIsRunner, "you would post as %s, the runner's own user, and the runner ignores its own items; post with another profile: --as PROFILE", me.UserID)
+		return exit.Errorf(exit.CodePosterIsRunner, "you would post as %s, the runner's own user, and the runner ignores its own items; post with another profile: --as PROFILE", me.UserID)
 	}
 	return nil
 }
@@ -109,7 +110,7 @@ func budgetValue(flag, v string) (json.RawMessage, error) {
 		ok = err == nil && n > 0
 	}
 	if !ok {
-		return nil, &run.ExitError{Exit: run.ExitUsage, Code: run.CodeBudgetInvalid,
+		return nil, &exit.Error{Exit: exit.Usage, Code: exit.CodeBudgetInvalid,
 			Message: fmt.Sprintf("--%s %q is not a number above 0 (dollars for --max-cost-usd, a whole number for --max-turns and --max-tokens); '' or 0 removes the cap", flag, v)}
 	}
 	return json.RawMessage(v), nil
@@ -147,10 +148,10 @@ func (f *fields) apply(raw json.RawMessage) (json.RawMessage, error) {
 			b, _ := json.Marshal(v)
 			raw, err = envelope.SetPath(raw, fl.path, b)
 		}
-		var ee *run.ExitError
+		var ee *exit.Error
 		if err != nil && !errors.As(err, &ee) {
 			// The envelope has a value that is no mapping on the way.
-			return nil, run.UsageError("cannot set --%s in the envelope: %v", fl.flag, err)
+			return nil, exit.Usagef("cannot set --%s in the envelope: %v", fl.flag, err)
 		}
 		if err != nil {
 			return nil, err
@@ -163,11 +164,11 @@ func (f *fields) apply(raw json.RawMessage) (json.RawMessage, error) {
 func readPolicy(path string) (json.RawMessage, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, run.UsageError("--policy: cannot read %s: %v", path, err)
+		return nil, exit.Usagef("--policy: cannot read %s: %v", path, err)
 	}
 	p, err := policy.ParsePolicy(b)
 	if err != nil {
-		return nil, &run.ExitError{Exit: run.ExitUsage, Code: run.CodePolicyInvalid, Message: fmt.Sprintf("--policy %s: %v", path, err), Err: err}
+		return nil, &exit.Error{Exit: exit.Usage, Code: exit.CodePolicyInvalid, Message: fmt.Sprintf("--policy %s: %v", path, err), Err: err}
 	}
 	out, _ := json.Marshal(p)
 	return out, nil
@@ -217,7 +218,7 @@ func threadNew(ctx context.Context, s *run.Setup, c blobhub.Client, alias string
 	}
 	checkHere(env.WorkFolder, warn)
 	if _, err := c.Download(ctx, alias); err == nil {
-		return res, run.Errorf(run.CodeThreadExists, "thread %q already exists; post to it with `bhw-run thread post`, change it with `bhw-run thread edit`, or pick another alias", alias)
+		return res, exit.Errorf(exit.CodeThreadExists, "thread %q already exists; post to it with `bhw-run thread post`, change it with `bhw-run thread edit`, or pick another alias", alias)
 	} else if !errors.Is(err, blobhub.ErrNotFound) {
 		return res, run.APIError(err, "download "+alias)
 	}
@@ -319,13 +320,13 @@ var fixFlags = []struct {
 	flag, example string
 	codes         []string
 }{
-	{"--work-folder", "/absolute/path/of/the/checkout", []string{run.CodeWorkFolderNotAbsolute, run.CodeWorkFolderNotFound, run.CodeWorkFolderNotADir, run.CodeWorkFolderNotReadable, run.CodeWorkFolderNotAllowed}},
-	{"--agent", "", []string{run.CodeAgentTypeUnsupported}}, // the default agent's type
-	{"--permissions", "approval", []string{run.CodePermissionsUnsupported, run.CodeAutonomousForbidden}},
-	{"--policy", "policy.yaml", []string{run.CodePolicyMissing, run.CodePolicyInvalid}},
-	{"--executable", "''", []string{run.CodeExecutableNotAllowed}},
-	{"--artifacts-source", ".bhw/outbox", []string{run.CodeArtifactsSourceInvalid}},
-	{"--max-turns", "20", []string{run.CodeBudgetInvalid}},
+	{"--work-folder", "/absolute/path/of/the/checkout", []string{exit.CodeWorkFolderNotAbsolute, exit.CodeWorkFolderNotFound, exit.CodeWorkFolderNotADir, exit.CodeWorkFolderNotReadable, exit.CodeWorkFolderNotAllowed}},
+	{"--agent", "", []string{exit.CodeAgentTypeUnsupported}}, // the default agent's type
+	{"--permissions", "approval", []string{exit.CodePermissionsUnsupported, exit.CodeAutonomousForbidden}},
+	{"--policy", "policy.yaml", []string{exit.CodePolicyMissing, exit.CodePolicyInvalid}},
+	{"--executable", "''", []string{exit.CodeExecutableNotAllowed}},
+	{"--artifacts-source", ".bhw/outbox", []string{exit.CodeArtifactsSourceInvalid}},
+	{"--max-turns", "20", []string{exit.CodeBudgetInvalid}},
 }
 
 // flagOf is the flag that sets what code refused, and a value to show;
@@ -345,10 +346,10 @@ func flagOf(code string) (flag, example string) {
 // refused names the flag that sets what a check of `thread new` or `thread
 // edit` refused.
 func refused(err error) error {
-	var ee *run.ExitError
-	if errors.As(err, &ee) && ee.Exit == run.ExitUsage {
+	var ee *exit.Error
+	if errors.As(err, &ee) && ee.Exit == exit.Usage {
 		if fl, _ := flagOf(ee.Code); fl != "" && !strings.Contains(ee.Message, fl) {
-			return &run.ExitError{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + " (" + fl + ")", Err: ee.Err}
+			return &exit.Error{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + " (" + fl + ")", Err: ee.Err}
 		}
 	}
 	return err
@@ -445,7 +446,7 @@ func editSummary(res editResult) string {
 // threadPost posts a person's item (which also answers a waiting question).
 func threadPost(ctx context.Context, c blobhub.Client, alias, text string) (blobhub.Item, error) {
 	if _, err := c.Download(ctx, alias); errors.Is(err, blobhub.ErrNotFound) {
-		return blobhub.Item{}, run.Errorf(run.CodeNoThread, "there is no thread %q; create it with `bhw-run thread new`", alias)
+		return blobhub.Item{}, exit.Errorf(exit.CodeNoThread, "there is no thread %q; create it with `bhw-run thread new`", alias)
 	}
 	it, err := c.Post(ctx, alias, blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: text}}, Metadata: json.RawMessage("{}")})
 	if err != nil {
@@ -467,10 +468,10 @@ func threadSetState(ctx context.Context, s *run.Setup, c blobhub.Client, alias, 
 		case envelope.StateActive:
 			t, _ := envelope.LoadThread(filepath.Join(run.ThreadDir(s.JobDir, alias), "thread.yaml"))
 			if t != nil && t.Agent.State == envelope.StateActive {
-				return "", run.Errorf(run.CodeThreadActive, "thread %q is active and this state tree runs it; nothing to retry", alias)
+				return "", exit.Errorf(exit.CodeThreadActive, "thread %q is active and this state tree runs it; nothing to retry", alias)
 			}
 		default:
-			return "", run.Errorf(run.CodeNotRetryable, "thread %q is %s; only a failed thread (or an active one with no local state) can be retried", alias, orNone(env.State))
+			return "", exit.Errorf(exit.CodeNotRetryable, "thread %q is %s; only a failed thread (or an active one with no local state) can be retried", alias, orNone(env.State))
 		}
 	}
 	nv, err := envelope.WithState(obj.Value, to)
@@ -513,7 +514,7 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 	}
 	obj, err := c.Download(ctx, alias)
 	if errors.Is(err, blobhub.ErrNotFound) {
-		return run.Errorf(run.CodeNoThread, "there is no thread %q", alias)
+		return exit.Errorf(exit.CodeNoThread, "there is no thread %q", alias)
 	}
 	if err != nil {
 		return run.APIError(err, "download "+alias)
@@ -548,7 +549,7 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 		case err != nil:
 			return run.APIError(err, "read items of "+alias)
 		case more:
-			return run.Errorf(run.CodeUnavailable, "stopped after %d items of %q without reaching the end (a server that keeps answering new items?); pass --follow to read on", showLimits.Items, alias)
+			return exit.Errorf(exit.CodeUnavailable, "stopped after %d items of %q without reaching the end (a server that keeps answering new items?); pass --follow to read on", showLimits.Items, alias)
 		}
 		return nil
 	}

@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/run"
-	"gopkg.in/yaml.v3"
 )
 
 // lockedBuffer is a writer a test may read while ThreadShow writes.
@@ -100,8 +102,8 @@ func TestThreadShowBounded(t *testing.T) {
 	srv.EndlessList(alias, 50, 10)
 	var out strings.Builder
 	err := threadShow(t.Context(), srv.Client(bhtest.PersonKey), alias, showOptions{JSON: true}, &out)
-	var ee *run.ExitError
-	if !errors.As(err, &ee) || ee.Exit != run.ExitTempFail || !strings.Contains(ee.Message, "--follow") {
+	var ee *exit.Error
+	if !errors.As(err, &ee) || ee.Exit != exit.TempFail || !strings.Contains(ee.Message, "--follow") {
 		t.Fatalf("show = %v, want exit 75 naming --follow", err)
 	}
 	if n := strings.Count(out.String(), "\n"); n != 120 {
@@ -124,8 +126,8 @@ func TestPosterIsRunner(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = checkPoster(t.Context(), s, srv.Client(bhtest.RunnerKey), func(string) {})
-	var ee *run.ExitError
-	if !errors.As(err, &ee) || ee.Exit != run.ExitConfig || ee.Code != run.CodePosterIsRunner || !strings.Contains(ee.Message, "--as") {
+	var ee *exit.Error
+	if !errors.As(err, &ee) || ee.Exit != exit.Config || ee.Code != exit.CodePosterIsRunner || !strings.Contains(ee.Message, "--as") {
 		t.Fatalf("err = %v", err)
 	}
 	if err := checkPoster(t.Context(), s, srv.Client(bhtest.PersonKey), func(string) {}); err != nil {
@@ -141,12 +143,12 @@ func TestThreadShowNotAThread(t *testing.T) {
 	srv.Put("note", `{"type":"note"}`)
 	var out strings.Builder
 	err := threadShow(t.Context(), srv.Client(bhtest.PersonKey), "note", showOptions{}, &out)
-	var ee *run.ExitError
-	if !errors.As(err, &ee) || ee.Exit != run.ExitNoThread || ee.Code != run.CodeNoThread {
+	var ee *exit.Error
+	if !errors.As(err, &ee) || ee.Exit != exit.NoThread || ee.Code != exit.CodeNoThread {
 		t.Fatalf("thread show: %v, want exit 66 THREAD_NOT_FOUND", err)
 	}
 	_, err = threadPost(t.Context(), srv.Client(bhtest.PersonKey), "note", "hello")
-	if !errors.As(err, &ee) || ee.Exit != run.ExitNoThread || ee.Code != run.CodeNoThread {
+	if !errors.As(err, &ee) || ee.Exit != exit.NoThread || ee.Code != exit.CodeNoThread {
 		t.Fatalf("thread post: %v, want exit 66 THREAD_NOT_FOUND", err)
 	}
 }

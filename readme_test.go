@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -42,7 +43,7 @@ func TestREADMEHelpIsVerbatim(t *testing.T) {
 }
 
 // TestREADMEExitTableIsTheTable keeps the README's exit-code table equal to
-// run.Exits, the table --help and the code use.
+// exit.Classes, the table --help and the code use.
 func TestREADMEExitTableIsTheTable(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
@@ -53,8 +54,8 @@ func TestREADMEExitTableIsTheTable(t *testing.T) {
 		t.Fatal("README.md has no ## Exit codes section")
 	}
 	table, _, _ := strings.Cut(rest, "\n\n")
-	if want := strings.TrimRight(run.ExitTable(), "\n"); table != want {
-		t.Fatalf("README's exit-code table differs from run.Exits; paste this:\n%s", want)
+	if want := strings.TrimRight(exit.Table(), "\n"); table != want {
+		t.Fatalf("README's exit-code table differs from exit.Classes; paste this:\n%s", want)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
 	"github.com/blobhub/bhw-run/run"
 )
@@ -59,7 +60,7 @@ func TestFIFOAtThreadLock(t *testing.T) {
 	}
 	p := e.start("", nil, alias)
 	code, killed := exitOf(t, p.cmd, 20*time.Second)
-	if killed || code != run.ExitConfig {
+	if killed || code != exit.Config {
 		t.Fatalf("exit %d (killed %v), want 78\n%s", code, killed, p.stderr)
 	}
 	if !strings.Contains(p.stderr.String(), "STATE_INVALID") || !strings.Contains(p.stderr.String(), fifo+" is a named pipe") {
@@ -76,7 +77,7 @@ func TestSignalBeforeTheLock(t *testing.T) {
 	for _, tc := range []struct {
 		sig  syscall.Signal
 		exit int
-	}{{syscall.SIGTERM, run.ExitTerminated}, {syscall.SIGINT, run.ExitInterrupted}} {
+	}{{syscall.SIGTERM, exit.Terminated}, {syscall.SIGINT, exit.Interrupted}} {
 		t.Run(tc.sig.String(), func(t *testing.T) {
 			e := newE2E(t)
 			e.useFileStore()
@@ -206,7 +207,7 @@ func TestReadOnlyThreadFolder(t *testing.T) {
 	}
 	e.srv.PersonPost(alias, "write something")
 	code, out := runAs()
-	if code != run.ExitConfig || !strings.Contains(out, "STATE_INVALID") || !strings.Contains(out, filepath.Join(dir, "thread.yaml")) || !strings.Contains(out, "permission denied") {
+	if code != exit.Config || !strings.Contains(out, "STATE_INVALID") || !strings.Contains(out, filepath.Join(dir, "thread.yaml")) || !strings.Contains(out, "permission denied") {
 		t.Fatalf("exit %d, want 78 STATE_INVALID naming thread.yaml\n%s", code, out)
 	}
 }

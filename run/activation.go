@@ -18,6 +18,7 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
 	"github.com/blobhub/bhw-run/statefile"
 )
@@ -87,12 +88,12 @@ func (a *activation) load() error {
 	path := filepath.Join(a.dir, "thread.yaml")
 	t, raw, err := envelope.ReadThread(path)
 	if err != nil {
-		return exitErr(CodeStateTreeInvalid, "%v", err)
+		return exit.Errorf(exit.CodeStateTreeInvalid, "%v", err)
 	}
 	if t == nil {
 		t = &envelope.Thread{Alias: a.alias}
 	} else if t.Alias != a.alias {
-		return exitErr(CodeStateTreeInvalid, "%s records alias %q, not %q (a case-insensitive file system?); refusing to mix two threads", path, t.Alias, a.alias)
+		return exit.Errorf(exit.CodeStateTreeInvalid, "%s records alias %q, not %q (a case-insensitive file system?); refusing to mix two threads", path, t.Alias, a.alias)
 	}
 	// What the disk holds, so a save that would write the same bytes is
 	// skipped (an idle run writes nothing). The file's own bytes, not t
@@ -106,7 +107,7 @@ func (a *activation) load() error {
 	a.t = t
 	a.j, err = openJournal(filepath.Join(a.dir, "emissions.jsonl"), t.EmissionNonce)
 	if err != nil {
-		return exitErr(CodeStateTreeInvalid, "cannot open the emission journal: %v", err)
+		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot open the emission journal: %v", err)
 	}
 	a.j.secrets = a.r.Setup.Secrets
 	a.restorePrompt()
@@ -117,7 +118,7 @@ func (a *activation) load() error {
 	}
 	a.tfile, err = statefile.Open(filepath.Join(a.dir, "logs", "thread.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return exitErr(CodeStateTreeInvalid, "cannot open thread.log: %v; fix the state tree", err)
+		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot open thread.log: %v; fix the state tree", err)
 	}
 	a.tlogw = a.r.Setup.Secrets.Writer(a.tfile)
 	a.tlog = agent.NewLog(a.tlogw)
@@ -285,9 +286,9 @@ func (a *activation) download(ctx context.Context) error {
 	}
 	if errors.Is(err, blobhub.ErrNotFound) {
 		if _, lerr := a.r.Client.List(ctx); errors.Is(lerr, blobhub.ErrNotFound) {
-			return exitErr(CodeSessionNotFound, "session %s was not found on BlobHub; check the revision_id and session_id of %s", a.r.Setup.Section.Session.SessionID, a.r.Setup.Where())
+			return exit.Errorf(exit.CodeSessionNotFound, "session %s was not found on BlobHub; check the revision_id and session_id of %s", a.r.Setup.Section.Session.SessionID, a.r.Setup.Where())
 		}
-		return exitErr(CodeNoThread, "there is no thread %q in %s; check the alias or create it with `bhw-run thread new`", a.alias, a.r.Setup.Where())
+		return exit.Errorf(exit.CodeNoThread, "there is no thread %q in %s; check the alias or create it with `bhw-run thread new`", a.alias, a.r.Setup.Where())
 	}
 	if err != nil {
 		return apiErr(err, "download "+a.alias)
@@ -308,7 +309,7 @@ func (a *activation) download(ctx context.Context) error {
 		} else if !cache {
 			why = "a thread without an agent block or instance.state"
 		}
-		return exitErr(CodeNotJob, "%q is not a job thread (%s); hand off a thread with an agent block", a.alias, why)
+		return exit.Errorf(exit.CodeNotJob, "%q is not a job thread (%s); hand off a thread with an agent block", a.alias, why)
 	}
 	a.env = env
 	return nil
@@ -335,7 +336,7 @@ func (a *activation) tooLargeEnvelope(err error) error {
 		st = a.t.Agent.State
 	}
 	if !a.holds() || st == "" {
-		return exitErr(CodeNotJob, "%q is not a job thread bhw-run can read: %v (the most bhw-run reads of an envelope is %d bytes); shrink it", a.alias, err, envelope.MaxSize)
+		return exit.Errorf(exit.CodeNotJob, "%q is not a job thread bhw-run can read: %v (the most bhw-run reads of an envelope is %d bytes); shrink it", a.alias, err, envelope.MaxSize)
 	}
 	a.log.Warn("the thread's envelope is too large to read; the run goes on as the thread was, and fails it if it must act", "error", err.Error(), "max_bytes", envelope.MaxSize)
 	a.tooLarge = err
@@ -347,7 +348,7 @@ func (a *activation) tooLargeEnvelope(err error) error {
 // and with its thread_failed item; not on the wire, where failed would mean
 // rewriting the value bhw-run refuses to read.
 func (a *activation) failTooLarge(ctx context.Context) error {
-	return a.fail(ctx, agent.Errorf(CodeEnvelopeTooLarge, "the thread's envelope is larger than the %d bytes bhw-run reads (%v); shrink it (keep large data in items or artifacts): the next run then marks the thread failed on BlobHub, and `bhw-run thread retry` hands it off again", envelope.MaxSize, a.tooLarge))
+	return a.fail(ctx, agent.Errorf(exit.CodeEnvelopeTooLarge, "the thread's envelope is larger than the %d bytes bhw-run reads (%v); shrink it (keep large data in items or artifacts): the next run then marks the thread failed on BlobHub, and `bhw-run thread retry` hands it off again", envelope.MaxSize, a.tooLarge))
 }
 
 // holds reports whether this state tree has a record of the thread.
@@ -364,7 +365,7 @@ func holdsThread(jobDir, alias string) bool {
 // whose value is not even a JSON object: the wire's fault (a proxy, a
 // truncated answer), not a reason to forget the thread.
 func malformed(alias string, err error) error {
-	e := exitErr(CodeUnavailable, "BlobHub answered the thread %q with a value that is not a JSON object (%v), yet this state tree holds the thread; taking it for a fault of the wire: the next run reads it again", alias, err)
+	e := exit.Errorf(exit.CodeUnavailable, "BlobHub answered the thread %q with a value that is not a JSON object (%v), yet this state tree holds the thread; taking it for a fault of the wire: the next run reads it again", alias, err)
 	e.Err = errMalformed
 	return e
 }
@@ -642,21 +643,21 @@ func (a *activation) attach(ctx context.Context) error {
 func (a *activation) setWireState(ctx context.Context, from, to string) error {
 	obj, err := downloadEnvelope(ctx, a.r.Client, a.alias)
 	if errors.Is(err, blobhub.ErrNotFound) {
-		return exitErr(CodeNoThread, "thread %q was deleted from BlobHub while this run worked on it; nothing was written to it", a.alias)
+		return exit.Errorf(exit.CodeNoThread, "thread %q was deleted from BlobHub while this run worked on it; nothing was written to it", a.alias)
 	}
 	if err != nil {
 		return apiErr(err, "download "+a.alias)
 	}
 	cur, err := envelope.Parse(obj.Value)
 	if err != nil {
-		return exitErr(CodeUnavailable, "the envelope of %q changed into something unreadable; the next run decides", a.alias)
+		return exit.Errorf(exit.CodeUnavailable, "the envelope of %q changed into something unreadable; the next run decides", a.alias)
 	}
 	if cur.State != from {
-		return exitErr(CodeStateChanged, "instance.state of %q changed from %s to %s meanwhile; the next run decides", a.alias, from, cur.State)
+		return exit.Errorf(exit.CodeStateChanged, "instance.state of %q changed from %s to %s meanwhile; the next run decides", a.alias, from, cur.State)
 	}
 	nv, err := envelope.WithState(obj.Value, to)
 	if err != nil {
-		return exitErr(CodeUnavailable, "cannot set instance.state: %v", err)
+		return exit.Errorf(exit.CodeUnavailable, "cannot set instance.state: %v", err)
 	}
 	if err := a.r.Client.Upload(ctx, a.alias, nv); err != nil {
 		return apiErr(err, "upload "+a.alias)
@@ -691,14 +692,14 @@ func (a *activation) reserveSlot(ctx context.Context) error {
 	}
 	switch {
 	case errors.Is(err, lock.ErrNoSlot) && a.r.SlotWait > 0:
-		return exitErr(CodeNoSlot, "no agent slot of this state tree (%d) was freed within --slot-wait %v; retry later, wait longer or raise concurrency.max_agents", maxAgents, a.r.SlotWait)
+		return exit.Errorf(exit.CodeNoSlot, "no agent slot of this state tree (%d) was freed within --slot-wait %v; retry later, wait longer or raise concurrency.max_agents", maxAgents, a.r.SlotWait)
 	case errors.Is(err, lock.ErrNoSlot):
-		return exitErr(CodeNoSlot, "all %d agent slots of this state tree are taken; retry later, pass --slot-wait or raise concurrency.max_agents", maxAgents)
+		return exit.Errorf(exit.CodeNoSlot, "all %d agent slots of this state tree are taken; retry later, pass --slot-wait or raise concurrency.max_agents", maxAgents)
 	case err != nil && ctx.Err() != nil:
-		return exitErr(CodeNoSlot, "stopped while waiting for an agent slot; nothing was written, the next run starts over")
+		return exit.Errorf(exit.CodeNoSlot, "stopped while waiting for an agent slot; nothing was written, the next run starts over")
 	case err != nil:
 		// Not contention: a slot file or the queue cannot be used.
-		return exitErr(CodeStateTreeInvalid, "cannot take an agent slot: %v; fix the state tree", err)
+		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot take an agent slot: %v; fix the state tree", err)
 	}
 	if s.Waited() > 0 {
 		a.log.Info("took an agent slot after waiting", "slot", s.Index(), "waited_ms", s.Waited().Milliseconds())

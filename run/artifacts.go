@@ -14,6 +14,7 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/outbox"
 )
 
@@ -54,7 +55,7 @@ func (a *activation) createOutbox(ctx context.Context) error {
 	}
 	created, err := outbox.Create(a.t.Workspace.Folder(), a.env.Artifacts.Source)
 	if err != nil {
-		return a.fail(ctx, agent.Errorf(CodeArtifactsSourceInvalid, "cannot create the outbox: %v; fix artifacts.source or the work folder, then `bhw-run thread retry`", err))
+		return a.fail(ctx, agent.Errorf(exit.CodeArtifactsSourceInvalid, "cannot create the outbox: %v; fix artifacts.source or the work folder, then `bhw-run thread retry`", err))
 	}
 	if created {
 		a.t.Outbox.CreatedByUs = true
@@ -285,7 +286,7 @@ func (a *activation) publishedArtifacts() (map[string]envelope.PublishedArtifact
 	}
 	p, err := envelope.LoadPublished(filepath.Join(a.dir, publishedFile))
 	if err != nil {
-		return nil, exitErr(CodeStateTreeInvalid, "the published artifacts of %q cannot be read: %v", a.alias, err)
+		return nil, exit.Errorf(exit.CodeStateTreeInvalid, "the published artifacts of %q cannot be read: %v", a.alias, err)
 	}
 	for path, pa := range a.t.Artifacts.Published {
 		if _, ok := p.Published[path]; !ok {

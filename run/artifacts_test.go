@@ -22,6 +22,7 @@ import (
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/statefile"
@@ -466,8 +467,8 @@ func TestArtifactUploadFailures(t *testing.T) {
 	h.srv.PersonPost(h.alias, "go on")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "done"}}}})
 	sum := h.run(h.alias)
-	if sum.ExitCode != ExitTempFail {
-		t.Fatalf("exit %d (%+v), want %d: an upload is left for the next run", sum.ExitCode, sum.Error, ExitTempFail)
+	if sum.ExitCode != exit.TempFail {
+		t.Fatalf("exit %d (%+v), want %d: an upload is left for the next run", sum.ExitCode, sum.Error, exit.TempFail)
 	}
 	if got := strings.Join(h.skipped(), ","); got != "a.txt" {
 		t.Fatalf("skipped %q, want a.txt", got)
@@ -517,7 +518,7 @@ func TestPublishedOffTheIdlePath(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, publishedFile), []byte("published: [unclosed\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	want(t, h.run(h.alias), OutcomeIdle, ExitOK)
+	want(t, h.run(h.alias), OutcomeIdle, exit.OK)
 	h.write("r3.md", "report 3\n")
 	h.turn()
 	if got := h.skipped(); !slices.Equal(got, []string{""}) {

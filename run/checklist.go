@@ -12,6 +12,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
 )
@@ -21,30 +22,6 @@ const (
 	PermAutonomous = "autonomous"
 	PermGuarded    = "guarded"
 	PermApproval   = "approval"
-)
-
-// Thread failure codes of the activation checklist.
-const (
-	CodeWorkFolderNotAbsolute  = "WORK_FOLDER_NOT_ABSOLUTE"
-	CodeWorkFolderNotFound     = "WORK_FOLDER_NOT_FOUND"
-	CodeWorkFolderNotADir      = "WORK_FOLDER_NOT_A_DIR"
-	CodeWorkFolderNotReadable  = "WORK_FOLDER_NOT_READABLE"
-	CodeWorkFolderNotAllowed   = "WORK_FOLDER_NOT_ALLOWED"
-	CodeAgentTypeUnsupported   = "AGENT_TYPE_UNSUPPORTED"
-	CodePermissionsUnsupported = "PERMISSIONS_UNSUPPORTED"
-	CodeAutonomousForbidden    = "AUTONOMOUS_FORBIDDEN"
-	CodePolicyMissing          = "POLICY_MISSING"
-	CodePolicyInvalid          = "POLICY_INVALID"
-	CodeExecutableNotAllowed   = "AGENT_EXECUTABLE_NOT_ALLOWED"
-	CodeArtifactsSourceInvalid = "ARTIFACTS_SOURCE_INVALID"
-	CodeEnvelopeTooLarge       = "ENVELOPE_TOO_LARGE"
-	CodeTurnTimeout            = "TURN_TIMEOUT"
-	CodeAgentStalled           = "AGENT_STALLED"
-	CodeTurnFailed             = "TURN_FAILED"
-	// CodeNoProgress: the turn made tool calls and every one was refused.
-	CodeNoProgress = "NO_PROGRESS"
-	// CodeBudgetInvalid: agent.budget is not numbers above 0.
-	CodeBudgetInvalid = "BUDGET_INVALID"
 )
 
 // resolved is the agent launch resolved per field: envelope agent.* →
@@ -65,7 +42,7 @@ type resolved struct {
 
 // checklist validates a thread before it is activated or resumed, in a
 // fixed order where the first failure wins (docs/run.md). An *agent.Error
-// fails the thread; an *ExitError (AGENT_NOT_INSTALLED) leaves it as it is.
+// fails the thread; an *exit.Error (AGENT_NOT_INSTALLED) leaves it as it is.
 // fixed, when set, holds the values fixed at activation (work folder, type,
 // executable, homes).
 func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *envelope.Thread) (*resolved, error) {
@@ -86,7 +63,7 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 		return nil, err
 	}
 	if ad.Unsupported != "" {
-		return nil, agent.Errorf(CodeAgentTypeUnsupported, "agent.type %q: %s; use %s", agentType, ad.Unsupported, r.Setup.agentTypes())
+		return nil, agent.Errorf(exit.CodeAgentTypeUnsupported, "agent.type %q: %s; use %s", agentType, ad.Unsupported, r.Setup.agentTypes())
 	}
 	ac := r.Setup.agentConfig(agentType)
 	res := &resolved{Type: agentType, adapter: ad, ExtraArgs: ac.ExtraArgs, Env: ac.Env, Options: ac.Options, WorkFolder: real}
@@ -132,26 +109,26 @@ func (r *Runner) checkWorkFolder(env *envelope.Envelope, wf, pinned string) (str
 	}
 	fi, err := os.Stat(wf)
 	if err != nil {
-		return "", agent.Errorf(CodeWorkFolderNotFound, "work folder %s does not exist on this machine; check the path or create the checkout", wf)
+		return "", agent.Errorf(exit.CodeWorkFolderNotFound, "work folder %s does not exist on this machine; check the path or create the checkout", wf)
 	}
 	if !fi.IsDir() {
-		return "", agent.Errorf(CodeWorkFolderNotADir, "work folder %s is not a directory", wf)
+		return "", agent.Errorf(exit.CodeWorkFolderNotADir, "work folder %s is not a directory", wf)
 	}
 	f, err := os.Open(wf)
 	if err != nil {
-		return "", agent.Errorf(CodeWorkFolderNotReadable, "work folder %s is not readable: %v", wf, err)
+		return "", agent.Errorf(exit.CodeWorkFolderNotReadable, "work folder %s is not readable: %v", wf, err)
 	}
 	_, err = f.Readdirnames(1)
 	f.Close()
 	if err != nil && !errors.Is(err, io.EOF) {
-		return "", agent.Errorf(CodeWorkFolderNotReadable, "work folder %s is not readable: %v", wf, err)
+		return "", agent.Errorf(exit.CodeWorkFolderNotReadable, "work folder %s is not readable: %v", wf, err)
 	}
 	real, err := filepath.EvalSymlinks(wf)
 	if err != nil {
-		return "", agent.Errorf(CodeWorkFolderNotReadable, "work folder %s cannot be resolved: %v", wf, err)
+		return "", agent.Errorf(exit.CodeWorkFolderNotReadable, "work folder %s cannot be resolved: %v", wf, err)
 	}
 	if pinned != "" && real != pinned {
-		return "", agent.Errorf(CodeWorkFolderNotAllowed, "work folder %s, as resolved when the thread was activated, now leads through a link to %s; bhw-run does not follow the agent's folder elsewhere: restore the folder, or hand the thread off again with `bhw-run thread retry`", pinned, real)
+		return "", agent.Errorf(exit.CodeWorkFolderNotAllowed, "work folder %s, as resolved when the thread was activated, now leads through a link to %s; bhw-run does not follow the agent's folder elsewhere: restore the folder, or hand the thread off again with `bhw-run thread retry`", pinned, real)
 	}
 	return real, r.workFolderAllowed(real)
 }
@@ -160,13 +137,13 @@ func (r *Runner) checkWorkFolder(env *envelope.Envelope, wf, pinned string) (str
 // absolute path.
 func workFolderShape(env *envelope.Envelope, wf string) error {
 	if why := env.Bad["workspace"]; why != "" {
-		return agent.Errorf(CodeWorkFolderNotAbsolute, "workspace is %s; set workspace.work_folder to the checkout's absolute path", why)
+		return agent.Errorf(exit.CodeWorkFolderNotAbsolute, "workspace is %s; set workspace.work_folder to the checkout's absolute path", why)
 	}
 	if why := env.Bad["workspace.work_folder"]; why != "" {
-		return agent.Errorf(CodeWorkFolderNotAbsolute, "workspace.work_folder is %s; set it to the checkout's absolute path", why)
+		return agent.Errorf(exit.CodeWorkFolderNotAbsolute, "workspace.work_folder is %s; set it to the checkout's absolute path", why)
 	}
 	if !filepath.IsAbs(wf) {
-		return agent.Errorf(CodeWorkFolderNotAbsolute, "workspace.work_folder %q is not an absolute path; set it to the checkout's absolute path", wf)
+		return agent.Errorf(exit.CodeWorkFolderNotAbsolute, "workspace.work_folder %q is not an absolute path; set it to the checkout's absolute path", wf)
 	}
 	return nil
 }
@@ -177,13 +154,13 @@ func workFolderShape(env *envelope.Envelope, wf string) error {
 func (s *Setup) agentType(env *envelope.Envelope, t string, fixed bool) (*agent.Adapter, error) {
 	for _, f := range []string{"agent", "agent.type"} {
 		if why := env.Bad[f]; why != "" && !fixed {
-			return nil, agent.Errorf(CodeAgentTypeUnsupported, "%s is %s; set agent.type to %s", f, why, s.agentTypes())
+			return nil, agent.Errorf(exit.CodeAgentTypeUnsupported, "%s is %s; set agent.type to %s", f, why, s.agentTypes())
 		}
 	}
 	if ad := s.adapter(t); ad != nil {
 		return ad, nil
 	}
-	return nil, agent.Errorf(CodeAgentTypeUnsupported, "agent.type %q is not supported; use %s", t, s.agentTypes())
+	return nil, agent.Errorf(exit.CodeAgentTypeUnsupported, "agent.type %q is not supported; use %s", t, s.agentTypes())
 }
 
 // resolveLaunch is step 4: the executable, resolved on bhw-run's PATH
@@ -204,7 +181,7 @@ func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *AgentC
 	exe := base
 	if env.Agent.Executable != "" {
 		if !slices.Contains(allow, env.Agent.Executable) {
-			return agent.Errorf(CodeExecutableNotAllowed, "agent.executable %q is not in this machine's allowlist (agents.%s.executables); remove it from the thread or ask the machine owner", env.Agent.Executable, res.Type)
+			return agent.Errorf(exit.CodeExecutableNotAllowed, "agent.executable %q is not in this machine's allowlist (agents.%s.executables); remove it from the thread or ask the machine owner", env.Agent.Executable, res.Type)
 		}
 		exe = env.Agent.Executable
 	}
@@ -213,7 +190,7 @@ func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *AgentC
 	}
 	abs, err := lookPath(exe)
 	if err != nil {
-		return exitErr(CodeAgentNotInstalled, "the %s executable %q is not installed on this machine (%v); install it or set agents.%s.executable; the thread stays pending", res.Type, exe, err, res.Type)
+		return exit.Errorf(exit.CodeAgentNotInstalled, "the %s executable %q is not installed on this machine (%v); install it or set agents.%s.executable; the thread stays pending", res.Type, exe, err, res.Type)
 	}
 	res.Executable = abs
 	res.Model = firstNonEmpty(env.Agent.Model, ac.Model)
@@ -240,7 +217,7 @@ func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *AgentC
 // what the thread asked for.
 func launchShape(env *envelope.Envelope, agentType string) error {
 	if why := env.Bad["agent.executable"]; why != "" {
-		return agent.Errorf(CodeExecutableNotAllowed, "agent.executable is %s; name one of this machine's agents.%s.executables as a string, or remove it", why, agentType)
+		return agent.Errorf(exit.CodeExecutableNotAllowed, "agent.executable is %s; name one of this machine's agents.%s.executables as a string, or remove it", why, agentType)
 	}
 	for _, f := range []string{"agent.model", "agent.effort"} {
 		if why := env.Bad[f]; why != "" {
@@ -269,7 +246,7 @@ func checkArtifactsSource(env *envelope.Envelope, real string) error {
 		return err
 	}
 	if err := outbox.CheckSource(real, env.Artifacts.Source); err != nil {
-		return agent.Errorf(CodeArtifactsSourceInvalid, "%v; use a relative subfolder such as .bhw/outbox", err)
+		return agent.Errorf(exit.CodeArtifactsSourceInvalid, "%v; use a relative subfolder such as .bhw/outbox", err)
 	}
 	return nil
 }
@@ -282,11 +259,11 @@ func artifactsShape(env *envelope.Envelope) error {
 	}
 	for _, f := range []string{"artifacts", "artifacts.source"} {
 		if why := env.Bad[f]; why != "" {
-			return agent.Errorf(CodeArtifactsSourceInvalid, "%s is %s; set artifacts.source to a relative subfolder such as .bhw/outbox", f, why)
+			return agent.Errorf(exit.CodeArtifactsSourceInvalid, "%s is %s; set artifacts.source to a relative subfolder such as .bhw/outbox", f, why)
 		}
 	}
 	if err := outbox.ValidateSource(env.Artifacts.Source); err != nil {
-		return agent.Errorf(CodeArtifactsSourceInvalid, "%v; use a relative subfolder such as .bhw/outbox", err)
+		return agent.Errorf(exit.CodeArtifactsSourceInvalid, "%v; use a relative subfolder such as .bhw/outbox", err)
 	}
 	return nil
 }
@@ -326,22 +303,22 @@ func (r *Runner) posture(env *envelope.Envelope, ac *AgentConfig) (string, polic
 func checkPosture(env *envelope.Envelope, perm string, allowAutonomous *bool) error {
 	switch {
 	case env.Bad["agent.permissions"] != "":
-		return agent.Errorf(CodePermissionsUnsupported, "agent.permissions is %s; use autonomous, guarded or approval", env.Bad["agent.permissions"])
+		return agent.Errorf(exit.CodePermissionsUnsupported, "agent.permissions is %s; use autonomous, guarded or approval", env.Bad["agent.permissions"])
 	case !slices.Contains([]string{PermAutonomous, PermGuarded, PermApproval}, perm):
-		return agent.Errorf(CodePermissionsUnsupported, "agent.permissions %q is not supported; use autonomous, guarded or approval", perm)
+		return agent.Errorf(exit.CodePermissionsUnsupported, "agent.permissions %q is not supported; use autonomous, guarded or approval", perm)
 	case perm == PermAutonomous && allowAutonomous != nil && !*allowAutonomous:
-		return agent.Errorf(CodeAutonomousForbidden, "this machine does not allow autonomous threads (policy.allow_autonomous is false); use guarded or approval")
+		return agent.Errorf(exit.CodeAutonomousForbidden, "this machine does not allow autonomous threads (policy.allow_autonomous is false); use guarded or approval")
 	}
 	if env.Bad["policy"] != "" {
-		return agent.Errorf(CodePolicyInvalid, "the thread's policy does not parse: %s", env.Bad["policy"])
+		return agent.Errorf(exit.CodePolicyInvalid, "the thread's policy does not parse: %s", env.Bad["policy"])
 	}
 	if env.Policy != nil {
 		if err := env.Policy.Validate(); err != nil {
-			return agent.Errorf(CodePolicyInvalid, "the thread's policy is invalid: %v", err)
+			return agent.Errorf(exit.CodePolicyInvalid, "the thread's policy is invalid: %v", err)
 		}
 	}
 	if perm == PermGuarded && env.Policy == nil {
-		return agent.Errorf(CodePolicyMissing, "a guarded thread needs a policy in thread.metadata.policy; add one or use approval")
+		return agent.Errorf(exit.CodePolicyMissing, "a guarded thread needs a policy in thread.metadata.policy; add one or use approval")
 	}
 	return nil
 }
@@ -376,7 +353,7 @@ func (s *Setup) CheckHandOff(env *envelope.Envelope) error {
 	}
 	var te *agent.Error
 	if errors.As(err, &te) {
-		return &ExitError{Exit: ExitUsage, Code: te.Code, Message: te.Message, Err: te}
+		return &exit.Error{Exit: exit.Usage, Code: te.Code, Message: te.Message, Err: te}
 	}
 	return err
 }
@@ -406,7 +383,7 @@ func (r *Runner) workFolderAllowed(real string) error {
 			}
 		}
 		if !ok {
-			return agent.Errorf(CodeWorkFolderNotAllowed, "work folder %s is not under workspace.roots (%s); move the checkout or ask the machine owner", real, strings.Join(roots, ", "))
+			return agent.Errorf(exit.CodeWorkFolderNotAllowed, "work folder %s is not under workspace.roots (%s); move the checkout or ask the machine owner", real, strings.Join(roots, ", "))
 		}
 	}
 	forbidden := map[string]string{
@@ -440,7 +417,7 @@ func (r *Runner) workFolderAllowed(real string) error {
 		// Inside counts as much as containing: an agent's unasked zone that
 		// covers bhw-run's records could forge another thread's state.
 		if policy.Within(real, rd) || policy.Within(rd, real) {
-			return agent.Errorf(CodeWorkFolderNotAllowed, "work folder %s is, contains or lies inside %s (%s); pick a folder that holds only the checkout, outside it", real, what, rd)
+			return agent.Errorf(exit.CodeWorkFolderNotAllowed, "work folder %s is, contains or lies inside %s (%s); pick a folder that holds only the checkout, outside it", real, what, rd)
 		}
 	}
 	return nil

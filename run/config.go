@@ -18,6 +18,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -209,23 +210,23 @@ func readCredentials(path string, v any, sec *Secrets) error {
 		return nil
 	}
 	if err != nil {
-		return exitErr(CodeInvalidConfig, "cannot read %s: %v", path, err)
+		return exit.Errorf(exit.CodeInvalidConfig, "cannot read %s: %v", path, err)
 	}
 	if !fi.Mode().IsRegular() {
 		// A named pipe would block the read before any signal is handled.
-		return exitErr(CodeInvalidConfig, "%s is not a regular file (%s); replace it with the file itself", path, fi.Mode().Type())
+		return exit.Errorf(exit.CodeInvalidConfig, "%s is not a regular file (%s); replace it with the file itself", path, fi.Mode().Type())
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
-		return exitErr(CodeInsecureCredentials,
+		return exit.Errorf(exit.CodeInsecureCredentials,
 			"%s has mode %04o; run chmod 600 %s", path, fi.Mode().Perm(), path)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return exitErr(CodeInvalidConfig, "cannot read %s: %v", path, err)
+		return exit.Errorf(exit.CodeInvalidConfig, "cannot read %s: %v", path, err)
 	}
 	sec.Add(credentialKeys(b)...)
 	if err := envelope.DecodeYAML(b, v, false); err != nil {
-		return exitErr(CodeInvalidConfig, "%s %v", path, err)
+		return exit.Errorf(exit.CodeInvalidConfig, "%s %v", path, err)
 	}
 	return nil
 }
@@ -297,7 +298,7 @@ func newSetup(o Options) (*Setup, error) {
 	if home == "" {
 		h, err := os.UserHomeDir()
 		if err != nil {
-			return nil, exitErr(CodeInvalidConfig, "cannot find the home folder: %v; set HOME", err)
+			return nil, exit.Errorf(exit.CodeInvalidConfig, "cannot find the home folder: %v; set HOME", err)
 		}
 		home = h
 	}
@@ -324,11 +325,11 @@ func (s *Setup) resolveAPI(o Options) (*url.URL, error) {
 	var prof credentialProfile
 	if s.Profile != "" {
 		if err := ValidateName(s.Profile); err != nil {
-			return nil, exitErr(CodeInvalidConfig, "profile name %q: %v", s.Profile, err)
+			return nil, exit.Errorf(exit.CodeInvalidConfig, "profile name %q: %v", s.Profile, err)
 		}
 		p, ok := creds.Profiles[s.Profile]
 		if !ok && o.Profile != "" {
-			return nil, exitErr(CodeCredentialsNotFound, "profile %q is not in %s; add it or pick another --profile", s.Profile, CredentialsPath(s.Home))
+			return nil, exit.Errorf(exit.CodeCredentialsNotFound, "profile %q is not in %s; add it or pick another --profile", s.Profile, CredentialsPath(s.Home))
 		}
 		prof = p
 	}
@@ -348,13 +349,13 @@ func (s *Setup) resolveAPI(o Options) (*url.URL, error) {
 	s.APIURL = strings.TrimRight(firstNonEmpty(o.APIURL, prof.APIURL, prof.URL, DefaultAPIURL), "/")
 	u, err := url.Parse(s.APIURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "file") {
-		return nil, exitErr(CodeInvalidConfig, "api url %q is not https://…, http://loopback or file:///abs/dir", shownURL(s.APIURL))
+		return nil, exit.Errorf(exit.CodeInvalidConfig, "api url %q is not https://…, http://loopback or file:///abs/dir", shownURL(s.APIURL))
 	}
 	if u.Scheme == "file" && (!filepath.IsAbs(u.Path) || u.Host != "") {
-		return nil, exitErr(CodeInvalidConfig, "api url %q: a local store needs an absolute path, file:///abs/dir", shownURL(s.APIURL))
+		return nil, exit.Errorf(exit.CodeInvalidConfig, "api url %q: a local store needs an absolute path, file:///abs/dir", shownURL(s.APIURL))
 	}
 	if u.Scheme != "file" && s.APIKey == "" {
-		return nil, exitErr(CodeCredentialsNotFound,
+		return nil, exit.Errorf(exit.CodeCredentialsNotFound,
 			"no API key for %s; set BLOBHUB_API_KEY, pass --api-key, or add a profile to %s (or use --api-url file:///abs/dir for a local store)",
 			shownURL(s.APIURL), CredentialsPath(s.Home))
 	}
@@ -379,7 +380,7 @@ func (s *Setup) resolveStateDir(o Options, u *url.URL) error {
 	if !filepath.IsAbs(s.StateDir) {
 		abs, err := filepath.Abs(s.StateDir)
 		if err != nil {
-			return exitErr(CodeInvalidConfig, "state dir %q: %v", s.StateDir, err)
+			return exit.Errorf(exit.CodeInvalidConfig, "state dir %q: %v", s.StateDir, err)
 		}
 		s.StateDir = abs
 	}
@@ -422,7 +423,7 @@ func (s *Setup) resolveSection(o Options, alias string) error {
 	}
 	s.Section, s.SectionWhy = sec, why
 	if err := ValidateName(sec.Session.SessionID); err != nil {
-		return exitErr(CodeInvalidConfig, "session id %q: %v", sec.Session.SessionID, err)
+		return exit.Errorf(exit.CodeInvalidConfig, "session id %q: %v", sec.Session.SessionID, err)
 	}
 	s.JobDir = filepath.Join(s.StateDir, "jobs", JobType+"-"+sec.Session.SessionID)
 	return nil
@@ -433,22 +434,22 @@ func loadConfig(path string, explicit bool, c *Config) error {
 	if errors.Is(err, fs.ErrNotExist) && !explicit {
 		return nil
 	}
-	var ee *ExitError
+	var ee *exit.Error
 	if errors.As(err, &ee) {
 		return err
 	}
 	if err != nil {
-		return exitErr(CodeInvalidConfig, "cannot read config %s: %v", path, err)
+		return exit.Errorf(exit.CodeInvalidConfig, "cannot read config %s: %v", path, err)
 	}
 	if err := envelope.DecodeYAML(b, c, true); err != nil {
-		return exitErr(CodeInvalidConfig, "config %s %v", path, err)
+		return exit.Errorf(exit.CodeInvalidConfig, "config %s %v", path, err)
 	}
 	return nil
 }
 
 func validateConfig(c *Config, s *Setup) error {
 	if c.Concurrency.MaxAgents < 0 {
-		return exitErr(CodeInvalidConfig, "concurrency.max_agents must be 1 or more")
+		return exit.Errorf(exit.CodeInvalidConfig, "concurrency.max_agents must be 1 or more")
 	}
 	if c.Concurrency.MaxAgents == 0 {
 		c.Concurrency.MaxAgents = 4
@@ -458,7 +459,7 @@ func validateConfig(c *Config, s *Setup) error {
 	}
 	for _, r := range c.Workspace.Roots {
 		if !filepath.IsAbs(r) {
-			return exitErr(CodeInvalidConfig, "workspace.roots: %q is not an absolute path", r)
+			return exit.Errorf(exit.CodeInvalidConfig, "workspace.roots: %q is not an absolute path", r)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Agents)) {
@@ -467,12 +468,12 @@ func validateConfig(c *Config, s *Setup) error {
 		}
 	}
 	if err := policy.ValidateRules(c.Policy.Rules); err != nil {
-		return exitErr(CodeInvalidConfig, "policy.rules: %v", err)
+		return exit.Errorf(exit.CodeInvalidConfig, "policy.rules: %v", err)
 	}
 	seen := map[string]string{}
 	for i, s := range c.Sections {
 		if s.JobType != "" && s.JobType != JobType {
-			return exitErr(CodeUnknownJobType, "sections[%d] (%s): job_type %q is not supported; use %s", i, s.Name, s.JobType, JobType)
+			return exit.Errorf(exit.CodeUnknownJobType, "sections[%d] (%s): job_type %q is not supported; use %s", i, s.Name, s.JobType, JobType)
 		}
 		t := s.Session
 		var missing []string
@@ -482,14 +483,14 @@ func validateConfig(c *Config, s *Setup) error {
 			}
 		}
 		if len(missing) > 0 {
-			return exitErr(CodeMissingSessionKeys, "sections[%d] (%s): session is missing %s; give all four ids (org_id, blob_id, revision_id, session_id)", i, s.Name, strings.Join(slices.Sorted(slices.Values(missing)), ", "))
+			return exit.Errorf(exit.CodeMissingSessionKeys, "sections[%d] (%s): session is missing %s; give all four ids (org_id, blob_id, revision_id, session_id)", i, s.Name, strings.Join(slices.Sorted(slices.Values(missing)), ", "))
 		}
 		if !strings.HasPrefix(t.SessionID, "ses_") && strings.Contains(t.SessionID, "/") {
-			return exitErr(CodeInvalidConfig, "sections[%d] (%s): session_id %q looks like an alias; resolving session aliases is not supported, give the literal id", i, s.Name, t.SessionID)
+			return exit.Errorf(exit.CodeInvalidConfig, "sections[%d] (%s): session_id %q looks like an alias; resolving session aliases is not supported, give the literal id", i, s.Name, t.SessionID)
 		}
 		key := t.RevisionID + "/" + t.SessionID + "/" + s.Prefix()
 		if prev, dup := seen[key]; dup {
-			return exitErr(CodeDuplicateSectionTarget, "sections %q and %q watch the same session and prefix; remove one", prev, s.Name)
+			return exit.Errorf(exit.CodeDuplicateSectionTarget, "sections %q and %q watch the same session and prefix; remove one", prev, s.Name)
 		}
 		seen[key] = s.Name
 	}
@@ -501,10 +502,10 @@ func validateConfig(c *Config, s *Setup) error {
 func validateAgent(c *Config, s *Setup, name string) error {
 	ad := s.adapter(name)
 	if ad == nil {
-		return exitErr(CodeInvalidConfig, "agents.%s: no such agent type; use %s", name, s.agentTypes())
+		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s: no such agent type; use %s", name, s.agentTypes())
 	}
 	if ad.Unsupported != "" {
-		return exitErr(CodeInvalidConfig, "agents.%s: %s; remove the block or use %s", name, ad.Unsupported, s.agentTypes())
+		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s: %s; remove the block or use %s", name, ad.Unsupported, s.agentTypes())
 	}
 	a := c.Agents[name]
 	if a == nil {
@@ -514,17 +515,17 @@ func validateAgent(c *Config, s *Setup, name string) error {
 	switch a.Permissions {
 	case "", PermAutonomous, PermGuarded, PermApproval:
 	default:
-		return exitErr(CodeInvalidConfig, "agents.%s.permissions %q: use autonomous, guarded or approval", name, a.Permissions)
+		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s.permissions %q: use autonomous, guarded or approval", name, a.Permissions)
 	}
 	if err := a.Budget.Validate("agents." + name + ".budget"); err != nil {
-		return exitErr(CodeInvalidConfig, "%v; give caps above 0, or leave the key out for no cap", err)
+		return exit.Errorf(exit.CodeInvalidConfig, "%v; give caps above 0, or leave the key out for no cap", err)
 	}
 	own := maps.Clone(a.Own)
 	key := homeKey(ad)
 	if v, ok := own[key]; ok {
 		home, isString := v.(string)
 		if !isString && v != nil {
-			return exitErr(CodeInvalidConfig, "agents.%s.%s: want a path, got %v", name, key, v)
+			return exit.Errorf(exit.CodeInvalidConfig, "agents.%s.%s: want a path, got %v", name, key, v)
 		}
 		a.Home = home
 		delete(own, key)
@@ -538,10 +539,10 @@ func validateAgent(c *Config, s *Setup, name string) error {
 	var uk *agent.UnknownKeyError
 	if errors.As(err, &uk) {
 		keys := slices.Sorted(slices.Values(append(append([]string{key}, commonAgentKeys...), uk.Known...)))
-		return exitErr(CodeInvalidConfig, "agents.%s: unknown key %q; the keys are %s", name, uk.Key, strings.Join(keys, ", "))
+		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s: unknown key %q; the keys are %s", name, uk.Key, strings.Join(keys, ", "))
 	}
 	if err != nil {
-		return exitErr(CodeInvalidConfig, "agents.%s: %v", name, err)
+		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s: %v", name, err)
 	}
 	return nil
 }
@@ -590,11 +591,11 @@ func chooseSection(secs []Section, o Options, alias string) (Section, string, er
 		if o.SessionID == "" {
 			missing = "the session id (--session, BHW_SESSION_ID)"
 		}
-		return Section{}, "", exitErr(CodeInvalidConfig, "a session needs both ids; %s is missing", missing)
+		return Section{}, "", exit.Errorf(exit.CodeInvalidConfig, "a session needs both ids; %s is missing", missing)
 	}
 	switch {
 	case sec > 0 && sec == ses:
-		return Section{}, "", exitErr(CodeInvalidConfig, "%s %q and %s both name the session; pass one of them", sectionSource(o), o.Section, sessionSource(o))
+		return Section{}, "", exit.Errorf(exit.CodeInvalidConfig, "%s %q and %s both name the session; pass one of them", sectionSource(o), o.Section, sessionSource(o))
 	case ses > sec:
 		return sessionSection(secs, o, alias)
 	case sec > 0:
@@ -603,7 +604,7 @@ func chooseSection(secs []Section, o Options, alias string) (Section, string, er
 				return s, "from " + sectionSource(o), nil
 			}
 		}
-		return Section{}, "", exitErr(CodeInvalidConfig, "no section named %q in the config (%s)", o.Section, sectionSource(o))
+		return Section{}, "", exit.Errorf(exit.CodeInvalidConfig, "no section named %q in the config (%s)", o.Section, sectionSource(o))
 	}
 	if s, ok, err := byPrefix(secs, alias); err != nil || ok {
 		return s, "the section whose session_prefix the alias starts with", err
@@ -612,11 +613,11 @@ func chooseSection(secs []Section, o Options, alias string) (Section, string, er
 	case len(secs) == 1:
 		return secs[0], "the only section of the config", nil
 	case len(secs) == 0:
-		return Section{}, "", exitErr(CodeInvalidConfig, "no session configured; pass --revision and --session (or BHW_REVISION_ID/BHW_SESSION_ID), or add a section to config.yaml")
+		return Section{}, "", exit.Errorf(exit.CodeInvalidConfig, "no session configured; pass --revision and --session (or BHW_REVISION_ID/BHW_SESSION_ID), or add a section to config.yaml")
 	case alias == "":
-		return Section{}, "", exitErr(CodeInvalidConfig, "config.yaml has %d sections; pass --section to pick one", len(secs))
+		return Section{}, "", exit.Errorf(exit.CodeInvalidConfig, "config.yaml has %d sections; pass --section to pick one", len(secs))
 	}
-	return Section{}, "", exitErr(CodeInvalidConfig, "no config section owns alias %q; pass --section or give the sections a session_prefix", alias)
+	return Section{}, "", exit.Errorf(exit.CodeInvalidConfig, "no config section owns alias %q; pass --section or give the sections a session_prefix", alias)
 }
 
 // sessionSection is the section of the session o names: the config's own
@@ -659,7 +660,7 @@ func byPrefix(secs []Section, alias string) (Section, bool, error) {
 		}
 	}
 	if tie {
-		return Section{}, false, exitErr(CodeInvalidConfig, "alias %q matches several sections with the same session_prefix; pass --section", alias)
+		return Section{}, false, exit.Errorf(exit.CodeInvalidConfig, "alias %q matches several sections with the same session_prefix; pass --section", alias)
 	}
 	if best < 0 {
 		return Section{}, false, nil
@@ -718,7 +719,7 @@ func PersonKey(s *Setup, as string) (string, error) {
 	}
 	p, ok := creds.Profiles[as]
 	if !ok {
-		return "", exitErr(CodeCredentialsNotFound, "profile %q (--as) is not in %s", as, CredentialsPath(s.Home))
+		return "", exit.Errorf(exit.CodeCredentialsNotFound, "profile %q (--as) is not in %s", as, CredentialsPath(s.Home))
 	}
 	return firstNonEmpty(p.APIKey, p.Key), nil
 }

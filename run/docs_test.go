@@ -18,6 +18,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/exit"
 )
 
 // The tests of this file read the local files in the shapes the
@@ -117,9 +118,9 @@ func TestSectionYAMLRefusal(t *testing.T) {
 	const alias = "docs/refused"
 	h.handOff(alias, "approval", "hello")
 	h.srv.Put("worker", `{"type":"thread","thread":{"metadata":{"user":{"user_id":"usr_other"}}}}`)
-	wantExitCode(t, h.run(alias), ExitRefused, CodeSessionOwnedByOther)
+	wantExitCode(t, h.run(alias), exit.Refused, exit.CodeSessionOwnedByOther)
 	m := readYAML(t, filepath.Join(h.setup().JobDir, "section.yaml"))
-	if dig(m, "attachment", "status") != "refused" || dig(m, "attachment", "error", "code") != CodeSessionOwnedByOther {
+	if dig(m, "attachment", "status") != "refused" || dig(m, "attachment", "error", "code") != exit.CodeSessionOwnedByOther {
 		t.Fatalf("attachment %v", dig(m, "attachment"))
 	}
 	if msg, _ := dig(m, "attachment", "error", "message").(string); !strings.Contains(msg, "usr_other") {
@@ -164,7 +165,7 @@ func TestSectionYAMLWrongShape(t *testing.T) {
 			const alias = "docs/shape"
 			h.handOff(alias, "approval", "hello")
 			sum := h.run(alias)
-			wantExitCode(t, sum, ExitConfig, CodeStateTreeInvalid)
+			wantExitCode(t, sum, exit.Config, exit.CodeStateTreeInvalid)
 			if !strings.Contains(sum.Error.Message, tc.want) || tc.not != "" && strings.Contains(sum.Error.Message, tc.not) {
 				t.Fatalf("message %q: want it to name %q (and not say %q)", sum.Error.Message, tc.want, tc.not)
 			}
@@ -217,7 +218,7 @@ func TestDocsIdentityYAML(t *testing.T) {
 		body := docsFixture(t, "identity.yaml")
 		h := setup(t, body)
 		sum := h.run(alias)
-		wantExitCode(t, sum, ExitRefused, CodeUserIdentityMismatch)
+		wantExitCode(t, sum, exit.Refused, exit.CodeUserIdentityMismatch)
 		if !strings.Contains(sum.Error.Message, "usr_01J...") {
 			t.Fatalf("message %q does not name the recorded user", sum.Error.Message)
 		}
@@ -233,7 +234,7 @@ func TestDocsIdentityYAML(t *testing.T) {
 	})
 	t.Run("flat, another user", func(t *testing.T) {
 		h := setup(t, []byte("user_id: usr_somebody_else\n"))
-		wantExitCode(t, h.run(alias), ExitRefused, CodeUserIdentityMismatch)
+		wantExitCode(t, h.run(alias), exit.Refused, exit.CodeUserIdentityMismatch)
 	})
 	t.Run("none yet", func(t *testing.T) {
 		h := setup(t, nil)
@@ -247,7 +248,7 @@ func TestDocsIdentityYAML(t *testing.T) {
 		body := []byte("user:\n  name: Somebody\n")
 		h := setup(t, body)
 		sum := h.run(alias)
-		wantExitCode(t, sum, ExitConfig, CodeStateTreeInvalid)
+		wantExitCode(t, sum, exit.Config, exit.CodeStateTreeInvalid)
 		if !strings.Contains(sum.Error.Message, "user_id") {
 			t.Fatalf("message %q", sum.Error.Message)
 		}
@@ -288,8 +289,8 @@ func TestDocsConfigYAML(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := Resolve(Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: path, Home: dir, RevisionID: "rev_x", SessionID: "ses_x"}, "")
-		var ee *ExitError
-		if !errors.As(err, &ee) || ee.Code != CodeInvalidConfig || !strings.Contains(ee.Message, tc.want) {
+		var ee *exit.Error
+		if !errors.As(err, &ee) || ee.Code != exit.CodeInvalidConfig || !strings.Contains(ee.Message, tc.want) {
 			t.Errorf("%q: %v, want INVALID_CONFIG %q", tc.body, err, tc.want)
 		}
 	}
@@ -334,8 +335,8 @@ func TestDocsCredentialsV1(t *testing.T) {
 		home := t.TempDir()
 		write(t, V1CredentialsPath(home), v1, 0o644)
 		_, err := resolve(t, home, Options{})
-		var ee *ExitError
-		if !errors.As(err, &ee) || ee.Code != CodeInsecureCredentials || !strings.Contains(ee.Message, V1CredentialsPath(home)) || !strings.Contains(ee.Message, "chmod 600") {
+		var ee *exit.Error
+		if !errors.As(err, &ee) || ee.Code != exit.CodeInsecureCredentials || !strings.Contains(ee.Message, V1CredentialsPath(home)) || !strings.Contains(ee.Message, "chmod 600") {
 			t.Fatalf("%v, want INSECURE_CREDENTIALS_PERMISSIONS naming the file", err)
 		}
 	})

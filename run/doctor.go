@@ -17,6 +17,7 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
 )
 
@@ -65,7 +66,7 @@ func (d *doctor) fail(check, detail, fix string) {
 // failErr is a failed check whose detail is err (its code first) and
 // whose fix is fix, or the "; …" advice err's message ends with.
 func (d *doctor) failErr(check string, err error, fix string) {
-	ee := Exit(err)
+	ee := exit.Of(err)
 	detail := ee.Message
 	if i := strings.LastIndex(detail, "; "); i > 0 {
 		detail = detail[:i]
@@ -73,7 +74,7 @@ func (d *doctor) failErr(check string, err error, fix string) {
 			fix = ee.Message[i+2:]
 		}
 	}
-	if ee.Code != "" && ee.Code != CodeInternal {
+	if ee.Code != "" && ee.Code != exit.CodeInternal {
 		detail = ee.Code + ": " + detail
 	}
 	d.fail(check, detail, fix)
@@ -159,7 +160,7 @@ func (d *doctor) workerCredentials() {
 	case err != nil:
 		d.fail("worker_credentials", fmt.Sprintf("cannot read %s: %v", path, err), "check the file's owner and mode")
 	case fi.Mode().Perm()&0o077 != 0:
-		d.fail("worker_credentials", fmt.Sprintf("%s: %s has mode %04o: other users can read its key", CodeInsecureCredentials, path, fi.Mode().Perm()), "chmod 600 "+path)
+		d.fail("worker_credentials", fmt.Sprintf("%s: %s has mode %04o: other users can read its key", exit.CodeInsecureCredentials, path, fi.Mode().Perm()), "chmod 600 "+path)
 	default:
 		d.ok("worker_credentials", "%s, mode %04o", path, fi.Mode().Perm())
 	}
@@ -191,7 +192,7 @@ func (d *doctor) api(ctx context.Context) blobhub.Client {
 		return nil
 	}
 	if rec, err := LoadIdentity(s.StateDir); err == nil && rec != nil && rec.UserID != "" && rec.UserID != me.UserID {
-		d.fail("api", fmt.Sprintf("%s: the key belongs to %s but this state tree (%s) was recorded for %s", CodeUserIdentityMismatch, me.UserID, s.StateDir, rec.UserID),
+		d.fail("api", fmt.Sprintf("%s: the key belongs to %s but this state tree (%s) was recorded for %s", exit.CodeUserIdentityMismatch, me.UserID, s.StateDir, rec.UserID),
 			"use the profile of "+rec.UserID+", or another --state-dir for this key")
 		return c
 	}
@@ -252,7 +253,7 @@ func (d *doctor) section(ctx context.Context, client blobhub.Client) {
 	case errors.Is(err, blobhub.ErrNotFound) && strings.HasPrefix(s.APIURL, "file://"):
 		d.ok("section", "%s (the local store creates the session with its first thread: bhw-run thread new)", what)
 	case errors.Is(err, blobhub.ErrNotFound):
-		d.fail("section", fmt.Sprintf("%s: %s was not found on BlobHub", CodeSessionNotFound, what), "check the section's revision_id and session_id (or --revision/--session)")
+		d.fail("section", fmt.Sprintf("%s: %s was not found on BlobHub", exit.CodeSessionNotFound, what), "check the section's revision_id and session_id (or --revision/--session)")
 	case err != nil:
 		d.failErr("section", APIError(err, "list_session_objects"), "")
 	default:
@@ -267,14 +268,14 @@ func (d *doctor) stateDir() {
 	made := ""
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			d.fail("state_dir", fmt.Sprintf("%s: cannot create %s: %v", CodeStateTreeInvalid, dir, err), "create it, or pass another --state-dir")
+			d.fail("state_dir", fmt.Sprintf("%s: cannot create %s: %v", exit.CodeStateTreeInvalid, dir, err), "create it, or pass another --state-dir")
 			return
 		}
 		made = " (created now)"
 	}
 	fi, err := os.Stat(dir)
 	if err != nil || !fi.IsDir() {
-		d.fail("state_dir", fmt.Sprintf("%s: %s is not a folder (%v)", CodeStateTreeInvalid, dir, err), "remove it, or pass another --state-dir")
+		d.fail("state_dir", fmt.Sprintf("%s: %s is not a folder (%v)", exit.CodeStateTreeInvalid, dir, err), "remove it, or pass another --state-dir")
 		return
 	}
 	// The state tree a run would refuse (another user's, or writable by
@@ -297,7 +298,7 @@ func (d *doctor) stateDir() {
 		fixes = append(fixes, "chmod 700 "+dir)
 	}
 	if len(problems) > 0 {
-		d.fail("state_dir", fmt.Sprintf("%s: %s %s", CodeStateTreeInvalid, dir, strings.Join(problems, ", ")),
+		d.fail("state_dir", fmt.Sprintf("%s: %s %s", exit.CodeStateTreeInvalid, dir, strings.Join(problems, ", ")),
 			strings.Join(fixes, " && ")+" (or pass another --state-dir)")
 		return
 	}
@@ -394,7 +395,7 @@ func (d *doctor) agents(ctx context.Context) {
 		res.AgentHome = firstNonEmpty(ac.Home, res.AgentHome)
 		abs, err := lookPath(exe)
 		if err != nil {
-			d.fail(name, fmt.Sprintf("%s: the %s executable %q is not found or not executable: %v", CodeAgentNotInstalled, ad.Type, exe, err),
+			d.fail(name, fmt.Sprintf("%s: the %s executable %q is not found or not executable: %v", exit.CodeAgentNotInstalled, ad.Type, exe, err),
 				fmt.Sprintf("install the %s CLI (README: Set up), or set agents.%s.executable to its absolute path", ad.Type, ad.Type))
 			d.login(res, r.launch(res, os.TempDir()))
 			if ad.Preflight != nil {
@@ -441,7 +442,7 @@ func (d *doctor) login(res *resolved, l agent.Launch) {
 	name := "agent " + res.Type + " login"
 	ok, detail := res.adapter.LoginCheck(l)
 	if !ok {
-		d.fail(name, fmt.Sprintf("%s: %s", CodeAgentAuthFailed, detail), loginFix(res))
+		d.fail(name, fmt.Sprintf("%s: %s", exit.CodeAgentAuthFailed, detail), loginFix(res))
 		return
 	}
 	d.ok(name, "%s", detail)
@@ -468,7 +469,7 @@ func (d *doctor) slots() {
 	held, err := lock.HeldSlots(dir, max)
 	switch {
 	case err != nil:
-		d.fail("slots", fmt.Sprintf("%s: cannot probe the agent slots in %s: %v", CodeStateTreeInvalid, dir, err), "check the state tree's slots/ folder")
+		d.fail("slots", fmt.Sprintf("%s: cannot probe the agent slots in %s: %v", exit.CodeStateTreeInvalid, dir, err), "check the state tree's slots/ folder")
 	case held >= max:
 		d.fail("slots", fmt.Sprintf("all %d agent slots (concurrency.max_agents) are held right now", max),
 			"wait for the running agents to finish (runs wait with --slot-wait, or exit 75 NO_AGENT_SLOT); raise concurrency.max_agents if this lasts")

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -34,7 +35,7 @@ func (r *Runner) Explain(ctx context.Context, alias, effect, command, path strin
 	switch effect {
 	case policy.EffectRead, policy.EffectWrite, policy.EffectExec, policy.EffectNetwork, "":
 	default:
-		return nil, usageErr("--effect %q: use read, write, exec or network", effect)
+		return nil, exit.Usagef("--effect %q: use read, write, exec or network", effect)
 	}
 	if effect == "" {
 		effect = policy.EffectExec
@@ -51,7 +52,7 @@ func (r *Runner) Explain(ctx context.Context, alias, effect, command, path strin
 	if errors.As(err, &te) {
 		// For a command that only reads the thread, settings that would
 		// fail it are a configuration error, under the thread's own code.
-		return nil, &ExitError{Exit: ExitConfig, Code: te.Code, Message: te.Message, Err: te}
+		return nil, &exit.Error{Exit: exit.Config, Code: te.Code, Message: te.Message, Err: te}
 	}
 	var t policy.Target
 	switch effect {

@@ -13,6 +13,7 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -179,7 +180,7 @@ func TestGuardedPolicyRecheckedOnResume(t *testing.T) {
 	h.srv.PersonPost(alias, "write x")
 	write := agenttest.Write(filepath.Join(h.work, "x"))
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}}}})
-	want(t, h.run(alias), OutcomeParked, ExitOK)
+	want(t, h.run(alias), OutcomeParked, exit.OK)
 	if got := h.items(alias); !slices.Equal(got, []string{"person", "policy_applied", "tool_call", "pending_prompt", "tool_result", "turn_end"}) {
 		t.Fatalf("items %v", got)
 	}
@@ -190,12 +191,12 @@ func TestGuardedPolicyRecheckedOnResume(t *testing.T) {
 	var pgids []int
 	h.recordPgid(&pgids)
 	sum := h.run(alias)
-	want(t, sum, OutcomeFailed, ExitFailed)
-	if sum.Error == nil || sum.Error.Code != CodePolicyInvalid {
+	want(t, sum, OutcomeFailed, exit.Failed)
+	if sum.Error == nil || sum.Error.Code != exit.CodePolicyInvalid {
 		t.Fatalf("error %+v, want POLICY_INVALID", sum.Error)
 	}
 	if len(pgids) != 0 {
 		t.Fatal("the agent was started with an invalid policy")
 	}
-	h.wantThreadFailed(alias, CodePolicyInvalid)
+	h.wantThreadFailed(alias, exit.CodePolicyInvalid)
 }

@@ -235,9 +235,9 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func want(t testing.TB, sum *Summary, outcome string, exit int) {
+func want(t testing.TB, sum *Summary, outcome string, exitCode int) {
 	t.Helper()
-	if sum.Outcome != outcome || sum.ExitCode != exit {
-		t.Fatalf("outcome %q exit %d, want %q exit %d (error %+v)", sum.Outcome, sum.ExitCode, outcome, exit, sum.Error)
+	if sum.Outcome != outcome || sum.ExitCode != exitCode {
+		t.Fatalf("outcome %q exit %d, want %q exit %d (error %+v)", sum.Outcome, sum.ExitCode, outcome, exitCode, sum.Error)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/exit"
 )
 
 // TestInstructionsReadInsideTheWorkFolder: an adapter's instructions file
@@ -63,7 +64,7 @@ func TestInstructionsReadInsideTheWorkFolder(t *testing.T) {
 			const alias = "projects/p1/instructions"
 			h.handOff(alias, tc.posture, "hi")
 			h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "ran"}}}})
-			want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+			want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 			if started != 1 || string(got) != tc.want || (tc.want == "") != (got == nil) {
 				t.Fatalf("Start got %q (started %d), want %q", got, started, tc.want)
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 )
 
 // threadBudget is the thread's agent.budget under the machine's ceiling
@@ -70,7 +71,7 @@ func (a *activation) remaining(ad *agent.Adapter) (enforced, metered agent.Budge
 func budgetShape(env *envelope.Envelope) error {
 	for _, f := range []string{"agent.budget", "agent.budget.max_cost_usd", "agent.budget.max_turns", "agent.budget.max_tokens"} {
 		if why := env.Bad[f]; why != "" {
-			return agent.Errorf(CodeBudgetInvalid, "%s is %s; give max_cost_usd (dollars), max_turns and max_tokens (whole numbers) above 0, or remove it", f, why)
+			return agent.Errorf(exit.CodeBudgetInvalid, "%s is %s; give max_cost_usd (dollars), max_turns and max_tokens (whole numbers) above 0, or remove it", f, why)
 		}
 	}
 	return nil

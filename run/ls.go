@@ -14,6 +14,7 @@ import (
 
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
 	"github.com/blobhub/bhw-run/statefile"
 )
@@ -139,10 +140,10 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 	}
 	switch {
 	case len(bad) > 0:
-		return out, &ExitError{Exit: ExitConfig, Code: CodeStateTreeInvalid, Err: ErrThreadsUnreadable,
+		return out, &exit.Error{Exit: exit.Config, Code: exit.CodeStateTreeInvalid, Err: ErrThreadsUnreadable,
 			Message: fmt.Sprintf("the state of %d thread(s) could not be read (%s), see the records above; the other threads are listed", len(bad), strings.Join(bad, ", "))}
 	case len(unread) > 0:
-		return out, &ExitError{Exit: ExitTempFail, Code: CodeUnavailable, Err: ErrThreadsUnreadable,
+		return out, &exit.Error{Exit: exit.TempFail, Code: exit.CodeUnavailable, Err: ErrThreadsUnreadable,
 			Message: fmt.Sprintf("BlobHub answered %d thread(s) this state tree holds with a garbled value (%s); the other threads are listed, the next ls reads them again", len(unread), strings.Join(unread, ", "))}
 	}
 	return out, nil
@@ -151,8 +152,8 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 // isStateError reports whether err is about this state tree's files
 // (STATE_INVALID, INSECURE_STATE_PERMISSIONS).
 func isStateError(err error) bool {
-	var ee *ExitError
-	return errors.As(err, &ee) && (ee.Code == CodeStateTreeInvalid || ee.Code == CodeInsecurePermissions)
+	var ee *exit.Error
+	return errors.As(err, &ee) && (ee.Code == exit.CodeStateTreeInvalid || ee.Code == exit.CodeInsecurePermissions)
 }
 
 // lister is one `bhw-run ls`: what it has learnt and what it cost.
@@ -191,7 +192,7 @@ func (ls *lister) objects(ctx context.Context) (aliases []string, found bool, er
 			// A local store's session exists once something is written to it.
 			return nil, false, nil
 		}
-		return nil, false, exitErr(CodeSessionNotFound, "session %s was not found on BlobHub; check the revision_id and session_id of %s", r.Setup.Section.Session.SessionID, r.Setup.Where())
+		return nil, false, exit.Errorf(exit.CodeSessionNotFound, "session %s was not found on BlobHub; check the revision_id and session_id of %s", r.Setup.Section.Session.SessionID, r.Setup.Where())
 	}
 	if err != nil {
 		return nil, false, apiErr(err, "list_session_objects")
@@ -261,7 +262,7 @@ func (ls *lister) listing(ctx context.Context, alias string, env *envelope.Envel
 	if read {
 		ls.tails++
 	}
-	if ee := (*ExitError)(nil); errors.As(err, &ee) && ee.Code == CodeNoThread {
+	if ee := (*exit.Error)(nil); errors.As(err, &ee) && ee.Code == exit.CodeNoThread {
 		return l, false, nil // deleted since the list: its items answer invalid_thread_envelope
 	}
 	if err != nil || !ls.o.Runnable {
@@ -271,7 +272,7 @@ func (ls *lister) listing(ctx context.Context, alias string, env *envelope.Envel
 		held, err := lock.Held(filepath.Join(ThreadDir(ls.r.Setup.JobDir, alias), "thread.lock"))
 		if err != nil {
 			// Not contention: the lock file cannot be probed.
-			return l, false, exitErr(CodeStateTreeInvalid, "%v; check the state tree", err)
+			return l, false, exit.Errorf(exit.CodeStateTreeInvalid, "%v; check the state tree", err)
 		}
 		l.Locked = held
 	}
@@ -378,7 +379,7 @@ func (a *activation) peek() error {
 	}
 	t, err := envelope.LoadThread(filepath.Join(a.dir, "thread.yaml"))
 	if err != nil {
-		return exitErr(CodeStateTreeInvalid, "%v", err)
+		return exit.Errorf(exit.CodeStateTreeInvalid, "%v", err)
 	}
 	if t == nil || t.Alias != a.alias {
 		t = &envelope.Thread{Alias: a.alias}
@@ -386,7 +387,7 @@ func (a *activation) peek() error {
 	a.t = t
 	a.j, err = readJournal(filepath.Join(a.dir, "emissions.jsonl"), t.EmissionNonce)
 	if err != nil {
-		return exitErr(CodeStateTreeInvalid, "cannot read the emission journal of %q: %v", a.alias, err)
+		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot read the emission journal of %q: %v", a.alias, err)
 	}
 	// The journal is not open for writing: a prompt that never reached
 	// it is only counted as unfinished work, as a run would journal it.

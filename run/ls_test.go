@@ -23,6 +23,7 @@ import (
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
 )
 
@@ -376,8 +377,8 @@ func TestLsSessionNotFound(t *testing.T) {
 			}
 			continue
 		}
-		ee, ok := err.(*ExitError)
-		if !ok || ee.Exit != ExitConfig || ee.Code != CodeSessionNotFound {
+		ee, ok := err.(*exit.Error)
+		if !ok || ee.Exit != exit.Config || ee.Code != exit.CodeSessionNotFound {
 			t.Errorf("http: %v, want SESSION_NOT_FOUND exit 78", err)
 		}
 	}
@@ -598,8 +599,8 @@ func TestLsListsPastABadThread(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("ls blocked on a named pipe")
 		}
-		var ee *ExitError
-		if !errors.As(res.err, &ee) || ee.Exit != ExitConfig || !errors.Is(res.err, ErrThreadsUnreadable) {
+		var ee *exit.Error
+		if !errors.As(res.err, &ee) || ee.Exit != exit.Config || !errors.Is(res.err, ErrThreadsUnreadable) {
 			t.Fatalf("error %v, want 78 after listing", res.err)
 		}
 		got := map[string]string{}
@@ -638,12 +639,12 @@ func TestGarbledEnvelopeOfAThreadWeHold(t *testing.T) {
 	h.putRaw(alias, `"a string, not an envelope"`)
 
 	sum := h.run(alias)
-	wantCode(t, sum, ExitTempFail, CodeUnavailable)
+	wantCode(t, sum, exit.TempFail, exit.CodeUnavailable)
 	s := h.setup()
 	r := &Runner{Setup: s, Client: h.client(), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
 	out, err := r.List(context.Background(), ListOptions{})
-	var ee *ExitError
-	if !errors.As(err, &ee) || ee.Exit != ExitTempFail || !errors.Is(err, ErrThreadsUnreadable) {
+	var ee *exit.Error
+	if !errors.As(err, &ee) || ee.Exit != exit.TempFail || !errors.Is(err, ErrThreadsUnreadable) {
 		t.Fatalf("ls error %v, want 75 after listing", err)
 	}
 	got := map[string]Listing{}
@@ -678,7 +679,7 @@ func TestGarbledEnvelopeOfAThreadWeHold(t *testing.T) {
 	}
 	h.srv.PersonPost(alias, "still there?")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "yes"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 }
 
 // TestSectionLogShownJSON: section.log is JSON a person may tail, so a

@@ -16,6 +16,7 @@ import (
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/statefile"
 )
@@ -57,7 +58,7 @@ func TestThreadDeletedMidTurn(t *testing.T) {
 	}
 	start := time.Now()
 	sum := h.run(alias)
-	wantExitCode(t, sum, ExitNoThread, CodeNoThread)
+	wantExitCode(t, sum, exit.NoThread, exit.CodeNoThread)
 	if d := time.Since(start); d > 20*time.Second {
 		t.Fatalf("the run took %s: the agent was not stopped", d)
 	}
@@ -89,7 +90,7 @@ func TestThreadDeletedMidTurn(t *testing.T) {
 	}
 
 	// Gone: the next run says so and keeps them.
-	wantExitCode(t, h.run(alias), ExitNoThread, CodeNoThread)
+	wantExitCode(t, h.run(alias), exit.NoThread, exit.CodeNoThread)
 
 	// Made again: the next run posts what it kept.
 	v, _ := envelope.WithState(envelope.NewThread(h.work, testAgent, "approval", alias), envelope.StateActive)
@@ -125,7 +126,7 @@ func TestThreadGoneOnRead(t *testing.T) {
 	h.runner = func(r *Runner) {
 		r.Client = &listOnlyGone{Client: r.Client, alias: alias, value: envelope.NewThread(h.work, testAgent, "approval", alias)}
 	}
-	wantExitCode(t, h.run(alias), ExitNoThread, CodeNoThread)
+	wantExitCode(t, h.run(alias), exit.NoThread, exit.CodeNoThread)
 
 	// `thread show`'s part: the main package's TestThreadShowNotAThread.
 
@@ -190,7 +191,7 @@ func TestWorkerDeletedBeforeThreadFailed(t *testing.T) {
 		}}
 	}
 	sum := h.run(alias)
-	wantExitCode(t, sum, ExitFailed, agent.CodeAgentCrashed)
+	wantExitCode(t, sum, exit.Failed, agent.CodeAgentCrashed)
 	w, ok := h.srv.Get("worker")
 	if !ok {
 		t.Fatal("the worker object was not made again")
@@ -238,7 +239,7 @@ func TestParkedThreadFailsResolvesPrompt(t *testing.T) {
 	}
 	h.srv.PersonPost(alias, "yes")
 	sum := h.run(alias)
-	wantExitCode(t, sum, ExitFailed, "WORK_FOLDER_NOT_FOUND")
+	wantExitCode(t, sum, exit.Failed, "WORK_FOLDER_NOT_FOUND")
 	if h.thread(alias).Prompt != nil {
 		t.Fatal("the prompt is still open in thread.yaml")
 	}
@@ -275,7 +276,7 @@ func TestThreadDeletedBeforeActivation(t *testing.T) {
 	h.runner = func(r *Runner) {
 		r.Client = &deleteOnSecondDownload{Client: r.Client, srv: h.srv, alias: alias}
 	}
-	wantExitCode(t, h.run(alias), ExitNoThread, CodeNoThread)
+	wantExitCode(t, h.run(alias), exit.NoThread, exit.CodeNoThread)
 }
 
 // deleteOnSecondDownload deletes alias just before its second download:

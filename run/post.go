@@ -11,6 +11,7 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -41,7 +42,7 @@ func (a *activation) post(ctx context.Context, e *emission) {
 		item, err = a.postBody(ctx, e, newItem(stubItem(e.Item, itemSize(e.Item))))
 	}
 	var api *blobhub.APIError
-	var undecided *ExitError
+	var undecided *exit.Error
 	switch {
 	case err == nil:
 		a.confirmed(e, item)
@@ -190,7 +191,7 @@ func (a *activation) postedSince(ctx context.Context, e *emission, want map[stri
 		return nil, err
 	}
 	if more && len(found) < len(want) {
-		return found, exitErr(CodeUnposted, "could not tell whether BlobHub holds %d journaled item(s) of %q: the thread has more than %d items after where they would be; they stay journaled and the next run looks again", len(want)-len(found), e.Target, postedLimits.Items)
+		return found, exit.Errorf(exit.CodeUnposted, "could not tell whether BlobHub holds %d journaled item(s) of %q: the thread has more than %d items after where they would be; they stay journaled and the next run looks again", len(want)-len(found), e.Target, postedLimits.Items)
 	}
 	return found, nil
 }
@@ -239,7 +240,7 @@ func (a *activation) reconcile(ctx context.Context) error {
 		}
 		a.post(ctx, e)
 		if a.offline {
-			return exitErr(CodeUnavailable, "BlobHub is unreachable while posting journaled items; the next run retries")
+			return exit.Errorf(exit.CodeUnavailable, "BlobHub is unreachable while posting journaled items; the next run retries")
 		}
 	}
 	return nil

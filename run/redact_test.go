@@ -9,6 +9,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/exit"
 )
 
 // The keys of profiles the run does not use, and of the v1 credentials
@@ -67,7 +68,7 @@ func TestOtherProfilesKeysRedacted(t *testing.T) {
 	cat := agenttest.Exec("cat ~/.blobhub/credentials.yaml ~/.blobhub-worker/credentials.yaml")
 	cat.Result = creds + "api:\n  key: " + v1FileKey + "\n" + "and the runner's own: " + bhtest.RunnerKey
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Tool: cat}, {Text: "the key is " + otherProfileKey}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	dir := ThreadDir(h.setup().JobDir, alias)
 	h.wantNoKeys([]string{filepath.Join(dir, "emissions.jsonl"), filepath.Join(dir, "logs", "thread.log")},
 		[]string{alias}, otherProfileKey, v1FileKey, bhtest.RunnerKey)
@@ -93,8 +94,8 @@ func TestThreadFailedRedacted(t *testing.T) {
 	}))
 	h.srv.PersonPost(alias, "start")
 	sum := h.run(alias)
-	want(t, sum, OutcomeFailed, ExitFailed)
-	h.wantThreadFailed(alias, CodeAgentTypeUnsupported)
+	want(t, sum, OutcomeFailed, exit.Failed)
+	h.wantThreadFailed(alias, exit.CodeAgentTypeUnsupported)
 	dir := ThreadDir(h.setup().JobDir, alias)
 	h.wantNoKeys([]string{filepath.Join(dir, "emissions.jsonl"), filepath.Join(dir, "thread.yaml"),
 		filepath.Join(h.setup().JobDir, "logs", "section.log")}, []string{"worker", alias}, otherProfileKey)

@@ -21,6 +21,7 @@ import (
 	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
 )
 
@@ -46,6 +47,18 @@ type Runner struct {
 	// terminal status line); nil: nobody watches.
 	Observer Observer
 }
+
+// Outcomes of a run.
+const (
+	OutcomeTurnCompleted = "turn_completed"
+	OutcomeIdle          = "idle"
+	OutcomeParked        = "parked"
+	OutcomeStopped       = "stopped"
+	OutcomeFailed        = "failed"
+	OutcomeTurnFailed    = "turn_failed"
+	OutcomeNotHere       = "not_here"
+	OutcomeInterrupted   = "interrupted"
+)
 
 // Summary is the run's result: the --json object and section.log's record.
 type Summary struct {
@@ -87,13 +100,13 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	// signal its cause — before the thread lock the run ends at once and
 	// writes nothing, after it the agent is interrupted politely and state
 	// is saved; a second skips the politeness.
-	ctx, hurry, stopSignals := WatchSignals(ctx, r.Signals)
+	ctx, hurry, stopSignals := exit.WatchSignals(ctx, r.Signals)
 	defer stopSignals()
 	a.hurry = hurry
 	ctx, a.abort = context.WithCancelCause(ctx)
 	defer a.abort(nil)
 	stopNote := context.AfterFunc(ctx, func() {
-		if s := signalOf(ctx); s != nil && a.locked {
+		if s := exit.SignalOf(ctx); s != nil && a.locked {
 			a.log.Warn("signal received; stopping the agent and saving state", "signal", s.String())
 		}
 	})
@@ -103,7 +116,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		if a.t != nil && sum.AgentSessionID == "" {
 			sum.AgentSessionID = a.t.Agent.AgentSessionID
 		}
-		sig := signalOf(ctx)
+		sig := exit.SignalOf(ctx)
 		if fault := a.faultErr(); fault != nil && sig == nil {
 			err = fault // what stopped the run, whatever it was doing then
 		}
@@ -116,7 +129,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	r.Setup.logIgnored(a.log)
 	// 1. The alias, before anything touches disk or network.
 	if err := ValidateAlias(alias); err != nil {
-		return sum, exitErr(CodeBadAlias, "invalid alias %q: %v", alias, err)
+		return sum, exit.Errorf(exit.CodeBadAlias, "invalid alias %q: %v", alias, err)
 	}
 	// 2. Setup was resolved by main (credentials, config, section).
 	if err := ctx.Err(); err != nil {
@@ -153,16 +166,16 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	if err != nil {
 		var held *lock.HeldError
 		switch {
-		case signalOf(ctx) != nil:
+		case exit.SignalOf(ctx) != nil:
 			return sum, err // interrupted while waiting: nothing is written
 		case errors.As(err, &held):
-			return sum, exitErr(CodeLocked, "thread %q is %v; retry later or pass --lock-wait", alias, held)
+			return sum, exit.Errorf(exit.CodeLocked, "thread %q is %v; retry later or pass --lock-wait", alias, held)
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-			return sum, exitErr(CodeLocked, "gave up waiting for the lock of thread %q: %v; retry later", alias, err)
+			return sum, exit.Errorf(exit.CodeLocked, "gave up waiting for the lock of thread %q: %v; retry later", alias, err)
 		}
 		// Not contention: the lock file cannot be opened or locked, which
 		// waiting will not mend.
-		return sum, exitErr(CodeStateTreeInvalid, "cannot lock thread %q: %v; check the state tree", alias, err)
+		return sum, exit.Errorf(exit.CodeStateTreeInvalid, "cannot lock thread %q: %v; check the state tree", alias, err)
 	}
 	defer lk.Unlock()
 	a.locked = true
@@ -262,13 +275,13 @@ func (a *activation) wrapUp(ctx context.Context, err error) error {
 		if a.turnStopped {
 			stopped = "; its agent was stopped mid-turn"
 		}
-		err = exitErr(CodeNoThread, "thread %q was deleted from BlobHub while this run posted to it%s; %d item(s) it could not post stay journaled, and a run posts them if the thread is made again", a.alias, stopped, a.unposted())
+		err = exit.Errorf(exit.CodeNoThread, "thread %q was deleted from BlobHub while this run posted to it%s; %d item(s) it could not post stay journaled, and a run posts them if the thread is made again", a.alias, stopped, a.unposted())
 	}
 	if err == nil && a.authRefused {
-		err = exitErr(CodeAuthInvalid, "BlobHub refused the API key while posting; %d item(s) stay journaled for the next run with a valid key", a.unposted())
+		err = exit.Errorf(exit.CodeAuthInvalid, "BlobHub refused the API key while posting; %d item(s) stay journaled for the next run with a valid key", a.unposted())
 	}
 	if err == nil && a.unposted() > 0 {
-		err = exitErr(CodeUnposted, "%d item(s) could not be posted to BlobHub; they are journaled and the next run posts them", a.unposted())
+		err = exit.Errorf(exit.CodeUnposted, "%d item(s) could not be posted to BlobHub; they are journaled and the next run posts them", a.unposted())
 	}
 	return err
 }
@@ -498,25 +511,25 @@ func (a *activation) finishUnfinished(ctx context.Context) error {
 
 // finish sets the exit code from the outcome and the error.
 func finish(sum *Summary, err error, sig os.Signal) {
-	ee := Exit(err)
+	ee := exit.Of(err)
 	switch {
 	case sig != nil:
 		sum.Outcome = OutcomeInterrupted
-		sum.ExitCode = ExitTerminated
+		sum.ExitCode = exit.Terminated
 		if sig == syscall.SIGINT || sig == os.Interrupt {
-			sum.ExitCode = ExitInterrupted
+			sum.ExitCode = exit.Interrupted
 		}
-		if ee != nil && ee.Code != "" && ee.Code != CodeInternal && sum.Error == nil {
+		if ee != nil && ee.Code != "" && ee.Code != exit.CodeInternal && sum.Error == nil {
 			sum.Error = &SummaryError{Code: ee.Code, Message: ee.Message}
 		}
 		return
 	case ee != nil:
 		sum.ExitCode = ee.Exit
-		if ee.Exit == ExitNotHere {
+		if ee.Exit == exit.NotHere {
 			sum.Outcome = OutcomeNotHere
 		}
 		switch {
-		case ee.Code == CodeInternal && sum.Error != nil:
+		case ee.Code == exit.CodeInternal && sum.Error != nil:
 			// The run's own error (a thread failure) says more.
 		case ee.Code != "":
 			sum.Error = &SummaryError{Code: ee.Code, Message: ee.Message}
@@ -527,13 +540,13 @@ func finish(sum *Summary, err error, sig os.Signal) {
 	}
 	switch sum.Outcome {
 	case OutcomeFailed:
-		sum.ExitCode = ExitFailed
+		sum.ExitCode = exit.Failed
 	case OutcomeTurnFailed:
-		sum.ExitCode = ExitTurnFailed
+		sum.ExitCode = exit.TurnFailed
 	case OutcomeNotHere:
-		sum.ExitCode = ExitNotHere
+		sum.ExitCode = exit.NotHere
 	default:
-		sum.ExitCode = ExitOK
+		sum.ExitCode = exit.OK
 	}
 }
 
@@ -547,5 +560,5 @@ func (r *Runner) grace() time.Duration {
 // notHere is the not_here exit: an active thread this state tree never
 // activated.
 func notHere(alias string) error {
-	return &ExitError{Exit: ExitNotHere, Message: fmt.Sprintf("thread %q is active but this state tree never activated it (another host's, or its record was lost); if it should run here, run `bhw-run thread retry %s`", alias, alias)}
+	return &exit.Error{Exit: exit.NotHere, Message: fmt.Sprintf("thread %q is active but this state tree never activated it (another host's, or its record was lost); if it should run here, run `bhw-run thread retry %s`", alias, alias)}
 }

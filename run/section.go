@@ -16,6 +16,7 @@ import (
 
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
 	"github.com/blobhub/bhw-run/statefile"
 )
@@ -62,11 +63,11 @@ func LoadIdentity(stateDir string) (*Identity, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, exitErr(CodeStateTreeInvalid, "cannot read %s: %v", path, err)
+		return nil, exit.Errorf(exit.CodeStateTreeInvalid, "cannot read %s: %v", path, err)
 	}
 	var f identityFile
 	if err := envelope.DecodeYAML(b, &f, false); err != nil {
-		return nil, exitErr(CodeStateTreeInvalid, "%s %v; fix it (user: {user_id, name, email, recorded_at})", path, err)
+		return nil, exit.Errorf(exit.CodeStateTreeInvalid, "%s %v; fix it (user: {user_id, name, email, recorded_at})", path, err)
 	}
 	id := f.Identity
 	if u := f.User; u != nil && u.UserID != "" {
@@ -78,7 +79,7 @@ func LoadIdentity(stateDir string) (*Identity, error) {
 		id.flat = id.UserID != ""
 	}
 	if id.UserID == "" {
-		return nil, exitErr(CodeStateTreeInvalid,
+		return nil, exit.Errorf(exit.CodeStateTreeInvalid,
 			"%s records no user_id; fix it (user: {user_id, name, email, recorded_at}), or remove it to record the user the API key belongs to", path)
 	}
 	return &id, nil
@@ -107,7 +108,7 @@ func checkIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Ide
 	}
 	if rec != nil {
 		if rec.UserID != u.UserID {
-			return nil, exitErr(CodeUserIdentityMismatch,
+			return nil, exit.Errorf(exit.CodeUserIdentityMismatch,
 				"the API key belongs to %s but this state tree (%s) was recorded for %s; use the right profile or another --state-dir",
 				u.UserID, stateDir, rec.UserID)
 		}
@@ -168,11 +169,11 @@ func updateSection(ctx context.Context, jobDir string, sec Section, fn func(*Sec
 		var st SectionState
 		old, err := statefile.Read(path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return exitErr(CodeStateTreeInvalid, "cannot read %s: %v", path, err)
+			return exit.Errorf(exit.CodeStateTreeInvalid, "cannot read %s: %v", path, err)
 		}
 		if err == nil {
 			if err := envelope.DecodeYAML(old, &st, false); err != nil {
-				return exitErr(CodeStateTreeInvalid, "%s %v; fix or remove it", path, err)
+				return exit.Errorf(exit.CodeStateTreeInvalid, "%s %v; fix or remove it", path, err)
 			}
 		}
 		st.Name, st.JobType, st.Session = sec.Name, JobType, sec.Session
@@ -270,7 +271,7 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 		return nil, err
 	}
 	refuse := func(code, format string, args ...any) error {
-		e := exitErr(code, format, args...)
+		e := exit.Errorf(code, format, args...)
 		_, _ = updateSection(ctx, jobDir, sec, func(s *SectionState) {
 			s.Attachment.Status = "refused"
 			s.Attachment.Error.Set(e.Code, e.Message)
@@ -290,10 +291,10 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 		}
 		owner, ok := WorkerUserID(obj.Value)
 		if !ok {
-			return nil, refuse(CodeWorkerObjectMalformed, "the object \"worker\" of session %s is not a worker object (a thread whose metadata.user.user_id names the user who works the session; it holds %s); delete it, and the next run makes it again, or restore it", sec.Session.SessionID, workerShape(obj.Value))
+			return nil, refuse(exit.CodeWorkerObjectMalformed, "the object \"worker\" of session %s is not a worker object (a thread whose metadata.user.user_id names the user who works the session; it holds %s); delete it, and the next run makes it again, or restore it", sec.Session.SessionID, workerShape(obj.Value))
 		}
 		if owner != userID {
-			return nil, refuse(CodeSessionOwnedByOther, "session %s is worked by user %s, not %s; use that user's key or another session", sec.Session.SessionID, owner, userID)
+			return nil, refuse(exit.CodeSessionOwnedByOther, "session %s is worked by user %s, not %s; use that user's key or another session", sec.Session.SessionID, owner, userID)
 		}
 		if attempt == 0 && !seenLately(obj.Value) {
 			// Refresh last_seen_at at most once per run, and only when it
@@ -315,7 +316,7 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 			s.Attachment.Error.Clear()
 		})
 	}
-	return nil, refuse(CodeWorkerObjectMalformed, "the session's worker object could not be created; check the session")
+	return nil, refuse(exit.CodeWorkerObjectMalformed, "the session's worker object could not be created; check the session")
 }
 
 // workerValue is the worker object in its documented shape
@@ -374,27 +375,27 @@ func apiErr(err error, what string) error {
 }
 
 // APIError is a BlobHub error as the exit a command ends with: an
-// *ExitError as it is, a refused key AUTH_INVALID (77), a cancelled context
+// *exit.Error as it is, a refused key AUTH_INVALID (77), a cancelled context
 // as it is, anything else BLOBHUB_UNAVAILABLE (75).
 func APIError(err error, what string) error {
-	var ee *ExitError
+	var ee *exit.Error
 	switch {
 	case errors.As(err, &ee):
 		return err
 	case errors.Is(err, blobhub.ErrAuth):
-		return exitErr(CodeAuthInvalid, "BlobHub refused the API key (%s); check the key or profile", what)
+		return exit.Errorf(exit.CodeAuthInvalid, "BlobHub refused the API key (%s); check the key or profile", what)
 	case errors.Is(err, blobhub.ErrNoThread):
 		// invalid_thread_envelope: BlobHub's final word that the alias is
 		// not a thread (deleted, say), not a reason to try again later.
-		return exitErr(CodeNoThread, "BlobHub has no such thread (%s): the alias does not exist or is not a thread; check the alias, or create the thread with `bhw-run thread new`", what)
+		return exit.Errorf(exit.CodeNoThread, "BlobHub has no such thread (%s): the alias does not exist or is not a thread; check the alias, or create the thread with `bhw-run thread new`", what)
 	case errors.Is(err, blobhub.ErrTooLarge):
-		return exitErr(CodeEnvelopeTooLarge, "%s: %v; the most bhw-run reads of an envelope is %d bytes: shrink it", what, err, envelope.MaxSize)
+		return exit.Errorf(exit.CodeEnvelopeTooLarge, "%s: %v; the most bhw-run reads of an envelope is %d bytes: shrink it", what, err, envelope.MaxSize)
 	case errors.Is(err, context.Canceled):
 		return err
 	case errors.Is(err, blobhub.ErrUnavailable), errors.Is(err, blobhub.ErrAmbiguous):
-		return exitErr(CodeUnavailable, "BlobHub is unreachable (%s): %v; the next run retries", what, err)
+		return exit.Errorf(exit.CodeUnavailable, "BlobHub is unreachable (%s): %v; the next run retries", what, err)
 	}
-	return exitErr(CodeUnavailable, "BlobHub answered an error (%s): %v", what, err)
+	return exit.Errorf(exit.CodeUnavailable, "BlobHub answered an error (%s): %v", what, err)
 }
 
 // DownloadJob reads a job thread's envelope for the person's commands and
@@ -402,14 +403,14 @@ func APIError(err error, what string) error {
 func DownloadJob(ctx context.Context, c blobhub.Client, alias string) (blobhub.Object, *envelope.Envelope, error) {
 	obj, err := downloadEnvelope(ctx, c, alias)
 	if errors.Is(err, blobhub.ErrNotFound) {
-		return obj, nil, exitErr(CodeNoThread, "there is no thread %q", alias)
+		return obj, nil, exit.Errorf(exit.CodeNoThread, "there is no thread %q", alias)
 	}
 	if err != nil {
 		return obj, nil, apiErr(err, "download "+alias)
 	}
 	env, err := envelope.Parse(obj.Value)
 	if err != nil || !env.IsJob() {
-		return obj, nil, exitErr(CodeNotJob, "%q is not a job thread", alias)
+		return obj, nil, exit.Errorf(exit.CodeNotJob, "%q is not a job thread", alias)
 	}
 	return obj, env, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
 )
 
@@ -118,7 +119,7 @@ func TestSlotWaitTakesTheFreedSlot(t *testing.T) {
 	if err := slot.Release(); err != nil {
 		t.Fatal(err)
 	}
-	want(t, result(t, done), OutcomeTurnCompleted, ExitOK)
+	want(t, result(t, done), OutcomeTurnCompleted, exit.OK)
 	if ids := h.thread(alias).Turn.InboundIDs; len(ids) != 2 {
 		t.Fatalf("the turn delivered %v, want both messages", ids)
 	}
@@ -133,7 +134,7 @@ func TestSlotWaitSeesAStop(t *testing.T) {
 	const alias = "wait/stop"
 	h.handOff(alias, "approval", "start")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}, {{Text: "again"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	h.srv.PersonPost(alias, "more")
 	slot := h.takeOnlySlot()
 
@@ -146,7 +147,7 @@ func TestSlotWaitSeesAStop(t *testing.T) {
 	}
 	h.srv.Put(alias, string(v))
 	_ = slot.Release()
-	want(t, result(t, done), OutcomeStopped, ExitOK)
+	want(t, result(t, done), OutcomeStopped, exit.OK)
 	if n := count(h.items(alias), "turn_end"); n != 1 {
 		t.Fatalf("%d turn_end items, want only the first turn's: a stopped thread ran a turn", n)
 	}
@@ -159,13 +160,13 @@ func TestSlotWaitSignal(t *testing.T) {
 	for _, tc := range []struct {
 		sig  os.Signal
 		exit int
-	}{{syscall.SIGTERM, ExitTerminated}, {syscall.SIGINT, ExitInterrupted}} {
+	}{{syscall.SIGTERM, exit.Terminated}, {syscall.SIGINT, exit.Interrupted}} {
 		t.Run(tc.sig.String(), func(t *testing.T) {
 			h := newHarness(t, false)
 			const alias = "wait/sig"
 			h.handOff(alias, "approval", "start")
 			h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}, {{Text: "again"}}}})
-			want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+			want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 			h.srv.PersonPost(alias, "more")
 			h.takeOnlySlot()
 			before := tree(t, h.state)
@@ -212,12 +213,12 @@ func TestSlotWaitElapses(t *testing.T) {
 	h.handOff(alias, "approval", "start")
 	slot := h.takeOnlySlot()
 	sum := result(t, h.runAsync(alias, 30*time.Millisecond, nil))
-	wantCode(t, sum, ExitTempFail, CodeNoSlot)
+	wantCode(t, sum, exit.TempFail, exit.CodeNoSlot)
 	if !strings.Contains(sum.Error.Message, "--slot-wait 30ms") {
 		t.Errorf("message %q does not name the wait", sum.Error.Message)
 	}
 	h.wroteNothing(alias)
 	_ = slot.Release()
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 }

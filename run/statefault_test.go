@@ -9,6 +9,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 )
 
 // fullDisk makes every write of the state file named base fail with
@@ -29,7 +30,7 @@ func fullDisk(t *testing.T, base string) {
 // and what went wrong.
 func wantStateInvalid(t *testing.T, sum *Summary, file, cause string) {
 	t.Helper()
-	wantCode(t, sum, ExitConfig, CodeStateTreeInvalid)
+	wantCode(t, sum, exit.Config, exit.CodeStateTreeInvalid)
 	if !strings.Contains(sum.Error.Message, file) || !strings.Contains(sum.Error.Message, cause) {
 		t.Errorf("message %q does not name %s and %q", sum.Error.Message, file, cause)
 	}
@@ -56,7 +57,7 @@ func TestFullDisk(t *testing.T) {
 		h := newHarness(t, false)
 		const alias = "disk/journal"
 		h.handOff(alias, "approval", "")
-		want(t, h.run(alias), OutcomeIdle, ExitOK) // activated, nothing to say
+		want(t, h.run(alias), OutcomeIdle, exit.OK) // activated, nothing to say
 		h.srv.PersonPost(alias, "please work")
 		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "lost?"}, {WaitInterrupt: true}}}})
 		fullDisk(t, "emissions.jsonl")
@@ -67,7 +68,7 @@ func TestFullDisk(t *testing.T) {
 		}
 		testHookStateWrite = nil
 		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "done now"}}}})
-		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+		want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 		if got := h.items(alias); !strings.Contains(strings.Join(got, ","), "text") {
 			t.Errorf("items %v", got)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
 )
@@ -215,7 +216,7 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *t
 	t := a.t
 	var te *agent.Error
 	switch {
-	case errors.Is(err, context.Canceled) && (signalOf(ctx) != nil || ctx.Err() != nil):
+	case errors.Is(err, context.Canceled) && (exit.SignalOf(ctx) != nil || ctx.Err() != nil):
 		// A signal: the next run resumes this turn.
 		t.Turn.State = envelope.TurnStateInterrupted
 		return "", "", a.save()
@@ -230,7 +231,7 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *t
 		}
 		return "", "", a.fail(ctx, te)
 	case errors.Is(err, errTimeout):
-		a.turnFailed(CodeTurnTimeout, "turn_timeout", fmt.Sprintf("the turn ran longer than --max-duration (%s) and was interrupted", a.r.MaxDuration))
+		a.turnFailed(exit.CodeTurnTimeout, "turn_timeout", fmt.Sprintf("the turn ran longer than --max-duration (%s) and was interrupted", a.r.MaxDuration))
 		return OutcomeTurnFailed, "timeout", nil
 	case errors.Is(err, errBudget) && r.Outcome == agent.TurnCompleted:
 		// The cap was reached with the turn's last response.
@@ -240,7 +241,7 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *t
 		// thread what was spent.
 		return OutcomeParked, "budget", nil
 	case errors.Is(err, errStalled):
-		a.turnFailed(CodeAgentStalled, "agent_stalled", fmt.Sprintf("the agent was silent for --stall-timeout (%s) with nothing open and was interrupted", a.r.StallTimeout))
+		a.turnFailed(exit.CodeAgentStalled, "agent_stalled", fmt.Sprintf("the agent was silent for --stall-timeout (%s) with nothing open and was interrupted", a.r.StallTimeout))
 		return OutcomeTurnFailed, "stalled", nil
 	case errors.Is(err, errThreadGone):
 		// Stopped because the thread was deleted: the run ends
@@ -256,7 +257,7 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *t
 		// A turn whose every tool call was refused did nothing the person
 		// asked for, however politely the agent ends it.
 		if msg, none := tally.noProgress(); none {
-			a.turnFailed(CodeNoProgress, "no_progress", msg)
+			a.turnFailed(exit.CodeNoProgress, "no_progress", msg)
 			return OutcomeTurnFailed, "no_progress", nil
 		}
 		return OutcomeTurnCompleted, "completed", nil
@@ -274,7 +275,7 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *t
 	if msg == "" {
 		msg = "the agent ended the turn with an error"
 	}
-	a.turnFailed(CodeTurnFailed, "turn_failed", msg)
+	a.turnFailed(exit.CodeTurnFailed, "turn_failed", msg)
 	return OutcomeTurnFailed, "failed", nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 )
 
 // TestWorkerLastSeenRefreshedWhenStale: a run that acts uploads the worker
@@ -16,7 +17,7 @@ func TestWorkerLastSeenRefreshedWhenStale(t *testing.T) {
 	const alias = "seen/t"
 	h.handOff(alias, "approval", "start")
 	h.play(oneTurn())
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK) // makes the worker object
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK) // makes the worker object
 	lastSeen := func() string {
 		obj, ok := h.srv.Get(workerAlias)
 		if !ok {
