@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -48,7 +49,7 @@ func (cl *cliState) doctor(c *cli.Context) error {
 	}
 	if cl.jsonOut {
 		b, _ := json.Marshal(checks)
-		fmt.Fprintln(cl.stdout, string(run.ShownJSON(b)))
+		fmt.Fprintln(cl.stdout, string(redact.ShownJSON(b)))
 	} else {
 		color := cl.stdoutTTY
 		for _, ch := range checks {
@@ -79,9 +80,9 @@ func doctorLine(ch run.Check, color bool) string {
 		on, off = "", ""
 	}
 	// Details quote what BlobHub and the agents answered: escaped.
-	line := fmt.Sprintf("%s%s%s %s: %s", on, mark, off, ch.Check, shown(ch.Detail))
+	line := fmt.Sprintf("%s%s%s %s: %s", on, mark, off, ch.Check, redact.Shown(ch.Detail))
 	if !ch.OK && !notChecked(ch) && ch.Fix != "" {
-		line += " — fix: " + shown(ch.Fix)
+		line += " — fix: " + redact.Shown(ch.Fix)
 	}
 	return line
 }

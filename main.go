@@ -31,6 +31,7 @@ import (
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/codex"
 	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -115,7 +116,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	// Every byte bhw-run prints goes through the redaction of the keys it
 	// reads: the summary, every command's output, the log records, the
 	// error line. Resolve adds the keys as it reads them.
-	secrets := run.NewSecrets(envKeys()...)
+	secrets := redact.NewSecrets(envKeys()...)
 	out, errOut := secrets.Writer(stdout), secrets.Writer(stderr)
 	defer errOut.Flush()
 	defer out.Flush()
@@ -153,7 +154,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // cliState carries what the commands share.
 type cliState struct {
 	stdout, stderr io.Writer // redacting secrets
-	secrets        *run.Secrets
+	secrets        *redact.Secrets
 	stderrTTY      bool      // the real stderr is a terminal
 	stdoutTTY      bool      // the real stdout is a terminal
 	rawStderr      io.Writer // the real stderr, for the terminal's width
@@ -307,7 +308,7 @@ func (cl *cliState) result(line string, v any) error {
 		if err != nil {
 			return err
 		}
-		line = string(run.ShownJSON(b))
+		line = string(redact.ShownJSON(b))
 	}
 	_, err := fmt.Fprintln(cl.stdout, line)
 	return err
@@ -411,13 +412,13 @@ func (cl *cliState) newLogger(format string, verbose, quiet bool) (*slog.Logger,
 }
 
 // jsonShownWriter passes the JSON handler's records, one Write each,
-// through run.ShownJSON: a log file someone tails gets the same records with
+// through redact.ShownJSON: a log file someone tails gets the same records with
 // DEL, C1 and the bidirectional controls the wire text carried as \u
 // escapes.
 type jsonShownWriter struct{ w io.Writer }
 
 func (j jsonShownWriter) Write(p []byte) (int, error) {
-	if _, err := j.w.Write(run.ShownJSON(p)); err != nil {
+	if _, err := j.w.Write(redact.ShownJSON(p)); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -561,7 +562,7 @@ func (cl *cliState) ls(c *cli.Context) error {
 	switch {
 	case cl.jsonOut:
 		b, _ := json.Marshal(list)
-		fmt.Fprintln(w, string(run.ShownJSON(b)))
+		fmt.Fprintln(w, string(redact.ShownJSON(b)))
 	case c.Bool("print0"):
 		for _, l := range list {
 			fmt.Fprintf(w, "%s\x00", l.Alias)
@@ -569,11 +570,11 @@ func (cl *cliState) ls(c *cli.Context) error {
 	case c.Bool("runnable"):
 		// Bare aliases, one a line: `ls --runnable | xargs -n1 bhw-run run --`.
 		for _, l := range list {
-			fmt.Fprintln(w, shown(l.Alias))
+			fmt.Fprintln(w, redact.Shown(l.Alias))
 		}
 	default:
 		for _, l := range list {
-			fmt.Fprintf(w, "%s\t%s\n", shown(l.Alias), shown(l.State))
+			fmt.Fprintf(w, "%s\t%s\n", redact.Shown(l.Alias), redact.Shown(l.State))
 		}
 	}
 	// Everything else is listed before a thread whose record cannot be
@@ -591,7 +592,7 @@ func (cl *cliState) explain(c *cli.Context) error {
 	if err != nil {
 		return noThreadWhere(err, setup)
 	}
-	return cl.result(shownText(strings.TrimSuffix(ex.Text(), "\n")), ex)
+	return cl.result(redact.ShownText(strings.TrimSuffix(ex.Text(), "\n")), ex)
 }
 
 // noThreadWhere adds to a thread not found where it was looked for.
@@ -646,7 +647,7 @@ func (cl *cliState) exit(err error) int {
 	if s := cl.summary; s != nil {
 		if cl.jsonOut {
 			b, _ := json.Marshal(s)
-			fmt.Fprintln(cl.stdout, string(run.ShownJSON(b)))
+			fmt.Fprintln(cl.stdout, string(redact.ShownJSON(b)))
 		} else {
 			fmt.Fprintln(cl.stdout, summaryLine(s))
 		}
@@ -661,15 +662,15 @@ func summaryLine(s *run.Summary) string {
 	if outcome == "" {
 		outcome = "error"
 	}
-	line := fmt.Sprintf("%s: %s (exit %d)", shown(s.Alias), outcome, s.ExitCode)
+	line := fmt.Sprintf("%s: %s (exit %d)", redact.Shown(s.Alias), outcome, s.ExitCode)
 	if e := s.Error; e != nil {
 		switch {
 		case e.Code != "" && e.Message != "":
-			line += " " + e.Code + ": " + shown(e.Message)
+			line += " " + e.Code + ": " + redact.Shown(e.Message)
 		case e.Code != "":
 			line += " " + e.Code
 		case e.Message != "":
-			line += " " + shown(e.Message)
+			line += " " + redact.Shown(e.Message)
 		}
 	}
 	return line

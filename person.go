@@ -23,6 +23,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -521,7 +522,7 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 	}
 	env, _ := envelope.Parse(obj.Value)
 	if !jsonOut && env != nil {
-		fmt.Fprintf(w, "thread %s: %s (agent %s, work folder %s)\n", shown(alias), shown(orNone(env.State)), shown(env.Agent.Type), shown(env.WorkFolder))
+		fmt.Fprintf(w, "thread %s: %s (agent %s, work folder %s)\n", redact.Shown(alias), redact.Shown(orNone(env.State)), redact.Shown(env.Agent.Type), redact.Shown(env.WorkFolder))
 		if env.State == envelope.StateFailed {
 			printFailure(w, threadFailure(ctx, c, o.JobDir, alias), alias)
 		}
@@ -533,7 +534,7 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 	show := func(it blobhub.Item) bool {
 		if jsonOut {
 			b, _ := json.Marshal(it)
-			fmt.Fprintln(w, string(run.ShownJSON(b)))
+			fmt.Fprintln(w, string(redact.ShownJSON(b)))
 		} else {
 			fmt.Fprintln(w, renderItem(it))
 		}
@@ -581,15 +582,15 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 // printFailure tells a person why the thread failed and what fixes it.
 func printFailure(w io.Writer, f *failure, alias string) {
 	if f == nil {
-		fmt.Fprintf(w, "failed: no record of why here (the runner's host has it in its thread.log); then bhw-run thread retry %s\n", shown(shellQuote(alias)))
+		fmt.Fprintf(w, "failed: no record of why here (the runner's host has it in its thread.log); then bhw-run thread retry %s\n", redact.Shown(shellQuote(alias)))
 		return
 	}
 	when := ""
 	if !f.At.IsZero() {
 		when = " at " + f.At.Local().Format("2006-01-02 15:04:05")
 	}
-	fmt.Fprintf(w, "failed%s: %s: %s\n", when, shown(f.Code), shown(f.Message))
-	fmt.Fprintf(w, "fix: %s\n", shown(fixFor(alias, f.Code)))
+	fmt.Fprintf(w, "failed%s: %s: %s\n", when, redact.Shown(f.Code), redact.Shown(f.Message))
+	fmt.Fprintf(w, "fix: %s\n", redact.Shown(fixFor(alias, f.Code)))
 }
 
 // printLedger says what the thread's agent has spent (thread.yaml's
@@ -608,7 +609,7 @@ func printLedger(w io.Writer, t *envelope.Thread, b envelope.Budget) {
 		s.CostUSD, s.Tokens(), s.InputTokens, s.OutputTokens, s.AgentTurns, (time.Duration(s.WallMS) * time.Millisecond).Round(time.Second), s.Activations)
 	if n := len(l.Activations); n > 0 {
 		last := l.Activations[n-1]
-		fmt.Fprintf(w, "last activation %s: $%.4f, %d tokens, %d agent turns\n", shown(last.At), last.CostUSD, last.Tokens(), last.AgentTurns)
+		fmt.Fprintf(w, "last activation %s: $%.4f, %d tokens, %d agent turns\n", redact.Shown(last.At), last.CostUSD, last.Tokens(), last.AgentTurns)
 	}
 	if !b.IsZero() {
 		fmt.Fprintf(w, "budget: %s (the machine's agents.<type>.budget may lower it)\n", budgetText(b))
@@ -617,10 +618,10 @@ func printLedger(w io.Writer, t *envelope.Thread, b envelope.Budget) {
 		fmt.Fprintf(w, "budget spent (%s): no turn runs until a person raises it with bhw-run thread edit --max-cost-usd/--max-turns/--max-tokens\n", strings.Join(l.BudgetSpent, ", "))
 	}
 	if l.LimitedUntil != "" {
-		fmt.Fprintf(w, "rate limited until %s: %s\n", shown(l.LimitedUntil), shown(l.Limit))
+		fmt.Fprintf(w, "rate limited until %s: %s\n", redact.Shown(l.LimitedUntil), redact.Shown(l.Limit))
 	}
 	if l.AuthFailed != "" {
-		fmt.Fprintf(w, "the agent's login failed: %s (AGENT_AUTH_FAILED; see the status item)\n", shown(l.AuthFailed))
+		fmt.Fprintf(w, "the agent's login failed: %s (AGENT_AUTH_FAILED; see the status item)\n", redact.Shown(l.AuthFailed))
 	}
 }
 
@@ -643,7 +644,7 @@ func budgetText(b envelope.Budget) string {
 var showLimits = blobhub.Limits{Items: 100000}
 
 // renderItem is one item for a person at a terminal, its wire text
-// escaped (shown, shownText).
+// escaped (redact.Shown, redact.ShownText).
 func renderItem(it blobhub.Item) string {
 	var meta struct {
 		Type string `json:"type"`
@@ -665,7 +666,7 @@ func renderItem(it blobhub.Item) string {
 	if t, err := blobhub.ParseTime(it.CreatedAt); err == nil {
 		ts = t.Local().Format("15:04:05")
 	}
-	body := shownText(strings.Join(text, "\n"))
+	body := redact.ShownText(strings.Join(text, "\n"))
 	body = strings.ReplaceAll(body, "\n", "\n    ")
-	return fmt.Sprintf("%s [%s] %s", shown(ts), shown(who), body)
+	return fmt.Sprintf("%s [%s] %s", redact.Shown(ts), redact.Shown(who), body)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -35,7 +36,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 						if err != nil {
 							return refused(err)
 						}
-						return cl.result(fmt.Sprintf("thread %s handed off (pending); run `bhw-run %s`", shown(alias), shown(shellQuote(alias))), res)
+						return cl.result(fmt.Sprintf("thread %s handed off (pending); run `bhw-run %s`", redact.Shown(alias), redact.Shown(shellQuote(alias))), res)
 					})
 				},
 			},
@@ -66,7 +67,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 						if err != nil {
 							return err
 						}
-						return cl.result(fmt.Sprintf("posted %s to %s", shown(it.ID), shown(alias)), postResult{Alias: alias, ItemID: it.ID, CreatedAt: it.CreatedAt})
+						return cl.result(fmt.Sprintf("posted %s to %s", redact.Shown(it.ID), redact.Shown(alias)), postResult{Alias: alias, ItemID: it.ID, CreatedAt: it.CreatedAt})
 					})
 				},
 			},
@@ -94,7 +95,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 						if err != nil {
 							return err
 						}
-						return cl.result(fmt.Sprintf("thread %s: %s → completed; the next run stops it", shown(alias), shown(orNone(from))), stateResult{Alias: alias, From: from, State: "completed"})
+						return cl.result(fmt.Sprintf("thread %s: %s → completed; the next run stops it", redact.Shown(alias), redact.Shown(orNone(from))), stateResult{Alias: alias, From: from, State: "completed"})
 					})
 				},
 			},
@@ -107,7 +108,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 						if err != nil {
 							return err
 						}
-						return cl.result(fmt.Sprintf("thread %s: %s → pending; the next run activates it", shown(alias), shown(orNone(from))), stateResult{Alias: alias, From: from, State: "pending"})
+						return cl.result(fmt.Sprintf("thread %s: %s → pending; the next run activates it", redact.Shown(alias), redact.Shown(orNone(from))), stateResult{Alias: alias, From: from, State: "pending"})
 					})
 				},
 			},

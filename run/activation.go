@@ -20,6 +20,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/statefile"
 )
 
@@ -39,9 +40,9 @@ type activation struct {
 	j       *journal
 	env     *envelope.Envelope
 	userID  string
-	tfile   *os.File      // logs/thread.log
-	tlogw   *SecretWriter // tfile, secrets redacted
-	tlog    *agent.Log    // tlogw
+	tfile   *os.File       // logs/thread.log
+	tlogw   *redact.Writer // tfile, secrets redacted
+	tlog    *agent.Log     // tlogw
 	slot    *lock.Slot
 	offline bool              // a post found BlobHub unreachable: journal only until the end
 	unread  bool              // the last read of the thread stopped at its bound

@@ -20,6 +20,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/redact"
 )
 
 // DefaultAPIURL is BlobHub's public API.
@@ -43,7 +44,7 @@ type Options struct {
 	Adapters []agent.Adapter
 	// Secrets collects every key Resolve reads; main passes the set its
 	// stdout and stderr write through. Nil: Resolve makes one.
-	Secrets *Secrets
+	Secrets *redact.Secrets
 }
 
 // Config is config.yaml (the README's Configuration). Unknown keys are
@@ -147,7 +148,7 @@ type Setup struct {
 	Adapters []agent.Adapter
 	// Secrets are the keys read while resolving (Options.Secrets), redacted
 	// from everything the run writes.
-	Secrets *Secrets
+	Secrets *redact.Secrets
 	// Ignored names the config.yaml blocks the daemon documents that mean
 	// nothing to a one-shot run (polling); a run logs them at debug.
 	Ignored []string
@@ -186,7 +187,7 @@ func V1CredentialsPath(home string) string {
 // loadCredentials reads the shared credentials file; a missing file is
 // empty. Every key in it, of every profile, is added to sec before the file
 // is decoded, so not even a decoding error can show one.
-func loadCredentials(home string, sec *Secrets) (*credentialsFile, error) {
+func loadCredentials(home string, sec *redact.Secrets) (*credentialsFile, error) {
 	var c credentialsFile
 	if err := readCredentials(CredentialsPath(home), &c, sec); err != nil {
 		return nil, err
@@ -204,7 +205,7 @@ type v1Credentials struct {
 // readCredentials decodes a credentials file into v, its keys added to sec
 // first; a missing file leaves v as it is. Group or other permission bits
 // are refused, as the BlobHub CLI and the daemon refuse them.
-func readCredentials(path string, v any, sec *Secrets) error {
+func readCredentials(path string, v any, sec *redact.Secrets) error {
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -307,7 +308,7 @@ func newSetup(o Options) (*Setup, error) {
 	}
 	s := &Setup{Home: home, Adapters: o.Adapters, Secrets: o.Secrets}
 	if s.Secrets == nil {
-		s.Secrets = NewSecrets()
+		s.Secrets = redact.NewSecrets()
 	}
 	s.Secrets.Add(o.APIKey)
 	s.Secrets.Add(v1Keys(home)...)

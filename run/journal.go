@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/statefile"
 )
 
@@ -41,7 +42,7 @@ type journal struct {
 	resolutions map[string]string
 	// secrets are redacted from every item as it is journaled (write), so
 	// what is posted is what the journal holds.
-	secrets *Secrets
+	secrets *redact.Secrets
 	// dropped are the emissions given up on (drop), for compact to keep a
 	// resolution closed the way it was.
 	dropped map[string]bool
@@ -270,11 +271,11 @@ func (j *journal) write(rec journalRecord) error {
 	}
 	if e := rec.Emission; e != nil && e.Kind != kindArtifact && j.secrets.In(b) {
 		// Redacted in place: the caller posts this emission. The record's
-		// encoding holds the item's text and metadata as Secrets.Item
+		// encoding holds the item's text and metadata as redactItem
 		// encodes them, so an item with no secret in it is encoded once.
 		// An artifact intent is bhw-run's own record of a path to upload,
 		// never posted.
-		e.Item = j.secrets.Item(e.Item)
+		e.Item = redactItem(j.secrets, e.Item)
 		if b, err = json.Marshal(rec); err != nil {
 			return err
 		}
@@ -425,4 +426,13 @@ func (j *journal) closeFile() error {
 	}
 	j.f = nil
 	return err
+}
+
+// redactItem is it with every secret replaced in its text and in every
+// string (and key) of its metadata; metadata without secrets is kept as it
+// is.
+func redactItem(s *redact.Secrets, it agent.Item) agent.Item {
+	it.Brief = s.String(it.Brief)
+	it.Meta = s.Meta(it.Meta)
+	return it
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/statefile"
 )
 
@@ -436,7 +437,7 @@ func wantState(states []string, s string) bool {
 }
 
 // appendSectionLog appends one JSON record to logs/section.log, as
-// ShownJSON (a person may tail it). A record that cannot be written is
+// redact.ShownJSON (a person may tail it). A record that cannot be written is
 // only warned about: the log is a report, not state a run depends on.
 func (r *Runner) appendSectionLog(rec map[string]any) {
 	if r.Setup == nil || r.Setup.JobDir == "" {
@@ -451,7 +452,7 @@ func (r *Runner) appendSectionLog(rec map[string]any) {
 		f, err = statefile.Open(filepath.Join(dir, "section.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	}
 	if err == nil {
-		_, err = f.Write(append(ShownJSON(r.Setup.Secrets.Redact(b)), '\n'))
+		_, err = f.Write(append(redact.ShownJSON(r.Setup.Secrets.Redact(b)), '\n'))
 		err = errors.Join(err, f.Close())
 	}
 	if err != nil && r.Logger != nil {
