@@ -16,6 +16,7 @@ import (
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // shells are the shells `bhw-run completion` writes a script for.
@@ -216,7 +217,7 @@ func flagValues() map[string][]string {
 	return map[string][]string{
 		"log-format":  {"auto", "text", "json"},
 		"agent":       runnableTypes(),
-		"permissions": {run.PermAutonomous, run.PermGuarded, run.PermApproval},
+		"permissions": {setup.PermAutonomous, setup.PermGuarded, setup.PermApproval},
 		"effect":      {policy.EffectRead, policy.EffectWrite, policy.EffectExec, policy.EffectNetwork},
 		"state":       {envelope.StatePending, envelope.StateActive, envelope.StateCompleted, envelope.StateFailed, run.StateNone},
 	}

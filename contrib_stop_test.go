@@ -28,6 +28,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // managerEnv names the report file of the stand-in service manager.
@@ -176,7 +177,7 @@ func stopPass(t *testing.T, args []string) {
 	// posted.
 	waitFor(t, 60*time.Second, "both runs in their turn", func() bool {
 		for _, a := range aliases {
-			th, err := envelope.LoadThread(filepath.Join(run.ThreadDir(e.jobDir(), a), "thread.yaml"))
+			th, err := envelope.LoadThread(filepath.Join(setup.ThreadDir(e.jobDir(), a), "thread.yaml"))
 			if err != nil || th == nil || th.Agent.Process == nil || len(e.items(a)) < 2 {
 				return false
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // readmePipeline is the recipe line of the README.
@@ -389,7 +390,7 @@ func TestContribRecipes(t *testing.T) {
 		// 75 is success for the step; any other failure is not.
 		busy := pair[0]
 		e.post(busy, "more")
-		lk, err := lock.Acquire(context.Background(), filepath.Join(run.ThreadDir(e.jobDir(), busy), "thread.lock"), 0)
+		lk, err := lock.Acquire(context.Background(), filepath.Join(setup.ThreadDir(e.jobDir(), busy), "thread.lock"), 0)
 		if err != nil {
 			t.Fatal(err)
 		}

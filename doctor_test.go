@@ -21,6 +21,7 @@ import (
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // doctorEnv is an e2e env whose session exists on the hub and whose
@@ -202,7 +203,7 @@ func TestDoctorUnreachable(t *testing.T) {
 
 func TestDoctorMissingSection(t *testing.T) {
 	e := doctorEnv(t)
-	e.Config.Sections = []run.Section{{Name: "backend", Session: run.SessionTuple{OrgID: "org_1", BlobID: "blb_1", RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID}}}
+	e.Config.Sections = []setup.Section{{Name: "backend", Session: setup.SessionTuple{OrgID: "org_1", BlobID: "blb_1", RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID}}}
 	e.writeConfig()
 	code, checks := e.doctor(bhtest.RunnerKey, "BHW_SECTION=frontend")
 	wantFailed(t, code, checks, "section", `no section named "frontend"`, "")
@@ -290,7 +291,7 @@ func TestDoctorHeldSlot(t *testing.T) {
 
 func TestDoctorWorldReadableCredentials(t *testing.T) {
 	e := doctorEnv(t)
-	path := run.CredentialsPath(e.home)
+	path := setup.CredentialsPath(e.home)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		t.Fatal(err)
 	}

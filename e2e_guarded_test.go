@@ -23,6 +23,7 @@ import (
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // guardedScenario is what both agents are put through.
@@ -75,7 +76,7 @@ func (s *guardedScenario) threadPolicy() *policy.Policy {
 func (e *e2eEnv) handOffGuarded(alias, agentType string, pol *policy.Policy, message string) {
 	e.t.Helper()
 	var v map[string]any
-	if err := json.Unmarshal(envelope.NewThread(e.work, agentType, run.PermGuarded, alias), &v); err != nil {
+	if err := json.Unmarshal(envelope.NewThread(e.work, agentType, setup.PermGuarded, alias), &v); err != nil {
 		e.t.Fatal(err)
 	}
 	if pol != nil {
@@ -296,7 +297,7 @@ func (s *guardedScenario) checkReleased(t *testing.T, alias string) {
 // them ("gate <decision> <call>: <reason>"), in order.
 func (s *guardedScenario) gateDecisions(alias string) []string {
 	e := s.e
-	b, err := os.ReadFile(filepath.Join(run.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
+	b, err := os.ReadFile(filepath.Join(setup.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // checkNoProgress: the turn's only tool call was refused by the worker's
@@ -181,7 +182,7 @@ func checkRateLimited(t *testing.T, e *e2eEnv, typ string, reset time.Time, lift
 	}
 
 	// Before the reset: nothing starts, nothing is written.
-	yamlPath := filepath.Join(run.ThreadDir(e.jobDir(), alias), "thread.yaml")
+	yamlPath := filepath.Join(setup.ThreadDir(e.jobDir(), alias), "thread.yaml")
 	before, _ := os.ReadFile(yamlPath)
 	n, items := requests(), len(e.items(alias))
 	sum = e.activate(alias, exit.TempFail, "")
@@ -259,7 +260,7 @@ func checkBudget(t *testing.T, e *e2eEnv, typ string, requests func() int, lastU
 	e.post(alias, "the message that waits")
 	n := requests()
 	sum = e.activate(alias, 0, run.OutcomeParked)
-	yamlPath := filepath.Join(run.ThreadDir(e.jobDir(), alias), "thread.yaml")
+	yamlPath := filepath.Join(setup.ThreadDir(e.jobDir(), alias), "thread.yaml")
 	before, _ := os.ReadFile(yamlPath)
 	items := len(e.items(alias))
 	e.activate(alias, 0, run.OutcomeParked)
@@ -319,7 +320,7 @@ func TestE2EBudgetInvalid(t *testing.T) {
 
 	const alias = "projects/p1/bad-budget-envelope"
 	var v map[string]any
-	if err := json.Unmarshal(envelope.NewThread(e.work, codexType, run.PermApproval, alias), &v); err != nil {
+	if err := json.Unmarshal(envelope.NewThread(e.work, codexType, setup.PermApproval, alias), &v); err != nil {
 		t.Fatal(err)
 	}
 	v["thread"].(map[string]any)["metadata"].(map[string]any)["agent"].(map[string]any)["budget"] = map[string]any{"max_turns": "two"}

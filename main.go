@@ -33,6 +33,7 @@ import (
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // version is stamped by `make build` (-ldflags "-X main.version=…", from
@@ -112,7 +113,6 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	ctx := context.Background()
-	run.Version = buildVersion()
 	// Every byte bhw-run prints goes through the redaction of the keys it
 	// reads: the summary, every command's output, the log records, the
 	// error line. Resolve adds the keys as it reads them.
@@ -120,7 +120,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	out, errOut := secrets.Writer(stdout), secrets.Writer(stderr)
 	defer errOut.Flush()
 	defer out.Flush()
-	cl := &cliState{stdout: out, stderr: errOut, secrets: secrets, stderrTTY: isTerminal(stderr), stdoutTTY: isTerminal(stdout), rawStderr: stderr, sigs: sigs}
+	cl := &cliState{release: buildVersion(), stdout: out, stderr: errOut, secrets: secrets, stderrTTY: isTerminal(stderr), stdoutTTY: isTerminal(stdout), rawStderr: stderr, sigs: sigs}
 	app := cl.app()
 	line, err := parseArgs(app, args)
 	cl.line = line
@@ -153,6 +153,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // cliState carries what the commands share.
 type cliState struct {
+	release        string    // this binary's version (buildVersion)
 	stdout, stderr io.Writer // redacting secrets
 	secrets        *redact.Secrets
 	stderrTTY      bool      // the real stderr is a terminal
@@ -203,7 +204,7 @@ func (cl *cliState) app() *cli.App {
 		Usage:                  "run one activation of one BlobHub thread and exit",
 		UsageText:              "bhw-run [flags] <alias>\nbhw-run run [flags] <alias>\nbhw-run ls [--state S,...] [--runnable] [--print0] [--json]\nbhw-run thread new|edit|post|show|stop|retry …\nbhw-run policy explain …\nbhw-run doctor [--json]\nbhw-run completion bash|zsh|fish\nbhw-run version\nbhw-run <command> --help",
 		ArgsUsage:              "<alias>",
-		Version:                run.Version,
+		Version:                cl.release,
 		HideVersion:            true,
 		Flags:                  globalFlags(),
 		Writer:                 cl.stdout,
@@ -297,7 +298,7 @@ func (cl *cliState) version(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return exit.Usagef("version takes no arguments, got %q", c.Args().Slice())
 	}
-	return cl.result(fmt.Sprintf("bhw-run %s", run.Version), versionInfo{Version: run.Version, Go: runtime.Version()})
+	return cl.result(fmt.Sprintf("bhw-run %s", cl.release), versionInfo{Version: cl.release, Go: runtime.Version()})
 }
 
 // result prints a command's result: the line for a person, or with --json
@@ -424,28 +425,28 @@ func (j jsonShownWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// options are the global flags for run.Resolve, with where the section
+// options are the global flags for setup.Resolve, with where the section
 // and the session came from (flag > env > config).
-func (cl *cliState) options(c *cli.Context) run.Options {
+func (cl *cliState) options(c *cli.Context) setup.Options {
 	from := func(names ...string) string {
 		for _, n := range names {
 			if _, ok := cl.line.globals[n]; ok {
-				return run.FromFlag
+				return setup.FromFlag
 			}
 		}
-		return run.FromEnv
+		return setup.FromEnv
 	}
-	return run.Options{
+	return setup.Options{
 		Profile: c.String("profile"), APIURL: c.String("api-url"), APIKey: c.String("api-key"),
 		StateDir: c.String("state-dir"), ConfigPath: c.String("config"), Section: c.String("section"),
 		RevisionID: c.String("revision"), SessionID: c.String("session"),
 		SectionFrom: from("section"), SessionFrom: from("revision", "session"),
-		Adapters: adapters, Secrets: cl.secrets,
+		Adapters: adapters, Version: cl.release, Secrets: cl.secrets,
 	}
 }
 
 // client opens BlobHub (or the local store) for the resolved session.
-func client(s *run.Setup, key, userID string) (blobhub.Client, error) {
+func client(s *setup.Setup, key, userID string) (blobhub.Client, error) {
 	c, err := blobhub.New(blobhub.Config{APIURL: s.APIURL, APIKey: key,
 		RevisionID: s.Section.Session.RevisionID, SessionID: s.Section.Session.SessionID, UserID: userID})
 	if err != nil {
@@ -457,20 +458,20 @@ func client(s *run.Setup, key, userID string) (blobhub.Client, error) {
 // open validates the command's <alias> (the first of nargs arguments),
 // resolves the setup for it and opens BlobHub with the key the command
 // posts with: the runner's, or with --as the person's.
-func (cl *cliState) open(c *cli.Context, nargs int, person bool) (alias string, s *run.Setup, bh blobhub.Client, err error) {
+func (cl *cliState) open(c *cli.Context, nargs int, person bool) (alias string, s *setup.Setup, bh blobhub.Client, err error) {
 	if c.NArg() != nargs {
 		return "", nil, nil, exit.Usagef("%s expects %d argument(s), got %d: %s; put flags before `--`", c.Command.FullName(), nargs, c.NArg(), c.Command.ArgsUsage)
 	}
 	alias = c.Args().First()
-	if err := run.ValidateAlias(alias); err != nil {
+	if err := setup.ValidateAlias(alias); err != nil {
 		return "", nil, nil, exit.Errorf(exit.CodeBadAlias, "invalid alias %q: %v", alias, err)
 	}
-	if s, err = run.Resolve(cl.options(c), alias); err != nil {
+	if s, err = setup.Resolve(cl.options(c), alias); err != nil {
 		return "", nil, nil, err
 	}
 	key, userID := s.APIKey, "usr_local"
 	if person {
-		if key, err = run.PersonKey(s, c.String("as")); err != nil {
+		if key, err = setup.PersonKey(s, c.String("as")); err != nil {
 			return "", nil, nil, err
 		}
 		userID = "usr_person"
@@ -545,7 +546,7 @@ func (cl *cliState) ls(c *cli.Context) error {
 	if c.Bool("print0") && cl.jsonOut {
 		return exit.Usagef("--print0 and --json exclude each other; pick one")
 	}
-	setup, err := run.Resolve(cl.options(c), "")
+	setup, err := setup.Resolve(cl.options(c), "")
 	if err != nil {
 		return err
 	}
@@ -596,7 +597,7 @@ func (cl *cliState) explain(c *cli.Context) error {
 }
 
 // noThreadWhere adds to a thread not found where it was looked for.
-func noThreadWhere(err error, s *run.Setup) error {
+func noThreadWhere(err error, s *setup.Setup) error {
 	var ee *exit.Error
 	if errors.As(err, &ee) && ee.Code == exit.CodeNoThread {
 		return &exit.Error{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + "; looked in " + s.Where(), Err: ee.Err}

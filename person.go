@@ -25,24 +25,25 @@ import (
 	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // CheckPoster refuses a person post on BlobHub made with the runner's own
 // identity, which the runner would filter out as its own item.
-func checkPoster(ctx context.Context, s *run.Setup, c blobhub.Client, log func(string)) error {
+func checkPoster(ctx context.Context, s *setup.Setup, c blobhub.Client, log func(string)) error {
 	if strings.HasPrefix(s.APIURL, "file://") {
 		return nil
 	}
 	me, err := c.Me(ctx)
 	if err != nil {
-		return run.APIError(err, "users/me")
+		return setup.APIError(err, "users/me")
 	}
 	runner := ""
 	if obj, err := c.Download(ctx, "worker"); err == nil {
-		runner, _ = run.WorkerUserID(obj.Value)
+		runner, _ = setup.WorkerUserID(obj.Value)
 	}
 	if runner == "" {
-		if id, _ := run.LoadIdentity(s.StateDir); id != nil {
+		if id, _ := setup.LoadIdentity(s.StateDir); id != nil {
 			runner = id.UserID
 		}
 	}
@@ -204,7 +205,7 @@ type newResult struct {
 // threadNew hands off a new thread: the envelope with state pending, and an
 // optional first message. The checks of the activation checklist that hold
 // on every machine run first; nothing is written when one fails.
-func threadNew(ctx context.Context, s *run.Setup, c blobhub.Client, alias string, f fields, message string, warn func(string)) (newResult, error) {
+func threadNew(ctx context.Context, s *setup.Setup, c blobhub.Client, alias string, f fields, message string, warn func(string)) (newResult, error) {
 	res := newResult{Alias: alias, State: envelope.StatePending, WorkFolder: *f.WorkFolder, Agent: *f.Agent}
 	raw, err := f.apply(envelope.NewThread("", "", "", alias))
 	if err != nil {
@@ -214,17 +215,17 @@ func threadNew(ctx context.Context, s *run.Setup, c blobhub.Client, alias string
 	if err != nil {
 		return res, err
 	}
-	if err := s.CheckHandOff(env); err != nil {
+	if err := run.CheckHandOff(s, env); err != nil {
 		return res, err
 	}
 	checkHere(env.WorkFolder, warn)
 	if _, err := c.Download(ctx, alias); err == nil {
 		return res, exit.Errorf(exit.CodeThreadExists, "thread %q already exists; post to it with `bhw-run thread post`, change it with `bhw-run thread edit`, or pick another alias", alias)
 	} else if !errors.Is(err, blobhub.ErrNotFound) {
-		return res, run.APIError(err, "download "+alias)
+		return res, setup.APIError(err, "download "+alias)
 	}
 	if err := c.Upload(ctx, alias, raw); err != nil {
-		return res, run.APIError(err, "upload "+alias)
+		return res, setup.APIError(err, "upload "+alias)
 	}
 	if message != "" {
 		it, err := threadPost(ctx, c, alias, message)
@@ -252,7 +253,7 @@ type editResult struct {
 // pending in the same write, so the next run activates it again with the
 // new values (in a new agent session). The other fields take effect on the
 // next turn.
-func threadEdit(ctx context.Context, s *run.Setup, c blobhub.Client, alias string, f fields, warn func(string)) (editResult, error) {
+func threadEdit(ctx context.Context, s *setup.Setup, c blobhub.Client, alias string, f fields, warn func(string)) (editResult, error) {
 	res := editResult{Alias: alias, Changed: []string{}}
 	obj, env, err := run.DownloadJob(ctx, c, alias)
 	if err != nil {
@@ -277,7 +278,7 @@ func threadEdit(ctx context.Context, s *run.Setup, c blobhub.Client, alias strin
 	if len(res.Changed) == 0 {
 		return res, nil
 	}
-	if err := s.CheckHandOff(nenv); err != nil {
+	if err := run.CheckHandOff(s, nenv); err != nil {
 		return res, err
 	}
 	if f.WorkFolder != nil {
@@ -290,7 +291,7 @@ func threadEdit(ctx context.Context, s *run.Setup, c blobhub.Client, alias strin
 		res.State = envelope.StatePending
 	}
 	if err := c.Upload(ctx, alias, raw); err != nil {
-		return res, run.APIError(err, "upload "+alias)
+		return res, setup.APIError(err, "upload "+alias)
 	}
 	return res, nil
 }
@@ -393,7 +394,7 @@ type failure struct {
 func threadFailure(ctx context.Context, c blobhub.Client, jobDir, alias string) *failure {
 	var f *failure
 	if jobDir != "" {
-		t, _ := envelope.LoadThread(filepath.Join(run.ThreadDir(jobDir, alias), "thread.yaml"))
+		t, _ := envelope.LoadThread(filepath.Join(setup.ThreadDir(jobDir, alias), "thread.yaml"))
 		if t != nil && t.Agent.State == envelope.StateFailed {
 			if code, msg, ok := t.Agent.Error.Get(); ok {
 				f = &failure{Code: code, Message: msg}
@@ -451,14 +452,14 @@ func threadPost(ctx context.Context, c blobhub.Client, alias, text string) (blob
 	}
 	it, err := c.Post(ctx, alias, blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: text}}, Metadata: json.RawMessage("{}")})
 	if err != nil {
-		return it, run.APIError(err, "post to "+alias)
+		return it, setup.APIError(err, "post to "+alias)
 	}
 	return it, nil
 }
 
 // threadSetState is the person's write of instance.state (stop: completed;
 // retry: failed → pending, or active with no local record → pending).
-func threadSetState(ctx context.Context, s *run.Setup, c blobhub.Client, alias, to string) (string, error) {
+func threadSetState(ctx context.Context, s *setup.Setup, c blobhub.Client, alias, to string) (string, error) {
 	obj, env, err := run.DownloadJob(ctx, c, alias)
 	if err != nil {
 		return "", err
@@ -467,7 +468,7 @@ func threadSetState(ctx context.Context, s *run.Setup, c blobhub.Client, alias, 
 		switch env.State {
 		case envelope.StateFailed:
 		case envelope.StateActive:
-			t, _ := envelope.LoadThread(filepath.Join(run.ThreadDir(s.JobDir, alias), "thread.yaml"))
+			t, _ := envelope.LoadThread(filepath.Join(setup.ThreadDir(s.JobDir, alias), "thread.yaml"))
 			if t != nil && t.Agent.State == envelope.StateActive {
 				return "", exit.Errorf(exit.CodeThreadActive, "thread %q is active and this state tree runs it; nothing to retry", alias)
 			}
@@ -480,7 +481,7 @@ func threadSetState(ctx context.Context, s *run.Setup, c blobhub.Client, alias, 
 		return "", err
 	}
 	if err := c.Upload(ctx, alias, nv); err != nil {
-		return "", run.APIError(err, "upload "+alias)
+		return "", setup.APIError(err, "upload "+alias)
 	}
 	return env.State, nil
 }
@@ -518,7 +519,7 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 		return exit.Errorf(exit.CodeNoThread, "there is no thread %q", alias)
 	}
 	if err != nil {
-		return run.APIError(err, "download "+alias)
+		return setup.APIError(err, "download "+alias)
 	}
 	env, _ := envelope.Parse(obj.Value)
 	if !jsonOut && env != nil {
@@ -527,7 +528,7 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 			printFailure(w, threadFailure(ctx, c, o.JobDir, alias), alias)
 		}
 		if o.JobDir != "" {
-			t, _ := envelope.LoadThread(filepath.Join(run.ThreadDir(o.JobDir, alias), "thread.yaml"))
+			t, _ := envelope.LoadThread(filepath.Join(setup.ThreadDir(o.JobDir, alias), "thread.yaml"))
 			printLedger(w, t, env.Agent.Budget)
 		}
 	}
@@ -548,7 +549,7 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 		case err != nil && ctx.Err() != nil:
 			return nil
 		case err != nil:
-			return run.APIError(err, "read items of "+alias)
+			return setup.APIError(err, "read items of "+alias)
 		case more:
 			return exit.Errorf(exit.CodeUnavailable, "stopped after %d items of %q without reaching the end (a server that keeps answering new items?); pass --follow to read on", showLimits.Items, alias)
 		}
@@ -565,7 +566,7 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 			if ctx.Err() != nil {
 				return nil
 			}
-			return run.APIError(err, "read items of "+alias)
+			return setup.APIError(err, "read items of "+alias)
 		}
 		cur = next
 		if more && shown > 0 {

@@ -17,7 +17,7 @@ import (
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // lockedBuffer is a writer a test may read while ThreadShow writes.
@@ -116,11 +116,11 @@ func TestThreadShowBounded(t *testing.T) {
 func TestPosterIsRunner(t *testing.T) {
 	srv := bhtest.New(t)
 	state := t.TempDir()
-	b, _ := yaml.Marshal(run.Identity{UserID: bhtest.RunnerUserID, RecordedAt: "2026-01-01T00:00:00Z"})
+	b, _ := yaml.Marshal(setup.Identity{UserID: bhtest.RunnerUserID, RecordedAt: "2026-01-01T00:00:00Z"})
 	if err := os.WriteFile(filepath.Join(state, "identity.yaml"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := run.Resolve(run.Options{APIURL: srv.URL(), APIKey: bhtest.RunnerKey, StateDir: state, Home: state,
+	s, err := setup.Resolve(setup.Options{APIURL: srv.URL(), APIKey: bhtest.RunnerKey, StateDir: state, Home: state,
 		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Adapters: adapters}, "")
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/exit"
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestREADMEHelpIsVerbatim keeps the README's usage block equal to what
@@ -211,7 +211,7 @@ func TestREADMEConfigLoads(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(block), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := run.Resolve(run.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: cfg, Home: dir, Adapters: adapters}, "")
+	s, err := setup.Resolve(setup.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: cfg, Home: dir, Adapters: adapters}, "")
 	if err != nil {
 		t.Fatalf("the README's config.yaml: %v", err)
 	}

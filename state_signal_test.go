@@ -14,7 +14,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // exitOf waits for cmd at most d and returns its exit status; killed says
@@ -50,7 +50,7 @@ func TestFIFOAtThreadLock(t *testing.T) {
 	e.useFileStore()
 	const alias = "hostile/fifo"
 	e.srv.Put(alias, string(envelope.NewThread(e.work, claudeType, "", alias)))
-	dir := run.ThreadDir(e.jobDir(), alias)
+	dir := setup.ThreadDir(e.jobDir(), alias)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestSignalBeforeTheLock(t *testing.T) {
 			e.useFileStore()
 			const alias = "hostile/wait"
 			e.srv.Put(alias, string(envelope.NewThread(e.work, claudeType, "", alias)))
-			dir := run.ThreadDir(e.jobDir(), alias)
+			dir := setup.ThreadDir(e.jobDir(), alias)
 			held, err := lock.Acquire(context.Background(), filepath.Join(dir, "thread.lock"), 0)
 			if err != nil {
 				t.Fatal(err)
@@ -201,7 +201,7 @@ func TestReadOnlyThreadFolder(t *testing.T) {
 	if code, out := runAs(); code != 0 {
 		t.Fatalf("activation: exit %d\n%s", code, out)
 	}
-	dir := run.ThreadDir(e.jobDir(), alias)
+	dir := setup.ThreadDir(e.jobDir(), alias)
 	if err := os.Chmod(dir, 0o500); err != nil {
 		t.Fatal(err)
 	}

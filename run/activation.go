@@ -21,6 +21,7 @@ import (
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
 	"github.com/blobhub/bhw-run/redact"
+	"github.com/blobhub/bhw-run/setup"
 	"github.com/blobhub/bhw-run/statefile"
 )
 
@@ -114,7 +115,7 @@ func (a *activation) load() error {
 	a.restorePrompt()
 	// A state tree bhw-run cannot use is the machine's fault (78), never a
 	// failed thread (1).
-	if err := a.r.Setup.ensureDir(filepath.Join(a.dir, "logs")); err != nil {
+	if err := a.r.Setup.EnsureDir(filepath.Join(a.dir, "logs")); err != nil {
 		return err
 	}
 	a.tfile, err = statefile.Open(filepath.Join(a.dir, "logs", "thread.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -123,7 +124,7 @@ func (a *activation) load() error {
 	}
 	a.tlogw = a.r.Setup.Secrets.Writer(a.tfile)
 	a.tlog = agent.NewLog(a.tlogw)
-	id, err := LoadIdentity(a.r.Setup.StateDir)
+	id, err := setup.LoadIdentity(a.r.Setup.StateDir)
 	if err != nil {
 		return err
 	}
@@ -272,7 +273,7 @@ func (a *activation) saveLocked() error {
 	if bytes.Equal(b, a.saved) {
 		return nil
 	}
-	if err := writeStateFile(filepath.Join(a.dir, "thread.yaml"), b); err != nil {
+	if err := setup.WriteStateFile(filepath.Join(a.dir, "thread.yaml"), b); err != nil {
 		return err
 	}
 	a.saved = b
@@ -292,7 +293,7 @@ func (a *activation) download(ctx context.Context) error {
 		return exit.Errorf(exit.CodeNoThread, "there is no thread %q in %s; check the alias or create it with `bhw-run thread new`", a.alias, a.r.Setup.Where())
 	}
 	if err != nil {
-		return apiErr(err, "download "+a.alias)
+		return setup.APIError(err, "download "+a.alias)
 	}
 	env, err := envelope.Parse(obj.Value)
 	if err != nil && a.holds() {
@@ -306,7 +307,7 @@ func (a *activation) download(ctx context.Context) error {
 		// nor is a thread this state tree holds.
 		why, cache := notJobReason(env)
 		if cache && !a.holds() {
-			_ = addNotMine(ctx, a.r.Setup.JobDir, a.alias, why)
+			_ = setup.AddNotMine(ctx, a.r.Setup.JobDir, a.alias, why)
 		} else if !cache {
 			why = "a thread without an agent block or instance.state"
 		}
@@ -320,6 +321,23 @@ func (a *activation) download(ctx context.Context) error {
 // envelope.MaxSize before it is read whole (blobhub.ErrTooLarge).
 func downloadEnvelope(ctx context.Context, c blobhub.Client, alias string) (blobhub.Object, error) {
 	return c.Download(blobhub.WithMaxValue(ctx, envelope.MaxSize), alias)
+}
+
+// DownloadJob reads a job thread's envelope for the person's commands and
+// explain: 66 when absent, 65 when not a job.
+func DownloadJob(ctx context.Context, c blobhub.Client, alias string) (blobhub.Object, *envelope.Envelope, error) {
+	obj, err := downloadEnvelope(ctx, c, alias)
+	if errors.Is(err, blobhub.ErrNotFound) {
+		return obj, nil, exit.Errorf(exit.CodeNoThread, "there is no thread %q", alias)
+	}
+	if err != nil {
+		return obj, nil, setup.APIError(err, "download "+alias)
+	}
+	env, err := envelope.Parse(obj.Value)
+	if err != nil || !env.IsJob() {
+		return obj, nil, exit.Errorf(exit.CodeNotJob, "%q is not a job thread", alias)
+	}
+	return obj, env, nil
 }
 
 // tooLargeEnvelope is download's answer to an envelope larger than
@@ -358,7 +376,7 @@ func (a *activation) holds() bool { return holdsThread(a.r.Setup.JobDir, a.alias
 // holdsThread reports whether the state tree has a thread.yaml for alias
 // (of any kind: a bad one is still this tree's record).
 func holdsThread(jobDir, alias string) bool {
-	_, err := os.Lstat(filepath.Join(ThreadDir(jobDir, alias), "thread.yaml"))
+	_, err := os.Lstat(filepath.Join(setup.ThreadDir(jobDir, alias), "thread.yaml"))
 	return err == nil
 }
 
@@ -474,8 +492,8 @@ func (a *activation) tail(ctx context.Context, cur blobhub.Cursor, keep func(env
 		if a.userID == "" {
 			// No identity.yaml yet: who we are tells our own items from a
 			// person's. Asked once; without it the read is dropped.
-			var id *Identity
-			if id, idErr = checkIdentity(ctx, a.r.Client, a.r.Setup.StateDir); idErr != nil {
+			var id *setup.Identity
+			if id, idErr = setup.CheckIdentity(ctx, a.r.Client, a.r.Setup.StateDir); idErr != nil {
 				return false
 			}
 			a.userID = id.UserID
@@ -489,7 +507,7 @@ func (a *activation) tail(ctx context.Context, cur blobhub.Cursor, keep func(env
 		return cur, false, idErr
 	}
 	if err != nil {
-		return cur, false, apiErr(err, "read items of "+a.alias)
+		return cur, false, setup.APIError(err, "read items of "+a.alias)
 	}
 	return next, more, nil
 }
@@ -625,12 +643,12 @@ func (a *activation) answerIndex() int {
 // run's first side effect, so a run with the wrong key or in another
 // user's session changes nothing.
 func (a *activation) attach(ctx context.Context) error {
-	id, err := checkIdentity(ctx, a.r.Client, a.r.Setup.StateDir)
+	id, err := setup.CheckIdentity(ctx, a.r.Client, a.r.Setup.StateDir)
 	if err != nil {
 		return err
 	}
 	a.userID = id.UserID
-	st, err := ensureWorker(ctx, a.r.Client, a.r.Setup.JobDir, a.r.Setup.Section, a.userID)
+	st, err := a.r.Setup.EnsureWorker(ctx, a.r.Client, a.userID)
 	if err != nil {
 		return err
 	}
@@ -647,7 +665,7 @@ func (a *activation) setWireState(ctx context.Context, from, to string) error {
 		return exit.Errorf(exit.CodeNoThread, "thread %q was deleted from BlobHub while this run worked on it; nothing was written to it", a.alias)
 	}
 	if err != nil {
-		return apiErr(err, "download "+a.alias)
+		return setup.APIError(err, "download "+a.alias)
 	}
 	cur, err := envelope.Parse(obj.Value)
 	if err != nil {
@@ -661,7 +679,7 @@ func (a *activation) setWireState(ctx context.Context, from, to string) error {
 		return exit.Errorf(exit.CodeUnavailable, "cannot set instance.state: %v", err)
 	}
 	if err := a.r.Client.Upload(ctx, a.alias, nv); err != nil {
-		return apiErr(err, "upload "+a.alias)
+		return setup.APIError(err, "upload "+a.alias)
 	}
 	back, err := downloadEnvelope(ctx, a.r.Client, a.alias)
 	if err == nil && !jsonEqual(back.Value, nv) {
@@ -683,7 +701,7 @@ func (a *activation) reserveSlot(ctx context.Context) error {
 		return nil
 	}
 	dir, maxAgents := filepath.Join(a.r.Setup.StateDir, "slots"), a.r.Setup.Config.Concurrency.MaxAgents
-	if err := a.r.Setup.ensureDir(filepath.Join(dir, "queue")); err != nil {
+	if err := a.r.Setup.EnsureDir(filepath.Join(dir, "queue")); err != nil {
 		return err
 	}
 	s, err := lock.WaitSlot(ctx, dir, maxAgents, 0)

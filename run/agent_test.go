@@ -12,6 +12,7 @@ import (
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestAgentEnvAllowlist: the agent gets the basics, its own prefixes and
@@ -77,7 +78,7 @@ func (s recordAtTurn) Turn(ctx context.Context, message string, h agent.Handler)
 }
 
 // TestWorkFolderHoldsAnAgentHome: a work folder may not contain any
-// adapter's home (from its HomeEnv, from agents.<type>.<HomeKey>) nor its
+// adapter's home (from its HomeEnv, from agents.<type>.<setup.HomeKey>) nor its
 // folders under the user's home, whichever agent the thread names.
 func TestWorkFolderHoldsAnAgentHome(t *testing.T) {
 	for _, tc := range []struct {
@@ -259,7 +260,7 @@ func TestThreadHome(t *testing.T) {
 	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	h.srv.PersonPost(alias, "more")
 	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
-	dir := filepath.Join(ThreadDir(h.setup().JobDir, alias), ThreadHomeDir)
+	dir := filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), setup.ThreadHomeDir)
 	if len(homes) != 2 || homes[0] != dir || homes[1] != dir {
 		t.Fatalf("homes %q, want %s twice", homes, dir)
 	}
@@ -292,9 +293,9 @@ func TestUnsupportedAgentType(t *testing.T) {
 		t.Fatalf("error %+v", sum.Error)
 	}
 	h.editConfig("policy:", "  "+testUnsupported+": {}\npolicy:")
-	o := Options{APIURL: h.srv.URL(), APIKey: "k", StateDir: h.state, ConfigPath: h.config,
+	o := setup.Options{APIURL: h.srv.URL(), APIKey: "k", StateDir: h.state, ConfigPath: h.config,
 		RevisionID: "r", SessionID: "s", Home: h.state, Adapters: testAdapters()}
-	_, err := Resolve(o, "")
+	_, err := setup.Resolve(o, "")
 	if exit.Of(err).Exit != exit.Config || !strings.Contains(err.Error(), "not supported yet") {
 		t.Fatalf("config with agents.%s: %v", testUnsupported, err)
 	}

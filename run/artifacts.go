@@ -16,6 +16,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/outbox"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // kindArtifact marks a journal emission that is an artifact upload intent,
@@ -100,7 +101,7 @@ func (a *activation) scanOutbox() []outbox.File {
 	}
 	var out []outbox.File
 	for _, f := range files {
-		if err := ValidateAlias(a.artifactAlias(f.Path)); err != nil {
+		if err := setup.ValidateAlias(a.artifactAlias(f.Path)); err != nil {
 			a.skipArtifact(f.Path, fmt.Sprintf("its alias is invalid: %v", err))
 			continue
 		}
@@ -244,7 +245,7 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 					a.skipArtifact(in.path, fmt.Sprintf("BlobHub refused it: %v", err))
 					return a.dropIntent(in)
 				}
-				return apiErr(err, "upload "+in.alias)
+				return setup.APIError(err, "upload "+in.alias)
 			}
 		}
 	}
@@ -255,7 +256,7 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 	if err != nil {
 		return err
 	}
-	a.cacheNotMine(in.alias, ReasonArtifact)
+	a.cacheNotMine(in.alias, setup.ReasonArtifact)
 
 	it := agent.Item{Brief: fmt.Sprintf("📎 %s (%s)", in.path, humanSize(meta.Size)), Meta: map[string]any{
 		"type":     agent.ItemArtifactPublished,
@@ -316,7 +317,7 @@ func (a *activation) writePublished() error {
 	if err != nil {
 		return err
 	}
-	if err := writeStateFile(filepath.Join(a.dir, publishedFile), b); err != nil {
+	if err := setup.WriteStateFile(filepath.Join(a.dir, publishedFile), b); err != nil {
 		return err
 	}
 	if len(a.t.Artifacts.Published) == 0 {
@@ -354,7 +355,7 @@ func (a *activation) flushNotMine(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := addNotMines(ctx, a.r.Setup.JobDir, notes); err != nil {
+	if err := setup.AddNotMines(ctx, a.r.Setup.JobDir, notes); err != nil {
 		a.log.Warn("cannot cache the artifact aliases in not_mine.yaml; ls downloads them once more", "aliases", len(notes), "error", err)
 	}
 }
@@ -384,7 +385,7 @@ func (a *activation) heldArtifact(ctx context.Context, alias string) (*artifactM
 		return nil, nil
 	}
 	if err != nil {
-		return nil, apiErr(err, "download "+alias)
+		return nil, setup.APIError(err, "download "+alias)
 	}
 	var v struct {
 		Type     string        `json:"type"`

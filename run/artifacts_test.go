@@ -25,6 +25,7 @@ import (
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 	"github.com/blobhub/bhw-run/statefile"
 )
 
@@ -160,9 +161,9 @@ func (h *artifactHarness) skipped() []string {
 	return out
 }
 
-func (h *artifactHarness) notMine() NotMine {
+func (h *artifactHarness) notMine() setup.NotMine {
 	h.t.Helper()
-	var nm NotMine
+	var nm setup.NotMine
 	b, _ := os.ReadFile(filepath.Join(h.setup().JobDir, "not_mine.yaml"))
 	if err := yaml.Unmarshal(b, &nm); err != nil {
 		h.t.Fatal(err)
@@ -361,7 +362,7 @@ func TestArtifactsKeepGitStatusClean(t *testing.T) {
 // killed right after journaling it would (between intent and announcement).
 func (h *artifactHarness) journalArtifactIntent(rel, content string, announce bool) {
 	h.t.Helper()
-	dir := ThreadDir(h.setup().JobDir, h.alias)
+	dir := setup.ThreadDir(h.setup().JobDir, h.alias)
 	th := h.thread(h.alias)
 	j, err := openJournal(filepath.Join(dir, "emissions.jsonl"), th.EmissionNonce)
 	if err != nil {
@@ -384,7 +385,7 @@ func (h *artifactHarness) journalArtifactIntent(rel, content string, announce bo
 		if err := statefile.WriteAtomic(filepath.Join(dir, publishedFile), b, 0o600); err != nil {
 			h.t.Fatal(err)
 		}
-		if err := addNotMine(h.t.Context(), h.setup().JobDir, in.alias, "artifact"); err != nil {
+		if err := setup.AddNotMine(h.t.Context(), h.setup().JobDir, in.alias, "artifact"); err != nil {
 			h.t.Fatal(err)
 		}
 		if _, err := j.addID(in.announceID, h.alias, agent.Item{Brief: "📎 " + rel, Meta: map[string]any{
@@ -504,7 +505,7 @@ func TestPublishedOffTheIdlePath(t *testing.T) {
 		h.write(fmt.Sprintf("r%d.md", i), fmt.Sprintf("report %d\n", i))
 		h.turn()
 	}
-	dir := ThreadDir(h.setup().JobDir, h.alias)
+	dir := setup.ThreadDir(h.setup().JobDir, h.alias)
 	raw, err := os.ReadFile(filepath.Join(dir, "thread.yaml"))
 	if err != nil {
 		t.Fatal(err)

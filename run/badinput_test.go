@@ -16,6 +16,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // tree lists every file and folder under dir with its size, so two
@@ -97,8 +98,8 @@ func TestBadAlias(t *testing.T) {
 	}
 	for name, alias := range bad {
 		t.Run(name, func(t *testing.T) {
-			if err := ValidateAlias(alias); err == nil {
-				t.Fatalf("ValidateAlias(%q) accepted it", alias)
+			if err := setup.ValidateAlias(alias); err == nil {
+				t.Fatalf("setup.ValidateAlias(%q) accepted it", alias)
 			}
 			before := tree(t, h.state)
 			h.srv.ResetCounts()
@@ -115,53 +116,19 @@ func TestBadAlias(t *testing.T) {
 	}
 	// The longest valid alias and segment are accepted.
 	for _, ok := range []string{strings.Repeat("s", 255), strings.Repeat("a/", 255) + "b", "projects/p1/items/i1/runs/3/thread", "a.b/..c/thread.yaml.bak"} {
-		if err := ValidateAlias(ok); err != nil {
-			t.Errorf("ValidateAlias(%q): %v", ok, err)
+		if err := setup.ValidateAlias(ok); err != nil {
+			t.Errorf("setup.ValidateAlias(%q): %v", ok, err)
 		}
 	}
 }
 
-// FuzzValidateAlias: an alias that passes never reaches outside threads/
-// and never names a reserved file.
-func FuzzValidateAlias(f *testing.F) {
-	for _, s := range []string{"a", "a/b", "../x", "a//b", "a/thread.yaml", "-x", "/abs", "a\x00b", "a/./b", "a/..", "é/ü", "a/emissions.jsonl/b", strings.Repeat("x", 256), ".../a", "a\\..\\b"} {
-		f.Add(s)
-	}
-	root := filepath.Join(string(filepath.Separator), "state", "jobs", "j")
-	threads := filepath.Join(root, "threads")
-	f.Fuzz(func(t *testing.T, alias string) {
-		if ValidateAlias(alias) != nil {
-			return
-		}
-		dir := ThreadDir(root, alias)
-		rel, err := filepath.Rel(threads, dir)
-		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
-			t.Fatalf("alias %q lands at %s, outside %s", alias, dir, threads)
-		}
-		if filepath.Clean(dir) != dir {
-			t.Fatalf("alias %q gives an unclean path %s", alias, dir)
-		}
-		if rel != alias {
-			t.Fatalf("alias %q maps to %q, not one folder per segment", alias, rel)
-		}
-		for _, seg := range strings.Split(rel, "/") {
-			if reserved[seg] || seg == "." || seg == ".." || seg == "" {
-				t.Fatalf("alias %q has segment %q", alias, seg)
-			}
-		}
-		if strings.HasPrefix(alias, "-") || len(alias) > 512 {
-			t.Fatalf("alias %q accepted", alias)
-		}
-	})
-}
-
-// resolveErr runs Resolve and returns its coded error.
-func resolveErr(t *testing.T, o Options, alias string) *exit.Error {
+// resolveErr runs setup.Resolve and returns its coded error.
+func resolveErr(t *testing.T, o setup.Options, alias string) *exit.Error {
 	t.Helper()
-	_, err := Resolve(o, alias)
+	_, err := setup.Resolve(o, alias)
 	var ee *exit.Error
 	if !errors.As(err, &ee) {
-		t.Fatalf("Resolve error %v, want an *exit.Error", err)
+		t.Fatalf("setup.Resolve error %v, want an *exit.Error", err)
 	}
 	return ee
 }
@@ -190,7 +157,7 @@ func TestBadCredentialsAndConfig(t *testing.T) {
 		creds  string
 		mode   os.FileMode
 		config string
-		o      Options
+		o      setup.Options
 		alias  string
 		code   string
 		msg    string
@@ -198,12 +165,12 @@ func TestBadCredentialsAndConfig(t *testing.T) {
 		{name: "credentials 0644", creds: "default: p\nprofiles:\n  p: {api_key: bhk_x, api_url: https://api.example.test/v1}\n", mode: 0o644, code: exit.CodeInsecureCredentials, msg: "chmod 600"},
 		{name: "credentials 0640", creds: "profiles: {}\n", mode: 0o640, code: exit.CodeInsecureCredentials},
 		{name: "credentials not YAML", creds: "profiles: [\n", mode: 0o600, code: exit.CodeInvalidConfig},
-		{name: "https without a key", o: Options{APIURL: "https://api.example.test/v1"}, code: exit.CodeCredentialsNotFound, msg: "BLOBHUB_API_KEY"},
+		{name: "https without a key", o: setup.Options{APIURL: "https://api.example.test/v1"}, code: exit.CodeCredentialsNotFound, msg: "BLOBHUB_API_KEY"},
 		{name: "default url without a key", code: exit.CodeCredentialsNotFound},
-		{name: "unknown profile", o: Options{Profile: "nope", APIKey: "bhk_x"}, code: exit.CodeCredentialsNotFound},
-		{name: "profile name with a slash", creds: "default: ../x\n", mode: 0o600, o: Options{APIKey: "bhk_x"}, code: exit.CodeInvalidConfig},
-		{name: "bad url scheme", o: Options{APIURL: "ftp://x", APIKey: "k"}, code: exit.CodeInvalidConfig},
-		{name: "relative file url", o: Options{APIURL: "file://rel/dir"}, code: exit.CodeInvalidConfig},
+		{name: "unknown profile", o: setup.Options{Profile: "nope", APIKey: "bhk_x"}, code: exit.CodeCredentialsNotFound},
+		{name: "profile name with a slash", creds: "default: ../x\n", mode: 0o600, o: setup.Options{APIKey: "bhk_x"}, code: exit.CodeInvalidConfig},
+		{name: "bad url scheme", o: setup.Options{APIURL: "ftp://x", APIKey: "k"}, code: exit.CodeInvalidConfig},
+		{name: "relative file url", o: setup.Options{APIURL: "file://rel/dir"}, code: exit.CodeInvalidConfig},
 		{name: "unknown config key", config: "bogus: 1\n", code: exit.CodeInvalidConfig, msg: "bogus"},
 		{name: "unknown nested key", config: "agents:\n  test_agent:\n    exe: claude\n", code: exit.CodeInvalidConfig, msg: `unknown key "exe"; the keys are args, budget, effort, env, executable, executables, extra_args, home, model, permissions`},
 		{name: "negative budget ceiling", config: "agents:\n  test_agent:\n    budget: {max_turns: -2}\n", code: exit.CodeInvalidConfig, msg: "agents.test_agent.budget.max_turns"},
@@ -221,16 +188,16 @@ func TestBadCredentialsAndConfig(t *testing.T) {
 		{name: "duplicate section", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "p/", "ses_1"), code: exit.CodeDuplicateSectionTarget},
 		{name: "prefix tie", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "p/", "ses_2"), alias: "p/t", code: exit.CodeInvalidConfig, msg: "--section"},
 		{name: "no section owns the alias", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "q/", "ses_2"), alias: "r/t", code: exit.CodeInvalidConfig, msg: `"r/t"`},
-		{name: "unknown --section", config: "sections:\n" + section("a", "p/", "ses_1"), o: Options{Section: "zz"}, code: exit.CodeInvalidConfig},
+		{name: "unknown --section", config: "sections:\n" + section("a", "p/", "ses_1"), o: setup.Options{Section: "zz"}, code: exit.CodeInvalidConfig},
 		{name: "session alias instead of id", config: "sections:\n" + section("a", "", "my/session"), code: exit.CodeInvalidConfig, msg: "not supported"},
 		{name: "no session at all", alias: "t", code: exit.CodeInvalidConfig, msg: "--revision"},
-		{name: "explicit config missing", o: Options{ConfigPath: "/nonexistent/config.yaml"}, code: exit.CodeInvalidConfig},
+		{name: "explicit config missing", o: setup.Options{ConfigPath: "/nonexistent/config.yaml"}, code: exit.CodeInvalidConfig},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			home, state := t.TempDir(), t.TempDir()
 			if tc.creds != "" {
-				writeFile(t, CredentialsPath(home), tc.creds, tc.mode)
+				writeFile(t, setup.CredentialsPath(home), tc.creds, tc.mode)
 			}
 			o := tc.o
 			o.Home, o.StateDir, o.Adapters = home, state, testAdapters()
@@ -260,7 +227,7 @@ func TestBadCredentialsAndConfig(t *testing.T) {
 // TestSectionChoice: the longest session_prefix wins; --section overrides.
 func TestSectionChoice(t *testing.T) {
 	home, state := t.TempDir(), t.TempDir()
-	writeFile(t, CredentialsPath(home), "default: p\nprofiles:\n  p: {key: bhk_x, url: https://api.example.test/v1}\n", 0o600)
+	writeFile(t, setup.CredentialsPath(home), "default: p\nprofiles:\n  p: {key: bhk_x, url: https://api.example.test/v1}\n", 0o600)
 	cfg := filepath.Join(state, "config.yaml")
 	writeFile(t, cfg, `sections:
   - name: all
@@ -273,7 +240,7 @@ func TestSectionChoice(t *testing.T) {
 `, 0o600)
 	sessionOf := map[string]string{"all": "ses_all", "projects": "ses_proj", "p1": "ses_p1"}
 	for alias, want := range map[string]string{"projects/p1/t": "p1", "projects/p2/t": "projects", "projects/p1": "projects"} {
-		s, err := Resolve(Options{Home: home, StateDir: state, ConfigPath: cfg}, alias)
+		s, err := setup.Resolve(setup.Options{Home: home, StateDir: state, ConfigPath: cfg}, alias)
 		if err != nil {
 			t.Fatalf("%s: %v", alias, err)
 		}
@@ -288,11 +255,11 @@ func TestSectionChoice(t *testing.T) {
 		}
 	}
 	// Several sections and no prefix match: an error naming the alias.
-	ee := resolveErr(t, Options{Home: home, StateDir: state, ConfigPath: cfg}, "other/t")
+	ee := resolveErr(t, setup.Options{Home: home, StateDir: state, ConfigPath: cfg}, "other/t")
 	if ee.Code != exit.CodeInvalidConfig || !strings.Contains(ee.Message, "other/t") {
 		t.Fatalf("%s %s", ee.Code, ee.Message)
 	}
-	s, err := Resolve(Options{Home: home, StateDir: state, ConfigPath: cfg, Section: "all"}, "projects/p1/t")
+	s, err := setup.Resolve(setup.Options{Home: home, StateDir: state, ConfigPath: cfg, Section: "all"}, "projects/p1/t")
 	if err != nil || s.Section.Name != "all" {
 		t.Fatalf("--section: %v %+v", err, s)
 	}
@@ -387,7 +354,7 @@ func (h *harness) noneTwice(aliases ...string) {
 func (h *harness) journalOpen(alias string) int {
 	h.t.Helper()
 	th := h.thread(alias)
-	j, err := openJournal(filepath.Join(ThreadDir(h.setup().JobDir, alias), "emissions.jsonl"), th.EmissionNonce)
+	j, err := openJournal(filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "emissions.jsonl"), th.EmissionNonce)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -607,7 +574,7 @@ func TestNotAJob(t *testing.T) {
 			case !isThread && !cached:
 				t.Fatalf("not_mine.yaml does not cache %q: %v %s", alias, err, b)
 			}
-			if _, err := os.Stat(filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml")); err == nil {
+			if _, err := os.Stat(filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.yaml")); err == nil {
 				t.Fatal("thread.yaml written for a non-job")
 			}
 			if o, _ := h.srv.Get(alias); string(o.Value) != value && !jsonEqual(o.Value, []byte(value)) {
@@ -670,7 +637,7 @@ func TestThreadLocked(t *testing.T) {
 	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	h.srv.PersonPost(alias, "more")
 
-	dir := ThreadDir(h.setup().JobDir, alias)
+	dir := setup.ThreadDir(h.setup().JobDir, alias)
 	lk, err := lock.Acquire(t.Context(), filepath.Join(dir, "thread.lock"), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -789,7 +756,7 @@ func TestThreadLogUnusable(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "nolog/t"
 	h.handOff(alias, "approval", "start")
-	dir := ThreadDir(h.setup().JobDir, alias)
+	dir := setup.ThreadDir(h.setup().JobDir, alias)
 	writeFile(t, filepath.Join(dir, "logs"), "not a folder", 0o600)
 	sum := h.run(alias)
 	wantCode(t, sum, exit.Config, exit.CodeStateTreeInvalid)

@@ -18,6 +18,7 @@ import (
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // activeIdle hands off alias without a message and activates it: an active
@@ -302,7 +303,7 @@ func TestNotMineWrittenOncePerRun(t *testing.T) {
 	}
 	nm := h.notMine()
 	for _, f := range []string{"a", "b", "c", "d", "e"} {
-		if e := nm.Aliases[h.alias+"/artifacts/"+f+".txt"]; e.Reason != ReasonArtifact {
+		if e := nm.Aliases[h.alias+"/artifacts/"+f+".txt"]; e.Reason != setup.ReasonArtifact {
 			t.Fatalf("%s.txt not cached after the run: %+v", f, e)
 		}
 	}

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -15,13 +16,7 @@ import (
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
-)
-
-// Postures.
-const (
-	PermAutonomous = "autonomous"
-	PermGuarded    = "guarded"
-	PermApproval   = "approval"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // resolved is the agent launch resolved per field: envelope agent.* →
@@ -58,14 +53,14 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 		return nil, err
 	}
 	// 2. The agent type.
-	ad, err := r.Setup.agentType(env, agentType, fixed != nil)
+	ad, err := checkAgentType(r.Setup, env, agentType, fixed != nil)
 	if err != nil {
 		return nil, err
 	}
 	if ad.Unsupported != "" {
-		return nil, agent.Errorf(exit.CodeAgentTypeUnsupported, "agent.type %q: %s; use %s", agentType, ad.Unsupported, r.Setup.agentTypes())
+		return nil, agent.Errorf(exit.CodeAgentTypeUnsupported, "agent.type %q: %s; use %s", agentType, ad.Unsupported, r.Setup.AgentTypes())
 	}
-	ac := r.Setup.agentConfig(agentType)
+	ac := r.Setup.AgentConfig(agentType)
 	res := &resolved{Type: agentType, adapter: ad, ExtraArgs: ac.ExtraArgs, Env: ac.Env, Options: ac.Options, WorkFolder: real}
 	// 3. Permissions and policy.
 	if res.Permissions, res.Policy, err = r.posture(env, ac); err != nil {
@@ -148,19 +143,19 @@ func workFolderShape(env *envelope.Envelope, wf string) error {
 	return nil
 }
 
-// agentType is step 2: a type one of this build's adapters runs. The
+// checkAgentType is step 2: a type one of this build's adapters runs. The
 // envelope's agent block must be well typed unless the type was fixed at
 // activation.
-func (s *Setup) agentType(env *envelope.Envelope, t string, fixed bool) (*agent.Adapter, error) {
+func checkAgentType(s *setup.Setup, env *envelope.Envelope, t string, fixed bool) (*agent.Adapter, error) {
 	for _, f := range []string{"agent", "agent.type"} {
 		if why := env.Bad[f]; why != "" && !fixed {
-			return nil, agent.Errorf(exit.CodeAgentTypeUnsupported, "%s is %s; set agent.type to %s", f, why, s.agentTypes())
+			return nil, agent.Errorf(exit.CodeAgentTypeUnsupported, "%s is %s; set agent.type to %s", f, why, s.AgentTypes())
 		}
 	}
-	if ad := s.adapter(t); ad != nil {
+	if ad := s.Adapter(t); ad != nil {
 		return ad, nil
 	}
-	return nil, agent.Errorf(exit.CodeAgentTypeUnsupported, "agent.type %q is not supported; use %s", t, s.agentTypes())
+	return nil, agent.Errorf(exit.CodeAgentTypeUnsupported, "agent.type %q is not supported; use %s", t, s.AgentTypes())
 }
 
 // resolveLaunch is step 4: the executable, resolved on bhw-run's PATH
@@ -168,9 +163,9 @@ func (s *Setup) agentType(env *envelope.Envelope, t string, fixed bool) (*agent.
 // from the repository), the model and effort, and the homes. The values
 // fixed at activation win over today's config, so cron, systemd and a shell
 // find the same sessions.
-func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *AgentConfig, fixed *envelope.Thread) error {
+func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *setup.AgentConfig, fixed *envelope.Thread) error {
 	ad := res.adapter
-	base := firstNonEmpty(ac.Executable, ad.Executable)
+	base := cmp.Or(ac.Executable, ad.Executable)
 	allow := ac.Executables
 	if len(allow) == 0 {
 		allow = []string{base}
@@ -193,8 +188,8 @@ func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *AgentC
 		return exit.Errorf(exit.CodeAgentNotInstalled, "the %s executable %q is not installed on this machine (%v); install it or set agents.%s.executable; the thread stays pending", res.Type, exe, err, res.Type)
 	}
 	res.Executable = abs
-	res.Model = firstNonEmpty(env.Agent.Model, ac.Model)
-	res.Effort = firstNonEmpty(env.Agent.Effort, ac.Effort)
+	res.Model = cmp.Or(env.Agent.Model, ac.Model)
+	res.Effort = cmp.Or(env.Agent.Effort, ac.Effort)
 	if err := launchValues(res.Model, res.Effort); err != nil {
 		return err
 	}
@@ -202,11 +197,11 @@ func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *AgentC
 	if ad.HomeEnv != "" {
 		res.AgentHome = os.Getenv(ad.HomeEnv)
 	}
-	res.AgentHome = firstNonEmpty(ac.Home, res.AgentHome)
+	res.AgentHome = cmp.Or(ac.Home, res.AgentHome)
 	if fixed != nil {
 		rr := fixed.Agent.Resolved
-		res.Home = firstNonEmpty(rr.Home, res.Home)
-		res.AgentHome = firstNonEmpty(rr.AgentHome, rr.LegacyHome(homeKey(ad)), res.AgentHome)
+		res.Home = cmp.Or(rr.Home, res.Home)
+		res.AgentHome = cmp.Or(rr.AgentHome, rr.LegacyHome(setup.HomeKey(ad)), res.AgentHome)
 	}
 	return nil
 }
@@ -281,8 +276,8 @@ func (r *Runner) launch(res *resolved, workFolder string) agent.Launch {
 
 // posture resolves the thread's permissions and policy (the checklist's
 // step 3); the gate and `policy explain` both use it.
-func (r *Runner) posture(env *envelope.Envelope, ac *AgentConfig) (string, policy.Policy, error) {
-	perm := firstNonEmpty(env.Agent.Permissions, ac.Permissions, PermApproval)
+func (r *Runner) posture(env *envelope.Envelope, ac *setup.AgentConfig) (string, policy.Policy, error) {
+	perm := cmp.Or(env.Agent.Permissions, ac.Permissions, setup.PermApproval)
 	allow := r.Setup.Config.Policy.AllowAutonomous
 	if err := checkPosture(env, perm, &allow); err != nil {
 		return "", policy.Policy{}, err
@@ -304,9 +299,9 @@ func checkPosture(env *envelope.Envelope, perm string, allowAutonomous *bool) er
 	switch {
 	case env.Bad["agent.permissions"] != "":
 		return agent.Errorf(exit.CodePermissionsUnsupported, "agent.permissions is %s; use autonomous, guarded or approval", env.Bad["agent.permissions"])
-	case !slices.Contains([]string{PermAutonomous, PermGuarded, PermApproval}, perm):
+	case !slices.Contains([]string{setup.PermAutonomous, setup.PermGuarded, setup.PermApproval}, perm):
 		return agent.Errorf(exit.CodePermissionsUnsupported, "agent.permissions %q is not supported; use autonomous, guarded or approval", perm)
-	case perm == PermAutonomous && allowAutonomous != nil && !*allowAutonomous:
+	case perm == setup.PermAutonomous && allowAutonomous != nil && !*allowAutonomous:
 		return agent.Errorf(exit.CodeAutonomousForbidden, "this machine does not allow autonomous threads (policy.allow_autonomous is false); use guarded or approval")
 	}
 	if env.Bad["policy"] != "" {
@@ -317,7 +312,7 @@ func checkPosture(env *envelope.Envelope, perm string, allowAutonomous *bool) er
 			return agent.Errorf(exit.CodePolicyInvalid, "the thread's policy is invalid: %v", err)
 		}
 	}
-	if perm == PermGuarded && env.Policy == nil {
+	if perm == setup.PermGuarded && env.Policy == nil {
 		return agent.Errorf(exit.CodePolicyMissing, "a guarded thread needs a policy in thread.metadata.policy; add one or use approval")
 	}
 	return nil
@@ -331,13 +326,13 @@ func checkPosture(env *envelope.Envelope, perm string, allowAutonomous *bool) er
 // exists and is allowed there, autonomous is allowed, the executable) is
 // the runner's to check. A failure keeps the checklist's code with exit 64:
 // the person's input is wrong and nothing was written.
-func (s *Setup) CheckHandOff(env *envelope.Envelope) error {
+func CheckHandOff(s *setup.Setup, env *envelope.Envelope) error {
 	err := workFolderShape(env, env.WorkFolder)
 	if err == nil {
-		_, err = s.agentType(env, env.Agent.Type, false)
+		_, err = checkAgentType(s, env, env.Agent.Type, false)
 	}
 	if err == nil {
-		err = checkPosture(env, firstNonEmpty(env.Agent.Permissions, PermApproval), nil)
+		err = checkPosture(env, cmp.Or(env.Agent.Permissions, setup.PermApproval), nil)
 	}
 	if err == nil {
 		err = launchShape(env, env.Agent.Type)
@@ -397,7 +392,7 @@ func (r *Runner) workFolderAllowed(real string) error {
 			forbidden[os.Getenv(ad.HomeEnv)] = ad.HomeEnv
 		}
 		if ac := r.Setup.Config.Agents[ad.Type]; ac != nil && ac.Home != "" {
-			forbidden[ac.Home] = "agents." + ad.Type + "." + homeKey(&ad)
+			forbidden[ac.Home] = "agents." + ad.Type + "." + setup.HomeKey(&ad)
 		}
 		for _, d := range ad.HomeDirs {
 			forbidden[filepath.Join(r.Setup.Home, d)] = "~/" + d

@@ -18,12 +18,13 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 	"github.com/blobhub/bhw-run/statefile"
 )
 
 // journalPath is alias's emissions.jsonl.
 func (h *harness) journalPath(alias string) string {
-	return filepath.Join(ThreadDir(h.setup().JobDir, alias), "emissions.jsonl")
+	return filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "emissions.jsonl")
 }
 
 // journalRecords counts the records of alias's journal file.
@@ -91,7 +92,7 @@ func TestIdleRunLeavesThreadYAML(t *testing.T) {
 	h.handOff(alias, "approval", "start")
 	h.play(oneTurn())
 	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
-	path := filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml")
+	path := filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.yaml")
 	before := h.stat(path)
 	want(t, h.run(alias), OutcomeIdle, exit.OK)
 	if h.rewritten(path, before) {
@@ -342,7 +343,7 @@ func writeThread(t *testing.T, h *harness, alias string, th *envelope.Thread) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := statefile.WriteAtomic(filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml"), b, 0o600); err != nil {
+	if err := statefile.WriteAtomic(filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.yaml"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestAgentCrash: the agent exits mid-turn → the thread fails with
@@ -277,7 +278,7 @@ func maybeRunActivation() {
 			select {}
 		}
 	}
-	setup, err := Resolve(Options{APIURL: "file://" + s.Store, StateDir: s.State, ConfigPath: s.Config,
+	setup, err := setup.Resolve(setup.Options{APIURL: "file://" + s.Store, StateDir: s.State, ConfigPath: s.Config,
 		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: s.State, Adapters: testAdapters()}, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

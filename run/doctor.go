@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // Check is one line of `bhw-run doctor`: one thing a scheduled run needs,
@@ -43,15 +45,15 @@ const doctorRetries = 5 * time.Second
 // not a running blobhub-worker's), each agent a thread may use (found,
 // its version, its preflight) and the agent slots. A check that cannot
 // run because an earlier one failed says so and does not hold.
-func Doctor(ctx context.Context, o Options) []Check {
+func Doctor(ctx context.Context, o setup.Options) []Check {
 	d := &doctor{o: o}
 	d.run(ctx)
 	return d.checks
 }
 
 type doctor struct {
-	o      Options
-	s      *Setup
+	o      setup.Options
+	s      *setup.Setup
 	checks []Check
 }
 
@@ -90,13 +92,13 @@ func (d *doctor) skip(check, why string) {
 }
 
 func (d *doctor) run(ctx context.Context) {
-	s, err := newSetup(d.o)
+	s, err := setup.New(d.o)
 	if err != nil {
 		d.failErr("credentials", err, "")
 		return
 	}
 	d.s = s
-	u, err := s.resolveAPI(d.o)
+	u, err := s.ResolveAPI(d.o)
 	d.credentials(err)
 	d.workerCredentials()
 	if err != nil {
@@ -105,12 +107,12 @@ func (d *doctor) run(ctx context.Context) {
 		}
 		return
 	}
-	if err := s.resolveStateDir(d.o, u); err != nil {
+	if err := s.ResolveStateDir(d.o, u); err != nil {
 		d.failErr("state_dir", err, "")
 		return
 	}
 	client := d.api(ctx)
-	if err := s.readConfig(d.o); err != nil {
+	if err := s.ReadConfig(d.o); err != nil {
 		d.failErr("config", err, "fix "+s.ConfigPath+" (contrib/config.example.yaml shows every key)")
 		d.skip("section", "the sections are in the config")
 		d.stateDir()
@@ -129,7 +131,7 @@ func (d *doctor) run(ctx context.Context) {
 
 // credentials: where the key comes from, and the credentials file's mode.
 func (d *doctor) credentials(err error) {
-	s, path := d.s, CredentialsPath(d.s.Home)
+	s, path := d.s, setup.CredentialsPath(d.s.Home)
 	if err != nil {
 		d.failErr("credentials", err, "")
 		return
@@ -151,7 +153,7 @@ func (d *doctor) credentials(err error) {
 // workerCredentials: the Python blobhub-worker's credentials file holds a
 // key too; it must be private like ours. Absent, there is nothing to say.
 func (d *doctor) workerCredentials() {
-	path := V1CredentialsPath(d.s.Home)
+	path := setup.V1CredentialsPath(d.s.Home)
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
@@ -184,14 +186,14 @@ func (d *doctor) api(ctx context.Context) blobhub.Client {
 	defer cancel()
 	me, err := c.Me(ctx)
 	if err != nil {
-		fix := "check the network, a proxy, and --api-url (" + shownURL(s.APIURL) + ")"
+		fix := "check the network, a proxy, and --api-url (" + setup.ShownURL(s.APIURL) + ")"
 		if errors.Is(err, blobhub.ErrAuth) {
-			fix = "check the key: BLOBHUB_API_KEY, --api-key or the profile in " + CredentialsPath(s.Home) + " (a revoked key needs a new one)"
+			fix = "check the key: BLOBHUB_API_KEY, --api-key or the profile in " + setup.CredentialsPath(s.Home) + " (a revoked key needs a new one)"
 		}
-		d.failErr("api", APIError(err, "users/me"), fix)
+		d.failErr("api", setup.APIError(err, "users/me"), fix)
 		return nil
 	}
-	if rec, err := LoadIdentity(s.StateDir); err == nil && rec != nil && rec.UserID != "" && rec.UserID != me.UserID {
+	if rec, err := setup.LoadIdentity(s.StateDir); err == nil && rec != nil && rec.UserID != "" && rec.UserID != me.UserID {
 		d.fail("api", fmt.Sprintf("%s: the key belongs to %s but this state tree (%s) was recorded for %s", exit.CodeUserIdentityMismatch, me.UserID, s.StateDir, rec.UserID),
 			"use the profile of "+rec.UserID+", or another --state-dir for this key")
 		return c
@@ -200,7 +202,7 @@ func (d *doctor) api(ctx context.Context) blobhub.Client {
 	if me.Name != "" {
 		who += " (" + me.Name + ")"
 	}
-	d.ok("api", "%s answers; the key belongs to %s", shownURL(s.APIURL), who)
+	d.ok("api", "%s answers; the key belongs to %s", setup.ShownURL(s.APIURL), who)
 	return c
 }
 
@@ -227,7 +229,7 @@ func (d *doctor) config() {
 // the session exists.
 func (d *doctor) section(ctx context.Context, client blobhub.Client) {
 	s := d.s
-	if err := s.resolveSection(d.o, ""); err != nil {
+	if err := s.ResolveSection(d.o, ""); err != nil {
 		d.failErr("section", err, "")
 		return
 	}
@@ -255,7 +257,7 @@ func (d *doctor) section(ctx context.Context, client blobhub.Client) {
 	case errors.Is(err, blobhub.ErrNotFound):
 		d.fail("section", fmt.Sprintf("%s: %s was not found on BlobHub", exit.CodeSessionNotFound, what), "check the section's revision_id and session_id (or --revision/--session)")
 	case err != nil:
-		d.failErr("section", APIError(err, "list_session_objects"), "")
+		d.failErr("section", setup.APIError(err, "list_session_objects"), "")
 	default:
 		d.ok("section", "%s: %d object(s)", what, len(aliases))
 	}
@@ -280,7 +282,7 @@ func (d *doctor) stateDir() {
 	}
 	// The state tree a run would refuse (another user's, or writable by
 	// others) is refused here with the run's own code and message.
-	if err := trustedDir(dir, fi); err != nil {
+	if err := setup.TrustedDir(dir, fi); err != nil {
 		d.failErr("state_dir", err, "")
 		return
 	}
@@ -383,16 +385,16 @@ func (d *doctor) agents(ctx context.Context) {
 	r := &Runner{Setup: d.s, Logger: slog.New(slog.DiscardHandler)}
 	for _, ad := range d.agentsToCheck() {
 		name := "agent " + ad.Type
-		ac := d.s.agentConfig(ad.Type)
-		exe := firstNonEmpty(ac.Executable, ad.Executable)
-		perm := firstNonEmpty(ac.Permissions, PermApproval)
+		ac := d.s.AgentConfig(ad.Type)
+		exe := cmp.Or(ac.Executable, ad.Executable)
+		perm := cmp.Or(ac.Permissions, setup.PermApproval)
 		res := &resolved{Type: ad.Type, adapter: ad, ExtraArgs: ac.ExtraArgs, Env: ac.Env, Options: ac.Options}
 		res.Permissions, res.Model, res.Effort = perm, ac.Model, ac.Effort
 		res.Home = d.s.Home
 		if ad.HomeEnv != "" {
 			res.AgentHome = os.Getenv(ad.HomeEnv)
 		}
-		res.AgentHome = firstNonEmpty(ac.Home, res.AgentHome)
+		res.AgentHome = cmp.Or(ac.Home, res.AgentHome)
 		abs, err := lookPath(exe)
 		if err != nil {
 			d.fail(name, fmt.Sprintf("%s: the %s executable %q is not found or not executable: %v", exit.CodeAgentNotInstalled, ad.Type, exe, err),

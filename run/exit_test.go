@@ -13,6 +13,7 @@ import (
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestStateInvalidOnSaveIs78: a thread.yaml that can no longer be written
@@ -23,7 +24,7 @@ func TestStateInvalidOnSaveIs78(t *testing.T) {
 	const alias = "unwritable/t"
 	h.handOff(alias, "approval", "start")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "working"}, {Text: "done"}}}})
-	path := filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml")
+	path := filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.yaml")
 	h.tune = func(r *Runner) {
 		// Once the turn runs, thread.yaml becomes a folder the atomic write
 		// cannot rename over.
@@ -68,7 +69,7 @@ func TestLockFailureIsNotContention(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "lockdir/t"
 	h.handOff(alias, "approval", "start")
-	if err := os.MkdirAll(filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.lock"), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.lock"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	sum := h.run(alias)

@@ -47,7 +47,7 @@ func (r *Runner) Explain(ctx context.Context, alias, effect, command, path strin
 	if err != nil {
 		return nil, err
 	}
-	perm, pol, err := r.posture(env, r.Setup.agentConfig(env.Agent.Type))
+	perm, pol, err := r.posture(env, r.Setup.AgentConfig(env.Agent.Type))
 	var te *agent.Error
 	if errors.As(err, &te) {
 		// For a command that only reads the thread, settings that would
@@ -64,7 +64,7 @@ func (r *Runner) Explain(ctx context.Context, alias, effect, command, path strin
 		t.Paths = []string{path}
 	}
 	c := policy.Call{Tool: effect, Effect: effect, Target: t, Kind: policy.KindApproval}
-	if ad := r.Setup.adapter(env.Agent.Type); ad != nil && ad.Describe != nil {
+	if ad := r.Setup.Adapter(env.Agent.Type); ad != nil && ad.Describe != nil {
 		c = ad.Describe(effect, t)
 	}
 	d, lines := policy.ExplainLines(r.gate(perm, pol, env.WorkFolder), c)

@@ -14,6 +14,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // shrinkPending sets the bounds of pending_inbound for one test.
@@ -260,7 +261,7 @@ func TestEnvelopeTooLarge(t *testing.T) {
 			// An object this tree holds no record of.
 			h.srv.Put("big/other", `{"type":"thread","thread":{"metadata":{"notes":"`+strings.Repeat("n", envelope.MaxSize)+`"}}}`)
 			wantCode(t, h.run("big/other"), exit.NotJob, exit.CodeNotJob)
-			if _, err := os.Stat(ThreadDir(h.setup().JobDir, "big/other") + "/thread.yaml"); !os.IsNotExist(err) {
+			if _, err := os.Stat(setup.ThreadDir(h.setup().JobDir, "big/other") + "/thread.yaml"); !os.IsNotExist(err) {
 				t.Fatalf("a record was made for it: %v", err)
 			}
 		})

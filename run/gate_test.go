@@ -15,6 +15,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // gateActivation is an activation of alias with nothing but what the gate
@@ -47,7 +48,7 @@ func TestGuardedDecide(t *testing.T) {
 	h.cfg = "  rules:\n    - {effect: write, path: \"" + outside + "/**\", decision: deny}\n"
 	h.writeConfig()
 	const alias = "projects/p1/gate"
-	h.handOff(alias, PermGuarded, "")
+	h.handOff(alias, setup.PermGuarded, "")
 	a := gateActivation(t, h, alias)
 	pol := policy.Policy{Default: policy.DecisionAsk, Rules: []policy.Rule{
 		{Effect: policy.EffectRead, Decision: policy.DecisionAllow},
@@ -55,7 +56,7 @@ func TestGuardedDecide(t *testing.T) {
 		{Effect: policy.EffectWrite, Path: outside + "/**", Decision: policy.DecisionAllow},
 		{Effect: policy.EffectExec, Command: "rm -rf *", Decision: policy.DecisionDeny},
 	}}
-	th := &turnHandler{a: a, gate: a.r.gate(PermGuarded, pol, h.work), posture: PermGuarded}
+	th := &turnHandler{a: a, gate: a.r.gate(setup.PermGuarded, pol, h.work), posture: setup.PermGuarded}
 
 	bash := func(cmd, fp string) policy.Call {
 		in, _ := json.Marshal(map[string]string{"command": cmd})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/redact"
+	"github.com/blobhub/bhw-run/setup"
 	"github.com/blobhub/bhw-run/statefile"
 )
 
@@ -280,8 +281,8 @@ func (j *journal) write(rec journalRecord) error {
 			return err
 		}
 	}
-	if testHookStateWrite != nil {
-		err = testHookStateWrite(j.path)
+	if setup.TestHookStateWrite != nil {
+		err = setup.TestHookStateWrite(j.path)
 	}
 	if err == nil {
 		_, err = j.f.Write(append(b, '\n'))
@@ -294,7 +295,7 @@ func (j *journal) write(rec journalRecord) error {
 		testHookAfterJournal()
 	}
 	if err != nil {
-		return stateWriteErr(j.path, err)
+		return setup.StateWriteError(j.path, err)
 	}
 	return nil
 }

@@ -10,23 +10,13 @@ import (
 	"github.com/blobhub/bhw-run/exit"
 )
 
-// threadBudget is the thread's agent.budget under the machine's ceiling
-// for its agent type (agents.<type>.budget), which a thread can only lower.
-func (s *Setup) threadBudget(env *envelope.Envelope, agentType string) envelope.Budget {
-	b := env.Agent.Budget
-	if ac := s.Config.Agents[agentType]; ac != nil {
-		b = b.Lower(ac.Budget)
-	}
-	return b
-}
-
 // budget is the thread's budget.
 func (a *activation) budget() envelope.Budget {
 	typ := a.t.Workspace.AgentType
 	if typ == "" {
 		typ = a.env.Agent.Type
 	}
-	return a.r.Setup.threadBudget(a.env, typ)
+	return a.r.Setup.ThreadBudget(a.env, typ)
 }
 
 // remaining is what the thread may still spend, split into the caps the

@@ -17,6 +17,7 @@ import (
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
 	"github.com/blobhub/bhw-run/redact"
+	"github.com/blobhub/bhw-run/setup"
 	"github.com/blobhub/bhw-run/statefile"
 )
 
@@ -79,10 +80,10 @@ type ListOptions struct {
 func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err error) {
 	ls := &lister{r: r, o: o, start: time.Now(), jobs: map[string]bool{}, notMine: map[string]string{}, tooLarge: map[string]error{}}
 	out = []Listing{}
-	r.Setup.logIgnored(r.Logger)
+	r.Setup.LogIgnored(r.Logger)
 	defer func() { ls.record(len(out), err) }()
 
-	if err := r.Setup.ensureDir(r.Setup.JobDir); err != nil {
+	if err := r.Setup.EnsureDir(r.Setup.JobDir); err != nil {
 		return out, err
 	}
 	aliases, found, err := ls.objects(ctx)
@@ -92,10 +93,10 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 	if err != nil || !found {
 		return out, err
 	}
-	if ls.id, err = LoadIdentity(r.Setup.StateDir); err != nil {
+	if ls.id, err = setup.LoadIdentity(r.Setup.StateDir); err != nil {
 		return out, err
 	}
-	ls.cache = loadNotMine(r.Setup.JobDir)
+	ls.cache = setup.LoadNotMine(r.Setup.JobDir)
 	var bad, unread []string // threads whose record, or whose envelope, cannot be read
 	for _, alias := range aliases {
 		env, updatedAt, err := ls.job(ctx, alias)
@@ -133,7 +134,7 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 	if len(ls.jobs) == 0 {
 		r.Logger.Info("ls: no job threads found in " + r.Setup.Where())
 	}
-	if err := addNotMines(ctx, r.Setup.JobDir, ls.notMine); err != nil {
+	if err := setup.AddNotMines(ctx, r.Setup.JobDir, ls.notMine); err != nil {
 		r.Logger.Warn("ls: could not update not_mine.yaml", "error", err)
 	}
 	if o.Runnable {
@@ -162,8 +163,8 @@ type lister struct {
 	r        *Runner
 	o        ListOptions
 	start    time.Time
-	id       *Identity
-	cache    NotMine
+	id       *setup.Identity
+	cache    setup.NotMine
 	jobs     map[string]bool   // the job threads seen so far
 	notMine  map[string]string // objects found not to be jobs, to cache
 	tooLarge map[string]error  // threads this tree holds whose envelope is too large to read
@@ -196,7 +197,7 @@ func (ls *lister) objects(ctx context.Context) (aliases []string, found bool, er
 		return nil, false, exit.Errorf(exit.CodeSessionNotFound, "session %s was not found on BlobHub; check the revision_id and session_id of %s", r.Setup.Section.Session.SessionID, r.Setup.Where())
 	}
 	if err != nil {
-		return nil, false, apiErr(err, "list_session_objects")
+		return nil, false, setup.APIError(err, "list_session_objects")
 	}
 	slices.Sort(aliases)
 	return aliases, true, nil
@@ -208,14 +209,14 @@ func (ls *lister) objects(ctx context.Context) (aliases []string, found bool, er
 // an alias no run accepts).
 func (ls *lister) job(ctx context.Context, alias string) (*envelope.Envelope, string, error) {
 	r := ls.r
-	if !strings.HasPrefix(alias, r.Setup.Section.Prefix()) || alias == workerAlias || underJob(alias, ls.jobs) {
+	if !strings.HasPrefix(alias, r.Setup.Section.Prefix()) || alias == setup.WorkerAlias || underJob(alias, ls.jobs) {
 		return nil, "", nil
 	}
-	if e, ok := ls.cache.Aliases[alias]; ok && e.cached(ls.start) && (e.Reason == ReasonArtifact || !holdsThread(r.Setup.JobDir, alias)) {
+	if e, ok := ls.cache.Aliases[alias]; ok && e.Cached(ls.start) && (e.Reason == setup.ReasonArtifact || !holdsThread(r.Setup.JobDir, alias)) {
 		// (An entry for a thread this tree holds is stale: never trusted.)
 		return nil, "", nil
 	}
-	if ValidateAlias(alias) != nil {
+	if setup.ValidateAlias(alias) != nil {
 		// No run can take it (exit 64); nothing to list.
 		r.Logger.Debug("ls: skipping an alias no run accepts", "alias", alias)
 		return nil, "", nil
@@ -237,7 +238,7 @@ func (ls *lister) job(ctx context.Context, alias string) (*envelope.Envelope, st
 		return nil, "", nil // deleted since the list
 	}
 	if err != nil {
-		return nil, "", apiErr(err, "download "+alias)
+		return nil, "", setup.APIError(err, "download "+alias)
 	}
 	env, perr := envelope.Parse(obj.Value)
 	holds := holdsThread(r.Setup.JobDir, alias)
@@ -270,7 +271,7 @@ func (ls *lister) listing(ctx context.Context, alias string, env *envelope.Envel
 		return l, err == nil, err
 	}
 	if l.Runnable {
-		held, err := lock.Held(filepath.Join(ThreadDir(ls.r.Setup.JobDir, alias), "thread.lock"))
+		held, err := lock.Held(filepath.Join(setup.ThreadDir(ls.r.Setup.JobDir, alias), "thread.lock"))
 		if err != nil {
 			// Not contention: the lock file cannot be probed.
 			return l, false, exit.Errorf(exit.CodeStateTreeInvalid, "%v; check the state tree", err)
@@ -311,9 +312,9 @@ func oldestFirst(out []Listing) {
 // journal and, for a thread active on the wire and here, the items after
 // scanned — in memory only, and asks Decide. read says whether the items
 // were read.
-func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope, updatedAt string, id *Identity, tooLarge error) (l Listing, read bool, err error) {
+func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope, updatedAt string, id *setup.Identity, tooLarge error) (l Listing, read bool, err error) {
 	l = Listing{Alias: alias, State: listedState(env)}
-	a := &activation{r: r, alias: alias, dir: ThreadDir(r.Setup.JobDir, alias), env: env, log: r.Logger.With("alias", alias), sum: &Summary{Alias: alias}}
+	a := &activation{r: r, alias: alias, dir: setup.ThreadDir(r.Setup.JobDir, alias), env: env, log: r.Logger.With("alias", alias), sum: &Summary{Alias: alias}}
 	if id != nil {
 		a.userID = id.UserID
 	}
@@ -375,7 +376,7 @@ func waitingSince(t *envelope.Thread, updatedAt string) string {
 // and the journal, read only. A thread.yaml recording another alias is
 // judged as no record, as a run would refuse it.
 func (a *activation) peek() error {
-	if err := a.r.Setup.checkDir(a.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := a.r.Setup.CheckDir(a.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	t, err := envelope.LoadThread(filepath.Join(a.dir, "thread.yaml"))
@@ -403,8 +404,8 @@ func notJobReason(env *envelope.Envelope) (reason string, cache bool) {
 		return "not a JSON object", true
 	case env.Type == "thread":
 		return "", false
-	case env.Type == ReasonArtifact:
-		return ReasonArtifact, true
+	case env.Type == setup.ReasonArtifact:
+		return setup.ReasonArtifact, true
 	case env.Type == "":
 		return "no type", true
 	}
@@ -446,7 +447,7 @@ func (r *Runner) appendSectionLog(rec map[string]any) {
 	dir := filepath.Join(r.Setup.JobDir, "logs")
 	rec["time"], rec["pid"] = now(), os.Getpid()
 	b, _ := json.Marshal(rec)
-	err := r.Setup.ensureDir(dir)
+	err := r.Setup.EnsureDir(dir)
 	var f *os.File
 	if err == nil {
 		f, err = statefile.Open(filepath.Join(dir, "section.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)

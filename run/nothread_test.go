@@ -18,6 +18,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 	"github.com/blobhub/bhw-run/statefile"
 )
 
@@ -68,7 +69,7 @@ func TestThreadDeletedMidTurn(t *testing.T) {
 	if th := h.thread(alias); th.Turn.State != envelope.TurnStateIdle || th.Agent.Process != nil {
 		t.Fatalf("turn %q process %v, want an ended turn", th.Turn.State, th.Agent.Process)
 	}
-	dir := ThreadDir(h.setup().JobDir, alias)
+	dir := setup.ThreadDir(h.setup().JobDir, alias)
 	j, err := readJournal(filepath.Join(dir, "emissions.jsonl"), h.thread(alias).EmissionNonce)
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +138,7 @@ func TestThreadGoneOnRead(t *testing.T) {
 	active, _ := envelope.WithState(envelope.NewThread(h.work, testAgent, "approval", alias), envelope.StateActive)
 	f.srv.Put(alias, string(active))
 	f.srv.Put("gone/other", string(envelope.NewThread(h.work, testAgent, "approval", "gone/other")))
-	dir := ThreadDir(f.s.JobDir, alias)
+	dir := setup.ThreadDir(f.s.JobDir, alias)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +212,7 @@ func TestWorkerDeletedBeforeThreadFailed(t *testing.T) {
 
 func (h *harness) unpostedCount(alias string) int {
 	h.t.Helper()
-	j, err := readJournal(filepath.Join(ThreadDir(h.setup().JobDir, alias), "emissions.jsonl"), h.thread(alias).EmissionNonce)
+	j, err := readJournal(filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "emissions.jsonl"), h.thread(alias).EmissionNonce)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // emit journals an item for the job thread and posts it: every agent event
@@ -46,7 +47,7 @@ func (a *activation) post(ctx context.Context, e *emission) {
 	switch {
 	case err == nil:
 		a.confirmed(e, item)
-	case errors.Is(err, blobhub.ErrNoThread) && e.Target == workerAlias && a.remakeWorker(ctx):
+	case errors.Is(err, blobhub.ErrNoThread) && e.Target == setup.WorkerAlias && a.remakeWorker(ctx):
 		// The worker object was deleted: made again, the item goes to it.
 		a.post(ctx, e)
 	case errors.Is(err, blobhub.ErrNoThread):
@@ -182,7 +183,7 @@ func (a *activation) postedSince(ctx context.Context, e *emission, want map[stri
 		}
 		return len(found) < len(want)
 	})
-	if errors.Is(err, blobhub.ErrNoThread) && e.Target == workerAlias {
+	if errors.Is(err, blobhub.ErrNoThread) && e.Target == setup.WorkerAlias {
 		// No worker thread (deleted): it holds none of them; posting one
 		// makes it again.
 		return found, nil
@@ -222,7 +223,7 @@ func (a *activation) reconcile(ctx context.Context) error {
 	for _, e := range firsts {
 		found, err := a.postedSince(ctx, e, want[e.Target])
 		if err != nil {
-			return apiErr(err, "reconcile "+e.Target)
+			return setup.APIError(err, "reconcile "+e.Target)
 		}
 		seen[e.Target] = found
 	}
@@ -330,4 +331,23 @@ func (a *activation) resolvePrompt(resolution, brief string) (*emission, error) 
 	return a.j.resolution(a.alias, p.ItemID, agent.Item{Brief: brief, Meta: map[string]any{
 		"type": agent.ItemPendingPromptResolved, "prompt_item_id": p.ItemID, "resolution": resolution,
 	}})
+}
+
+// remakeWorker makes the session's worker object again, once per run,
+// after a post to it found it gone (deleted while the run worked), with
+// the same check of its owner as at the run's start. false when it was
+// made again already or could not be.
+func (a *activation) remakeWorker(ctx context.Context) bool {
+	if a.workerRemade {
+		return false
+	}
+	a.workerRemade = true
+	a.log.Warn("the worker object is gone from BlobHub (deleted?); making it again")
+	st, err := a.r.Setup.EnsureWorker(ctx, a.r.Client, a.userID)
+	if err != nil {
+		a.log.Error("could not make the worker object again; its items stay journaled", "error", err)
+		return false
+	}
+	a.instanceID = st.InstanceID
+	return true
 }

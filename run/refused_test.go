@@ -15,6 +15,7 @@ import (
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // wantExitCode checks a run's exit code and error code.
@@ -45,8 +46,8 @@ func TestRefused(t *testing.T) {
 			h.runner = func(r *Runner) { r.Client = h.srv.Client("bhk_revoked") }
 		}},
 		{"a state tree recorded for another user", exit.CodeUserIdentityMismatch, func(h *harness) {
-			b, _ := yaml.Marshal(Identity{UserID: "usr_somebody_else", RecordedAt: now()})
-			if err := os.WriteFile(identityPath(h.state), b, 0o600); err != nil {
+			b, _ := yaml.Marshal(setup.Identity{UserID: "usr_somebody_else", RecordedAt: now()})
+			if err := os.WriteFile(setup.IdentityPath(h.state), b, 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -133,7 +134,7 @@ func TestPreflightFails(t *testing.T) {
 	if started {
 		t.Fatal("the agent was started")
 	}
-	if checked.Permissions != PermApproval || !filepath.IsAbs(checked.Executable) || len(checked.Env) == 0 {
+	if checked.Permissions != setup.PermApproval || !filepath.IsAbs(checked.Executable) || len(checked.Env) == 0 {
 		t.Fatalf("preflight launch %+v", checked)
 	}
 	if got := h.wireState(alias); got != envelope.StateFailed {
@@ -169,7 +170,7 @@ func TestKeyRefusedWhilePosting(t *testing.T) {
 // an error message.
 func TestAPIURLSecretsNotShown(t *testing.T) {
 	for _, raw := range []string{"ftp://bhk_secret@host/v1", "https://host/v1?key=bhk_secret", "file://bhk_secret@host/rel"} {
-		_, err := Resolve(Options{APIURL: raw, StateDir: t.TempDir(), Home: t.TempDir(), RevisionID: "rev", SessionID: "ses"}, "")
+		_, err := setup.Resolve(setup.Options{APIURL: raw, StateDir: t.TempDir(), Home: t.TempDir(), RevisionID: "rev", SessionID: "ses"}, "")
 		if err == nil || strings.Contains(err.Error(), "bhk_secret") {
 			t.Errorf("%s: %v", raw, err)
 		}

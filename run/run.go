@@ -7,13 +7,14 @@ package run
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -23,12 +24,13 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // Runner runs activations. main builds one per invocation; the agents it
-// can start are Setup.Adapters.
+// can start are setup.Setup.Adapters.
 type Runner struct {
-	Setup  *Setup
+	Setup  *setup.Setup
 	Client blobhub.Client
 	Logger *slog.Logger
 
@@ -84,12 +86,6 @@ type SummaryError struct {
 	Message string `json:"message"`
 }
 
-// ThreadDir is the folder of a thread in the state tree: one directory per
-// "/"-separated alias segment.
-func ThreadDir(jobDir, alias string) string {
-	return filepath.Join(append([]string{jobDir, "threads"}, strings.Split(alias, "/")...)...)
-}
-
 // Run is one activation of the thread alias (docs/run.md). It always returns
 // a summary with the exit code; err explains a non-zero one.
 func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error) {
@@ -126,16 +122,16 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		}
 	}()
 
-	r.Setup.logIgnored(a.log)
+	r.Setup.LogIgnored(a.log)
 	// 1. The alias, before anything touches disk or network.
-	if err := ValidateAlias(alias); err != nil {
+	if err := setup.ValidateAlias(alias); err != nil {
 		return sum, exit.Errorf(exit.CodeBadAlias, "invalid alias %q: %v", alias, err)
 	}
-	// 2. Setup was resolved by main (credentials, config, section).
+	// 2. setup.Setup was resolved by main (credentials, config, section).
 	if err := ctx.Err(); err != nil {
 		return sum, err // a signal already: nothing is written
 	}
-	a.dir = ThreadDir(r.Setup.JobDir, alias)
+	a.dir = setup.ThreadDir(r.Setup.JobDir, alias)
 	// A thread this state tree has never run gets its folder only once
 	// BlobHub says it is a job thread, so a misspelled alias leaves nothing
 	// behind. This read only decides whether to make the folder; the one
@@ -144,7 +140,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	// is never deleted, so both lock the same one.
 	// The tree is checked first (owner, modes, links): the download of a
 	// thread that is not a job writes not_mine.yaml.
-	if err := r.Setup.ensureDir(r.Setup.JobDir); err != nil {
+	if err := r.Setup.EnsureDir(r.Setup.JobDir); err != nil {
 		return sum, err
 	}
 	if _, err := os.Lstat(a.dir); errors.Is(err, fs.ErrNotExist) {
@@ -152,7 +148,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 			return sum, err
 		}
 	}
-	if err := r.Setup.ensureDir(a.dir); err != nil {
+	if err := r.Setup.EnsureDir(a.dir); err != nil {
 		return sum, err
 	}
 
@@ -461,7 +457,7 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 		"error":       map[string]any{"code": te.Code, "message": te.Message},
 		"instance_id": a.instanceID,
 	}}
-	e, err := a.j.add(workerAlias, it, "")
+	e, err := a.j.add(setup.WorkerAlias, it, "")
 	if err != nil {
 		return err
 	}
@@ -561,4 +557,14 @@ func (r *Runner) grace() time.Duration {
 // activated.
 func notHere(alias string) error {
 	return &exit.Error{Exit: exit.NotHere, Message: fmt.Sprintf("thread %q is active but this state tree never activated it (another host's, or its record was lost); if it should run here, run `bhw-run thread retry %s`", alias, alias)}
+}
+
+// now stamps a local file: see envelope.StampLayout.
+func now() string { return envelope.Stamp(time.Now()) }
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // takeOnlySlot sets max_agents 1 and takes the slot, as another run's agent would.
@@ -65,7 +66,7 @@ func (h *harness) waitQueued() {
 // person's message.
 func (h *harness) wroteNothing(alias string) {
 	h.t.Helper()
-	dir := ThreadDir(h.setup().JobDir, alias)
+	dir := setup.ThreadDir(h.setup().JobDir, alias)
 	if _, err := os.Stat(filepath.Join(dir, "thread.yaml")); err == nil {
 		h.t.Error("thread.yaml was written")
 	}
@@ -100,7 +101,7 @@ func result(t *testing.T, done <-chan *Summary) *Summary {
 }
 
 // treeLog is the section log every run appends to, whatever it did.
-var treeLog = filepath.Join("jobs", JobType+"-"+bhtest.SessionID, "logs", "section.log")
+var treeLog = filepath.Join("jobs", setup.JobType+"-"+bhtest.SessionID, "logs", "section.log")
 
 // TestSlotWaitTakesTheFreedSlot: with every slot taken, a run with --slot-wait
 // waits, writing nothing, and runs its turn once a slot is freed; what a
@@ -170,7 +171,7 @@ func TestSlotWaitSignal(t *testing.T) {
 			h.srv.PersonPost(alias, "more")
 			h.takeOnlySlot()
 			before := tree(t, h.state)
-			yamlBefore, err := os.ReadFile(filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml"))
+			yamlBefore, err := os.ReadFile(filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.yaml"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,7 +189,7 @@ func TestSlotWaitSignal(t *testing.T) {
 			if d := time.Since(start); d > 10*time.Second {
 				t.Errorf("the run took %v to end after the signal", d)
 			}
-			after, _ := os.ReadFile(filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml"))
+			after, _ := os.ReadFile(filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.yaml"))
 			if string(after) != string(yamlBefore) {
 				t.Errorf("thread.yaml changed:\n%s\nwas:\n%s", after, yamlBefore)
 			}

@@ -10,19 +10,20 @@ import (
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // fullDisk makes every write of the state file named base fail with
 // ENOSPC, as a full disk does, until the test ends.
 func fullDisk(t *testing.T, base string) {
 	t.Helper()
-	testHookStateWrite = func(path string) error {
+	setup.TestHookStateWrite = func(path string) error {
 		if filepath.Base(path) == base {
 			return syscall.ENOSPC
 		}
 		return nil
 	}
-	t.Cleanup(func() { testHookStateWrite = nil })
+	t.Cleanup(func() { setup.TestHookStateWrite = nil })
 }
 
 // wantStateInvalid checks a run ended STATE_INVALID (78), never the 75 of
@@ -66,7 +67,7 @@ func TestFullDisk(t *testing.T) {
 		if th.Turn.State != envelope.TurnStateInterrupted || len(th.Turn.InboundIDs) != 1 {
 			t.Fatalf("turn %+v, want interrupted with the message, for the next run to resume", th.Turn)
 		}
-		testHookStateWrite = nil
+		setup.TestHookStateWrite = nil
 		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "done now"}}}})
 		want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 		if got := h.items(alias); !strings.Contains(strings.Join(got, ","), "text") {
@@ -82,7 +83,7 @@ func TestDirectoryAtThreadLock(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "disk/lockdir"
 	h.handOff(alias, "approval", "hello")
-	path := filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.lock")
+	path := filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.lock")
 	if err := os.MkdirAll(path, 0o700); err != nil {
 		t.Fatal(err)
 	}

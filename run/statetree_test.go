@@ -11,6 +11,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // activeWithFiles hands off alias and runs its first turn, so that every
@@ -20,7 +21,7 @@ func activeWithFiles(t *testing.T, h *harness, alias string) string {
 	h.handOff(alias, "approval", "first")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "one"}}}})
 	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
-	return ThreadDir(h.setup().JobDir, alias)
+	return setup.ThreadDir(h.setup().JobDir, alias)
 }
 
 // runWithin runs alias in a goroutine and fails the test if the run has
@@ -245,7 +246,7 @@ func TestStateTreeOfOthersIsRefused(t *testing.T) {
 		if err := os.Chmod(h.config, 0o666); err != nil {
 			t.Fatal(err)
 		}
-		o := Options{APIURL: h.srv.URL(), APIKey: "bhk_x", StateDir: h.state, ConfigPath: h.config,
+		o := setup.Options{APIURL: h.srv.URL(), APIKey: "bhk_x", StateDir: h.state, ConfigPath: h.config,
 			RevisionID: "rev_x", SessionID: "ses_x", Home: h.state, Adapters: testAdapters()}
 		ee := resolveErr(t, o, alias)
 		if ee.Exit != exit.Config || ee.Code != exit.CodeInsecurePermissions || !strings.Contains(ee.Message, "chmod go-w "+h.config) {
@@ -276,7 +277,7 @@ func TestStateTreeOfOthersIsRefused(t *testing.T) {
 		if err := syscall.Mkfifo(h.config, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		o := Options{APIURL: h.srv.URL(), APIKey: "bhk_x", StateDir: h.state, ConfigPath: h.config,
+		o := setup.Options{APIURL: h.srv.URL(), APIKey: "bhk_x", StateDir: h.state, ConfigPath: h.config,
 			RevisionID: "rev_x", SessionID: "ses_x", Home: h.state, Adapters: testAdapters()}
 		done := make(chan *exit.Error, 1)
 		go func() { done <- resolveErr(t, o, alias) }()

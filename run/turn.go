@@ -13,6 +13,7 @@ import (
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // turnPlan is what a row adds to the turn's message.
@@ -105,7 +106,7 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 	// An agent that wants a home of its own gets one in the thread's folder
 	// when none is configured; recorded below, it stays the thread's.
 	if res.AgentHome == "" && res.adapter.ThreadHome {
-		res.AgentHome = filepath.Join(a.dir, ThreadHomeDir)
+		res.AgentHome = filepath.Join(a.dir, setup.ThreadHomeDir)
 	}
 	// A thread.yaml of an earlier version named the home under the agent's
 	// own key: from now on it is agent_home too (the old key stays for an
@@ -122,7 +123,7 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 
 	a.res = res
 	gate := a.r.gate(res.Permissions, res.Policy, res.WorkFolder)
-	if res.Permissions == PermGuarded {
+	if res.Permissions == setup.PermGuarded {
 		a.emitPolicyApplied(gate, res.Policy)
 	}
 
@@ -197,7 +198,7 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	}
 	// An upload BlobHub did not take stays journaled for the next run; a
 	// journal that cannot be written stops the run.
-	if err := a.publishArtifacts(ctx, intents); isStateInvalid(err) {
+	if err := a.publishArtifacts(ctx, intents); setup.IsStateInvalid(err) {
 		a.stateFault(err)
 	}
 	a.post(ctx, e)

@@ -1,4 +1,4 @@
-package run
+package setup
 
 import (
 	"errors"
@@ -27,11 +27,11 @@ import (
 // ensureDir makes sure dir, the state dir or a folder under it, exists
 // (created 0700 when missing) with every folder between, each checked as
 // above.
-func (s *Setup) ensureDir(dir string) error { return s.walkState(dir, true) }
+func (s *Setup) EnsureDir(dir string) error { return s.walkState(dir, true) }
 
 // checkDir is ensureDir for a reader that creates nothing (ls): a missing
 // folder is fs.ErrNotExist.
-func (s *Setup) checkDir(dir string) error { return s.walkState(dir, false) }
+func (s *Setup) CheckDir(dir string) error { return s.walkState(dir, false) }
 
 func (s *Setup) walkState(dir string, create bool) error {
 	root := filepath.Clean(s.StateDir)
@@ -52,7 +52,7 @@ func (s *Setup) walkState(dir string, create bool) error {
 		}
 		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot read the state tree %s: %v", root, err)
 	}
-	if err := trustedDir(root, fi); err != nil {
+	if err := TrustedDir(root, fi); err != nil {
 		return err
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
@@ -86,16 +86,16 @@ func (s *Setup) walkState(dir string, create bool) error {
 			}
 			return exit.Errorf(exit.CodeStateTreeInvalid, "%s is %s, where the state tree has a folder of its own; bhw-run follows no link inside its state tree: replace it with the folder itself or move it aside", path, what)
 		}
-		if err := trustedDir(path, fi); err != nil {
+		if err := TrustedDir(path, fi); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// trustedDir refuses a folder of the state tree that another user owns or
+// TrustedDir refuses a folder of the state tree that another user owns or
 // that group or others may write to.
-func trustedDir(path string, fi fs.FileInfo) error {
+func TrustedDir(path string, fi fs.FileInfo) error {
 	if err := ownedByUs(path, fi, false); err != nil {
 		return err
 	}
@@ -146,36 +146,36 @@ func readConfigFile(path string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
-// testHookStateWrite, when a test sets it, is asked before every write of
+// TestHookStateWrite, when a test sets it, is asked before every write of
 // a state file (thread.yaml, artifacts.yaml, section.yaml, identity.yaml,
 // not_mine.yaml, each journal record) and its error stands for the write's: a full disk
 // cannot be made without privileges. Always nil in production.
-var testHookStateWrite func(path string) error
+var TestHookStateWrite func(path string) error
 
-// writeStateFile writes a state file atomically (statefile.WriteAtomic).
+// WriteStateFile writes a state file atomically (statefile.WriteAtomic).
 // A failure is STATE_INVALID: a full disk or a read-only folder is the
 // machine's to fix, and no later run mends it by itself.
-func writeStateFile(path string, b []byte) error {
+func WriteStateFile(path string, b []byte) error {
 	var err error
-	if testHookStateWrite != nil {
-		err = testHookStateWrite(path)
+	if TestHookStateWrite != nil {
+		err = TestHookStateWrite(path)
 	}
 	if err == nil {
 		err = statefile.WriteAtomic(path, b, 0o600)
 	}
 	if err != nil {
-		return stateWriteErr(path, err)
+		return StateWriteError(path, err)
 	}
 	return nil
 }
 
-// stateWriteErr is the error of a state file that cannot be written.
-func stateWriteErr(path string, err error) error {
+// StateWriteError is the error of a state file that cannot be written.
+func StateWriteError(path string, err error) error {
 	return exit.Errorf(exit.CodeStateTreeInvalid, "cannot write %s: %v; the state tree must be writable (a full disk? a read-only folder?): fix it and run again, nothing is lost", path, err)
 }
 
-// isStateInvalid reports whether err is a STATE_INVALID exit.
-func isStateInvalid(err error) bool {
+// IsStateInvalid reports whether err is a STATE_INVALID exit.
+func IsStateInvalid(err error) bool {
 	var ee *exit.Error
 	return errors.As(err, &ee) && ee.Code == exit.CodeStateTreeInvalid
 }

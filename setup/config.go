@@ -1,6 +1,13 @@
-package run
+// Package setup turns the command line's Options into a Setup: the
+// credentials and the API, the state tree (and whether it may be
+// trusted), config.yaml and the agents it configures, the section that
+// owns an alias, the identity the key belongs to and the session's worker
+// object. Everything it resolves comes before a thread's lock is taken;
+// run, the person's commands and the doctor all start from it.
+package setup
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -42,6 +49,9 @@ type Options struct {
 	Home                     string // the user's home (tests override it)
 	// Adapters are the agents this build can run (main lists them).
 	Adapters []agent.Adapter
+	// Version is bhw-run's, from the build (main passes it); the worker
+	// object records it.
+	Version string
 	// Secrets collects every key Resolve reads; main passes the set its
 	// stdout and stderr write through. Nil: Resolve makes one.
 	Secrets *redact.Secrets
@@ -146,6 +156,8 @@ type Setup struct {
 	Home       string // the user's home
 	// Adapters are the agents this build can run, from Options.
 	Adapters []agent.Adapter
+	// Version is bhw-run's, from Options.
+	Version string
 	// Secrets are the keys read while resolving (Options.Secrets), redacted
 	// from everything the run writes.
 	Secrets *redact.Secrets
@@ -272,17 +284,17 @@ func v1Keys(home string) []string {
 // Resolve turns flags, environment, credentials and config into a Setup
 // for the alias. alias may be "" for commands without one.
 func Resolve(o Options, alias string) (*Setup, error) {
-	s, err := newSetup(o)
+	s, err := New(o)
 	if err != nil {
 		return nil, err
 	}
 	// 1. Profile, API key and URL.
-	u, err := s.resolveAPI(o)
+	u, err := s.ResolveAPI(o)
 	if err != nil {
 		return nil, err
 	}
 	// 2. The state tree.
-	if err := s.resolveStateDir(o, u); err != nil {
+	if err := s.ResolveStateDir(o, u); err != nil {
 		return nil, err
 	}
 	// 3. The config, and the section that owns the alias.
@@ -292,9 +304,9 @@ func Resolve(o Options, alias string) (*Setup, error) {
 	return s, nil
 }
 
-// newSetup is a Setup with the home, the adapters and the secrets known
+// New is a Setup with the home, the adapters and the secrets known
 // before anything is read: the start of Resolve, and of the doctor.
-func newSetup(o Options) (*Setup, error) {
+func New(o Options) (*Setup, error) {
 	home := o.Home
 	if home == "" {
 		h, err := os.UserHomeDir()
@@ -306,7 +318,7 @@ func newSetup(o Options) (*Setup, error) {
 	if err := checkAdapters(o.Adapters); err != nil {
 		return nil, err
 	}
-	s := &Setup{Home: home, Adapters: o.Adapters, Secrets: o.Secrets}
+	s := &Setup{Home: home, Adapters: o.Adapters, Version: o.Version, Secrets: o.Secrets}
 	if s.Secrets == nil {
 		s.Secrets = redact.NewSecrets()
 	}
@@ -315,14 +327,14 @@ func newSetup(o Options) (*Setup, error) {
 	return s, nil
 }
 
-// resolveAPI picks the profile and, flag over profile over default, the API
+// ResolveAPI picks the profile and, flag over profile over default, the API
 // key and URL; a URL other than file:// needs a key.
-func (s *Setup) resolveAPI(o Options) (*url.URL, error) {
+func (s *Setup) ResolveAPI(o Options) (*url.URL, error) {
 	creds, err := loadCredentials(s.Home, s.Secrets)
 	if err != nil {
 		return nil, err
 	}
-	s.Profile = firstNonEmpty(o.Profile, creds.Default)
+	s.Profile = cmp.Or(o.Profile, creds.Default)
 	var prof credentialProfile
 	if s.Profile != "" {
 		if err := ValidateName(s.Profile); err != nil {
@@ -346,26 +358,26 @@ func (s *Setup) resolveAPI(o Options) (*url.URL, error) {
 			prof = credentialProfile{Key: v1.API.Key, URL: v1.API.URL}
 		}
 	}
-	s.APIKey = firstNonEmpty(o.APIKey, prof.APIKey, prof.Key)
-	s.APIURL = strings.TrimRight(firstNonEmpty(o.APIURL, prof.APIURL, prof.URL, DefaultAPIURL), "/")
+	s.APIKey = cmp.Or(o.APIKey, prof.APIKey, prof.Key)
+	s.APIURL = strings.TrimRight(cmp.Or(o.APIURL, prof.APIURL, prof.URL, DefaultAPIURL), "/")
 	u, err := url.Parse(s.APIURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "file") {
-		return nil, exit.Errorf(exit.CodeInvalidConfig, "api url %q is not https://…, http://loopback or file:///abs/dir", shownURL(s.APIURL))
+		return nil, exit.Errorf(exit.CodeInvalidConfig, "api url %q is not https://…, http://loopback or file:///abs/dir", ShownURL(s.APIURL))
 	}
 	if u.Scheme == "file" && (!filepath.IsAbs(u.Path) || u.Host != "") {
-		return nil, exit.Errorf(exit.CodeInvalidConfig, "api url %q: a local store needs an absolute path, file:///abs/dir", shownURL(s.APIURL))
+		return nil, exit.Errorf(exit.CodeInvalidConfig, "api url %q: a local store needs an absolute path, file:///abs/dir", ShownURL(s.APIURL))
 	}
 	if u.Scheme != "file" && s.APIKey == "" {
 		return nil, exit.Errorf(exit.CodeCredentialsNotFound,
 			"no API key for %s; set BLOBHUB_API_KEY, pass --api-key, or add a profile to %s (or use --api-url file:///abs/dir for a local store)",
-			shownURL(s.APIURL), CredentialsPath(s.Home))
+			ShownURL(s.APIURL), CredentialsPath(s.Home))
 	}
 	return u, nil
 }
 
-// resolveStateDir names the state tree: --state-dir, else one per profile,
+// ResolveStateDir names the state tree: --state-dir, else one per profile,
 // API key or local store under ~/.blobhub-worker/profiles.
-func (s *Setup) resolveStateDir(o Options, u *url.URL) error {
+func (s *Setup) ResolveStateDir(o Options, u *url.URL) error {
 	switch {
 	case s.Profile != "":
 		s.StateName = s.Profile
@@ -391,15 +403,15 @@ func (s *Setup) resolveStateDir(o Options, u *url.URL) error {
 // resolveConfig reads and checks config.yaml (--config, else the state
 // tree's, which may be missing) and picks the section.
 func (s *Setup) resolveConfig(o Options, alias string) error {
-	if err := s.readConfig(o); err != nil {
+	if err := s.ReadConfig(o); err != nil {
 		return err
 	}
-	return s.resolveSection(o, alias)
+	return s.ResolveSection(o, alias)
 }
 
-// readConfig reads config.yaml into s.Config and checks it: --config,
+// ReadConfig reads config.yaml into s.Config and checks it: --config,
 // else the state tree's, which may be missing.
-func (s *Setup) readConfig(o Options) error {
+func (s *Setup) ReadConfig(o Options) error {
 	cfgPath := o.ConfigPath
 	explicit := cfgPath != ""
 	if cfgPath == "" {
@@ -415,9 +427,9 @@ func (s *Setup) readConfig(o Options) error {
 	return validateConfig(&s.Config, s)
 }
 
-// resolveSection picks the section that owns alias ("" for a command
+// ResolveSection picks the section that owns alias ("" for a command
 // without one) and names its folder in the state tree.
-func (s *Setup) resolveSection(o Options, alias string) error {
+func (s *Setup) ResolveSection(o Options, alias string) error {
 	sec, why, err := chooseSection(s.Config.Sections, o, alias)
 	if err != nil {
 		return err
@@ -501,12 +513,12 @@ func validateConfig(c *Config, s *Setup) error {
 // validateAgent checks agents.<name> and decodes its own keys: the home
 // under the adapter's HomeKey, the rest by the adapter's Options.
 func validateAgent(c *Config, s *Setup, name string) error {
-	ad := s.adapter(name)
+	ad := s.Adapter(name)
 	if ad == nil {
-		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s: no such agent type; use %s", name, s.agentTypes())
+		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s: no such agent type; use %s", name, s.AgentTypes())
 	}
 	if ad.Unsupported != "" {
-		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s: %s; remove the block or use %s", name, ad.Unsupported, s.agentTypes())
+		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s: %s; remove the block or use %s", name, ad.Unsupported, s.AgentTypes())
 	}
 	a := c.Agents[name]
 	if a == nil {
@@ -522,7 +534,7 @@ func validateAgent(c *Config, s *Setup, name string) error {
 		return exit.Errorf(exit.CodeInvalidConfig, "%v; give caps above 0, or leave the key out for no cap", err)
 	}
 	own := maps.Clone(a.Own)
-	key := homeKey(ad)
+	key := HomeKey(ad)
 	if v, ok := own[key]; ok {
 		home, isString := v.(string)
 		if !isString && v != nil {
@@ -683,24 +695,15 @@ func (s *Setup) Where() string {
 	return w + ")"
 }
 
-// shownURL is an API URL fit for a message: no user info, query or
+// ShownURL is an API URL fit for a message: no user info, query or
 // fragment, which may carry a key.
-func shownURL(raw string) string {
+func ShownURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(unparsable URL)"
 	}
 	u.User, u.RawQuery, u.Fragment = nil, "", ""
 	return u.String()
-}
-
-func firstNonEmpty(v ...string) string {
-	for _, s := range v {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 func shortHash(s string) string {
@@ -722,12 +725,12 @@ func PersonKey(s *Setup, as string) (string, error) {
 	if !ok {
 		return "", exit.Errorf(exit.CodeCredentialsNotFound, "profile %q (--as) is not in %s", as, CredentialsPath(s.Home))
 	}
-	return firstNonEmpty(p.APIKey, p.Key), nil
+	return cmp.Or(p.APIKey, p.Key), nil
 }
 
 // logIgnored says at debug which documented daemon blocks of config.yaml
 // this run has no use for.
-func (s *Setup) logIgnored(log *slog.Logger) {
+func (s *Setup) LogIgnored(log *slog.Logger) {
 	if s == nil {
 		return
 	}
