@@ -26,7 +26,6 @@ import (
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/codex"
 	"github.com/blobhub/bhw-run/envelope"
-	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
 	"github.com/blobhub/bhw-run/setup"
 )
@@ -69,7 +68,7 @@ func (s *legacyState) install(name, alias string) {
 	}
 	// A fingerprint covers the call's paths: the parked call's is computed
 	// again for the work folder it now lies in.
-	fp := policy.ClaudeFingerprint("Write", json.RawMessage(`{"content":"hi","file_path":"`+filepath.Join(s.work, "x.txt")+`"}`))
+	fp := claude.Fingerprint("Write", json.RawMessage(`{"content":"hi","file_path":"`+filepath.Join(s.work, "x.txt")+`"}`))
 	repl := strings.NewReplacer("@CONFIG_DIR@", s.configDir, "@CODEX_HOME@", s.codexHome, "@WORK@", s.work, "@EXE@", s.exe, "@STATE@", s.state, "@FINGERPRINT@", fp)
 	for _, f := range []string{"thread.yaml", "emissions.jsonl"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "state-v1", name, f))
