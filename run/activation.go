@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -131,6 +132,31 @@ func (a *activation) load() error {
 	if id != nil {
 		a.userID = id.UserID
 	}
+	return nil
+}
+
+// peek is load without a lock or a write: thread.yaml (missing = empty)
+// and the journal, read only. A thread.yaml recording another alias is
+// judged as no record, as a run would refuse it.
+func (a *activation) peek() error {
+	if err := a.r.Setup.CheckDir(a.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	t, err := envelope.LoadThread(filepath.Join(a.dir, "thread.yaml"))
+	if err != nil {
+		return exit.Errorf(exit.CodeStateTreeInvalid, "%v", err)
+	}
+	if t == nil || t.Alias != a.alias {
+		t = &envelope.Thread{Alias: a.alias}
+	}
+	a.t = t
+	a.j, err = readJournal(filepath.Join(a.dir, "emissions.jsonl"), t.EmissionNonce)
+	if err != nil {
+		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot read the emission journal of %q: %v", a.alias, err)
+	}
+	// The journal is not open for writing: a prompt that never reached
+	// it is only counted as unfinished work, as a run would journal it.
+	a.restorePrompt()
 	return nil
 }
 
@@ -756,6 +782,30 @@ func (a *activation) writeSectionLog(sum *Summary) {
 		return
 	}
 	a.r.appendSectionLog(map[string]any{"event": "run", "summary": sum})
+}
+
+// appendSectionLog appends one JSON record to logs/section.log, as
+// redact.ShownJSON (a person may tail it). A record that cannot be written is
+// only warned about: the log is a report, not state a run depends on.
+func (r *Runner) appendSectionLog(rec map[string]any) {
+	if r.Setup == nil || r.Setup.JobDir == "" {
+		return
+	}
+	dir := filepath.Join(r.Setup.JobDir, "logs")
+	rec["time"], rec["pid"] = now(), os.Getpid()
+	b, _ := json.Marshal(rec)
+	err := r.Setup.EnsureDir(dir)
+	var f *os.File
+	if err == nil {
+		f, err = statefile.Open(filepath.Join(dir, "section.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	}
+	if err == nil {
+		_, err = f.Write(append(redact.ShownJSON(r.Setup.Secrets.Redact(b)), '\n'))
+		err = errors.Join(err, f.Close())
+	}
+	if err != nil && r.Logger != nil {
+		r.Logger.Warn("could not write section.log; fix the state tree", "error", r.Setup.Secrets.String(err.Error()))
+	}
 }
 
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }

@@ -2,11 +2,8 @@ package run
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,9 +13,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
-	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/setup"
-	"github.com/blobhub/bhw-run/statefile"
 )
 
 // Discovery for schedulers: the job threads of the section,
@@ -372,31 +367,6 @@ func waitingSince(t *envelope.Thread, updatedAt string) string {
 	return ""
 }
 
-// peek is load without a lock or a write: thread.yaml (missing = empty)
-// and the journal, read only. A thread.yaml recording another alias is
-// judged as no record, as a run would refuse it.
-func (a *activation) peek() error {
-	if err := a.r.Setup.CheckDir(a.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	t, err := envelope.LoadThread(filepath.Join(a.dir, "thread.yaml"))
-	if err != nil {
-		return exit.Errorf(exit.CodeStateTreeInvalid, "%v", err)
-	}
-	if t == nil || t.Alias != a.alias {
-		t = &envelope.Thread{Alias: a.alias}
-	}
-	a.t = t
-	a.j, err = readJournal(filepath.Join(a.dir, "emissions.jsonl"), t.EmissionNonce)
-	if err != nil {
-		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot read the emission journal of %q: %v", a.alias, err)
-	}
-	// The journal is not open for writing: a prompt that never reached
-	// it is only counted as unfinished work, as a run would journal it.
-	a.restorePrompt()
-	return nil
-}
-
 // notJobReason says why an object is not a job and whether to cache that.
 func notJobReason(env *envelope.Envelope) (reason string, cache bool) {
 	switch {
@@ -435,28 +405,4 @@ func listedState(env *envelope.Envelope) string {
 
 func wantState(states []string, s string) bool {
 	return len(states) == 0 || slices.Contains(states, s)
-}
-
-// appendSectionLog appends one JSON record to logs/section.log, as
-// redact.ShownJSON (a person may tail it). A record that cannot be written is
-// only warned about: the log is a report, not state a run depends on.
-func (r *Runner) appendSectionLog(rec map[string]any) {
-	if r.Setup == nil || r.Setup.JobDir == "" {
-		return
-	}
-	dir := filepath.Join(r.Setup.JobDir, "logs")
-	rec["time"], rec["pid"] = now(), os.Getpid()
-	b, _ := json.Marshal(rec)
-	err := r.Setup.EnsureDir(dir)
-	var f *os.File
-	if err == nil {
-		f, err = statefile.Open(filepath.Join(dir, "section.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	}
-	if err == nil {
-		_, err = f.Write(append(redact.ShownJSON(r.Setup.Secrets.Redact(b)), '\n'))
-		err = errors.Join(err, f.Close())
-	}
-	if err != nil && r.Logger != nil {
-		r.Logger.Warn("could not write section.log; fix the state tree", "error", r.Setup.Secrets.String(err.Error()))
-	}
 }
