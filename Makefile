@@ -30,9 +30,24 @@ TOOL_XDG   := XDG_CONFIG_HOME=$(TOOLS)/home/.config XDG_DATA_HOME=$(TOOLS)/home/
 TOOL_ENV   := env -i PATH="$$PATH" LANG=C.UTF-8 HOME=$(TOOLS)/home $(TOOL_XDG)
 # The stamp names every version, so a bump in any of them reinstalls all.
 STAMP      := $(TOOLS)/.installed-claude-$(CLAUDE_VERSION)-codex-$(CODEX_VERSION)-gemini-$(GEMINI_VERSION)-qwen-$(QWEN_VERSION)-opencode-$(OPENCODE_VERSION)-copilot-$(COPILOT_VERSION)
+# The peer: the real Python blobhub-worker, BlobHub SDK and BlobHub CLI from
+# PyPI, in a venv under .tools/peer, for the conformance tests (peer/). The
+# worker and the CLI declare Python >= 3.12; PEER_BASE_PYTHON is the first
+# interpreter found that is at least that (pyenv's versions are looked in
+# too, since its shims answer for versions that are not selected).
+# peer/requirements.txt pins every package they pull in.
+PEER_WORKER_VERSION := 0.11.0
+PEER_SDK_VERSION    := 0.3.0
+PEER_CLI_VERSION    := 0.6.0
+PEER        := $(TOOLS)/peer
+PEER_PYTHON := $(PEER)/bin/python
+PEER_STAMP  := $(PEER)/.installed-worker-$(PEER_WORKER_VERSION)-sdk-$(PEER_SDK_VERSION)-cli-$(PEER_CLI_VERSION)
+PEER_BASE_PYTHON ?= $(shell for p in python3.13 python3.12 $$(pyenv root 2>/dev/null)/versions/3.1[2-9]*/bin/python3 python3; do \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { command -v $$p; break; }; done)
 GO_TEST_ENV := BHW_CLAUDE_BIN=$(CLAUDE_BIN) BHW_CODEX_BIN=$(CODEX_BIN) \
 	BHW_GEMINI_BIN=$(GEMINI_BIN) BHW_QWEN_BIN=$(QWEN_BIN) \
-	BHW_OPENCODE_BIN=$(OPENCODE_BIN) BHW_COPILOT_BIN=$(COPILOT_BIN) BHW_COPILOT_CACHE=$(COPILOT_CACHE)
+	BHW_OPENCODE_BIN=$(OPENCODE_BIN) BHW_COPILOT_BIN=$(COPILOT_BIN) BHW_COPILOT_CACHE=$(COPILOT_CACHE) \
+	BHW_PEER_PYTHON=$(PEER_PYTHON)
 
 # make install puts bhw-run, its man page and its shell completions under
 # PREFIX (DESTDIR in front, for packaging). /usr/local/bin is on the PATH of
@@ -50,11 +65,12 @@ FISHDIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 # tests), zsh and fish (the completion scripts), groff and man-db (the man
 # page), logrotate (the logrotate recipe) and systemd (systemd-analyze
 # verifies the unit and timer). SYSDEP_CMDS are the commands they bring, in
-# the same order; logrotate lives in /usr/sbin, which the tests look in too.
+# the same order (internal/sysdeps finds them for the tests); logrotate
+# lives in /usr/sbin, which the tests look in too.
 SYSDEPS     := tmux zsh fish groff-base man-db logrotate systemd
 SYSDEP_CMDS := tmux zsh fish groff man logrotate systemd-analyze
 
-.PHONY: help build man completions install test e2e lint bench fuzz tools sysdeps demo live-check clean
+.PHONY: help build man completions install test e2e lint bench fuzz tools peer sysdeps demo live-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -67,12 +83,15 @@ export CGO_ENABLED := 0
 # page): the generator's markdown parser initialises itself in every process,
 # about half a millisecond of CPU on each run a cron tick makes. Exported so
 # every go command here, and the one the tests run to build bhw-run, agree.
-# A GOFLAGS in the environment is kept, its -tags joined with this one, so
-#   GOFLAGS='-tags=cpuprofile -ldflags=-X=main.cpuProfileDir=/tmp/prof' make bench
-# profiles every bhw-run the benchmarks start (cpuprofile.go).
+# realcli brings in the tests that drive the real agent CLIs of .tools/
+# (e2e/): every target sets it, so make test runs everything, while a bare
+# `go test ./...` runs the hermetic, fake-backed rest.
+# A GOFLAGS in the environment is kept, its -tags joined with these, so
+#   GOFLAGS='-tags=cpuprofile -ldflags=-X=github.com/blobhub/bhw-run/cli.cpuProfileDir=/tmp/prof' make bench
+# profiles every bhw-run the benchmarks start (cli/cpuprofile.go).
 comma    := ,
 env_tags := $(patsubst -tags=%,%,$(filter -tags=%,$(GOFLAGS)))
-export GOFLAGS := $(strip $(filter-out -tags=%,$(GOFLAGS)) -tags=$(if $(env_tags),$(env_tags)$(comma))urfave_cli_no_docs)
+export GOFLAGS := $(strip $(filter-out -tags=%,$(GOFLAGS)) -tags=$(if $(env_tags),$(env_tags)$(comma))realcli$(comma)urfave_cli_no_docs)
 
 # The version `bhw-run version` prints: the nearest tag, the commit, and
 # -dirty for local changes. Outside a git checkout it is empty and the
@@ -99,7 +118,24 @@ install: man completions ## install bhw-run, its man page and shell completions 
 	install -m 0644 bin/_bhw-run $(ZSHDIR)/_bhw-run
 	install -m 0644 bin/bhw-run.fish $(FISHDIR)/bhw-run.fish
 
-tools: $(STAMP) ## install the pinned agent CLIs from npm into .tools/ (for the end-to-end tests)
+tools: $(STAMP) peer ## install the pinned agent CLIs from npm and the Python peer from PyPI into .tools/ (for the end-to-end and conformance tests)
+
+peer: $(PEER_STAMP) ## install the pinned blobhub-worker, BlobHub SDK and CLI from PyPI into .tools/peer (for the conformance tests)
+
+# PyPI only: the index is named and any find-links of the machine's pip
+# configuration is switched off. --no-deps with the full pinned list makes
+# the venv exactly peer/requirements.txt.
+$(PEER_STAMP): peer/requirements.txt
+	@test -n "$(PEER_BASE_PYTHON)" || { echo "the peer needs Python >= 3.12 (blobhub-worker and blobhub-cli require it); install one, or pass PEER_BASE_PYTHON=/path/to/python3.12"; exit 1; }
+	rm -rf $(PEER) && $(PEER_BASE_PYTHON) -m venv $(PEER)
+	PIP_FIND_LINKS= $(PEER_PYTHON) -m pip install --quiet --no-input --disable-pip-version-check \
+		--index-url https://pypi.org/simple --no-deps -r peer/requirements.txt
+	$(PEER_PYTHON) -m pip check
+	$(PEER_PYTHON) -c 'import importlib.metadata as m; \
+		want = {"blobhub-worker": "$(PEER_WORKER_VERSION)", "blobhub": "$(PEER_SDK_VERSION)", "blobhub-cli": "$(PEER_CLI_VERSION)"}; \
+		got = {k: m.version(k) for k in want}; \
+		assert got == want, f"the peer venv holds {got}, not {want}"'
+	touch $@
 
 # The CLIs ship their native binaries inside registry packages; nothing is
 # downloaded from anywhere else. A failed install fails the tests.
@@ -132,7 +168,7 @@ $(STAMP):
 # The race detector runs over the packages that drive fakes in-process (it
 # needs cgo, so a C compiler). The kill -9 tests are left to the plain pass:
 # each runs dozens of activations in subprocesses, where it sees nothing.
-RACE_PKGS := ./agent/... ./run/... ./lock/... ./outbox/... ./blobhub/... ./envelope/... ./policy/...
+RACE_PKGS := ./agent/... ./run/... ./setup/... ./exit/... ./redact/... ./statefile/... ./lock/... ./outbox/... ./blobhub/... ./envelope/... ./policy/...
 
 # Missing packages are installed with apt-get when make runs as root on
 # Debian (one apt-get update, then one install of the missing ones only);
@@ -166,15 +202,15 @@ lint: ## go vet, gofmt, staticcheck (pinned in go.mod's tool block)
 	go tool staticcheck ./...
 
 bench: tools ## benchmarks: idle run vs two curls and on long histories, ls over long histories, agent overhead (Claude, Codex, each ACP agent), relay rate (medians), outbox publishing, the idle tick after a flood and with a 50 MB envelope, each ACP agent's own cost, a pass over 1,000 threads
-	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleRun' -benchtime 20x -count 1 .
-	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleHistory|ListHistory' -benchtime 10x -count 1 -timeout 30m .
-	$(GO_TEST_ENV) go test -run '^$$' -bench 'TurnOverhead' -benchtime 10x -count 1 .
-	$(GO_TEST_ENV) go test -run '^$$' -bench 'RelayItems' -benchtime 3x -count 1 .
+	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleRun' -benchtime 20x -count 1 ./e2e/
+	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleHistory|ListHistory' -benchtime 10x -count 1 -timeout 30m ./e2e/
+	$(GO_TEST_ENV) go test -run '^$$' -bench 'TurnOverhead' -benchtime 10x -count 1 ./e2e/
+	$(GO_TEST_ENV) go test -run '^$$' -bench 'RelayItems' -benchtime 3x -count 1 ./e2e/
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'Agent' -benchtime 5x -count 1 ./acp/acptest
 	go test -run '^$$' -bench . -count 1 ./blobhub/... ./policy/... ./envelope/...
 	go test -run '^$$' -bench 'Publish' -benchmem -benchtime 3x -count 1 ./run/
 	go test -run '^$$' -bench 'IdleTick' -benchtime 5x -count 1 ./run/
-	go test -run '^$$' -bench 'FanOut' -benchtime 1x -count 1 -timeout 30m .
+	go test -run '^$$' -bench 'FanOut' -benchtime 1x -count 1 -timeout 30m ./e2e/
 
 fuzz: ## run each fuzz test for 20 s
 	@for pkg in $$(go list ./...); do \

@@ -26,7 +26,7 @@ const (
 	DefaultRetryBudget  = 2 * time.Minute
 	DefaultRetryWaitMin = 500 * time.Millisecond
 	DefaultRetryWaitMax = 30 * time.Second
-	DefaultPageSize     = 100 // local store's list-items page
+	DefaultPageSize     = 100 // list-items page: the local store's, the limit the HTTP client asks for
 	DefaultLocalUserID  = "usr_local"
 )
 
@@ -47,7 +47,8 @@ type Config struct {
 	// RetryWaitMin and RetryWaitMax bound the exponential backoff
 	// (defaults 500ms and 30s; tests shrink them).
 	RetryWaitMin, RetryWaitMax time.Duration
-	// PageSize is the local store's list-items page (default 100).
+	// PageSize is the list-items page: the local store answers at most
+	// this many, the HTTP client asks for this many (default 100).
 	PageSize   int
 	HTTPClient *http.Client // optional (tests)
 	Logger     *slog.Logger // optional
@@ -146,6 +147,9 @@ func New(cfg Config) (Client, error) {
 	}
 	if cfg.RetryWaitMax <= 0 {
 		cfg.RetryWaitMax = DefaultRetryWaitMax
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = DefaultPageSize
 	}
 	if cfg.RetryWaitMax < cfg.RetryWaitMin {
 		cfg.RetryWaitMax = cfg.RetryWaitMin

@@ -35,7 +35,7 @@ func TestDownloadBound(t *testing.T) {
 		if strings.Contains(string(body), `"big"`) {
 			v = big
 		}
-		_, _ = io.WriteString(w, `{"alias":"x","value":`+v+`}`)
+		_, _ = io.WriteString(w, `{"status":"success","object":{"alias":"x","value":`+v+`}}`)
 	}))
 	defer hs.Close()
 	c := newClient(t, blobhub.Config{APIURL: hs.URL + "/v1", APIKey: "bhk_x", RevisionID: "rev_1", SessionID: "ses_1"})

@@ -130,8 +130,11 @@ func ids(items []blobhub.Item) []string {
 	return out
 }
 
-// TestWire pins the request shape: endpoint, headers, engine, and an
-// explicit ascending (the API defaults to descending).
+// TestWire pins the request shape (docs/wire.md): reads on data/query,
+// writes on data/command, a flat body with nothing beyond the command's
+// arguments, the key in X-API-Key, an explicit ascending (the API defaults
+// to descending) and limit (it defaults to ten rows), and a listing of
+// objects followed through its cursor.
 func TestWire(t *testing.T) {
 	type seen struct {
 		path string
@@ -146,16 +149,15 @@ func TestWire(t *testing.T) {
 		mu.Lock()
 		got = append(got, seen{r.URL.Path, r.Header.Clone(), body})
 		mu.Unlock()
-		switch r.URL.Path {
-		case "/v1/users/me":
-			io.WriteString(w, `{"user_id":"usr_top","name":"Top"}`) // top-level fields
+		switch {
+		case r.URL.Path == "/v1/users/me":
+			io.WriteString(w, `{"status":"success","user":{"user_id":"usr_top","name":"Top"}}`)
+		case body["command"] == "list_session_objects" && body["cursor"] == nil:
+			io.WriteString(w, `{"status":"success","objects":[{"alias":"a"}],"cursor":"after-a"}`)
+		case body["command"] == "list_session_objects":
+			io.WriteString(w, `{"status":"success","objects":[{"alias":"b"}],"cursor":null}`)
 		default:
-			switch body["command"] {
-			case "list_session_objects":
-				io.WriteString(w, `["a",{"alias":"b"}]`)
-			default:
-				io.WriteString(w, `{"items":[]}`)
-			}
+			io.WriteString(w, `{"status":"success","items":[],"cursor":null}`)
 		}
 	}))
 	defer hs.Close()
@@ -169,24 +171,60 @@ func TestWire(t *testing.T) {
 	if _, err := c.ListItems(t.Context(), "x", blobhub.ItemQuery{}); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 {
+	if err := c.Delete(t.Context(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 5 {
 		t.Fatalf("%d requests", len(got))
 	}
 	for _, s := range got {
 		if s.h.Get("X-API-Key") != "bhk_secret" || !strings.HasPrefix(s.h.Get("User-Agent"), "bhw-run") {
 			t.Errorf("%s: headers %v", s.path, s.h)
 		}
+		if _, ok := s.body["engine"]; ok {
+			t.Errorf("%s: the body carries a key the API refuses: %v", s.path, s.body)
+		}
 	}
-	items := got[2]
-	if items.path != "/v1/revisions/rev%2F1/data" && items.path != "/v1/revisions/rev/1/data" {
-		t.Errorf("path %q", items.path)
+	if first, second := got[1].body, got[2].body; first["limit"] != float64(1000) || second["cursor"] != "after-a" {
+		t.Errorf("object listing pages %v then %v, want limit 1000 and the cursor followed", first, second)
 	}
-	if items.h.Get("Content-Type") != "application/json" || items.body["engine"] != "workflow_blobhub" ||
+	items := got[3]
+	if items.path != "/v1/revisions/rev%2F1/data/query" && items.path != "/v1/revisions/rev/1/data/query" {
+		t.Errorf("list items path %q", items.path)
+	}
+	if items.h.Get("Content-Type") != "application/json" ||
 		items.body["command"] != "list_session_thread_items" || items.body["session_id"] != "ses_1" || items.body["alias"] != "x" {
 		t.Errorf("list items request %v %v", items.h, items.body)
 	}
 	if asc, ok := items.body["ascending"]; !ok || asc != false {
 		t.Errorf("ascending not sent explicitly: %v", items.body)
+	}
+	if items.body["limit"] != float64(blobhub.DefaultPageSize) {
+		t.Errorf("limit not sent: %v", items.body)
+	}
+	if del := got[4]; !strings.HasSuffix(del.path, "/data/command") || del.body["command"] != "delete_session_object" || del.body["alias"] != "x" {
+		t.Errorf("delete request %s %v", del.path, del.body)
+	}
+}
+
+// TestFailureEnvelope: a 200 whose envelope does not say "success" is the
+// server's refusal, read as its code, never taken for an answer; a post
+// refused so is not ambiguous (nothing was stored).
+func TestFailureEnvelope(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"status":"failure","error":"session_not_open","message":"the session is closed"}`)
+	}))
+	defer hs.Close()
+	c := newClient(t, blobhub.Config{APIURL: hs.URL + "/v1", APIKey: "k", RevisionID: "r", SessionID: "s", RetryWaitMin: time.Microsecond})
+	_, derr := c.Download(t.Context(), "x")
+	_, perr := c.Post(t.Context(), "x", text("x"))
+	uerr := c.Upload(t.Context(), "x", json.RawMessage(`{"type":"thread"}`))
+	for _, err := range []error{derr, perr, uerr} {
+		var ae *blobhub.APIError
+		if !errors.As(err, &ae) || ae.Code != "session_not_open" || ae.Message != "the session is closed" ||
+			errors.Is(err, blobhub.ErrAmbiguous) || errors.Is(err, blobhub.ErrUnavailable) {
+			t.Errorf("%v, want the session_not_open refusal", err)
+		}
 	}
 }
 
@@ -652,8 +690,8 @@ func TestNoThread(t *testing.T) {
 		}
 	}
 	// On the wire: the guessed status, the documented code.
-	st, body := rawPost(t, srv, `{"engine":"workflow_blobhub","command":"post_session_thread_item","session_id":"ses_test","alias":"absent","content":[{"type":"text","text":"x"}]}`)
-	if st != blobhub.StatusInvalidThreadEnvelope || !strings.Contains(body, `"code":"invalid_thread_envelope"`) {
+	st, body := rawPost(t, srv, `{"command":"post_session_thread_item","session_id":"ses_test","alias":"absent","content":[{"type":"text","text":"x"}]}`)
+	if st != blobhub.StatusInvalidThreadEnvelope || !strings.Contains(body, `"error":"invalid_thread_envelope"`) {
 		t.Errorf("wire answer %d %s", st, body)
 	}
 
@@ -698,7 +736,7 @@ func TestNoThreadWhateverTheStatus(t *testing.T) {
 
 func rawPost(t *testing.T, srv *bhtest.Server, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL()+"/revisions/"+bhtest.RevisionID+"/data", strings.NewReader(body))
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL()+"/revisions/"+bhtest.RevisionID+"/data/command", strings.NewReader(body))
 	req.Header.Set("X-API-Key", bhtest.RunnerKey)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)

@@ -51,8 +51,9 @@ func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
 
 // Error codes of the API. thread_item_too_large and
 // invalid_thread_envelope are documented (post_session_thread_item,
-// list_session_thread_items), not_found for get_session_thread_item; that
-// download_session_object answers not_found for a missing alias is a guess.
+// list_session_thread_items), not_found for get_session and
+// get_session_thread_item. A missing session object is answered 403
+// (docs/wire.md).
 const (
 	CodeNotFound              = "not_found"
 	CodeThreadItemTooLarge    = "thread_item_too_large"
@@ -68,6 +69,9 @@ type APIError struct {
 	Status  int
 	Code    string
 	Message string
+	// Absent marks a 403 the API gives for an object that does not exist
+	// (download_session_object): it matches ErrNotFound as well as ErrAuth.
+	Absent bool
 }
 
 func (e *APIError) Error() string {
@@ -82,6 +86,8 @@ func (e *APIError) Error() string {
 		s += ": " + e.Message
 	}
 	switch {
+	case e.Absent:
+		return "not found, or not readable with this key (" + s + ")"
 	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
 		return ErrAuth.Error() + " (" + s + ")"
 	case e.Code == CodeThreadItemTooLarge:
@@ -96,7 +102,7 @@ func (e *APIError) Error() string {
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrNotFound:
-		return e.Status == http.StatusNotFound || e.Code == CodeNotFound
+		return e.Status == http.StatusNotFound || e.Code == CodeNotFound || e.Absent
 	case ErrAuth:
 		return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
 	case ErrItemTooLarge:

@@ -20,10 +20,12 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 )
 
-// The wire. Every session command is one POST to
-// {api_url}/revisions/{revision_id}/data.
+// The wire (docs/wire.md). Every session command is one POST of a flat
+// {"command": …, args…} body to {api_url}/revisions/{revision_id}/data/query
+// (reads) or …/data/command (writes); the server refuses a key it does not
+// know, so nothing else travels in the body. Every answer is an envelope
+// whose "status" is "success", or an error code and message.
 const (
-	engine    = "workflow_blobhub"
 	userAgent = "bhw-run"
 
 	maxBody = 256 << 20 // an answer larger than this is refused, not buffered
@@ -40,6 +42,14 @@ const (
 	CmdPost      = "post_session_thread_item"
 	CmdListItems = "list_session_thread_items"
 )
+
+// channels: the commands that write go to data/command, the rest to
+// data/query.
+var writes = map[string]bool{CmdUpload: true, CmdDelete: true, CmdPost: true}
+
+// maxListLimit is the largest page list_session_objects serves; without a
+// limit the server answers ten rows.
+const maxListLimit = 1000
 
 type httpClient struct {
 	cfg  Config
@@ -84,7 +94,7 @@ func (c *httpClient) sessionCall(cmd, alias string, fields map[string]any) (*cal
 	if c.cfg.RevisionID == "" || c.cfg.SessionID == "" {
 		return nil, opErr(cmd, alias, errors.New("no revision or session id configured; pass --revision and --session or configure the section"))
 	}
-	m := map[string]any{"engine": engine, "command": cmd, "session_id": c.cfg.SessionID}
+	m := map[string]any{"command": cmd, "session_id": c.cfg.SessionID}
 	for k, v := range fields {
 		m[k] = v
 	}
@@ -92,15 +102,19 @@ func (c *httpClient) sessionCall(cmd, alias string, fields map[string]any) (*cal
 	if err != nil {
 		return nil, opErr(cmd, alias, err)
 	}
+	channel := "/data/query"
+	if writes[cmd] {
+		channel = "/data/command"
+	}
 	return &call{
 		command: cmd, alias: alias, method: http.MethodPost,
-		url:  c.base + "/revisions/" + url.PathEscape(c.cfg.RevisionID) + "/data",
+		url:  c.base + "/revisions/" + url.PathEscape(c.cfg.RevisionID) + channel,
 		body: b,
 	}, nil
 }
 
-// header: the name of the header the key travels in is a guess (the pages
-// read document the key, not how it is sent).
+// header: the key travels in X-API-Key, as the SDK, the CLI and the
+// worker send it.
 func (c *httpClient) header(h http.Header) {
 	h.Set("X-API-Key", c.cfg.APIKey)
 	h.Set("User-Agent", userAgent)
@@ -181,9 +195,28 @@ func (c *httpClient) do(ctx context.Context, k *call) ([]byte, error) {
 		return nil, opErr(k.command, k.alias, unavailable(err))
 	}
 	if resp.StatusCode/100 == 2 {
+		if e := failed(resp.StatusCode, body); e != nil {
+			return nil, opErr(k.command, k.alias, e)
+		}
 		return body, nil
 	}
 	return nil, opErr(k.command, k.alias, statusError(resp, body))
+}
+
+// failed is the error a 2xx answer stands for: the server says a command
+// failed with a 200 whose "status" is not "success". nil for success.
+func failed(status int, body []byte) *APIError {
+	var env struct {
+		Status *string `json:"status"`
+	}
+	if json.Unmarshal(body, &env) != nil || (env.Status != nil && *env.Status == "success") {
+		return nil
+	}
+	e := parseAPIError(status, body)
+	if e.Code == "" {
+		e.Code = "command_failed"
+	}
+	return e
 }
 
 // request is k as a request whose answer, read whole up to maxBody, lands
@@ -297,12 +330,10 @@ func statusError(resp *http.Response, body []byte) error {
 	return e
 }
 
-// parseAPIError accepts {"error":{"code","message"}}, {"code","message"},
-// {"error":"code","message"} or any other body (kept, shortened, as the
-// message). The documentation names the error codes of the commands
-// (invalid_thread_envelope, thread_item_too_large, not_found) but shows no
-// error body: every one of these shapes is a guess, the first the one the
-// test hub answers.
+// parseAPIError reads the failure envelope {"status", "error": code,
+// "message"} the API answers (docs/wire.md). Two older shapes the test hub
+// once served, {"error": {"code", "message"}} and {"code", "message"}, are
+// still read; any other body is kept, shortened, as the message.
 func parseAPIError(status int, body []byte) *APIError {
 	e := &APIError{Status: status}
 	var m map[string]json.RawMessage
@@ -341,23 +372,21 @@ func parseAPIError(status int, body []byte) *APIError {
 	return e
 }
 
-// Me: GET /users/me gives user_id, name and email (worker/cli/login);
-// whether they come flat or under "user" is a guess, so both are read.
+// Me: GET /users/me answers the user under "user" (user_id, name, email).
 func (c *httpClient) Me(ctx context.Context) (User, error) {
 	b, err := c.do(ctx, &call{command: CmdMe, method: http.MethodGet, url: c.base + "/users/me"})
 	if err != nil {
 		return User{}, err
 	}
 	var ans struct {
-		User
-		Inner *User `json:"user"`
+		User *User `json:"user"`
 	}
 	if err := json.Unmarshal(b, &ans); err != nil {
 		return User{}, opErr(CmdMe, "", fmt.Errorf("answer is not a user: %w", err))
 	}
-	u := ans.User
-	if ans.Inner != nil {
-		u = *ans.Inner
+	var u User
+	if ans.User != nil {
+		u = *ans.User
 	}
 	if u.UserID == "" {
 		return User{}, opErr(CmdMe, "", errors.New("answer carries no user_id"))
@@ -365,10 +394,10 @@ func (c *httpClient) Me(ctx context.Context) (User, error) {
 	return u, nil
 }
 
-// Download: the answer is the documented envelope {revision_id,
-// session_id, alias, updated_at, value} (session objects); the same under
-// "object" is read too, a guess kept from before the envelope was known.
-// That a missing alias is 404 or code not_found is a guess.
+// Download: the answer holds the object {…, alias, updated_at, value}
+// under "object". The API answers 403 for an alias that does not exist (the
+// same status as for one the key may not read): that answer is ErrNotFound
+// here, and ErrAuth too, so a caller that asks for either hears it.
 func (c *httpClient) Download(ctx context.Context, alias string) (Object, error) {
 	k, err := c.sessionCall(CmdDownload, alias, map[string]any{"alias": alias})
 	if err != nil {
@@ -376,19 +405,22 @@ func (c *httpClient) Download(ctx context.Context, alias string) (Object, error)
 	}
 	k.maxValue = maxValue(ctx)
 	b, err := c.do(ctx, k)
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Status == http.StatusForbidden {
+		ae.Absent = true
+	}
 	if err != nil {
 		return Object{}, err
 	}
 	var ans struct {
-		Object
-		Inner *Object `json:"object"`
+		Object *Object `json:"object"`
 	}
 	if err := json.Unmarshal(b, &ans); err != nil {
 		return Object{}, opErr(CmdDownload, alias, fmt.Errorf("answer is not an object: %w", err))
 	}
-	o := ans.Object
-	if ans.Inner != nil && len(o.Value) == 0 {
-		o = *ans.Inner
+	var o Object
+	if ans.Object != nil {
+		o = *ans.Object
 	}
 	if len(o.Value) == 0 || string(o.Value) == "null" {
 		return Object{}, opErr(CmdDownload, alias, &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "answer carries no value"})
@@ -411,9 +443,7 @@ func (c *httpClient) Upload(ctx context.Context, alias string, value json.RawMes
 	return err
 }
 
-// Delete sends delete_session_object. The documentation names the command
-// (delete_session_object(session_id, alias=…)) but shows no request or
-// answer; the body is a guess, shaped as every other session command's.
+// Delete sends delete_session_object {session_id, alias} on data/command.
 func (c *httpClient) Delete(ctx context.Context, alias string) error {
 	k, err := c.sessionCall(CmdDelete, alias, map[string]any{"alias": alias})
 	if err != nil {
@@ -423,72 +453,60 @@ func (c *httpClient) Delete(ctx context.Context, alias string) error {
 	return err
 }
 
-func (c *httpClient) List(ctx context.Context) ([]string, error) {
-	k, err := c.sessionCall(CmdList, "", nil)
-	if err != nil {
-		return nil, err
-	}
-	b, err := c.do(ctx, k)
-	if err != nil {
-		return nil, err
-	}
-	aliases, err := parseAliases(b)
-	if err != nil {
-		return nil, opErr(CmdList, "", err)
-	}
-	return aliases, nil
-}
+// maxListPages bounds List: a server that keeps answering a cursor is cut
+// off after this many pages (a million aliases at the largest page).
+const maxListPages = 1000
 
-// parseAliases accepts {"aliases":[…]}, {"objects":[{"alias":…}]} and a bare
-// array of strings or objects. The documentation says the command lists
-// the aliases of the session's objects but shows no answer: every shape is
-// a guess, {"objects": …} the one the test hub answers.
-func parseAliases(b []byte) ([]string, error) {
-	var m struct {
-		Aliases json.RawMessage `json:"aliases"`
-		Objects json.RawMessage `json:"objects"`
-	}
-	list := json.RawMessage(b)
-	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
-		if err := json.Unmarshal(b, &m); err != nil {
+// List pages list_session_objects at its largest page, following the
+// answer's opaque cursor until it is null or absent.
+func (c *httpClient) List(ctx context.Context) ([]string, error) {
+	var out []string
+	cursor := ""
+	for range maxListPages {
+		f := map[string]any{"limit": maxListLimit}
+		if cursor != "" {
+			f["cursor"] = cursor // never null: the server refuses one
+		}
+		k, err := c.sessionCall(CmdList, "", f)
+		if err != nil {
 			return nil, err
 		}
-		switch {
-		case m.Aliases != nil:
-			list = m.Aliases
-		case m.Objects != nil:
-			list = m.Objects
-		default:
-			return nil, errors.New(`answer has neither "aliases" nor "objects"`)
+		b, err := c.do(ctx, k)
+		if err != nil {
+			return nil, err
 		}
+		var page struct {
+			Objects []struct {
+				Alias string `json:"alias"`
+			} `json:"objects"`
+			Cursor *string `json:"cursor"`
+		}
+		if err := json.Unmarshal(b, &page); err != nil || page.Objects == nil {
+			return nil, opErr(CmdList, "", errors.New(`answer carries no "objects" list`))
+		}
+		for _, o := range page.Objects {
+			if o.Alias == "" {
+				return nil, opErr(CmdList, "", errors.New("a listed object carries no alias"))
+			}
+			out = append(out, o.Alias)
+		}
+		if page.Cursor == nil || *page.Cursor == "" {
+			return out, nil
+		}
+		if *page.Cursor == cursor {
+			return nil, opErr(CmdList, "", errors.New("the server answered the cursor it was sent; the listing would not end"))
+		}
+		cursor = *page.Cursor
 	}
-	var raw []json.RawMessage
-	if err := json.Unmarshal(list, &raw); err != nil {
-		return nil, fmt.Errorf("answer is not a list of aliases: %w", err)
-	}
-	out := make([]string, 0, len(raw))
-	for _, r := range raw {
-		var s string
-		if json.Unmarshal(r, &s) == nil {
-			out = append(out, s)
-			continue
-		}
-		var o struct {
-			Alias string `json:"alias"`
-		}
-		if err := json.Unmarshal(r, &o); err != nil || o.Alias == "" {
-			return nil, fmt.Errorf("list entry %s carries no alias", r)
-		}
-		out = append(out, o.Alias)
-	}
-	return out, nil
+	return nil, opErr(CmdList, "", fmt.Errorf("the listing did not end after %d pages", maxListPages))
 }
 
-// ListItems: the request and the answer {"items": […]} are documented
-// (list_session_thread_items; strict created_since and created_before, the
-// page size the server's); a bare array is read too, a guess.
+// ListItems: list_session_thread_items {alias, ascending, created_since,
+// created_before, limit} answers {"items": […], "cursor"}; the bounds are
+// strict. The caller pages by created_at (Tail), so the cursor is not
+// followed; the limit is sent because without one the server answers ten.
 func (c *httpClient) ListItems(ctx context.Context, alias string, q ItemQuery) (Page, error) {
-	f := map[string]any{"alias": alias, "ascending": q.Ascending} // the API defaults to descending
+	f := map[string]any{"alias": alias, "ascending": q.Ascending, "limit": c.cfg.PageSize} // the API defaults to descending
 	if q.CreatedSince != "" {
 		f["created_since"] = q.CreatedSince
 	}
@@ -506,12 +524,7 @@ func (c *httpClient) ListItems(ctx context.Context, alias string, q ItemQuery) (
 	var ans struct {
 		Items []Item `json:"items"`
 	}
-	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("[")) {
-		err = json.Unmarshal(b, &ans.Items)
-	} else {
-		err = json.Unmarshal(b, &ans)
-	}
-	if err != nil {
+	if err := json.Unmarshal(b, &ans); err != nil {
 		return Page{}, opErr(CmdListItems, alias, fmt.Errorf("answer is not a list of items: %w", err))
 	}
 	if ans.Items == nil {
@@ -524,8 +537,9 @@ func (c *httpClient) ListItems(ctx context.Context, alias string, q ItemQuery) (
 // server could act (a refused connection, a cancelled context before
 // sending, 429) is ErrUnavailable; anything after the request may have
 // arrived — a dropped connection, a timeout, a 5xx, a cut answer — is
-// ErrAmbiguous. The answer {"item": {id, created_at, user_id, …}} is
-// documented (post_session_thread_item); a bare item is read too, a guess.
+// ErrAmbiguous. A 200 whose envelope says the command failed is the
+// server's word (the item was not stored). The answer is {"item": {id,
+// created_at, user_id, …}}.
 func (c *httpClient) Post(ctx context.Context, alias string, p NewItem) (Item, error) {
 	f := map[string]any{"alias": alias, "content": p.Content}
 	if len(p.Metadata) > 0 {
@@ -573,13 +587,10 @@ func (c *httpClient) Post(ctx context.Context, alias string, p NewItem) (Item, e
 	if err := json.Unmarshal(b, &ans); err != nil {
 		return Item{}, opErr(CmdPost, alias, ambiguous(errBadBody))
 	}
-	it := ans.Item
-	if it == nil {
-		var bare Item
-		if json.Unmarshal(b, &bare) == nil && bare.ID != "" {
-			it = &bare
-		}
+	if e := failed(resp.StatusCode, b); e != nil {
+		return Item{}, opErr(CmdPost, alias, e)
 	}
+	it := ans.Item
 	if it == nil || it.ID == "" {
 		return Item{}, opErr(CmdPost, alias, ambiguous(errors.New("answer carries no item id")))
 	}

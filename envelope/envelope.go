@@ -28,7 +28,8 @@ const (
 // (worker/session-agent-harness/thread-object) are workspace.work_folder,
 // agent {type, executable, model, effort, permissions} and instance.state;
 // agent.permissions guarded, agent.budget and the policy and artifacts
-// blocks are bhw-run's own (the README's "Differences from blobhub-worker").
+// blocks are bhw-run's own (docs/contract.md, "Differences from
+// blobhub-worker").
 type Envelope struct {
 	Raw  json.RawMessage // the value exactly as served (the caller's bytes)
 	Type string

@@ -45,6 +45,11 @@ type artifactIntent struct {
 	workFolder string
 	source     string
 	announceID string
+	// files are the outbox paths an archive packs (run/outboxbound.go);
+	// nil for one file. packed is the archive the scan made, nil after a
+	// kill (packed again).
+	files  []string
+	packed *outbox.Packed
 }
 
 // createOutbox creates <work_folder>/<artifacts.source> with a
@@ -96,9 +101,7 @@ func (a *activation) scanOutbox() []outbox.File {
 		a.skipArtifact("", fmt.Sprintf("the outbox was not read: %v", err))
 		return nil
 	}
-	for _, s := range skips {
-		a.skipArtifact(s.Path, s.Reason)
-	}
+	a.skipArtifacts(skips)
 	var out []outbox.File
 	for _, f := range files {
 		if err := setup.ValidateAlias(a.artifactAlias(f.Path)); err != nil {
@@ -130,13 +133,21 @@ func (a *activation) skipArtifact(rel, reason string) {
 	a.emit(agent.StatusItem("artifact_skipped", text, map[string]any{"path": rel, "reason": reason}))
 }
 
-// journalIntents journals one upload intent per file. The caller holds
-// a.mu and journals turn_end in the same step, so the intents and the
-// turn's end reach the journal together.
-func (a *activation) journalIntents(files []outbox.File) ([]*artifactIntent, error) {
+// journalIntents journals one upload intent per file, and one for the
+// archive of the files beyond artifacts.max_files. The caller holds a.mu
+// and journals turn_end in the same step, so the intents and the turn's
+// end reach the journal together.
+func (a *activation) journalIntents(files []outbox.File, pack *outboxPack) ([]*artifactIntent, error) {
 	var out []*artifactIntent
 	for i := range files {
 		in, err := journalIntent(a.j, a.alias, a.t.Workspace.Folder(), a.env.Artifacts.Source, &files[i])
+		if err != nil {
+			return out, err
+		}
+		out = append(out, in)
+	}
+	if pack != nil {
+		in, err := journalPackIntent(a.j, a.alias, a.t.Workspace.Folder(), a.env.Artifacts.Source, pack)
 		if err != nil {
 			return out, err
 		}
@@ -164,8 +175,15 @@ func journalIntent(j *journal, thread, workFolder, source string, f *outbox.File
 // intentOf reads an artifact intent back from its journal emission.
 func intentOf(e *emission) *artifactIntent {
 	s := func(k string) string { v, _ := e.Item.Meta[k].(string); return v }
-	return &artifactIntent{e: e, alias: s("alias"), path: s("path"), sha256: s("sha256"),
+	in := &artifactIntent{e: e, alias: s("alias"), path: s("path"), sha256: s("sha256"),
 		workFolder: s("work_folder"), source: s("source"), announceID: s("announce_id")}
+	files, _ := e.Item.Meta["files"].([]any)
+	for _, f := range files {
+		if p, ok := f.(string); ok {
+			in.files = append(in.files, p)
+		}
+	}
+	return in
 }
 
 // publishArtifacts uploads and announces the intents of this turn. An
@@ -221,12 +239,21 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 		return err
 	}
 	var meta artifactMeta
-	if held != nil && held.SHA256 == in.sha256 {
+	var packed []outbox.File
+	if held != nil && held.SHA256 == in.sha256 && in.files == nil {
 		// The alias holds the intended bytes already: an upload that
 		// landed before a kill.
 		meta = *held
 	} else {
-		f, err := outbox.Read(in.workFolder, in.source, in.path, a.maxBytes())
+		var f *outbox.File
+		var err error
+		if in.files != nil {
+			// An archive is packed again either way: its record names
+			// the files it holds.
+			f, packed, err = a.packOf(in)
+		} else {
+			f, err = outbox.Read(in.workFolder, in.source, in.path, a.maxBytes())
+		}
 		if err != nil {
 			a.skipArtifact(in.path, fmt.Sprintf("it cannot be read any more: %v", err))
 			return a.dropIntent(in)
@@ -251,7 +278,11 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 	}
 
 	a.mu.Lock()
-	err = a.recordPublished(in.path, envelope.PublishedArtifact{SHA256: meta.SHA256, Alias: in.alias})
+	if in.files != nil {
+		err = a.recordPacked(in.alias, packed)
+	} else {
+		err = a.recordPublished(in.path, envelope.PublishedArtifact{SHA256: meta.SHA256, Alias: in.alias})
+	}
 	a.mu.Unlock()
 	if err != nil {
 		return err
@@ -262,6 +293,10 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 		"type":     agent.ItemArtifactPublished,
 		"artifact": map[string]any{"name": meta.Name, "alias": in.alias, "sha256": meta.SHA256, "size": meta.Size},
 	}}
+	if in.files != nil {
+		it.Brief = fmt.Sprintf("📎 %s (%s, %d files)", in.path, humanSize(meta.Size), len(packed))
+		it.Meta["artifact"].(map[string]any)["files"] = len(packed)
+	}
 	a.mu.Lock()
 	ann, err := a.j.addID(in.announceID, a.alias, it, "")
 	if err == nil {

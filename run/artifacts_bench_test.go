@@ -78,7 +78,7 @@ func (p *benchPublisher) files(b *testing.B, n, size int) {
 func (p *benchPublisher) publishOutbox(b *testing.B) {
 	files := p.a.scanOutbox()
 	p.a.mu.Lock()
-	intents, err := p.a.journalIntents(files)
+	intents, err := p.a.journalIntents(files, nil)
 	p.a.mu.Unlock()
 	if err != nil {
 		b.Fatal(err)

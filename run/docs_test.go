@@ -25,14 +25,14 @@ import (
 )
 
 // The tests of this file read the local files in the shapes the
-// blobhub-worker documentation shows (testdata/docs, each fixture naming
+// blobhub-worker documentation shows (e2e/testdata/docs, each fixture naming
 // the page it comes from), since a person may point the daemon and
 // bhw-run at one account, or move a machine from one to the other.
 
-// docsFixture reads testdata/docs/name, with each old → new replaced.
+// docsFixture reads e2e/testdata/docs/name, with each old → new replaced.
 func docsFixture(t *testing.T, name string, replace ...string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "docs", name))
+	b, err := os.ReadFile(filepath.Join("..", "e2e", "testdata", "docs", name))
 	if err != nil {
 		t.Fatal(err)
 	}

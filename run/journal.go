@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -52,7 +53,14 @@ type journal struct {
 	// would keep and has grown to compactAtBytes.
 	records int
 	size    int64
+	// calls are the tool calls journaled since the last turn_end that have
+	// no tool_result yet, in journal order: what a turn cut short (a kill,
+	// a crash, a signal) left without a result (closeOpenCalls).
+	calls []unresultedCall
 }
+
+// unresultedCall is a tool_call the journal holds no result for.
+type unresultedCall struct{ InvocationID, Name string }
 
 // compactThreshold is how long the journal grows before compaction
 // rewrites it. Every rewrite replaces the file (a new inode, a rename, the
@@ -160,6 +168,7 @@ func (j *journal) apply(line []byte) {
 			j.counter = n
 		}
 		j.noteResolution(e)
+		j.noteCall(e)
 		if _, done := j.posted[e.ID]; done {
 			return
 		}
@@ -223,7 +232,26 @@ func (j *journal) addID(id, target string, it agent.Item, kind string) (*emissio
 	j.byID[e.ID] = e
 	j.open = append(j.open, e)
 	j.noteResolution(e)
+	j.noteCall(e)
 	return e, nil
+}
+
+// noteCall follows which tool calls still wait for their result: a
+// tool_call opens one, its tool_result closes it, and a turn_end closes
+// whatever its turn left (that turn is over; it never gets another).
+func (j *journal) noteCall(e *emission) {
+	switch e.Item.Type() {
+	case agent.ItemTurnEnd:
+		j.calls = nil
+	case agent.ItemToolCall, agent.ItemToolResult:
+		tool, _ := e.Item.Meta["tool"].(map[string]any)
+		id, _ := tool["invocation_id"].(string)
+		j.calls = slices.DeleteFunc(j.calls, func(c unresultedCall) bool { return c.InvocationID == id })
+		if e.Item.Type() == agent.ItemToolCall {
+			name, _ := tool["name"].(string)
+			j.calls = append(j.calls, unresultedCall{InvocationID: id, Name: name})
+		}
+	}
 }
 
 // noteResolution remembers which prompt a pending_prompt_resolved resolves.
@@ -365,10 +393,11 @@ func (j *journal) compact(promptEmission, promptItem string) (bool, error) {
 }
 
 // shrinks reports whether compact would rewrite the journal: nothing is
-// open, the file has grown to compactAtBytes, and it holds more records
-// than compact keeps.
+// open (no emission unconfirmed, no tool call without its result), the
+// file has grown to compactAtBytes, and it holds more records than compact
+// keeps.
 func (j *journal) shrinks(promptEmission, promptItem string) bool {
-	return len(j.open) == 0 && j.size >= compactAtBytes && j.records > len(j.kept(promptEmission, promptItem))
+	return len(j.open) == 0 && len(j.calls) == 0 && j.size >= compactAtBytes && j.records > len(j.kept(promptEmission, promptItem))
 }
 
 // kept is what compact keeps (see there).

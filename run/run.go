@@ -238,6 +238,9 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		}
 		d = Decide(a.facts())
 	}
+	// A tool call a killed run left open gets its result before anything
+	// follows it on the thread.
+	a.closeOpenCalls(nil)
 	// 8. Wrap up; the deferred calls release the lock and write the summary.
 	return sum, a.wrapUp(ctx, a.act(ctx, d))
 }

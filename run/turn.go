@@ -137,6 +137,10 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 		note := "(The earlier conversation could not be resumed; this is a new session.)\n\n"
 		result, err = a.runAgent(ctx, res, gate, note+message, plan, tally)
 	}
+	if err != nil || result.Outcome != agent.TurnCompleted && result.Outcome != agent.TurnParked {
+		// Cut short: a call still open never gets its result.
+		a.closeOpenCalls(tally)
+	}
 	return a.endTurn(ctx, result, tally, err)
 }
 
@@ -155,8 +159,9 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	inbound := t.Turn.Inbound
 	// A completed turn publishes the outbox; a parked or failed one does not.
 	var files []outbox.File
+	var pack *outboxPack
 	if turnEnd == "completed" {
-		files = a.scanOutbox()
+		files, pack = a.boundOutbox(a.scanOutbox())
 	}
 	a.mu.Lock()
 	a.turnRan()
@@ -164,7 +169,7 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	b := a.budget()
 	spent := spentCaps(b, t)
 	a.ledger().BudgetSpent = spent
-	intents, jerr := a.journalIntents(files)
+	intents, jerr := a.journalIntents(files, pack)
 	var e *emission
 	if jerr == nil {
 		e, jerr = a.j.add(a.alias, agent.TurnEndItem(turnEnd, r, tools), "")

@@ -33,6 +33,10 @@ import (
 // DefaultAPIURL is BlobHub's public API.
 const DefaultAPIURL = "https://api.blobhub.io/v1"
 
+// DefaultMaxFiles is artifacts.max_files when config.yaml sets none: the
+// most files a turn publishes one by one (run packs the rest).
+const DefaultMaxFiles = 100
+
 // JobType is the only job type bhw-run runs.
 const JobType = "session_agent_harness"
 
@@ -57,7 +61,7 @@ type Options struct {
 	Secrets *redact.Secrets
 }
 
-// Config is config.yaml (the README's Configuration). Unknown keys are
+// Config is config.yaml (docs/configuration.md). Unknown keys are
 // refused.
 type Config struct {
 	// Polling is the blobhub-worker daemon's poll cadence
@@ -83,6 +87,9 @@ type Config struct {
 	} `yaml:"policy"`
 	Artifacts struct {
 		MaxBytes int64 `yaml:"max_bytes"`
+		// MaxFiles bounds the files a turn publishes one by one; the rest
+		// go in one archive (run/outboxbound.go).
+		MaxFiles int `yaml:"max_files"`
 	} `yaml:"artifacts"`
 	Sections []Section `yaml:"sections"`
 }
@@ -469,6 +476,12 @@ func validateConfig(c *Config, s *Setup) error {
 	}
 	if c.Artifacts.MaxBytes <= 0 {
 		c.Artifacts.MaxBytes = 5 << 20
+	}
+	if c.Artifacts.MaxFiles < 0 {
+		return exit.Errorf(exit.CodeInvalidConfig, "artifacts.max_files must be 1 or more (0 or absent: %d)", DefaultMaxFiles)
+	}
+	if c.Artifacts.MaxFiles == 0 {
+		c.Artifacts.MaxFiles = DefaultMaxFiles
 	}
 	for _, r := range c.Workspace.Roots {
 		if !filepath.IsAbs(r) {

@@ -126,6 +126,11 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 		case st.Tool != nil:
 			id := f.nextID()
 			f.update("tool_call", map[string]any{"id": id, "tool": toolName(st.Tool), "input": toolInput(st.Tool)})
+			if st.Tool.Running {
+				<-f.interrupt
+				outcome["outcome"] = "interrupted"
+				return
+			}
 			f.update("tool_result", map[string]any{"id": id, "output": orDefault(st.Tool.Result, "ran")})
 		case st.Call != nil || len(st.Ask) > 0:
 			if !f.ask(st) {

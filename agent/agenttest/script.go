@@ -78,6 +78,11 @@ type Tool struct {
 	Target policy.Target  `json:"target"`
 	// Result is what the call prints when it runs (default "ran").
 	Result string `json:"result,omitempty"`
+	// Running: the call never finishes (a long build, a hung command): the
+	// test agent's fake announces it and then waits for the host's
+	// interrupt, which ends the turn interrupted with no result. The other
+	// agents' fakes ignore it.
+	Running bool `json:"running,omitempty"`
 }
 
 // Write is a call that writes path.

@@ -1,5 +1,7 @@
 // Package bhtest serves a blobhub.LocalStore over a real HTTP server in the
-// BlobHub wire format, with switches for the faults a run
+// BlobHub wire format (docs/wire.md: the data/query and data/command
+// channels, the status envelope, the ten-row default page and its cursor,
+// the 403 of a missing object), with switches for the faults a run
 // must survive: small pages, equal timestamps, injected 500/429 with
 // Retry-After, slow and truncated bodies, connections dropped before or
 // after an item is stored, list answers that never end and items stamped
@@ -31,6 +33,13 @@ const (
 	PersonUserID = "usr_person"
 	RevisionID   = "rev_test"
 	SessionID    = "ses_test"
+	// OrgID and BlobID name the blob whose revision RevisionID is (GET
+	// /blobs/{org}/{blob} and …/revisions/{ref}, which the SDK reads
+	// before it sends a data command).
+	OrgID  = "org_test"
+	BlobID = "blb_test"
+	// SessionAlias is the alias get_session resolves to SessionID.
+	SessionAlias = "test-session"
 
 	// CmdMe names GET /users/me in the request log and in fault switches.
 	CmdMe = blobhub.CmdMe
@@ -109,7 +118,10 @@ func New(t testing.TB, opts ...Option) *Server {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/users/me", s.me)
-	mux.HandleFunc("POST /v1/revisions/{revision}/data", s.data)
+	mux.HandleFunc("GET /v1/blobs/{org}/{blob}", s.blob)
+	mux.HandleFunc("GET /v1/blobs/{org}/{blob}/revisions/{ref}", s.revision)
+	mux.HandleFunc("POST /v1/revisions/{revision}/data/query", func(w http.ResponseWriter, r *http.Request) { s.data(w, r, false) })
+	mux.HandleFunc("POST /v1/revisions/{revision}/data/command", func(w http.ResponseWriter, r *http.Request) { s.data(w, r, true) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.record("")
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint "+r.Method+" "+r.URL.Path)
@@ -495,8 +507,73 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request) {
 	s.answer(w, r, CmdMe, http.StatusOK, map[string]any{"user": u})
 }
 
+// blob answers the one blob the server knows, a workflow blob whose
+// default revision is RevisionID.
+func (s *Server) blob(w http.ResponseWriter, r *http.Request) {
+	if !s.blobGate(w, r, cmdBlob) {
+		return
+	}
+	s.answer(w, r, cmdBlob, http.StatusOK, map[string]any{"blob": map[string]any{
+		"id": BlobID, "org_id": OrgID, "alias": "test-blob", "type": "workflow", "visibility": "private",
+		"status": "ready", "default_revision_id": RevisionID,
+	}})
+}
+
+// revision resolves RevisionID, by its id or as "default".
+func (s *Server) revision(w http.ResponseWriter, r *http.Request) {
+	if !s.blobGate(w, r, cmdRevision) {
+		return
+	}
+	if ref := r.PathValue("ref"); ref != RevisionID && ref != "default" {
+		writeError(w, http.StatusNotFound, "revision_not_found", "the blob has no revision "+ref)
+		return
+	}
+	s.answer(w, r, cmdRevision, http.StatusOK, map[string]any{"revision": map[string]any{
+		"id": RevisionID, "blob_id": BlobID, "phase": "draft", "status": "ready",
+	}})
+}
+
+// blobGate records and gates a read of the blob; false when it has been
+// answered already (another blob is refused, as the API refuses one the
+// key may not read).
+func (s *Server) blobGate(w http.ResponseWriter, r *http.Request, command string) bool {
+	s.record(command)
+	if !s.gate(w, r, command) {
+		return false
+	}
+	if r.PathValue("org") != OrgID || r.PathValue("blob") != BlobID {
+		writeError(w, http.StatusForbidden, "forbidden", "no such blob, or not readable with this key")
+		return false
+	}
+	return true
+}
+
+// The request log's names of the two blob reads.
+const (
+	cmdBlob     = "get_blob"
+	cmdRevision = "resolve_revision"
+)
+
+// channels: the commands each data channel serves.
+var channels = map[string]bool{ // command name → it writes
+	"download_session_object":   false,
+	"list_session_objects":      false,
+	"list_session_thread_items": false,
+	"get_session":               false,
+	"upload_session_object":     true,
+	"delete_session_object":     true,
+	"post_session_thread_item":  true,
+}
+
+// The pages of the list commands: ten rows without a limit, at most 1000.
+const (
+	defaultLimit = 10
+	maxLimit     = 1000
+)
+
+// request is every argument a data command may carry; any other key is
+// refused, as the API refuses it.
 type request struct {
-	Engine        string          `json:"engine"`
 	Command       string          `json:"command"`
 	SessionID     string          `json:"session_id"`
 	Alias         *string         `json:"alias"`
@@ -507,28 +584,48 @@ type request struct {
 	Ascending     *bool           `json:"ascending"`
 	CreatedSince  string          `json:"created_since"`
 	CreatedBefore string          `json:"created_before"`
+	Prefix        string          `json:"prefix"`
+	Cursor        *string         `json:"cursor"`
+	Limit         *int            `json:"limit"`
 }
 
-func (s *Server) data(w http.ResponseWriter, r *http.Request) {
+// data serves one data command on its channel (write: data/command).
+func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
 	var req request
-	decErr := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20)).Decode(&req)
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20))
+	dec.DisallowUnknownFields()
+	decErr := dec.Decode(&req)
 	s.record(req.Command)
 	if !s.gate(w, r, req.Command) {
 		return
 	}
+	writes, known := channels[req.Command]
 	switch {
 	case decErr != nil:
-		writeError(w, http.StatusBadRequest, "invalid_request", "body is not JSON: "+decErr.Error())
+		writeError(w, http.StatusBadRequest, "invalid_request_body", "the body is not a command this API takes: "+decErr.Error())
 		return
-	case r.Header.Get("Content-Type") != "application/json":
-		writeError(w, http.StatusUnsupportedMediaType, "invalid_request", "Content-Type must be application/json")
+	case !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json"):
+		writeError(w, http.StatusUnsupportedMediaType, "invalid_request_body", "Content-Type must be application/json")
 		return
-	case req.Engine != "workflow_blobhub":
-		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("engine %q is not workflow_blobhub", req.Engine))
+	case !known:
+		writeError(w, http.StatusBadRequest, "unknown_command", fmt.Sprintf("unknown command %q", req.Command))
+		return
+	case writes != write:
+		writeError(w, http.StatusBadRequest, "unknown_command", fmt.Sprintf("command %q is not served on this channel", req.Command))
+		return
+	case req.Cursor != nil && *req.Cursor == "":
+		writeError(w, http.StatusBadRequest, "invalid_request_body", "cursor must be a non-empty string")
+		return
+	case req.Limit != nil && (*req.Limit < 1 || *req.Limit > maxLimit):
+		writeError(w, http.StatusBadRequest, "invalid_request_body", fmt.Sprintf("limit must be 1..%d", maxLimit))
 		return
 	case req.SessionID == "":
-		writeError(w, http.StatusBadRequest, "invalid_request", "session_id is required")
+		writeError(w, http.StatusBadRequest, "invalid_request_body", "session_id is required")
 		return
+	}
+	limit := defaultLimit
+	if req.Limit != nil {
+		limit = *req.Limit
 	}
 	alias := ""
 	if req.Alias != nil {
@@ -545,18 +642,32 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	rev := r.PathValue("revision")
 	switch req.Command {
+	case "get_session":
+		if req.SessionID != SessionID && req.SessionID != SessionAlias {
+			writeError(w, http.StatusOK, "not_found", "no session "+req.SessionID)
+			return
+		}
+		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"session": map[string]any{
+			"id": SessionID, "alias": SessionAlias, "status": "open",
+		}})
 	case "download_session_object":
 		if !needAlias() {
 			return
 		}
 		o, err := s.store.Download(ctx, req.SessionID, alias)
+		if errors.Is(err, blobhub.ErrNotFound) {
+			// The API answers an object that does not exist as one the
+			// key may not read.
+			writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("session object %q does not exist, or is not readable with this key", alias))
+			return
+		}
 		if err != nil {
 			writeStoreError(w, err)
 			return
 		}
-		s.answer(w, r, req.Command, http.StatusOK, map[string]any{
+		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"object": map[string]any{
 			"revision_id": rev, "session_id": req.SessionID, "alias": o.Alias, "updated_at": o.UpdatedAt, "value": o.Value,
-		})
+		}})
 	case "upload_session_object":
 		if !needAlias() {
 			return
@@ -581,7 +692,23 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request) {
 			writeStoreError(w, err)
 			return
 		}
-		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"objects": objs})
+		objs = slices.DeleteFunc(objs, func(o blobhub.ObjectInfo) bool { return !strings.HasPrefix(o.Alias, req.Prefix) })
+		slices.SortFunc(objs, func(a, b blobhub.ObjectInfo) int { return strings.Compare(a.Alias, b.Alias) })
+		// The cursor is the last alias of the page before (opaque to a
+		// client): the next page starts after it.
+		if req.Cursor != nil {
+			i, _ := slices.BinarySearchFunc(objs, *req.Cursor, func(o blobhub.ObjectInfo, a string) int { return strings.Compare(o.Alias, a) })
+			if i < len(objs) && objs[i].Alias == *req.Cursor {
+				i++
+			}
+			objs = objs[i:]
+		}
+		var next any // null on the last page
+		if len(objs) > limit {
+			objs = objs[:limit]
+			next = objs[limit-1].Alias
+		}
+		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"objects": objs, "cursor": next})
 	case "post_session_thread_item":
 		if !needAlias() {
 			return
@@ -604,8 +731,17 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request) {
 		if req.Ascending != nil {
 			q.Ascending = *req.Ascending // BlobHub's default is descending
 		}
+		if req.Cursor != nil {
+			// The cursor is the created_at of the page before's last item
+			// (opaque to a client): the next page is past it.
+			if q.Ascending {
+				q.CreatedSince = *req.Cursor
+			} else {
+				q.CreatedBefore = *req.Cursor
+			}
+		}
 		if items, ok := s.madeUp(alias, q); ok {
-			s.answer(w, r, req.Command, http.StatusOK, map[string]any{"items": items})
+			s.answer(w, r, req.Command, http.StatusOK, map[string]any{"items": items, "cursor": nil})
 			return
 		}
 		items, err := s.store.ListItems(ctx, req.SessionID, alias, q)
@@ -613,7 +749,13 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request) {
 			writeStoreError(w, err)
 			return
 		}
-		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"items": s.withServed(alias, q, items)})
+		items = s.withServed(alias, q, items)
+		var next any // null on the last page
+		if len(items) >= limit {
+			items = items[:limit]
+			next = items[limit-1].CreatedAt
+		}
+		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"items": items, "cursor": next})
 	default:
 		writeError(w, http.StatusBadRequest, "unknown_command", fmt.Sprintf("unknown command %q", req.Command))
 	}
@@ -629,8 +771,10 @@ func (s *Server) takeDropStored() bool {
 	return false
 }
 
-// answer writes v, truncated or slowed when a switch says so.
-func (s *Server) answer(w http.ResponseWriter, r *http.Request, command string, status int, v any) {
+// answer writes v as a success envelope ("status": "success" beside v's
+// keys), truncated or slowed when a switch says so.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, command string, status int, v map[string]any) {
+	v["status"] = "success"
 	b, err := json.Marshal(v)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())
@@ -675,8 +819,9 @@ func writeStoreError(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusInternalServerError, "internal", err.Error())
 }
 
+// writeError writes the failure envelope: the error code and a message.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": strings.TrimSpace(msg)}})
+	json.NewEncoder(w).Encode(map[string]any{"status": "failure", "error": code, "message": strings.TrimSpace(msg)})
 }

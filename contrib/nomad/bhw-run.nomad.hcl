@@ -1,5 +1,5 @@
 # bhw-run under Nomad: a periodic batch job that runs one discovery pass over
-# one state tree every minute (README "More than one host"). Run with
+# one state tree every minute (docs/operating.md, "More than one host"). Run with
 #   nomad var put nomad/jobs/bhw-run api_key=bhk_…
 #   nomad job run bhw-run.nomad.hcl
 #
@@ -47,7 +47,7 @@ job "bhw-run" {
       # variable and reaches bhw-run's environment only (bhw-run never
       # passes BLOBHUB_* to the agent). The agent runs as this same user, so
       # it could still read bhw-run's environment under /proc: only a second
-      # OS user would keep the key from it (README "Security notes").
+      # OS user would keep the key from it (docs/security.md).
       user = "bhw"
 
       config {

@@ -96,8 +96,10 @@ func TestLiveCheckReportsWrongShapes(t *testing.T) {
 			}
 		}), "is not a timestamp bhw-run reads"},
 		{"a value that does not round-trip", blobhub.CmdDownload, mangle(func(m map[string]any) {
-			if v, ok := m["value"].(map[string]any); ok {
-				v["type"] = "note"
+			if o, ok := m["object"].(map[string]any); ok {
+				if v, ok := o["value"].(map[string]any); ok {
+					v["type"] = "note"
+				}
 			}
 		}), "came back as"},
 	}

@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
+)
+
+// TestREADMEHelpIsVerbatim keeps the README's usage block equal to what
+// `bhw-run --help` prints, exit codes included.
+func TestREADMEHelpIsVerbatim(t *testing.T) {
+	var out, errOut bytes.Buffer
+	cmd := exec.Command(bhwBin, "--help")
+	cmd.Args[0] = "bhw-run"
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("--help: %v: %s", err, errOut.String())
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "## Usage\n\n```\n")
+	block, _, ok2 := strings.Cut(rest, "\n```")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no usage block under ## Usage")
+	}
+	if got := strings.TrimRight(out.String(), "\n"); got != block {
+		t.Fatalf("README's usage block differs from --help; paste this:\n%s", got)
+	}
+	for _, code := range []string{"64 ", "75 ", "77 ", "78 ", "130/143"} {
+		if !strings.Contains(out.String(), code) {
+			t.Errorf("--help does not list exit code %s", code)
+		}
+	}
+}
+
+// TestREADMEExitTableIsTheTable keeps the README's exit-code table equal to
+// exit.Classes, the table --help and the code use.
+func TestREADMEExitTableIsTheTable(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "## Exit codes\n\n")
+	if !ok {
+		t.Fatal("README.md has no ## Exit codes section")
+	}
+	table, _, _ := strings.Cut(rest, "\n\n")
+	if want := strings.TrimRight(exit.Table(), "\n"); table != want {
+		t.Fatalf("README's exit-code table differs from exit.Classes; paste this:\n%s", want)
+	}
+}
+
+// readmeShellBlocks are the ```sh blocks of the README from "## Set up" to
+// "## Usage": the set-up and the try-out a newcomer follows.
+func readmeShellBlocks(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\n## Set up\n")
+	part, _, ok2 := strings.Cut(rest, "\n## Usage\n")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no ## Set up section before ## Usage")
+	}
+	var blocks []string
+	for {
+		_, after, found := strings.Cut(part, "```sh\n")
+		if !found {
+			break
+		}
+		block, tail, _ := strings.Cut(after, "```")
+		blocks = append(blocks, block)
+		part = tail
+	}
+	return blocks
+}
+
+// TestREADMEConfigLoads: the config.yaml example of docs/configuration.md
+// (the README's Configuration until it moved there), every agent's block
+// included, is a config bhw-run accepts.
+func TestREADMEConfigLoads(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "## config.yaml\n")
+	_, rest, ok2 := strings.Cut(rest, "```yaml\n")
+	block, _, ok3 := strings.Cut(rest, "\n```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/configuration.md has no yaml block under ## config.yaml")
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := setup.Resolve(setup.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: cfg, Home: dir, Adapters: adapters}, "")
+	if err != nil {
+		t.Fatalf("docs/configuration.md's config.yaml: %v", err)
+	}
+	for _, typ := range []string{"claude_code", "codex", "gemini", "qwen_code", "opencode", "copilot", "acp"} {
+		if s.Config.Agents[typ] == nil {
+			t.Errorf("docs/configuration.md's config.yaml has no agents.%s block", typ)
+		}
+	}
+}
