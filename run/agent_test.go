@@ -78,7 +78,7 @@ func (s recordAtTurn) Turn(ctx context.Context, message string, h agent.Handler)
 }
 
 // TestWorkFolderHoldsAnAgentHome: a work folder may not contain any
-// adapter's home (from its HomeEnv, from agents.<type>.<setup.HomeKey>) nor its
+// adapter's home (from its HomeEnv, from agents.<type>.<HomeKey>) nor its
 // folders under the user's home, whichever agent the thread names.
 func TestWorkFolderHoldsAnAgentHome(t *testing.T) {
 	for _, tc := range []struct {

@@ -28,7 +28,7 @@ import (
 )
 
 // Runner runs activations. main builds one per invocation; the agents it
-// can start are setup.Setup.Adapters.
+// can start are Setup.Adapters.
 type Runner struct {
 	Setup  *setup.Setup
 	Client blobhub.Client
@@ -127,7 +127,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	if err := setup.ValidateAlias(alias); err != nil {
 		return sum, exit.Errorf(exit.CodeBadAlias, "invalid alias %q: %v", alias, err)
 	}
-	// 2. setup.Setup was resolved by main (credentials, config, section).
+	// 2. The Setup was resolved by cli (credentials, config, section).
 	if err := ctx.Err(); err != nil {
 		return sum, err // a signal already: nothing is written
 	}

@@ -53,7 +53,7 @@ type Options struct {
 	Home                     string // the user's home (tests override it)
 	// Adapters are the agents this build can run (main lists them).
 	Adapters []agent.Adapter
-	// Version is bhw-run's, from the build (main passes it); the worker
+	// Version is bhw-run's, from the build (cli passes it); the worker
 	// object records it.
 	Version string
 	// Secrets collects every key Resolve reads; main passes the set its
