@@ -261,6 +261,9 @@ func (s *Session) endWithoutResult(ctx context.Context, st turnState) (agent.Tur
 	s.mu.Lock()
 	interrupted := st.interrupted || s.interrupted
 	s.mu.Unlock()
+	if err := s.p.NotReading(); err != nil && !interrupted {
+		return agent.TurnResult{}, agent.Errorf(agent.CodeAgentCrashed, "claude: %v (%s)", err, s.p.ExitStatus(0))
+	}
 	if interrupted || s.p.StdinClosed() {
 		return agent.TurnResult{Outcome: agent.TurnInterrupted}, nil
 	}

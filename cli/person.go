@@ -111,7 +111,9 @@ func budgetValue(flag, v string) (json.RawMessage, error) {
 		n, err := strconv.ParseInt(v, 10, 64)
 		ok = err == nil && n > 0
 	}
-	if !ok {
+	// The value is written into the envelope as it was typed, so it must be
+	// spelled as a JSON number too: Go's parsers also take 0x1p-2, 1_000, +5.
+	if !ok || !json.Valid([]byte(v)) {
 		return nil, &exit.Error{Exit: exit.Usage, Code: exit.CodeBudgetInvalid,
 			Message: fmt.Sprintf("--%s %q is not a number above 0 (dollars for --max-cost-usd, a whole number for --max-turns and --max-tokens); '' or 0 removes the cap", flag, v)}
 	}

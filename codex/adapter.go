@@ -53,6 +53,13 @@ var envKeyLine = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`(?m)^\s*env_key\s*=\s*"([A-Za-z_][A-Za-z0-9_]*)"`)
 })
 
+// keyringLine is config.toml's cli_auth_credentials_store when it puts the
+// login in the system's keyring (the macOS Keychain on a Mac) instead of
+// auth.json, Codex's default.
+var keyringLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^\s*cli_auth_credentials_store\s*=\s*"(keyring|auto)"`)
+})
+
 // loginCheck: OPENAI_API_KEY or CODEX_API_KEY (or the env_key a
 // model_providers entry of its config.toml names) in the agent's
 // environment, or the auth.json `codex login` writes in CODEX_HOME (the
@@ -63,9 +70,13 @@ func loginCheck(l agent.Launch) (bool, string) {
 		home = filepath.Join(agent.EnvValue(l.Env, "HOME"), ".codex")
 	}
 	keys := []string{"OPENAI_API_KEY", "CODEX_API_KEY"}
+	var store string
 	if b, err := os.ReadFile(filepath.Join(home, "config.toml")); err == nil {
 		for _, m := range envKeyLine().FindAllSubmatch(b, -1) {
 			keys = append(keys, string(m[1]))
+		}
+		if m := keyringLine().FindSubmatch(b); m != nil {
+			store = string(m[1])
 		}
 	}
 	if k := agent.KeyIn(l.Env, keys...); k != "" {
@@ -74,6 +85,10 @@ func loginCheck(l agent.Launch) (bool, string) {
 	file := filepath.Join(home, "auth.json")
 	if agent.LoginFile(file) {
 		return true, "logged in: " + file
+	}
+	if store != "" {
+		return true, "not checked: its config.toml keeps the login in the system keyring (cli_auth_credentials_store = \"" + store +
+			"\"), which bhw-run does not read; no " + file + " and none of " + strings.Join(keys, ", ") + " in its environment"
 	}
 	return false, "not logged in: no " + file + " and none of " + strings.Join(keys, ", ") + " in its environment"
 }

@@ -15,9 +15,11 @@ import (
 	"github.com/blobhub/bhw-run/statefile"
 )
 
-// SandboxWorks runs `true` inside the Codex Linux sandbox (bubblewrap with
-// user, mount and net namespaces plus seccomp) the way approval and guarded
-// threads use it, and reports why when it cannot. Without user namespaces
+// SandboxWorks runs `true` inside the Codex sandbox the way approval and
+// guarded threads use it, and reports why when it cannot. On Linux that is
+// bubblewrap with user, mount and net namespaces plus seccomp; on macOS
+// the same command runs it under Seatbelt (/usr/bin/sandbox-exec), which
+// every Mac has (docs/macos.md). Without user namespaces
 // every sandboxed command fails with no fallback and no approval prompt
 // (docs/agents.md, the sandbox), so such a machine must refuse those
 // postures: the adapter's preflight turns this into SANDBOX_UNAVAILABLE.

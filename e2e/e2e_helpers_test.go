@@ -32,6 +32,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blobhub/bhw-run/acp"
+	"github.com/blobhub/bhw-run/acp/acptest"
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
@@ -39,6 +40,7 @@ import (
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/codex"
+	"github.com/blobhub/bhw-run/codex/codextest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/run"
 	"github.com/blobhub/bhw-run/setup"
@@ -55,6 +57,8 @@ func TestMain(m *testing.M) {
 	// manager) when its environment says so.
 	claudetest.MaybeRunFakeAgent()
 	agenttest.MaybeRunFake()
+	acptest.MaybeRunFakeAgent()
+	codextest.MaybeRunFakeAppServer()
 	maybeRunServiceManager()
 	os.Exit(buildAndRun(m))
 }

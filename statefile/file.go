@@ -44,8 +44,9 @@ func Open(path string, flag int, perm os.FileMode) (*os.File, error) {
 	if err != nil {
 		// ELOOP: the last component is a link; EISDIR: a folder opened for
 		// writing; ENXIO: a pipe without a reader or a socket opened for
-		// writing. Name what is there instead of the errno.
-		if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENXIO) {
+		// writing; EOPNOTSUPP: a socket on macOS. Name what is there
+		// instead of the errno.
+		if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENXIO) || errors.Is(err, syscall.EOPNOTSUPP) {
 			if fi, lerr := os.Lstat(path); lerr == nil && !fi.Mode().IsRegular() {
 				return nil, &NotRegularError{Path: path, What: fileKind(fi.Mode())}
 			}
