@@ -168,7 +168,7 @@ $(STAMP):
 # The race detector runs over the packages that drive fakes in-process (it
 # needs cgo, so a C compiler). The kill -9 tests are left to the plain pass:
 # each runs dozens of activations in subprocesses, where it sees nothing.
-RACE_PKGS := ./agent/... ./run/... ./lock/... ./outbox/... ./blobhub/... ./envelope/... ./policy/...
+RACE_PKGS := ./agent/... ./run/... ./setup/... ./exit/... ./redact/... ./statefile/... ./lock/... ./outbox/... ./blobhub/... ./envelope/... ./policy/...
 
 # Missing packages are installed with apt-get when make runs as root on
 # Debian (one apt-get update, then one install of the missing ones only);

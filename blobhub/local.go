@@ -21,8 +21,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/blobhub/bhw-run/envelope"
 	"github.com/gofrs/flock"
+
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // MaxItemBytes is the budget of an item's serialized {content, metadata},
@@ -259,7 +260,7 @@ func (s *LocalStore) Upload(ctx context.Context, sessionID, alias string, value 
 		return err
 	}
 	// The temp file's name starts with '.', which no encoded alias does.
-	return envelope.WriteFileAtomic(filepath.Join(dir, aliasFileName(alias)+".json"), append(b, '\n'), 0o600)
+	return statefile.WriteAtomic(filepath.Join(dir, aliasFileName(alias)+".json"), append(b, '\n'), 0o600)
 }
 
 // Delete removes an object and, as BlobHub's deletion of a thread

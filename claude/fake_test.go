@@ -158,7 +158,7 @@ func TestFakePermissions(t *testing.T) {
 		t.Errorf("bash call = %+v", c)
 	}
 	// The description is not part of the fingerprint.
-	if want := policy.ClaudeFingerprint("Bash", []byte(`{"command":"rm -rf build"}`)); c.Fingerprint != want {
+	if want := claude.Fingerprint("Bash", []byte(`{"command":"rm -rf build"}`)); c.Fingerprint != want {
 		t.Errorf("fingerprint = %s, want %s", c.Fingerprint, want)
 	}
 	for _, l := range log.Lines(agent.StreamStdin) {

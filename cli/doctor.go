@@ -10,6 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -31,7 +33,7 @@ func (cl *cliState) doctorCommand() *cli.Command {
 
 func (cl *cliState) doctor(c *cli.Context) error {
 	if c.NArg() != 0 {
-		return run.UsageError("doctor takes no arguments, got %q", c.Args().Slice())
+		return exit.Usagef("doctor takes no arguments, got %q", c.Args().Slice())
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -47,7 +49,7 @@ func (cl *cliState) doctor(c *cli.Context) error {
 	}
 	if cl.jsonOut {
 		b, _ := json.Marshal(checks)
-		fmt.Fprintln(cl.stdout, string(run.ShownJSON(b)))
+		fmt.Fprintln(cl.stdout, string(redact.ShownJSON(b)))
 	} else {
 		color := cl.stdoutTTY
 		for _, ch := range checks {
@@ -59,7 +61,7 @@ func (cl *cliState) doctor(c *cli.Context) error {
 		if skipped > 0 {
 			msg += fmt.Sprintf(", %d not checked", skipped)
 		}
-		return &run.ExitError{Exit: run.ExitConfig, Message: msg + "; fix what they say and run bhw-run doctor again"}
+		return &exit.Error{Exit: exit.Config, Message: msg + "; fix what they say and run bhw-run doctor again"}
 	}
 	return nil
 }
@@ -78,9 +80,9 @@ func doctorLine(ch run.Check, color bool) string {
 		on, off = "", ""
 	}
 	// Details quote what BlobHub and the agents answered: escaped.
-	line := fmt.Sprintf("%s%s%s %s: %s", on, mark, off, ch.Check, shown(ch.Detail))
+	line := fmt.Sprintf("%s%s%s %s: %s", on, mark, off, ch.Check, redact.Shown(ch.Detail))
 	if !ch.OK && !notChecked(ch) && ch.Fix != "" {
-		line += " — fix: " + shown(ch.Fix)
+		line += " — fix: " + redact.Shown(ch.Fix)
 	}
 	return line
 }

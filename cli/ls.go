@@ -9,13 +9,16 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // ls is discovery for schedulers: what a pass should run.
 func (cl *cliState) ls(c *cli.Context) error {
 	if c.NArg() != 0 {
-		return run.UsageError("ls takes no arguments, got %q; pick the section with --section", c.Args().Slice())
+		return exit.Usagef("ls takes no arguments, got %q; pick the section with --section", c.Args().Slice())
 	}
 	var states []string
 	for _, s := range strings.Split(c.String("state"), ",") {
@@ -24,13 +27,13 @@ func (cl *cliState) ls(c *cli.Context) error {
 		case "pending", "active", "completed", "failed", run.StateNone:
 			states = append(states, s)
 		default:
-			return run.UsageError("--state %q: use pending, active, completed, failed or none, comma-separated", s)
+			return exit.Usagef("--state %q: use pending, active, completed, failed or none, comma-separated", s)
 		}
 	}
 	if c.Bool("print0") && cl.jsonOut {
-		return run.UsageError("--print0 and --json exclude each other; pick one")
+		return exit.Usagef("--print0 and --json exclude each other; pick one")
 	}
-	setup, err := run.Resolve(cl.options(c), "")
+	setup, err := setup.Resolve(cl.options(c), "")
 	if err != nil {
 		return err
 	}
@@ -47,7 +50,7 @@ func (cl *cliState) ls(c *cli.Context) error {
 	switch {
 	case cl.jsonOut:
 		b, _ := json.Marshal(list)
-		fmt.Fprintln(w, string(run.ShownJSON(b)))
+		fmt.Fprintln(w, string(redact.ShownJSON(b)))
 	case c.Bool("print0"):
 		for _, l := range list {
 			fmt.Fprintf(w, "%s\x00", l.Alias)
@@ -55,11 +58,11 @@ func (cl *cliState) ls(c *cli.Context) error {
 	case c.Bool("runnable"):
 		// Bare aliases, one a line: `ls --runnable | xargs -n1 bhw-run run --`.
 		for _, l := range list {
-			fmt.Fprintln(w, shown(l.Alias))
+			fmt.Fprintln(w, redact.Shown(l.Alias))
 		}
 	default:
 		for _, l := range list {
-			fmt.Fprintf(w, "%s\t%s\n", shown(l.Alias), shown(l.State))
+			fmt.Fprintf(w, "%s\t%s\n", redact.Shown(l.Alias), redact.Shown(l.State))
 		}
 	}
 	// Everything else is listed before a thread whose record cannot be

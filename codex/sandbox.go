@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/confine"
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // SandboxWorks runs `true` inside the Codex sandbox the way approval and
@@ -104,7 +104,7 @@ func (c sandboxCache) load() map[string]sandboxStamp {
 	m := map[string]sandboxStamp{}
 	// Never through a link nor blocking on a named pipe: the cache is a
 	// file of the state tree like the others.
-	if b, err := envelope.ReadFile(c.path()); err == nil {
+	if b, err := statefile.Read(c.path()); err == nil {
 		_ = json.Unmarshal(b, &m)
 	}
 	return m

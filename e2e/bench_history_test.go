@@ -24,6 +24,7 @@ import (
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // historyEnv is an e2e env whose Claude agent is the fake relaying one turn
@@ -174,7 +175,7 @@ func BenchmarkIdleHistory(b *testing.B) {
 			b.ReportMetric(r-r0, th.name+"_rss_+mb")
 		}
 	}
-	dir := run.ThreadDir(e.jobDir(), "bench/h100k")
+	dir := setup.ThreadDir(e.jobDir(), "bench/h100k")
 	b.ReportMetric(fileKB(b, filepath.Join(dir, "thread.yaml")), "h100k_thread_yaml_kb")
 	b.ReportMetric(fileKB(b, filepath.Join(dir, "emissions.jsonl")), "h100k_journal_kb")
 }
@@ -232,7 +233,7 @@ func (e *e2eEnv) cloneThread(b *testing.B, from, to string) {
 	if err := os.Link(src, dst); err != nil && !os.IsNotExist(err) {
 		b.Fatal(err)
 	}
-	fromDir, toDir := run.ThreadDir(e.jobDir(), from), run.ThreadDir(e.jobDir(), to)
+	fromDir, toDir := setup.ThreadDir(e.jobDir(), from), setup.ThreadDir(e.jobDir(), to)
 	if err := os.MkdirAll(toDir, 0o700); err != nil {
 		b.Fatal(err)
 	}

@@ -16,8 +16,9 @@ import (
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/codex/codextest"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestAgentThatStopsReading: an agent of each adapter that stops reading
@@ -54,9 +55,9 @@ func TestAgentThatStopsReading(t *testing.T) {
 		exit   int
 		token  string // the status item that says why
 	}{
-		{"one SIGTERM", agenttest.Script{StopReading: true}, nil, true, run.ExitTerminated, ""},
-		{"max-duration", agenttest.Script{StopReading: true}, []string{"--max-duration", "3s"}, false, run.ExitTurnFailed, "turn_timeout"},
-		{"stall-timeout", agenttest.Script{Flood: 5000}, []string{"--stall-timeout", "3s"}, false, run.ExitTurnFailed, "agent_stalled"},
+		{"one SIGTERM", agenttest.Script{StopReading: true}, nil, true, exit.Terminated, ""},
+		{"max-duration", agenttest.Script{StopReading: true}, []string{"--max-duration", "3s"}, false, exit.TurnFailed, "turn_timeout"},
+		{"stall-timeout", agenttest.Script{Flood: 5000}, []string{"--stall-timeout", "3s"}, false, exit.TurnFailed, "agent_stalled"},
 	}
 	for _, a := range agents {
 		for _, end := range ends {
@@ -116,7 +117,7 @@ func TestAgentThatStopsReading(t *testing.T) {
 				if killed || code != end.exit {
 					t.Fatalf("exit %d (killed by a signal: %v), want %d\n%s", code, killed, end.exit, tail(cmd.stderr.String(), 4000))
 				}
-				threadLock := filepath.Join(run.ThreadDir(e.jobDir(), alias), "thread.lock")
+				threadLock := filepath.Join(setup.ThreadDir(e.jobDir(), alias), "thread.lock")
 				if held, err := lock.Held(threadLock); err != nil || held {
 					t.Errorf("the thread lock is still held (%v)", err)
 				}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/confine"
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/exit"
 )
 
 // TestDoctorConfine: the doctor's confine line holds on this kernel, fails
@@ -18,7 +18,7 @@ func TestDoctorConfine(t *testing.T) {
 		t.Errorf("confine: %+v, want it to hold naming the ABI", checks["confine"])
 	}
 	code, checks := e.doctor(bhtest.RunnerKey, confine.NoLandlockEnv+"=1")
-	wantFailed(t, code, checks, "confine", run.CodeConfinementUnavailable, "confine.mode: off")
+	wantFailed(t, code, checks, "confine", exit.CodeConfinementUnavailable, "confine.mode: off")
 	onlyFailed(t, checks, "confine")
 
 	e.Config.Confine.Mode = "off"

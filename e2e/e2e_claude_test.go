@@ -27,6 +27,7 @@ import (
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // claudeE2E is an e2eEnv whose config points agents.claude_code at the real
@@ -610,7 +611,7 @@ func TestE2EClaudeOutboxArtifacts(t *testing.T) {
 
 	const alias = "projects/p1/claude-outbox"
 	var v map[string]any
-	if err := json.Unmarshal(envelope.NewThread(e.work, claudeType, run.PermAutonomous, alias), &v); err != nil {
+	if err := json.Unmarshal(envelope.NewThread(e.work, claudeType, setup.PermAutonomous, alias), &v); err != nil {
 		t.Fatal(err)
 	}
 	v["thread"].(map[string]any)["metadata"].(map[string]any)["artifacts"] = map[string]any{"source": ".bhw/outbox"}

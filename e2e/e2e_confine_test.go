@@ -20,7 +20,9 @@ import (
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/codex/codextest"
 	"github.com/blobhub/bhw-run/confine"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // confineProbe is what one confined thread looks out on: a key in
@@ -44,7 +46,7 @@ func newConfineProbe(t testing.TB, e *e2eEnv) *confineProbe {
 		outside:   filepath.Join(e.root, "outside.txt"),
 	}
 	p.otherSecret = filepath.Join(p.otherWork, "secret.txt")
-	p.otherYAML = filepath.Join(run.ThreadDir(e.jobDir(), "projects/p1/other"), "thread.yaml")
+	p.otherYAML = filepath.Join(setup.ThreadDir(e.jobDir(), "projects/p1/other"), "thread.yaml")
 	write := func(path, body string) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			t.Fatal(err)
@@ -107,7 +109,7 @@ func (p *confineProbe) check(t testing.TB, e *e2eEnv, alias string, bodies [][]b
 // confinedLog wants the thread's agent started confined (or not).
 func confinedLog(t testing.TB, e *e2eEnv, alias string, want bool) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(run.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
+	b, err := os.ReadFile(filepath.Join(setup.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,8 +190,8 @@ func TestE2EConfineUnavailable(t *testing.T) {
 	const alias = "projects/p1/no-landlock"
 	e.handOff(alias, claudeType, "autonomous", "hello")
 	s := e.activate(alias, 1, run.OutcomeFailed)
-	if s.Error == nil || s.Error.Code != run.CodeConfinementUnavailable || !strings.Contains(s.Error.Message, "confine: off") {
-		t.Fatalf("summary error %+v, want %s naming the fix", s.Error, run.CodeConfinementUnavailable)
+	if s.Error == nil || s.Error.Code != exit.CodeConfinementUnavailable || !strings.Contains(s.Error.Message, "confine: off") {
+		t.Fatalf("summary error %+v, want %s naming the fix", s.Error, exit.CodeConfinementUnavailable)
 	}
 	if n := len(e.model.Requests()); n != 0 {
 		t.Fatalf("the agent reached the model %d times", n)

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"fmt"
 	"io/fs"
 	"os"
@@ -11,7 +12,9 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/confine"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // The confinement is the kernel boundary around the agent (the confine
@@ -22,8 +25,8 @@ import (
 // else confine.mode, else on — but where the agent runs its own sandbox
 // that cannot run inside the confinement (Adapter.OwnSandbox), that
 // sandbox unless the machine owner said on.
-func (s *Setup) confined(res *resolved) bool {
-	switch firstNonEmpty(s.agentConfig(res.Type).Confine, s.Config.Confine.Mode) {
+func (r *Runner) confined(res *resolved) bool {
+	switch cmp.Or(r.Setup.AgentConfig(res.Type).Confine, r.Setup.Config.Confine.Mode) {
 	case "off":
 		return false
 	case "on":
@@ -39,7 +42,7 @@ func (r *Runner) checkConfine(res *resolved) error {
 		return nil
 	}
 	if err := confine.Check(confine.Spec{Ports: r.Setup.Config.Confine.Ports}); err != nil {
-		return agent.Errorf(CodeConfinementUnavailable, "the agent cannot be confined: %v; %s", err, confineFix)
+		return agent.Errorf(exit.CodeConfinementUnavailable, "the agent cannot be confined: %v; %s", err, confineFix)
 	}
 	return nil
 }
@@ -60,7 +63,7 @@ func (d *doctor) confinement() {
 		return
 	}
 	if err := confine.Check(confine.Spec{Ports: s.Config.Confine.Ports}); err != nil {
-		d.fail("confine", CodeConfinementUnavailable+": "+err.Error(), confineFix)
+		d.fail("confine", exit.CodeConfinementUnavailable+": "+err.Error(), confineFix)
 		return
 	}
 	net := "the network left alone"
@@ -126,7 +129,7 @@ func (r *Runner) ownHomes(res *resolved) []string {
 // inside the other, a shared agent home) stays the thread's.
 func (r *Runner) confineDeny(res *resolved, temp string, homes []string) []string {
 	s := r.Setup
-	deny := []string{CredentialsPath(s.Home), V1CredentialsPath(s.Home), s.StateDir}
+	deny := []string{setup.CredentialsPath(s.Home), setup.V1CredentialsPath(s.Home), s.StateDir}
 	if p, ok := strings.CutPrefix(s.APIURL, "file://"); ok {
 		deny = append(deny, p)
 	}
@@ -164,7 +167,7 @@ func otherThreadFolders(stateDir string) []string {
 		switch {
 		case err != nil:
 			return nil
-		case d.IsDir() && (d.Name() == ThreadHomeDir || d.Name() == "logs"):
+		case d.IsDir() && (d.Name() == setup.ThreadHomeDir || d.Name() == "logs"):
 			return fs.SkipDir // no thread below an agent's home or the logs
 		case d.Name() != "thread.yaml" || !d.Type().IsRegular():
 			return nil

@@ -2,11 +2,8 @@ package run
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,7 +11,9 @@ import (
 
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // Discovery for schedulers: the job threads of the section,
@@ -76,10 +75,10 @@ type ListOptions struct {
 func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err error) {
 	ls := &lister{r: r, o: o, start: time.Now(), jobs: map[string]bool{}, notMine: map[string]string{}, tooLarge: map[string]error{}}
 	out = []Listing{}
-	r.Setup.logIgnored(r.Logger)
+	r.Setup.LogIgnored(r.Logger)
 	defer func() { ls.record(len(out), err) }()
 
-	if err := r.Setup.ensureDir(r.Setup.JobDir); err != nil {
+	if err := r.Setup.EnsureDir(r.Setup.JobDir); err != nil {
 		return out, err
 	}
 	aliases, found, err := ls.objects(ctx)
@@ -89,10 +88,10 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 	if err != nil || !found {
 		return out, err
 	}
-	if ls.id, err = LoadIdentity(r.Setup.StateDir); err != nil {
+	if ls.id, err = setup.LoadIdentity(r.Setup.StateDir); err != nil {
 		return out, err
 	}
-	ls.cache = loadNotMine(r.Setup.JobDir)
+	ls.cache = setup.LoadNotMine(r.Setup.JobDir)
 	var bad, unread []string // threads whose record, or whose envelope, cannot be read
 	for _, alias := range aliases {
 		env, updatedAt, err := ls.job(ctx, alias)
@@ -130,7 +129,7 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 	if len(ls.jobs) == 0 {
 		r.Logger.Info("ls: no job threads found in " + r.Setup.Where())
 	}
-	if err := addNotMines(ctx, r.Setup.JobDir, ls.notMine); err != nil {
+	if err := setup.AddNotMines(ctx, r.Setup.JobDir, ls.notMine); err != nil {
 		r.Logger.Warn("ls: could not update not_mine.yaml", "error", err)
 	}
 	if o.Runnable {
@@ -138,10 +137,10 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 	}
 	switch {
 	case len(bad) > 0:
-		return out, &ExitError{Exit: ExitConfig, Code: CodeStateTreeInvalid, Err: ErrThreadsUnreadable,
+		return out, &exit.Error{Exit: exit.Config, Code: exit.CodeStateTreeInvalid, Err: ErrThreadsUnreadable,
 			Message: fmt.Sprintf("the state of %d thread(s) could not be read (%s), see the records above; the other threads are listed", len(bad), strings.Join(bad, ", "))}
 	case len(unread) > 0:
-		return out, &ExitError{Exit: ExitTempFail, Code: CodeUnavailable, Err: ErrThreadsUnreadable,
+		return out, &exit.Error{Exit: exit.TempFail, Code: exit.CodeUnavailable, Err: ErrThreadsUnreadable,
 			Message: fmt.Sprintf("BlobHub answered %d thread(s) this state tree holds with a garbled value (%s); the other threads are listed, the next ls reads them again", len(unread), strings.Join(unread, ", "))}
 	}
 	return out, nil
@@ -150,8 +149,8 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 // isStateError reports whether err is about this state tree's files
 // (STATE_INVALID, INSECURE_STATE_PERMISSIONS).
 func isStateError(err error) bool {
-	var ee *ExitError
-	return errors.As(err, &ee) && (ee.Code == CodeStateTreeInvalid || ee.Code == CodeInsecurePermissions)
+	var ee *exit.Error
+	return errors.As(err, &ee) && (ee.Code == exit.CodeStateTreeInvalid || ee.Code == exit.CodeInsecurePermissions)
 }
 
 // lister is one `bhw-run ls`: what it has learnt and what it cost.
@@ -159,8 +158,8 @@ type lister struct {
 	r        *Runner
 	o        ListOptions
 	start    time.Time
-	id       *Identity
-	cache    NotMine
+	id       *setup.Identity
+	cache    setup.NotMine
 	jobs     map[string]bool   // the job threads seen so far
 	notMine  map[string]string // objects found not to be jobs, to cache
 	tooLarge map[string]error  // threads this tree holds whose envelope is too large to read
@@ -190,10 +189,10 @@ func (ls *lister) objects(ctx context.Context) (aliases []string, found bool, er
 			// A local store's session exists once something is written to it.
 			return nil, false, nil
 		}
-		return nil, false, exitErr(CodeSessionNotFound, "session %s was not found on BlobHub; check the revision_id and session_id of %s", r.Setup.Section.Session.SessionID, r.Setup.Where())
+		return nil, false, exit.Errorf(exit.CodeSessionNotFound, "session %s was not found on BlobHub; check the revision_id and session_id of %s", r.Setup.Section.Session.SessionID, r.Setup.Where())
 	}
 	if err != nil {
-		return nil, false, apiErr(err, "list_session_objects")
+		return nil, false, setup.APIError(err, "list_session_objects")
 	}
 	slices.Sort(aliases)
 	return aliases, true, nil
@@ -205,14 +204,14 @@ func (ls *lister) objects(ctx context.Context) (aliases []string, found bool, er
 // an alias no run accepts).
 func (ls *lister) job(ctx context.Context, alias string) (*envelope.Envelope, string, error) {
 	r := ls.r
-	if !strings.HasPrefix(alias, r.Setup.Section.Prefix()) || alias == workerAlias || underJob(alias, ls.jobs) {
+	if !strings.HasPrefix(alias, r.Setup.Section.Prefix()) || alias == setup.WorkerAlias || underJob(alias, ls.jobs) {
 		return nil, "", nil
 	}
-	if e, ok := ls.cache.Aliases[alias]; ok && e.cached(ls.start) && (e.Reason == ReasonArtifact || !holdsThread(r.Setup.JobDir, alias)) {
+	if e, ok := ls.cache.Aliases[alias]; ok && e.Cached(ls.start) && (e.Reason == setup.ReasonArtifact || !holdsThread(r.Setup.JobDir, alias)) {
 		// (An entry for a thread this tree holds is stale: never trusted.)
 		return nil, "", nil
 	}
-	if ValidateAlias(alias) != nil {
+	if setup.ValidateAlias(alias) != nil {
 		// No run can take it (exit 64); nothing to list.
 		r.Logger.Debug("ls: skipping an alias no run accepts", "alias", alias)
 		return nil, "", nil
@@ -234,7 +233,7 @@ func (ls *lister) job(ctx context.Context, alias string) (*envelope.Envelope, st
 		return nil, "", nil // deleted since the list
 	}
 	if err != nil {
-		return nil, "", apiErr(err, "download "+alias)
+		return nil, "", setup.APIError(err, "download "+alias)
 	}
 	env, perr := envelope.Parse(obj.Value)
 	holds := holdsThread(r.Setup.JobDir, alias)
@@ -260,17 +259,17 @@ func (ls *lister) listing(ctx context.Context, alias string, env *envelope.Envel
 	if read {
 		ls.tails++
 	}
-	if ee := (*ExitError)(nil); errors.As(err, &ee) && ee.Code == CodeNoThread {
+	if ee := (*exit.Error)(nil); errors.As(err, &ee) && ee.Code == exit.CodeNoThread {
 		return l, false, nil // deleted since the list: its items answer invalid_thread_envelope
 	}
 	if err != nil || !ls.o.Runnable {
 		return l, err == nil, err
 	}
 	if l.Runnable {
-		held, err := lock.Held(filepath.Join(ThreadDir(ls.r.Setup.JobDir, alias), "thread.lock"))
+		held, err := lock.Held(filepath.Join(setup.ThreadDir(ls.r.Setup.JobDir, alias), "thread.lock"))
 		if err != nil {
 			// Not contention: the lock file cannot be probed.
-			return l, false, exitErr(CodeStateTreeInvalid, "%v; check the state tree", err)
+			return l, false, exit.Errorf(exit.CodeStateTreeInvalid, "%v; check the state tree", err)
 		}
 		l.Locked = held
 	}
@@ -308,9 +307,9 @@ func oldestFirst(out []Listing) {
 // journal and, for a thread active on the wire and here, the items after
 // scanned — in memory only, and asks Decide. read says whether the items
 // were read.
-func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope, updatedAt string, id *Identity, tooLarge error) (l Listing, read bool, err error) {
+func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope, updatedAt string, id *setup.Identity, tooLarge error) (l Listing, read bool, err error) {
 	l = Listing{Alias: alias, State: listedState(env)}
-	a := &activation{r: r, alias: alias, dir: ThreadDir(r.Setup.JobDir, alias), env: env, log: r.Logger.With("alias", alias), sum: &Summary{Alias: alias}}
+	a := &activation{r: r, alias: alias, dir: setup.ThreadDir(r.Setup.JobDir, alias), env: env, log: r.Logger.With("alias", alias), sum: &Summary{Alias: alias}}
 	if id != nil {
 		a.userID = id.UserID
 	}
@@ -368,31 +367,6 @@ func waitingSince(t *envelope.Thread, updatedAt string) string {
 	return ""
 }
 
-// peek is load without a lock or a write: thread.yaml (missing = empty)
-// and the journal, read only. A thread.yaml recording another alias is
-// judged as no record, as a run would refuse it.
-func (a *activation) peek() error {
-	if err := a.r.Setup.checkDir(a.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	t, err := envelope.LoadThread(filepath.Join(a.dir, "thread.yaml"))
-	if err != nil {
-		return exitErr(CodeStateTreeInvalid, "%v", err)
-	}
-	if t == nil || t.Alias != a.alias {
-		t = &envelope.Thread{Alias: a.alias}
-	}
-	a.t = t
-	a.j, err = readJournal(filepath.Join(a.dir, "emissions.jsonl"), t.EmissionNonce)
-	if err != nil {
-		return exitErr(CodeStateTreeInvalid, "cannot read the emission journal of %q: %v", a.alias, err)
-	}
-	// The journal is not open for writing: a prompt that never reached
-	// it is only counted as unfinished work, as a run would journal it.
-	a.restorePrompt()
-	return nil
-}
-
 // notJobReason says why an object is not a job and whether to cache that.
 func notJobReason(env *envelope.Envelope) (reason string, cache bool) {
 	switch {
@@ -400,8 +374,8 @@ func notJobReason(env *envelope.Envelope) (reason string, cache bool) {
 		return "not a JSON object", true
 	case env.Type == "thread":
 		return "", false
-	case env.Type == ReasonArtifact:
-		return ReasonArtifact, true
+	case env.Type == setup.ReasonArtifact:
+		return setup.ReasonArtifact, true
 	case env.Type == "":
 		return "no type", true
 	}
@@ -431,28 +405,4 @@ func listedState(env *envelope.Envelope) string {
 
 func wantState(states []string, s string) bool {
 	return len(states) == 0 || slices.Contains(states, s)
-}
-
-// appendSectionLog appends one JSON record to logs/section.log, as
-// ShownJSON (a person may tail it). A record that cannot be written is
-// only warned about: the log is a report, not state a run depends on.
-func (r *Runner) appendSectionLog(rec map[string]any) {
-	if r.Setup == nil || r.Setup.JobDir == "" {
-		return
-	}
-	dir := filepath.Join(r.Setup.JobDir, "logs")
-	rec["time"], rec["pid"] = now(), os.Getpid()
-	b, _ := json.Marshal(rec)
-	err := r.Setup.ensureDir(dir)
-	var f *os.File
-	if err == nil {
-		f, err = envelope.OpenFile(filepath.Join(dir, "section.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	}
-	if err == nil {
-		_, err = f.Write(append(ShownJSON(r.Setup.Secrets.Redact(b)), '\n'))
-		err = errors.Join(err, f.Close())
-	}
-	if err != nil && r.Logger != nil {
-		r.Logger.Warn("could not write section.log; fix the state tree", "error", r.Setup.Secrets.String(err.Error()))
-	}
 }

@@ -1,7 +1,9 @@
-package run
+package setup
 
 import (
 	"path/filepath"
+
+	"github.com/blobhub/bhw-run/exit"
 )
 
 // ConfineConfig is config.yaml's confine block: the kernel boundary around
@@ -36,13 +38,13 @@ func validateConfine(c *Config) error {
 	for key, paths := range map[string][]string{"confine.writable": c.Confine.Writable, "confine.deny": c.Confine.Deny} {
 		for _, p := range paths {
 			if !filepath.IsAbs(p) {
-				return exitErr(CodeInvalidConfig, "%s: %q is not an absolute path", key, p)
+				return exit.Errorf(exit.CodeInvalidConfig, "%s: %q is not an absolute path", key, p)
 			}
 		}
 	}
 	for _, p := range c.Confine.Ports {
 		if p == 0 {
-			return exitErr(CodeInvalidConfig, "confine.ports: 0 is not a port; list the TCP ports the agents connect to, e.g. [443]")
+			return exit.Errorf(exit.CodeInvalidConfig, "confine.ports: 0 is not a port; list the TCP ports the agents connect to, e.g. [443]")
 		}
 	}
 	return nil
@@ -53,5 +55,5 @@ func confineMode(key, v string) error {
 	case "", "on", "off":
 		return nil
 	}
-	return exitErr(CodeInvalidConfig, "%s %q: use on or off", key, v)
+	return exit.Errorf(exit.CodeInvalidConfig, "%s %q: use on or off", key, v)
 }
