@@ -12,7 +12,6 @@ import (
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
-	"golang.org/x/sys/unix"
 )
 
 // trampolineEnv, in a process's environment, makes it the trampoline: its
@@ -54,11 +53,10 @@ func Wrap(cmd *exec.Cmd, r Rules) (*os.File, error) {
 	}
 	// An in-memory file, not the environment: one variable may hold only
 	// 128 KiB, and a home of many entries makes a long rule set.
-	fd, err := unix.MemfdCreate("bhw-confine", unix.MFD_CLOEXEC)
+	f, err := memFile("bhw-confine")
 	if err != nil {
-		return nil, fmt.Errorf("confine: memfd_create: %w", err)
+		return nil, fmt.Errorf("confine: %w", err)
 	}
-	f := os.NewFile(uintptr(fd), "bhw-confine")
 	if _, err := f.Write(b); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("confine: writing the rule set: %w", err)
