@@ -63,6 +63,7 @@ type Server struct {
 	extra      map[string][]blobhub.Item
 	fabricated int
 	rewrite    map[string]func([]byte) []byte
+	eventsCap  int
 }
 
 // endless is an alias whose list answers are made up: every answer a page
@@ -314,6 +315,37 @@ func (s *Server) RewriteAnswers(command string, fn func(body []byte) []byte) {
 	s.rewrite[command] = fn
 }
 
+// EventsPageCap makes list_session_events answer at most n events a page
+// whatever limit it is asked (0 turns it off): a server whose pages are
+// smaller than asked, so a backlog takes many pages.
+func (s *Server) EventsPageCap(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.eventsCap = n
+}
+
+// ClockOffset makes the server's clock, which stamps items, objects and
+// events, run d ahead of the host's (behind for a negative d).
+func (s *Server) ClockOffset(d time.Duration) { s.store.SetClockOffset(d) }
+
+// Events reads the whole feed of the default session, oldest first.
+func (s *Server) Events() []blobhub.Event {
+	s.t.Helper()
+	var out []blobhub.Event
+	q := blobhub.EventQuery{Ascending: true, Limit: maxLimit}
+	for {
+		p, err := s.store.ListEvents(s.t.Context(), SessionID, q)
+		if err != nil {
+			s.t.Fatalf("bhtest: events: %v", err)
+		}
+		out = append(out, p.Events...)
+		if p.Cursor == "" {
+			return out
+		}
+		q.Cursor = p.Cursor
+	}
+}
+
 // EqualTimestamps makes new items share the session's last created_at.
 func (s *Server) EqualTimestamps(on bool) { s.store.SetEqualTimestamps(on) }
 
@@ -559,6 +591,7 @@ var channels = map[string]bool{ // command name → it writes
 	"download_session_object":   false,
 	"list_session_objects":      false,
 	"list_session_thread_items": false,
+	"list_session_events":       false,
 	"get_session":               false,
 	"upload_session_object":     true,
 	"delete_session_object":     true,
@@ -756,6 +789,29 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
 			next = items[limit-1].CreatedAt
 		}
 		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"items": items, "cursor": next})
+	case "list_session_events":
+		q := blobhub.EventQuery{CreatedSince: req.CreatedSince, CreatedBefore: req.CreatedBefore, Limit: limit}
+		if req.Ascending != nil {
+			q.Ascending = *req.Ascending // descending by default, as the other lists
+		}
+		if req.Cursor != nil {
+			q.Cursor = *req.Cursor
+		}
+		s.mu.Lock()
+		if s.eventsCap > 0 && q.Limit > s.eventsCap {
+			q.Limit = s.eventsCap
+		}
+		s.mu.Unlock()
+		p, err := s.store.ListEvents(ctx, req.SessionID, q)
+		if err != nil {
+			writeStoreError(w, err)
+			return
+		}
+		var next any // null on the last page
+		if p.Cursor != "" {
+			next = p.Cursor
+		}
+		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"session_events": p.Events, "cursor": next})
 	default:
 		writeError(w, http.StatusBadRequest, "unknown_command", fmt.Sprintf("unknown command %q", req.Command))
 	}
