@@ -98,7 +98,7 @@ func (c *httpClient) ListEvents(ctx context.Context, q EventQuery) (EventPage, e
 		return EventPage{}, err
 	}
 	var ans struct {
-		Events []Event  `json:"session_events"`
+		Events []Event `json:"session_events"`
 		Cursor *string `json:"cursor"`
 	}
 	if err := json.Unmarshal(b, &ans); err != nil || ans.Events == nil {
