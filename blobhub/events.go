@@ -162,6 +162,16 @@ func (s *LocalStore) appendEvent(sd, typ, alias, objType, stamp string) error {
 	return appendLine(eventsPath(sd), line)
 }
 
+// AppendEvent records an event for a change the store does not hold (a
+// test hub's made-up items), stamped by the session clock.
+func (s *LocalStore) AppendEvent(sessionID, typ, alias, objType string) error {
+	sd, err := s.sessionDir(sessionID)
+	if err != nil {
+		return err
+	}
+	return withSessionLock(sd, func() error { return s.appendEvent(sd, typ, alias, objType, "") })
+}
+
 // decodeEvent reads one line of the feed: a line torn by a crash, or one
 // without a type or a readable created_at, is skipped.
 func decodeEvent(line []byte) (Event, time.Time, bool) {

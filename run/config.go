@@ -72,7 +72,8 @@ type Config struct {
 	Artifacts struct {
 		MaxBytes int64 `yaml:"max_bytes"`
 	} `yaml:"artifacts"`
-	Sections []Section `yaml:"sections"`
+	Sections  []Section `yaml:"sections"`
+	Discovery Discovery `yaml:"discovery"` // discovery.go
 }
 
 // AgentConfig is agents.<type> of config.yaml: the keys every agent has,
@@ -455,6 +456,9 @@ func validateConfig(c *Config, s *Setup) error {
 	}
 	if c.Artifacts.MaxBytes <= 0 {
 		c.Artifacts.MaxBytes = 5 << 20
+	}
+	if err := c.Discovery.validate(); err != nil {
+		return err
 	}
 	for _, r := range c.Workspace.Roots {
 		if !filepath.IsAbs(r) {

@@ -132,8 +132,8 @@ func checkIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Ide
 // documentation gives it (worker/session-agent-harness/filesystem): the
 // section as configured, the attachment with its error {code, message}
 // (both null while attached), and the session-event cursor
-// events.last_processed_at. bhw-run reads no session events, so it keeps
-// the cursor a daemon left and never moves it. instance_id is bhw-run's
+// events.last_processed_at, which `ls --runnable` moves as it reads the
+// feed (feed.go). instance_id is bhw-run's
 // own (stable per state tree); keys it does not know are kept.
 type SectionState struct {
 	Name       string            `yaml:"name"`
@@ -153,10 +153,19 @@ type SectionAttachment struct {
 	Extra      map[string]any       `yaml:",inline"`
 }
 
-// SectionEvents is section.yaml's events block.
+// SectionEvents is section.yaml's events block: the daemon's cursor, and
+// beside it what `ls --runnable` needs to follow the feed without missing
+// a change (feed.go, docs/operating.md).
 type SectionEvents struct {
-	LastProcessedAt *string        `yaml:"last_processed_at"`
-	Extra           map[string]any `yaml:",inline"`
+	LastProcessedAt *string `yaml:"last_processed_at"`
+	// Seen are the events handled in the overlap before the cursor.
+	Seen []string `yaml:"seen,omitempty"`
+	// Due are the threads to judge again without a change: alias → "" or
+	// the time a hold ends.
+	Due map[string]string `yaml:"due,omitempty"`
+	// FullListingAt is the server's time of the last full listing.
+	FullListingAt string         `yaml:"full_listing_at,omitempty"`
+	Extra         map[string]any `yaml:",inline"`
 }
 
 // updateSection changes section.yaml under section.lock.

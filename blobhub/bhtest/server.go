@@ -208,7 +208,8 @@ func (s *Server) PageSize(n int) {
 // fresh id, is stamped 1µs after the one before it, starting 1µs after
 // created_since (an hour ago without one), so always in the past, and is
 // the runner's own status item, so a run reads past it. The store's items
-// are served again once the made-up pages are spent.
+// are served again once the made-up pages are spent. The feed gets one
+// event for the thread.
 func (s *Server) EndlessList(alias string, perPage, pages int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -216,6 +217,10 @@ func (s *Server) EndlessList(alias string, perPage, pages int) {
 		s.endless = map[string]*endless{}
 	}
 	s.endless[alias] = &endless{perPage: perPage, pages: pages}
+	// The feed says the thread has new items, as it would of real ones.
+	if err := s.store.AppendEvent(SessionID, blobhub.EventItemPosted, alias, "thread"); err != nil {
+		s.t.Errorf("bhtest: event for the endless list of %q: %v", alias, err)
+	}
 }
 
 // ServeItem adds it to every list answer of alias whose bounds admit its
