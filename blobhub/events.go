@@ -126,8 +126,8 @@ func (c *localClient) ListEvents(ctx context.Context, q EventQuery) (EventPage, 
 // test switch). Items, objects and events are all stamped by it.
 func (s *LocalStore) SetClockOffset(d time.Duration) { s.offset.Store(int64(d)) }
 
-// now is the store's clock.
-func (s *LocalStore) now() time.Time { return time.Now().Add(time.Duration(s.offset.Load())) }
+// Now is the store's clock (the host's, unless SetClockOffset moved it).
+func (s *LocalStore) Now() time.Time { return time.Now().Add(time.Duration(s.offset.Load())) }
 
 // eventsPath is the session's feed: one event a line, appended under the
 // session lock with the session clock's stamps, so sorted by created_at.
@@ -241,7 +241,7 @@ func (s *LocalStore) ListEvents(ctx context.Context, sessionID string, q EventQu
 	if _, err := os.Stat(sd); errors.Is(err, fs.ErrNotExist) {
 		return EventPage{}, notFound("session")
 	}
-	page := EventPage{Events: []Event{}, Date: s.now()}
+	page := EventPage{Events: []Event{}, Date: s.Now()}
 	f, err := os.Open(eventsPath(sd))
 	if errors.Is(err, fs.ErrNotExist) {
 		return page, nil

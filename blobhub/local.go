@@ -256,7 +256,7 @@ func (s *LocalStore) Upload(ctx context.Context, sessionID, alias string, value 
 	if err := json.Compact(&compact, value); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(objectFile{Alias: alias, UpdatedAt: FormatTime(s.now()), Type: typ, Value: compact.Bytes()}, "", "  ")
+	b, err := json.MarshalIndent(objectFile{Alias: alias, UpdatedAt: FormatTime(s.Now()), Type: typ, Value: compact.Bytes()}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -482,7 +482,7 @@ func (s *LocalStore) nextStamp(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	next := s.now().UTC().Truncate(time.Microsecond)
+	next := s.Now().UTC().Truncate(time.Microsecond)
 	if last := strings.TrimSpace(string(b)); last != "" {
 		lt, err := ParseTime(last)
 		if err != nil {

@@ -143,8 +143,12 @@ func (ls *lister) readFeed(ctx context.Context, s0 SectionEvents) (read feedRead
 	}
 	q := blobhub.EventQuery{Ascending: true, CreatedSince: blobhub.FormatTime(cur.Add(-feedOverlap)), Limit: blobhub.MaxEventsLimit}
 	var all []blobhub.Event
+	// Only the pages that hold changes past the cursor count against
+	// maxFeedPages: the overlap read again must not use up the budget.
+	// Twice the budget bounds the pages read in all.
+	counted := 0
 	for page := 0; ; page++ {
-		if page == maxFeedPages {
+		if counted > maxFeedPages || page == 2*maxFeedPages {
 			return read, fmt.Sprintf("more than %d pages of changes since the cursor", maxFeedPages), nil
 		}
 		p, err := ls.r.Client.ListEvents(ctx, q)
@@ -158,6 +162,11 @@ func (ls *lister) readFeed(ctx context.Context, s0 SectionEvents) (read feedRead
 			read.date = p.Date
 		}
 		all = append(all, p.Events...)
+		if n := len(p.Events); n > 0 {
+			if t, err := blobhub.ParseTime(p.Events[n-1].CreatedAt); err != nil || t.After(cur) {
+				counted++
+			}
+		}
 		if p.Cursor == "" {
 			break
 		}
@@ -249,7 +258,7 @@ func (ls *lister) fullPass(ctx context.Context, s0 SectionEvents, reason string)
 	r := ls.r
 	ls.info("ls: listing every object of the session: "+reason, "section", r.Setup.Section.Name)
 	ls.full = true
-	head, err := r.Client.ListEvents(ctx, blobhub.EventQuery{Limit: blobhub.MaxEventsLimit})
+	head, err := ls.head(ctx)
 	switch {
 	case err != nil && feedOutage(err):
 		return []Listing{}, apiErr(err, blobhub.CmdListEvents)
@@ -280,6 +289,33 @@ func (ls *lister) fullPass(ctx context.Context, s0 SectionEvents, reason string)
 		s1.FullListingAt = blobhub.FormatTime(date)
 	}
 	return out, ls.commit(ctx, s0, s1, out, err)
+}
+
+// head reads the newest events, newest first, back to feedOverlap before
+// the newest (at most maxFeedPages pages), so the next pass, which reads
+// that overlap again, knows them.
+func (ls *lister) head(ctx context.Context) (blobhub.EventPage, error) {
+	q := blobhub.EventQuery{Limit: blobhub.MaxEventsLimit}
+	var out blobhub.EventPage
+	for range maxFeedPages {
+		p, err := ls.r.Client.ListEvents(ctx, q)
+		if err != nil {
+			return out, err
+		}
+		if out.Date.IsZero() {
+			out.Date = p.Date
+		}
+		out.Events = append(out.Events, p.Events...)
+		if p.Cursor == "" || p.Cursor == q.Cursor || len(p.Events) == 0 {
+			break
+		}
+		newest, _ := blobhub.ParseTime(out.Events[0].CreatedAt)
+		if t, err := blobhub.ParseTime(p.Events[len(p.Events)-1].CreatedAt); err == nil && !t.After(newest.Add(-feedOverlap)) {
+			break
+		}
+		q.Cursor = p.Cursor
+	}
+	return out, nil
 }
 
 // commit prints the listing (Emit), then moves the cursor: nothing is

@@ -851,6 +851,8 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, command string, 
 		b = b[:len(b)/2]
 	}
 	w.Header().Set("Content-Type", "application/json")
+	// The server's clock, the one that stamps what it stores.
+	w.Header().Set("Date", s.store.Now().UTC().Format(http.TimeFormat))
 	if slow <= 0 {
 		w.WriteHeader(status)
 		w.Write(b)
