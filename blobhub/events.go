@@ -34,11 +34,11 @@ const (
 	EventDeleted        = "session_deleted"
 )
 
-// MaxEventsLimit is the largest page list_session_events serves; without a
-// limit it answers DefaultEventsLimit rows.
+// The pages of every list command: DefaultListLimit rows without a
+// limit, at most MaxListLimit.
 const (
-	MaxEventsLimit     = 1000
-	DefaultEventsLimit = 10
+	MaxListLimit     = 1000
+	DefaultListLimit = 10
 )
 
 // Event is one entry of the feed.
@@ -187,8 +187,8 @@ func decodeEvent(line []byte) (Event, time.Time, bool) {
 }
 
 // ListEvents answers one page of the session's feed as the API does: the
-// bounds strict, DefaultEventsLimit rows without a limit, at most
-// MaxEventsLimit, oldest first when ascending. The cursor names the last
+// bounds strict, DefaultListLimit rows without a limit, at most
+// MaxListLimit, oldest first when ascending. The cursor names the last
 // event served by its created_at and how many events of that instant were
 // served, so a page boundary between events of one instant loses none. A
 // session never written is not found; one without events answers none.
@@ -196,12 +196,12 @@ func (s *LocalStore) ListEvents(ctx context.Context, sessionID string, q EventQu
 	bad := func(msg string) error {
 		return &APIError{Status: http.StatusBadRequest, Code: "invalid_request_body", Message: msg}
 	}
-	limit := DefaultEventsLimit
+	limit := DefaultListLimit
 	if q.Limit != 0 {
 		limit = q.Limit
 	}
-	if limit < 1 || limit > MaxEventsLimit {
-		return EventPage{}, bad(fmt.Sprintf("limit must be 1..%d", MaxEventsLimit))
+	if limit < 1 || limit > MaxListLimit {
+		return EventPage{}, bad(fmt.Sprintf("limit must be 1..%d", MaxListLimit))
 	}
 	var b itemBounds
 	var err error

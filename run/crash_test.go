@@ -276,21 +276,9 @@ func maybeRunActivation() {
 			select {}
 		}
 	}
-	setup, err := Resolve(Options{APIURL: "file://" + s.Store, StateDir: s.State, ConfigPath: s.Config,
-		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: s.State, Adapters: testAdapters()}, "")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	c, err := blobhub.New(blobhub.Config{APIURL: "file://" + s.Store, RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, UserID: "usr_local"})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	r := &Runner{Setup: setup, Client: c, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		MaxDuration: time.Minute, StallTimeout: time.Minute, Grace: time.Second,
-		Environ: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.State},
-	}
+	r := subprocessRunner(s.State, s.Config, s.Store)
+	r.MaxDuration, r.StallTimeout, r.Grace = time.Minute, time.Minute, time.Second
+	r.Environ = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.State}
 	if s.KillAfterStart != "" {
 		wrapStart(r, s.KillAfterStart, func(next startFunc) startFunc {
 			return func(ctx context.Context, l agent.Launch) (agent.Session, error) {
@@ -314,6 +302,24 @@ func maybeRunActivation() {
 		}
 	}
 	os.Exit(sum.ExitCode)
+}
+
+// subprocessRunner is the Runner of a re-executed test binary on the
+// file:// store, the state tree and config.yaml named; it exits 2 when
+// they do not resolve.
+func subprocessRunner(state, config, store string) *Runner {
+	setup, err := Resolve(Options{APIURL: "file://" + store, StateDir: state, ConfigPath: config,
+		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: state, Adapters: testAdapters()}, "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	c, err := blobhub.New(blobhub.Config{APIURL: "file://" + store, RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, UserID: "usr_local"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	return &Runner{Setup: setup, Client: c, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
 // runKilled runs one activation in a subprocess that SIGKILLs itself after

@@ -30,9 +30,13 @@ import (
 //     that jumped ahead cannot hide the ones after it.
 //   - created_since is strict, and two events may share an instant, or
 //     become visible after a later one (the listing is not a consistent
-//     read). So each pass reads again from feedOverlap before the cursor,
-//     and skips the events it handled already: their keys (created_at,
-//     type, alias) are kept in events.seen for that overlap.
+//     read; feedOverlap bounds how late). So each pass reads again from
+//     feedOverlap before the cursor, and skips the events it handled
+//     already: their keys (created_at, type, alias) are kept in
+//     events.seen. Once a read was made (events.read_at, the server's
+//     time) feedOverlap after the cursor, everything up to the cursor had
+//     settled by then: the next reads start at the cursor itself, so an
+//     idle pass reads no event again, however many came in a burst.
 //   - The cursor moves after the listing is printed, under section.lock,
 //     in one atomic write of section.yaml with the seen keys and the due
 //     threads: killed before it, the next pass reads the same events again
@@ -76,6 +80,7 @@ type feedRead struct {
 	cursor string          // the cursor after them
 	seen   []string
 	date   time.Time // the server's clock at the first answer
+	readAt string    // events.read_at after this read
 }
 
 // pass is `ls --runnable` from the feed.
@@ -129,7 +134,7 @@ func (ls *lister) pass(ctx context.Context) ([]Listing, error) {
 		}
 	}
 	out, err = ls.finish(ctx, out)
-	s1 := SectionEvents{LastProcessedAt: &read.cursor, Seen: read.seen, Due: ls.due, FullListingAt: s0.FullListingAt}
+	s1 := SectionEvents{LastProcessedAt: &read.cursor, Seen: read.seen, Due: ls.due, FullListingAt: s0.FullListingAt, ReadAt: read.readAt}
 	return out, ls.commit(ctx, s0, s1, out, err)
 }
 
@@ -141,7 +146,7 @@ func (ls *lister) readFeed(ctx context.Context, s0 SectionEvents) (read feedRead
 	if err != nil {
 		return read, fmt.Sprintf("the cursor %q is not a time", *s0.LastProcessedAt), nil
 	}
-	q := blobhub.EventQuery{Ascending: true, CreatedSince: blobhub.FormatTime(cur.Add(-feedOverlap)), Limit: blobhub.MaxEventsLimit}
+	q := blobhub.EventQuery{Ascending: true, CreatedSince: blobhub.FormatTime(readFrom(cur, s0.ReadAt)), Limit: blobhub.MaxListLimit}
 	var all []blobhub.Event
 	// Only the pages that hold changes past the cursor count against
 	// maxFeedPages: the overlap read again must not use up the budget.
@@ -184,15 +189,31 @@ func (ls *lister) readFeed(ctx context.Context, s0 SectionEvents) (read feedRead
 			read.fresh = append(read.fresh, e)
 		}
 	}
-	read.cursor, read.seen = advance(*s0.LastProcessedAt, all, read.date)
+	read.cursor, read.readAt, read.seen = advance(*s0.LastProcessedAt, s0.ReadAt, all, read.date)
 	return read, "", nil
+}
+
+// readFrom is where a read starts (strictly after): feedOverlap before the
+// cursor, or later, up to the cursor itself, as far as a read at readAt
+// (the server's time) has seen everything settle.
+func readFrom(cursor time.Time, readAt string) time.Time {
+	from := cursor.Add(-feedOverlap)
+	if ra, err := blobhub.ParseTime(readAt); err == nil && ra.Add(-feedOverlap).After(from) {
+		from = ra.Add(-feedOverlap)
+	}
+	if from.After(cursor) {
+		return cursor
+	}
+	return from
 }
 
 // advance is the cursor after events, from cursor: the newest created_at
 // that is not past the server's present (date, plus a second for the
-// header's whole seconds; no bound without a date), and the keys of the
-// events within feedOverlap of it or after it.
-func advance(cursor string, events []blobhub.Event, date time.Time) (string, []string) {
+// header's whole seconds; no bound without a date); the read_at to keep
+// (date, unless the one kept already starts the next read at the cursor:
+// no write for nothing); and the keys of the events the next read reads
+// again.
+func advance(cursor, readAt string, events []blobhub.Event, date time.Time) (string, string, []string) {
 	cur, _ := blobhub.ParseTime(cursor)
 	for _, e := range events {
 		t, err := blobhub.ParseTime(e.CreatedAt)
@@ -200,11 +221,15 @@ func advance(cursor string, events []blobhub.Event, date time.Time) (string, []s
 			cur, cursor = t, e.CreatedAt
 		}
 	}
+	if !date.IsZero() && readFrom(cur, readAt).Before(readFrom(cur, blobhub.FormatTime(date))) {
+		readAt = blobhub.FormatTime(date)
+	}
+	from := readFrom(cur, readAt)
 	var seen []string
 	have := map[string]bool{}
 	for _, e := range events {
 		t, err := blobhub.ParseTime(e.CreatedAt)
-		if k := eventKey(e); err == nil && t.After(cur.Add(-feedOverlap)) && !have[k] {
+		if k := eventKey(e); err == nil && t.After(from) && !have[k] {
 			have[k] = true
 			seen = append(seen, k)
 		}
@@ -213,7 +238,7 @@ func advance(cursor string, events []blobhub.Event, date time.Time) (string, []s
 		slices.SortFunc(seen, func(a, b string) int { return keyTime(a).Compare(keyTime(b)) })
 		seen = seen[len(seen)-maxSeen:]
 	}
-	return cursor, seen
+	return cursor, readAt, seen
 }
 
 // feedOutage: an error that a full listing would meet as well (BlobHub
@@ -274,9 +299,9 @@ func (ls *lister) fullPass(ctx context.Context, s0 SectionEvents, reason string)
 	}
 	s1 := SectionEvents{LastProcessedAt: s0.LastProcessedAt, Due: ls.due}
 	if len(head.Events) > 0 {
-		cursor, seen := advance("", head.Events, head.Date)
+		cursor, readAt, seen := advance("", "", head.Events, head.Date)
 		if cursor != "" {
-			s1.LastProcessedAt, s1.Seen = &cursor, seen
+			s1.LastProcessedAt, s1.Seen, s1.ReadAt = &cursor, seen, readAt
 		}
 	}
 	if s1.LastProcessedAt != nil && *s1.LastProcessedAt != "" {
@@ -295,7 +320,7 @@ func (ls *lister) fullPass(ctx context.Context, s0 SectionEvents, reason string)
 // the newest (at most maxFeedPages pages), so the next pass, which reads
 // that overlap again, knows them.
 func (ls *lister) head(ctx context.Context) (blobhub.EventPage, error) {
-	q := blobhub.EventQuery{Limit: blobhub.MaxEventsLimit}
+	q := blobhub.EventQuery{Limit: blobhub.MaxListLimit}
 	var out blobhub.EventPage
 	for range maxFeedPages {
 		p, err := ls.r.Client.ListEvents(ctx, q)
@@ -391,23 +416,27 @@ func feedEqual(a, b SectionEvents) bool {
 		return *p
 	}
 	return str(a.LastProcessedAt) == str(b.LastProcessedAt) && slices.Equal(a.Seen, b.Seen) &&
-		maps.Equal(a.Due, b.Due) && a.FullListingAt == b.FullListingAt
+		maps.Equal(a.Due, b.Due) && a.FullListingAt == b.FullListingAt && a.ReadAt == b.ReadAt
 }
 
-// mergeFeed joins what two passes wrote: the older cursor, the seen keys
-// of both within its overlap, the due threads of both (the sooner time of
-// one thread), the later full listing. It can only make a later pass read
-// or judge again.
+// mergeFeed joins what two passes wrote: the older cursor and read_at,
+// the seen keys of both that the next read reads again, the due threads of
+// both (the sooner time of one thread), the later full listing. It can
+// only make a later pass read or judge again.
 func mergeFeed(a, b SectionEvents) SectionEvents {
-	m := SectionEvents{LastProcessedAt: a.LastProcessedAt, Due: map[string]string{}, FullListingAt: a.FullListingAt}
+	m := SectionEvents{LastProcessedAt: a.LastProcessedAt, Due: map[string]string{}, FullListingAt: a.FullListingAt, ReadAt: a.ReadAt}
 	ta, errA := blobhub.ParseTime(deref(a.LastProcessedAt))
 	tb, errB := blobhub.ParseTime(deref(b.LastProcessedAt))
 	if errA != nil || errB == nil && tb.Before(ta) {
 		m.LastProcessedAt, ta = b.LastProcessedAt, tb
 	}
+	if ra, err := blobhub.ParseTime(a.ReadAt); err != nil || keyTime(b.ReadAt+"|").Before(ra) {
+		m.ReadAt = b.ReadAt
+	}
+	from := readFrom(ta, m.ReadAt)
 	have := map[string]bool{}
 	for _, k := range append(slices.Clone(a.Seen), b.Seen...) {
-		if !have[k] && keyTime(k).After(ta.Add(-feedOverlap)) {
+		if !have[k] && keyTime(k).After(from) {
 			have[k] = true
 			m.Seen = append(m.Seen, k)
 		}

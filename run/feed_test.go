@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -101,6 +100,14 @@ func TestFeedPassCost(t *testing.T) {
 	wantListed(t, "idle pass", f.runnable())
 	if n, cmds := f.srv.Requests(); n != 1 || cmds[0] != blobhub.CmdListEvents {
 		t.Errorf("idle pass: %d requests %v, want one list_session_events", n, cmds)
+	}
+	// Ten seconds on the server's clock after the burst of 60 uploads,
+	// everything up to the cursor has settled: a pass reads none of it
+	// again, and keeps no key of it.
+	f.srv.ClockOffset(feedOverlap + time.Second)
+	wantListed(t, "settled", f.runnable())
+	if st := f.feedState(); len(st.Seen) != 0 || st.ReadAt == "" {
+		t.Errorf("after the overlap: events.seen %q, read_at %q; want no key kept and the read's time", st.Seen, st.ReadAt)
 	}
 	f.srv.PersonPost("fleet/t007", "one more thing")
 	f.srv.ResetCounts()
@@ -321,20 +328,13 @@ func maybeRunFeedPass() {
 			select {}
 		}
 	}
-	setup, err := Resolve(Options{APIURL: "file://" + s.Store, StateDir: s.State, ConfigPath: s.Config,
-		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: s.State, Adapters: testAdapters()}, "")
-	if err == nil {
-		var c blobhub.Client
-		if c, err = blobhub.New(blobhub.Config{APIURL: "file://" + s.Store, RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, UserID: "usr_local"}); err == nil {
-			r := &Runner{Setup: setup, Client: c, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-			_, err = r.List(context.Background(), ListOptions{Runnable: true, Emit: func(out []Listing) error {
-				for _, l := range out {
-					fmt.Println(l.Alias) // unbuffered: on the pipe before the cursor moves
-				}
-				return nil
-			}})
+	r := subprocessRunner(s.State, s.Config, s.Store)
+	_, err := r.List(context.Background(), ListOptions{Runnable: true, Emit: func(out []Listing) error {
+		for _, l := range out {
+			fmt.Println(l.Alias) // unbuffered: on the pipe before the cursor moves
 		}
-	}
+		return nil
+	}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

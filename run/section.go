@@ -164,8 +164,11 @@ type SectionEvents struct {
 	// the time a hold ends.
 	Due map[string]string `yaml:"due,omitempty"`
 	// FullListingAt is the server's time of the last full listing.
-	FullListingAt string         `yaml:"full_listing_at,omitempty"`
-	Extra         map[string]any `yaml:",inline"`
+	FullListingAt string `yaml:"full_listing_at,omitempty"`
+	// ReadAt is the server's time of a read that saw everything up to the
+	// cursor settle.
+	ReadAt string         `yaml:"read_at,omitempty"`
+	Extra  map[string]any `yaml:",inline"`
 }
 
 // updateSection changes section.yaml under section.lock.

@@ -337,7 +337,7 @@ func (s *Server) ClockOffset(d time.Duration) { s.store.SetClockOffset(d) }
 func (s *Server) Events() []blobhub.Event {
 	s.t.Helper()
 	var out []blobhub.Event
-	q := blobhub.EventQuery{Ascending: true, Limit: maxLimit}
+	q := blobhub.EventQuery{Ascending: true, Limit: blobhub.MaxListLimit}
 	for {
 		p, err := s.store.ListEvents(s.t.Context(), SessionID, q)
 		if err != nil {
@@ -603,12 +603,6 @@ var channels = map[string]bool{ // command name → it writes
 	"post_session_thread_item":  true,
 }
 
-// The pages of the list commands: ten rows without a limit, at most 1000.
-const (
-	defaultLimit = 10
-	maxLimit     = 1000
-)
-
 // request is every argument a data command may carry; any other key is
 // refused, as the API refuses it.
 type request struct {
@@ -654,14 +648,14 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
 	case req.Cursor != nil && *req.Cursor == "":
 		writeError(w, http.StatusBadRequest, "invalid_request_body", "cursor must be a non-empty string")
 		return
-	case req.Limit != nil && (*req.Limit < 1 || *req.Limit > maxLimit):
-		writeError(w, http.StatusBadRequest, "invalid_request_body", fmt.Sprintf("limit must be 1..%d", maxLimit))
+	case req.Limit != nil && (*req.Limit < 1 || *req.Limit > blobhub.MaxListLimit):
+		writeError(w, http.StatusBadRequest, "invalid_request_body", fmt.Sprintf("limit must be 1..%d", blobhub.MaxListLimit))
 		return
 	case req.SessionID == "":
 		writeError(w, http.StatusBadRequest, "invalid_request_body", "session_id is required")
 		return
 	}
-	limit := defaultLimit
+	limit := blobhub.DefaultListLimit
 	if req.Limit != nil {
 		limit = *req.Limit
 	}
