@@ -194,6 +194,11 @@ func BenchmarkIdleHistory(b *testing.B) {
 func lsFleet(b *testing.B, withHistory int) *e2eEnv {
 	b.Helper()
 	e := historyEnv(b, false, 5000, 200)
+	// Every pass a full listing, which reads every thread's history: what
+	// this measures (an idle pass from the feed reads none, see
+	// bench_feed_test.go).
+	e.Config.Discovery.FullListingEvery = "0s"
+	e.writeConfig()
 	alias := func(i int) string { return fmt.Sprintf("lsh/t%04d", i) }
 	idle := alias(withHistory) // the template of the threads without history
 	e.growHistory(b, idle, 0)
