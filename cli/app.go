@@ -175,6 +175,7 @@ func (cl *cliState) app() *cli.App {
 					&cli.StringFlag{Name: "state", Usage: "only these wire states, comma-separated: pending, active, completed, failed, none"},
 					&cli.BoolFlag{Name: "runnable", Usage: "only threads a run would act on now whose lock is free, the oldest waiting person message first; bare aliases"},
 					&cli.BoolFlag{Name: "print0", Usage: "print the aliases NUL-separated (for xargs -0)"},
+					&cli.GenericFlag{Name: "wait", Value: &waitFlag{}, Usage: "with --runnable: wait until a thread is runnable (`--wait=MAX`: at most MAX, then print nothing), looking at the session's changes every discovery.poll_interval", DefaultText: "no bound"},
 				},
 				Action: cl.ls,
 			},

@@ -69,6 +69,11 @@ func parseArgs(app *cli.App, args []string) (cmdline, error) {
 			}
 			*dst = append(*dst, a)
 			_, isBool := f.(*cli.BoolFlag)
+			if g, ok := f.(*cli.GenericFlag); ok && !hasEq {
+				// A flag whose value may be left out (ls --wait[=MAX]).
+				b, ok := g.Value.(interface{ IsBoolFlag() bool })
+				isBool = ok && b.IsBoolFlag()
+			}
 			switch {
 			case isBool:
 				value = "true"

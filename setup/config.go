@@ -91,7 +91,8 @@ type Config struct {
 		// go in one archive (run/outboxbound.go).
 		MaxFiles int `yaml:"max_files"`
 	} `yaml:"artifacts"`
-	Sections []Section `yaml:"sections"`
+	Sections  []Section `yaml:"sections"`
+	Discovery Discovery `yaml:"discovery"` // discovery.go
 	// Confine is the kernel boundary around the agents (confine_config.go).
 	Confine ConfineConfig `yaml:"confine,omitempty"`
 }
@@ -486,6 +487,9 @@ func validateConfig(c *Config, s *Setup) error {
 	}
 	if c.Artifacts.MaxFiles == 0 {
 		c.Artifacts.MaxFiles = DefaultMaxFiles
+	}
+	if err := c.Discovery.Validate(); err != nil {
+		return err
 	}
 	for _, r := range c.Workspace.Roots {
 		if !filepath.IsAbs(r) {
