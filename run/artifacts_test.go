@@ -122,18 +122,25 @@ func (h *artifactHarness) object(rel string) (artifactMeta, bool) {
 	return v.Artifact, true
 }
 
-// announced lists the artifact_published items: alias → how many.
+// announced lists the artifacts_published items (and those an earlier
+// version journaled as artifact_published): alias → how many.
 func (h *artifactHarness) announced() map[string]int {
 	out := map[string]int{}
 	for _, it := range h.srv.Items(h.alias) {
 		var m struct {
-			Type     string `json:"type"`
+			Type     string   `json:"type"`
+			Aliases  []string `json:"aliases"`
 			Artifact struct {
 				Alias string `json:"alias"`
 			} `json:"artifact"`
 		}
 		_ = json.Unmarshal(it.Metadata, &m)
-		if m.Type == agent.ItemArtifactPublished {
+		switch m.Type {
+		case agent.ItemArtifactsPublished:
+			for _, a := range m.Aliases {
+				out[strings.TrimPrefix(a, h.alias+"/artifacts/")]++
+			}
+		case agent.ItemArtifactPublished:
 			out[strings.TrimPrefix(m.Artifact.Alias, h.alias+"/artifacts/")]++
 		}
 	}
@@ -145,14 +152,12 @@ func (h *artifactHarness) skipped() []string {
 	var out []string
 	for _, it := range h.srv.Items(h.alias) {
 		var m struct {
-			Status struct {
-				Token string `json:"token"`
-				Path  string `json:"path"`
-			} `json:"status"`
+			Status string `json:"status"`
+			Path   string `json:"path"`
 		}
 		_ = json.Unmarshal(it.Metadata, &m)
-		if m.Status.Token == "artifact_skipped" {
-			out = append(out, m.Status.Path)
+		if m.Status == "artifact_skipped" {
+			out = append(out, m.Path)
 		}
 	}
 	return out

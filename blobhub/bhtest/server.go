@@ -250,7 +250,7 @@ func (s *Server) madeUp(alias string, q blobhub.ItemQuery) (items []blobhub.Item
 		items = append(items, blobhub.Item{
 			ID: fmt.Sprintf("itm_endless_%08d", s.fabricated), CreatedAt: blobhub.FormatTime(at), UserID: RunnerUserID,
 			Content:  []blobhub.Block{{Type: "text", Text: fmt.Sprintf("made-up item %d", s.fabricated)}},
-			Metadata: json.RawMessage(`{"type":"status","status":{"token":"endless"}}`),
+			Metadata: json.RawMessage(`{"type":"status","status":"endless"}`),
 		})
 	}
 	return items, true
