@@ -63,6 +63,7 @@ type Server struct {
 	extra      map[string][]blobhub.Item
 	fabricated int
 	rewrite    map[string]func([]byte) []byte
+	events     []event
 }
 
 // endless is an alias whose list answers are made up: every answer a page
@@ -392,6 +393,7 @@ func (s *Server) PostAs(userID, sessionID, alias string, p blobhub.NewItem) blob
 	if err != nil {
 		s.t.Fatalf("bhtest: post to %q: %v", alias, err)
 	}
+	s.note(EventItemPosted, alias, "thread")
 	return it
 }
 
@@ -429,6 +431,7 @@ func (s *Server) Put(alias string, value string) {
 	if err := s.store.Upload(s.t.Context(), SessionID, alias, json.RawMessage(value)); err != nil {
 		s.t.Fatalf("bhtest: put %q: %v", alias, err)
 	}
+	s.note(EventObjectModified, alias, valueType(json.RawMessage(value)))
 }
 
 // Thread stores an empty thread envelope (no agent block, no instance:
@@ -447,6 +450,7 @@ func (s *Server) Delete(alias string) {
 	if err := s.store.Delete(s.t.Context(), SessionID, alias); err != nil {
 		s.t.Fatalf("bhtest: delete %q: %v", alias, err)
 	}
+	s.note(EventObjectDeleted, alias, "")
 }
 
 // Get reads an object of the default session; ok is false when absent.
@@ -504,7 +508,7 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u, _ := s.user(r)
-	s.answer(w, r, CmdMe, http.StatusOK, map[string]any{"user": u})
+	s.answer(w, r, CmdMe, http.StatusOK, map[string]any{"user": map[string]any{"id": u.UserID, "name": u.Name, "email": u.Email}})
 }
 
 // blob answers the one blob the server knows, a workflow blob whose
@@ -560,6 +564,7 @@ var channels = map[string]bool{ // command name → it writes
 	"list_session_objects":      false,
 	"list_session_thread_items": false,
 	"get_session":               false,
+	"list_session_events":       false,
 	"upload_session_object":     true,
 	"delete_session_object":     true,
 	"post_session_thread_item":  true,
@@ -676,6 +681,7 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
 			writeStoreError(w, err)
 			return
 		}
+		s.note(EventObjectModified, alias, valueType(req.Value))
 		s.answer(w, r, req.Command, http.StatusOK, map[string]any{})
 	case "delete_session_object":
 		if !needAlias() {
@@ -685,6 +691,7 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
 			writeStoreError(w, err)
 			return
 		}
+		s.note(EventObjectDeleted, alias, "")
 		s.answer(w, r, req.Command, http.StatusOK, map[string]any{})
 	case "list_session_objects":
 		objs, err := s.store.Objects(ctx, req.SessionID)
@@ -718,11 +725,14 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
 			writeStoreError(w, err)
 			return
 		}
+		s.note(EventItemPosted, alias, "thread")
 		if s.takeDropStored() {
 			hangUp(w)
 			return
 		}
 		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"item": it})
+	case "list_session_events":
+		s.listEvents(w, r, req, limit)
 	case "list_session_thread_items":
 		if !needAlias() {
 			return

@@ -189,7 +189,7 @@ type checker struct {
 	made            []string // aliases to remove at the end
 }
 
-// me: GET /users/me carries the user_id runs filter their own items by.
+// me: GET /users/me carries the user id runs filter their own items by.
 func (k *checker) me(ctx context.Context) (blobhub.User, error) {
 	u, err := k.c.Me(ctx)
 	x := k.rec.last(blobhub.CmdMe, "")

@@ -1,0 +1,227 @@
+package main
+
+// The hand-over between bhw-run and the real blobhub-worker daemon (the
+// peer, installed by `make peer` into .tools/peer) on one profile's state
+// tree: each continues a thread the other activated, reading the other's
+// thread.yaml, section.yaml and identity.yaml. The daemon drives the same
+// pinned Claude Code against the same scripted model as bhw-run does, and
+// talks to the same test hub, whose events feed tells it what changed
+// (docs/wire.md).
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/run"
+)
+
+// peerProfile is the credentials profile the daemon and bhw-run share.
+const peerProfile = "peer"
+
+// peerWorker is the daemon of the peer's venv: BHW_PEER_PYTHON's
+// blobhub-worker. Missing, the test skips, or fails under CI=true, where a
+// missing peer is a broken set-up.
+func peerWorker(t testing.TB) string {
+	t.Helper()
+	msg := "the peer is not installed: run `make peer` and pass BHW_PEER_PYTHON=.tools/peer/bin/python (make test does both)"
+	if py := os.Getenv("BHW_PEER_PYTHON"); py != "" {
+		w := filepath.Join(filepath.Dir(py), "blobhub-worker")
+		if _, err := os.Stat(w); err == nil {
+			return w
+		}
+		msg = "BHW_PEER_PYTHON=" + py + " has no blobhub-worker beside it; run `make peer`"
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// newPeerE2E is a Claude Code env whose state tree is the daemon's tree of
+// the profile peer under the env's HOME, with one section for the test
+// hub's session in its config.yaml (read by both: each ignores the other's
+// keys), and that profile in the BlobHub CLI's credentials file.
+func newPeerE2E(t *testing.T) (*claudeE2E, string) {
+	worker := peerWorker(t)
+	e := newClaudeE2E(t)
+	e.state = filepath.Join(e.home, ".blobhub-worker", "profiles", peerProfile)
+	if err := os.MkdirAll(e.state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.Config.Sections = []run.Section{{Name: "test", JobType: run.JobType, Session: run.SessionTuple{
+		OrgID: bhtest.OrgID, BlobID: bhtest.BlobID, RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID}}}
+	e.agentConfig(claudeType).Permissions = "approval"
+	e.writeConfig()
+	// What run.Config marshals leaves out nothing: the daemon refuses its
+	// polling: null, and reads max_agents: 0 as no agent at all.
+	var cfg map[string]any
+	b, err := os.ReadFile(e.configPath())
+	if err == nil {
+		err = yaml.Unmarshal(b, &cfg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(cfg, "polling")
+	cfg["concurrency"] = map[string]any{"max_agents": 2}
+	if b, err = yaml.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.configPath(), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	creds := map[string]any{"default": peerProfile, "profiles": map[string]any{
+		peerProfile: map[string]any{"key": bhtest.RunnerKey, "url": e.srv.URL()}}}
+	if b, err = yaml.Marshal(creds); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(e.home, ".blobhub")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "credentials.yaml"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return e, worker
+}
+
+// daemon is a running blobhub-worker.
+type daemon struct {
+	cmd  *exec.Cmd
+	out  *bytes.Buffer
+	done chan struct{} // closed when it has exited
+	err  error         // its Wait's, once done
+}
+
+// startDaemon starts `blobhub-worker start --profile peer` with the env's
+// HOME and the scripted model's variables, so its Claude Code keeps its
+// sessions in the same config folder as bhw-run's.
+func (e *claudeE2E) startDaemon(worker string) *daemon {
+	e.t.Helper()
+	d := &daemon{out: &bytes.Buffer{}, done: make(chan struct{})}
+	d.cmd = exec.Command(worker, "--verbose", "start", "--profile", peerProfile)
+	d.cmd.Env = []string{"HOME=" + e.home, "TMPDIR=" + e.tmp, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost"}
+	for _, kv := range e.model.Env(e.configDir) {
+		if !strings.HasPrefix(kv, "HOME=") {
+			d.cmd.Env = append(d.cmd.Env, kv)
+		}
+	}
+	d.cmd.Dir = e.root
+	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := d.cmd.Start(); err != nil {
+		e.t.Fatalf("start blobhub-worker: %v", err)
+	}
+	go func() { d.err = d.cmd.Wait(); close(d.done) }()
+	e.t.Cleanup(func() {
+		// Its process group: the daemon's Claude Code goes with it.
+		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+		<-d.done
+	})
+	return d
+}
+
+// stop stops the daemon as its operator does (SIGTERM: it drains and
+// detaches) and waits for it, at most two minutes.
+func (e *claudeE2E) stopDaemon(d *daemon) {
+	e.t.Helper()
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+		e.t.Logf("blobhub-worker stopped (%v):\n%s", d.err, tail(d.out.String(), 8000))
+	case <-time.After(2 * time.Minute):
+		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+		<-d.done
+		e.t.Fatalf("blobhub-worker did not stop within 2 minutes of SIGTERM:\n%s", tail(d.out.String(), 8000))
+	}
+}
+
+// waitItems waits, at most three minutes, until the thread holds an item
+// that ok accepts, and returns the thread's items then.
+func (e *claudeE2E) waitItems(d *daemon, alias, what string, ok func([]blobhub.Item) bool) []blobhub.Item {
+	e.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		items := e.items(alias)
+		if ok(items) {
+			return items
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the daemon did not post %s within 3 minutes; items %v\n%s", what, e.itemTypes(alias), tail(d.out.String(), 8000))
+		}
+		select {
+		case <-d.done:
+			e.t.Fatalf("the daemon exited (%v) before posting %s:\n%s", d.err, what, tail(d.out.String(), 8000))
+		case <-tick.C:
+		}
+	}
+}
+
+// countType counts the items of metadata.type typ.
+func countType(t testing.TB, items []blobhub.Item, typ string) int {
+	n := 0
+	for _, it := range items {
+		if meta(t, it).Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPeerHandOverDaemonToRun: the daemon activates a thread bhw-run's
+// `thread new` handed off and answers its message with the real Claude
+// Code; stopped, it leaves its thread.yaml, section.yaml and identity.yaml
+// in the profile's tree. bhw-run, on that tree, delivers the person's next
+// message into the same agent session, and only that message.
+func TestPeerHandOverDaemonToRun(t *testing.T) {
+	e, worker := newPeerE2E(t)
+	const alias = "peer/daemon-first"
+	e.model.Push(claudetest.Text("DAEMON-ANSWER"))
+	e.handOff(alias, claudeType, "approval", "FIRST-MESSAGE")
+
+	d := e.startDaemon(worker)
+	e.waitItems(d, alias, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
+	e.stopDaemon(d)
+
+	th := e.threadYAML(alias)
+	if th.Agent.State != envelope.StateActive || th.Agent.AgentSessionID == "" || th.Items.LastConsumed.ItemID == "" {
+		t.Fatalf("the daemon's thread.yaml: state %q agent_session_id %q last_consumed %+v", th.Agent.State, th.Agent.AgentSessionID, th.Items.LastConsumed)
+	}
+	for _, f := range []string{filepath.Join(e.state, "identity.yaml"), filepath.Join(e.jobDir(), "section.yaml")} {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatalf("the daemon left no %s: %v", f, err)
+		}
+	}
+	session := th.Agent.AgentSessionID
+
+	e.model.Push(claudetest.Text("RUN-ANSWER"))
+	e.post(alias, "SECOND-MESSAGE")
+	e.activate(alias, 0, run.OutcomeTurnCompleted)
+
+	if got := e.threadYAML(alias).Agent.AgentSessionID; got != session {
+		t.Errorf("bhw-run's turn ran in agent session %q, the daemon's was %q", got, session)
+	}
+	body := string(e.lastRequest().Body)
+	if !strings.Contains(body, "DAEMON-ANSWER") || strings.Count(body, "FIRST-MESSAGE") != 1 || !strings.Contains(body, "SECOND-MESSAGE") {
+		t.Errorf("the model's last request does not continue the daemon's conversation with the second message only:\n%s", tail(body, 4000))
+	}
+	items := e.items(alias)
+	if countType(t, items, "turn_end") != 2 {
+		t.Errorf("items %v, want one turn_end from each", e.itemTypes(alias))
+	}
+}
