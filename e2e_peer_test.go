@@ -10,9 +10,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -224,4 +226,155 @@ func TestPeerHandOverDaemonToRun(t *testing.T) {
 	if countType(t, items, "turn_end") != 2 {
 		t.Errorf("items %v, want one turn_end from each", e.itemTypes(alias))
 	}
+}
+
+// TestPeerHandOverRunToDaemon: bhw-run parks a thread on a person's
+// approval of a Write; the daemon, started on the same tree, adopts the
+// open question from the thread's items (bhw-run's pending_prompt, in the
+// worker's shape), takes the person's yes, posted while it polls, as its
+// answer, resolves the prompt bhw-run posted, and resumes the same agent
+// session, whose repeated Write the approval now covers.
+func TestPeerHandOverRunToDaemon(t *testing.T) {
+	e, worker := newPeerE2E(t)
+	const alias = "peer/run-first"
+	x := e.path("x.txt")
+	e.model.Push(writeTool(x, "approved content"))
+	e.handOff(alias, claudeType, "approval", "write x.txt")
+	e.activate(alias, 0, run.OutcomeParked)
+	fileAbsent(t, x)
+	prompt := meta(t, e.itemsOfType(alias, "pending_prompt")[0]).Prompt
+	session := e.threadYAML(alias).Agent.AgentSessionID
+
+	e.model.Push(writeTool(x, "approved content"), claudetest.Text("WRITTEN"))
+	d := e.startDaemon(worker)
+	e.waitItems(d, "worker", "thread_recovered", func(items []blobhub.Item) bool {
+		for _, it := range items {
+			var m struct {
+				Type   string `json:"type"`
+				Thread struct {
+					Alias string `json:"alias"`
+				} `json:"thread"`
+			}
+			if json.Unmarshal(it.Metadata, &m) == nil && m.Type == "thread_recovered" && m.Thread.Alias == alias {
+				return true
+			}
+		}
+		return false
+	})
+	e.post(alias, "yes")
+	items := e.waitItems(d, alias, "a second turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 2 })
+	e.stopDaemon(d)
+
+	fileIs(t, x, "approved content")
+	if n := countType(t, items, "pending_prompt"); n != 1 {
+		t.Errorf("%d pending_prompt items, want bhw-run's only: %v", n, e.itemTypes(alias))
+	}
+	res := e.itemsOfType(alias, "pending_prompt_resolved")
+	if len(res) != 1 {
+		t.Fatalf("%d pending_prompt_resolved items, want 1: %v", len(res), e.itemTypes(alias))
+	}
+	if m := meta(t, res[0]).Prompt; m["prompt_id"] != prompt["prompt_id"] || m["prompt_state"] != "answered" {
+		t.Errorf("the daemon resolved %v; bhw-run's prompt was %v", m, prompt)
+	}
+	if n := countType(t, items, "approval_granted"); n != 1 {
+		t.Errorf("%d approval_granted items, want 1 (the repeated Write ran on the person's yes): %v", n, e.itemTypes(alias))
+	}
+	if got := e.threadYAML(alias).Agent.AgentSessionID; got != session {
+		t.Errorf("the daemon's turn ran in agent session %q, bhw-run's was %q", got, session)
+	}
+}
+
+// TestPeerItemsSideBySide: the daemon and bhw-run drive the same scripted
+// turn (a Read in the work folder, which neither asks about, then text)
+// with the same Claude Code; the items each posts are compared field by
+// field. The types come in the same order, and every metadata field the
+// daemon's item carries, nested ones included, bhw-run's carries too;
+// what bhw-run adds beside them (docs/wire.md, "Items in a thread") is
+// logged.
+func TestPeerItemsSideBySide(t *testing.T) {
+	e, worker := newPeerE2E(t)
+	in := e.path("in.txt")
+	if err := os.WriteFile(in, []byte("one\ntwo\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	turn := func() []claudetest.Step {
+		return []claudetest.Step{claudetest.Tool("Read", map[string]any{"file_path": in}), claudetest.Text("READ-DONE")}
+	}
+	const byDaemon, byRun = "peer/by-daemon", "peer/by-run"
+
+	e.model.Push(turn()...)
+	e.handOff(byDaemon, claudeType, "approval", "read in.txt")
+	d := e.startDaemon(worker)
+	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
+	e.stopDaemon(d)
+
+	e.model.Push(turn()...)
+	e.handOff(byRun, claudeType, "approval", "read in.txt")
+	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+
+	theirs, ours := agentItems(t, e.items(byDaemon)), agentItems(t, e.items(byRun))
+	var tt, ot []string
+	for _, m := range theirs {
+		tt = append(tt, m["type"].(string))
+	}
+	for _, m := range ours {
+		ot = append(ot, m["type"].(string))
+	}
+	if strings.Join(tt, " ") != strings.Join(ot, " ") {
+		t.Fatalf("item types: the daemon's %v, bhw-run's %v", tt, ot)
+	}
+	for i := range theirs {
+		missing, extra := compareKeys("", theirs[i], ours[i])
+		if len(missing) > 0 {
+			t.Errorf("%s: bhw-run's item lacks the daemon's %v\n daemon: %v\nbhw-run: %v", tt[i], missing, theirs[i], ours[i])
+		}
+		if theirs[i]["status"] != ours[i]["status"] {
+			t.Errorf("%s: status %v, the daemon's %v", tt[i], ours[i]["status"], theirs[i]["status"])
+		}
+		t.Logf("%s: bhw-run's own fields %v", tt[i], extra)
+	}
+}
+
+// agentItems are the metadata of the items of items a program posted
+// (those with a metadata.type).
+func agentItems(t *testing.T, items []blobhub.Item) []map[string]any {
+	var out []map[string]any
+	for _, it := range items {
+		var m map[string]any
+		if json.Unmarshal(it.Metadata, &m) != nil || m["type"] == nil {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// compareKeys lists the keys of theirs that ours lacks, and those ours has
+// beside them, nested maps compared key by key (a value of a different
+// kind counts as missing).
+func compareKeys(at string, theirs, ours map[string]any) (missing, extra []string) {
+	for k, v := range theirs {
+		o, ok := ours[k]
+		if !ok {
+			missing = append(missing, at+k)
+			continue
+		}
+		if vm, isMap := v.(map[string]any); isMap {
+			om, ok := o.(map[string]any)
+			if !ok {
+				missing = append(missing, at+k+" (not an object)")
+				continue
+			}
+			m, x := compareKeys(at+k+".", vm, om)
+			missing, extra = append(missing, m...), append(extra, x...)
+		}
+	}
+	for k := range ours {
+		if _, ok := theirs[k]; !ok {
+			extra = append(extra, at+k)
+		}
+	}
+	slices.Sort(missing)
+	slices.Sort(extra)
+	return missing, extra
 }

@@ -133,7 +133,9 @@ func checkIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Ide
 // section as configured, the attachment with its error {code, message}
 // (both null while attached), and the session-event cursor
 // events.last_processed_at. bhw-run reads no session events, so it keeps
-// the cursor a daemon left and never moves it. instance_id is bhw-run's
+// the cursor a daemon left and never moves it. attached_at and the cursor
+// are strings, "" when unset and never null: blobhub-worker refuses a
+// section.yaml with a null there, and its section then never attaches. instance_id is bhw-run's
 // own (stable per state tree); keys it does not know are kept.
 type SectionState struct {
 	Name       string            `yaml:"name"`
@@ -148,14 +150,14 @@ type SectionState struct {
 // SectionAttachment is section.yaml's attachment block.
 type SectionAttachment struct {
 	Status     string               `yaml:"status"` // attached | refused
-	AttachedAt *string              `yaml:"attached_at"`
+	AttachedAt string               `yaml:"attached_at"`
 	Error      envelope.ErrorRecord `yaml:"error"`
 	Extra      map[string]any       `yaml:",inline"`
 }
 
 // SectionEvents is section.yaml's events block.
 type SectionEvents struct {
-	LastProcessedAt *string        `yaml:"last_processed_at"`
+	LastProcessedAt string         `yaml:"last_processed_at"`
 	Extra           map[string]any `yaml:",inline"`
 }
 
@@ -302,13 +304,12 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 				_ = c.Upload(ctx, workerAlias, nv)
 			}
 		}
-		if _, _, failed := st.Attachment.Error.Get(); st.Attachment.Status == "attached" && st.Attachment.AttachedAt != nil && !failed {
+		if _, _, failed := st.Attachment.Error.Get(); st.Attachment.Status == "attached" && st.Attachment.AttachedAt != "" && !failed {
 			return st, nil // section.yaml says so already: no second read-modify-write
 		}
 		return updateSection(ctx, jobDir, sec, func(s *SectionState) {
-			if s.Attachment.Status != "attached" || s.Attachment.AttachedAt == nil {
-				at := now()
-				s.Attachment.AttachedAt = &at
+			if s.Attachment.Status != "attached" || s.Attachment.AttachedAt == "" {
+				s.Attachment.AttachedAt = now()
 			}
 			s.Attachment.Status = "attached"
 			s.Attachment.Error.Clear()
