@@ -55,8 +55,9 @@ func peerWorker(t testing.TB) string {
 // newPeerE2E is a Claude Code env whose state tree is the daemon's tree of
 // the profile peer under the env's HOME, with one section for the test
 // hub's session in its config.yaml (read by both: each ignores the other's
-// keys), and that profile in the BlobHub CLI's credentials file.
-func newPeerE2E(t *testing.T) (*claudeE2E, string) {
+// keys), and that profile in the BlobHub CLI's credentials file. The
+// daemon runs at most maxAgents threads at once.
+func newPeerE2E(t testing.TB, maxAgents int) (*claudeE2E, string) {
 	worker := peerWorker(t)
 	e := newClaudeE2E(t)
 	e.state = filepath.Join(e.home, ".blobhub-worker", "profiles", peerProfile)
@@ -78,7 +79,7 @@ func newPeerE2E(t *testing.T) (*claudeE2E, string) {
 		t.Fatal(err)
 	}
 	delete(cfg, "polling")
-	cfg["concurrency"] = map[string]any{"max_agents": 2}
+	cfg["concurrency"] = map[string]any{"max_agents": maxAgents}
 	if b, err = yaml.Marshal(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func countType(t testing.TB, items []blobhub.Item, typ string) int {
 // in the profile's tree. bhw-run, on that tree, delivers the person's next
 // message into the same agent session, and only that message.
 func TestPeerHandOverDaemonToRun(t *testing.T) {
-	e, worker := newPeerE2E(t)
+	e, worker := newPeerE2E(t, 2)
 	const alias = "peer/daemon-first"
 	e.model.Push(claudetest.Text("DAEMON-ANSWER"))
 	e.handOff(alias, claudeType, "approval", "FIRST-MESSAGE")
@@ -235,7 +236,7 @@ func TestPeerHandOverDaemonToRun(t *testing.T) {
 // answer, resolves the prompt bhw-run posted, and resumes the same agent
 // session, whose repeated Write the approval now covers.
 func TestPeerHandOverRunToDaemon(t *testing.T) {
-	e, worker := newPeerE2E(t)
+	e, worker := newPeerE2E(t, 2)
 	const alias = "peer/run-first"
 	x := e.path("x.txt")
 	e.model.Push(writeTool(x, "approved content"))
@@ -292,7 +293,7 @@ func TestPeerHandOverRunToDaemon(t *testing.T) {
 // what bhw-run adds beside them (docs/wire.md, "Items in a thread") is
 // logged.
 func TestPeerItemsSideBySide(t *testing.T) {
-	e, worker := newPeerE2E(t)
+	e, worker := newPeerE2E(t, 2)
 	in := e.path("in.txt")
 	if err := os.WriteFile(in, []byte("one\ntwo\n"), 0o600); err != nil {
 		t.Fatal(err)
