@@ -47,9 +47,6 @@ const (
 	ItemPolicyDenied          = "policy_denied"
 	ItemArtifactsPublished    = "artifacts_published"
 	ItemThreadFailed          = "thread_failed"
-	// ItemArtifactPublished is what earlier versions of bhw-run called an
-	// artifact's item; threads keep such items, and readers still know them.
-	ItemArtifactPublished = "artifact_published"
 )
 
 // Item is one thread item bhw-run posts: a brief (the single text content

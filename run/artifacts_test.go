@@ -122,6 +122,11 @@ func (h *artifactHarness) object(rel string) (artifactMeta, bool) {
 	return v.Artifact, true
 }
 
+// oldArtifactPublished is what bhw-run called an artifact's item before it
+// took blobhub-worker's artifacts_published: a journal an earlier version
+// wrote may hold one.
+const oldArtifactPublished = "artifact_published"
+
 // announced lists the artifacts_published items (and those an earlier
 // version journaled as artifact_published): alias → how many.
 func (h *artifactHarness) announced() map[string]int {
@@ -140,7 +145,7 @@ func (h *artifactHarness) announced() map[string]int {
 			for _, a := range m.Aliases {
 				out[strings.TrimPrefix(a, h.alias+"/artifacts/")]++
 			}
-		case agent.ItemArtifactPublished:
+		case oldArtifactPublished:
 			out[strings.TrimPrefix(m.Artifact.Alias, h.alias+"/artifacts/")]++
 		}
 	}
@@ -391,7 +396,7 @@ func (h *artifactHarness) journalArtifactIntent(rel, content string, announce bo
 			h.t.Fatal(err)
 		}
 		if _, err := j.addID(in.announceID, h.alias, agent.Item{Brief: "📎 " + rel, Meta: map[string]any{
-			"type": agent.ItemArtifactPublished, "artifact": map[string]any{"name": f.Name(), "alias": in.alias, "sha256": f.SHA256, "size": f.Size},
+			"type": oldArtifactPublished, "artifact": map[string]any{"name": f.Name(), "alias": in.alias, "sha256": f.SHA256, "size": f.Size},
 		}}, ""); err != nil {
 			h.t.Fatal(err)
 		}
