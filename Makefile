@@ -210,7 +210,7 @@ lint: ## go vet, gofmt, staticcheck (pinned in go.mod's tool block)
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go tool staticcheck ./...
 
-bench: tools ## benchmarks: idle run vs two curls and on long histories, ls over long histories, agent overhead (Claude, Codex, each ACP agent), relay rate (medians), outbox publishing, the idle tick after a flood and with a 50 MB envelope, each ACP agent's own cost, a pass over 1,000 threads
+bench: tools ## benchmarks: idle run vs two curls and on long histories, ls over long histories, agent overhead (Claude, Codex, each ACP agent), relay rate (medians), outbox publishing, the idle tick after a flood and with a 50 MB envelope, each ACP agent's own cost, a pass over 1,000 threads, the blobhub-worker daemon next to the cron recipe over 100 idle threads
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleRun' -benchtime 20x -count 1 ./e2e/
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleHistory|ListHistory' -benchtime 10x -count 1 -timeout 30m ./e2e/
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'TurnOverhead' -benchtime 10x -count 1 ./e2e/
@@ -220,6 +220,7 @@ bench: tools ## benchmarks: idle run vs two curls and on long histories, ls over
 	go test -run '^$$' -bench 'Publish' -benchmem -benchtime 3x -count 1 ./run/
 	go test -run '^$$' -bench 'IdleTick' -benchtime 5x -count 1 ./run/
 	go test -run '^$$' -bench 'FanOut' -benchtime 1x -count 1 -timeout 30m ./e2e/
+	$(GO_TEST_ENV) go test -run '^$$' -bench 'PeerIdleFleet' -benchtime 1x -count 1 -timeout 20m ./e2e/
 
 fuzz: ## run each fuzz test for 20 s
 	@for pkg in $$(go list ./...); do \

@@ -368,26 +368,27 @@ func parseAPIError(status int, body []byte) *APIError {
 	return e
 }
 
-// Me: GET /users/me answers the user under "user" (user_id, name, email).
+// Me: GET /users/me answers the user under "user": its id (the user_id
+// items are stamped with), name and email (docs/wire.md).
 func (c *httpClient) Me(ctx context.Context) (User, error) {
 	b, err := c.do(ctx, &call{command: CmdMe, method: http.MethodGet, url: c.base + "/users/me"})
 	if err != nil {
 		return User{}, err
 	}
 	var ans struct {
-		User *User `json:"user"`
+		User *struct {
+			ID    string `json:"id"`
+			Name  string `json:"name"`
+			Email string `json:"email"`
+		} `json:"user"`
 	}
 	if err := json.Unmarshal(b, &ans); err != nil {
 		return User{}, opErr(CmdMe, "", fmt.Errorf("answer is not a user: %w", err))
 	}
-	var u User
-	if ans.User != nil {
-		u = *ans.User
+	if ans.User == nil || ans.User.ID == "" {
+		return User{}, opErr(CmdMe, "", errors.New("answer carries no user id"))
 	}
-	if u.UserID == "" {
-		return User{}, opErr(CmdMe, "", errors.New("answer carries no user_id"))
-	}
-	return u, nil
+	return User{UserID: ans.User.ID, Name: ans.User.Name, Email: ans.User.Email}, nil
 }
 
 // Download: the answer holds the object {…, alias, updated_at, value}

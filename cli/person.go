@@ -415,15 +415,27 @@ func threadFailure(ctx context.Context, c blobhub.Client, jobDir, alias string) 
 	}
 	var last *failure
 	_, _, _ = blobhub.TailEach(ctx, c, "worker", blobhub.Cursor{}, showLimits, func(it blobhub.Item) bool {
-		var m struct {
-			Type  string `json:"type"`
+		// blobhub-worker's shape has thread {alias, error}; an earlier
+		// bhw-run put alias and error at the top of the metadata.
+		type failed struct {
 			Alias string `json:"alias"`
 			Error struct {
 				Code    string `json:"code"`
 				Message string `json:"message"`
 			} `json:"error"`
 		}
-		if json.Unmarshal(it.Metadata, &m) == nil && m.Type == "thread_failed" && m.Alias == alias {
+		var m struct {
+			Type   string `json:"type"`
+			Thread failed `json:"thread"`
+			failed
+		}
+		if json.Unmarshal(it.Metadata, &m) != nil || m.Type != "thread_failed" {
+			return true
+		}
+		if m.Thread.Alias != "" {
+			m.failed = m.Thread
+		}
+		if m.Alias == alias {
 			at, _ := blobhub.ParseTime(it.CreatedAt)
 			last = &failure{Code: m.Error.Code, Message: m.Error.Message, At: at}
 		}

@@ -399,17 +399,21 @@ func (e *e2eEnv) items(alias string) []blobhub.Item { return e.srv.Items(alias) 
 
 // itemMeta is the part of an item's metadata the tests look at.
 type itemMeta struct {
-	Type         string         `json:"type"`
-	EmissionID   string         `json:"emission_id"`
-	Decision     string         `json:"decision"`
-	Resolution   string         `json:"resolution"`
-	PromptItemID string         `json:"prompt_item_id"`
-	Outcome      string         `json:"outcome"`
-	Status       map[string]any `json:"status"`
-	Tool         map[string]any `json:"tool"`
-	Prompt       map[string]any `json:"prompt"`
+	Type         string `json:"type"`
+	EmissionID   string `json:"emission_id"`
+	Decision     string `json:"decision"`
+	Resolution   string `json:"resolution"`
+	PromptItemID string `json:"prompt_item_id"`
+	Outcome      string `json:"outcome"`
+	// Status is a status item's token, or a turn_end's outcome in
+	// blobhub-worker's words.
+	Status string         `json:"status"`
+	Tool   map[string]any `json:"tool"`
+	Prompt map[string]any `json:"prompt"`
 	// Tools are a turn_end's tool calls.
 	Tools *agent.ToolCounts `json:"tools"`
+	// All is the whole metadata, for a status item's other fields.
+	All map[string]any `json:"-"`
 }
 
 func meta(t testing.TB, it blobhub.Item) itemMeta {
@@ -418,6 +422,7 @@ func meta(t testing.TB, it blobhub.Item) itemMeta {
 		if err := json.Unmarshal(it.Metadata, &m); err != nil {
 			t.Fatalf("item %s metadata %s: %v", it.ID, it.Metadata, err)
 		}
+		_ = json.Unmarshal(it.Metadata, &m.All)
 	}
 	return m
 }
@@ -766,7 +771,7 @@ func threadLogKB(e *e2eEnv, alias string) (float64, error) {
 func (e *e2eEnv) statusTokens(alias string) []string {
 	var out []string
 	for _, it := range e.itemsOfType(alias, "status") {
-		tok, _ := meta(e.t, it).Status["token"].(string)
+		tok := meta(e.t, it).Status
 		out = append(out, tok)
 	}
 	return out

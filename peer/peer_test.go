@@ -69,7 +69,9 @@ func TestPeerSDKSession(t *testing.T) {
 	const alias = "peer/sdk-thread"
 
 	var wrote struct {
-		User      blobhub.User    `json:"user"`
+		User struct {
+			ID string `json:"id"`
+		} `json:"user"`
 		SessionID string          `json:"session_id"`
 		Value     json.RawMessage `json:"value"`
 		Item      blobhub.Item    `json:"item"`
@@ -77,7 +79,7 @@ func TestPeerSDKSession(t *testing.T) {
 	if err := json.Unmarshal(runPeer(t, srv, filepath.Join("testdata", "sdk_session.py"), "write", alias), &wrote); err != nil {
 		t.Fatal(err)
 	}
-	if wrote.User.UserID != bhtest.RunnerUserID || wrote.SessionID != bhtest.SessionID {
+	if wrote.User.ID != bhtest.RunnerUserID || wrote.SessionID != bhtest.SessionID {
 		t.Fatalf("the SDK saw user %+v, session %q", wrote.User, wrote.SessionID)
 	}
 	if wrote.Item.ID == "" || wrote.Item.UserID != bhtest.RunnerUserID || wrote.Item.CreatedAt == "" {
@@ -138,12 +140,17 @@ func TestPeerSDKSession(t *testing.T) {
 }
 
 // TestPeerCLIWhoami: the BlobHub CLI reads the identity behind the key
-// from the test hub as it reads it from the API.
+// from the test hub as it reads it from the API: the user's id as id.
 func TestPeerCLIWhoami(t *testing.T) {
 	srv := bhtest.New(t)
 	out := runPeer(t, srv, "-m", "blobhub_cli", "--json", "whoami")
-	if !bytes.Contains(out, []byte(bhtest.RunnerUserID)) {
-		t.Fatalf("blobhub whoami: %s", out)
+	var who struct {
+		User struct {
+			ID string `json:"id"`
+		} `json:"user"`
+	}
+	if err := json.Unmarshal(out, &who); err != nil || who.User.ID != bhtest.RunnerUserID {
+		t.Fatalf("blobhub whoami: %s (%v), want the user's id %s", out, err, bhtest.RunnerUserID)
 	}
 }
 

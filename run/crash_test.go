@@ -179,14 +179,12 @@ func TestAgentNeverAnswers(t *testing.T) {
 				var m struct {
 					Type    string `json:"type"`
 					Outcome string `json:"outcome"`
-					Status  struct {
-						Token string `json:"token"`
-					} `json:"status"`
+					Status  string `json:"status"`
 				}
 				_ = json.Unmarshal(it.Metadata, &m)
 				switch m.Type {
 				case "status":
-					tokens = append(tokens, m.Status.Token)
+					tokens = append(tokens, m.Status)
 				case "turn_end":
 					outcomes = append(outcomes, m.Outcome)
 				}

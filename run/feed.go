@@ -95,7 +95,7 @@ func (ls *lister) pass(ctx context.Context) ([]Listing, error) {
 	}
 	var read feedRead
 	reason := ""
-	if s0.LastProcessedAt == nil || *s0.LastProcessedAt == "" {
+	if s0.LastProcessedAt == "" {
 		reason = "there is no cursor yet"
 	} else if read, reason, err = ls.readFeed(ctx, s0); err != nil {
 		return []Listing{}, err
@@ -137,7 +137,7 @@ func (ls *lister) pass(ctx context.Context) ([]Listing, error) {
 		}
 	}
 	out, err = ls.finish(ctx, out)
-	s1 := setup.SectionEvents{LastProcessedAt: &read.cursor, Seen: read.seen, Due: ls.due, FullListingAt: s0.FullListingAt, ReadAt: read.readAt}
+	s1 := setup.SectionEvents{LastProcessedAt: read.cursor, Seen: read.seen, Due: ls.due, FullListingAt: s0.FullListingAt, ReadAt: read.readAt}
 	return out, ls.commit(ctx, s0, s1, out, err)
 }
 
@@ -145,9 +145,9 @@ func (ls *lister) pass(ctx context.Context) ([]Listing, error) {
 // why the feed cannot answer (a full listing instead); err is an outage,
 // a refused key or a cancelled pass, which end the pass.
 func (ls *lister) readFeed(ctx context.Context, s0 setup.SectionEvents) (read feedRead, reason string, err error) {
-	cur, err := blobhub.ParseTime(*s0.LastProcessedAt)
+	cur, err := blobhub.ParseTime(s0.LastProcessedAt)
 	if err != nil {
-		return read, fmt.Sprintf("the cursor %q is not a time", *s0.LastProcessedAt), nil
+		return read, fmt.Sprintf("the cursor %q is not a time", s0.LastProcessedAt), nil
 	}
 	q := blobhub.EventQuery{Ascending: true, CreatedSince: blobhub.FormatTime(readFrom(cur, s0.ReadAt)), Limit: blobhub.MaxListLimit}
 	var all []blobhub.Event
@@ -192,7 +192,7 @@ func (ls *lister) readFeed(ctx context.Context, s0 setup.SectionEvents) (read fe
 			read.fresh = append(read.fresh, e)
 		}
 	}
-	read.cursor, read.readAt, read.seen = advance(*s0.LastProcessedAt, s0.ReadAt, all, read.date)
+	read.cursor, read.readAt, read.seen = advance(s0.LastProcessedAt, s0.ReadAt, all, read.date)
 	return read, "", nil
 }
 
@@ -304,10 +304,10 @@ func (ls *lister) fullPass(ctx context.Context, s0 setup.SectionEvents, reason s
 	if len(head.Events) > 0 {
 		cursor, readAt, seen := advance("", "", head.Events, head.Date)
 		if cursor != "" {
-			s1.LastProcessedAt, s1.Seen, s1.ReadAt = &cursor, seen, readAt
+			s1.LastProcessedAt, s1.Seen, s1.ReadAt = cursor, seen, readAt
 		}
 	}
-	if s1.LastProcessedAt != nil && *s1.LastProcessedAt != "" {
+	if s1.LastProcessedAt != "" {
 		// Without a cursor (a session without events) the next pass lists
 		// everything again, safety net or not.
 		date := head.Date
@@ -412,13 +412,7 @@ func loadFeed(jobDir string) (setup.SectionEvents, error) {
 }
 
 func feedEqual(a, b setup.SectionEvents) bool {
-	str := func(p *string) string {
-		if p == nil {
-			return ""
-		}
-		return *p
-	}
-	return str(a.LastProcessedAt) == str(b.LastProcessedAt) && slices.Equal(a.Seen, b.Seen) &&
+	return a.LastProcessedAt == b.LastProcessedAt && slices.Equal(a.Seen, b.Seen) &&
 		maps.Equal(a.Due, b.Due) && a.FullListingAt == b.FullListingAt && a.ReadAt == b.ReadAt
 }
 
@@ -428,8 +422,8 @@ func feedEqual(a, b setup.SectionEvents) bool {
 // only make a later pass read or judge again.
 func mergeFeed(a, b setup.SectionEvents) setup.SectionEvents {
 	m := setup.SectionEvents{LastProcessedAt: a.LastProcessedAt, Due: map[string]string{}, FullListingAt: a.FullListingAt, ReadAt: a.ReadAt}
-	ta, errA := blobhub.ParseTime(deref(a.LastProcessedAt))
-	tb, errB := blobhub.ParseTime(deref(b.LastProcessedAt))
+	ta, errA := blobhub.ParseTime(a.LastProcessedAt)
+	tb, errB := blobhub.ParseTime(b.LastProcessedAt)
 	if errA != nil || errB == nil && tb.Before(ta) {
 		m.LastProcessedAt, ta = b.LastProcessedAt, tb
 	}
@@ -460,13 +454,6 @@ func mergeFeed(a, b setup.SectionEvents) setup.SectionEvents {
 		m.FullListingAt = b.FullListingAt
 	}
 	return m
-}
-
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
 }
 
 // eventKey names an event among those of its instant: created_at, type,

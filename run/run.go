@@ -336,7 +336,7 @@ func (a *activation) row(ctx context.Context, d Decision) (string, error) {
 // stop follows the wire's completed/failed: an open prompt is resolved
 // cancelled and the local state follows.
 func (a *activation) stop(ctx context.Context) (string, error) {
-	if err := a.cancelPrompt(ctx); err != nil {
+	if err := a.cancelPrompt(ctx, "the thread was stopped"); err != nil {
 		return "", err
 	}
 	a.t.Agent.State = a.env.State
@@ -354,7 +354,7 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", a.failOrExit(ctx, err)
 	}
-	if err := a.cancelPrompt(ctx); err != nil {
+	if err := a.cancelPrompt(ctx, "the thread was activated again"); err != nil {
 		return "", err
 	}
 	inbound := len(a.t.Items.PendingInbound) > 0 || a.turnInterrupted()
@@ -448,16 +448,19 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	// keep it too, so it is redacted here, not only in the item.
 	te = &agent.Error{Code: te.Code, Message: a.r.Setup.Secrets.String(te.Message)}
 	a.log.Error("thread failed", "code", te.Code, "error", te.Message)
-	resolved, err := a.resolvePrompt("failed", "✗ failed: "+te.Code)
+	resolved, err := a.resolvePrompt("failed", "✗ failed: "+te.Code, te.Code)
 	if err != nil {
 		return err
 	}
 	a.t.Agent.State = envelope.StateFailed
 	a.t.Agent.Error.Set(te.Code, te.Message)
 	a.t.Agent.FailedOnWire = false
+	// blobhub-worker's shape, thread {alias, error}; instance_id is
+	// bhw-run's own. An earlier bhw-run put alias and error at the top.
 	it := agent.Item{Brief: fmt.Sprintf("✗ %s failed: %s — %s", a.alias, te.Code, te.Message), Meta: map[string]any{
-		"type": agent.ItemThreadFailed, "alias": a.alias,
-		"error":       map[string]any{"code": te.Code, "message": te.Message},
+		"type": agent.ItemThreadFailed,
+		"thread": map[string]any{"alias": a.alias,
+			"error": map[string]any{"code": te.Code, "message": te.Message}},
 		"instance_id": a.instanceID,
 	}}
 	e, err := a.j.add(setup.WorkerAlias, it, "")

@@ -132,7 +132,9 @@ func CheckIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Ide
 // section as configured, the attachment with its error {code, message}
 // (both null while attached), and the session-event cursor
 // events.last_processed_at, which `ls --runnable` moves as it reads the
-// feed (feed.go). instance_id is bhw-run's
+// feed (feed.go). attached_at and the cursor are strings, "" when unset
+// and never null: blobhub-worker refuses a section.yaml with a null there,
+// and its section then never attaches. instance_id is bhw-run's
 // own (stable per state tree); keys it does not know are kept.
 type SectionState struct {
 	Name       string            `yaml:"name"`
@@ -147,7 +149,7 @@ type SectionState struct {
 // SectionAttachment is section.yaml's attachment block.
 type SectionAttachment struct {
 	Status     string               `yaml:"status"` // attached | refused
-	AttachedAt *string              `yaml:"attached_at"`
+	AttachedAt string               `yaml:"attached_at"`
 	Error      envelope.ErrorRecord `yaml:"error"`
 	Extra      map[string]any       `yaml:",inline"`
 }
@@ -156,7 +158,7 @@ type SectionAttachment struct {
 // beside it what `ls --runnable` needs to follow the feed without missing
 // a change (feed.go, docs/operating.md).
 type SectionEvents struct {
-	LastProcessedAt *string `yaml:"last_processed_at"`
+	LastProcessedAt string `yaml:"last_processed_at"`
 	// Seen are the events handled in the overlap before the cursor.
 	Seen []string `yaml:"seen,omitempty"`
 	// Due are the threads to judge again without a change: alias → "" or
@@ -314,13 +316,12 @@ func (s *Setup) EnsureWorker(ctx context.Context, c blobhub.Client, userID strin
 				_ = c.Upload(ctx, WorkerAlias, nv)
 			}
 		}
-		if _, _, failed := st.Attachment.Error.Get(); st.Attachment.Status == "attached" && st.Attachment.AttachedAt != nil && !failed {
+		if _, _, failed := st.Attachment.Error.Get(); st.Attachment.Status == "attached" && st.Attachment.AttachedAt != "" && !failed {
 			return st, nil // section.yaml says so already: no second read-modify-write
 		}
 		return UpdateSection(ctx, jobDir, sec, func(s *SectionState) {
-			if s.Attachment.Status != "attached" || s.Attachment.AttachedAt == nil {
-				at := now()
-				s.Attachment.AttachedAt = &at
+			if s.Attachment.Status != "attached" || s.Attachment.AttachedAt == "" {
+				s.Attachment.AttachedAt = now()
 			}
 			s.Attachment.Status = "attached"
 			s.Attachment.Error.Clear()

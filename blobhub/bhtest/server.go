@@ -256,7 +256,7 @@ func (s *Server) madeUp(alias string, q blobhub.ItemQuery) (items []blobhub.Item
 		items = append(items, blobhub.Item{
 			ID: fmt.Sprintf("itm_endless_%08d", s.fabricated), CreatedAt: blobhub.FormatTime(at), UserID: RunnerUserID,
 			Content:  []blobhub.Block{{Type: "text", Text: fmt.Sprintf("made-up item %d", s.fabricated)}},
-			Metadata: json.RawMessage(`{"type":"status","status":{"token":"endless"}}`),
+			Metadata: json.RawMessage(`{"type":"status","status":"endless"}`),
 		})
 	}
 	return items, true
@@ -541,7 +541,7 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u, _ := s.user(r)
-	s.answer(w, r, CmdMe, http.StatusOK, map[string]any{"user": u})
+	s.answer(w, r, CmdMe, http.StatusOK, map[string]any{"user": map[string]any{"id": u.UserID, "name": u.Name, "email": u.Email}})
 }
 
 // blob answers the one blob the server knows, a workflow blob whose
