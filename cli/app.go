@@ -366,10 +366,15 @@ func (cl *cliState) options(c *cli.Context) run.Options {
 	}
 }
 
-// client opens BlobHub (or the local store) for the resolved session.
-func client(s *run.Setup, key, userID string) (blobhub.Client, error) {
-	c, err := blobhub.New(blobhub.Config{APIURL: s.APIURL, APIKey: key,
-		RevisionID: s.Section.Session.RevisionID, SessionID: s.Section.Session.SessionID, UserID: userID})
+// client opens BlobHub (or the local store) for the resolved session. Its
+// retries are debug records (-v) and, at a terminal, the status line.
+func (cl *cliState) client(s *run.Setup, key, userID string) (blobhub.Client, error) {
+	cfg := blobhub.Config{APIURL: s.APIURL, APIKey: key,
+		RevisionID: s.Section.Session.RevisionID, SessionID: s.Section.Session.SessionID, UserID: userID, Logger: cl.log}
+	if cl.term != nil {
+		cfg.OnRetry = cl.term.Retrying
+	}
+	c, err := blobhub.New(cfg)
 	if err != nil {
 		return nil, run.Errorf(run.CodeInvalidConfig, "%v", err)
 	}
@@ -397,7 +402,7 @@ func (cl *cliState) open(c *cli.Context, nargs int, person bool) (alias string, 
 		}
 		userID = "usr_person"
 	}
-	bh, err = client(s, key, userID)
+	bh, err = cl.client(s, key, userID)
 	return alias, s, bh, err
 }
 

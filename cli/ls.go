@@ -34,7 +34,7 @@ func (cl *cliState) ls(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	bh, err := client(setup, setup.APIKey, "usr_local")
+	bh, err := cl.client(setup, setup.APIKey, "usr_local")
 	if err != nil {
 		return err
 	}

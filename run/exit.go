@@ -66,6 +66,8 @@ const (
 	CodeUnposted               = "ITEMS_UNPOSTED"
 	CodeStateTreeInvalid       = "STATE_INVALID"
 	CodePosterIsRunner         = "POSTER_IS_RUNNER"
+	// CodeInterrupted: a signal ended the run (SIGINT 130, SIGTERM 143).
+	CodeInterrupted = "INTERRUPTED"
 	// CodeRateLimited: the agent's provider refused the turn for a rate or
 	// usage limit; the messages wait for its reset.
 	CodeRateLimited = "RATE_LIMITED"
@@ -134,7 +136,8 @@ var Exits = []ExitClass{
 			CodeDuplicateSectionTarget, CodeSessionNotFound, CodeAgentNotInstalled, CodeAgentAuthFailed, CodeStateTreeInvalid, CodeInsecurePermissions, CodePosterIsRunner}},
 	{Exit: ExitInterrupted, Label: "130 / 143", Outcome: "`interrupted`",
 		Help:      "interrupted by SIGINT/SIGTERM; state saved, the next run resumes",
-		Scheduler: "SIGINT / SIGTERM: state saved, the next run resumes (a run stopped before it held the thread lock wrote nothing)"},
+		Scheduler: "SIGINT / SIGTERM: state saved, the next run resumes (a run stopped before it held the thread lock wrote nothing)",
+		Codes:     []string{CodeInterrupted}},
 }
 
 // ExitHelp is the EXIT CODES section of `bhw-run --help`, from Exits.

@@ -108,6 +108,11 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 			err = fault // what stopped the run, whatever it was doing then
 		}
 		finish(sum, err, sig)
+		if sig != nil {
+			// What was cut short (a wait on BlobHub, the agent) is the
+			// signal's doing, not an error of its own.
+			err = &ExitError{Exit: sum.ExitCode, Code: CodeInterrupted, Message: interruptedMessage(sig, a.locked)}
+		}
 		if sig == nil || a.locked {
 			a.writeSectionLog(sum)
 		}
@@ -545,6 +550,22 @@ func (r *Runner) grace() time.Duration {
 		return r.Grace
 	}
 	return 5 * time.Second
+}
+
+// interruptedMessage says what a signal left: state saved under the lock,
+// nothing written before it.
+func interruptedMessage(sig os.Signal, locked bool) string {
+	name := sig.String()
+	switch sig {
+	case os.Interrupt:
+		name = "SIGINT"
+	case syscall.SIGTERM:
+		name = "SIGTERM"
+	}
+	if locked {
+		return "interrupted by " + name + "; state saved, the next run resumes"
+	}
+	return "interrupted by " + name + " before the run held the thread; nothing was written"
 }
 
 // notHere is the not_here exit: an active thread this state tree never

@@ -373,8 +373,9 @@ func apiErr(err error, what string) error {
 }
 
 // APIError is a BlobHub error as the exit a command ends with: an
-// *ExitError as it is, a refused key AUTH_INVALID (77), a cancelled context
-// as it is, anything else BLOBHUB_UNAVAILABLE (75).
+// *ExitError as it is, a refused key AUTH_INVALID (77), a host that does
+// not resolve INVALID_CONFIG (78), a cancelled context as it is, anything
+// else BLOBHUB_UNAVAILABLE (75).
 func APIError(err error, what string) error {
 	var ee *ExitError
 	switch {
@@ -382,6 +383,12 @@ func APIError(err error, what string) error {
 		return err
 	case errors.Is(err, blobhub.ErrAuth):
 		return exitErr(CodeAuthInvalid, "BlobHub refused the API key (%s); check the key or profile", what)
+	case errors.Is(err, blobhub.ErrNoSuchHost):
+		// A wrong URL: no later run mends it, so it is configuration, not
+		// a BlobHub that is down.
+		var nsh *blobhub.NoSuchHostError
+		errors.As(err, &nsh)
+		return exitErr(CodeInvalidConfig, "%v (%s); check --api-url, BLOBHUB_API_URL or the url of the credentials profile", nsh, what)
 	case errors.Is(err, blobhub.ErrNoThread):
 		// invalid_thread_envelope: BlobHub's final word that the alias is
 		// not a thread (deleted, say), not a reason to try again later.
