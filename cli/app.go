@@ -154,8 +154,8 @@ func (cl *cliState) app() *cli.App {
 				return cl.version(c)
 			}
 			if c.NArg() == 0 {
-				_ = cli.ShowAppHelp(c)
-				return run.UsageError("missing <alias>")
+				// The error first and short: the whole help would bury it.
+				return run.UsageError("missing <alias>: name the thread to run, as in `bhw-run demo/t1`; `bhw-run ls` lists the section's threads, `bhw-run --help` every command")
 			}
 			return cl.runAlias(c)
 		},
@@ -386,7 +386,7 @@ func (cl *cliState) client(s *run.Setup, key, userID string) (blobhub.Client, er
 // posts with: the runner's, or with --as the person's.
 func (cl *cliState) open(c *cli.Context, nargs int, person bool) (alias string, s *run.Setup, bh blobhub.Client, err error) {
 	if c.NArg() != nargs {
-		return "", nil, nil, run.UsageError("%s expects %d argument(s), got %d: %s; put flags before `--`", c.Command.FullName(), nargs, c.NArg(), c.Command.ArgsUsage)
+		return "", nil, nil, argCountError(c, nargs)
 	}
 	alias = c.Args().First()
 	if err := run.ValidateAlias(alias); err != nil {

@@ -80,7 +80,8 @@ func doctorLine(ch run.Check, color bool) string {
 	// Details quote what BlobHub and the agents answered: escaped.
 	line := fmt.Sprintf("%s%s%s %s: %s", on, mark, off, ch.Check, shown(ch.Detail))
 	if !ch.OK && !notChecked(ch) && ch.Fix != "" {
-		line += " — fix: " + shown(ch.Fix)
+		// Most fixes begin with the verb: "fix: fix …" says it twice.
+		line += " — fix: " + shown(strings.TrimPrefix(ch.Fix, "fix "))
 	}
 	return line
 }

@@ -216,6 +216,7 @@ func threadNew(ctx context.Context, s *run.Setup, c blobhub.Client, alias string
 		return res, err
 	}
 	checkHere(env.WorkFolder, warn)
+	handOffWarnings(s, env, alias, message, warn)
 	if _, err := c.Download(ctx, alias); err == nil {
 		return res, run.Errorf(run.CodeThreadExists, "thread %q already exists; post to it with `bhw-run thread post`, change it with `bhw-run thread edit`, or pick another alias", alias)
 	} else if !errors.Is(err, blobhub.ErrNotFound) {

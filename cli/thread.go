@@ -31,11 +31,12 @@ func (cl *cliState) threadCommand() *cli.Command {
 					&cli.StringFlag{Name: "message", Usage: "the first message to the agent"})...),
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
-						res, err := threadNew(ctx, s, bh, alias, fieldsOf(c), c.String("message"), cl.warn)
+						f := fieldsOf(c)
+						res, err := threadNew(ctx, s, bh, alias, f, c.String("message"), cl.warn)
 						if err != nil {
-							return refused(err)
+							return cl.handOffRefused(err, f)
 						}
-						return cl.result(fmt.Sprintf("thread %s handed off (pending); run `bhw-run %s`", shown(alias), shown(shellQuote(alias))), res)
+						return cl.result(handedOff(alias, c.String("message")), res)
 					})
 				},
 			},
@@ -49,9 +50,10 @@ func (cl *cliState) threadCommand() *cli.Command {
 				Flags: append([]cli.Flag{asFlag}, cl.fieldFlags(true)...),
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
-						res, err := threadEdit(ctx, s, bh, alias, fieldsOf(c), cl.warn)
+						f := fieldsOf(c)
+						res, err := threadEdit(ctx, s, bh, alias, f, cl.warn)
 						if err != nil {
-							return refused(err)
+							return cl.handOffRefused(err, f)
 						}
 						return cl.result(editSummary(res), res)
 					})

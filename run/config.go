@@ -547,7 +547,16 @@ func validateAgent(c *Config, s *Setup, name string) error {
 	var uk *agent.UnknownKeyError
 	if errors.As(err, &uk) {
 		keys := slices.Sorted(slices.Values(append(append([]string{key}, commonAgentKeys...), uk.Known...)))
-		return exitErr(CodeInvalidConfig, "agents.%s: unknown key %q; the keys are %s", name, uk.Key, strings.Join(keys, ", "))
+		where, meant := s.ConfigPath, ""
+		if b, err := os.ReadFile(s.ConfigPath); err == nil {
+			if line := envelope.KeyLine(b, "agents", name, uk.Key); line > 0 {
+				where = fmt.Sprintf("%s line %d", where, line)
+			}
+		}
+		if k := envelope.ClosestKey(uk.Key, keys); k != "" {
+			meant = "did you mean " + k + "? "
+		}
+		return exitErr(CodeInvalidConfig, "config %s: agents.%s has no key %q; %sthe keys are %s", where, name, uk.Key, meant, strings.Join(keys, ", "))
 	}
 	if err != nil {
 		return exitErr(CodeInvalidConfig, "agents.%s: %v", name, err)
