@@ -102,6 +102,12 @@ type cliState struct {
 	// term is stderr at a terminal, which logs go through and a run draws
 	// its status line on; nil when stderr is not a terminal, or with -q.
 	term *terminal
+	// human: stderr is a terminal and --log-format auto. An error is then
+	// one line for a person, not a record, and none at all when the
+	// command's outcome line on stdout (a terminal too) already says it.
+	human bool
+	// outcomeShown: the command printed its outcome line (doctor's).
+	outcomeShown bool
 }
 
 func isTerminal(w io.Writer) bool {
@@ -324,11 +330,12 @@ func (cl *cliState) newLogger(format string, verbose, quiet bool) (*slog.Logger,
 		format = "json"
 		if cl.stderrTTY {
 			format = "text"
+			cl.human = true
 		}
 	}
 	if format == "text" {
 		// Colours only on a terminal: a log file gets plain text.
-		return slog.New(tint.NewTextHandler(logw, &tint.Options{Level: level, TimeFormat: time.Kitchen, NoColor: !cl.stderrTTY, ReplaceAttr: escapeAttr})), err
+		return slog.New(tint.NewTextHandler(logw, &tint.Options{Level: level, TimeFormat: time.TimeOnly, NoColor: !cl.stderrTTY, ReplaceAttr: escapeAttr})), err
 	}
 	return slog.New(slog.NewJSONHandler(jsonShownWriter{logw}, &slog.HandlerOptions{Level: level})), err
 }
@@ -446,14 +453,25 @@ func (cl *cliState) exit(err error) int {
 	}
 	if err != nil {
 		attrs := []any{"exit", code}
-		msg := err.Error()
+		msg, errCode := err.Error(), ""
 		if errors.As(err, &ee) {
-			msg = ee.Message
+			msg, errCode = ee.Message, ee.Code
 			if ee.Code != "" {
 				attrs = append([]any{"code", ee.Code}, attrs...)
 			}
 		}
-		cl.log.Error(msg, attrs...)
+		switch {
+		case cl.human && cl.stdoutTTY && (cl.summary != nil || cl.outcomeShown):
+			// The outcome line below (or doctor's above) says it.
+		case cl.human:
+			line := "bhw-run: " + shown(msg)
+			if errCode != "" {
+				line += " (" + errCode + ")"
+			}
+			fmt.Fprintln(cl.stderr, line)
+		default:
+			cl.log.Error(msg, attrs...)
+		}
 	}
 	if s := cl.summary; s != nil {
 		if cl.jsonOut {

@@ -54,12 +54,21 @@ func (cl *cliState) doctor(c *cli.Context) error {
 			fmt.Fprintln(cl.stdout, doctorLine(ch, color))
 		}
 	}
+	msg := fmt.Sprintf("all %d checks hold", len(checks))
 	if failed+skipped > 0 {
-		msg := fmt.Sprintf("%d of %d checks failed", failed, len(checks))
+		msg = fmt.Sprintf("%d of %d checks failed", failed, len(checks))
 		if skipped > 0 {
 			msg += fmt.Sprintf(", %d not checked", skipped)
 		}
-		return &run.ExitError{Exit: run.ExitConfig, Message: msg + "; fix what they say and run bhw-run doctor again"}
+		msg += "; fix what they say and run bhw-run doctor again"
+	}
+	if !cl.jsonOut {
+		// The last line sums the checks up, as a line like theirs.
+		fmt.Fprintln(cl.stdout, doctorLine(run.Check{Check: "doctor", Detail: msg, OK: failed+skipped == 0}, cl.stdoutTTY))
+		cl.outcomeShown = true
+	}
+	if failed+skipped > 0 {
+		return &run.ExitError{Exit: run.ExitConfig, Message: msg}
 	}
 	return nil
 }

@@ -83,7 +83,7 @@ func TestConfigMistakesNameTheLine(t *testing.T) {
 		{"a mistyped nested key", "policy:\n  allow_autonomus: true\n",
 			[]string{"line 2: policy has no key allow_autonomus; did you mean allow_autonomous?"}},
 		{"a mistyped agent key", "agents:\n  claude_code:\n    permision: approval\n",
-			[]string{"line 3: agents.claude_code has no key", "permision", "did you mean permissions?"}},
+			[]string{"line 3: agents.claude_code: unknown key", "permision", "(did you mean permissions?)"}},
 		{"a tab", "agents:\n\tclaude_code:\n    permissions: approval\n",
 			[]string{"line 2 indents with a tab; YAML indents with spaces only"}},
 	} {

@@ -554,9 +554,9 @@ func validateAgent(c *Config, s *Setup, name string) error {
 			}
 		}
 		if k := envelope.ClosestKey(uk.Key, keys); k != "" {
-			meant = "did you mean " + k + "? "
+			meant = " (did you mean " + k + "?)"
 		}
-		return exitErr(CodeInvalidConfig, "config %s: agents.%s has no key %q; %sthe keys are %s", where, name, uk.Key, meant, strings.Join(keys, ", "))
+		return exitErr(CodeInvalidConfig, "config %s: agents.%s: unknown key %q%s; the keys are %s", where, name, uk.Key, meant, strings.Join(keys, ", "))
 	}
 	if err != nil {
 		return exitErr(CodeInvalidConfig, "agents.%s: %v", name, err)

@@ -111,7 +111,11 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		if sig != nil {
 			// What was cut short (a wait on BlobHub, the agent) is the
 			// signal's doing, not an error of its own.
-			err = &ExitError{Exit: sum.ExitCode, Code: CodeInterrupted, Message: interruptedMessage(sig, a.locked)}
+			ee := &ExitError{Exit: sum.ExitCode, Code: CodeInterrupted, Message: interruptedMessage(sig, a.locked)}
+			if sum.Error == nil {
+				sum.Error = &SummaryError{Code: ee.Code, Message: ee.Message}
+			}
+			err = ee
 		}
 		if sig == nil || a.locked {
 			a.writeSectionLog(sum)
