@@ -479,6 +479,9 @@ func (cl *cliState) exit(err error) int {
 			fmt.Fprintln(cl.stdout, string(run.ShownJSON(b)))
 		} else {
 			fmt.Fprintln(cl.stdout, summaryLine(s))
+			if s.Outcome == run.OutcomeParked && cl.human && cl.stdoutTTY {
+				fmt.Fprintln(cl.stdout, parkedHint(s.Alias))
+			}
 		}
 	}
 	return code

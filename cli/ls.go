@@ -59,7 +59,11 @@ func (cl *cliState) ls(c *cli.Context) error {
 		}
 	default:
 		for _, l := range list {
-			fmt.Fprintf(w, "%s\t%s\n", shown(l.Alias), shown(l.State))
+			state := l.State
+			if l.Waiting {
+				state = "waiting" // active, parked on a person's answer
+			}
+			fmt.Fprintf(w, "%s\t%s\n", shown(l.Alias), shown(state))
 		}
 	}
 	// Everything else is listed before a thread whose record cannot be
