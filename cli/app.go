@@ -252,8 +252,16 @@ func (cl *cliState) withSignals(c *cli.Command) {
 			defer stop()
 			cc.Context = ctx
 			err := fn(cc)
-			if sig := run.SignalOf(ctx); sig != nil && err != nil {
-				return &run.ExitError{Exit: run.SignalExit(sig), Message: "interrupted by " + sig.String(), Err: err}
+			sig := run.SignalOf(ctx)
+			switch {
+			case sig != nil && err != nil:
+				return &run.ExitError{Exit: run.SignalExit(sig), Code: run.CodeInterrupted, Message: "interrupted by " + run.SignalName(sig), Err: err}
+			case sig != nil:
+				// A command that ends at a signal (thread show --follow)
+				// was stopped, not done: its exit says so, and at a
+				// terminal the shell's prompt is all that follows.
+				cl.outcomeShown = true
+				return &run.ExitError{Exit: run.SignalExit(sig), Code: run.CodeInterrupted, Message: "stopped by " + run.SignalName(sig)}
 			}
 			return err
 		}

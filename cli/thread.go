@@ -3,10 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -81,8 +78,11 @@ func (cl *cliState) threadCommand() *cli.Command {
 				},
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
-						ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-						defer stop()
+						// ctx ends at the first signal (withSignals), its
+						// cause kept for the exit.
+						if c.Bool("follow") && cl.human {
+							fmt.Fprintf(cl.stderr, "following %s: new items print as they come; Ctrl-C stops\n", shown(alias))
+						}
 						return threadShow(ctx, bh, alias, showOptions{JSON: c.Bool("json"), Follow: c.Bool("follow"), Poll: c.Duration("poll-interval"), JobDir: s.JobDir, DefaultAgent: cl.adapters[0].Type}, cl.stdout)
 					})
 				},

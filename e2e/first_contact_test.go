@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/run"
 )
 
 // TestDoctorBeforeBlobHub: doctor on a machine with no BlobHub credentials
@@ -103,5 +107,70 @@ func TestErrorsPrintOnceAtATerminalE2E(t *testing.T) {
 	s = s[strings.Index(s, "once/none; echo"):]
 	if n := strings.Count(s, "THREAD_NOT_FOUND"); n != 1 || strings.Contains(s, "ERR") || !strings.Contains(s, "once/none: error (exit 66) THREAD_NOT_FOUND") {
 		t.Errorf("the run's error printed %d times, want once in its summary line:\n%s", n, s)
+	}
+}
+
+// TestLockWaitExpirySaysItWaited: a run that waited --lock-wait for a held
+// thread lock and gave up says it waited, and for how long (75).
+func TestLockWaitExpirySaysItWaited(t *testing.T) {
+	e := pipelineEnv(t)
+	const alias = "wait/t1"
+	e.handOff(alias, claudeType, "", "hello")
+	dir := run.ThreadDir(e.jobDir(), alias)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	held, err := lock.Acquire(context.Background(), filepath.Join(dir, "thread.lock"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock()
+	code, stdout, _ := e.run("--lock-wait", "300ms", alias)
+	if code != 75 || !strings.Contains(stdout, "THREAD_LOCKED") || !strings.Contains(stdout, "waited 300ms for it (--lock-wait)") {
+		t.Errorf("exit %d, want 75 THREAD_LOCKED saying it waited 300ms:\n%s", code, stdout)
+	}
+}
+
+// TestDocsInstallTheTestedVersions: every install line of the agents
+// table in docs/usage.md and the README pins the version the Makefile
+// tests with, Claude Code's login is the pinned CLI's own command, and the
+// README says what bash needs to load the completions.
+func TestDocsInstallTheTestedVersions(t *testing.T) {
+	mk, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin := func(name string) string {
+		m := regexp.MustCompile(`(?m)^` + name + `_VERSION\s*:=\s*(\S+)`).FindSubmatch(mk)
+		if m == nil {
+			t.Fatalf("the Makefile pins no %s_VERSION", name)
+		}
+		return string(m[1])
+	}
+	usage, err := os.ReadFile(filepath.Join("docs", "usage.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pkg, name := range map[string]string{"@anthropic-ai/claude-code": "CLAUDE", "@openai/codex": "CODEX", "@google/gemini-cli": "GEMINI",
+		"@qwen-code/qwen-code": "QWEN", "opencode-ai": "OPENCODE", "@github/copilot": "COPILOT"} {
+		want := "npm i -g " + pkg + "@" + pin(name) + "`"
+		if !strings.Contains(string(usage), want) {
+			t.Errorf("docs/usage.md's agents table has no %q", want)
+		}
+		if unpinned := "npm i -g " + pkg + "`"; strings.Contains(string(usage), unpinned) {
+			t.Errorf("docs/usage.md installs %s unpinned", pkg)
+		}
+	}
+	for _, doc := range [][]byte{usage, readme} {
+		if !strings.Contains(string(doc), "`claude auth login`") || strings.Contains(string(doc), "`claude login`") {
+			t.Errorf("an agents table does not log Claude Code in with `claude auth login` (what 2.1.332 has)")
+		}
+	}
+	if !strings.Contains(string(readme), "bash-completion") || !strings.Contains(string(readme), "source <(bhw-run completion bash)") {
+		t.Errorf("the README does not say bash needs bash-completion (or source <(bhw-run completion bash)) for the completions")
 	}
 }

@@ -3,9 +3,13 @@
 package e2e
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -63,5 +67,43 @@ func TestMakeDemoInstallsOnlyItsAgent(t *testing.T) {
 	}
 	if len(out) != 0 {
 		t.Errorf("make tools-claude_code with the CLI in place printed:\n%s", out)
+	}
+}
+
+// TestREADMENodeVersionIsTheAgentsOwn: the Node.js version the README asks
+// for is the highest the pinned agent CLIs declare (package.json's
+// engines), and the login command it gives for Claude Code is one the
+// pinned CLI has.
+func TestREADMENodeVersionIsTheAgentsOwn(t *testing.T) {
+	claudeBin(t) // the pinned CLIs must be installed (fails under CI, else skips)
+	highest := 0
+	for _, pkg := range []string{"@anthropic-ai/claude-code", "@openai/codex", "@google/gemini-cli", "@qwen-code/qwen-code", "opencode-ai", "@github/copilot"} {
+		b, err := os.ReadFile(filepath.Join(".tools", "node_modules", pkg, "package.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pj struct {
+			Engines struct{ Node string } `json:"engines"`
+		}
+		if err := json.Unmarshal(b, &pj); err != nil {
+			t.Fatal(err)
+		}
+		if m := regexp.MustCompile(`>=\s*(\d+)`).FindStringSubmatch(pj.Engines.Node); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			highest = max(highest, n)
+		}
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("Node.js (%d or later", highest); !strings.Contains(string(readme), want) {
+		t.Errorf("the README does not ask for %q, the highest the agent CLIs declare", want)
+	}
+	cmd := exec.Command(claudeBin(t), "auth", "--help")
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !regexp.MustCompile(`(?m)^\s+login\b`).Match(out) {
+		t.Errorf("claude auth --help of the pinned CLI has no login command (%v):\n%s", err, out)
 	}
 }

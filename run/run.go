@@ -164,6 +164,8 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		switch {
 		case signalOf(ctx) != nil:
 			return sum, err // interrupted while waiting: nothing is written
+		case errors.As(err, &held) && r.LockWait > 0:
+			return sum, exitErr(CodeLocked, "thread %q is %v; waited %v for it (--lock-wait); retry later, or pass a longer --lock-wait", alias, held, r.LockWait)
 		case errors.As(err, &held):
 			return sum, exitErr(CodeLocked, "thread %q is %v; retry later or pass --lock-wait", alias, held)
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -559,13 +561,7 @@ func (r *Runner) grace() time.Duration {
 // interruptedMessage says what a signal left: state saved under the lock,
 // nothing written before it.
 func interruptedMessage(sig os.Signal, locked bool) string {
-	name := sig.String()
-	switch sig {
-	case os.Interrupt:
-		name = "SIGINT"
-	case syscall.SIGTERM:
-		name = "SIGTERM"
-	}
+	name := SignalName(sig)
 	if locked {
 		return "interrupted by " + name + "; state saved, the next run resumes"
 	}

@@ -31,6 +31,17 @@ func signalOf(ctx context.Context) os.Signal {
 // SignalOf is signalOf for main.
 func SignalOf(ctx context.Context) os.Signal { return signalOf(ctx) }
 
+// SignalName is sig as a person knows it: SIGINT, SIGTERM.
+func SignalName(sig os.Signal) string {
+	switch sig {
+	case os.Interrupt, syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return sig.String()
+}
+
 // SignalExit is the exit code of a command a signal ended: 130 for SIGINT,
 // 143 otherwise.
 func SignalExit(sig os.Signal) int {
