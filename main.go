@@ -8,10 +8,9 @@ import (
 	"os"
 	"runtime"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/blobhub/bhw-run/acp"
 	"github.com/blobhub/bhw-run/agent"
+	agentproc "github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/cli"
 	"github.com/blobhub/bhw-run/codex"
@@ -27,11 +26,11 @@ var version string
 var adapters = append([]agent.Adapter{claude.Adapter, codex.Adapter}, acp.Adapters()...)
 
 func main() {
-	// Not dumpable, first: a process of the same user (an agent's tool) can
-	// then read neither /proc/<pid>/environ, where BLOBHUB_API_KEY is, nor
-	// bhw-run's memory, nor ptrace it. The agents bhw-run starts are
-	// dumpable again (execve resets it). Root's readers are not held back.
-	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// Not dumpable, first: a process of the same user (an agent's tool)
+	// can then neither read bhw-run's memory, where BLOBHUB_API_KEY is, nor
+	// ptrace it; on Linux not its /proc/<pid>/environ either. What each
+	// system covers: agentproc.NotDumpable.
+	_ = agentproc.NotDumpable()
 	// One P. bhw-run waits on its agent and on BlobHub nearly all the time,
 	// and with a P per core every burst of work (an agent's line, a
 	// request, its answer) is handed between threads that wake each other:

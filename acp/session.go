@@ -109,13 +109,17 @@ func start(ctx context.Context, p *preset, l agent.Launch) (*Session, error) {
 	}
 	args := append(append([]string(nil), p.args...), l.ExtraArgs...)
 	s.proc, err = proc.Start(proc.Config{Path: l.Executable, Args: args, Dir: l.WorkFolder, Env: env, Log: l.Log,
-		MaxLine: l.MaxLine, StdinGrace: s.StdinGrace, KillGrace: l.KillGrace})
+		MaxLine: l.MaxLine, StdinGrace: s.StdinGrace, KillGrace: l.KillGrace, Confine: l.Confine})
 	if err != nil {
 		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "cannot start %s (%s): %v", l.Executable, p.typ, err)
 	}
 	s.KillGrace = s.proc.KillGrace
 	s.rpc = jsonrpc.NewConn(jsonrpc.Options{Write: s.proc.WriteLine, Version: true,
-		OnRequest: s.onRequest, OnNotification: s.onNotification, OnTooLong: s.answerUnread, Logf: s.proc.Logf})
+		OnRequest: s.onRequest, OnNotification: s.onNotification, OnTooLong: s.answerUnread, Logf: s.proc.Logf,
+		// A response is queued too, where it stands among the updates: the
+		// prompt's answer ends the turn there, and what comes after it is
+		// not the turn's.
+		OnResponse: func(m jsonrpc.Message) { s.q.Push(m) }})
 	go s.readLoop()
 
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
@@ -278,8 +282,10 @@ func (s *Session) Pgid() int { return s.proc.Pid() }
 func (s *Session) LastOutput() time.Time { return s.proc.LastLine() }
 
 // Interrupt asks the agent to end the running prompt (session/cancel); it
-// answers the prompt "cancelled".
+// answers the prompt "cancelled". An agent that does not take the cancel
+// within the process's interrupt bound is stopped (proc.Interrupting).
 func (s *Session) Interrupt() error {
+	s.proc.Interrupting()
 	s.mu.Lock()
 	s.interrupted = true
 	sid := s.sessionID
@@ -294,7 +300,7 @@ func (s *Session) Interrupt() error {
 // the group (Gemini CLI stays in a running shell call until then), SIGKILL
 // after KillGrace. It returns once the process is gone.
 func (s *Session) Close(ctx context.Context) error {
-	s.proc.StdinGrace, s.proc.KillGrace = s.StdinGrace, s.KillGrace
+	s.proc.SetGraces(s.StdinGrace, s.KillGrace)
 	return s.proc.Close(ctx)
 }
 

@@ -29,8 +29,13 @@ type turn struct {
 	order   []string // tool call ids in the order first seen
 	pending []string // seen, not announced yet (waiting for their arguments)
 
-	text, thought strings.Builder
+	// text and thought gather a message's chunks, bounded: a model can
+	// stream a message of any length.
+	text, thought agent.Gathered
 	textMsg       string // the messageId of the buffered text, when the agent gives one
+
+	promptID jsonrpc.ID
+	ended    *jsonrpc.Message // the prompt's answer, once drained: the turn's end
 
 	chunkUsage agent.Usage // usage reported per model request (Qwen Code)
 	requests   int64       // the model requests chunkUsage sums
@@ -54,16 +59,17 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 		// Nothing may be left waiting on us: a request that came after the
 		// end is cancelled.
 		for _, m := range s.q.SetOpen(false) {
-			if m.Kind == jsonrpc.Request {
-				s.reply(m.ID, cancelled)
-			}
+			t.afterEnd(m)
 		}
 	}()
-	_, resp, err := s.rpc.Go("session/prompt", map[string]any{"sessionId": sid,
+	id, _, err := s.rpc.Go("session/prompt", map[string]any{"sessionId": sid,
 		"prompt": []any{map[string]any{"type": "text", "text": message}}})
 	if err != nil {
 		return t.result(agent.TurnFailed), s.crashed("sending the prompt: " + err.Error())
 	}
+	// The answer comes through the queue (OnResponse), after what the agent
+	// sent before it: drain sees it in order.
+	t.promptID = id
 
 	var grace, parkWait <-chan time.Time
 	idle := time.NewTimer(time.Hour)
@@ -74,23 +80,12 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 		select {
 		case <-idle.C:
 			t.flush()
-		case m := <-resp:
-			// What the agent sent before its answer is queued already (one
-			// reader, in order): it is relayed first.
-			t.drain()
-			r := t.finish(m)
-			if ctx.Err() != nil && r.Outcome == agent.TurnInterrupted {
-				return r, ctx.Err()
-			}
-			return r, nil
 		case <-s.q.Ready():
 			t.drain()
 		case <-s.rpc.Done():
 			t.drain()
-			select {
-			case m := <-resp:
-				return t.finish(m), nil
-			default:
+			if t.ended != nil {
+				return t.finish(*t.ended), nil
 			}
 			return t.died(ctx)
 		case <-ctxDone:
@@ -109,6 +104,13 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 			t.closeOpen(unfinishedText)
 			return t.result(agent.TurnParked), nil
 		}
+		if t.ended != nil {
+			r := t.finish(*t.ended)
+			if ctx.Err() != nil && r.Outcome == agent.TurnInterrupted {
+				return r, ctx.Err()
+			}
+			return r, nil
+		}
 		if t.text.Len() > 0 || t.thought.Len() > 0 {
 			idle.Reset(s.TextIdle)
 		}
@@ -124,10 +126,33 @@ func (s *Session) crashed(what string) error {
 	return agent.Errorf(agent.CodeAgentCrashed, "%s (%s)%s", what, s.proc.ExitStatus(time.Second), s.stderrTail())
 }
 
-// drain handles everything queued.
+// drain handles everything queued, up to the prompt's answer; what the
+// agent sent after it is not the turn's (afterEnd).
 func (t *turn) drain() {
 	for _, m := range t.s.q.Take() {
-		t.handle(m)
+		switch {
+		case t.ended != nil:
+			t.afterEnd(m)
+		case m.Kind == jsonrpc.Response && m.ID == t.promptID:
+			t.ended = &m
+		case m.Kind == jsonrpc.Response:
+			// The answer to another request of ours: its caller has it.
+		default:
+			t.handle(m)
+		}
+	}
+}
+
+// afterEnd drops what the agent sent once its turn had ended: an update is
+// not folded into the ended turn's items, and a request is never judged
+// (nor counted): it is cancelled, so the agent does not wait on it.
+func (t *turn) afterEnd(m jsonrpc.Message) {
+	switch m.Kind {
+	case jsonrpc.Request:
+		t.s.proc.Logf("a %s request (id %s) came after the turn ended: cancelled, not judged", m.Method, m.ID)
+		t.s.reply(m.ID, cancelled)
+	case jsonrpc.Notification:
+		t.s.proc.Logf("a %s came after the turn ended: dropped", m.Method)
 	}
 }
 
@@ -145,6 +170,9 @@ func (t *turn) died(ctx context.Context) (agent.TurnResult, error) {
 	case ctx.Err() != nil:
 		t.closeOpen(interruptedText)
 		return t.result(agent.TurnInterrupted), ctx.Err()
+	case !interrupted && s.proc.NotReading() != nil:
+		t.closeOpen(unfinishedText)
+		return t.result(agent.TurnFailed), s.crashed(s.proc.NotReading().Error())
 	case interrupted || s.proc.StdinClosed():
 		t.closeOpen(interruptedText)
 		return t.result(agent.TurnInterrupted), nil
@@ -411,18 +439,18 @@ func (t *turn) flush() {
 
 func (t *turn) flushText() {
 	if t.text.Len() > 0 {
-		text := t.text.String()
+		it := t.text.Mark(agent.TextItem(t.text.String()))
 		t.text.Reset()
 		t.textMsg = ""
-		t.emit(agent.TextItem(text))
+		t.emit(it)
 	}
 }
 
 func (t *turn) flushThought() {
 	if t.thought.Len() > 0 {
-		text := t.thought.String()
+		it := t.thought.Mark(agent.ThinkingItem(t.thought.String()))
 		t.thought.Reset()
-		t.emit(agent.ThinkingItem(text))
+		t.emit(it)
 	}
 }
 

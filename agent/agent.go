@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/blobhub/bhw-run/confine"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -68,6 +69,13 @@ type Adapter struct {
 	// the thread with its code; the Launch is the one Start would get, minus
 	// its session.
 	Preflight func(ctx context.Context, l Launch) error
+	// OwnSandbox, when set, reports whether the agent under a posture
+	// runs its tools in a sandbox of its own that cannot run inside the
+	// confinement (Codex's bubblewrap mounts file systems, which a Landlock
+	// domain forbids). run then leaves such a thread unconfined, with the
+	// agent's sandbox as its boundary, unless the machine owner set
+	// agents.<type>.confine: on (docs/security.md).
+	OwnSandbox func(permissions string) bool
 	// Version, when set, is how `bhw-run doctor` asks the installed agent
 	// for its version, within ctx's deadline; the Launch is the one Start
 	// would get, minus its session and work folder. Nil: the executable
@@ -180,6 +188,10 @@ type Launch struct {
 	// KillGrace is how long Close waits after SIGTERM before SIGKILL
 	// (0: the process layer's default).
 	KillGrace time.Duration
+	// Confine, when set, is the Landlock rule set the agent and all it
+	// starts are held to; the adapter hands it to proc.Config unchanged.
+	// nil: unconfined (the machine owner's confine: off).
+	Confine *confine.Rules
 }
 
 // Session is one live agent process, driven by its adapter.

@@ -1,6 +1,10 @@
 package agent
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/blobhub/bhw-run/exit"
+)
 
 // Error is a failure that ends the thread with its documented code, e.g.
 // AGENT_CRASHED from an adapter or WORK_FOLDER_NOT_FOUND from run's
@@ -18,8 +22,8 @@ func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// Codes an adapter returns.
+// Codes an adapter returns; their exit is in exit.Classes.
 const (
-	CodeAgentCrashed     = "AGENT_CRASHED"      // the process ended before its turn-end line
-	CodeAgentSpawnFailed = "AGENT_SPAWN_FAILED" // bad flags, refused start, crash before init
+	CodeAgentCrashed     = exit.CodeAgentCrashed     // the process ended before its turn-end line
+	CodeAgentSpawnFailed = exit.CodeAgentSpawnFailed // bad flags, refused start, crash before init
 )

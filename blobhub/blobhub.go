@@ -86,6 +86,9 @@ type Client interface {
 	// ListItems reads one server-sized page of a thread's items;
 	// ErrNoThread when there is no such thread.
 	ListItems(ctx context.Context, alias string, q ItemQuery) (Page, error)
+	// ListEvents reads one page of the session's change feed
+	// (list_session_events, docs/wire.md).
+	ListEvents(ctx context.Context, q EventQuery) (EventPage, error)
 }
 
 // User is the identity behind an API key.

@@ -48,10 +48,6 @@ const (
 // data/query.
 var writes = map[string]bool{CmdUpload: true, CmdDelete: true, CmdPost: true}
 
-// maxListLimit is the largest page list_session_objects serves; without a
-// limit the server answers ten rows.
-const maxListLimit = 1000
-
 type httpClient struct {
 	cfg  Config
 	base string // api url without a trailing slash
@@ -513,7 +509,7 @@ func (c *httpClient) List(ctx context.Context) ([]string, error) {
 	var out []string
 	cursor := ""
 	for range maxListPages {
-		f := map[string]any{"limit": maxListLimit}
+		f := map[string]any{"limit": MaxListLimit}
 		if cursor != "" {
 			f["cursor"] = cursor // never null: the server refuses one
 		}

@@ -3,6 +3,7 @@ package claude
 import (
 	"encoding/json"
 	"path/filepath"
+	"runtime"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/policy"
@@ -45,7 +46,13 @@ var loginKeys = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CO
 // file /login writes in its config dir (the configured one, else
 // ~/.claude). An OAuth login whose access token has expired is refreshed
 // by the CLI itself, so the file's presence is what counts.
-func loginCheck(l agent.Launch) (bool, string) {
+func loginCheck(l agent.Launch) (bool, string) { return loginCheckOn(runtime.GOOS, l) }
+
+// loginCheckOn is loginCheck on the system goos. On macOS Claude Code
+// keeps its /login in the login Keychain, not in .credentials.json
+// (docs/macos.md): bhw-run does not read the Keychain, so with no file and
+// no key the login is not checked rather than reported missing.
+func loginCheckOn(goos string, l agent.Launch) (bool, string) {
 	if k := agent.KeyIn(l.Env, loginKeys...); k != "" {
 		return true, k + " is set in its environment"
 	}
@@ -56,6 +63,10 @@ func loginCheck(l agent.Launch) (bool, string) {
 	file := filepath.Join(dir, ".credentials.json")
 	if agent.LoginFile(file) {
 		return true, "logged in: " + file
+	}
+	if goos == "darwin" {
+		return true, "not checked: on macOS Claude Code keeps its /login in the login Keychain, which bhw-run does not read; no " + file +
+			" and none of ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN in its environment"
 	}
 	return false, "not logged in: no " + file + " and none of ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN in its environment"
 }

@@ -66,7 +66,7 @@ func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 	args, env, err := command(l, md)
 	if err == nil {
 		s.p, err = proc.Start(proc.Config{Path: l.Executable, Args: args, Dir: l.WorkFolder, Env: env,
-			Log: l.Log, MaxLine: l.MaxLine, KillGrace: l.KillGrace})
+			Log: l.Log, MaxLine: l.MaxLine, KillGrace: l.KillGrace, Confine: l.Confine})
 		if err != nil {
 			err = agent.Errorf(agent.CodeAgentSpawnFailed, "claude: start %s: %v", l.Executable, err)
 		}
@@ -224,8 +224,11 @@ func (s *Session) Tools() []string {
 }
 
 // Interrupt asks the CLI to stop the running turn; the turn then ends with
-// result error_during_execution (outcome interrupted). Safe from any goroutine.
+// result error_during_execution (outcome interrupted). A CLI that does not
+// take it within the process's interrupt bound is stopped
+// (proc.Interrupting). Safe from any goroutine.
 func (s *Session) Interrupt() error {
+	s.p.Interrupting()
 	s.mu.Lock()
 	s.interrupted = true
 	s.mu.Unlock()
@@ -242,7 +245,7 @@ func (s *Session) Interrupt() error {
 // has exited. A ctx that ends cuts the waits short (each step escalates at
 // once); pass a fresh cleanup context, not the cancelled run context.
 func (s *Session) Close(ctx context.Context) error {
-	s.p.StdinGrace, s.p.KillGrace = s.ExitWait, s.KillGrace
+	s.p.SetGraces(s.ExitWait, s.KillGrace)
 	err := s.p.Close(ctx)
 	s.removeInstructions()
 	return err

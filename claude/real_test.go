@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/policy"
 )
@@ -319,8 +320,8 @@ func TestRealToolsAreKnown(t *testing.T) {
 		t.Fatal("no system/init.tools seen")
 	}
 	for _, tool := range tools {
-		if !slices.Contains(policy.KnownClaudeTools, tool) {
-			t.Errorf("tool %q of the pinned CLI is not in policy.KnownClaudeTools", tool)
+		if !slices.Contains(claude.KnownTools, tool) {
+			t.Errorf("tool %q of the pinned CLI is not in claude.KnownTools", tool)
 		}
 	}
 }

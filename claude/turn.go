@@ -261,6 +261,9 @@ func (s *Session) endWithoutResult(ctx context.Context, st turnState) (agent.Tur
 	s.mu.Lock()
 	interrupted := st.interrupted || s.interrupted
 	s.mu.Unlock()
+	if err := s.p.NotReading(); err != nil && !interrupted {
+		return agent.TurnResult{}, agent.Errorf(agent.CodeAgentCrashed, "claude: %v (%s)", err, s.p.ExitStatus(0))
+	}
 	if interrupted || s.p.StdinClosed() {
 		return agent.TurnResult{Outcome: agent.TurnInterrupted}, nil
 	}
@@ -361,17 +364,17 @@ func (s *Session) call(r *controlRequest) policy.Call {
 	tool, in := r.Request.ToolName, r.Request.Input
 	c := policy.Call{
 		Tool:         tool,
-		Effect:       policy.ClaudeEffect(tool),
+		Effect:       toolEffect(tool),
 		InvocationID: r.Request.ToolUseID,
 		Input:        in,
-		Target:       policy.ClaudeTarget(tool, in),
-		Fingerprint:  policy.ClaudeFingerprint(tool, in),
+		Target:       toolTarget(tool, in),
+		Fingerprint:  Fingerprint(tool, in),
 		Kind:         policy.KindApproval,
 	}
 	c.Summary = policy.Summary(tool, c.Target)
 	if r.Request.RequiresUserInteraction {
 		c.Kind = policy.KindAskUserQuestion
-		qs, err := policy.ClaudeQuestions(in)
+		qs, err := toolQuestions(in)
 		if err != nil {
 			s.logf("AskUserQuestion input without readable questions: %v", err)
 		}

@@ -24,7 +24,10 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // Main runs the command line and returns the exit code. version is the
@@ -42,15 +45,14 @@ func Main(args []string, stdout, stderr io.Writer, version string, adapters []ag
 	// does (cpuprofile.go); a no-op otherwise.
 	defer stopProfile()
 	ctx := context.Background()
-	run.Version = buildVersion(version)
 	// Every byte bhw-run prints goes through the redaction of the keys it
 	// reads: the summary, every command's output, the log records, the
 	// error line. Resolve adds the keys as it reads them.
-	secrets := run.NewSecrets(envKeys()...)
+	secrets := redact.NewSecrets(envKeys()...)
 	out, errOut := secrets.Writer(stdout), secrets.Writer(stderr)
 	defer errOut.Flush()
 	defer out.Flush()
-	cl := &cliState{stdout: out, stderr: errOut, secrets: secrets, stderrTTY: isTerminal(stderr), stdoutTTY: isTerminal(stdout), rawStderr: stderr, sigs: sigs, adapters: adapters}
+	cl := &cliState{release: buildVersion(version), stdout: out, stderr: errOut, secrets: secrets, stderrTTY: isTerminal(stderr), stdoutTTY: isTerminal(stdout), rawStderr: stderr, sigs: sigs, adapters: adapters}
 	app := cl.app()
 	line, err := parseArgs(app, args)
 	cl.line = line
@@ -68,11 +70,11 @@ func Main(args []string, stdout, stderr io.Writer, version string, adapters []ag
 		switch {
 		case line.help:
 			cl.printHelp(line.path)
-			return run.ExitOK
+			return exit.OK
 		case len(c.Subcommands) > 0:
 			// A command of commands with none of them.
 			cl.printHelp(line.path)
-			return cl.exit(run.UsageError("%s needs one of its commands: %s", fullName(line.path), strings.Join(commandNames(c.Subcommands), ", ")))
+			return cl.exit(exit.Usagef("%s needs one of its commands: %s", fullName(line.path), strings.Join(commandNames(c.Subcommands), ", ")))
 		}
 	} else if line.help {
 		argv = []string{args[0], "--help"} // urfave/cli prints the app's help
@@ -87,8 +89,9 @@ var stopProfile = func() {}
 
 // cliState carries what the commands share.
 type cliState struct {
+	release        string    // this binary's version (buildVersion)
 	stdout, stderr io.Writer // redacting secrets
-	secrets        *run.Secrets
+	secrets        *redact.Secrets
 	stderrTTY      bool      // the real stderr is a terminal
 	stdoutTTY      bool      // the real stdout is a terminal
 	rawStderr      io.Writer // the real stderr, for the terminal's width
@@ -144,12 +147,12 @@ func (cl *cliState) app() *cli.App {
 		Usage:                  "run one activation of one BlobHub thread and exit",
 		UsageText:              "bhw-run [flags] <alias>\nbhw-run run [flags] <alias>\nbhw-run ls [--state S,...] [--runnable] [--print0] [--json]\nbhw-run thread new|edit|post|show|stop|retry …\nbhw-run policy explain …\nbhw-run doctor [--json]\nbhw-run completion bash|zsh|fish\nbhw-run version\nbhw-run <command> --help",
 		ArgsUsage:              "<alias>",
-		Version:                run.Version,
+		Version:                cl.release,
 		HideVersion:            true,
 		Flags:                  globalFlags(),
 		Writer:                 cl.stdout,
 		ErrWriter:              cl.stderr,
-		CustomAppHelpTemplate:  cli.AppHelpTemplate + "\n" + examplesHelp("") + "\n" + run.ExitHelp(),
+		CustomAppHelpTemplate:  cli.AppHelpTemplate + "\n" + examplesHelp("") + "\n" + exit.Help(),
 		UseShortOptionHandling: false,
 		// Errors become exit codes once, in exit(): never inside Run, where
 		// deferred unlocks and state writes would be skipped.
@@ -161,7 +164,7 @@ func (cl *cliState) app() *cli.App {
 			}
 			if c.NArg() == 0 {
 				// The error first and short: the whole help would bury it.
-				return run.UsageError("missing <alias>: name the thread to run, as in `bhw-run demo/t1`; `bhw-run ls` lists the section's threads, `bhw-run --help` every command")
+				return exit.Usagef("missing <alias>: name the thread to run, as in `bhw-run demo/t1`; `bhw-run ls` lists the section's threads, `bhw-run --help` every command")
 			}
 			return cl.runAlias(c)
 		},
@@ -178,6 +181,7 @@ func (cl *cliState) app() *cli.App {
 					&cli.StringFlag{Name: "state", Usage: "only these wire states, comma-separated: pending, active, completed, failed, none"},
 					&cli.BoolFlag{Name: "runnable", Usage: "only threads a run would act on now whose lock is free, the oldest waiting person message first; bare aliases"},
 					&cli.BoolFlag{Name: "print0", Usage: "print the aliases NUL-separated (for xargs -0)"},
+					&cli.GenericFlag{Name: "wait", Value: &waitFlag{}, Usage: "with --runnable: wait until a thread is runnable (`--wait=MAX`: at most MAX, then print nothing), looking at the session's changes every discovery.poll_interval", DefaultText: "no bound"},
 				},
 				Action: cl.ls,
 			},
@@ -216,7 +220,7 @@ func (cl *cliState) app() *cli.App {
 // that points at the help of the command it was given to.
 func usageError(name string) cli.OnUsageErrorFunc {
 	return func(_ *cli.Context, err error, _ bool) error {
-		return run.UsageError("%v; see %s --help", err, name)
+		return exit.Usagef("%v; see %s --help", err, name)
 	}
 }
 
@@ -236,7 +240,7 @@ func (cl *cliState) result(line string, v any) error {
 		if err != nil {
 			return err
 		}
-		line = string(run.ShownJSON(b))
+		line = string(redact.ShownJSON(b))
 	}
 	_, err := fmt.Fprintln(cl.stdout, line)
 	return err
@@ -248,20 +252,20 @@ func (cl *cliState) result(line string, v any) error {
 func (cl *cliState) withSignals(c *cli.Command) {
 	if fn := c.Action; fn != nil {
 		c.Action = func(cc *cli.Context) error {
-			ctx, _, stop := run.WatchSignals(cc.Context, cl.sigs)
+			ctx, _, stop := exit.WatchSignals(cc.Context, cl.sigs)
 			defer stop()
 			cc.Context = ctx
 			err := fn(cc)
-			sig := run.SignalOf(ctx)
+			sig := exit.SignalOf(ctx)
 			switch {
 			case sig != nil && err != nil:
-				return &run.ExitError{Exit: run.SignalExit(sig), Code: run.CodeInterrupted, Message: "interrupted by " + run.SignalName(sig), Err: err}
+				return &exit.Error{Exit: exit.OfSignal(sig), Code: exit.CodeInterrupted, Message: "interrupted by " + exit.SignalName(sig), Err: err}
 			case sig != nil:
 				// A command that ends at a signal (thread show --follow)
 				// was stopped, not done: its exit says so, and at a
 				// terminal the shell's prompt is all that follows.
 				cl.outcomeShown = true
-				return &run.ExitError{Exit: run.SignalExit(sig), Code: run.CodeInterrupted, Message: "stopped by " + run.SignalName(sig)}
+				return &exit.Error{Exit: exit.OfSignal(sig), Code: exit.CodeInterrupted, Message: "stopped by " + exit.SignalName(sig)}
 			}
 			return err
 		}
@@ -271,15 +275,15 @@ func (cl *cliState) withSignals(c *cli.Command) {
 	}
 }
 
-// coded makes every error of fn an *run.ExitError with its exit code
-// (run.Exit: INTERNAL, 1, for one without a documented code), so that exit
+// coded makes every error of fn an *exit.Error with its exit code
+// (exit.Of: INTERNAL, 1, for one without a documented code), so that exit
 // can tell our errors from urfave/cli's own.
 func coded(fn func(*cli.Context) error) func(*cli.Context) error {
 	if fn == nil {
 		return nil
 	}
 	return func(c *cli.Context) error {
-		if ee := run.Exit(fn(c)); ee != nil {
+		if ee := exit.Of(fn(c)); ee != nil {
 			return ee
 		}
 		return nil
@@ -331,7 +335,7 @@ func (cl *cliState) newLogger(format string, verbose, quiet bool) (*slog.Logger,
 		format = os.Getenv("BHW_LOG_FORMAT")
 	case "auto", "text", "json":
 	default:
-		err = run.UsageError("--log-format %q: use auto, text or json", format)
+		err = exit.Usagef("--log-format %q: use auto, text or json", format)
 		format = "auto"
 	}
 	if format == "" || format == "auto" {
@@ -349,41 +353,41 @@ func (cl *cliState) newLogger(format string, verbose, quiet bool) (*slog.Logger,
 }
 
 // jsonShownWriter passes the JSON handler's records, one Write each,
-// through run.ShownJSON: a log file someone tails gets the same records with
+// through redact.ShownJSON: a log file someone tails gets the same records with
 // DEL, C1 and the bidirectional controls the wire text carried as \u
 // escapes.
 type jsonShownWriter struct{ w io.Writer }
 
 func (j jsonShownWriter) Write(p []byte) (int, error) {
-	if _, err := j.w.Write(run.ShownJSON(p)); err != nil {
+	if _, err := j.w.Write(redact.ShownJSON(p)); err != nil {
 		return 0, err
 	}
 	return len(p), nil
 }
 
-// options are the global flags for run.Resolve, with where the section
+// options are the global flags for setup.Resolve, with where the section
 // and the session came from (flag > env > config).
-func (cl *cliState) options(c *cli.Context) run.Options {
+func (cl *cliState) options(c *cli.Context) setup.Options {
 	from := func(names ...string) string {
 		for _, n := range names {
 			if _, ok := cl.line.globals[n]; ok {
-				return run.FromFlag
+				return setup.FromFlag
 			}
 		}
-		return run.FromEnv
+		return setup.FromEnv
 	}
-	return run.Options{
+	return setup.Options{
 		Profile: c.String("profile"), APIURL: c.String("api-url"), APIKey: c.String("api-key"),
 		StateDir: c.String("state-dir"), ConfigPath: c.String("config"), Section: c.String("section"),
 		RevisionID: c.String("revision"), SessionID: c.String("session"),
 		SectionFrom: from("section"), SessionFrom: from("revision", "session"),
-		Adapters: cl.adapters, Secrets: cl.secrets,
+		Adapters: cl.adapters, Version: cl.release, Secrets: cl.secrets,
 	}
 }
 
 // client opens BlobHub (or the local store) for the resolved session. Its
 // retries are debug records (-v) and, at a terminal, the status line.
-func (cl *cliState) client(s *run.Setup, key, userID string) (blobhub.Client, error) {
+func (cl *cliState) client(s *setup.Setup, key, userID string) (blobhub.Client, error) {
 	cfg := blobhub.Config{APIURL: s.APIURL, APIKey: key,
 		RevisionID: s.Section.Session.RevisionID, SessionID: s.Section.Session.SessionID, UserID: userID, Logger: cl.log}
 	if cl.term != nil {
@@ -391,7 +395,7 @@ func (cl *cliState) client(s *run.Setup, key, userID string) (blobhub.Client, er
 	}
 	c, err := blobhub.New(cfg)
 	if err != nil {
-		return nil, run.Errorf(run.CodeInvalidConfig, "%v", err)
+		return nil, exit.Errorf(exit.CodeInvalidConfig, "%v", err)
 	}
 	return c, nil
 }
@@ -399,20 +403,20 @@ func (cl *cliState) client(s *run.Setup, key, userID string) (blobhub.Client, er
 // open validates the command's <alias> (the first of nargs arguments),
 // resolves the setup for it and opens BlobHub with the key the command
 // posts with: the runner's, or with --as the person's.
-func (cl *cliState) open(c *cli.Context, nargs int, person bool) (alias string, s *run.Setup, bh blobhub.Client, err error) {
+func (cl *cliState) open(c *cli.Context, nargs int, person bool) (alias string, s *setup.Setup, bh blobhub.Client, err error) {
 	if c.NArg() != nargs {
 		return "", nil, nil, argCountError(c, nargs)
 	}
 	alias = c.Args().First()
-	if err := run.ValidateAlias(alias); err != nil {
-		return "", nil, nil, run.Errorf(run.CodeBadAlias, "invalid alias %q: %v", alias, err)
+	if err := setup.ValidateAlias(alias); err != nil {
+		return "", nil, nil, exit.Errorf(exit.CodeBadAlias, "invalid alias %q: %v", alias, err)
 	}
-	if s, err = run.Resolve(cl.options(c), alias); err != nil {
+	if s, err = setup.Resolve(cl.options(c), alias); err != nil {
 		return "", nil, nil, err
 	}
 	key, userID := s.APIKey, "usr_local"
 	if person {
-		if key, err = run.PersonKey(s, c.String("as")); err != nil {
+		if key, err = setup.PersonKey(s, c.String("as")); err != nil {
 			return "", nil, nil, err
 		}
 		userID = "usr_person"
@@ -422,10 +426,10 @@ func (cl *cliState) open(c *cli.Context, nargs int, person bool) (alias string, 
 }
 
 // noThreadWhere adds to a thread not found where it was looked for.
-func noThreadWhere(err error, s *run.Setup) error {
-	var ee *run.ExitError
-	if errors.As(err, &ee) && ee.Code == run.CodeNoThread {
-		return &run.ExitError{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + "; looked in " + s.Where(), Err: ee.Err}
+func noThreadWhere(err error, s *setup.Setup) error {
+	var ee *exit.Error
+	if errors.As(err, &ee) && ee.Code == exit.CodeNoThread {
+		return &exit.Error{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + "; looked in " + s.Where(), Err: ee.Err}
 	}
 	return err
 }
@@ -447,17 +451,17 @@ func envKeys() []string {
 // error is a log record like every other (--log-format); the summary of a
 // run is stdout's one line, or its --json object.
 func (cl *cliState) exit(err error) int {
-	code := run.ExitOK
-	var ee *run.ExitError
+	code := exit.OK
+	var ee *exit.Error
 	switch {
 	case cl.summary != nil:
 		code = cl.summary.ExitCode
 	case errors.As(err, &ee):
 		code = ee.Exit
 	case err != nil:
-		// Every error of ours is an *ExitError by now (coded wraps the
+		// Every error of ours is an *exit.Error by now (coded wraps the
 		// actions), so this is urfave/cli's own: a usage error.
-		code = run.ExitUsage
+		code = exit.Usage
 	}
 	if err != nil {
 		attrs := []any{"exit", code}
@@ -472,7 +476,7 @@ func (cl *cliState) exit(err error) int {
 		case cl.human && cl.stdoutTTY && (cl.summary != nil || cl.outcomeShown):
 			// The outcome line below (or doctor's above) says it.
 		case cl.human:
-			line := "bhw-run: " + shown(msg)
+			line := "bhw-run: " + redact.Shown(msg)
 			if errCode != "" {
 				line += " (" + errCode + ")"
 			}
@@ -484,7 +488,7 @@ func (cl *cliState) exit(err error) int {
 	if s := cl.summary; s != nil {
 		if cl.jsonOut {
 			b, _ := json.Marshal(s)
-			fmt.Fprintln(cl.stdout, string(run.ShownJSON(b)))
+			fmt.Fprintln(cl.stdout, string(redact.ShownJSON(b)))
 		} else {
 			fmt.Fprintln(cl.stdout, summaryLine(s))
 			if s.Outcome == run.OutcomeParked && cl.human && cl.stdoutTTY {

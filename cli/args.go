@@ -8,7 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/blobhub/bhw-run/envelope"
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/exit"
 )
 
 // cmdline is the command line as bhw-run reads it, once, before urfave/cli
@@ -70,12 +70,17 @@ func parseArgs(app *cli.App, args []string) (cmdline, error) {
 			}
 			*dst = append(*dst, a)
 			_, isBool := f.(*cli.BoolFlag)
+			if g, ok := f.(*cli.GenericFlag); ok && !hasEq {
+				// A flag whose value may be left out (ls --wait[=MAX]).
+				b, ok := g.Value.(interface{ IsBoolFlag() bool })
+				isBool = ok && b.IsBoolFlag()
+			}
 			switch {
 			case isBool:
 				value = "true"
 			case !hasEq:
 				if i+1 >= len(rest) {
-					return line, run.UsageError("flag %s needs a value; see %s --help", a, fullName(line.path))
+					return line, exit.Usagef("flag %s needs a value; see %s --help", a, fullName(line.path))
 				}
 				i++
 				value = rest[i]
@@ -175,7 +180,7 @@ func unknownFlag(app *cli.App, path []*cli.Command, local []cli.Flag, given stri
 	} else if others := commandsWithFlag(app.Commands, nil, name); len(others) > 0 {
 		msg += fmt.Sprintf("; %s is a flag of %s", dashes(name), strings.Join(others, ", "))
 	}
-	return run.UsageError("%s%ssee %s --help", msg, sep(msg), fullName(path))
+	return exit.Usagef("%s%ssee %s --help", msg, sep(msg), fullName(path))
 }
 
 // sep goes between a message and "see …": after a question, a space.
@@ -222,7 +227,7 @@ func unknownCommand(path []*cli.Command, cmds []*cli.Command, word string, asAli
 	if asAlias {
 		msg += " (a run takes one alias: bhw-run <alias>, or bhw-run run -- <alias>)"
 	}
-	return run.UsageError("%s", msg)
+	return exit.Usagef("%s", msg)
 }
 
 // nearest is the candidate closest to word, when it is close enough to be

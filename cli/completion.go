@@ -14,8 +14,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // shells are the shells `bhw-run completion` writes a script for.
@@ -31,7 +33,7 @@ func (cl *cliState) completionCommand() *cli.Command {
 			"share/zsh/site-functions/_bhw-run and share/fish/vendor_completions.d/bhw-run.fish under PREFIX.",
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 || !slices.Contains(shells, c.Args().First()) {
-				return run.UsageError("completion expects one of %s, got %q", strings.Join(shells, ", "), c.Args().Slice())
+				return exit.Usagef("completion expects one of %s, got %q", strings.Join(shells, ", "), c.Args().Slice())
 			}
 			tree := cl.completionTree(cl.definitions())
 			var script string
@@ -74,7 +76,7 @@ func (cl *cliState) definitions() *cli.App {
 
 // manPage is the man page of app (section 1), written as roff from the
 // command definitions: name, synopsis, description, the global flags, each
-// command with its flags, then the exit codes from run.Exits. It is written
+// command with its flags, then the exit codes from exit.Classes. It is written
 // here rather than by urfave/cli's ToMan, whose markdown step pulls a
 // markdown parser into the binary (its package initialisation cost every
 // run about half a millisecond of CPU; the Makefile builds with
@@ -123,7 +125,7 @@ func manPage(app *cli.App) (string, error) {
 	}
 	walk("", app.Commands)
 	b.WriteString(".SH EXIT CODES\n")
-	for _, c := range run.Exits {
+	for _, c := range exit.Classes {
 		fmt.Fprintf(&b, ".TP\n\\fB%s\\fP\n%s\n", roff(c.Label), roff(c.Help))
 	}
 	b.WriteString(".SH FILES\n.TP\n\\fI~/.blobhub/credentials.yaml\\fP\nthe API keys, shared with the BlobHub CLI (mode 0600)\n" +
@@ -219,7 +221,7 @@ func (cl *cliState) flagValues() map[string][]string {
 	return map[string][]string{
 		"log-format":  {"auto", "text", "json"},
 		"agent":       cl.runnableTypes(),
-		"permissions": {run.PermAutonomous, run.PermGuarded, run.PermApproval},
+		"permissions": {setup.PermAutonomous, setup.PermGuarded, setup.PermApproval},
 		"effect":      {policy.EffectRead, policy.EffectWrite, policy.EffectExec, policy.EffectNetwork},
 		"state":       {envelope.StatePending, envelope.StateActive, envelope.StateCompleted, envelope.StateFailed, run.StateNone},
 	}

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/internal/sysdeps"
-	"github.com/blobhub/bhw-run/run"
 )
 
 // script writes `bhw-run completion <shell>` to a file and returns its path.
@@ -44,8 +44,8 @@ func TestCompletionScriptsParse(t *testing.T) {
 		runShell(t, shell, "-n", script(t, shell))
 	}
 	var out, errOut bytes.Buffer
-	if code := Main([]string{"bhw-run", "completion", "tcsh"}, &out, &errOut, "", adapters); code != run.ExitUsage {
-		t.Errorf("completion tcsh: exit %d, want %d", code, run.ExitUsage)
+	if code := Main([]string{"bhw-run", "completion", "tcsh"}, &out, &errOut, "", adapters); code != exit.Usage {
+		t.Errorf("completion tcsh: exit %d, want %d", code, exit.Usage)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -31,7 +33,7 @@ func (cl *cliState) doctorCommand() *cli.Command {
 
 func (cl *cliState) doctor(c *cli.Context) error {
 	if c.NArg() != 0 {
-		return run.UsageError("doctor takes no arguments, got %q", c.Args().Slice())
+		return exit.Usagef("doctor takes no arguments, got %q", c.Args().Slice())
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -47,7 +49,7 @@ func (cl *cliState) doctor(c *cli.Context) error {
 	}
 	if cl.jsonOut {
 		b, _ := json.Marshal(checks)
-		fmt.Fprintln(cl.stdout, string(run.ShownJSON(b)))
+		fmt.Fprintln(cl.stdout, string(redact.ShownJSON(b)))
 	} else {
 		color := cl.stdoutTTY
 		for _, ch := range checks {
@@ -68,7 +70,7 @@ func (cl *cliState) doctor(c *cli.Context) error {
 		cl.outcomeShown = true
 	}
 	if failed+skipped > 0 {
-		return &run.ExitError{Exit: run.ExitConfig, Message: msg}
+		return &exit.Error{Exit: exit.Config, Message: msg}
 	}
 	return nil
 }
@@ -87,10 +89,10 @@ func doctorLine(ch run.Check, color bool) string {
 		on, off = "", ""
 	}
 	// Details quote what BlobHub and the agents answered: escaped.
-	line := fmt.Sprintf("%s%s%s %s: %s", on, mark, off, ch.Check, shown(ch.Detail))
+	line := fmt.Sprintf("%s%s%s %s: %s", on, mark, off, ch.Check, redact.Shown(ch.Detail))
 	if !ch.OK && !notChecked(ch) && ch.Fix != "" {
 		// Most fixes begin with the verb: "fix: fix …" says it twice.
-		line += " — fix: " + shown(strings.TrimPrefix(ch.Fix, "fix "))
+		line += " — fix: " + redact.Shown(strings.TrimPrefix(ch.Fix, "fix "))
 	}
 	return line
 }

@@ -3,19 +3,21 @@ package cli
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // ls is discovery for schedulers: what a pass should run.
 func (cl *cliState) ls(c *cli.Context) error {
 	if c.NArg() != 0 {
-		return run.UsageError("ls takes no arguments, got %q; pick the section with --section", c.Args().Slice())
+		return exit.Usagef("ls takes no arguments, got %q; pick the section with --section", c.Args().Slice())
 	}
 	var states []string
 	for _, s := range strings.Split(c.String("state"), ",") {
@@ -24,13 +26,13 @@ func (cl *cliState) ls(c *cli.Context) error {
 		case "pending", "active", "completed", "failed", run.StateNone:
 			states = append(states, s)
 		default:
-			return run.UsageError("--state %q: use pending, active, completed, failed or none, comma-separated", s)
+			return exit.Usagef("--state %q: use pending, active, completed, failed or none, comma-separated", s)
 		}
 	}
 	if c.Bool("print0") && cl.jsonOut {
-		return run.UsageError("--print0 and --json exclude each other; pick one")
+		return exit.Usagef("--print0 and --json exclude each other; pick one")
 	}
-	setup, err := run.Resolve(cl.options(c), "")
+	setup, err := setup.Resolve(cl.options(c), "")
 	if err != nil {
 		return err
 	}
@@ -38,16 +40,31 @@ func (cl *cliState) ls(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	wait, _ := c.Generic("wait").(*waitFlag)
+	if wait != nil && wait.on && (!c.Bool("runnable") || len(states) > 0) {
+		return exit.Usagef("--wait waits for a runnable thread: give it with --runnable, without --state")
+	}
 	r := &run.Runner{Setup: setup, Client: bh, Logger: cl.log}
-	list, err := r.List(c.Context, run.ListOptions{States: states, Runnable: c.Bool("runnable")})
-	if err != nil && !errors.Is(err, run.ErrThreadsUnreadable) {
+	// The listing is printed before a pass that read the session's
+	// changes moves its cursor past them (run/feed.go).
+	o := run.ListOptions{States: states, Runnable: c.Bool("runnable"), Emit: func(list []run.Listing) error {
+		return cl.printListing(c, list)
+	}}
+	if wait != nil && wait.on {
+		_, err = r.WaitRunnable(c.Context, o, wait.max)
 		return err
 	}
+	_, err = r.List(c.Context, o)
+	return err
+}
+
+// printListing prints what ls found, in the form its flags ask for.
+func (cl *cliState) printListing(c *cli.Context, list []run.Listing) error {
 	w := bufio.NewWriter(cl.stdout)
 	switch {
 	case cl.jsonOut:
 		b, _ := json.Marshal(list)
-		fmt.Fprintln(w, string(run.ShownJSON(b)))
+		fmt.Fprintln(w, string(redact.ShownJSON(b)))
 	case c.Bool("print0"):
 		for _, l := range list {
 			fmt.Fprintf(w, "%s\x00", l.Alias)
@@ -55,7 +72,7 @@ func (cl *cliState) ls(c *cli.Context) error {
 	case c.Bool("runnable"):
 		// Bare aliases, one a line: `ls --runnable | xargs -n1 bhw-run run --`.
 		for _, l := range list {
-			fmt.Fprintln(w, shown(l.Alias))
+			fmt.Fprintln(w, redact.Shown(l.Alias))
 		}
 	default:
 		for _, l := range list {
@@ -63,10 +80,16 @@ func (cl *cliState) ls(c *cli.Context) error {
 			if l.Waiting {
 				state = "waiting" // active, parked on a person's answer
 			}
-			fmt.Fprintf(w, "%s\t%s\n", shown(l.Alias), shown(state))
+			fmt.Fprintf(w, "%s\t%s\n", redact.Shown(l.Alias), redact.Shown(state))
 		}
 	}
-	// Everything else is listed before a thread whose record cannot be
-	// read fails the command.
-	return errors.Join(w.Flush(), err)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	// Through to the pipe: a pass moves its cursor only past what the
+	// next command of the pipeline has been handed.
+	if f, ok := cl.stdout.(interface{ Flush() error }); ok {
+		return f.Flush()
+	}
+	return nil
 }

@@ -15,7 +15,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/blobhub/bhw-run/envelope"
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/redact"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // policyExample is a guarded thread's policy small enough for one line of
@@ -26,30 +28,30 @@ const policyExample = `{rules: [{effect: exec, command: "go test *", decision: a
 // what the person most likely meant.
 func (cl *cliState) handOffRefused(err error, f fields) error {
 	err = refused(err)
-	var ee *run.ExitError
-	if !errors.As(err, &ee) || ee.Exit != run.ExitUsage {
+	var ee *exit.Error
+	if !errors.As(err, &ee) || ee.Exit != exit.Usage {
 		return err
 	}
 	hint := ""
 	switch ee.Code {
-	case run.CodeAgentTypeUnsupported:
+	case exit.CodeAgentTypeUnsupported:
 		if f.Agent != nil {
 			if meant := agentMeant(*f.Agent, cl.runnableTypes()); meant != "" {
 				hint = fmt.Sprintf("did you mean --agent %s?", meant)
 			}
 		}
-	case run.CodeWorkFolderNotAbsolute:
+	case exit.CodeWorkFolderNotAbsolute:
 		if f.WorkFolder != nil {
 			hint = absoluteMeant(*f.WorkFolder)
 		}
-	case run.CodePolicyMissing:
-		return &run.ExitError{Exit: ee.Exit, Code: ee.Code, Err: ee.Err, Message: "a guarded thread needs a policy: pass --policy FILE, a YAML file of rules and a default such as " +
+	case exit.CodePolicyMissing:
+		return &exit.Error{Exit: ee.Exit, Code: ee.Code, Err: ee.Err, Message: "a guarded thread needs a policy: pass --policy FILE, a YAML file of rules and a default such as " +
 			policyExample + " (contrib/policy.example.yaml is a fuller one to start from; docs/gate.md says how rules are judged), or use --permissions approval"}
 	}
 	if hint == "" {
 		return err
 	}
-	return &run.ExitError{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + "; " + hint, Err: ee.Err}
+	return &exit.Error{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + "; " + hint, Err: ee.Err}
 }
 
 // agentMeant is the agent type a mistyped one stands for: the same but for
@@ -99,35 +101,35 @@ func argCountError(c *cli.Context, nargs int) error {
 	got := c.Args().Slice()
 	if c.Command.Name == "new" && len(got) > nargs { // only thread has new
 		msg := strings.Join(got[:len(got)-1], " ")
-		return run.UsageError("thread new takes one <alias>, got %d arguments (%s): the first message goes in --message, as in `bhw-run thread new … --message %s %s`",
-			len(got), shown(strings.Join(got, " ")), shellQuote(msg), shellQuote(got[len(got)-1]))
+		return exit.Usagef("thread new takes one <alias>, got %d arguments (%s): the first message goes in --message, as in `bhw-run thread new … --message %s %s`",
+			len(got), redact.Shown(strings.Join(got, " ")), shellQuote(msg), shellQuote(got[len(got)-1]))
 	}
-	return run.UsageError("%s expects %d argument(s), got %d: %s; put flags before `--`", c.Command.FullName(), nargs, c.NArg(), c.Command.ArgsUsage)
+	return exit.Usagef("%s expects %d argument(s), got %d: %s; put flags before `--`", c.Command.FullName(), nargs, c.NArg(), c.Command.ArgsUsage)
 }
 
 // handOffWarnings warns about what a hand-off leaves for later: a posture
 // a run on this machine would fail the thread for, and no first message (a
 // run finds nothing to do until one is posted).
-func handOffWarnings(s *run.Setup, env *envelope.Envelope, alias, message string, warn func(string)) {
+func handOffWarnings(s *setup.Setup, env *envelope.Envelope, alias, message string, warn func(string)) {
 	perm := env.Agent.Permissions
 	if perm == "" {
 		if ac := s.Config.Agents[env.Agent.Type]; ac != nil {
 			perm = ac.Permissions
 		}
 	}
-	if perm == run.PermAutonomous && !s.Config.Policy.AllowAutonomous {
+	if perm == setup.PermAutonomous && !s.Config.Policy.AllowAutonomous {
 		warn(fmt.Sprintf("this machine does not allow autonomous threads: a run here fails %s with AUTONOMOUS_FORBIDDEN; hand it off guarded or approval (`bhw-run thread edit %s --permissions approval`), or, as the machine's owner, set policy.allow_autonomous: true in %s",
-			shown(alias), shellQuote(alias), shown(s.ConfigPath)))
+			redact.Shown(alias), shellQuote(alias), redact.Shown(s.ConfigPath)))
 	}
 	if message == "" {
-		warn(fmt.Sprintf("thread %s has no message yet: a run finds nothing to do (idle) until a person posts one", shown(alias)))
+		warn(fmt.Sprintf("thread %s has no message yet: a run finds nothing to do (idle) until a person posts one", redact.Shown(alias)))
 	}
 }
 
 // handedOff is what `thread new` says it did and what comes next.
 func handedOff(alias, message string) string {
 	if message == "" {
-		return fmt.Sprintf("thread %s handed off (pending); post what the agent should do with `bhw-run thread post %s '…'`, then run `bhw-run %s`", shown(alias), shown(shellQuote(alias)), shown(shellQuote(alias)))
+		return fmt.Sprintf("thread %s handed off (pending); post what the agent should do with `bhw-run thread post %s '…'`, then run `bhw-run %s`", redact.Shown(alias), redact.Shown(shellQuote(alias)), redact.Shown(shellQuote(alias)))
 	}
-	return fmt.Sprintf("thread %s handed off (pending); run `bhw-run %s`", shown(alias), shown(shellQuote(alias)))
+	return fmt.Sprintf("thread %s handed off (pending); run `bhw-run %s`", redact.Shown(alias), redact.Shown(shellQuote(alias)))
 }

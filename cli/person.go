@@ -21,26 +21,29 @@ import (
 
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // CheckPoster refuses a person post on BlobHub made with the runner's own
 // identity, which the runner would filter out as its own item.
-func checkPoster(ctx context.Context, s *run.Setup, c blobhub.Client, log func(string)) error {
+func checkPoster(ctx context.Context, s *setup.Setup, c blobhub.Client, log func(string)) error {
 	if strings.HasPrefix(s.APIURL, "file://") {
 		return nil
 	}
 	me, err := c.Me(ctx)
 	if err != nil {
-		return run.APIError(err, "users/me")
+		return setup.APIError(err, "users/me")
 	}
 	runner := ""
 	if obj, err := c.Download(ctx, "worker"); err == nil {
-		runner, _ = run.WorkerUserID(obj.Value)
+		runner, _ = setup.WorkerUserID(obj.Value)
 	}
 	if runner == "" {
-		if id, _ := run.LoadIdentity(s.StateDir); id != nil {
+		if id, _ := setup.LoadIdentity(s.StateDir); id != nil {
 			runner = id.UserID
 		}
 	}
@@ -49,7 +52,7 @@ func checkPoster(ctx context.Context, s *run.Setup, c blobhub.Client, log func(s
 		return nil
 	}
 	if runner == me.UserID {
-		return run.Errorf(run.CodePosterIsRunner, "you would post as %s, the runner's own user, and the runner ignores its own items; post with another profile: --as PROFILE", me.UserID)
+		return exit.Errorf(exit.CodePosterIsRunner, "you would post as %s, the runner's own user, and the runner ignores its own items; post with another profile: --as PROFILE", me.UserID)
 	}
 	return nil
 }
@@ -108,8 +111,10 @@ func budgetValue(flag, v string) (json.RawMessage, error) {
 		n, err := strconv.ParseInt(v, 10, 64)
 		ok = err == nil && n > 0
 	}
-	if !ok {
-		return nil, &run.ExitError{Exit: run.ExitUsage, Code: run.CodeBudgetInvalid,
+	// The value is written into the envelope as it was typed, so it must be
+	// spelled as a JSON number too: Go's parsers also take 0x1p-2, 1_000, +5.
+	if !ok || !json.Valid([]byte(v)) {
+		return nil, &exit.Error{Exit: exit.Usage, Code: exit.CodeBudgetInvalid,
 			Message: fmt.Sprintf("--%s %q is not a number above 0 (dollars for --max-cost-usd, a whole number for --max-turns and --max-tokens); '' or 0 removes the cap", flag, v)}
 	}
 	return json.RawMessage(v), nil
@@ -147,10 +152,10 @@ func (f *fields) apply(raw json.RawMessage) (json.RawMessage, error) {
 			b, _ := json.Marshal(v)
 			raw, err = envelope.SetPath(raw, fl.path, b)
 		}
-		var ee *run.ExitError
+		var ee *exit.Error
 		if err != nil && !errors.As(err, &ee) {
 			// The envelope has a value that is no mapping on the way.
-			return nil, run.UsageError("cannot set --%s in the envelope: %v", fl.flag, err)
+			return nil, exit.Usagef("cannot set --%s in the envelope: %v", fl.flag, err)
 		}
 		if err != nil {
 			return nil, err
@@ -163,11 +168,11 @@ func (f *fields) apply(raw json.RawMessage) (json.RawMessage, error) {
 func readPolicy(path string) (json.RawMessage, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, run.UsageError("--policy: cannot read %s: %v", path, err)
+		return nil, exit.Usagef("--policy: cannot read %s: %v", path, err)
 	}
 	p, err := policy.ParsePolicy(b)
 	if err != nil {
-		return nil, &run.ExitError{Exit: run.ExitUsage, Code: run.CodePolicyInvalid, Message: fmt.Sprintf("--policy %s: %v", path, err), Err: err}
+		return nil, &exit.Error{Exit: exit.Usage, Code: exit.CodePolicyInvalid, Message: fmt.Sprintf("--policy %s: %v", path, err), Err: err}
 	}
 	out, _ := json.Marshal(p)
 	return out, nil
@@ -202,7 +207,7 @@ type newResult struct {
 // threadNew hands off a new thread: the envelope with state pending, and an
 // optional first message. The checks of the activation checklist that hold
 // on every machine run first; nothing is written when one fails.
-func threadNew(ctx context.Context, s *run.Setup, c blobhub.Client, alias string, f fields, message string, warn func(string)) (newResult, error) {
+func threadNew(ctx context.Context, s *setup.Setup, c blobhub.Client, alias string, f fields, message string, warn func(string)) (newResult, error) {
 	res := newResult{Alias: alias, State: envelope.StatePending, WorkFolder: *f.WorkFolder, Agent: *f.Agent}
 	raw, err := f.apply(envelope.NewThread("", "", "", alias))
 	if err != nil {
@@ -212,18 +217,18 @@ func threadNew(ctx context.Context, s *run.Setup, c blobhub.Client, alias string
 	if err != nil {
 		return res, err
 	}
-	if err := s.CheckHandOff(env); err != nil {
+	if err := run.CheckHandOff(s, env); err != nil {
 		return res, err
 	}
 	checkHere(env.WorkFolder, warn)
 	handOffWarnings(s, env, alias, message, warn)
 	if _, err := c.Download(ctx, alias); err == nil {
-		return res, run.Errorf(run.CodeThreadExists, "thread %q already exists; post to it with `bhw-run thread post`, change it with `bhw-run thread edit`, or pick another alias", alias)
+		return res, exit.Errorf(exit.CodeThreadExists, "thread %q already exists; post to it with `bhw-run thread post`, change it with `bhw-run thread edit`, or pick another alias", alias)
 	} else if !errors.Is(err, blobhub.ErrNotFound) {
-		return res, run.APIError(err, "download "+alias)
+		return res, setup.APIError(err, "download "+alias)
 	}
 	if err := c.Upload(ctx, alias, raw); err != nil {
-		return res, run.APIError(err, "upload "+alias)
+		return res, setup.APIError(err, "upload "+alias)
 	}
 	if message != "" {
 		it, err := threadPost(ctx, c, alias, message)
@@ -251,7 +256,7 @@ type editResult struct {
 // pending in the same write, so the next run activates it again with the
 // new values (in a new agent session). The other fields take effect on the
 // next turn.
-func threadEdit(ctx context.Context, s *run.Setup, c blobhub.Client, alias string, f fields, warn func(string)) (editResult, error) {
+func threadEdit(ctx context.Context, s *setup.Setup, c blobhub.Client, alias string, f fields, warn func(string)) (editResult, error) {
 	res := editResult{Alias: alias, Changed: []string{}}
 	obj, env, err := run.DownloadJob(ctx, c, alias)
 	if err != nil {
@@ -276,7 +281,7 @@ func threadEdit(ctx context.Context, s *run.Setup, c blobhub.Client, alias strin
 	if len(res.Changed) == 0 {
 		return res, nil
 	}
-	if err := s.CheckHandOff(nenv); err != nil {
+	if err := run.CheckHandOff(s, nenv); err != nil {
 		return res, err
 	}
 	if f.WorkFolder != nil {
@@ -299,7 +304,7 @@ func threadEdit(ctx context.Context, s *run.Setup, c blobhub.Client, alias strin
 		}
 	}
 	if err := c.Upload(ctx, alias, raw); err != nil {
-		return res, run.APIError(err, "upload "+alias)
+		return res, setup.APIError(err, "upload "+alias)
 	}
 	return res, nil
 }
@@ -330,13 +335,13 @@ var fixFlags = []struct {
 	flag, example string
 	codes         []string
 }{
-	{"--work-folder", "/absolute/path/of/the/checkout", []string{run.CodeWorkFolderNotAbsolute, run.CodeWorkFolderNotFound, run.CodeWorkFolderNotADir, run.CodeWorkFolderNotReadable, run.CodeWorkFolderNotAllowed}},
-	{"--agent", "", []string{run.CodeAgentTypeUnsupported}}, // the default agent's type
-	{"--permissions", "approval", []string{run.CodePermissionsUnsupported, run.CodeAutonomousForbidden}},
-	{"--policy", "policy.yaml", []string{run.CodePolicyMissing, run.CodePolicyInvalid}},
-	{"--executable", "''", []string{run.CodeExecutableNotAllowed}},
-	{"--artifacts-source", ".bhw/outbox", []string{run.CodeArtifactsSourceInvalid}},
-	{"--max-turns", "20", []string{run.CodeBudgetInvalid}},
+	{"--work-folder", "/absolute/path/of/the/checkout", []string{exit.CodeWorkFolderNotAbsolute, exit.CodeWorkFolderNotFound, exit.CodeWorkFolderNotADir, exit.CodeWorkFolderNotReadable, exit.CodeWorkFolderNotAllowed}},
+	{"--agent", "", []string{exit.CodeAgentTypeUnsupported}}, // the default agent's type
+	{"--permissions", "approval", []string{exit.CodePermissionsUnsupported, exit.CodeAutonomousForbidden}},
+	{"--policy", "policy.yaml", []string{exit.CodePolicyMissing, exit.CodePolicyInvalid}},
+	{"--executable", "''", []string{exit.CodeExecutableNotAllowed}},
+	{"--artifacts-source", ".bhw/outbox", []string{exit.CodeArtifactsSourceInvalid}},
+	{"--max-turns", "20", []string{exit.CodeBudgetInvalid}},
 }
 
 // flagOf is the flag that sets what code refused, and a value to show
@@ -356,10 +361,10 @@ func flagOf(code, defaultAgent string) (flag, example string) {
 // refused names the flag that sets what a check of `thread new` or `thread
 // edit` refused.
 func refused(err error) error {
-	var ee *run.ExitError
-	if errors.As(err, &ee) && ee.Exit == run.ExitUsage {
+	var ee *exit.Error
+	if errors.As(err, &ee) && ee.Exit == exit.Usage {
 		if fl, _ := flagOf(ee.Code, ""); fl != "" && !strings.Contains(ee.Message, fl) {
-			return &run.ExitError{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + " (" + fl + ")", Err: ee.Err}
+			return &exit.Error{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + " (" + fl + ")", Err: ee.Err}
 		}
 	}
 	return err
@@ -402,7 +407,7 @@ type failure struct {
 func threadFailure(ctx context.Context, c blobhub.Client, jobDir, alias string) *failure {
 	var f *failure
 	if jobDir != "" {
-		t, _ := envelope.LoadThread(filepath.Join(run.ThreadDir(jobDir, alias), "thread.yaml"))
+		t, _ := envelope.LoadThread(filepath.Join(setup.ThreadDir(jobDir, alias), "thread.yaml"))
 		if t != nil && t.Agent.State == envelope.StateFailed {
 			if code, msg, ok := t.Agent.Error.Get(); ok {
 				f = &failure{Code: code, Message: msg}
@@ -456,18 +461,18 @@ func editSummary(res editResult) string {
 // threadPost posts a person's item (which also answers a waiting question).
 func threadPost(ctx context.Context, c blobhub.Client, alias, text string) (blobhub.Item, error) {
 	if _, err := c.Download(ctx, alias); errors.Is(err, blobhub.ErrNotFound) {
-		return blobhub.Item{}, run.Errorf(run.CodeNoThread, "there is no thread %q; create it with `bhw-run thread new`", alias)
+		return blobhub.Item{}, exit.Errorf(exit.CodeNoThread, "there is no thread %q; create it with `bhw-run thread new`", alias)
 	}
 	it, err := c.Post(ctx, alias, blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: text}}, Metadata: json.RawMessage("{}")})
 	if err != nil {
-		return it, run.APIError(err, "post to "+alias)
+		return it, setup.APIError(err, "post to "+alias)
 	}
 	return it, nil
 }
 
 // threadSetState is the person's write of instance.state (stop: completed;
 // retry: failed → pending, or active with no local record → pending).
-func threadSetState(ctx context.Context, s *run.Setup, c blobhub.Client, alias, to string) (string, error) {
+func threadSetState(ctx context.Context, s *setup.Setup, c blobhub.Client, alias, to string) (string, error) {
 	obj, env, err := run.DownloadJob(ctx, c, alias)
 	if err != nil {
 		return "", err
@@ -476,12 +481,12 @@ func threadSetState(ctx context.Context, s *run.Setup, c blobhub.Client, alias, 
 		switch env.State {
 		case envelope.StateFailed:
 		case envelope.StateActive:
-			t, _ := envelope.LoadThread(filepath.Join(run.ThreadDir(s.JobDir, alias), "thread.yaml"))
+			t, _ := envelope.LoadThread(filepath.Join(setup.ThreadDir(s.JobDir, alias), "thread.yaml"))
 			if t != nil && t.Agent.State == envelope.StateActive {
-				return "", run.Errorf(run.CodeThreadActive, "thread %q is active and this state tree runs it; nothing to retry", alias)
+				return "", exit.Errorf(exit.CodeThreadActive, "thread %q is active and this state tree runs it; nothing to retry", alias)
 			}
 		default:
-			return "", run.Errorf(run.CodeNotRetryable, "thread %q is %s; only a failed thread (or an active one with no local state) can be retried", alias, orNone(env.State))
+			return "", exit.Errorf(exit.CodeNotRetryable, "thread %q is %s; only a failed thread (or an active one with no local state) can be retried", alias, orNone(env.State))
 		}
 	}
 	nv, err := envelope.WithState(obj.Value, to)
@@ -489,7 +494,7 @@ func threadSetState(ctx context.Context, s *run.Setup, c blobhub.Client, alias, 
 		return "", err
 	}
 	if err := c.Upload(ctx, alias, nv); err != nil {
-		return "", run.APIError(err, "upload "+alias)
+		return "", setup.APIError(err, "upload "+alias)
 	}
 	return env.State, nil
 }
@@ -526,26 +531,26 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 	}
 	obj, err := c.Download(ctx, alias)
 	if errors.Is(err, blobhub.ErrNotFound) {
-		return run.Errorf(run.CodeNoThread, "there is no thread %q", alias)
+		return exit.Errorf(exit.CodeNoThread, "there is no thread %q", alias)
 	}
 	if err != nil {
-		return run.APIError(err, "download "+alias)
+		return setup.APIError(err, "download "+alias)
 	}
 	env, _ := envelope.Parse(obj.Value)
 	if !jsonOut && env != nil {
-		fmt.Fprintf(w, "thread %s: %s (agent %s, work folder %s)\n", shown(alias), shown(orNone(env.State)), shown(env.Agent.Type), shown(env.WorkFolder))
+		fmt.Fprintf(w, "thread %s: %s (agent %s, work folder %s)\n", redact.Shown(alias), redact.Shown(orNone(env.State)), redact.Shown(env.Agent.Type), redact.Shown(env.WorkFolder))
 		if env.State == envelope.StateFailed {
 			printFailure(w, threadFailure(ctx, c, o.JobDir, alias), alias, o.DefaultAgent)
 		}
 		if o.JobDir != "" {
-			t, _ := envelope.LoadThread(filepath.Join(run.ThreadDir(o.JobDir, alias), "thread.yaml"))
+			t, _ := envelope.LoadThread(filepath.Join(setup.ThreadDir(o.JobDir, alias), "thread.yaml"))
 			printLedger(w, t, env.Agent.Budget)
 		}
 	}
 	show := func(it blobhub.Item) bool {
 		if jsonOut {
 			b, _ := json.Marshal(it)
-			fmt.Fprintln(w, string(run.ShownJSON(b)))
+			fmt.Fprintln(w, string(redact.ShownJSON(b)))
 		} else {
 			fmt.Fprintln(w, renderItem(it))
 		}
@@ -559,9 +564,9 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 		case err != nil && ctx.Err() != nil:
 			return nil
 		case err != nil:
-			return run.APIError(err, "read items of "+alias)
+			return setup.APIError(err, "read items of "+alias)
 		case more:
-			return run.Errorf(run.CodeUnavailable, "stopped after %d items of %q without reaching the end (a server that keeps answering new items?); pass --follow to read on", showLimits.Items, alias)
+			return exit.Errorf(exit.CodeUnavailable, "stopped after %d items of %q without reaching the end (a server that keeps answering new items?); pass --follow to read on", showLimits.Items, alias)
 		}
 		return nil
 	}
@@ -576,7 +581,7 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 			if ctx.Err() != nil {
 				return nil
 			}
-			return run.APIError(err, "read items of "+alias)
+			return setup.APIError(err, "read items of "+alias)
 		}
 		cur = next
 		if more && shown > 0 {
@@ -593,15 +598,15 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 // printFailure tells a person why the thread failed and what fixes it.
 func printFailure(w io.Writer, f *failure, alias, defaultAgent string) {
 	if f == nil {
-		fmt.Fprintf(w, "failed: no record of why here (the runner's host has it in its thread.log); then bhw-run thread retry %s\n", shown(shellQuote(alias)))
+		fmt.Fprintf(w, "failed: no record of why here (the runner's host has it in its thread.log); then bhw-run thread retry %s\n", redact.Shown(shellQuote(alias)))
 		return
 	}
 	when := ""
 	if !f.At.IsZero() {
 		when = " at " + f.At.Local().Format("2006-01-02 15:04:05")
 	}
-	fmt.Fprintf(w, "failed%s: %s: %s\n", when, shown(f.Code), shown(f.Message))
-	fmt.Fprintf(w, "fix: %s\n", shown(fixFor(alias, f.Code, defaultAgent)))
+	fmt.Fprintf(w, "failed%s: %s: %s\n", when, redact.Shown(f.Code), redact.Shown(f.Message))
+	fmt.Fprintf(w, "fix: %s\n", redact.Shown(fixFor(alias, f.Code, defaultAgent)))
 }
 
 // printLedger says what the thread's agent has spent (thread.yaml's
@@ -620,7 +625,7 @@ func printLedger(w io.Writer, t *envelope.Thread, b envelope.Budget) {
 		s.CostUSD, s.Tokens(), s.InputTokens, s.OutputTokens, s.AgentTurns, (time.Duration(s.WallMS) * time.Millisecond).Round(time.Second), s.Activations)
 	if n := len(l.Activations); n > 0 {
 		last := l.Activations[n-1]
-		fmt.Fprintf(w, "last activation %s: $%.4f, %d tokens, %d agent turns\n", shown(last.At), last.CostUSD, last.Tokens(), last.AgentTurns)
+		fmt.Fprintf(w, "last activation %s: $%.4f, %d tokens, %d agent turns\n", redact.Shown(last.At), last.CostUSD, last.Tokens(), last.AgentTurns)
 	}
 	if !b.IsZero() {
 		fmt.Fprintf(w, "budget: %s (the machine's agents.<type>.budget may lower it)\n", budgetText(b))
@@ -629,10 +634,10 @@ func printLedger(w io.Writer, t *envelope.Thread, b envelope.Budget) {
 		fmt.Fprintf(w, "budget spent (%s): no turn runs until a person raises it with bhw-run thread edit --max-cost-usd/--max-turns/--max-tokens\n", strings.Join(l.BudgetSpent, ", "))
 	}
 	if l.LimitedUntil != "" {
-		fmt.Fprintf(w, "rate limited until %s: %s\n", shown(l.LimitedUntil), shown(l.Limit))
+		fmt.Fprintf(w, "rate limited until %s: %s\n", redact.Shown(l.LimitedUntil), redact.Shown(l.Limit))
 	}
 	if l.AuthFailed != "" {
-		fmt.Fprintf(w, "the agent's login failed: %s (AGENT_AUTH_FAILED; see the status item)\n", shown(l.AuthFailed))
+		fmt.Fprintf(w, "the agent's login failed: %s (AGENT_AUTH_FAILED; see the status item)\n", redact.Shown(l.AuthFailed))
 	}
 }
 
@@ -655,7 +660,7 @@ func budgetText(b envelope.Budget) string {
 var showLimits = blobhub.Limits{Items: 100000}
 
 // renderItem is one item for a person at a terminal, its wire text
-// escaped (shown, shownText).
+// escaped (redact.Shown, redact.ShownText).
 func renderItem(it blobhub.Item) string {
 	var meta struct {
 		Type string `json:"type"`
@@ -677,7 +682,7 @@ func renderItem(it blobhub.Item) string {
 	if t, err := blobhub.ParseTime(it.CreatedAt); err == nil {
 		ts = t.Local().Format("15:04:05")
 	}
-	body := shownText(strings.Join(text, "\n"))
+	body := redact.ShownText(strings.Join(text, "\n"))
 	body = strings.ReplaceAll(body, "\n", "\n    ")
-	return fmt.Sprintf("%s [%s] %s", shown(ts), shown(who), body)
+	return fmt.Sprintf("%s [%s] %s", redact.Shown(ts), redact.Shown(who), body)
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestEditKeepsTheRunsState: a run that writes instance.state after
@@ -17,7 +17,7 @@ import (
 func TestEditKeepsTheRunsState(t *testing.T) {
 	srv := bhtest.New(t)
 	state, work := t.TempDir(), t.TempDir()
-	s, err := run.Resolve(run.Options{APIURL: srv.URL(), APIKey: bhtest.PersonKey, StateDir: state, Home: state,
+	s, err := setup.Resolve(setup.Options{APIURL: srv.URL(), APIKey: bhtest.PersonKey, StateDir: state, Home: state,
 		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Adapters: adapters}, "")
 	if err != nil {
 		t.Fatal(err)

@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
-	"github.com/blobhub/bhw-run/run"
-	"gopkg.in/yaml.v3"
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // lockedBuffer is a writer a test may read while ThreadShow writes.
@@ -100,8 +102,8 @@ func TestThreadShowBounded(t *testing.T) {
 	srv.EndlessList(alias, 50, 10)
 	var out strings.Builder
 	err := threadShow(t.Context(), srv.Client(bhtest.PersonKey), alias, showOptions{JSON: true}, &out)
-	var ee *run.ExitError
-	if !errors.As(err, &ee) || ee.Exit != run.ExitTempFail || !strings.Contains(ee.Message, "--follow") {
+	var ee *exit.Error
+	if !errors.As(err, &ee) || ee.Exit != exit.TempFail || !strings.Contains(ee.Message, "--follow") {
 		t.Fatalf("show = %v, want exit 75 naming --follow", err)
 	}
 	if n := strings.Count(out.String(), "\n"); n != 120 {
@@ -114,18 +116,18 @@ func TestThreadShowBounded(t *testing.T) {
 func TestPosterIsRunner(t *testing.T) {
 	srv := bhtest.New(t)
 	state := t.TempDir()
-	b, _ := yaml.Marshal(run.Identity{UserID: bhtest.RunnerUserID, RecordedAt: "2026-01-01T00:00:00Z"})
+	b, _ := yaml.Marshal(setup.Identity{UserID: bhtest.RunnerUserID, RecordedAt: "2026-01-01T00:00:00Z"})
 	if err := os.WriteFile(filepath.Join(state, "identity.yaml"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := run.Resolve(run.Options{APIURL: srv.URL(), APIKey: bhtest.RunnerKey, StateDir: state, Home: state,
+	s, err := setup.Resolve(setup.Options{APIURL: srv.URL(), APIKey: bhtest.RunnerKey, StateDir: state, Home: state,
 		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Adapters: adapters}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = checkPoster(t.Context(), s, srv.Client(bhtest.RunnerKey), func(string) {})
-	var ee *run.ExitError
-	if !errors.As(err, &ee) || ee.Exit != run.ExitConfig || ee.Code != run.CodePosterIsRunner || !strings.Contains(ee.Message, "--as") {
+	var ee *exit.Error
+	if !errors.As(err, &ee) || ee.Exit != exit.Config || ee.Code != exit.CodePosterIsRunner || !strings.Contains(ee.Message, "--as") {
 		t.Fatalf("err = %v", err)
 	}
 	if err := checkPoster(t.Context(), s, srv.Client(bhtest.PersonKey), func(string) {}); err != nil {
@@ -141,12 +143,12 @@ func TestThreadShowNotAThread(t *testing.T) {
 	srv.Put("note", `{"type":"note"}`)
 	var out strings.Builder
 	err := threadShow(t.Context(), srv.Client(bhtest.PersonKey), "note", showOptions{}, &out)
-	var ee *run.ExitError
-	if !errors.As(err, &ee) || ee.Exit != run.ExitNoThread || ee.Code != run.CodeNoThread {
+	var ee *exit.Error
+	if !errors.As(err, &ee) || ee.Exit != exit.NoThread || ee.Code != exit.CodeNoThread {
 		t.Fatalf("thread show: %v, want exit 66 THREAD_NOT_FOUND", err)
 	}
 	_, err = threadPost(t.Context(), srv.Client(bhtest.PersonKey), "note", "hello")
-	if !errors.As(err, &ee) || ee.Exit != run.ExitNoThread || ee.Code != run.CodeNoThread {
+	if !errors.As(err, &ee) || ee.Exit != exit.NoThread || ee.Code != exit.CodeNoThread {
 		t.Fatalf("thread post: %v, want exit 66 THREAD_NOT_FOUND", err)
 	}
 }

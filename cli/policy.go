@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -18,5 +19,5 @@ func (cl *cliState) explain(c *cli.Context) error {
 	if err != nil {
 		return noThreadWhere(err, setup)
 	}
-	return cl.result(shownText(strings.TrimSuffix(ex.Text(), "\n")), ex)
+	return cl.result(redact.ShownText(strings.TrimSuffix(ex.Text(), "\n")), ex)
 }

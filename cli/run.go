@@ -7,6 +7,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -14,11 +16,11 @@ func (cl *cliState) runAlias(c *cli.Context) error {
 	alias, setup, bh, err := cl.open(c, 1, false)
 	if w := c.Duration("slot-wait"); err == nil && w < 0 {
 		// Bounded: a wait for ever would hold the thread lock for ever.
-		err = run.UsageError("--slot-wait %v is negative; pass how long to wait for an agent slot, e.g. 30m (0: fail fast)", w)
+		err = exit.Usagef("--slot-wait %v is negative; pass how long to wait for an agent slot, e.g. 30m (0: fail fast)", w)
 	}
 	if err != nil {
 		// --json promises one summary object, also when no run started.
-		ee := run.Exit(err)
+		ee := exit.Of(err)
 		cl.summary = &run.Summary{Alias: c.Args().First(), ExitCode: ee.Exit, Error: &run.SummaryError{Code: ee.Code, Message: ee.Message}}
 		return ee
 	}
@@ -43,15 +45,15 @@ func (cl *cliState) runAlias(c *cli.Context) error {
 // commandHint adds to a run of a thread that does not exist the command
 // its alias was likely meant to be (`bhw-run thred`).
 func (cl *cliState) commandHint(err error, sum *run.Summary, alias string) error {
-	var ee *run.ExitError
-	if !errors.As(err, &ee) || ee.Code != run.CodeNoThread || strings.Contains(alias, "/") {
+	var ee *exit.Error
+	if !errors.As(err, &ee) || ee.Code != exit.CodeNoThread || strings.Contains(alias, "/") {
 		return err
 	}
 	near := nearest(alias, commandNames(cl.definitions().Commands))
 	if near == "" || near == alias {
 		return err
 	}
-	hinted := &run.ExitError{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + fmt.Sprintf("; or did you mean the command `bhw-run %s`?", near), Err: ee.Err}
+	hinted := &exit.Error{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + fmt.Sprintf("; or did you mean the command `bhw-run %s`?", near), Err: ee.Err}
 	if sum != nil && sum.Error != nil {
 		sum.Error.Message = hinted.Message
 	}
@@ -65,15 +67,15 @@ func summaryLine(s *run.Summary) string {
 	if outcome == "" {
 		outcome = "error"
 	}
-	line := fmt.Sprintf("%s: %s (exit %d)", shown(s.Alias), outcome, s.ExitCode)
+	line := fmt.Sprintf("%s: %s (exit %d)", redact.Shown(s.Alias), outcome, s.ExitCode)
 	if e := s.Error; e != nil {
 		switch {
 		case e.Code != "" && e.Message != "":
-			line += " " + e.Code + ": " + shown(e.Message)
+			line += " " + e.Code + ": " + redact.Shown(e.Message)
 		case e.Code != "":
 			line += " " + e.Code
 		case e.Message != "":
-			line += " " + shown(e.Message)
+			line += " " + redact.Shown(e.Message)
 		}
 	}
 	return line
@@ -82,6 +84,6 @@ func summaryLine(s *run.Summary) string {
 // parkedHint tells the person at a terminal how to answer a parked
 // thread's question.
 func parkedHint(alias string) string {
-	a := shown(shellQuote(alias))
-	return fmt.Sprintf("%s waits for a person: `bhw-run thread show %s` shows the ❓; answer with `bhw-run thread post %s yes` (or your reason to deny; an option's number for a question), then run `bhw-run %s`", shown(alias), a, a, a)
+	a := redact.Shown(shellQuote(alias))
+	return fmt.Sprintf("%s waits for a person: `bhw-run thread show %s` shows the ❓; answer with `bhw-run thread post %s yes` (or your reason to deny; an option's number for a question), then run `bhw-run %s`", redact.Shown(alias), a, a, a)
 }

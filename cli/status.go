@@ -21,6 +21,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -200,7 +201,7 @@ func (t *terminal) lineLocked() string {
 	}
 	s := fmt.Sprintf("⋯ %s %s · %s · %d %s posted", t.alias, elapsed(time.Since(t.start)), what, t.p.ItemsPosted, items)
 	// A call's brief is the agent's text: one line, its controls escaped.
-	s = shown(strings.NewReplacer("\n", " ", "\r", " ", "\t", " ").Replace(s))
+	s = redact.Shown(strings.NewReplacer("\n", " ", "\r", " ", "\t", " ").Replace(s))
 	if w := t.width() - 1; utf8.RuneCountInString(s) > w {
 		s = string([]rune(s)[:max(w-1, 0)]) + "…"
 	}

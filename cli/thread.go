@@ -8,7 +8,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/blobhub/bhw-run/blobhub"
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/redact"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // threadCommand wires the person's side: thread new|edit|post|show|stop|retry.
@@ -27,7 +28,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 				Flags: append([]cli.Flag{asFlag}, append(cl.fieldFlags(false),
 					&cli.StringFlag{Name: "message", Usage: "the first message to the agent"})...),
 				Action: func(c *cli.Context) error {
-					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
+					return cl.person(c, 1, func(ctx context.Context, s *setup.Setup, bh blobhub.Client, alias string) error {
 						f := fieldsOf(c)
 						res, err := threadNew(ctx, s, bh, alias, f, c.String("message"), cl.warn)
 						if err != nil {
@@ -46,7 +47,7 @@ func (cl *cliState) threadCommand() *cli.Command {
 					"An empty value removes an optional field (the machine's default applies).",
 				Flags: append([]cli.Flag{asFlag}, cl.fieldFlags(true)...),
 				Action: func(c *cli.Context) error {
-					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
+					return cl.person(c, 1, func(ctx context.Context, s *setup.Setup, bh blobhub.Client, alias string) error {
 						f := fieldsOf(c)
 						res, err := threadEdit(ctx, s, bh, alias, f, cl.warn)
 						if err != nil {
@@ -60,12 +61,12 @@ func (cl *cliState) threadCommand() *cli.Command {
 				Name: "post", Usage: "post a person's item (also answers a waiting question)", ArgsUsage: "<alias> TEXT",
 				Flags: []cli.Flag{asFlag},
 				Action: func(c *cli.Context) error {
-					return cl.person(c, 2, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
+					return cl.person(c, 2, func(ctx context.Context, s *setup.Setup, bh blobhub.Client, alias string) error {
 						it, err := threadPost(ctx, bh, alias, c.Args().Get(1))
 						if err != nil {
 							return err
 						}
-						return cl.result(fmt.Sprintf("posted %s to %s", shown(it.ID), shown(alias)), postResult{Alias: alias, ItemID: it.ID, CreatedAt: it.CreatedAt})
+						return cl.result(fmt.Sprintf("posted %s to %s", redact.Shown(it.ID), redact.Shown(alias)), postResult{Alias: alias, ItemID: it.ID, CreatedAt: it.CreatedAt})
 					})
 				},
 			},
@@ -77,11 +78,11 @@ func (cl *cliState) threadCommand() *cli.Command {
 					&cli.DurationFlag{Name: "poll-interval", Value: defaultShowPoll, Usage: "how often --follow asks for new items"},
 				},
 				Action: func(c *cli.Context) error {
-					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
+					return cl.person(c, 1, func(ctx context.Context, s *setup.Setup, bh blobhub.Client, alias string) error {
 						// ctx ends at the first signal (withSignals), its
 						// cause kept for the exit.
 						if c.Bool("follow") && cl.human {
-							fmt.Fprintf(cl.stderr, "following %s: new items print as they come; Ctrl-C stops\n", shown(alias))
+							fmt.Fprintf(cl.stderr, "following %s: new items print as they come; Ctrl-C stops\n", redact.Shown(alias))
 						}
 						return threadShow(ctx, bh, alias, showOptions{JSON: c.Bool("json"), Follow: c.Bool("follow"), Poll: c.Duration("poll-interval"), JobDir: s.JobDir, DefaultAgent: cl.adapters[0].Type}, cl.stdout)
 					})
@@ -91,12 +92,12 @@ func (cl *cliState) threadCommand() *cli.Command {
 				Name: "stop", Usage: "stop the thread (instance.state = completed)", ArgsUsage: "<alias>",
 				Flags: []cli.Flag{asFlag},
 				Action: func(c *cli.Context) error {
-					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
+					return cl.person(c, 1, func(ctx context.Context, s *setup.Setup, bh blobhub.Client, alias string) error {
 						from, err := threadSetState(ctx, s, bh, alias, "completed")
 						if err != nil {
 							return err
 						}
-						return cl.result(fmt.Sprintf("thread %s: %s → completed; the next run stops it", shown(alias), shown(orNone(from))), stateResult{Alias: alias, From: from, State: "completed"})
+						return cl.result(fmt.Sprintf("thread %s: %s → completed; the next run stops it", redact.Shown(alias), redact.Shown(orNone(from))), stateResult{Alias: alias, From: from, State: "completed"})
 					})
 				},
 			},
@@ -104,12 +105,12 @@ func (cl *cliState) threadCommand() *cli.Command {
 				Name: "retry", Usage: "failed → pending (also: an active thread with no local state)", ArgsUsage: "<alias>",
 				Flags: []cli.Flag{asFlag},
 				Action: func(c *cli.Context) error {
-					return cl.person(c, 1, func(ctx context.Context, s *run.Setup, bh blobhub.Client, alias string) error {
+					return cl.person(c, 1, func(ctx context.Context, s *setup.Setup, bh blobhub.Client, alias string) error {
 						from, err := threadSetState(ctx, s, bh, alias, "pending")
 						if err != nil {
 							return err
 						}
-						return cl.result(fmt.Sprintf("thread %s: %s → pending; the next run activates it", shown(alias), shown(orNone(from))), stateResult{Alias: alias, From: from, State: "pending"})
+						return cl.result(fmt.Sprintf("thread %s: %s → pending; the next run activates it", redact.Shown(alias), redact.Shown(orNone(from))), stateResult{Alias: alias, From: from, State: "pending"})
 					})
 				},
 			},
@@ -175,7 +176,7 @@ func fieldsOf(c *cli.Context) fields {
 }
 
 // person resolves the session and the person's credentials and runs fn.
-func (cl *cliState) person(c *cli.Context, nargs int, fn func(context.Context, *run.Setup, blobhub.Client, string) error) error {
+func (cl *cliState) person(c *cli.Context, nargs int, fn func(context.Context, *setup.Setup, blobhub.Client, string) error) error {
 	alias, s, bh, err := cl.open(c, nargs, true)
 	if err != nil {
 		return err

@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/exit"
 )
 
 // versionInfo is what `bhw-run version --json` prints.
@@ -18,9 +18,9 @@ type versionInfo struct {
 
 func (cl *cliState) version(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return run.UsageError("version takes no arguments, got %q", c.Args().Slice())
+		return exit.Usagef("version takes no arguments, got %q", c.Args().Slice())
 	}
-	return cl.result(fmt.Sprintf("bhw-run %s", run.Version), versionInfo{Version: run.Version, Go: runtime.Version()})
+	return cl.result(fmt.Sprintf("bhw-run %s", cl.release), versionInfo{Version: cl.release, Go: runtime.Version()})
 }
 
 // buildVersion is this binary's version: the stamped one (main.version,

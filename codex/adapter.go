@@ -29,11 +29,14 @@ var Adapter = agent.Adapter{
 	EnvPrefixes: []string{"CODEX_", "OPENAI_"},
 	HomeDirs:    []string{".codex"},
 	Preflight:   preflight,
-	Describe:    describe,
-	Options:     decodeOptions,
-	Login:       login,
-	LoginCheck:  loginCheck,
-	Start:       agent.StartFunc(Start),
+	// bubblewrap's mounts fail inside Landlock ("Failed to make / slave:
+	// Operation not permitted"): the gated postures keep Codex's sandbox.
+	OwnSandbox: func(perm string) bool { return perm != policy.PostureAutonomous },
+	Describe:   describe,
+	Options:    decodeOptions,
+	Login:      login,
+	LoginCheck: loginCheck,
+	Start:      agent.StartFunc(Start),
 }
 
 // login says how a person logs Codex in for the home home.
@@ -53,6 +56,13 @@ var envKeyLine = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`(?m)^\s*env_key\s*=\s*"([A-Za-z_][A-Za-z0-9_]*)"`)
 })
 
+// keyringLine is config.toml's cli_auth_credentials_store when it puts the
+// login in the system's keyring (the macOS Keychain on a Mac) instead of
+// auth.json, Codex's default.
+var keyringLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^\s*cli_auth_credentials_store\s*=\s*"(keyring|auto)"`)
+})
+
 // loginCheck: OPENAI_API_KEY or CODEX_API_KEY (or the env_key a
 // model_providers entry of its config.toml names) in the agent's
 // environment, or the auth.json `codex login` writes in CODEX_HOME (the
@@ -63,9 +73,13 @@ func loginCheck(l agent.Launch) (bool, string) {
 		home = filepath.Join(agent.EnvValue(l.Env, "HOME"), ".codex")
 	}
 	keys := []string{"OPENAI_API_KEY", "CODEX_API_KEY"}
+	var store string
 	if b, err := os.ReadFile(filepath.Join(home, "config.toml")); err == nil {
 		for _, m := range envKeyLine().FindAllSubmatch(b, -1) {
 			keys = append(keys, string(m[1]))
+		}
+		if m := keyringLine().FindSubmatch(b); m != nil {
+			store = string(m[1])
 		}
 	}
 	if k := agent.KeyIn(l.Env, keys...); k != "" {
@@ -74,6 +88,10 @@ func loginCheck(l agent.Launch) (bool, string) {
 	file := filepath.Join(home, "auth.json")
 	if agent.LoginFile(file) {
 		return true, "logged in: " + file
+	}
+	if store != "" {
+		return true, "not checked: its config.toml keeps the login in the system keyring (cli_auth_credentials_store = \"" + store +
+			"\"), which bhw-run does not read; no " + file + " and none of " + strings.Join(keys, ", ") + " in its environment"
 	}
 	return false, "not logged in: no " + file + " and none of " + strings.Join(keys, ", ") + " in its environment"
 }
@@ -115,11 +133,19 @@ func preflight(ctx context.Context, l agent.Launch) error {
 	if l.Permissions == policy.PostureAutonomous {
 		return nil
 	}
+	if l.Confine != nil {
+		// Confined by the machine owner's choice (agents.codex.confine: on):
+		// checked where it runs, never remembered.
+		if err := SandboxWorks(ctx, l.Executable, l.Env, l.Confine); err != nil {
+			return agent.Errorf(CodeSandboxUnavailable, "the Codex sandbox does not work inside the confinement (%v): a Landlock domain forbids the mounts bubblewrap makes; set agents.codex.confine: off for approval and guarded Codex threads, or run them autonomous", err)
+		}
+		return nil
+	}
 	cache := sandboxCache{dir: l.CacheDir}
 	if cache.passed(l.Executable) {
 		return nil
 	}
-	if err := SandboxWorks(ctx, l.Executable, l.Env); err != nil {
+	if err := SandboxWorks(ctx, l.Executable, l.Env, nil); err != nil {
 		return agent.Errorf(CodeSandboxUnavailable, "the Codex sandbox does not work on this machine (%v); approval and guarded threads need it", err)
 	}
 	cache.remember(l.Executable)

@@ -12,12 +12,15 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/confine"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
-// SandboxWorks runs `true` inside the Codex Linux sandbox (bubblewrap with
-// user, mount and net namespaces plus seccomp) the way approval and guarded
-// threads use it, and reports why when it cannot. Without user namespaces
+// SandboxWorks runs `true` inside the Codex sandbox the way approval and
+// guarded threads use it, and reports why when it cannot. On Linux that is
+// bubblewrap with user, mount and net namespaces plus seccomp; on macOS
+// the same command runs it under Seatbelt (/usr/bin/sandbox-exec), which
+// every Mac has (docs/macos.md). Without user namespaces
 // every sandboxed command fails with no fallback and no approval prompt
 // (docs/agents.md, the sandbox), so such a machine must refuse those
 // postures: the adapter's preflight turns this into SANDBOX_UNAVAILABLE.
@@ -26,7 +29,7 @@ import (
 // is taken as the command to run); the form is `codex sandbox -c
 // sandbox_mode="workspace-write" -- true`. env should carry the CODEX_HOME
 // the thread will use.
-func SandboxWorks(ctx context.Context, executable string, env []string) error {
+func SandboxWorks(ctx context.Context, executable string, env []string, rules *confine.Rules) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "bhw-codex-sandbox-")
@@ -42,6 +45,14 @@ func SandboxWorks(ctx context.Context, executable string, env []string) error {
 	cmd.WaitDelay = 2 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	if rules != nil {
+		// The check runs where the agent would: inside its confinement.
+		f, err := confine.Wrap(cmd, *rules)
+		if err != nil {
+			return fmt.Errorf("codex sandbox check: %w", err)
+		}
+		defer f.Close()
+	}
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("codex sandbox does not work on this machine (%v): %s", err, sandboxOutput(out.String()))
 	}
@@ -93,7 +104,7 @@ func (c sandboxCache) load() map[string]sandboxStamp {
 	m := map[string]sandboxStamp{}
 	// Never through a link nor blocking on a named pipe: the cache is a
 	// file of the state tree like the others.
-	if b, err := envelope.ReadFile(c.path()); err == nil {
+	if b, err := statefile.Read(c.path()); err == nil {
 		_ = json.Unmarshal(b, &m)
 	}
 	return m

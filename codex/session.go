@@ -94,7 +94,7 @@ func spawn(l agent.Launch) (*Session, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	p, err := proc.Start(proc.Config{Path: l.Executable, Args: append([]string{"app-server"}, l.ExtraArgs...),
-		Dir: l.WorkFolder, Env: l.Env, Log: l.Log, MaxLine: l.MaxLine, KillGrace: l.KillGrace})
+		Dir: l.WorkFolder, Env: l.Env, Log: l.Log, MaxLine: l.MaxLine, KillGrace: l.KillGrace, Confine: l.Confine})
 	if err != nil {
 		return nil, err
 	}
@@ -244,8 +244,11 @@ func (s *Session) Pgid() int { return s.p.Pid() }
 func (s *Session) LastOutput() time.Time { return s.p.LastLine() }
 
 // Interrupt sends turn/interrupt for the running turn. Before the turn id is
-// known it is remembered and sent as soon as it is.
+// known it is remembered and sent as soon as it is. An agent that does not
+// take it within the process's interrupt bound is stopped
+// (proc.Interrupting).
 func (s *Session) Interrupt() error {
+	s.p.Interrupting()
 	s.mu.Lock()
 	thread, turn := s.threadID, s.turnID
 	s.interrupted = true
@@ -268,7 +271,7 @@ func (s *Session) Interrupt() error {
 // commands), then SIGTERMs the process group after StdinGrace and SIGKILLs
 // it after KillGrace. It returns once the process is gone.
 func (s *Session) Close(ctx context.Context) error {
-	s.p.StdinGrace, s.p.KillGrace = s.StdinGrace, s.KillGrace
+	s.p.SetGraces(s.StdinGrace, s.KillGrace)
 	return s.p.Close(ctx)
 }
 

@@ -223,6 +223,9 @@ func (t *turn) died() (agent.TurnResult, error) {
 		// cancel: the call did not run.
 		t.closeOpenCalls(notRunText, false)
 		return t.result(agent.TurnParked), nil
+	case !interrupted && s.p.NotReading() != nil:
+		t.closeOpenCalls("not finished: the turn ended first", true)
+		return t.result(agent.TurnFailed), s.crashed(s.p.NotReading().Error())
 	case closed || interrupted:
 		t.closeOpenCalls("not finished: the turn was interrupted", true)
 		return t.result(agent.TurnInterrupted), nil

@@ -12,7 +12,7 @@ import (
 
 	"github.com/blobhub/bhw-run/acp/acptest"
 	"github.com/blobhub/bhw-run/agent"
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // BenchmarkE2EACPTurnOverhead runs, per agent and per iteration, one
@@ -57,7 +57,7 @@ func benchACPTurn(b *testing.B, a *acptest.Agent) {
 // firstItem is, in alias's thread.log, the time from the prompt bhw-run
 // sent to the first item it relayed from the agent.
 func firstItem(b *testing.B, e *acpE2E, alias string) time.Duration {
-	raw, err := os.ReadFile(filepath.Join(run.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
+	raw, err := os.ReadFile(filepath.Join(setup.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // historyEnv is an e2e env whose Claude agent is the fake relaying one turn
@@ -174,7 +175,7 @@ func BenchmarkIdleHistory(b *testing.B) {
 			b.ReportMetric(r-r0, th.name+"_rss_+mb")
 		}
 	}
-	dir := run.ThreadDir(e.jobDir(), "bench/h100k")
+	dir := setup.ThreadDir(e.jobDir(), "bench/h100k")
 	b.ReportMetric(fileKB(b, filepath.Join(dir, "thread.yaml")), "h100k_thread_yaml_kb")
 	b.ReportMetric(fileKB(b, filepath.Join(dir, "emissions.jsonl")), "h100k_journal_kb")
 }
@@ -194,6 +195,11 @@ func BenchmarkIdleHistory(b *testing.B) {
 func lsFleet(b *testing.B, withHistory int) *e2eEnv {
 	b.Helper()
 	e := historyEnv(b, false, 5000, 200)
+	// Every pass a full listing, which reads every thread's history: what
+	// this measures (an idle pass from the feed reads none, see
+	// bench_feed_test.go).
+	e.Config.Discovery.FullListingEvery = "0s"
+	e.writeConfig()
 	alias := func(i int) string { return fmt.Sprintf("lsh/t%04d", i) }
 	idle := alias(withHistory) // the template of the threads without history
 	e.growHistory(b, idle, 0)
@@ -232,7 +238,7 @@ func (e *e2eEnv) cloneThread(b *testing.B, from, to string) {
 	if err := os.Link(src, dst); err != nil && !os.IsNotExist(err) {
 		b.Fatal(err)
 	}
-	fromDir, toDir := run.ThreadDir(e.jobDir(), from), run.ThreadDir(e.jobDir(), to)
+	fromDir, toDir := setup.ThreadDir(e.jobDir(), from), setup.ThreadDir(e.jobDir(), to)
 	if err := os.MkdirAll(toDir, 0o700); err != nil {
 		b.Fatal(err)
 	}
@@ -263,16 +269,11 @@ func (e *e2eEnv) cloneThread(b *testing.B, from, to string) {
 // a fleet.
 func (e *e2eEnv) lsOnce(b *testing.B) (wall, cpu time.Duration, requests int) {
 	b.Helper()
-	e.srv.ResetCounts()
-	start := time.Now()
-	p := e.start(bhtest.RunnerKey, nil, "-q", "ls", "--runnable")
-	code := p.wait()
-	wall = time.Since(start)
-	if code != 0 || p.stdout.Len() > 0 {
-		b.Fatalf("ls --runnable: exit %d, listed %q\n%s", code, tail(p.stdout.String(), 500), tail(p.stderr.String(), 3000))
+	printed, wall, cpu, requests := e.lsPass(b)
+	if len(printed) > 0 {
+		b.Fatalf("ls --runnable listed %q", printed)
 	}
-	requests, _ = e.srv.Requests()
-	return wall, p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime(), requests
+	return wall, cpu, requests
 }
 
 // BenchmarkListHistory measures `bhw-run ls --runnable` over 1,000 active,

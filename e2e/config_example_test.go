@@ -12,7 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blobhub/bhw-run/agent"
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 const configExample = "contrib/config.example.yaml"
@@ -24,7 +24,7 @@ const configExample = "contrib/config.example.yaml"
 // key has a comment.
 func TestConfigExample(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := run.Resolve(run.Options{ConfigPath: configExample, APIURL: "file://" + dir, StateDir: dir, Home: dir, Adapters: adapters, Section: "backend"}, ""); err != nil {
+	if _, err := setup.Resolve(setup.Options{ConfigPath: configExample, APIURL: "file://" + dir, StateDir: dir, Home: dir, Adapters: adapters, Section: "backend"}, ""); err != nil {
 		t.Fatalf("the loader refuses %s: %v", configExample, err)
 	}
 
@@ -41,7 +41,7 @@ func TestConfigExample(t *testing.T) {
 	walkKeys(doc.Content[0], "", have, &uncommented)
 
 	want := map[string]bool{}
-	structKeys(reflect.TypeFor[run.Config](), "", want)
+	structKeys(reflect.TypeFor[setup.Config](), "", want)
 	for _, ad := range adapters {
 		if ad.Unsupported != "" {
 			continue // a block for a type not supported yet is refused
@@ -125,11 +125,11 @@ func structKeys(t reflect.Type, prefix string, out map[string]bool) {
 }
 
 // agentKeys are the keys of agents.<type> for ad: the fields of
-// run.AgentConfig, its home key, and the adapter's own options, which its
+// setup.AgentConfig, its home key, and the adapter's own options, which its
 // Options names when handed a key it does not know.
 func agentKeys(t *testing.T, ad agent.Adapter) []string {
 	keys := map[string]bool{}
-	structKeys(reflect.TypeFor[run.AgentConfig](), "", keys)
+	structKeys(reflect.TypeFor[setup.AgentConfig](), "", keys)
 	home := ad.HomeKey
 	if home == "" {
 		home = "home"

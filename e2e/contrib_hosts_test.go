@@ -22,7 +22,7 @@ import (
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
 
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // map75 is the line after the README's pipeline in the scripts of the
@@ -206,7 +206,7 @@ func checkConfig(t *testing.T, text, section string) {
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := run.Resolve(run.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: path, Section: section, Home: dir}, "")
+	s, err := setup.Resolve(setup.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: path, Section: section, Home: dir}, "")
 	if err != nil {
 		t.Fatalf("the recipe's config.yaml: %v", err)
 	}

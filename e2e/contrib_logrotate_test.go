@@ -14,6 +14,7 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/internal/sysdeps"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // logrotateRecipe is contrib/logrotate/bhw-run read as logrotate reads it:
@@ -86,7 +87,7 @@ func TestContribLogrotate(t *testing.T) {
 	}
 	logs := []string{filepath.Join(e.jobDir(), "logs", "section.log")}
 	for _, alias := range aliases {
-		logs = append(logs, filepath.Join(run.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
+		logs = append(logs, filepath.Join(setup.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
 	}
 	for _, l := range logs {
 		var hits []string
@@ -141,7 +142,7 @@ func TestContribLogrotate(t *testing.T) {
 	// The next run appends to the emptied file from its start.
 	e.post("p1/t", "again")
 	e.activate("p1/t", 0, run.OutcomeTurnCompleted)
-	l := filepath.Join(run.ThreadDir(e.jobDir(), "p1/t"), "logs", "thread.log")
+	l := filepath.Join(setup.ThreadDir(e.jobDir(), "p1/t"), "logs", "thread.log")
 	b, err := os.ReadFile(l)
 	if err != nil || len(b) == 0 || bytes.IndexByte(b, 0) >= 0 {
 		t.Fatalf("thread.log after the next run: %d bytes, %v (NUL bytes: a write past the old end)", len(b), err)

@@ -26,7 +26,9 @@ import (
 	agentproc "github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // managerEnv names the report file of the stand-in service manager.
@@ -175,7 +177,7 @@ func stopPass(t *testing.T, args []string) {
 	// posted.
 	waitFor(t, 60*time.Second, "both runs in their turn", func() bool {
 		for _, a := range aliases {
-			th, err := envelope.LoadThread(filepath.Join(run.ThreadDir(e.jobDir(), a), "thread.yaml"))
+			th, err := envelope.LoadThread(filepath.Join(setup.ThreadDir(e.jobDir(), a), "thread.yaml"))
 			if err != nil || th == nil || th.Agent.Process == nil || len(e.items(a)) < 2 {
 				return false
 			}
@@ -205,7 +207,7 @@ func stopPass(t *testing.T, args []string) {
 	if len(rep.Killed) > 0 {
 		t.Errorf("the recipe's bash exited (%d) while %q still ran: the service manager SIGKILLed them", rep.MainExit, rep.Killed)
 	}
-	if rep.MainExit != run.ExitTerminated {
+	if rep.MainExit != exit.Terminated {
 		t.Errorf("the recipe's bash exited %d, want 143 (stopped)", rep.MainExit)
 	}
 
@@ -227,7 +229,7 @@ func stopPass(t *testing.T, args []string) {
 	}
 	for _, a := range aliases {
 		sum, ok := got[a]
-		if !ok || sum.ExitCode != run.ExitTerminated || sum.Outcome != run.OutcomeInterrupted {
+		if !ok || sum.ExitCode != exit.Terminated || sum.Outcome != run.OutcomeInterrupted {
 			t.Errorf("%s: the run's record %+v (found %v), want exit 143 outcome %s", a, sum, ok, run.OutcomeInterrupted)
 		}
 		th := e.threadYAML(a)

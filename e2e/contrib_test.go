@@ -23,9 +23,11 @@ import (
 
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/internal/sysdeps"
 	"github.com/blobhub/bhw-run/lock"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // readmePipeline is the recipe line of the README.
@@ -389,7 +391,7 @@ func TestContribRecipes(t *testing.T) {
 		// 75 is success for the step; any other failure is not.
 		busy := pair[0]
 		e.post(busy, "more")
-		lk, err := lock.Acquire(context.Background(), filepath.Join(run.ThreadDir(e.jobDir(), busy), "thread.lock"), 0)
+		lk, err := lock.Acquire(context.Background(), filepath.Join(setup.ThreadDir(e.jobDir(), busy), "thread.lock"), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -398,8 +400,8 @@ func TestContribRecipes(t *testing.T) {
 		if code != 0 || !strings.Contains(out75, "exit 75") {
 			t.Errorf("a locked thread: step exit %d, want 0 with the exit-75 notice", code)
 		}
-		if code, _ := e.shell([]string{"ALIAS=ci/none"}, "bash", "-e", "-c", step); code != run.ExitNoThread {
-			t.Errorf("a missing thread: step exit %d, want %d", code, run.ExitNoThread)
+		if code, _ := e.shell([]string{"ALIAS=ci/none"}, "bash", "-e", "-c", step); code != exit.NoThread {
+			t.Errorf("a missing thread: step exit %d, want %d", code, exit.NoThread)
 		}
 	}
 

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestDocsConfigExample: blobhub-worker's documented config.yaml
@@ -23,7 +23,7 @@ func TestDocsConfigExample(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := run.Resolve(run.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: path, Home: dir, Adapters: adapters}, "")
+	s, err := setup.Resolve(setup.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: path, Home: dir, Adapters: adapters}, "")
 	if err != nil {
 		t.Fatalf("the documented config.yaml: %v", err)
 	}

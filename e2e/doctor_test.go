@@ -19,8 +19,10 @@ import (
 	"github.com/blobhub/bhw-run/acp"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // doctorEnv is an e2e env whose session exists on the hub and whose
@@ -64,8 +66,8 @@ func wantFailed(t *testing.T, code int, checks map[string]run.Check, check, deta
 	t.Helper()
 	c, ok := checks[check]
 	switch {
-	case code != run.ExitConfig:
-		t.Errorf("doctor exit %d, want %d", code, run.ExitConfig)
+	case code != exit.Config:
+		t.Errorf("doctor exit %d, want %d", code, exit.Config)
 	case !ok:
 		t.Errorf("no check %q in %v", check, checks)
 	case c.OK:
@@ -141,7 +143,7 @@ func TestDoctorFileStore(t *testing.T) {
 func TestDoctorBadKey(t *testing.T) {
 	e := doctorEnv(t)
 	code, checks := e.doctor("bhk_revoked")
-	wantFailed(t, code, checks, "api", run.CodeAuthInvalid, "check the key")
+	wantFailed(t, code, checks, "api", exit.CodeAuthInvalid, "check the key")
 	wantFailed(t, code, checks, "section", run.NotChecked, "")
 	onlyFailed(t, checks, "api", "section")
 }
@@ -150,12 +152,12 @@ func TestDoctorUnreachable(t *testing.T) {
 	e := doctorEnv(t)
 	// Nothing listens on port 1 of the loopback.
 	code, checks := e.doctor(bhtest.RunnerKey, "BLOBHUB_API_URL=http://127.0.0.1:1/v1")
-	wantFailed(t, code, checks, "api", run.CodeUnavailable, "check the network")
+	wantFailed(t, code, checks, "api", exit.CodeUnavailable, "check the network")
 }
 
 func TestDoctorMissingSection(t *testing.T) {
 	e := doctorEnv(t)
-	e.Config.Sections = []run.Section{{Name: "backend", Session: run.SessionTuple{OrgID: "org_1", BlobID: "blb_1", RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID}}}
+	e.Config.Sections = []setup.Section{{Name: "backend", Session: setup.SessionTuple{OrgID: "org_1", BlobID: "blb_1", RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID}}}
 	e.writeConfig()
 	code, checks := e.doctor(bhtest.RunnerKey, "BHW_SECTION=frontend")
 	wantFailed(t, code, checks, "section", `no section named "frontend"`, "")
@@ -165,7 +167,7 @@ func TestDoctorMissingSection(t *testing.T) {
 func TestDoctorSessionNotFound(t *testing.T) {
 	e := doctorEnv(t)
 	code, checks := e.doctor(bhtest.RunnerKey, "BHW_SESSION_ID=ses_nosuch")
-	wantFailed(t, code, checks, "section", run.CodeSessionNotFound, "session_id")
+	wantFailed(t, code, checks, "section", exit.CodeSessionNotFound, "session_id")
 	onlyFailed(t, checks, "section")
 }
 
@@ -187,7 +189,7 @@ func TestDoctorAgentNotExecutable(t *testing.T) {
 	e.agentConfig(claudeType).Executable = exe
 	e.writeConfig()
 	code, checks := e.doctor(bhtest.RunnerKey)
-	wantFailed(t, code, checks, "agent claude_code", run.CodeAgentNotInstalled, "agents.claude_code.executable")
+	wantFailed(t, code, checks, "agent claude_code", exit.CodeAgentNotInstalled, "agents.claude_code.executable")
 	onlyFailed(t, checks, "agent claude_code")
 }
 
@@ -243,7 +245,7 @@ func TestDoctorHeldSlot(t *testing.T) {
 
 func TestDoctorWorldReadableCredentials(t *testing.T) {
 	e := doctorEnv(t)
-	path := run.CredentialsPath(e.home)
+	path := setup.CredentialsPath(e.home)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +254,7 @@ func TestDoctorWorldReadableCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, checks := e.doctor(bhtest.RunnerKey)
-	wantFailed(t, code, checks, "credentials", run.CodeInsecureCredentials, "chmod 600 "+path)
+	wantFailed(t, code, checks, "credentials", exit.CodeInsecureCredentials, "chmod 600 "+path)
 	wantFailed(t, code, checks, "api", run.NotChecked, "")
 
 	if err := os.Chmod(path, 0o600); err != nil {
@@ -275,7 +277,7 @@ func TestDoctorWorkerCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, checks := e.doctor(bhtest.RunnerKey)
-	wantFailed(t, code, checks, "worker_credentials", run.CodeInsecureCredentials, "chmod 600 "+path)
+	wantFailed(t, code, checks, "worker_credentials", exit.CodeInsecureCredentials, "chmod 600 "+path)
 	onlyFailed(t, checks, "worker_credentials")
 }
 
@@ -376,7 +378,7 @@ func TestDoctorFakeVersion(t *testing.T) {
 func TestDoctorNoKey(t *testing.T) {
 	e := doctorEnv(t)
 	code, checks := e.doctor("", "BLOBHUB_API_URL=https://api.blobhub.example/v1")
-	wantFailed(t, code, checks, "credentials", run.CodeCredentialsNotFound, "BLOBHUB_API_KEY")
+	wantFailed(t, code, checks, "credentials", exit.CodeCredentialsNotFound, "BLOBHUB_API_KEY")
 	wantFailed(t, code, checks, "slots", run.NotChecked, "")
 }
 
@@ -388,7 +390,7 @@ func TestDoctorIdentityMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, checks := e.doctor(bhtest.RunnerKey)
-	wantFailed(t, code, checks, "api", run.CodeUserIdentityMismatch, "usr_someone_else")
+	wantFailed(t, code, checks, "api", exit.CodeUserIdentityMismatch, "usr_someone_else")
 	onlyFailed(t, checks, "api")
 }
 
@@ -432,7 +434,7 @@ func TestDoctorStateTreeNotTrusted(t *testing.T) {
 			t.Fatal(err)
 		}
 		code, checks := e.doctor(bhtest.RunnerKey)
-		wantFailed(t, code, checks, "state_dir", run.CodeInsecurePermissions, "chmod go-w "+e.state)
+		wantFailed(t, code, checks, "state_dir", exit.CodeInsecurePermissions, "chmod go-w "+e.state)
 	})
 	t.Run("another user's", func(t *testing.T) {
 		if os.Geteuid() != 0 {
@@ -443,7 +445,7 @@ func TestDoctorStateTreeNotTrusted(t *testing.T) {
 			t.Fatal(err)
 		}
 		code, checks := e.doctor(bhtest.RunnerKey)
-		wantFailed(t, code, checks, "state_dir", run.CodeInsecurePermissions, "chown -R 0 "+e.state)
+		wantFailed(t, code, checks, "state_dir", exit.CodeInsecurePermissions, "chown -R 0 "+e.state)
 	})
 }
 
@@ -467,7 +469,7 @@ func TestDoctorClaudeLogin(t *testing.T) {
 	e.srv.Put("notes/readme", `{"type":"text","text":"hello"}`)
 	e.fakeClaudeDone()
 	code, checks := e.doctor(bhtest.RunnerKey)
-	wantFailed(t, code, checks, "agent claude_code login", run.CodeAgentAuthFailed, "type /login")
+	wantFailed(t, code, checks, "agent claude_code login", exit.CodeAgentAuthFailed, "type /login")
 	if d := checks["agent claude_code login"].Detail; !strings.Contains(d, filepath.Join(e.home, ".claude", ".credentials.json")) {
 		t.Errorf("the ✗ line does not say where it looked: %q", d)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // acpE2E is an e2eEnv whose config points one ACP agent type at a real CLI
@@ -145,7 +146,7 @@ func (e *acpE2E) file(name string) string { return filepath.Join(e.work, name) }
 
 // threadHome is the agent's home in the thread's folder.
 func (e *acpE2E) threadHome(alias string) string {
-	return filepath.Join(run.ThreadDir(e.jobDir(), alias), run.ThreadHomeDir)
+	return filepath.Join(setup.ThreadDir(e.jobDir(), alias), setup.ThreadHomeDir)
 }
 
 // modelRequests are the fake's scripted requests (those offering tools).

@@ -23,12 +23,11 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // claudeE2E is an e2eEnv whose config points agents.claude_code at the real
@@ -550,32 +549,6 @@ func BenchmarkRelayItems(b *testing.B) {
 	}
 }
 
-// openPTY opens a pseudo-terminal pair: what the slave side is given
-// (stderr) is a terminal to term.IsTerminal, and what it writes is read
-// from master.
-func openPTY() (master, slave *os.File, err error) {
-	master, err = os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	fd := int(master.Fd())
-	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
-		master.Close()
-		return nil, nil, fmt.Errorf("unlockpt: %w", err)
-	}
-	n, err := unix.IoctlGetUint32(fd, unix.TIOCGPTN)
-	if err != nil {
-		master.Close()
-		return nil, nil, fmt.Errorf("ptsname: %w", err)
-	}
-	slave, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		master.Close()
-		return nil, nil, err
-	}
-	return master, slave, nil
-}
-
 // TestE2EClaudeLostSessionStartsFresh: the session's transcript is gone
 // from the config dir (a wiped ~/.claude, another machine's record), so
 // `claude --resume` answers "No conversation found". bhw-run then starts a
@@ -638,7 +611,7 @@ func TestE2EClaudeOutboxArtifacts(t *testing.T) {
 
 	const alias = "projects/p1/claude-outbox"
 	var v map[string]any
-	if err := json.Unmarshal(envelope.NewThread(e.work, claudeType, run.PermAutonomous, alias), &v); err != nil {
+	if err := json.Unmarshal(envelope.NewThread(e.work, claudeType, setup.PermAutonomous, alias), &v); err != nil {
 		t.Fatal(err)
 	}
 	v["thread"].(map[string]any)["metadata"].(map[string]any)["artifacts"] = map[string]any{"source": ".bhw/outbox"}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/codex/codextest"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -429,7 +430,7 @@ func TestE2ECodexThreadDeletedStopsTheTurn(t *testing.T) {
 	start := time.Now()
 	code, out, _ := e.run("--json", alias)
 	s := parseSummary(t, out)
-	if code != 66 || s.Error == nil || s.Error.Code != run.CodeNoThread || !strings.Contains(s.Error.Message, "stopped") {
+	if code != 66 || s.Error == nil || s.Error.Code != exit.CodeNoThread || !strings.Contains(s.Error.Message, "stopped") {
 		t.Fatalf("exit %d, error %+v: want 66 THREAD_NOT_FOUND saying the agent was stopped", code, s.Error)
 	}
 	if d := time.Since(start); d > 15*time.Second {

@@ -22,8 +22,10 @@ import (
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/codex/codextest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // guardedScenario is what both agents are put through.
@@ -76,7 +78,7 @@ func (s *guardedScenario) threadPolicy() *policy.Policy {
 func (e *e2eEnv) handOffGuarded(alias, agentType string, pol *policy.Policy, message string) {
 	e.t.Helper()
 	var v map[string]any
-	if err := json.Unmarshal(envelope.NewThread(e.work, agentType, run.PermGuarded, alias), &v); err != nil {
+	if err := json.Unmarshal(envelope.NewThread(e.work, agentType, setup.PermGuarded, alias), &v); err != nil {
 		e.t.Fatal(err)
 	}
 	if pol != nil {
@@ -97,9 +99,9 @@ func (s *guardedScenario) policyMissing(t *testing.T) {
 	alias := "projects/p1/nopolicy-" + s.agent
 	e.handOffGuarded(alias, s.agent, nil, "do something")
 	before := s.requests()
-	sum := e.activate(alias, run.ExitFailed, run.OutcomeFailed)
-	if sum.Error == nil || sum.Error.Code != run.CodePolicyMissing {
-		t.Fatalf("summary error %+v, want %s", sum.Error, run.CodePolicyMissing)
+	sum := e.activate(alias, exit.Failed, run.OutcomeFailed)
+	if sum.Error == nil || sum.Error.Code != exit.CodePolicyMissing {
+		t.Fatalf("summary error %+v, want %s", sum.Error, exit.CodePolicyMissing)
 	}
 	if st := e.wireState(alias); st != envelope.StateFailed {
 		t.Errorf("wire state %q, want failed", st)
@@ -115,8 +117,8 @@ func (s *guardedScenario) policyMissing(t *testing.T) {
 		}
 		if json.Unmarshal(it.Metadata, &m) == nil && m.Type == agent.ItemThreadFailed && m.Alias == alias {
 			found = true
-			if m.Error.Code != run.CodePolicyMissing {
-				t.Errorf("thread_failed error code %q, want %s", m.Error.Code, run.CodePolicyMissing)
+			if m.Error.Code != exit.CodePolicyMissing {
+				t.Errorf("thread_failed error code %q, want %s", m.Error.Code, exit.CodePolicyMissing)
 			}
 		}
 	}
@@ -297,7 +299,7 @@ func (s *guardedScenario) checkReleased(t *testing.T, alias string) {
 // them ("gate <decision> <call>: <reason>"), in order.
 func (s *guardedScenario) gateDecisions(alias string) []string {
 	e := s.e
-	b, err := os.ReadFile(filepath.Join(run.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
+	b, err := os.ReadFile(filepath.Join(setup.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blobhub/bhw-run/acp"
+	"github.com/blobhub/bhw-run/acp/acptest"
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
@@ -39,8 +40,10 @@ import (
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/codex"
+	"github.com/blobhub/bhw-run/codex/codextest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // bhwBin is the bhw-run binary TestMain built.
@@ -54,6 +57,8 @@ func TestMain(m *testing.M) {
 	// manager) when its environment says so.
 	claudetest.MaybeRunFakeAgent()
 	agenttest.MaybeRunFake()
+	acptest.MaybeRunFakeAgent()
+	codextest.MaybeRunFakeAppServer()
 	maybeRunServiceManager()
 	os.Exit(buildAndRun(m))
 }
@@ -153,7 +158,7 @@ type e2eEnv struct {
 	// Config is written to {state}/config.yaml by writeConfig; tests edit
 	// it (agents.codex.*, agents.claude_code.*, policy, sections) and call
 	// writeConfig again. With no sections, runs pass --revision/--session.
-	Config run.Config
+	Config setup.Config
 	// Env is added to every bhw-run process (after the defaults, so it
 	// can override them).
 	Env []string
@@ -201,7 +206,7 @@ func (e *e2eEnv) jobDir() string {
 	if len(e.Config.Sections) > 0 {
 		sid = e.Config.Sections[0].Session.SessionID
 	}
-	return filepath.Join(e.state, "jobs", run.JobType+"-"+sid)
+	return filepath.Join(e.state, "jobs", setup.JobType+"-"+sid)
 }
 
 // environ is bhw-run's whole environment: nothing of the test process's
@@ -245,13 +250,13 @@ var (
 
 // agentConfig is agents.<typ> of e.Config, created when missing; tests
 // set its fields (the adapter's own keys in Own) and call writeConfig.
-func (e *e2eEnv) agentConfig(typ string) *run.AgentConfig {
+func (e *e2eEnv) agentConfig(typ string) *setup.AgentConfig {
 	if e.Config.Agents == nil {
-		e.Config.Agents = map[string]*run.AgentConfig{}
+		e.Config.Agents = map[string]*setup.AgentConfig{}
 	}
 	ac := e.Config.Agents[typ]
 	if ac == nil {
-		ac = &run.AgentConfig{Own: map[string]any{}}
+		ac = &setup.AgentConfig{Own: map[string]any{}}
 		e.Config.Agents[typ] = ac
 	}
 	return ac
@@ -501,7 +506,7 @@ func (e *e2eEnv) wireState(alias string) string {
 // threadYAML is the thread's local record.
 func (e *e2eEnv) threadYAML(alias string) *envelope.Thread {
 	e.t.Helper()
-	th, err := envelope.LoadThread(filepath.Join(run.ThreadDir(e.jobDir(), alias), "thread.yaml"))
+	th, err := envelope.LoadThread(filepath.Join(setup.ThreadDir(e.jobDir(), alias), "thread.yaml"))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -750,7 +755,7 @@ func (o *overheadRuns) report(b *testing.B, agent string) {
 
 // threadLogKB is the size of alias's thread.log: what its runs wrote.
 func threadLogKB(e *e2eEnv, alias string) (float64, error) {
-	st, err := os.Stat(filepath.Join(run.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
+	st, err := os.Stat(filepath.Join(setup.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
 	if err != nil {
 		return 0, err
 	}

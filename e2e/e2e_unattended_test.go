@@ -18,7 +18,9 @@ import (
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/codex/codextest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // checkNoProgress: the turn's only tool call was refused by the worker's
@@ -27,8 +29,8 @@ import (
 func checkNoProgress(t *testing.T, e *e2eEnv, s *guardedScenario, alias, message string) {
 	t.Helper()
 	e.handOffGuarded(alias, s.agent, s.threadPolicy(), message)
-	sum := e.activate(alias, run.ExitTurnFailed, run.OutcomeTurnFailed)
-	if sum.Error == nil || sum.Error.Code != run.CodeNoProgress || !strings.Contains(sum.Error.Message, "worker rule 1") {
+	sum := e.activate(alias, exit.TurnFailed, run.OutcomeTurnFailed)
+	if sum.Error == nil || sum.Error.Code != exit.CodeNoProgress || !strings.Contains(sum.Error.Message, "worker rule 1") {
 		t.Fatalf("summary error %+v, want NO_PROGRESS naming worker rule 1", sum.Error)
 	}
 	want := agent.ToolCounts{Calls: 1, DeniedByRule: 1}
@@ -97,8 +99,8 @@ func checkAuthFailed(t *testing.T, e *e2eEnv, typ, fix string, refuse, accept fu
 	refuse()
 	e.handOff(alias, typ, "approval", "the message that waits")
 	for i := 0; i < 2; i++ {
-		sum := e.activate(alias, run.ExitConfig, "")
-		if sum.Error == nil || sum.Error.Code != run.CodeAgentAuthFailed || !strings.Contains(sum.Error.Message, fix) {
+		sum := e.activate(alias, exit.Config, "")
+		if sum.Error == nil || sum.Error.Code != exit.CodeAgentAuthFailed || !strings.Contains(sum.Error.Message, fix) {
 			t.Fatalf("run %d: summary error %+v, want AGENT_AUTH_FAILED naming %q", i+1, sum.Error, fix)
 		}
 	}
@@ -156,7 +158,7 @@ func checkRateLimited(t *testing.T, e *e2eEnv, typ string, reset time.Time, lift
 	alias := "projects/p1/" + typ + "-limit"
 	e.handOff(alias, typ, "approval", "the message that waits")
 	t0 := time.Now()
-	sum := e.activate(alias, run.ExitTempFail, "")
+	sum := e.activate(alias, exit.TempFail, "")
 	at := reset.UTC().Format(time.RFC3339)
 	if reset.IsZero() {
 		at = sum.LimitedUntil
@@ -164,7 +166,7 @@ func checkRateLimited(t *testing.T, e *e2eEnv, typ string, reset time.Time, lift
 			t.Fatalf("limited_until %q, want run's own wait from now", at)
 		}
 	}
-	if sum.Error == nil || sum.Error.Code != run.CodeRateLimited || !strings.Contains(sum.Error.Message, at) || sum.LimitedUntil != at {
+	if sum.Error == nil || sum.Error.Code != exit.CodeRateLimited || !strings.Contains(sum.Error.Message, at) || sum.LimitedUntil != at {
 		t.Fatalf("summary %+v error %+v, want RATE_LIMITED until %s", sum, sum.Error, at)
 	}
 	if lift != nil {
@@ -182,11 +184,11 @@ func checkRateLimited(t *testing.T, e *e2eEnv, typ string, reset time.Time, lift
 	}
 
 	// Before the reset: nothing starts, nothing is written.
-	yamlPath := filepath.Join(run.ThreadDir(e.jobDir(), alias), "thread.yaml")
+	yamlPath := filepath.Join(setup.ThreadDir(e.jobDir(), alias), "thread.yaml")
 	before, _ := os.ReadFile(yamlPath)
 	n, items := requests(), len(e.items(alias))
-	sum = e.activate(alias, run.ExitTempFail, "")
-	if sum.Error == nil || sum.Error.Code != run.CodeRateLimited || sum.LimitedUntil != at {
+	sum = e.activate(alias, exit.TempFail, "")
+	if sum.Error == nil || sum.Error.Code != exit.CodeRateLimited || sum.LimitedUntil != at {
 		t.Errorf("the run before the reset: %+v %+v", sum, sum.Error)
 	}
 	if after, _ := os.ReadFile(yamlPath); requests() != n || len(e.items(alias)) != items || string(after) != string(before) {
@@ -260,7 +262,7 @@ func checkBudget(t *testing.T, e *e2eEnv, typ string, requests func() int, lastU
 	e.post(alias, "the message that waits")
 	n := requests()
 	sum = e.activate(alias, 0, run.OutcomeParked)
-	yamlPath := filepath.Join(run.ThreadDir(e.jobDir(), alias), "thread.yaml")
+	yamlPath := filepath.Join(setup.ThreadDir(e.jobDir(), alias), "thread.yaml")
 	before, _ := os.ReadFile(yamlPath)
 	items := len(e.items(alias))
 	e.activate(alias, 0, run.OutcomeParked)
@@ -311,7 +313,7 @@ func TestE2ECodexBudgetOfTwoTurns(t *testing.T) {
 func TestE2EBudgetInvalid(t *testing.T) {
 	e := newCodexE2E(t)
 	code, _, stderr := e.run("thread", "new", "--work-folder", e.work, "--agent", codexType, "--max-turns", "two", "projects/p1/bad-budget")
-	if code != run.ExitUsage || !strings.Contains(stderr, run.CodeBudgetInvalid) || !strings.Contains(stderr, "--max-turns") {
+	if code != exit.Usage || !strings.Contains(stderr, exit.CodeBudgetInvalid) || !strings.Contains(stderr, "--max-turns") {
 		t.Errorf("thread new --max-turns two: exit %d\n%s", code, stderr)
 	}
 	if len(e.srv.Items("projects/p1/bad-budget")) != 0 {
@@ -320,15 +322,15 @@ func TestE2EBudgetInvalid(t *testing.T) {
 
 	const alias = "projects/p1/bad-budget-envelope"
 	var v map[string]any
-	if err := json.Unmarshal(envelope.NewThread(e.work, codexType, run.PermApproval, alias), &v); err != nil {
+	if err := json.Unmarshal(envelope.NewThread(e.work, codexType, setup.PermApproval, alias), &v); err != nil {
 		t.Fatal(err)
 	}
 	v["thread"].(map[string]any)["metadata"].(map[string]any)["agent"].(map[string]any)["budget"] = map[string]any{"max_turns": "two"}
 	b, _ := json.Marshal(v)
 	e.srv.Put(alias, string(b))
 	e.post(alias, "hello")
-	sum := e.activate(alias, run.ExitFailed, run.OutcomeFailed)
-	if sum.Error == nil || sum.Error.Code != run.CodeBudgetInvalid || !strings.Contains(sum.Error.Message, "agent.budget.max_turns") {
+	sum := e.activate(alias, exit.Failed, run.OutcomeFailed)
+	if sum.Error == nil || sum.Error.Code != exit.CodeBudgetInvalid || !strings.Contains(sum.Error.Message, "agent.budget.max_turns") {
 		t.Errorf("summary error %+v, want BUDGET_INVALID naming agent.budget.max_turns", sum.Error)
 	}
 	if len(e.model.Requests()) != 0 {

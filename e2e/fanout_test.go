@@ -21,7 +21,7 @@ import (
 
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/exit"
 )
 
 // fanOut is one state tree with n pending threads, each handed off with one
@@ -251,8 +251,8 @@ func TestFanOutOnePass(t *testing.T) {
 	if left := f.unanswered(t); len(left) > 0 {
 		t.Errorf("after one pass %d of %d threads are unanswered: %v", len(left), len(f.aliases), left)
 	}
-	if r.exits[run.ExitTempFail] > 0 || r.runs != len(f.aliases) {
-		t.Errorf("%d runs, %d of them ended 75 (%v); want one run per thread, none 75", r.runs, r.exits[run.ExitTempFail], r.errors)
+	if r.exits[exit.TempFail] > 0 || r.runs != len(f.aliases) {
+		t.Errorf("%d runs, %d of them ended 75 (%v); want one run per thread, none 75", r.runs, r.exits[exit.TempFail], r.errors)
 	}
 	if left := f.runnable(t); len(left) > 0 {
 		t.Errorf("ls --runnable after the pass: %v", left)
@@ -289,7 +289,7 @@ func BenchmarkFanOut(b *testing.B) {
 					}
 					passes++
 					runs += r.runs
-					temp += r.exits[run.ExitTempFail]
+					temp += r.exits[exit.TempFail]
 					peak = max(peak, r.peakRSSKB)
 					b.Logf("pass %d: %v, %d runs, exits %v, errors %v, peak RSS %.1f MB, at most %d bhw-run at once",
 						passes, r.wall.Round(time.Millisecond), r.runs, r.exits, r.errors, float64(r.peakRSSKB)/1024, r.peakProcs)

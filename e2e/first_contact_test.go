@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/blobhub/bhw-run/lock"
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestDoctorBeforeBlobHub: doctor on a machine with no BlobHub credentials
@@ -116,7 +116,7 @@ func TestLockWaitExpirySaysItWaited(t *testing.T) {
 	e := pipelineEnv(t)
 	const alias = "wait/t1"
 	e.handOff(alias, claudeType, "", "hello")
-	dir := run.ThreadDir(e.jobDir(), alias)
+	dir := setup.ThreadDir(e.jobDir(), alias)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}

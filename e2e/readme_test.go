@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestREADMEHelpIsVerbatim keeps the README's usage block equal to what
@@ -41,7 +42,7 @@ func TestREADMEHelpIsVerbatim(t *testing.T) {
 }
 
 // TestREADMEExitTableIsTheTable keeps the README's exit-code table equal to
-// run.Exits, the table --help and the code use.
+// exit.Classes, the table --help and the code use.
 func TestREADMEExitTableIsTheTable(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
@@ -52,8 +53,8 @@ func TestREADMEExitTableIsTheTable(t *testing.T) {
 		t.Fatal("README.md has no ## Exit codes section")
 	}
 	table, _, _ := strings.Cut(rest, "\n\n")
-	if want := strings.TrimRight(run.ExitTable(), "\n"); table != want {
-		t.Fatalf("README's exit-code table differs from run.Exits; paste this:\n%s", want)
+	if want := strings.TrimRight(exit.Table(), "\n"); table != want {
+		t.Fatalf("README's exit-code table differs from exit.Classes; paste this:\n%s", want)
 	}
 }
 
@@ -102,7 +103,7 @@ func TestREADMEConfigLoads(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(block), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := run.Resolve(run.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: cfg, Home: dir, Adapters: adapters}, "")
+	s, err := setup.Resolve(setup.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: cfg, Home: dir, Adapters: adapters}, "")
 	if err != nil {
 		t.Fatalf("docs/configuration.md's config.yaml: %v", err)
 	}

@@ -26,8 +26,8 @@ import (
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/codex"
 	"github.com/blobhub/bhw-run/envelope"
-	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // legacyState is one fixture copied into a state tree.
@@ -62,13 +62,13 @@ func newLegacyState(t *testing.T) *legacyState {
 // install copies testdata/state-v1/<name> into the thread folder of alias.
 func (s *legacyState) install(name, alias string) {
 	s.t.Helper()
-	dir := run.ThreadDir(filepath.Join(s.state, "jobs", run.JobType+"-"+bhtest.SessionID), alias)
+	dir := setup.ThreadDir(filepath.Join(s.state, "jobs", setup.JobType+"-"+bhtest.SessionID), alias)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		s.t.Fatal(err)
 	}
 	// A fingerprint covers the call's paths: the parked call's is computed
 	// again for the work folder it now lies in.
-	fp := policy.ClaudeFingerprint("Write", json.RawMessage(`{"content":"hi","file_path":"`+filepath.Join(s.work, "x.txt")+`"}`))
+	fp := claude.Fingerprint("Write", json.RawMessage(`{"content":"hi","file_path":"`+filepath.Join(s.work, "x.txt")+`"}`))
 	repl := strings.NewReplacer("@CONFIG_DIR@", s.configDir, "@CODEX_HOME@", s.codexHome, "@WORK@", s.work, "@EXE@", s.exe, "@STATE@", s.state, "@FINGERPRINT@", fp)
 	for _, f := range []string{"thread.yaml", "emissions.jsonl"} {
 		b, err := os.ReadFile(filepath.Join("e2e", "testdata", "state-v1", name, f))
@@ -110,7 +110,7 @@ func (s *legacyState) maxCounter(name, nonce string) int {
 
 func (s *legacyState) thread(alias string) *envelope.Thread {
 	s.t.Helper()
-	th, err := envelope.LoadThread(filepath.Join(run.ThreadDir(filepath.Join(s.state, "jobs", run.JobType+"-"+bhtest.SessionID), alias), "thread.yaml"))
+	th, err := envelope.LoadThread(filepath.Join(setup.ThreadDir(filepath.Join(s.state, "jobs", setup.JobType+"-"+bhtest.SessionID), alias), "thread.yaml"))
 	if err != nil || th == nil {
 		s.t.Fatalf("thread.yaml of %s: %v", alias, err)
 	}
@@ -119,7 +119,7 @@ func (s *legacyState) thread(alias string) *envelope.Thread {
 
 func (s *legacyState) runner(adapters ...agent.Adapter) *run.Runner {
 	s.t.Helper()
-	setup, err := run.Resolve(run.Options{APIURL: s.srv.URL(), APIKey: bhtest.RunnerKey, StateDir: s.state, ConfigPath: s.config,
+	setup, err := setup.Resolve(setup.Options{APIURL: s.srv.URL(), APIKey: bhtest.RunnerKey, StateDir: s.state, ConfigPath: s.config,
 		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: s.state, Adapters: adapters}, "")
 	if err != nil {
 		s.t.Fatal(err)
@@ -244,7 +244,7 @@ func TestLegacyParkedClaudeThreadResumes(t *testing.T) {
 	}
 	// The published artifacts move to artifacts.yaml, which only a turn
 	// that publishes reads.
-	pub, err := envelope.LoadPublished(filepath.Join(run.ThreadDir(filepath.Join(s.state, "jobs", run.JobType+"-"+bhtest.SessionID), alias), "artifacts.yaml"))
+	pub, err := envelope.LoadPublished(filepath.Join(setup.ThreadDir(filepath.Join(s.state, "jobs", setup.JobType+"-"+bhtest.SessionID), alias), "artifacts.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

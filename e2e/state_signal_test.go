@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
-	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // exitOf waits for cmd at most d and returns its exit status; killed says
@@ -49,7 +50,7 @@ func TestFIFOAtThreadLock(t *testing.T) {
 	e.useFileStore()
 	const alias = "hostile/fifo"
 	e.srv.Put(alias, string(envelope.NewThread(e.work, claudeType, "", alias)))
-	dir := run.ThreadDir(e.jobDir(), alias)
+	dir := setup.ThreadDir(e.jobDir(), alias)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestFIFOAtThreadLock(t *testing.T) {
 	}
 	p := e.start("", nil, alias)
 	code, killed := exitOf(t, p.cmd, 20*time.Second)
-	if killed || code != run.ExitConfig {
+	if killed || code != exit.Config {
 		t.Fatalf("exit %d (killed %v), want 78\n%s", code, killed, p.stderr)
 	}
 	if !strings.Contains(p.stderr.String(), "STATE_INVALID") || !strings.Contains(p.stderr.String(), fifo+" is a named pipe") {
@@ -76,13 +77,13 @@ func TestSignalBeforeTheLock(t *testing.T) {
 	for _, tc := range []struct {
 		sig  syscall.Signal
 		exit int
-	}{{syscall.SIGTERM, run.ExitTerminated}, {syscall.SIGINT, run.ExitInterrupted}} {
+	}{{syscall.SIGTERM, exit.Terminated}, {syscall.SIGINT, exit.Interrupted}} {
 		t.Run(tc.sig.String(), func(t *testing.T) {
 			e := newE2E(t)
 			e.useFileStore()
 			const alias = "hostile/wait"
 			e.srv.Put(alias, string(envelope.NewThread(e.work, claudeType, "", alias)))
-			dir := run.ThreadDir(e.jobDir(), alias)
+			dir := setup.ThreadDir(e.jobDir(), alias)
 			held, err := lock.Acquire(context.Background(), filepath.Join(dir, "thread.lock"), 0)
 			if err != nil {
 				t.Fatal(err)
@@ -200,13 +201,13 @@ func TestReadOnlyThreadFolder(t *testing.T) {
 	if code, out := runAs(); code != 0 {
 		t.Fatalf("activation: exit %d\n%s", code, out)
 	}
-	dir := run.ThreadDir(e.jobDir(), alias)
+	dir := setup.ThreadDir(e.jobDir(), alias)
 	if err := os.Chmod(dir, 0o500); err != nil {
 		t.Fatal(err)
 	}
 	e.srv.PersonPost(alias, "write something")
 	code, out := runAs()
-	if code != run.ExitConfig || !strings.Contains(out, "STATE_INVALID") || !strings.Contains(out, filepath.Join(dir, "thread.yaml")) || !strings.Contains(out, "permission denied") {
+	if code != exit.Config || !strings.Contains(out, "STATE_INVALID") || !strings.Contains(out, filepath.Join(dir, "thread.yaml")) || !strings.Contains(out, "permission denied") {
 		t.Fatalf("exit %d, want 78 STATE_INVALID naming thread.yaml\n%s", code, out)
 	}
 }

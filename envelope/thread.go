@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // Turn states in thread.yaml.
@@ -213,7 +212,7 @@ type Published struct {
 // LoadPublished reads artifacts.yaml; a missing file is an empty record.
 func LoadPublished(path string) (*Published, error) {
 	p := &Published{}
-	b, err := ReadFile(path)
+	b, err := statefile.Read(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
@@ -243,7 +242,7 @@ func LoadThread(path string) (*Thread, error) {
 
 // ReadThread is LoadThread that also returns the bytes it decoded.
 func ReadThread(path string) (*Thread, []byte, error) {
-	b, err := ReadFile(path)
+	b, err := statefile.Read(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
 	}
@@ -255,53 +254,4 @@ func ReadThread(path string) (*Thread, []byte, error) {
 		return nil, nil, fmt.Errorf("%s %w; fix or move it aside", path, err)
 	}
 	return &t, b, nil
-}
-
-// WriteFileAtomic writes b to path through a temp file in the same folder:
-// write, fsync, close, rename, fsync the folder. A reader or a crash sees the
-// old bytes or the new ones, never a mix. It is the one way bhw-run writes a
-// file that must survive a crash (thread.yaml, section.yaml, identity.yaml,
-// the local store's objects). The temp file's name starts with '.'.
-func WriteFileAtomic(path string, b []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	// CreateTemp opens with O_CREATE|O_EXCL, which never follows a link
-	// (open(2)), and the rename replaces whatever is at path, a link
-	// included, without following it: neither step writes through a link.
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(f.Name())
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err = f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	// Some file systems refuse fsync on a directory; the rename stands.
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return err
-	}
-	return nil
 }

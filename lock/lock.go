@@ -8,7 +8,7 @@
 // queue's tickets, see queue.go) are never deleted, because deleting one while another process
 // waits on its inode lets two processes hold "the" lock at once. The thread lock and the slots
 // record their Holder in the file after locking, so a process that finds them held can say by
-// whom. A lock file is opened as every state file is (envelope.OpenFile): never through a link,
+// whom. A lock file is opened as every state file is (statefile.Open): never through a link,
 // never blocking on a named pipe, and only when it is a regular file, so a link at thread.lock
 // cannot get another file truncated by the holder's write.
 package lock
@@ -27,7 +27,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // pollInterval is how long a waiter sleeps between two TryLock calls. flock(2) can block in the
@@ -205,7 +205,7 @@ func open(path string) (*lockFile, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	f, err := envelope.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := statefile.Open(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
@@ -280,7 +280,7 @@ func readHolder(path string) Holder {
 }
 
 func readHolderOnce(path string) (Holder, bool) {
-	fh, err := envelope.OpenFile(path, os.O_RDONLY, 0)
+	fh, err := statefile.Open(path, os.O_RDONLY, 0)
 	if err != nil {
 		return Holder{}, false
 	}

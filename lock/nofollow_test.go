@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // TestLockFilesAreNotFollowed: a symbolic link, a named pipe or a folder
@@ -62,7 +62,7 @@ func TestLockFilesAreNotFollowed(t *testing.T) {
 					}
 					t.Fatalf("taking %s blocked on %s", tk.name, what)
 				}
-				var nr *envelope.NotRegularError
+				var nr *statefile.NotRegularError
 				if !errors.As(err, &nr) || nr.What != what || nr.Path != path {
 					t.Fatalf("error %v, want a NotRegularError naming %s as %s", err, path, what)
 				}

@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // Held reports whether another open file holds the lock at path right now:
@@ -17,7 +17,7 @@ import (
 // in that instant exits 75 and the next one proceeds.
 func Held(path string) (bool, error) {
 	// O_RDONLY without O_CREATE: flock(2) needs only an open descriptor.
-	fh, err := envelope.OpenFile(path, os.O_RDONLY, 0)
+	fh, err := statefile.Open(path, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // Waiting for an agent slot, in arrival order.
@@ -199,7 +199,7 @@ func (q slotQueue) enqueue(seq uint64) (*lockFile, error) {
 		return nil, fmt.Errorf("agent slot queue: %w", err)
 	}
 	path := filepath.Join(q.dir, fmt.Sprintf("%020d%s", seq, ticketSuffix))
-	fh, err := envelope.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	fh, err := statefile.Open(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("agent slot queue: %w", err)
 	}

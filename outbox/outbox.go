@@ -194,15 +194,16 @@ func Create(workFolder, source string) (createdByUs bool, err error) {
 		_ = os.RemoveAll(tmp)
 		return false, fmt.Errorf("write the outbox's .gitignore: %w", err)
 	}
-	switch err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE); {
+	switch err := renameNoReplace(tmp, dir); {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, unix.EEXIST):
 		// Someone made it meanwhile: it is theirs.
 		_ = os.RemoveAll(tmp)
 		return false, nil
-	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS):
-		// No RENAME_NOREPLACE on this file system: mkdir is the atomic test.
+	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.ENOTSUP):
+		// No no-replace rename on this file system (Linux says EINVAL,
+		// macOS ENOTSUP): mkdir is the atomic test.
 		_ = os.RemoveAll(tmp)
 		if err := os.Mkdir(dir, 0o755); errors.Is(err, fs.ErrExist) {
 			return false, nil
@@ -507,7 +508,8 @@ func reasonOf(err error) string {
 	switch {
 	case errors.Is(err, unix.ELOOP):
 		return ReasonSymlink
-	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ENXIO):
+	case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ENXIO), errors.Is(err, unix.EOPNOTSUPP):
+		// ENXIO: a socket on Linux; EOPNOTSUPP: a socket on macOS.
 		return ReasonNotRegular
 	}
 	return ReasonUnreadable

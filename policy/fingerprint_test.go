@@ -2,7 +2,6 @@ package policy
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 )
 
@@ -26,63 +25,12 @@ func TestCanonical(t *testing.T) {
 	}
 }
 
-func TestClaudeFingerprint(t *testing.T) {
-	base := ClaudeFingerprint("Bash", json.RawMessage(`{"command":"rm -rf build","description":"clean up"}`))
-	if !strings.HasPrefix(base, "sha256:") || len(base) != len("sha256:")+64 {
-		t.Fatalf("fingerprint %q", base)
-	}
-	same := []string{
-		`{"description":"clean up","command":"rm -rf build"}`,             // key order
-		"{\n  \"command\" : \"rm -rf build\",\n  \"description\":\"x\" }", // whitespace, another description
-		`{"command":"rm -rf build"}`,                                      // no description
-		`{"command":"rm -rf build","description":""}`,
-	}
-	for _, in := range same {
-		if got := ClaudeFingerprint("Bash", json.RawMessage(in)); got != base {
-			t.Errorf("%s: fingerprint differs", in)
-		}
-	}
-	differ := map[string]string{
-		"another command": `{"command":"rm -rf buildx"}`,
-		"a timeout":       `{"command":"rm -rf build","timeout":1000}`,
-		"background":      `{"command":"rm -rf build","run_in_background":true}`,
-	}
-	for name, in := range differ {
-		if got := ClaudeFingerprint("Bash", json.RawMessage(in)); got == base {
-			t.Errorf("%s: same fingerprint", name)
-		}
-	}
-	// The tool is part of it, and description is dropped only where it is
-	// purely descriptive.
-	if ClaudeFingerprint("PowerShell", json.RawMessage(`{"command":"rm -rf build"}`)) == base {
-		t.Error("tool name is not part of the fingerprint")
-	}
-	a := ClaudeFingerprint("Task", json.RawMessage(`{"description":"a","prompt":"p"}`))
-	b := ClaudeFingerprint("Task", json.RawMessage(`{"description":"b","prompt":"p"}`))
-	if a == b {
-		t.Error("Task description dropped")
-	}
-	// Numbers stay as written.
-	if ClaudeFingerprint("Read", json.RawMessage(`{"file_path":"/a","limit":10}`)) == ClaudeFingerprint("Read", json.RawMessage(`{"file_path":"/a","limit":1e1}`)) {
-		t.Error("numbers were normalised")
-	}
-	// Empty and null inputs are one thing; the fingerprint is stable.
-	if ClaudeFingerprint("Task", nil) != ClaudeFingerprint("Task", json.RawMessage(`null`)) {
-		t.Error("nil and null differ")
-	}
-	// Two separately built inputs of one call give one fingerprint.
-	in1, in2 := json.RawMessage(`{"command":"ls"}`), json.RawMessage(`{ "command" : "ls" }`)
-	if ClaudeFingerprint("Bash", in1) != ClaudeFingerprint("Bash", in2) {
-		t.Error("unstable")
-	}
-}
-
 func TestFingerprintIDsNeverPartOfIt(t *testing.T) {
 	// What an adapter hands over never carries ids: the same call re-issued
 	// under a new invocation id has the same fingerprint.
 	in := json.RawMessage(`{"file_path":"/abs/x.txt","content":"hi"}`)
-	c1 := Call{Tool: "Write", InvocationID: "toolu_1", Input: in, Fingerprint: ClaudeFingerprint("Write", in)}
-	c2 := Call{Tool: "Write", InvocationID: "toolu_2", Input: in, Fingerprint: ClaudeFingerprint("Write", in)}
+	c1 := Call{Tool: "Write", InvocationID: "toolu_1", Input: in, Fingerprint: Fingerprint(map[string]any{"tool": "Write", "input": in})}
+	c2 := Call{Tool: "Write", InvocationID: "toolu_2", Input: in, Fingerprint: Fingerprint(map[string]any{"tool": "Write", "input": in})}
 	if c1.Fingerprint != c2.Fingerprint {
 		t.Error("fingerprint depends on the invocation id")
 	}

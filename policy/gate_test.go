@@ -11,7 +11,13 @@ import (
 func bash(cmd string) Call {
 	in, _ := json.Marshal(map[string]string{"command": cmd, "description": "run it"})
 	return Call{Tool: "Bash", Effect: EffectExec, Input: in, Target: Target{Command: cmd},
-		Fingerprint: ClaudeFingerprint("Bash", in), Kind: KindApproval}
+		Fingerprint: bashFingerprint(cmd), Kind: KindApproval}
+}
+
+// bashFingerprint is the fingerprint of a Bash call as its adapter makes
+// it: the command, not the description a person reads.
+func bashFingerprint(cmd string) string {
+	return Fingerprint(map[string]any{"tool": "Bash", "input": map[string]string{"command": cmd}})
 }
 
 func fileCall(effect string, paths ...string) Call {
@@ -174,7 +180,7 @@ func TestDecide(t *testing.T) {
 			call: func() Call {
 				c := bash("make")
 				c.Input = json.RawMessage(`{"description":"another wording","command":"make"}`)
-				c.Fingerprint = ClaudeFingerprint("Bash", c.Input)
+				c.Fingerprint = bashFingerprint("make")
 				c.InvocationID = "toolu_other"
 				return c
 			}(), want: DecisionAllow, granted: true},

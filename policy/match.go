@@ -315,7 +315,7 @@ func readCall(pt *part, line string, st *syntax.Stmt, call *syntax.CallExpr, bud
 		return nil
 	}
 	scripts, unknown := wrappedScripts(ws, tails)
-	in, inUnknown := inputScripts(line, ws, tails, st.Redirs)
+	in, inUnknown := shellScripts(line, ws, tails, st.Redirs, budget)
 	scripts, unknown = append(scripts, in...), append(unknown, inUnknown...)
 	for _, u := range unknown {
 		pt.strict = append(pt.strict, form{segs: []seg{{text: u, wild: anyText}}, display: u, note: "a command only known when the shell runs"})
@@ -393,35 +393,6 @@ func literalWord(w *syntax.Word) (string, bool) {
 		return "", false
 	}
 	return ws[0].value()
-}
-
-// shells are the interpreters whose -c script is judged as a command line.
-var shells = map[string]bool{"sh": true, "bash": true, "zsh": true, "dash": true, "ksh": true}
-
-// unwrapShell returns the script of argv shaped like `[/bin/]bash -lc <script>`
-// (or -c, or separate -l -c) when it is one.
-func unwrapShell(argv []string) (string, bool) {
-	if len(argv) < 3 || !shells[filepath.Base(argv[0])] {
-		return "", false
-	}
-	sawC := false
-	for i := 1; i < len(argv); i++ {
-		a := argv[i]
-		if sawC {
-			return a, true
-		}
-		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
-			return "", false
-		}
-		// Single-letter flag bundles only: -c, -lc, -ec, -l -c …
-		if strings.HasPrefix(a, "--") {
-			return "", false
-		}
-		if strings.ContainsRune(a[1:], 'c') {
-			sawC = true
-		}
-	}
-	return "", false
 }
 
 // CodexExecCommand is the exec target of a Codex command approval:

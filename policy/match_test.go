@@ -119,6 +119,8 @@ func TestCodexExecCommand(t *testing.T) {
 		"bash -lc 'a' && rm b":                     "bash -lc 'a' && rm b",
 		"bash -lc":                                 "bash -lc",
 		"bash -lc 'unterminated":                   "bash -lc 'unterminated",
+		"bash --norc -o pipefail -c 'npm test'":    "npm test",
+		"bash -c ls 'rm -rf x'":                    "ls",
 	}
 	for in, want := range cases {
 		if got := CodexExecCommand(in); got != want {
@@ -130,6 +132,7 @@ func TestCodexExecCommand(t *testing.T) {
 		"echo hi":           {"sh", "-c", "echo hi"},
 		"git status":        {"git", "status"},
 		"python -c print()": {"python", "-c", "print()"},
+		"make":              {"bash", "-c", "-e", "make"},
 		"":                  nil,
 	}
 	for want, in := range argv {

@@ -43,8 +43,10 @@ import (
 // relax the machine owner's deny.
 //
 // The scripts a call runs are split into their own parts, judged like the
-// line: `bash -c '…'`, `eval …`, `su -c '…'`, `env -S '…'`, `watch '…'`,
-// and a shell's here-document or here-string, also behind a wrapper.
+// line: `eval …`, `su -c '…'`, `env -S '…'`, `watch '…'`, and what a shell
+// runs (shells.go: its -c string wherever its options put it, its input, a
+// file descriptor or process substitution as its script, and the strings it
+// keeps to run later: trap, alias, hash -p), also behind a wrapper.
 //
 // An allow rule reads only the source and the words (with an unknown word as
 // written): it cannot widen what a deny holds back, and it never allows
@@ -583,10 +585,12 @@ func strictForms(ws, rw []word, tails []tail, budget *int) []form {
 	return out
 }
 
-// wrappedScripts are the shell scripts a call runs: the script of
-// `bash -c '…'` or of `eval …`, also past a wrapper (`sudo sh -c '…'`).
-// unknown holds the scripts only known when the shell runs (`bash -c "$X"`,
-// `eval "$X"`), as written: such a command may be any command.
+// wrappedScripts are the shell scripts a call runs other than a shell's
+// (shellScripts): the script of `eval …`, of a wrapper's script flag
+// (`su -c '…'`), of `watch '…'`, and the strings kept to run later
+// (laterScripts), also past a wrapper (`sudo eval '…'`). unknown holds the
+// scripts only known when the shell runs (`eval "$X"`), as written: such a
+// command may be any command.
 func wrappedScripts(ws []word, tails []tail) (scripts, unknown []string) {
 	for _, t := range tails {
 		ws := ws[t.start:]
@@ -602,99 +606,18 @@ func wrappedScripts(ws []word, tails []tail) (scripts, unknown []string) {
 			s, u := flagScripts(ws[1:], w.scriptFlags)
 			scripts, unknown = append(scripts, s...), append(unknown, u...)
 		}
-		if !ok || name != "eval" && !shells[name] {
+		s, u := laterScripts(ws)
+		scripts, unknown = append(scripts, s...), append(unknown, u...)
+		if !ok || name != "eval" {
 			continue
 		}
-		var argv []string
-		for _, w := range ws {
-			v, ok := w.value()
-			if !ok {
-				break
-			}
-			argv = append(argv, v)
-		}
-		switch {
-		case name == "eval" && len(argv) == len(ws):
-			scripts = append(scripts, strings.Join(argv[1:], " "))
-		case name == "eval":
+		if s, ok := knownJoin(ws[1:]); ok {
+			scripts = append(scripts, s)
+		} else {
 			unknown = append(unknown, joinWords(ws[1:], "").display)
-		default:
-			if s, ok := unwrapShell(argv); ok {
-				scripts = append(scripts, s)
-			} else if len(argv) < len(ws) && scriptIsNext(argv) {
-				unknown = append(unknown, ws[len(argv)].String())
-			}
 		}
 	}
 	return scripts, unknown
-}
-
-// inputScripts are the scripts a shell reads from its input (`bash`,
-// `sh -s`, `cat x | sh`, also behind a wrapper): a here-document's or
-// here-string's text when the gate knows it; unknown holds the rest, as
-// written, for such a shell may run any command.
-func inputScripts(line string, ws []word, tails []tail, redirs []*syntax.Redirect) (scripts, unknown []string) {
-	for _, t := range tails {
-		if !readsInput(ws[t.start:]) {
-			continue
-		}
-		var in *syntax.Redirect
-		for _, r := range redirs {
-			if r.N == nil || r.N.Value == "0" {
-				switch r.Op {
-				case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc, syntax.RdrIn, syntax.RdrInOut:
-					in = r
-				}
-			}
-		}
-		switch {
-		case in != nil && (in.Op == syntax.Hdoc || in.Op == syntax.DashHdoc) && in.Hdoc != nil:
-			if body, ok := hdocText(in.Hdoc); ok {
-				scripts = append(scripts, body)
-				continue
-			}
-			unknown = append(unknown, nodeSource(line, in.Hdoc))
-		case in != nil && in.Op == syntax.WordHdoc:
-			if w := readWord(line, in.Word); len(w) == 1 {
-				if v, ok := w[0].value(); ok {
-					scripts = append(scripts, v)
-					continue
-				}
-			}
-			unknown = append(unknown, nodeSource(line, in.Word))
-		default:
-			unknown = append(unknown, "what "+joinWords(ws[t.start:], "").display+" reads")
-		}
-	}
-	return scripts, unknown
-}
-
-// readsInput reports whether a call is a shell that reads its commands from
-// its input: no -c and no script file, or -s.
-func readsInput(ws []word) bool {
-	name, ok := commandName(ws)
-	if !ok || !shells[name] {
-		return false
-	}
-	for i := 1; i < len(ws); i++ {
-		v, ok := ws[i].value()
-		switch {
-		case !ok:
-			return false // perhaps a script file
-		case v == "-s" || v == "-" || v == "--":
-			return true
-		case strings.HasPrefix(v, "-") || strings.HasPrefix(v, "+"):
-			if strings.ContainsRune(v[1:], 'c') && !strings.HasPrefix(v, "--") {
-				return false
-			}
-			if v == "-o" || v == "+o" || v == "-O" || v == "+O" {
-				i++ // the option's name
-			}
-		default:
-			return false // a script file
-		}
-	}
-	return true
 }
 
 // hdocText is a here-document's text when it holds no expansion.
@@ -749,20 +672,6 @@ func flagScripts(args []word, flags []string) (scripts, unknown []string) {
 		}
 	}
 	return scripts, unknown
-}
-
-// scriptIsNext reports whether a shell's argv is the shell and flag bundles
-// ending in one with -c, so the next word is its script.
-func scriptIsNext(argv []string) bool {
-	if len(argv) < 2 {
-		return false
-	}
-	for _, a := range argv[1:] {
-		if !strings.HasPrefix(a, "-") || strings.HasPrefix(a, "--") || a == "-" {
-			return false
-		}
-	}
-	return strings.ContainsRune(argv[len(argv)-1][1:], 'c')
 }
 
 // foldSegs folds whitespace in the known stretches of a form the way

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,7 +19,11 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/redact"
+	"github.com/blobhub/bhw-run/setup"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // activation is the state of one run of one thread.
@@ -37,9 +42,9 @@ type activation struct {
 	j       *journal
 	env     *envelope.Envelope
 	userID  string
-	tfile   *os.File      // logs/thread.log
-	tlogw   *SecretWriter // tfile, secrets redacted
-	tlog    *agent.Log    // tlogw
+	tfile   *os.File       // logs/thread.log
+	tlogw   *redact.Writer // tfile, secrets redacted
+	tlog    *agent.Log     // tlogw
 	slot    *lock.Slot
 	offline bool              // a post found BlobHub unreachable: journal only until the end
 	unread  bool              // the last read of the thread stopped at its bound
@@ -86,12 +91,12 @@ func (a *activation) load() error {
 	path := filepath.Join(a.dir, "thread.yaml")
 	t, raw, err := envelope.ReadThread(path)
 	if err != nil {
-		return exitErr(CodeStateTreeInvalid, "%v", err)
+		return exit.Errorf(exit.CodeStateTreeInvalid, "%v", err)
 	}
 	if t == nil {
 		t = &envelope.Thread{Alias: a.alias}
 	} else if t.Alias != a.alias {
-		return exitErr(CodeStateTreeInvalid, "%s records alias %q, not %q (a case-insensitive file system?); refusing to mix two threads", path, t.Alias, a.alias)
+		return exit.Errorf(exit.CodeStateTreeInvalid, "%s records alias %q, not %q (a case-insensitive file system?); refusing to mix two threads", path, t.Alias, a.alias)
 	}
 	// What the disk holds, so a save that would write the same bytes is
 	// skipped (an idle run writes nothing). The file's own bytes, not t
@@ -105,28 +110,53 @@ func (a *activation) load() error {
 	a.t = t
 	a.j, err = openJournal(filepath.Join(a.dir, "emissions.jsonl"), t.EmissionNonce)
 	if err != nil {
-		return exitErr(CodeStateTreeInvalid, "cannot open the emission journal: %v", err)
+		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot open the emission journal: %v", err)
 	}
 	a.j.secrets = a.r.Setup.Secrets
 	a.restorePrompt()
 	// A state tree bhw-run cannot use is the machine's fault (78), never a
 	// failed thread (1).
-	if err := a.r.Setup.ensureDir(filepath.Join(a.dir, "logs")); err != nil {
+	if err := a.r.Setup.EnsureDir(filepath.Join(a.dir, "logs")); err != nil {
 		return err
 	}
-	a.tfile, err = envelope.OpenFile(filepath.Join(a.dir, "logs", "thread.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	a.tfile, err = statefile.Open(filepath.Join(a.dir, "logs", "thread.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return exitErr(CodeStateTreeInvalid, "cannot open thread.log: %v; fix the state tree", err)
+		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot open thread.log: %v; fix the state tree", err)
 	}
 	a.tlogw = a.r.Setup.Secrets.Writer(a.tfile)
 	a.tlog = agent.NewLog(a.tlogw)
-	id, err := LoadIdentity(a.r.Setup.StateDir)
+	id, err := setup.LoadIdentity(a.r.Setup.StateDir)
 	if err != nil {
 		return err
 	}
 	if id != nil {
 		a.userID = id.UserID
 	}
+	return nil
+}
+
+// peek is load without a lock or a write: thread.yaml (missing = empty)
+// and the journal, read only. A thread.yaml recording another alias is
+// judged as no record, as a run would refuse it.
+func (a *activation) peek() error {
+	if err := a.r.Setup.CheckDir(a.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	t, err := envelope.LoadThread(filepath.Join(a.dir, "thread.yaml"))
+	if err != nil {
+		return exit.Errorf(exit.CodeStateTreeInvalid, "%v", err)
+	}
+	if t == nil || t.Alias != a.alias {
+		t = &envelope.Thread{Alias: a.alias}
+	}
+	a.t = t
+	a.j, err = readJournal(filepath.Join(a.dir, "emissions.jsonl"), t.EmissionNonce)
+	if err != nil {
+		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot read the emission journal of %q: %v", a.alias, err)
+	}
+	// The journal is not open for writing: a prompt that never reached
+	// it is only counted as unfinished work, as a run would journal it.
+	a.restorePrompt()
 	return nil
 }
 
@@ -269,7 +299,7 @@ func (a *activation) saveLocked() error {
 	if bytes.Equal(b, a.saved) {
 		return nil
 	}
-	if err := writeStateFile(filepath.Join(a.dir, "thread.yaml"), b); err != nil {
+	if err := setup.WriteStateFile(filepath.Join(a.dir, "thread.yaml"), b); err != nil {
 		return err
 	}
 	a.saved = b
@@ -284,12 +314,12 @@ func (a *activation) download(ctx context.Context) error {
 	}
 	if errors.Is(err, blobhub.ErrNotFound) {
 		if _, lerr := a.r.Client.List(ctx); errors.Is(lerr, blobhub.ErrNotFound) {
-			return exitErr(CodeSessionNotFound, "session %s was not found on BlobHub; check the revision_id and session_id of %s", a.r.Setup.Section.Session.SessionID, a.r.Setup.Where())
+			return exit.Errorf(exit.CodeSessionNotFound, "session %s was not found on BlobHub; check the revision_id and session_id of %s", a.r.Setup.Section.Session.SessionID, a.r.Setup.Where())
 		}
-		return exitErr(CodeNoThread, "there is no thread %q in %s; check the alias or create it with `bhw-run thread new`", a.alias, a.r.Setup.Where())
+		return exit.Errorf(exit.CodeNoThread, "there is no thread %q in %s; check the alias or create it with `bhw-run thread new`", a.alias, a.r.Setup.Where())
 	}
 	if err != nil {
-		return apiErr(err, "download "+a.alias)
+		return setup.APIError(err, "download "+a.alias)
 	}
 	env, err := envelope.Parse(obj.Value)
 	if err != nil && a.holds() {
@@ -303,11 +333,11 @@ func (a *activation) download(ctx context.Context) error {
 		// nor is a thread this state tree holds.
 		why, cache := notJobReason(env)
 		if cache && !a.holds() {
-			_ = addNotMine(ctx, a.r.Setup.JobDir, a.alias, why)
+			_ = setup.AddNotMine(ctx, a.r.Setup.JobDir, a.alias, why)
 		} else if !cache {
 			why = "a thread without an agent block or instance.state"
 		}
-		return exitErr(CodeNotJob, "%q is not a job thread (%s); hand off a thread with an agent block", a.alias, why)
+		return exit.Errorf(exit.CodeNotJob, "%q is not a job thread (%s); hand off a thread with an agent block", a.alias, why)
 	}
 	a.env = env
 	return nil
@@ -317,6 +347,23 @@ func (a *activation) download(ctx context.Context) error {
 // envelope.MaxSize before it is read whole (blobhub.ErrTooLarge).
 func downloadEnvelope(ctx context.Context, c blobhub.Client, alias string) (blobhub.Object, error) {
 	return c.Download(blobhub.WithMaxValue(ctx, envelope.MaxSize), alias)
+}
+
+// DownloadJob reads a job thread's envelope for the person's commands and
+// explain: 66 when absent, 65 when not a job.
+func DownloadJob(ctx context.Context, c blobhub.Client, alias string) (blobhub.Object, *envelope.Envelope, error) {
+	obj, err := downloadEnvelope(ctx, c, alias)
+	if errors.Is(err, blobhub.ErrNotFound) {
+		return obj, nil, exit.Errorf(exit.CodeNoThread, "there is no thread %q", alias)
+	}
+	if err != nil {
+		return obj, nil, setup.APIError(err, "download "+alias)
+	}
+	env, err := envelope.Parse(obj.Value)
+	if err != nil || !env.IsJob() {
+		return obj, nil, exit.Errorf(exit.CodeNotJob, "%q is not a job thread", alias)
+	}
+	return obj, env, nil
 }
 
 // tooLargeEnvelope is download's answer to an envelope larger than
@@ -334,7 +381,7 @@ func (a *activation) tooLargeEnvelope(err error) error {
 		st = a.t.Agent.State
 	}
 	if !a.holds() || st == "" {
-		return exitErr(CodeNotJob, "%q is not a job thread bhw-run can read: %v (the most bhw-run reads of an envelope is %d bytes); shrink it", a.alias, err, envelope.MaxSize)
+		return exit.Errorf(exit.CodeNotJob, "%q is not a job thread bhw-run can read: %v (the most bhw-run reads of an envelope is %d bytes); shrink it", a.alias, err, envelope.MaxSize)
 	}
 	a.log.Warn("the thread's envelope is too large to read; the run goes on as the thread was, and fails it if it must act", "error", err.Error(), "max_bytes", envelope.MaxSize)
 	a.tooLarge = err
@@ -346,7 +393,7 @@ func (a *activation) tooLargeEnvelope(err error) error {
 // and with its thread_failed item; not on the wire, where failed would mean
 // rewriting the value bhw-run refuses to read.
 func (a *activation) failTooLarge(ctx context.Context) error {
-	return a.fail(ctx, agent.Errorf(CodeEnvelopeTooLarge, "the thread's envelope is larger than the %d bytes bhw-run reads (%v); shrink it (keep large data in items or artifacts): the next run then marks the thread failed on BlobHub, and `bhw-run thread retry` hands it off again", envelope.MaxSize, a.tooLarge))
+	return a.fail(ctx, agent.Errorf(exit.CodeEnvelopeTooLarge, "the thread's envelope is larger than the %d bytes bhw-run reads (%v); shrink it (keep large data in items or artifacts): the next run then marks the thread failed on BlobHub, and `bhw-run thread retry` hands it off again", envelope.MaxSize, a.tooLarge))
 }
 
 // holds reports whether this state tree has a record of the thread.
@@ -355,7 +402,7 @@ func (a *activation) holds() bool { return holdsThread(a.r.Setup.JobDir, a.alias
 // holdsThread reports whether the state tree has a thread.yaml for alias
 // (of any kind: a bad one is still this tree's record).
 func holdsThread(jobDir, alias string) bool {
-	_, err := os.Lstat(filepath.Join(ThreadDir(jobDir, alias), "thread.yaml"))
+	_, err := os.Lstat(filepath.Join(setup.ThreadDir(jobDir, alias), "thread.yaml"))
 	return err == nil
 }
 
@@ -363,7 +410,7 @@ func holdsThread(jobDir, alias string) bool {
 // whose value is not even a JSON object: the wire's fault (a proxy, a
 // truncated answer), not a reason to forget the thread.
 func malformed(alias string, err error) error {
-	e := exitErr(CodeUnavailable, "BlobHub answered the thread %q with a value that is not a JSON object (%v), yet this state tree holds the thread; taking it for a fault of the wire: the next run reads it again", alias, err)
+	e := exit.Errorf(exit.CodeUnavailable, "BlobHub answered the thread %q with a value that is not a JSON object (%v), yet this state tree holds the thread; taking it for a fault of the wire: the next run reads it again", alias, err)
 	e.Err = errMalformed
 	return e
 }
@@ -471,8 +518,8 @@ func (a *activation) tail(ctx context.Context, cur blobhub.Cursor, keep func(env
 		if a.userID == "" {
 			// No identity.yaml yet: who we are tells our own items from a
 			// person's. Asked once; without it the read is dropped.
-			var id *Identity
-			if id, idErr = checkIdentity(ctx, a.r.Client, a.r.Setup.StateDir); idErr != nil {
+			var id *setup.Identity
+			if id, idErr = setup.CheckIdentity(ctx, a.r.Client, a.r.Setup.StateDir); idErr != nil {
 				return false
 			}
 			a.userID = id.UserID
@@ -486,7 +533,7 @@ func (a *activation) tail(ctx context.Context, cur blobhub.Cursor, keep func(env
 		return cur, false, idErr
 	}
 	if err != nil {
-		return cur, false, apiErr(err, "read items of "+a.alias)
+		return cur, false, setup.APIError(err, "read items of "+a.alias)
 	}
 	return next, more, nil
 }
@@ -622,12 +669,12 @@ func (a *activation) answerIndex() int {
 // run's first side effect, so a run with the wrong key or in another
 // user's session changes nothing.
 func (a *activation) attach(ctx context.Context) error {
-	id, err := checkIdentity(ctx, a.r.Client, a.r.Setup.StateDir)
+	id, err := setup.CheckIdentity(ctx, a.r.Client, a.r.Setup.StateDir)
 	if err != nil {
 		return err
 	}
 	a.userID = id.UserID
-	st, err := ensureWorker(ctx, a.r.Client, a.r.Setup.JobDir, a.r.Setup.Section, a.userID)
+	st, err := a.r.Setup.EnsureWorker(ctx, a.r.Client, a.userID)
 	if err != nil {
 		return err
 	}
@@ -641,24 +688,24 @@ func (a *activation) attach(ctx context.Context) error {
 func (a *activation) setWireState(ctx context.Context, from, to string) error {
 	obj, err := downloadEnvelope(ctx, a.r.Client, a.alias)
 	if errors.Is(err, blobhub.ErrNotFound) {
-		return exitErr(CodeNoThread, "thread %q was deleted from BlobHub while this run worked on it; nothing was written to it", a.alias)
+		return exit.Errorf(exit.CodeNoThread, "thread %q was deleted from BlobHub while this run worked on it; nothing was written to it", a.alias)
 	}
 	if err != nil {
-		return apiErr(err, "download "+a.alias)
+		return setup.APIError(err, "download "+a.alias)
 	}
 	cur, err := envelope.Parse(obj.Value)
 	if err != nil {
-		return exitErr(CodeUnavailable, "the envelope of %q changed into something unreadable; the next run decides", a.alias)
+		return exit.Errorf(exit.CodeUnavailable, "the envelope of %q changed into something unreadable; the next run decides", a.alias)
 	}
 	if cur.State != from {
-		return exitErr(CodeStateChanged, "instance.state of %q changed from %s to %s meanwhile; the next run decides", a.alias, from, cur.State)
+		return exit.Errorf(exit.CodeStateChanged, "instance.state of %q changed from %s to %s meanwhile; the next run decides", a.alias, from, cur.State)
 	}
 	nv, err := envelope.WithState(obj.Value, to)
 	if err != nil {
-		return exitErr(CodeUnavailable, "cannot set instance.state: %v", err)
+		return exit.Errorf(exit.CodeUnavailable, "cannot set instance.state: %v", err)
 	}
 	if err := a.r.Client.Upload(ctx, a.alias, nv); err != nil {
-		return apiErr(err, "upload "+a.alias)
+		return setup.APIError(err, "upload "+a.alias)
 	}
 	back, err := downloadEnvelope(ctx, a.r.Client, a.alias)
 	if err == nil && !jsonEqual(back.Value, nv) {
@@ -680,7 +727,7 @@ func (a *activation) reserveSlot(ctx context.Context) error {
 		return nil
 	}
 	dir, maxAgents := filepath.Join(a.r.Setup.StateDir, "slots"), a.r.Setup.Config.Concurrency.MaxAgents
-	if err := a.r.Setup.ensureDir(filepath.Join(dir, "queue")); err != nil {
+	if err := a.r.Setup.EnsureDir(filepath.Join(dir, "queue")); err != nil {
 		return err
 	}
 	s, err := lock.WaitSlot(ctx, dir, maxAgents, 0)
@@ -690,14 +737,14 @@ func (a *activation) reserveSlot(ctx context.Context) error {
 	}
 	switch {
 	case errors.Is(err, lock.ErrNoSlot) && a.r.SlotWait > 0:
-		return exitErr(CodeNoSlot, "no agent slot of this state tree (%d) was freed within --slot-wait %v; retry later, wait longer or raise concurrency.max_agents", maxAgents, a.r.SlotWait)
+		return exit.Errorf(exit.CodeNoSlot, "no agent slot of this state tree (%d) was freed within --slot-wait %v; retry later, wait longer or raise concurrency.max_agents", maxAgents, a.r.SlotWait)
 	case errors.Is(err, lock.ErrNoSlot):
-		return exitErr(CodeNoSlot, "all %d agent slots of this state tree are taken; retry later, pass --slot-wait or raise concurrency.max_agents", maxAgents)
+		return exit.Errorf(exit.CodeNoSlot, "all %d agent slots of this state tree are taken; retry later, pass --slot-wait or raise concurrency.max_agents", maxAgents)
 	case err != nil && ctx.Err() != nil:
-		return exitErr(CodeNoSlot, "stopped while waiting for an agent slot; nothing was written, the next run starts over")
+		return exit.Errorf(exit.CodeNoSlot, "stopped while waiting for an agent slot; nothing was written, the next run starts over")
 	case err != nil:
 		// Not contention: a slot file or the queue cannot be used.
-		return exitErr(CodeStateTreeInvalid, "cannot take an agent slot: %v; fix the state tree", err)
+		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot take an agent slot: %v; fix the state tree", err)
 	}
 	if s.Waited() > 0 {
 		a.log.Info("took an agent slot after waiting", "slot", s.Index(), "waited_ms", s.Waited().Milliseconds())
@@ -735,6 +782,30 @@ func (a *activation) writeSectionLog(sum *Summary) {
 		return
 	}
 	a.r.appendSectionLog(map[string]any{"event": "run", "summary": sum})
+}
+
+// appendSectionLog appends one JSON record to logs/section.log, as
+// redact.ShownJSON (a person may tail it). A record that cannot be written is
+// only warned about: the log is a report, not state a run depends on.
+func (r *Runner) appendSectionLog(rec map[string]any) {
+	if r.Setup == nil || r.Setup.JobDir == "" {
+		return
+	}
+	dir := filepath.Join(r.Setup.JobDir, "logs")
+	rec["time"], rec["pid"] = now(), os.Getpid()
+	b, _ := json.Marshal(rec)
+	err := r.Setup.EnsureDir(dir)
+	var f *os.File
+	if err == nil {
+		f, err = statefile.Open(filepath.Join(dir, "section.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	}
+	if err == nil {
+		_, err = f.Write(append(redact.ShownJSON(r.Setup.Secrets.Redact(b)), '\n'))
+		err = errors.Join(err, f.Close())
+	}
+	if err != nil && r.Logger != nil {
+		r.Logger.Warn("could not write section.log; fix the state tree", "error", r.Setup.Secrets.String(err.Error()))
+	}
 }
 
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
@@ -14,70 +12,11 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 )
 
-// The agents a run can start are the adapters main lists (Options.Adapters):
+// The agents a run can start are the adapters main lists (setup.Options.Adapters):
 // run knows each one only by its descriptor, never by name.
-
-// adapter is the descriptor of agent type t, or nil.
-func (s *Setup) adapter(t string) *agent.Adapter {
-	for i := range s.Adapters {
-		if s.Adapters[i].Type == t {
-			return &s.Adapters[i]
-		}
-	}
-	return nil
-}
-
-// agentTypes lists the types this build can run, for a message:
-// "claude_code or codex".
-func (s *Setup) agentTypes() string {
-	var types []string
-	for _, a := range s.Adapters {
-		if a.Unsupported == "" {
-			types = append(types, a.Type)
-		}
-	}
-	if len(types) <= 1 {
-		return strings.Join(types, "")
-	}
-	return strings.Join(types[:len(types)-1], ", ") + " or " + types[len(types)-1]
-}
-
-// agentConfig is agents.<t> of config.yaml (empty when absent).
-func (s *Setup) agentConfig(t string) *AgentConfig {
-	if ac := s.Config.Agents[t]; ac != nil {
-		return ac
-	}
-	return &AgentConfig{}
-}
-
-// homeKey is the key under agents.<type> that names the adapter's home.
-func homeKey(a *agent.Adapter) string {
-	if a.HomeKey != "" {
-		return a.HomeKey
-	}
-	return "home"
-}
-
-// checkAdapters refuses a list run cannot use: a type twice, or a
-// descriptor without a type, or one it could run without an executable or
-// a Start.
-func checkAdapters(list []agent.Adapter) error {
-	var seen []string
-	for i, a := range list {
-		switch {
-		case a.Type == "":
-			return fmt.Errorf("adapter %d lacks a type", i)
-		case a.Unsupported == "" && (a.Executable == "" || a.Start == nil):
-			return fmt.Errorf("adapter %d (%q) lacks a type, an executable or a Start", i, a.Type)
-		case slices.Contains(seen, a.Type):
-			return fmt.Errorf("two adapters for agent type %q", a.Type)
-		}
-		seen = append(seen, a.Type)
-	}
-	return nil
-}
 
 // runAgent starts the agent and runs the turn, with the watchdogs.
 func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Gate, message string, plan turnPlan, tally *toolTally) (agent.TurnResult, error) {
@@ -145,6 +84,13 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 	}
 	l := a.r.launch(res, res.WorkFolder)
 	l.SessionID, l.Resume, l.Log, l.Logger = sessionID, resume, a.tlog, a.log
+	rules, temp, unconfine, err := a.r.confinement(res)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rules != nil {
+		l.Confine, l.Env = rules, setEnv(l.Env, "TMPDIR", temp)
+	}
 	if resume && t.Ledger != nil {
 		l.SessionCostUSD = t.Ledger.SessionCostUSD
 	}
@@ -153,6 +99,7 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 	a.prog.stage(StageStarting)
 	sess, err = res.adapter.Start(ctx, l)
 	if err != nil {
+		unconfine()
 		a.prog.stage(StageFinishing)
 		return nil, nil, err
 	}
@@ -170,6 +117,7 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 	stop = func() {
 		a.closeAgent(ctx, sess)
 		close(stopHurry)
+		unconfine() // after every descendant is gone
 	}
 	a.mu.Lock()
 	t.Agent.Process = &envelope.ProcessInfo{Pgid: sess.Pgid(), StartedAt: now()}
@@ -227,7 +175,7 @@ const maxInstructions = 1 << 20
 // saying why; a missing one is nothing.
 func (a *activation) instructions(res *resolved, workFolder string) []byte {
 	name := res.adapter.Instructions
-	if name == "" || res.Permissions == PermAutonomous {
+	if name == "" || res.Permissions == setup.PermAutonomous {
 		return nil
 	}
 	f, err := outbox.ReadInside(workFolder, name, maxInstructions)

@@ -11,6 +11,8 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestAgentEnvAllowlist: the agent gets the basics, its own prefixes and
@@ -48,9 +50,9 @@ func TestHostPicksTheSessionID(t *testing.T) {
 			}
 		})
 	}
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	h.srv.PersonPost(alias, "more")
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	if len(launches) != 2 {
 		t.Fatalf("%d launches", len(launches))
 	}
@@ -105,7 +107,7 @@ func TestWorkFolderHoldsAnAgentHome(t *testing.T) {
 			h.srv.Put(alias, string(envelope.NewThread(work, testAgent, "approval", alias)))
 			h.srv.PersonPost(alias, "start")
 			sum := h.run(alias)
-			wantCode(t, sum, ExitFailed, CodeWorkFolderNotAllowed)
+			wantCode(t, sum, exit.Failed, exit.CodeWorkFolderNotAllowed)
 			if !strings.Contains(sum.Error.Message, tc.says) {
 				t.Fatalf("message %q does not name %s", sum.Error.Message, tc.says)
 			}
@@ -160,7 +162,7 @@ func TestWorkFolderInsideAForbiddenFolder(t *testing.T) {
 			h.srv.PersonPost(alias, "start")
 			h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "the agent ran"}}}})
 			sum := h.run(alias)
-			wantCode(t, sum, ExitFailed, CodeWorkFolderNotAllowed)
+			wantCode(t, sum, exit.Failed, exit.CodeWorkFolderNotAllowed)
 			if !strings.Contains(sum.Error.Message, tc.says) || !strings.Contains(sum.Error.Message, "lies inside") {
 				t.Fatalf("message %q does not name %s", sum.Error.Message, tc.says)
 			}
@@ -207,7 +209,7 @@ func TestSymlinkedWorkFolderIsPinned(t *testing.T) {
 		})
 	}
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "one"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	if th := h.thread(alias); th.Workspace.WorkFolder != link || th.Workspace.ResolvedFolder != real {
 		t.Fatalf("workspace %+v, want %s pinned to %s", th.Workspace, link, real)
 	}
@@ -216,7 +218,7 @@ func TestSymlinkedWorkFolderIsPinned(t *testing.T) {
 	swapTo = other
 	h.srv.PersonPost(alias, "more")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "two"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	if !slices.Equal(started, []string{real, real}) {
 		t.Fatalf("the agent started in %q, want %q twice", started, real)
 	}
@@ -224,7 +226,7 @@ func TestSymlinkedWorkFolderIsPinned(t *testing.T) {
 	linkInPlaceOf(t, real, real+".moved", other)
 	h.srv.PersonPost(alias, "again")
 	sum := h.run(alias)
-	wantCode(t, sum, ExitFailed, CodeWorkFolderNotAllowed)
+	wantCode(t, sum, exit.Failed, exit.CodeWorkFolderNotAllowed)
 	if !strings.Contains(sum.Error.Message, "now leads through a link to "+other) {
 		t.Fatalf("message %q", sum.Error.Message)
 	}
@@ -255,10 +257,10 @@ func TestThreadHome(t *testing.T) {
 	const alias = "home/own"
 	h.handOff(alias, "approval", "start")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "one"}}, {{Text: "two"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	h.srv.PersonPost(alias, "more")
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
-	dir := filepath.Join(ThreadDir(h.setup().JobDir, alias), ThreadHomeDir)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+	dir := filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), setup.ThreadHomeDir)
 	if len(homes) != 2 || homes[0] != dir || homes[1] != dir {
 		t.Fatalf("homes %q, want %s twice", homes, dir)
 	}
@@ -270,7 +272,7 @@ func TestThreadHome(t *testing.T) {
 	h.editConfig("  "+testAgent+":\n", "  "+testAgent+":\n    home: "+configured+"\n")
 	const other = "home/configured"
 	h.handOff(other, "approval", "start")
-	want(t, h.run(other), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(other), OutcomeTurnCompleted, exit.OK)
 	if got := homes[len(homes)-1]; got != configured {
 		t.Errorf("home %q with agents.%s.home set, want %s", got, testAgent, configured)
 	}
@@ -285,16 +287,16 @@ func TestUnsupportedAgentType(t *testing.T) {
 	h.srv.Put(alias, string(envelope.NewThread(h.work, testUnsupported, "approval", alias)))
 	h.srv.PersonPost(alias, "start")
 	sum := h.run(alias)
-	want(t, sum, OutcomeFailed, ExitFailed)
-	if sum.Error == nil || sum.Error.Code != CodeAgentTypeUnsupported || !strings.Contains(sum.Error.Message, "not supported yet") ||
+	want(t, sum, OutcomeFailed, exit.Failed)
+	if sum.Error == nil || sum.Error.Code != exit.CodeAgentTypeUnsupported || !strings.Contains(sum.Error.Message, "not supported yet") ||
 		strings.Contains(sum.Error.Message, "use "+testUnsupported) || !strings.Contains(sum.Error.Message, testAgent) {
 		t.Fatalf("error %+v", sum.Error)
 	}
 	h.editConfig("policy:", "  "+testUnsupported+": {}\npolicy:")
-	o := Options{APIURL: h.srv.URL(), APIKey: "k", StateDir: h.state, ConfigPath: h.config,
+	o := setup.Options{APIURL: h.srv.URL(), APIKey: "k", StateDir: h.state, ConfigPath: h.config,
 		RevisionID: "r", SessionID: "s", Home: h.state, Adapters: testAdapters()}
-	_, err := Resolve(o, "")
-	if Exit(err).Exit != ExitConfig || !strings.Contains(err.Error(), "not supported yet") {
+	_, err := setup.Resolve(o, "")
+	if exit.Of(err).Exit != exit.Config || !strings.Contains(err.Error(), "not supported yet") {
 		t.Fatalf("config with agents.%s: %v", testUnsupported, err)
 	}
 }

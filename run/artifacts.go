@@ -14,7 +14,9 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/outbox"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // kindArtifact marks a journal emission that is an artifact upload intent,
@@ -59,7 +61,7 @@ func (a *activation) createOutbox(ctx context.Context) error {
 	}
 	created, err := outbox.Create(a.t.Workspace.Folder(), a.env.Artifacts.Source)
 	if err != nil {
-		return a.fail(ctx, agent.Errorf(CodeArtifactsSourceInvalid, "cannot create the outbox: %v; fix artifacts.source or the work folder, then `bhw-run thread retry`", err))
+		return a.fail(ctx, agent.Errorf(exit.CodeArtifactsSourceInvalid, "cannot create the outbox: %v; fix artifacts.source or the work folder, then `bhw-run thread retry`", err))
 	}
 	if created {
 		a.t.Outbox.CreatedByUs = true
@@ -102,7 +104,7 @@ func (a *activation) scanOutbox() []outbox.File {
 	a.skipArtifacts(skips)
 	var out []outbox.File
 	for _, f := range files {
-		if err := ValidateAlias(a.artifactAlias(f.Path)); err != nil {
+		if err := setup.ValidateAlias(a.artifactAlias(f.Path)); err != nil {
 			a.skipArtifact(f.Path, fmt.Sprintf("its alias is invalid: %v", err))
 			continue
 		}
@@ -270,7 +272,7 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 					a.skipArtifact(in.path, fmt.Sprintf("BlobHub refused it: %v", err))
 					return a.dropIntent(in)
 				}
-				return apiErr(err, "upload "+in.alias)
+				return setup.APIError(err, "upload "+in.alias)
 			}
 		}
 	}
@@ -285,7 +287,7 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 	if err != nil {
 		return err
 	}
-	a.cacheNotMine(in.alias, ReasonArtifact)
+	a.cacheNotMine(in.alias, setup.ReasonArtifact)
 
 	it := agent.Item{Brief: fmt.Sprintf("📎 %s (%s)", in.path, humanSize(meta.Size)), Meta: map[string]any{
 		"type":     agent.ItemArtifactPublished,
@@ -320,7 +322,7 @@ func (a *activation) publishedArtifacts() (map[string]envelope.PublishedArtifact
 	}
 	p, err := envelope.LoadPublished(filepath.Join(a.dir, publishedFile))
 	if err != nil {
-		return nil, exitErr(CodeStateTreeInvalid, "the published artifacts of %q cannot be read: %v", a.alias, err)
+		return nil, exit.Errorf(exit.CodeStateTreeInvalid, "the published artifacts of %q cannot be read: %v", a.alias, err)
 	}
 	for path, pa := range a.t.Artifacts.Published {
 		if _, ok := p.Published[path]; !ok {
@@ -350,7 +352,7 @@ func (a *activation) writePublished() error {
 	if err != nil {
 		return err
 	}
-	if err := writeStateFile(filepath.Join(a.dir, publishedFile), b); err != nil {
+	if err := setup.WriteStateFile(filepath.Join(a.dir, publishedFile), b); err != nil {
 		return err
 	}
 	if len(a.t.Artifacts.Published) == 0 {
@@ -388,7 +390,7 @@ func (a *activation) flushNotMine(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := addNotMines(ctx, a.r.Setup.JobDir, notes); err != nil {
+	if err := setup.AddNotMines(ctx, a.r.Setup.JobDir, notes); err != nil {
 		a.log.Warn("cannot cache the artifact aliases in not_mine.yaml; ls downloads them once more", "aliases", len(notes), "error", err)
 	}
 }
@@ -418,7 +420,7 @@ func (a *activation) heldArtifact(ctx context.Context, alias string) (*artifactM
 		return nil, nil
 	}
 	if err != nil {
-		return nil, apiErr(err, "download "+alias)
+		return nil, setup.APIError(err, "download "+alias)
 	}
 	var v struct {
 		Type     string        `json:"type"`

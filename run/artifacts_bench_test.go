@@ -15,6 +15,7 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // benchPublisher is one activation of a thread with an outbox, wired to a
@@ -30,11 +31,11 @@ func newBenchPublisher(b *testing.B, maxBytes int64) *benchPublisher {
 	b.Helper()
 	state, work := b.TempDir(), b.TempDir()
 	sink := &sinkClient{}
-	s := &Setup{StateDir: state, JobDir: filepath.Join(state, "jobs", "bench")}
+	s := &setup.Setup{StateDir: state, JobDir: filepath.Join(state, "jobs", "bench")}
 	s.Config.Artifacts.MaxBytes = maxBytes
 	r := &Runner{Setup: s, Client: sink, Logger: slog.New(slog.DiscardHandler)}
 	const alias = "bench/t"
-	dir := ThreadDir(s.JobDir, alias)
+	dir := setup.ThreadDir(s.JobDir, alias)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		b.Fatal(err)
 	}
@@ -150,9 +151,9 @@ func BenchmarkPublishNotMine(b *testing.B) {
 			p := newBenchPublisher(b, 5<<20)
 			reasons := map[string]string{}
 			for i := range cached {
-				reasons[fmt.Sprintf("other/thread-%05d/artifacts/report.md", i)] = ReasonArtifact
+				reasons[fmt.Sprintf("other/thread-%05d/artifacts/report.md", i)] = setup.ReasonArtifact
 			}
-			if err := addNotMines(b.Context(), p.a.r.Setup.JobDir, reasons); err != nil {
+			if err := setup.AddNotMines(b.Context(), p.a.r.Setup.JobDir, reasons); err != nil {
 				b.Fatal(err)
 			}
 			p.files(b, 100, 1024)

@@ -22,8 +22,11 @@ import (
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 const artifactsSource = ".bhw/outbox"
@@ -158,9 +161,9 @@ func (h *artifactHarness) skipped() []string {
 	return out
 }
 
-func (h *artifactHarness) notMine() NotMine {
+func (h *artifactHarness) notMine() setup.NotMine {
 	h.t.Helper()
-	var nm NotMine
+	var nm setup.NotMine
 	b, _ := os.ReadFile(filepath.Join(h.setup().JobDir, "not_mine.yaml"))
 	if err := yaml.Unmarshal(b, &nm); err != nil {
 		h.t.Fatal(err)
@@ -359,7 +362,7 @@ func TestArtifactsKeepGitStatusClean(t *testing.T) {
 // killed right after journaling it would (between intent and announcement).
 func (h *artifactHarness) journalArtifactIntent(rel, content string, announce bool) {
 	h.t.Helper()
-	dir := ThreadDir(h.setup().JobDir, h.alias)
+	dir := setup.ThreadDir(h.setup().JobDir, h.alias)
 	th := h.thread(h.alias)
 	j, err := openJournal(filepath.Join(dir, "emissions.jsonl"), th.EmissionNonce)
 	if err != nil {
@@ -379,10 +382,10 @@ func (h *artifactHarness) journalArtifactIntent(rel, content string, announce bo
 		pub := h.published(h.alias)
 		pub[rel] = envelope.PublishedArtifact{SHA256: f.SHA256, Alias: in.alias}
 		b, _ := yaml.Marshal(&envelope.Published{Published: pub})
-		if err := envelope.WriteFileAtomic(filepath.Join(dir, publishedFile), b, 0o600); err != nil {
+		if err := statefile.WriteAtomic(filepath.Join(dir, publishedFile), b, 0o600); err != nil {
 			h.t.Fatal(err)
 		}
-		if err := addNotMine(h.t.Context(), h.setup().JobDir, in.alias, "artifact"); err != nil {
+		if err := setup.AddNotMine(h.t.Context(), h.setup().JobDir, in.alias, "artifact"); err != nil {
 			h.t.Fatal(err)
 		}
 		if _, err := j.addID(in.announceID, h.alias, agent.Item{Brief: "📎 " + rel, Meta: map[string]any{
@@ -465,8 +468,8 @@ func TestArtifactUploadFailures(t *testing.T) {
 	h.srv.PersonPost(h.alias, "go on")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "done"}}}})
 	sum := h.run(h.alias)
-	if sum.ExitCode != ExitTempFail {
-		t.Fatalf("exit %d (%+v), want %d: an upload is left for the next run", sum.ExitCode, sum.Error, ExitTempFail)
+	if sum.ExitCode != exit.TempFail {
+		t.Fatalf("exit %d (%+v), want %d: an upload is left for the next run", sum.ExitCode, sum.Error, exit.TempFail)
 	}
 	if got := strings.Join(h.skipped(), ","); got != "a.txt" {
 		t.Fatalf("skipped %q, want a.txt", got)
@@ -502,7 +505,7 @@ func TestPublishedOffTheIdlePath(t *testing.T) {
 		h.write(fmt.Sprintf("r%d.md", i), fmt.Sprintf("report %d\n", i))
 		h.turn()
 	}
-	dir := ThreadDir(h.setup().JobDir, h.alias)
+	dir := setup.ThreadDir(h.setup().JobDir, h.alias)
 	raw, err := os.ReadFile(filepath.Join(dir, "thread.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -516,7 +519,7 @@ func TestPublishedOffTheIdlePath(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, publishedFile), []byte("published: [unclosed\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	want(t, h.run(h.alias), OutcomeIdle, ExitOK)
+	want(t, h.run(h.alias), OutcomeIdle, exit.OK)
 	h.write("r3.md", "report 3\n")
 	h.turn()
 	if got := h.skipped(); !slices.Equal(got, []string{""}) {

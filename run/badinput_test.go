@@ -14,7 +14,9 @@ import (
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // tree lists every file and folder under dir with its size, so two
@@ -60,10 +62,10 @@ func sameTree(t *testing.T, before, after map[string]int64, ignore ...string) {
 	}
 }
 
-func wantCode(t testing.TB, sum *Summary, exit int, code string) {
+func wantCode(t testing.TB, sum *Summary, exitCode int, code string) {
 	t.Helper()
-	if sum.ExitCode != exit || sum.Error == nil || sum.Error.Code != code {
-		t.Fatalf("exit %d error %+v (outcome %q), want exit %d code %s", sum.ExitCode, sum.Error, sum.Outcome, exit, code)
+	if sum.ExitCode != exitCode || sum.Error == nil || sum.Error.Code != code {
+		t.Fatalf("exit %d error %+v (outcome %q), want exit %d code %s", sum.ExitCode, sum.Error, sum.Outcome, exitCode, code)
 	}
 }
 
@@ -96,13 +98,13 @@ func TestBadAlias(t *testing.T) {
 	}
 	for name, alias := range bad {
 		t.Run(name, func(t *testing.T) {
-			if err := ValidateAlias(alias); err == nil {
-				t.Fatalf("ValidateAlias(%q) accepted it", alias)
+			if err := setup.ValidateAlias(alias); err == nil {
+				t.Fatalf("setup.ValidateAlias(%q) accepted it", alias)
 			}
 			before := tree(t, h.state)
 			h.srv.ResetCounts()
 			sum := h.run(alias)
-			wantCode(t, sum, ExitUsage, CodeBadAlias)
+			wantCode(t, sum, exit.Usage, exit.CodeBadAlias)
 			if !strings.Contains(sum.Error.Message, "alias") {
 				t.Errorf("message %q does not name the rule", sum.Error.Message)
 			}
@@ -114,53 +116,19 @@ func TestBadAlias(t *testing.T) {
 	}
 	// The longest valid alias and segment are accepted.
 	for _, ok := range []string{strings.Repeat("s", 255), strings.Repeat("a/", 255) + "b", "projects/p1/items/i1/runs/3/thread", "a.b/..c/thread.yaml.bak"} {
-		if err := ValidateAlias(ok); err != nil {
-			t.Errorf("ValidateAlias(%q): %v", ok, err)
+		if err := setup.ValidateAlias(ok); err != nil {
+			t.Errorf("setup.ValidateAlias(%q): %v", ok, err)
 		}
 	}
 }
 
-// FuzzValidateAlias: an alias that passes never reaches outside threads/
-// and never names a reserved file.
-func FuzzValidateAlias(f *testing.F) {
-	for _, s := range []string{"a", "a/b", "../x", "a//b", "a/thread.yaml", "-x", "/abs", "a\x00b", "a/./b", "a/..", "é/ü", "a/emissions.jsonl/b", strings.Repeat("x", 256), ".../a", "a\\..\\b"} {
-		f.Add(s)
-	}
-	root := filepath.Join(string(filepath.Separator), "state", "jobs", "j")
-	threads := filepath.Join(root, "threads")
-	f.Fuzz(func(t *testing.T, alias string) {
-		if ValidateAlias(alias) != nil {
-			return
-		}
-		dir := ThreadDir(root, alias)
-		rel, err := filepath.Rel(threads, dir)
-		if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
-			t.Fatalf("alias %q lands at %s, outside %s", alias, dir, threads)
-		}
-		if filepath.Clean(dir) != dir {
-			t.Fatalf("alias %q gives an unclean path %s", alias, dir)
-		}
-		if rel != alias {
-			t.Fatalf("alias %q maps to %q, not one folder per segment", alias, rel)
-		}
-		for _, seg := range strings.Split(rel, "/") {
-			if reserved[seg] || seg == "." || seg == ".." || seg == "" {
-				t.Fatalf("alias %q has segment %q", alias, seg)
-			}
-		}
-		if strings.HasPrefix(alias, "-") || len(alias) > 512 {
-			t.Fatalf("alias %q accepted", alias)
-		}
-	})
-}
-
-// resolveErr runs Resolve and returns its coded error.
-func resolveErr(t *testing.T, o Options, alias string) *ExitError {
+// resolveErr runs setup.Resolve and returns its coded error.
+func resolveErr(t *testing.T, o setup.Options, alias string) *exit.Error {
 	t.Helper()
-	_, err := Resolve(o, alias)
-	var ee *ExitError
+	_, err := setup.Resolve(o, alias)
+	var ee *exit.Error
 	if !errors.As(err, &ee) {
-		t.Fatalf("Resolve error %v, want an *ExitError", err)
+		t.Fatalf("setup.Resolve error %v, want an *exit.Error", err)
 	}
 	return ee
 }
@@ -189,51 +157,51 @@ func TestBadCredentialsAndConfig(t *testing.T) {
 		creds  string
 		mode   os.FileMode
 		config string
-		o      Options
+		o      setup.Options
 		alias  string
 		code   string
 		msg    string
 	}{
-		{name: "credentials 0644", creds: "default: p\nprofiles:\n  p: {api_key: bhk_x, api_url: https://api.example.test/v1}\n", mode: 0o644, code: CodeInsecureCredentials, msg: "chmod 600"},
-		{name: "credentials 0640", creds: "profiles: {}\n", mode: 0o640, code: CodeInsecureCredentials},
-		{name: "credentials not YAML", creds: "profiles: [\n", mode: 0o600, code: CodeInvalidConfig},
-		{name: "https without a key", o: Options{APIURL: "https://api.example.test/v1"}, code: CodeCredentialsNotFound, msg: "BLOBHUB_API_KEY"},
-		{name: "default url without a key", code: CodeCredentialsNotFound},
-		{name: "unknown profile", o: Options{Profile: "nope", APIKey: "bhk_x"}, code: CodeCredentialsNotFound},
-		{name: "profile name with a slash", creds: "default: ../x\n", mode: 0o600, o: Options{APIKey: "bhk_x"}, code: CodeInvalidConfig},
-		{name: "bad url scheme", o: Options{APIURL: "ftp://x", APIKey: "k"}, code: CodeInvalidConfig},
-		{name: "relative file url", o: Options{APIURL: "file://rel/dir"}, code: CodeInvalidConfig},
-		{name: "unknown config key", config: "bogus: 1\n", code: CodeInvalidConfig, msg: "bogus"},
-		{name: "unknown nested key", config: "agents:\n  test_agent:\n    exe: claude\n", code: CodeInvalidConfig, msg: `unknown key "exe"; the keys are args, budget, effort, env, executable, executables, extra_args, home, model, permissions`},
-		{name: "negative budget ceiling", config: "agents:\n  test_agent:\n    budget: {max_turns: -2}\n", code: CodeInvalidConfig, msg: "agents.test_agent.budget.max_turns"},
-		{name: "budget ceiling not a number", config: "agents:\n  test_agent:\n    budget: {max_cost_usd: lots}\n", code: CodeInvalidConfig},
-		{name: "unknown agent type", config: "agents:\n  gemini_cli: {}\n", code: CodeInvalidConfig, msg: "agents.gemini_cli: no such agent type; use test_agent or test_host_agent"},
-		{name: "adapter's own key invalid", config: "agents:\n  test_agent:\n    args: [\"a\\tb\"]\n", code: CodeInvalidConfig, msg: `agents.test_agent: args: "a\tb" holds a control character`},
-		{name: "home not a path", config: "agents:\n  test_agent:\n    home: [a, b]\n", code: CodeInvalidConfig, msg: "agents.test_agent.home"},
-		{name: "wrong type", config: "concurrency:\n  max_agents: many\n", code: CodeInvalidConfig},
-		{name: "not YAML", config: "agents: [\n", code: CodeInvalidConfig},
-		{name: "negative max_agents", config: "concurrency: {max_agents: -1}\n", code: CodeInvalidConfig},
-		{name: "relative root", config: "workspace: {roots: [rel]}\n", code: CodeInvalidConfig},
-		{name: "bad machine rule", config: "policy:\n  rules: [{effect: fly, decision: allow}]\n", code: CodeInvalidConfig},
-		{name: "job_type other", config: "sections:\n  - name: s\n    job_type: other\n    session: {org_id: o, blob_id: b, revision_id: r, session_id: s}\n", code: CodeUnknownJobType},
-		{name: "missing session keys", config: "sections:\n  - name: s\n    session: {revision_id: r, session_id: s}\n", code: CodeMissingSessionKeys, msg: "blob_id, org_id"},
-		{name: "duplicate section", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "p/", "ses_1"), code: CodeDuplicateSectionTarget},
-		{name: "prefix tie", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "p/", "ses_2"), alias: "p/t", code: CodeInvalidConfig, msg: "--section"},
-		{name: "no section owns the alias", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "q/", "ses_2"), alias: "r/t", code: CodeInvalidConfig, msg: `"r/t"`},
-		{name: "unknown --section", config: "sections:\n" + section("a", "p/", "ses_1"), o: Options{Section: "zz"}, code: CodeInvalidConfig},
-		{name: "session alias instead of id", config: "sections:\n" + section("a", "", "my/session"), code: CodeInvalidConfig, msg: "not supported"},
-		{name: "no session at all", alias: "t", code: CodeInvalidConfig, msg: "--revision"},
-		{name: "explicit config missing", o: Options{ConfigPath: "/nonexistent/config.yaml"}, code: CodeInvalidConfig},
+		{name: "credentials 0644", creds: "default: p\nprofiles:\n  p: {api_key: bhk_x, api_url: https://api.example.test/v1}\n", mode: 0o644, code: exit.CodeInsecureCredentials, msg: "chmod 600"},
+		{name: "credentials 0640", creds: "profiles: {}\n", mode: 0o640, code: exit.CodeInsecureCredentials},
+		{name: "credentials not YAML", creds: "profiles: [\n", mode: 0o600, code: exit.CodeInvalidConfig},
+		{name: "https without a key", o: setup.Options{APIURL: "https://api.example.test/v1"}, code: exit.CodeCredentialsNotFound, msg: "BLOBHUB_API_KEY"},
+		{name: "default url without a key", code: exit.CodeCredentialsNotFound},
+		{name: "unknown profile", o: setup.Options{Profile: "nope", APIKey: "bhk_x"}, code: exit.CodeCredentialsNotFound},
+		{name: "profile name with a slash", creds: "default: ../x\n", mode: 0o600, o: setup.Options{APIKey: "bhk_x"}, code: exit.CodeInvalidConfig},
+		{name: "bad url scheme", o: setup.Options{APIURL: "ftp://x", APIKey: "k"}, code: exit.CodeInvalidConfig},
+		{name: "relative file url", o: setup.Options{APIURL: "file://rel/dir"}, code: exit.CodeInvalidConfig},
+		{name: "unknown config key", config: "bogus: 1\n", code: exit.CodeInvalidConfig, msg: "bogus"},
+		{name: "unknown nested key", config: "agents:\n  test_agent:\n    exe: claude\n", code: exit.CodeInvalidConfig, msg: `unknown key "exe"; the keys are args, budget, confine, effort, env, executable, executables, extra_args, home, model, permissions`},
+		{name: "negative budget ceiling", config: "agents:\n  test_agent:\n    budget: {max_turns: -2}\n", code: exit.CodeInvalidConfig, msg: "agents.test_agent.budget.max_turns"},
+		{name: "budget ceiling not a number", config: "agents:\n  test_agent:\n    budget: {max_cost_usd: lots}\n", code: exit.CodeInvalidConfig},
+		{name: "unknown agent type", config: "agents:\n  gemini_cli: {}\n", code: exit.CodeInvalidConfig, msg: "agents.gemini_cli: no such agent type; use test_agent or test_host_agent"},
+		{name: "adapter's own key invalid", config: "agents:\n  test_agent:\n    args: [\"a\\tb\"]\n", code: exit.CodeInvalidConfig, msg: `agents.test_agent: args: "a\tb" holds a control character`},
+		{name: "home not a path", config: "agents:\n  test_agent:\n    home: [a, b]\n", code: exit.CodeInvalidConfig, msg: "agents.test_agent.home"},
+		{name: "wrong type", config: "concurrency:\n  max_agents: many\n", code: exit.CodeInvalidConfig},
+		{name: "not YAML", config: "agents: [\n", code: exit.CodeInvalidConfig},
+		{name: "negative max_agents", config: "concurrency: {max_agents: -1}\n", code: exit.CodeInvalidConfig},
+		{name: "relative root", config: "workspace: {roots: [rel]}\n", code: exit.CodeInvalidConfig},
+		{name: "bad machine rule", config: "policy:\n  rules: [{effect: fly, decision: allow}]\n", code: exit.CodeInvalidConfig},
+		{name: "job_type other", config: "sections:\n  - name: s\n    job_type: other\n    session: {org_id: o, blob_id: b, revision_id: r, session_id: s}\n", code: exit.CodeUnknownJobType},
+		{name: "missing session keys", config: "sections:\n  - name: s\n    session: {revision_id: r, session_id: s}\n", code: exit.CodeMissingSessionKeys, msg: "blob_id, org_id"},
+		{name: "duplicate section", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "p/", "ses_1"), code: exit.CodeDuplicateSectionTarget},
+		{name: "prefix tie", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "p/", "ses_2"), alias: "p/t", code: exit.CodeInvalidConfig, msg: "--section"},
+		{name: "no section owns the alias", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "q/", "ses_2"), alias: "r/t", code: exit.CodeInvalidConfig, msg: `"r/t"`},
+		{name: "unknown --section", config: "sections:\n" + section("a", "p/", "ses_1"), o: setup.Options{Section: "zz"}, code: exit.CodeInvalidConfig},
+		{name: "session alias instead of id", config: "sections:\n" + section("a", "", "my/session"), code: exit.CodeInvalidConfig, msg: "not supported"},
+		{name: "no session at all", alias: "t", code: exit.CodeInvalidConfig, msg: "--revision"},
+		{name: "explicit config missing", o: setup.Options{ConfigPath: "/nonexistent/config.yaml"}, code: exit.CodeInvalidConfig},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			home, state := t.TempDir(), t.TempDir()
 			if tc.creds != "" {
-				writeFile(t, CredentialsPath(home), tc.creds, tc.mode)
+				writeFile(t, setup.CredentialsPath(home), tc.creds, tc.mode)
 			}
 			o := tc.o
 			o.Home, o.StateDir, o.Adapters = home, state, testAdapters()
-			if o.APIURL == "" && o.APIKey == "" && tc.code != CodeCredentialsNotFound {
+			if o.APIURL == "" && o.APIKey == "" && tc.code != exit.CodeCredentialsNotFound {
 				o.APIURL, o.APIKey = "http://127.0.0.1:1/v1", "bhk_test"
 			}
 			if tc.config != "" {
@@ -242,7 +210,7 @@ func TestBadCredentialsAndConfig(t *testing.T) {
 			}
 			before := tree(t, state)
 			ee := resolveErr(t, o, tc.alias)
-			if ee.Exit != ExitConfig || ee.Code != tc.code {
+			if ee.Exit != exit.Config || ee.Code != tc.code {
 				t.Fatalf("exit %d code %s (%s), want 78 %s", ee.Exit, ee.Code, ee.Message, tc.code)
 			}
 			if tc.msg != "" && !strings.Contains(ee.Message, tc.msg) {
@@ -259,7 +227,7 @@ func TestBadCredentialsAndConfig(t *testing.T) {
 // TestSectionChoice: the longest session_prefix wins; --section overrides.
 func TestSectionChoice(t *testing.T) {
 	home, state := t.TempDir(), t.TempDir()
-	writeFile(t, CredentialsPath(home), "default: p\nprofiles:\n  p: {key: bhk_x, url: https://api.example.test/v1}\n", 0o600)
+	writeFile(t, setup.CredentialsPath(home), "default: p\nprofiles:\n  p: {key: bhk_x, url: https://api.example.test/v1}\n", 0o600)
 	cfg := filepath.Join(state, "config.yaml")
 	writeFile(t, cfg, `sections:
   - name: all
@@ -272,7 +240,7 @@ func TestSectionChoice(t *testing.T) {
 `, 0o600)
 	sessionOf := map[string]string{"all": "ses_all", "projects": "ses_proj", "p1": "ses_p1"}
 	for alias, want := range map[string]string{"projects/p1/t": "p1", "projects/p2/t": "projects", "projects/p1": "projects"} {
-		s, err := Resolve(Options{Home: home, StateDir: state, ConfigPath: cfg}, alias)
+		s, err := setup.Resolve(setup.Options{Home: home, StateDir: state, ConfigPath: cfg}, alias)
 		if err != nil {
 			t.Fatalf("%s: %v", alias, err)
 		}
@@ -287,11 +255,11 @@ func TestSectionChoice(t *testing.T) {
 		}
 	}
 	// Several sections and no prefix match: an error naming the alias.
-	ee := resolveErr(t, Options{Home: home, StateDir: state, ConfigPath: cfg}, "other/t")
-	if ee.Code != CodeInvalidConfig || !strings.Contains(ee.Message, "other/t") {
+	ee := resolveErr(t, setup.Options{Home: home, StateDir: state, ConfigPath: cfg}, "other/t")
+	if ee.Code != exit.CodeInvalidConfig || !strings.Contains(ee.Message, "other/t") {
 		t.Fatalf("%s %s", ee.Code, ee.Message)
 	}
-	s, err := Resolve(Options{Home: home, StateDir: state, ConfigPath: cfg, Section: "all"}, "projects/p1/t")
+	s, err := setup.Resolve(setup.Options{Home: home, StateDir: state, ConfigPath: cfg, Section: "all"}, "projects/p1/t")
 	if err != nil || s.Section.Name != "all" {
 		t.Fatalf("--section: %v %+v", err, s)
 	}
@@ -386,7 +354,7 @@ func (h *harness) noneTwice(aliases ...string) {
 func (h *harness) journalOpen(alias string) int {
 	h.t.Helper()
 	th := h.thread(alias)
-	j, err := openJournal(filepath.Join(ThreadDir(h.setup().JobDir, alias), "emissions.jsonl"), th.EmissionNonce)
+	j, err := openJournal(filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "emissions.jsonl"), th.EmissionNonce)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -471,60 +439,60 @@ func TestBadEnvelope(t *testing.T) {
 	}
 	outside := t.TempDir()
 	tests := []tc{
-		{"work_folder a number", env(set("workspace.work_folder", 42)), nil, CodeWorkFolderNotAbsolute},
-		{"workspace a string", env(func(md map[string]any) { md["workspace"] = "/tmp" }), nil, CodeWorkFolderNotAbsolute},
-		{"work_folder missing", env(set("workspace.work_folder", nil)), nil, CodeWorkFolderNotAbsolute},
-		{"work_folder relative", env(set("workspace.work_folder", "rel/dir")), nil, CodeWorkFolderNotAbsolute},
-		{"work_folder nonexistent", env(set("workspace.work_folder", "/nonexistent/bhw-run/checkout")), nil, CodeWorkFolderNotFound},
+		{"work_folder a number", env(set("workspace.work_folder", 42)), nil, exit.CodeWorkFolderNotAbsolute},
+		{"workspace a string", env(func(md map[string]any) { md["workspace"] = "/tmp" }), nil, exit.CodeWorkFolderNotAbsolute},
+		{"work_folder missing", env(set("workspace.work_folder", nil)), nil, exit.CodeWorkFolderNotAbsolute},
+		{"work_folder relative", env(set("workspace.work_folder", "rel/dir")), nil, exit.CodeWorkFolderNotAbsolute},
+		{"work_folder nonexistent", env(set("workspace.work_folder", "/nonexistent/bhw-run/checkout")), nil, exit.CodeWorkFolderNotFound},
 		{"work_folder a file", func(h *harness) string {
 			p := filepath.Join(h.work, "file")
 			writeFile(h.t, p, "x", 0o600)
 			return envelopeWith(p, nil)
-		}, nil, CodeWorkFolderNotADir},
+		}, nil, exit.CodeWorkFolderNotADir},
 		{"work_folder contains the state tree", func(h *harness) string {
 			return envelopeWith(filepath.Dir(h.state), nil)
-		}, nil, CodeWorkFolderNotAllowed},
-		{"work_folder is the state tree", func(h *harness) string { return envelopeWith(h.state, nil) }, nil, CodeWorkFolderNotAllowed},
-		{"work_folder contains the store", func(h *harness) string { return envelopeWith(filepath.Dir(h.srv.Dir()), nil) }, nil, CodeWorkFolderNotAllowed},
-		{"work_folder inside the store", func(h *harness) string { return envelopeWith(h.srv.Dir(), nil) }, nil, CodeWorkFolderNotAllowed},
-		{"work_folder outside roots", env(), func(h *harness) { h.editConfig("policy:", "workspace:\n  roots: ["+outside+"]\npolicy:") }, CodeWorkFolderNotAllowed},
-		{"agent a string", env(func(md map[string]any) { md["agent"] = "claude_code" }), nil, CodeAgentTypeUnsupported},
-		{"agent type unknown", env(set("agent.type", "gpt")), nil, CodeAgentTypeUnsupported},
-		{"agent type antigravity", env(set("agent.type", "antigravity")), nil, CodeAgentTypeUnsupported},
-		{"agent type a number", env(set("agent.type", 7)), nil, CodeAgentTypeUnsupported},
-		{"posture unknown", env(set("agent.permissions", "yolo")), nil, CodePermissionsUnsupported},
-		{"posture a number", env(set("agent.permissions", 1)), nil, CodePermissionsUnsupported},
-		{"autonomous forbidden", env(set("agent.permissions", "autonomous")), func(h *harness) { h.editConfig("allow_autonomous: true", "allow_autonomous: false") }, CodeAutonomousForbidden},
-		{"guarded without policy", env(set("agent.permissions", "guarded")), nil, CodePolicyMissing},
-		{"policy unknown effect", env(set("agent.permissions", "guarded"), set("policy", map[string]any{"rules": []any{map[string]any{"effect": "fly", "decision": "allow"}}})), nil, CodePolicyInvalid},
-		{"policy unknown field", env(set("policy", map[string]any{"default": "ask", "mode": "x"})), nil, CodePolicyInvalid},
-		{"policy bad default", env(set("agent.permissions", "guarded"), set("policy", map[string]any{"default": "maybe"})), nil, CodePolicyInvalid},
-		{"policy relative path", env(set("policy", map[string]any{"rules": []any{map[string]any{"effect": "write", "path": "etc/*", "decision": "deny"}}})), nil, CodePolicyInvalid},
-		{"policy a string", env(set("policy", "allow everything")), nil, CodePolicyInvalid},
-		{"executable not allowed", env(set("agent.executable", "/bin/sh")), nil, CodeExecutableNotAllowed},
+		}, nil, exit.CodeWorkFolderNotAllowed},
+		{"work_folder is the state tree", func(h *harness) string { return envelopeWith(h.state, nil) }, nil, exit.CodeWorkFolderNotAllowed},
+		{"work_folder contains the store", func(h *harness) string { return envelopeWith(filepath.Dir(h.srv.Dir()), nil) }, nil, exit.CodeWorkFolderNotAllowed},
+		{"work_folder inside the store", func(h *harness) string { return envelopeWith(h.srv.Dir(), nil) }, nil, exit.CodeWorkFolderNotAllowed},
+		{"work_folder outside roots", env(), func(h *harness) { h.editConfig("policy:", "workspace:\n  roots: ["+outside+"]\npolicy:") }, exit.CodeWorkFolderNotAllowed},
+		{"agent a string", env(func(md map[string]any) { md["agent"] = "claude_code" }), nil, exit.CodeAgentTypeUnsupported},
+		{"agent type unknown", env(set("agent.type", "gpt")), nil, exit.CodeAgentTypeUnsupported},
+		{"agent type antigravity", env(set("agent.type", "antigravity")), nil, exit.CodeAgentTypeUnsupported},
+		{"agent type a number", env(set("agent.type", 7)), nil, exit.CodeAgentTypeUnsupported},
+		{"posture unknown", env(set("agent.permissions", "yolo")), nil, exit.CodePermissionsUnsupported},
+		{"posture a number", env(set("agent.permissions", 1)), nil, exit.CodePermissionsUnsupported},
+		{"autonomous forbidden", env(set("agent.permissions", "autonomous")), func(h *harness) { h.editConfig("allow_autonomous: true", "allow_autonomous: false") }, exit.CodeAutonomousForbidden},
+		{"guarded without policy", env(set("agent.permissions", "guarded")), nil, exit.CodePolicyMissing},
+		{"policy unknown effect", env(set("agent.permissions", "guarded"), set("policy", map[string]any{"rules": []any{map[string]any{"effect": "fly", "decision": "allow"}}})), nil, exit.CodePolicyInvalid},
+		{"policy unknown field", env(set("policy", map[string]any{"default": "ask", "mode": "x"})), nil, exit.CodePolicyInvalid},
+		{"policy bad default", env(set("agent.permissions", "guarded"), set("policy", map[string]any{"default": "maybe"})), nil, exit.CodePolicyInvalid},
+		{"policy relative path", env(set("policy", map[string]any{"rules": []any{map[string]any{"effect": "write", "path": "etc/*", "decision": "deny"}}})), nil, exit.CodePolicyInvalid},
+		{"policy a string", env(set("policy", "allow everything")), nil, exit.CodePolicyInvalid},
+		{"executable not allowed", env(set("agent.executable", "/bin/sh")), nil, exit.CodeExecutableNotAllowed},
 		{"model starting with -", env(set("agent.model", "--dangerously-skip-permissions")), nil, agent.CodeAgentSpawnFailed},
 		// A wrongly typed field fails with its own code; it never falls back
 		// to the default (the machine's executable, model or effort).
-		{"executable a list", env(set("agent.executable", []any{"/bin/sh"})), nil, CodeExecutableNotAllowed},
-		{"executable a number", env(set("agent.executable", 1)), nil, CodeExecutableNotAllowed},
+		{"executable a list", env(set("agent.executable", []any{"/bin/sh"})), nil, exit.CodeExecutableNotAllowed},
+		{"executable a number", env(set("agent.executable", 1)), nil, exit.CodeExecutableNotAllowed},
 		{"model a list", env(set("agent.model", []any{"opus"})), nil, agent.CodeAgentSpawnFailed},
 		{"model a number", env(set("agent.model", 4)), nil, agent.CodeAgentSpawnFailed},
 		{"effort a mapping", env(set("agent.effort", map[string]any{"level": "high"})), nil, agent.CodeAgentSpawnFailed},
 		{"effort true", env(set("agent.effort", true)), nil, agent.CodeAgentSpawnFailed},
-		{"artifacts a string", env(func(md map[string]any) { md["artifacts"] = ".bhw/outbox" }), nil, CodeArtifactsSourceInvalid},
-		{"artifacts dot", env(set("artifacts.source", ".")), nil, CodeArtifactsSourceInvalid},
-		{"artifacts dotdot", env(set("artifacts.source", "../x")), nil, CodeArtifactsSourceInvalid},
-		{"artifacts unclean", env(set("artifacts.source", "a/../b")), nil, CodeArtifactsSourceInvalid},
-		{"artifacts .git", env(set("artifacts.source", ".git/x")), nil, CodeArtifactsSourceInvalid},
-		{"artifacts absolute", env(set("artifacts.source", "/abs/outbox")), nil, CodeArtifactsSourceInvalid},
-		{"artifacts empty", env(set("artifacts.source", "")), nil, CodeArtifactsSourceInvalid},
-		{"artifacts a number", env(set("artifacts.source", 3)), nil, CodeArtifactsSourceInvalid},
+		{"artifacts a string", env(func(md map[string]any) { md["artifacts"] = ".bhw/outbox" }), nil, exit.CodeArtifactsSourceInvalid},
+		{"artifacts dot", env(set("artifacts.source", ".")), nil, exit.CodeArtifactsSourceInvalid},
+		{"artifacts dotdot", env(set("artifacts.source", "../x")), nil, exit.CodeArtifactsSourceInvalid},
+		{"artifacts unclean", env(set("artifacts.source", "a/../b")), nil, exit.CodeArtifactsSourceInvalid},
+		{"artifacts .git", env(set("artifacts.source", ".git/x")), nil, exit.CodeArtifactsSourceInvalid},
+		{"artifacts absolute", env(set("artifacts.source", "/abs/outbox")), nil, exit.CodeArtifactsSourceInvalid},
+		{"artifacts empty", env(set("artifacts.source", "")), nil, exit.CodeArtifactsSourceInvalid},
+		{"artifacts a number", env(set("artifacts.source", 3)), nil, exit.CodeArtifactsSourceInvalid},
 		{"artifacts symlink out", func(h *harness) string {
 			if err := os.Symlink(outside, filepath.Join(h.work, "out")); err != nil {
 				h.t.Fatal(err)
 			}
 			return envelopeWith(h.work, set("artifacts.source", "out/box"))
-		}, nil, CodeArtifactsSourceInvalid},
+		}, nil, exit.CodeArtifactsSourceInvalid},
 		{"artifacts symlink into .git", func(h *harness) string {
 			if err := os.MkdirAll(filepath.Join(h.work, ".git", "hooks"), 0o700); err != nil {
 				h.t.Fatal(err)
@@ -533,7 +501,7 @@ func TestBadEnvelope(t *testing.T) {
 				h.t.Fatal(err)
 			}
 			return envelopeWith(h.work, set("artifacts.source", "box"))
-		}, nil, CodeArtifactsSourceInvalid},
+		}, nil, exit.CodeArtifactsSourceInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -548,8 +516,8 @@ func TestBadEnvelope(t *testing.T) {
 				tc.edit(h)
 			}
 			sum := h.run(alias)
-			want(t, sum, OutcomeFailed, ExitFailed)
-			wantCode(t, sum, ExitFailed, tc.code)
+			want(t, sum, OutcomeFailed, exit.Failed)
+			wantCode(t, sum, exit.Failed, tc.code)
 			h.wantThreadFailed(alias, tc.code)
 			th := h.thread(alias)
 			if th.Agent.AgentSessionID != "" || th.Agent.Process != nil || slices.Contains(h.items(alias), "text") {
@@ -559,7 +527,7 @@ func TestBadEnvelope(t *testing.T) {
 				t.Fatalf("the person's message was lost: pending_inbound %v", th.Items.PendingInbound)
 			}
 			// The next run changes nothing and posts nothing twice.
-			want(t, h.run(alias), OutcomeIdle, ExitOK)
+			want(t, h.run(alias), OutcomeIdle, exit.OK)
 			h.wantThreadFailed(alias, tc.code)
 			// A failed artifacts check created no outbox.
 			if _, err := os.Lstat(filepath.Join(outside, "box")); err == nil {
@@ -597,7 +565,7 @@ func TestNotAJob(t *testing.T) {
 			const alias = "notjob/x"
 			h.putRaw(alias, value)
 			sum := h.run(alias)
-			wantCode(t, sum, ExitNotJob, CodeNotJob)
+			wantCode(t, sum, exit.NotJob, exit.CodeNotJob)
 			b, err := os.ReadFile(filepath.Join(h.setup().JobDir, "not_mine.yaml"))
 			isThread := strings.HasPrefix(value, `{"type":"thread"`)
 			switch cached := err == nil && strings.Contains(string(b), alias); {
@@ -606,7 +574,7 @@ func TestNotAJob(t *testing.T) {
 			case !isThread && !cached:
 				t.Fatalf("not_mine.yaml does not cache %q: %v %s", alias, err, b)
 			}
-			if _, err := os.Stat(filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml")); err == nil {
+			if _, err := os.Stat(filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.yaml")); err == nil {
 				t.Fatal("thread.yaml written for a non-job")
 			}
 			if o, _ := h.srv.Get(alias); string(o.Value) != value && !jsonEqual(o.Value, []byte(value)) {
@@ -621,7 +589,7 @@ func TestNotAJob(t *testing.T) {
 		h := newHarness(t, false)
 		h.srv.Put("other", `{"type":"note"}`)
 		sum := h.run("nothing/here")
-		wantCode(t, sum, ExitNoThread, CodeNoThread)
+		wantCode(t, sum, exit.NoThread, exit.CodeNoThread)
 		if !strings.Contains(sum.Error.Message, "thread new") {
 			t.Fatalf("message %q says nothing to do", sum.Error.Message)
 		}
@@ -637,7 +605,7 @@ func TestAgentNotInstalled(t *testing.T) {
 	const alias = "noexe/t"
 	h.handOff(alias, "approval", "start")
 	sum := h.run(alias)
-	wantCode(t, sum, ExitConfig, CodeAgentNotInstalled)
+	wantCode(t, sum, exit.Config, exit.CodeAgentNotInstalled)
 	if !strings.Contains(sum.Error.Message, "stays pending") {
 		t.Errorf("message %q", sum.Error.Message)
 	}
@@ -653,7 +621,7 @@ func TestAgentNotInstalled(t *testing.T) {
 	// Installed again: the same message is delivered.
 	h.editConfig("executable: /nonexistent/bin/claude", "executable: "+exe)
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	if ids := h.thread(alias).Turn.InboundIDs; len(ids) != 1 {
 		t.Fatalf("inbound %v", ids)
 	}
@@ -666,10 +634,10 @@ func TestThreadLocked(t *testing.T) {
 	const alias = "locked/t"
 	h.handOff(alias, "approval", "start")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	h.srv.PersonPost(alias, "more")
 
-	dir := ThreadDir(h.setup().JobDir, alias)
+	dir := setup.ThreadDir(h.setup().JobDir, alias)
 	lk, err := lock.Acquire(t.Context(), filepath.Join(dir, "thread.lock"), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -678,7 +646,7 @@ func TestThreadLocked(t *testing.T) {
 	items := len(h.srv.Items(alias))
 	h.srv.ResetCounts()
 	sum := h.run(alias)
-	wantCode(t, sum, ExitTempFail, CodeLocked)
+	wantCode(t, sum, exit.TempFail, exit.CodeLocked)
 	if !strings.Contains(sum.Error.Message, "locked by pid") || !strings.Contains(sum.Error.Message, "--lock-wait") {
 		t.Fatalf("message %q", sum.Error.Message)
 	}
@@ -692,7 +660,7 @@ func TestThreadLocked(t *testing.T) {
 	if err := lk.Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	h.noneTwice(alias)
 }
 
@@ -704,7 +672,7 @@ func TestIdleRequests(t *testing.T) {
 		const alias = "idle/t"
 		h.handOff(alias, "approval", "start")
 		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+		want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 
 		// Every slot taken: an idle run does not care.
 		var slots []*lock.Slot
@@ -720,7 +688,7 @@ func TestIdleRequests(t *testing.T) {
 		}
 		for i := range 2 {
 			h.srv.ResetCounts()
-			want(t, h.run(alias), OutcomeIdle, ExitOK)
+			want(t, h.run(alias), OutcomeIdle, exit.OK)
 			if n, cmds := h.srv.Requests(); n != 2 {
 				t.Fatalf("idle run %d made %d requests, want 2: %v", i, n, cmds)
 			}
@@ -731,7 +699,7 @@ func TestIdleRequests(t *testing.T) {
 		th := h.thread(alias)
 		items := len(h.srv.Items(alias))
 		sum := h.run(alias)
-		wantCode(t, sum, ExitTempFail, CodeNoSlot)
+		wantCode(t, sum, exit.TempFail, exit.CodeNoSlot)
 		after := h.thread(alias)
 		if after.Turn.State != th.Turn.State || after.Agent.State != th.Agent.State || after.Agent.AgentSessionID != th.Agent.AgentSessionID {
 			t.Fatalf("thread.yaml changed: turn %q→%q agent %q→%q", th.Turn.State, after.Turn.State, th.Agent.State, after.Agent.State)
@@ -745,7 +713,7 @@ func TestIdleRequests(t *testing.T) {
 		for _, s := range slots {
 			_ = s.Release()
 		}
-		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+		want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 		if ids := h.thread(alias).Turn.InboundIDs; len(ids) != 1 {
 			t.Fatalf("the message was not delivered once: %v", ids)
 		}
@@ -766,7 +734,7 @@ func TestNoSlotPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := h.run(alias)
-	wantCode(t, sum, ExitTempFail, CodeNoSlot)
+	wantCode(t, sum, exit.TempFail, exit.CodeNoSlot)
 	if got := h.wireState(alias); got != envelope.StatePending {
 		t.Fatalf("wire %q", got)
 	}
@@ -775,7 +743,7 @@ func TestNoSlotPending(t *testing.T) {
 	}
 	_ = s.Release()
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	if got := h.items(alias); !slices.Equal(got, []string{"person", "text", "turn_end"}) {
 		t.Fatalf("items %v", got)
 	}
@@ -788,10 +756,10 @@ func TestThreadLogUnusable(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "nolog/t"
 	h.handOff(alias, "approval", "start")
-	dir := ThreadDir(h.setup().JobDir, alias)
+	dir := setup.ThreadDir(h.setup().JobDir, alias)
 	writeFile(t, filepath.Join(dir, "logs"), "not a folder", 0o600)
 	sum := h.run(alias)
-	wantCode(t, sum, ExitConfig, CodeStateTreeInvalid)
+	wantCode(t, sum, exit.Config, exit.CodeStateTreeInvalid)
 	if !strings.Contains(sum.Error.Message, filepath.Join(dir, "logs")) {
 		t.Fatalf("message %q does not name the folder", sum.Error.Message)
 	}

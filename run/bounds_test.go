@@ -17,6 +17,8 @@ import (
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // activeIdle hands off alias without a message and activates it: an active
@@ -172,7 +174,7 @@ func TestPostSearchThatCannotTell(t *testing.T) {
 		}}
 	}
 	sum := h.run(alias)
-	wantCode(t, sum, ExitTempFail, CodeUnposted)
+	wantCode(t, sum, exit.TempFail, exit.CodeUnposted)
 	if got := h.items(alias); !slices.Equal(got, []string{"person", "text"}) {
 		t.Fatalf("items %v, want the person's and the one stored", got)
 	}
@@ -301,7 +303,7 @@ func TestNotMineWrittenOncePerRun(t *testing.T) {
 	}
 	nm := h.notMine()
 	for _, f := range []string{"a", "b", "c", "d", "e"} {
-		if e := nm.Aliases[h.alias+"/artifacts/"+f+".txt"]; e.Reason != ReasonArtifact {
+		if e := nm.Aliases[h.alias+"/artifacts/"+f+".txt"]; e.Reason != setup.ReasonArtifact {
 			t.Fatalf("%s.txt not cached after the run: %+v", f, e)
 		}
 	}
@@ -321,14 +323,14 @@ func TestKill9Artifacts(t *testing.T) {
 		h.srv.PersonPost(h.alias, "publish")
 		script := agenttest.Script{Turns: [][]agenttest.Step{{{Text: "done"}}}}
 		h.play(script)
-		killed, exit := h.runKilled(h.alias, n)
+		killed, exitCode := h.runKilled(h.alias, n)
 		if killed {
 			h.play(script)
-			if sum := h.run(h.alias); sum.ExitCode != ExitOK {
+			if sum := h.run(h.alias); sum.ExitCode != exit.OK {
 				t.Fatalf("kill at %d: the next run exits %d (%+v)", n, sum.ExitCode, sum.Error)
 			}
-		} else if exit != ExitOK {
-			t.Fatalf("clean run exits %d", exit)
+		} else if exitCode != exit.OK {
+			t.Fatalf("clean run exits %d", exitCode)
 		}
 		got := h.announced()
 		for rel, data := range files {

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -12,39 +13,10 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
-)
-
-// Postures.
-const (
-	PermAutonomous = "autonomous"
-	PermGuarded    = "guarded"
-	PermApproval   = "approval"
-)
-
-// Thread failure codes of the activation checklist.
-const (
-	CodeWorkFolderNotAbsolute  = "WORK_FOLDER_NOT_ABSOLUTE"
-	CodeWorkFolderNotFound     = "WORK_FOLDER_NOT_FOUND"
-	CodeWorkFolderNotADir      = "WORK_FOLDER_NOT_A_DIR"
-	CodeWorkFolderNotReadable  = "WORK_FOLDER_NOT_READABLE"
-	CodeWorkFolderNotAllowed   = "WORK_FOLDER_NOT_ALLOWED"
-	CodeAgentTypeUnsupported   = "AGENT_TYPE_UNSUPPORTED"
-	CodePermissionsUnsupported = "PERMISSIONS_UNSUPPORTED"
-	CodeAutonomousForbidden    = "AUTONOMOUS_FORBIDDEN"
-	CodePolicyMissing          = "POLICY_MISSING"
-	CodePolicyInvalid          = "POLICY_INVALID"
-	CodeExecutableNotAllowed   = "AGENT_EXECUTABLE_NOT_ALLOWED"
-	CodeArtifactsSourceInvalid = "ARTIFACTS_SOURCE_INVALID"
-	CodeEnvelopeTooLarge       = "ENVELOPE_TOO_LARGE"
-	CodeTurnTimeout            = "TURN_TIMEOUT"
-	CodeAgentStalled           = "AGENT_STALLED"
-	CodeTurnFailed             = "TURN_FAILED"
-	// CodeNoProgress: the turn made tool calls and every one was refused.
-	CodeNoProgress = "NO_PROGRESS"
-	// CodeBudgetInvalid: agent.budget is not numbers above 0.
-	CodeBudgetInvalid = "BUDGET_INVALID"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // resolved is the agent launch resolved per field: envelope agent.* →
@@ -61,11 +33,13 @@ type resolved struct {
 	// resolved: the agent is started there, never in a path a link could
 	// turn elsewhere after the check.
 	WorkFolder string
+	// Confined: the agent runs inside the confinement (confine.go).
+	Confined bool
 }
 
 // checklist validates a thread before it is activated or resumed, in a
 // fixed order where the first failure wins (docs/run.md). An *agent.Error
-// fails the thread; an *ExitError (AGENT_NOT_INSTALLED) leaves it as it is.
+// fails the thread; an *exit.Error (AGENT_NOT_INSTALLED) leaves it as it is.
 // fixed, when set, holds the values fixed at activation (work folder, type,
 // executable, homes).
 func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *envelope.Thread) (*resolved, error) {
@@ -81,14 +55,14 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 		return nil, err
 	}
 	// 2. The agent type.
-	ad, err := r.Setup.agentType(env, agentType, fixed != nil)
+	ad, err := checkAgentType(r.Setup, env, agentType, fixed != nil)
 	if err != nil {
 		return nil, err
 	}
 	if ad.Unsupported != "" {
-		return nil, agent.Errorf(CodeAgentTypeUnsupported, "agent.type %q: %s; use %s", agentType, ad.Unsupported, r.Setup.agentTypes())
+		return nil, agent.Errorf(exit.CodeAgentTypeUnsupported, "agent.type %q: %s; use %s", agentType, ad.Unsupported, r.Setup.AgentTypes())
 	}
-	ac := r.Setup.agentConfig(agentType)
+	ac := r.Setup.AgentConfig(agentType)
 	res := &resolved{Type: agentType, adapter: ad, ExtraArgs: ac.ExtraArgs, Env: ac.Env, Options: ac.Options, WorkFolder: real}
 	// 3. Permissions and policy.
 	if res.Permissions, res.Policy, err = r.posture(env, ac); err != nil {
@@ -105,9 +79,24 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 	if err := budgetShape(env); err != nil {
 		return nil, err
 	}
-	// 6. The adapter's own preflight (the Codex sandbox).
+	// 6. The confinement.
+	res.Confined = r.confined(res)
+	if err := r.checkConfine(res); err != nil {
+		return nil, err
+	}
+	// 7. The adapter's own preflight (the Codex sandbox), inside the
+	// confinement the agent will run in.
 	if ad.Preflight != nil {
-		if err := ad.Preflight(ctx, r.launch(res, real)); err != nil {
+		l := r.launch(res, real)
+		rules, temp, done, err := r.confinement(res)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		if rules != nil {
+			l.Confine, l.Env = rules, setEnv(l.Env, "TMPDIR", temp)
+		}
+		if err := ad.Preflight(ctx, l); err != nil {
 			var te *agent.Error
 			if errors.As(err, &te) {
 				return nil, te
@@ -132,26 +121,26 @@ func (r *Runner) checkWorkFolder(env *envelope.Envelope, wf, pinned string) (str
 	}
 	fi, err := os.Stat(wf)
 	if err != nil {
-		return "", agent.Errorf(CodeWorkFolderNotFound, "work folder %s does not exist on this machine; check the path or create the checkout", wf)
+		return "", agent.Errorf(exit.CodeWorkFolderNotFound, "work folder %s does not exist on this machine; check the path or create the checkout", wf)
 	}
 	if !fi.IsDir() {
-		return "", agent.Errorf(CodeWorkFolderNotADir, "work folder %s is not a directory", wf)
+		return "", agent.Errorf(exit.CodeWorkFolderNotADir, "work folder %s is not a directory", wf)
 	}
 	f, err := os.Open(wf)
 	if err != nil {
-		return "", agent.Errorf(CodeWorkFolderNotReadable, "work folder %s is not readable: %v", wf, err)
+		return "", agent.Errorf(exit.CodeWorkFolderNotReadable, "work folder %s is not readable: %v", wf, err)
 	}
 	_, err = f.Readdirnames(1)
 	f.Close()
 	if err != nil && !errors.Is(err, io.EOF) {
-		return "", agent.Errorf(CodeWorkFolderNotReadable, "work folder %s is not readable: %v", wf, err)
+		return "", agent.Errorf(exit.CodeWorkFolderNotReadable, "work folder %s is not readable: %v", wf, err)
 	}
 	real, err := filepath.EvalSymlinks(wf)
 	if err != nil {
-		return "", agent.Errorf(CodeWorkFolderNotReadable, "work folder %s cannot be resolved: %v", wf, err)
+		return "", agent.Errorf(exit.CodeWorkFolderNotReadable, "work folder %s cannot be resolved: %v", wf, err)
 	}
 	if pinned != "" && real != pinned {
-		return "", agent.Errorf(CodeWorkFolderNotAllowed, "work folder %s, as resolved when the thread was activated, now leads through a link to %s; bhw-run does not follow the agent's folder elsewhere: restore the folder, or hand the thread off again with `bhw-run thread retry`", pinned, real)
+		return "", agent.Errorf(exit.CodeWorkFolderNotAllowed, "work folder %s, as resolved when the thread was activated, now leads through a link to %s; bhw-run does not follow the agent's folder elsewhere: restore the folder, or hand the thread off again with `bhw-run thread retry`", pinned, real)
 	}
 	return real, r.workFolderAllowed(real)
 }
@@ -160,30 +149,30 @@ func (r *Runner) checkWorkFolder(env *envelope.Envelope, wf, pinned string) (str
 // absolute path.
 func workFolderShape(env *envelope.Envelope, wf string) error {
 	if why := env.Bad["workspace"]; why != "" {
-		return agent.Errorf(CodeWorkFolderNotAbsolute, "workspace is %s; set workspace.work_folder to the checkout's absolute path", why)
+		return agent.Errorf(exit.CodeWorkFolderNotAbsolute, "workspace is %s; set workspace.work_folder to the checkout's absolute path", why)
 	}
 	if why := env.Bad["workspace.work_folder"]; why != "" {
-		return agent.Errorf(CodeWorkFolderNotAbsolute, "workspace.work_folder is %s; set it to the checkout's absolute path", why)
+		return agent.Errorf(exit.CodeWorkFolderNotAbsolute, "workspace.work_folder is %s; set it to the checkout's absolute path", why)
 	}
 	if !filepath.IsAbs(wf) {
-		return agent.Errorf(CodeWorkFolderNotAbsolute, "workspace.work_folder %q is not an absolute path; set it to the checkout's absolute path", wf)
+		return agent.Errorf(exit.CodeWorkFolderNotAbsolute, "workspace.work_folder %q is not an absolute path; set it to the checkout's absolute path", wf)
 	}
 	return nil
 }
 
-// agentType is step 2: a type one of this build's adapters runs. The
+// checkAgentType is step 2: a type one of this build's adapters runs. The
 // envelope's agent block must be well typed unless the type was fixed at
 // activation.
-func (s *Setup) agentType(env *envelope.Envelope, t string, fixed bool) (*agent.Adapter, error) {
+func checkAgentType(s *setup.Setup, env *envelope.Envelope, t string, fixed bool) (*agent.Adapter, error) {
 	for _, f := range []string{"agent", "agent.type"} {
 		if why := env.Bad[f]; why != "" && !fixed {
-			return nil, agent.Errorf(CodeAgentTypeUnsupported, "%s is %s; set agent.type to %s", f, why, s.agentTypes())
+			return nil, agent.Errorf(exit.CodeAgentTypeUnsupported, "%s is %s; set agent.type to %s", f, why, s.AgentTypes())
 		}
 	}
-	if ad := s.adapter(t); ad != nil {
+	if ad := s.Adapter(t); ad != nil {
 		return ad, nil
 	}
-	return nil, agent.Errorf(CodeAgentTypeUnsupported, "agent.type %q is not supported; use %s", t, s.agentTypes())
+	return nil, agent.Errorf(exit.CodeAgentTypeUnsupported, "agent.type %q is not supported; use %s", t, s.AgentTypes())
 }
 
 // resolveLaunch is step 4: the executable, resolved on bhw-run's PATH
@@ -191,9 +180,9 @@ func (s *Setup) agentType(env *envelope.Envelope, t string, fixed bool) (*agent.
 // from the repository), the model and effort, and the homes. The values
 // fixed at activation win over today's config, so cron, systemd and a shell
 // find the same sessions.
-func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *AgentConfig, fixed *envelope.Thread) error {
+func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *setup.AgentConfig, fixed *envelope.Thread) error {
 	ad := res.adapter
-	base := firstNonEmpty(ac.Executable, ad.Executable)
+	base := cmp.Or(ac.Executable, ad.Executable)
 	allow := ac.Executables
 	if len(allow) == 0 {
 		allow = []string{base}
@@ -204,7 +193,7 @@ func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *AgentC
 	exe := base
 	if env.Agent.Executable != "" {
 		if !slices.Contains(allow, env.Agent.Executable) {
-			return agent.Errorf(CodeExecutableNotAllowed, "agent.executable %q is not in this machine's allowlist (agents.%s.executables); remove it from the thread or ask the machine owner", env.Agent.Executable, res.Type)
+			return agent.Errorf(exit.CodeExecutableNotAllowed, "agent.executable %q is not in this machine's allowlist (agents.%s.executables); remove it from the thread or ask the machine owner", env.Agent.Executable, res.Type)
 		}
 		exe = env.Agent.Executable
 	}
@@ -213,11 +202,11 @@ func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *AgentC
 	}
 	abs, err := lookPath(exe)
 	if err != nil {
-		return exitErr(CodeAgentNotInstalled, "the %s executable %q is not installed on this machine (%v); install it or set agents.%s.executable; the thread stays pending", res.Type, exe, err, res.Type)
+		return exit.Errorf(exit.CodeAgentNotInstalled, "the %s executable %q is not installed on this machine (%v); install it or set agents.%s.executable; the thread stays pending", res.Type, exe, err, res.Type)
 	}
 	res.Executable = abs
-	res.Model = firstNonEmpty(env.Agent.Model, ac.Model)
-	res.Effort = firstNonEmpty(env.Agent.Effort, ac.Effort)
+	res.Model = cmp.Or(env.Agent.Model, ac.Model)
+	res.Effort = cmp.Or(env.Agent.Effort, ac.Effort)
 	if err := launchValues(res.Model, res.Effort); err != nil {
 		return err
 	}
@@ -225,11 +214,11 @@ func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *AgentC
 	if ad.HomeEnv != "" {
 		res.AgentHome = os.Getenv(ad.HomeEnv)
 	}
-	res.AgentHome = firstNonEmpty(ac.Home, res.AgentHome)
+	res.AgentHome = cmp.Or(ac.Home, res.AgentHome)
 	if fixed != nil {
 		rr := fixed.Agent.Resolved
-		res.Home = firstNonEmpty(rr.Home, res.Home)
-		res.AgentHome = firstNonEmpty(rr.AgentHome, rr.LegacyHome(homeKey(ad)), res.AgentHome)
+		res.Home = cmp.Or(rr.Home, res.Home)
+		res.AgentHome = cmp.Or(rr.AgentHome, rr.LegacyHome(setup.HomeKey(ad)), res.AgentHome)
 	}
 	return nil
 }
@@ -240,7 +229,7 @@ func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *AgentC
 // what the thread asked for.
 func launchShape(env *envelope.Envelope, agentType string) error {
 	if why := env.Bad["agent.executable"]; why != "" {
-		return agent.Errorf(CodeExecutableNotAllowed, "agent.executable is %s; name one of this machine's agents.%s.executables as a string, or remove it", why, agentType)
+		return agent.Errorf(exit.CodeExecutableNotAllowed, "agent.executable is %s; name one of this machine's agents.%s.executables as a string, or remove it", why, agentType)
 	}
 	for _, f := range []string{"agent.model", "agent.effort"} {
 		if why := env.Bad[f]; why != "" {
@@ -269,7 +258,7 @@ func checkArtifactsSource(env *envelope.Envelope, real string) error {
 		return err
 	}
 	if err := outbox.CheckSource(real, env.Artifacts.Source); err != nil {
-		return agent.Errorf(CodeArtifactsSourceInvalid, "%v; use a relative subfolder such as .bhw/outbox", err)
+		return agent.Errorf(exit.CodeArtifactsSourceInvalid, "%v; use a relative subfolder such as .bhw/outbox", err)
 	}
 	return nil
 }
@@ -282,11 +271,11 @@ func artifactsShape(env *envelope.Envelope) error {
 	}
 	for _, f := range []string{"artifacts", "artifacts.source"} {
 		if why := env.Bad[f]; why != "" {
-			return agent.Errorf(CodeArtifactsSourceInvalid, "%s is %s; set artifacts.source to a relative subfolder such as .bhw/outbox", f, why)
+			return agent.Errorf(exit.CodeArtifactsSourceInvalid, "%s is %s; set artifacts.source to a relative subfolder such as .bhw/outbox", f, why)
 		}
 	}
 	if err := outbox.ValidateSource(env.Artifacts.Source); err != nil {
-		return agent.Errorf(CodeArtifactsSourceInvalid, "%v; use a relative subfolder such as .bhw/outbox", err)
+		return agent.Errorf(exit.CodeArtifactsSourceInvalid, "%v; use a relative subfolder such as .bhw/outbox", err)
 	}
 	return nil
 }
@@ -304,8 +293,8 @@ func (r *Runner) launch(res *resolved, workFolder string) agent.Launch {
 
 // posture resolves the thread's permissions and policy (the checklist's
 // step 3); the gate and `policy explain` both use it.
-func (r *Runner) posture(env *envelope.Envelope, ac *AgentConfig) (string, policy.Policy, error) {
-	perm := firstNonEmpty(env.Agent.Permissions, ac.Permissions, PermApproval)
+func (r *Runner) posture(env *envelope.Envelope, ac *setup.AgentConfig) (string, policy.Policy, error) {
+	perm := cmp.Or(env.Agent.Permissions, ac.Permissions, setup.PermApproval)
 	allow := r.Setup.Config.Policy.AllowAutonomous
 	if err := checkPosture(env, perm, &allow); err != nil {
 		return "", policy.Policy{}, err
@@ -326,22 +315,22 @@ func (r *Runner) posture(env *envelope.Envelope, ac *AgentConfig) (string, polic
 func checkPosture(env *envelope.Envelope, perm string, allowAutonomous *bool) error {
 	switch {
 	case env.Bad["agent.permissions"] != "":
-		return agent.Errorf(CodePermissionsUnsupported, "agent.permissions is %s; use autonomous, guarded or approval", env.Bad["agent.permissions"])
-	case !slices.Contains([]string{PermAutonomous, PermGuarded, PermApproval}, perm):
-		return agent.Errorf(CodePermissionsUnsupported, "agent.permissions %q is not supported; use autonomous, guarded or approval", perm)
-	case perm == PermAutonomous && allowAutonomous != nil && !*allowAutonomous:
-		return agent.Errorf(CodeAutonomousForbidden, "this machine does not allow autonomous threads (policy.allow_autonomous is false); use guarded or approval")
+		return agent.Errorf(exit.CodePermissionsUnsupported, "agent.permissions is %s; use autonomous, guarded or approval", env.Bad["agent.permissions"])
+	case !slices.Contains([]string{setup.PermAutonomous, setup.PermGuarded, setup.PermApproval}, perm):
+		return agent.Errorf(exit.CodePermissionsUnsupported, "agent.permissions %q is not supported; use autonomous, guarded or approval", perm)
+	case perm == setup.PermAutonomous && allowAutonomous != nil && !*allowAutonomous:
+		return agent.Errorf(exit.CodeAutonomousForbidden, "this machine does not allow autonomous threads (policy.allow_autonomous is false); use guarded or approval")
 	}
 	if env.Bad["policy"] != "" {
-		return agent.Errorf(CodePolicyInvalid, "the thread's policy does not parse: %s", env.Bad["policy"])
+		return agent.Errorf(exit.CodePolicyInvalid, "the thread's policy does not parse: %s", env.Bad["policy"])
 	}
 	if env.Policy != nil {
 		if err := env.Policy.Validate(); err != nil {
-			return agent.Errorf(CodePolicyInvalid, "the thread's policy is invalid: %v", err)
+			return agent.Errorf(exit.CodePolicyInvalid, "the thread's policy is invalid: %v", err)
 		}
 	}
-	if perm == PermGuarded && env.Policy == nil {
-		return agent.Errorf(CodePolicyMissing, "a guarded thread needs a policy in thread.metadata.policy; add one or use approval")
+	if perm == setup.PermGuarded && env.Policy == nil {
+		return agent.Errorf(exit.CodePolicyMissing, "a guarded thread needs a policy in thread.metadata.policy; add one or use approval")
 	}
 	return nil
 }
@@ -354,13 +343,13 @@ func checkPosture(env *envelope.Envelope, perm string, allowAutonomous *bool) er
 // exists and is allowed there, autonomous is allowed, the executable) is
 // the runner's to check. A failure keeps the checklist's code with exit 64:
 // the person's input is wrong and nothing was written.
-func (s *Setup) CheckHandOff(env *envelope.Envelope) error {
+func CheckHandOff(s *setup.Setup, env *envelope.Envelope) error {
 	err := workFolderShape(env, env.WorkFolder)
 	if err == nil {
-		_, err = s.agentType(env, env.Agent.Type, false)
+		_, err = checkAgentType(s, env, env.Agent.Type, false)
 	}
 	if err == nil {
-		err = checkPosture(env, firstNonEmpty(env.Agent.Permissions, PermApproval), nil)
+		err = checkPosture(env, cmp.Or(env.Agent.Permissions, setup.PermApproval), nil)
 	}
 	if err == nil {
 		err = launchShape(env, env.Agent.Type)
@@ -376,7 +365,7 @@ func (s *Setup) CheckHandOff(env *envelope.Envelope) error {
 	}
 	var te *agent.Error
 	if errors.As(err, &te) {
-		return &ExitError{Exit: ExitUsage, Code: te.Code, Message: te.Message, Err: te}
+		return &exit.Error{Exit: exit.Usage, Code: te.Code, Message: te.Message, Err: te}
 	}
 	return err
 }
@@ -406,7 +395,7 @@ func (r *Runner) workFolderAllowed(real string) error {
 			}
 		}
 		if !ok {
-			return agent.Errorf(CodeWorkFolderNotAllowed, "work folder %s is not under workspace.roots (%s); move the checkout or ask the machine owner", real, strings.Join(roots, ", "))
+			return agent.Errorf(exit.CodeWorkFolderNotAllowed, "work folder %s is not under workspace.roots (%s); move the checkout or ask the machine owner", real, strings.Join(roots, ", "))
 		}
 	}
 	forbidden := map[string]string{
@@ -420,7 +409,7 @@ func (r *Runner) workFolderAllowed(real string) error {
 			forbidden[os.Getenv(ad.HomeEnv)] = ad.HomeEnv
 		}
 		if ac := r.Setup.Config.Agents[ad.Type]; ac != nil && ac.Home != "" {
-			forbidden[ac.Home] = "agents." + ad.Type + "." + homeKey(&ad)
+			forbidden[ac.Home] = "agents." + ad.Type + "." + setup.HomeKey(&ad)
 		}
 		for _, d := range ad.HomeDirs {
 			forbidden[filepath.Join(r.Setup.Home, d)] = "~/" + d
@@ -440,7 +429,7 @@ func (r *Runner) workFolderAllowed(real string) error {
 		// Inside counts as much as containing: an agent's unasked zone that
 		// covers bhw-run's records could forge another thread's state.
 		if policy.Within(real, rd) || policy.Within(rd, real) {
-			return agent.Errorf(CodeWorkFolderNotAllowed, "work folder %s is, contains or lies inside %s (%s); pick a folder that holds only the checkout, outside it", real, what, rd)
+			return agent.Errorf(exit.CodeWorkFolderNotAllowed, "work folder %s is, contains or lies inside %s (%s); pick a folder that holds only the checkout, outside it", real, what, rd)
 		}
 	}
 	return nil

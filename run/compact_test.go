@@ -11,16 +11,20 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
-	"gopkg.in/yaml.v3"
+	"github.com/blobhub/bhw-run/setup"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // journalPath is alias's emissions.jsonl.
 func (h *harness) journalPath(alias string) string {
-	return filepath.Join(ThreadDir(h.setup().JobDir, alias), "emissions.jsonl")
+	return filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "emissions.jsonl")
 }
 
 // journalRecords counts the records of alias's journal file.
@@ -74,7 +78,7 @@ func (h *harness) talk(alias string, n int) {
 	h.t.Helper()
 	h.srv.PersonPost(alias, fmt.Sprintf("message %d", n))
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: fmt.Sprintf("answer %d", n)}}}})
-	want(h.t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(h.t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 }
 
 // TestIdleRunLeavesThreadYAML: an idle run writes no thread.yaml (it
@@ -87,10 +91,10 @@ func TestIdleRunLeavesThreadYAML(t *testing.T) {
 	const alias = "idle/yaml"
 	h.handOff(alias, "approval", "start")
 	h.play(oneTurn())
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
-	path := filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml")
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+	path := filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.yaml")
 	before := h.stat(path)
-	want(t, h.run(alias), OutcomeIdle, ExitOK)
+	want(t, h.run(alias), OutcomeIdle, exit.OK)
 	if h.rewritten(path, before) {
 		t.Fatal("the idle run rewrote thread.yaml")
 	}
@@ -101,12 +105,12 @@ func TestIdleRunLeavesThreadYAML(t *testing.T) {
 	if err := os.WriteFile(path, append([]byte("# edited by hand\n"), b...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	want(t, h.run(alias), OutcomeIdle, ExitOK)
+	want(t, h.run(alias), OutcomeIdle, exit.OK)
 	if got, err := os.ReadFile(path); err != nil || string(got) != string(b) {
 		t.Fatalf("the run after the edit left thread.yaml as\n%s\nwant bhw-run's encoding\n%s", got, b)
 	}
 	before = h.stat(path)
-	want(t, h.run(alias), OutcomeIdle, ExitOK)
+	want(t, h.run(alias), OutcomeIdle, exit.OK)
 	if h.rewritten(path, before) {
 		t.Fatal("the idle run after the rewrite rewrote thread.yaml again")
 	}
@@ -122,13 +126,13 @@ func TestJournalCompactedAfterEachRun(t *testing.T) {
 	const alias = "compact/t"
 	h.handOff(alias, "approval", "start")
 	h.play(oneTurn())
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	if n := h.journalRecords(alias); n != 2 {
 		t.Fatalf("the journal holds %d records after a completed turn, want 2 (the counter)", n)
 	}
 	st := h.stat(h.journalPath(alias))
 	h.srv.ResetCounts()
-	want(t, h.run(alias), OutcomeIdle, ExitOK)
+	want(t, h.run(alias), OutcomeIdle, exit.OK)
 	if n, cmds := h.srv.Requests(); n != 2 {
 		t.Fatalf("the idle run made %d requests %v, want 2", n, cmds)
 	}
@@ -173,7 +177,7 @@ func TestJournalCompactedOnceItHasGrown(t *testing.T) {
 	const alias = "grown/t"
 	h.handOff(alias, "approval", "start")
 	h.play(oneTurn())
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	first, err := os.Stat(h.journalPath(alias))
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +223,7 @@ func TestCompactedManyTimesReconciles(t *testing.T) {
 	const alias = "compactmany/t"
 	h.handOff(alias, "approval", "start")
 	h.play(oneTurn())
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	turn := 0
 	turns := func(n int) {
 		for range n {
@@ -242,13 +246,13 @@ func TestCompactedManyTimesReconciles(t *testing.T) {
 			// on worker must not find it, and it is posted again.
 			h.srv.DropBefore("post_session_thread_item", 1)
 		}
-		wantCode(t, h.run(alias), ExitFailed, CodeWorkFolderNotFound)
+		wantCode(t, h.run(alias), exit.Failed, exit.CodeWorkFolderNotFound)
 		if err := os.Rename(work+".away", work); err != nil {
 			t.Fatal(err)
 		}
 		h.setWireState(alias, envelope.StatePending) // thread retry
 		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "retried"}}}})
-		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+		want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	}
 
 	turns(12)
@@ -264,11 +268,11 @@ func TestCompactedManyTimesReconciles(t *testing.T) {
 	h.srv.PersonPost(alias, "while BlobHub goes away")
 	h.play(oneTurn())
 	h.srv.DropBefore("post_session_thread_item", 2)
-	wantCode(t, h.run(alias), ExitTempFail, CodeUnposted)
+	wantCode(t, h.run(alias), exit.TempFail, exit.CodeUnposted)
 	if n := h.journalOpen(alias); n == 0 {
 		t.Fatal("nothing left journaled by the run BlobHub dropped")
 	}
-	want(t, h.run(alias), OutcomeIdle, ExitOK)
+	want(t, h.run(alias), OutcomeIdle, exit.OK)
 	if n := h.journalOpen(alias); n != 0 || h.journalRecords(alias) != 2 {
 		t.Fatalf("after the reconciling run: %d open, %d records", n, h.journalRecords(alias))
 	}
@@ -304,7 +308,7 @@ func TestCompactedPromptRestored(t *testing.T) {
 	const alias = "compactprompt/t"
 	h.handOff(alias, "approval", "write x")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "let me write"}, {Call: writeCall(h)}}}})
-	want(t, h.run(alias), OutcomeParked, ExitOK)
+	want(t, h.run(alias), OutcomeParked, exit.OK)
 	if n := h.journalRecords(alias); n > 3 {
 		t.Fatalf("the parked thread's journal holds %d records, want the counter and the prompt's", n)
 	}
@@ -312,7 +316,7 @@ func TestCompactedPromptRestored(t *testing.T) {
 	itemID := th.Prompt.ItemID
 	th.Prompt.ItemID, th.Prompt.CreatedAt = "", ""
 	writeThread(t, h, alias, th)
-	want(t, h.run(alias), OutcomeParked, ExitOK)
+	want(t, h.run(alias), OutcomeParked, exit.OK)
 	if got := h.thread(alias).Prompt.ItemID; got != itemID {
 		t.Fatalf("prompt item id %q after the run, want %q from the journal", got, itemID)
 	}
@@ -321,7 +325,7 @@ func TestCompactedPromptRestored(t *testing.T) {
 	}
 	h.srv.PersonPost(alias, "yes")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: writeCall(h)}, {Text: "written"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	if got := h.items(alias); count(got, "pending_prompt_resolved") != 1 {
 		t.Fatalf("items %v", got)
 	}
@@ -339,7 +343,7 @@ func writeThread(t *testing.T, h *harness, alias string, th *envelope.Thread) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := envelope.WriteFileAtomic(filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml"), b, 0o600); err != nil {
+	if err := statefile.WriteAtomic(filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.yaml"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -476,11 +480,11 @@ func TestGrantsEndWithTheTurn(t *testing.T) {
 	const alias = "grants/t"
 	h.handOff(alias, "approval", "write x")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: writeCall(h)}}}})
-	want(t, h.run(alias), OutcomeParked, ExitOK)
+	want(t, h.run(alias), OutcomeParked, exit.OK)
 	h.srv.PersonPost(alias, "yes")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{WaitInterrupt: true}}}})
 	h.tune = func(r *Runner) { r.MaxDuration = 300 * time.Millisecond }
-	wantCode(t, h.run(alias), ExitTurnFailed, CodeTurnTimeout)
+	wantCode(t, h.run(alias), exit.TurnFailed, exit.CodeTurnTimeout)
 	if g := h.thread(alias).Grants; len(g) != 0 {
 		t.Fatalf("grants %v after the turn ended", g)
 	}

@@ -23,7 +23,9 @@ import (
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestAgentCrash: the agent exits mid-turn → the thread fails with
@@ -35,8 +37,8 @@ func TestAgentCrash(t *testing.T) {
 	h.handOff(alias, "approval", "start")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "working"}, {Crash: 1, Stderr: "boom"}}}})
 	sum := h.run(alias)
-	want(t, sum, OutcomeFailed, ExitFailed)
-	wantCode(t, sum, ExitFailed, agent.CodeAgentCrashed)
+	want(t, sum, OutcomeFailed, exit.Failed)
+	wantCode(t, sum, exit.Failed, agent.CodeAgentCrashed)
 	h.wantThreadFailed(alias, agent.CodeAgentCrashed)
 	th := h.thread(alias)
 	if th.Turn.State != envelope.TurnStateRunning || len(th.Turn.InboundIDs) != 1 {
@@ -47,11 +49,11 @@ func TestAgentCrash(t *testing.T) {
 		t.Fatalf("items %v", got)
 	}
 	// Idle while failed.
-	want(t, h.run(alias), OutcomeIdle, ExitOK)
+	want(t, h.run(alias), OutcomeIdle, exit.OK)
 
 	h.setWireState(alias, envelope.StatePending) // thread retry
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "again"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	th = h.thread(alias)
 	if !slices.Equal(th.Turn.InboundIDs, delivered) || th.Turn.State != envelope.TurnStateIdle {
 		t.Fatalf("retry delivered %v (turn %q), want %v", th.Turn.InboundIDs, th.Turn.State, delivered)
@@ -86,7 +88,7 @@ func TestAgentOutput(t *testing.T) {
 			const alias = "out/t"
 			h.handOff(alias, "approval", "start")
 			h.play(agenttest.Script{Turns: [][]agenttest.Step{tc.steps}})
-			want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+			want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 			var texts []string
 			for _, it := range h.srv.Items(alias) {
 				var m struct{ Type string }
@@ -141,13 +143,13 @@ func TestAgentNeverAnswers(t *testing.T) {
 		outcome string
 	}{
 		{"hang stalled", agenttest.Script{Turns: [][]agenttest.Step{{{Text: "thinking"}, {Hang: true}}}},
-			func(r *Runner) { r.StallTimeout = 300 * time.Millisecond }, CodeAgentStalled, "agent_stalled", "stalled"},
+			func(r *Runner) { r.StallTimeout = 300 * time.Millisecond }, exit.CodeAgentStalled, "agent_stalled", "stalled"},
 		{"wait for interrupt timeout", agenttest.Script{Turns: [][]agenttest.Step{{{WaitInterrupt: true}}}},
-			func(r *Runner) { r.MaxDuration = 300 * time.Millisecond }, CodeTurnTimeout, "turn_timeout", "timeout"},
+			func(r *Runner) { r.MaxDuration = 300 * time.Millisecond }, exit.CodeTurnTimeout, "turn_timeout", "timeout"},
 		{"hang timeout", agenttest.Script{Turns: [][]agenttest.Step{{{Hang: true}}}},
-			func(r *Runner) { r.MaxDuration = 300 * time.Millisecond; r.Grace = 200 * time.Millisecond }, CodeTurnTimeout, "turn_timeout", "timeout"},
+			func(r *Runner) { r.MaxDuration = 300 * time.Millisecond; r.Grace = 200 * time.Millisecond }, exit.CodeTurnTimeout, "turn_timeout", "timeout"},
 		{"ignores SIGTERM", agenttest.Script{IgnoreSIGTERM: true, Turns: [][]agenttest.Step{{{Hang: true}}}},
-			func(r *Runner) { r.StallTimeout = 300 * time.Millisecond; r.Grace = 200 * time.Millisecond }, CodeAgentStalled, "agent_stalled", "stalled"},
+			func(r *Runner) { r.StallTimeout = 300 * time.Millisecond; r.Grace = 200 * time.Millisecond }, exit.CodeAgentStalled, "agent_stalled", "stalled"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,8 +162,8 @@ func TestAgentNeverAnswers(t *testing.T) {
 			h.recordPgid(&pgids)
 			start := time.Now()
 			sum := h.run(alias)
-			want(t, sum, OutcomeTurnFailed, ExitTurnFailed)
-			wantCode(t, sum, ExitTurnFailed, tc.code)
+			want(t, sum, OutcomeTurnFailed, exit.TurnFailed)
+			wantCode(t, sum, exit.TurnFailed, tc.code)
 			if d := time.Since(start); d > 20*time.Second {
 				t.Fatalf("the run took %s", d)
 			}
@@ -197,7 +199,7 @@ func TestAgentNeverAnswers(t *testing.T) {
 			}
 			// Not resumed automatically: the next run is idle.
 			h.runner, h.tune = nil, nil
-			want(t, h.run(alias), OutcomeIdle, ExitOK)
+			want(t, h.run(alias), OutcomeIdle, exit.OK)
 			h.noneTwice(alias)
 		})
 	}
@@ -231,7 +233,7 @@ func TestGrandchild(t *testing.T) {
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Grandchild: true}, {Text: "done"}}}})
 	var pgids []int
 	h.recordPgid(&pgids)
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	pid := grandchildPid(t, h.srv.Items(alias))
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	if len(pgids) != 1 || proc.GroupAlive(pgids[0]) {
@@ -276,21 +278,9 @@ func maybeRunActivation() {
 			select {}
 		}
 	}
-	setup, err := Resolve(Options{APIURL: "file://" + s.Store, StateDir: s.State, ConfigPath: s.Config,
-		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: s.State, Adapters: testAdapters()}, "")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	c, err := blobhub.New(blobhub.Config{APIURL: "file://" + s.Store, RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, UserID: "usr_local"})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	r := &Runner{Setup: setup, Client: c, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		MaxDuration: time.Minute, StallTimeout: time.Minute, Grace: time.Second,
-		Environ: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.State},
-	}
+	r := subprocessRunner(s.State, s.Config, s.Store)
+	r.MaxDuration, r.StallTimeout, r.Grace = time.Minute, time.Minute, time.Second
+	r.Environ = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.State}
 	if s.KillAfterStart != "" {
 		wrapStart(r, s.KillAfterStart, func(next startFunc) startFunc {
 			return func(ctx context.Context, l agent.Launch) (agent.Session, error) {
@@ -318,13 +308,13 @@ func maybeRunActivation() {
 
 // runKilled runs one activation in a subprocess that SIGKILLs itself after
 // killAt journal writes; killed is false when the run ended first.
-func (h *harness) runKilled(alias string, killAt int) (killed bool, exit int) {
+func (h *harness) runKilled(alias string, killAt int) (killed bool, exitCode int) {
 	h.t.Helper()
 	return h.runKilledAs(activationSpec{Alias: alias, KillAt: killAt})
 }
 
 // runKilledAs is runKilled for any kill the spec names.
-func (h *harness) runKilledAs(s activationSpec) (killed bool, exit int) {
+func (h *harness) runKilledAs(s activationSpec) (killed bool, exitCode int) {
 	h.t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -377,17 +367,17 @@ func TestKill9(t *testing.T) {
 		const alias = "kill/t"
 		h.handOff(alias, "approval", "start")
 		h.play(script)
-		killed, exit := h.runKilled(alias, n)
+		killed, exitCode := h.runKilled(alias, n)
 		if !killed {
 			// The run got past every journal write: it is the clean run.
-			if exit != ExitOK || !slices.Equal(typeSet(h.items(alias)), clean) {
-				t.Fatalf("clean run: exit %d items %v", exit, h.items(alias))
+			if exitCode != exit.OK || !slices.Equal(typeSet(h.items(alias)), clean) {
+				t.Fatalf("clean run: exit %d items %v", exitCode, h.items(alias))
 			}
 			steps = n - 1
 			break
 		}
 		sum := h.run(alias)
-		if sum.ExitCode != ExitOK {
+		if sum.ExitCode != exit.OK {
 			t.Fatalf("kill at %d: the next run exits %d (%+v)", n, sum.ExitCode, sum.Error)
 		}
 		h.noneTwice(alias)
@@ -415,7 +405,7 @@ func TestKill9(t *testing.T) {
 			t.Errorf("kill at %d: %d emissions unconfirmed", n, open)
 		}
 		// And the thread goes on normally, its journal compacted.
-		want(t, h.run(alias), OutcomeIdle, ExitOK)
+		want(t, h.run(alias), OutcomeIdle, exit.OK)
 		if r := h.journalRecords(alias); r != 2 {
 			t.Errorf("kill at %d: the journal holds %d records after the runs, want 2 (compacted)", n, r)
 		}
@@ -436,14 +426,14 @@ func TestKill9Parked(t *testing.T) {
 		write := &agenttest.Tool{Effect: policy.EffectWrite, Target: policy.Target{Paths: []string{target}}, Result: "File created"}
 		h.handOff(alias, "approval", "write x")
 		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "let me write"}, {Call: write}}}})
-		killed, exit := h.runKilled(alias, n)
+		killed, exitCode := h.runKilled(alias, n)
 		if killed {
 			sum := h.run(alias)
-			if sum.ExitCode != ExitOK {
+			if sum.ExitCode != exit.OK {
 				t.Fatalf("kill at %d: the next run exits %d (%+v)", n, sum.ExitCode, sum.Error)
 			}
-		} else if exit != ExitOK {
-			t.Fatalf("clean run exits %d", exit)
+		} else if exitCode != exit.OK {
+			t.Fatalf("clean run exits %d", exitCode)
 		}
 		th := h.thread(alias)
 		if th.Prompt == nil || th.Prompt.ItemID == "" {
@@ -454,7 +444,7 @@ func TestKill9Parked(t *testing.T) {
 		}
 		h.srv.PersonPost(alias, "yes")
 		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}, {Text: "written"}}}})
-		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+		want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 		got := h.items(alias)
 		if count(got, "pending_prompt") != 1 || count(got, "pending_prompt_resolved") != 1 {
 			t.Fatalf("kill at %d: items %v", n, got)
@@ -488,19 +478,19 @@ func TestKill9Answered(t *testing.T) {
 		write := &agenttest.Tool{Effect: policy.EffectWrite, Target: policy.Target{Paths: []string{target}}, Result: "File created"}
 		h.handOff(alias, "approval", "write x")
 		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}}}})
-		want(t, h.run(alias), OutcomeParked, ExitOK)
+		want(t, h.run(alias), OutcomeParked, exit.OK)
 		h.srv.PersonPost(alias, "yes")
 		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}, {Text: "written"}}}})
-		killed, exit := h.runKilled(alias, n)
+		killed, exitCode := h.runKilled(alias, n)
 		if killed {
 			// The agent of the next run has done the write already (a
 			// replayed Write would be a new question, the grant consumed).
 			h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "written"}}}})
-			if sum := h.run(alias); sum.ExitCode != ExitOK {
+			if sum := h.run(alias); sum.ExitCode != exit.OK {
 				t.Fatalf("kill at %d: the next run exits %d (%+v)", n, sum.ExitCode, sum.Error)
 			}
-		} else if exit != ExitOK {
-			t.Fatalf("clean run exits %d", exit)
+		} else if exitCode != exit.OK {
+			t.Fatalf("clean run exits %d", exitCode)
 		}
 		got := h.items(alias)
 		if count(got, "pending_prompt") != 1 || count(got, "pending_prompt_resolved") != 1 {
@@ -530,8 +520,8 @@ func TestKill9AfterStartNewHostSession(t *testing.T) {
 	const alias = "kill/host"
 	h.handOffTo(alias, testHostAgent, "approval", "start")
 	h.play(agenttest.Turn(agenttest.Step{Text: "hi"}))
-	if killed, exit := h.runKilledAs(activationSpec{Alias: alias, KillAfterStart: testHostAgent}); !killed {
-		t.Fatalf("the run was not killed (exit %d)", exit)
+	if killed, exitCode := h.runKilledAs(activationSpec{Alias: alias, KillAfterStart: testHostAgent}); !killed {
+		t.Fatalf("the run was not killed (exit %d)", exitCode)
 	}
 	if th := h.thread(alias); th.Agent.AgentSessionID != "" || th.Agent.Process != nil || th.Turn.State == envelope.TurnStateRunning {
 		t.Fatalf("after the kill: session %q process %v turn %q; want none recorded", th.Agent.AgentSessionID, th.Agent.Process, th.Turn.State)
@@ -545,7 +535,7 @@ func TestKill9AfterStartNewHostSession(t *testing.T) {
 			}
 		})
 	}
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	h.noneTwice(alias)
 	if got := h.items(alias); count(got, "person") != 1 || count(got, "text") != 1 || count(got, "turn_end") != 1 {
 		t.Fatalf("items %v: want the message delivered once, one answer", got)
@@ -554,4 +544,22 @@ func TestKill9AfterStartNewHostSession(t *testing.T) {
 	if len(launches) != 1 || launches[0].Resume || th.Agent.AgentSessionID != launches[0].SessionID {
 		t.Fatalf("launches %+v, thread.yaml session %q: want one new session, recorded", launches, th.Agent.AgentSessionID)
 	}
+}
+
+// subprocessRunner is the Runner of a re-executed test binary on the
+// file:// store, the state tree and config.yaml named; it exits 2 when
+// they do not resolve.
+func subprocessRunner(state, config, store string) *Runner {
+	s, err := setup.Resolve(setup.Options{APIURL: "file://" + store, StateDir: state, ConfigPath: config,
+		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: state, Adapters: testAdapters()}, "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	c, err := blobhub.New(blobhub.Config{APIURL: "file://" + store, RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, UserID: "usr_local"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	return &Runner{Setup: s, Client: c, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }

@@ -2,6 +2,8 @@ package run
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,17 +20,19 @@ import (
 
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // The tests of this file read the local files in the shapes the
-// blobhub-worker documentation shows (testdata/docs, each fixture naming
+// blobhub-worker documentation shows (e2e/testdata/docs, each fixture naming
 // the page it comes from), since a person may point the daemon and
 // bhw-run at one account, or move a machine from one to the other.
 
-// docsFixture reads testdata/docs/name, with each old → new replaced.
+// docsFixture reads e2e/testdata/docs/name, with each old → new replaced.
 func docsFixture(t *testing.T, name string, replace ...string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "docs", name))
+	b, err := os.ReadFile(filepath.Join("..", "e2e", "testdata", "docs", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,9 +121,9 @@ func TestSectionYAMLRefusal(t *testing.T) {
 	const alias = "docs/refused"
 	h.handOff(alias, "approval", "hello")
 	h.srv.Put("worker", `{"type":"thread","thread":{"metadata":{"user":{"user_id":"usr_other"}}}}`)
-	wantExitCode(t, h.run(alias), ExitRefused, CodeSessionOwnedByOther)
+	wantExitCode(t, h.run(alias), exit.Refused, exit.CodeSessionOwnedByOther)
 	m := readYAML(t, filepath.Join(h.setup().JobDir, "section.yaml"))
-	if dig(m, "attachment", "status") != "refused" || dig(m, "attachment", "error", "code") != CodeSessionOwnedByOther {
+	if dig(m, "attachment", "status") != "refused" || dig(m, "attachment", "error", "code") != exit.CodeSessionOwnedByOther {
 		t.Fatalf("attachment %v", dig(m, "attachment"))
 	}
 	if msg, _ := dig(m, "attachment", "error", "message").(string); !strings.Contains(msg, "usr_other") {
@@ -164,7 +168,7 @@ func TestSectionYAMLWrongShape(t *testing.T) {
 			const alias = "docs/shape"
 			h.handOff(alias, "approval", "hello")
 			sum := h.run(alias)
-			wantExitCode(t, sum, ExitConfig, CodeStateTreeInvalid)
+			wantExitCode(t, sum, exit.Config, exit.CodeStateTreeInvalid)
 			if !strings.Contains(sum.Error.Message, tc.want) || tc.not != "" && strings.Contains(sum.Error.Message, tc.not) {
 				t.Fatalf("message %q: want it to name %q (and not say %q)", sum.Error.Message, tc.want, tc.not)
 			}
@@ -179,10 +183,10 @@ func TestSectionYAMLWrongShape(t *testing.T) {
 // documented one; a fresh file is written in it.
 func TestDocsIdentityYAML(t *testing.T) {
 	const alias = "docs/identity"
-	setup := func(t *testing.T, body []byte) *harness {
+	withIdentity := func(t *testing.T, body []byte) *harness {
 		h := newHarness(t, false)
 		if body != nil {
-			if err := os.WriteFile(identityPath(h.state), body, 0o600); err != nil {
+			if err := os.WriteFile(setup.IdentityPath(h.state), body, 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -192,7 +196,7 @@ func TestDocsIdentityYAML(t *testing.T) {
 	}
 	wantIdentity := func(t *testing.T, h *harness, userID, name, recordedAt string) {
 		t.Helper()
-		m := readYAML(t, identityPath(h.state))
+		m := readYAML(t, setup.IdentityPath(h.state))
 		if dig(m, "user", "user_id") != userID || dig(m, "user", "name") != name {
 			t.Fatalf("identity.yaml %v, want user %s (%s)", m, userID, name)
 		}
@@ -207,51 +211,51 @@ func TestDocsIdentityYAML(t *testing.T) {
 
 	t.Run("documented, same user", func(t *testing.T) {
 		body := docsFixture(t, "identity.yaml", "usr_01J...", bhtest.RunnerUserID)
-		h := setup(t, body)
+		h := withIdentity(t, body)
 		want(t, h.run(alias), OutcomeTurnCompleted, 0)
-		wantFile(t, identityPath(h.state), body)
+		wantFile(t, setup.IdentityPath(h.state), body)
 		// Our own items are recognised by the recorded user: nothing new.
 		want(t, h.run(alias), OutcomeIdle, 0)
 	})
 	t.Run("documented, another user", func(t *testing.T) {
 		body := docsFixture(t, "identity.yaml")
-		h := setup(t, body)
+		h := withIdentity(t, body)
 		sum := h.run(alias)
-		wantExitCode(t, sum, ExitRefused, CodeUserIdentityMismatch)
+		wantExitCode(t, sum, exit.Refused, exit.CodeUserIdentityMismatch)
 		if !strings.Contains(sum.Error.Message, "usr_01J...") {
 			t.Fatalf("message %q does not name the recorded user", sum.Error.Message)
 		}
-		wantFile(t, identityPath(h.state), body)
+		wantFile(t, setup.IdentityPath(h.state), body)
 		if got := h.wireState(alias); got != "pending" {
 			t.Fatalf("wire state %q after a refusal", got)
 		}
 	})
 	t.Run("flat, same user", func(t *testing.T) {
-		h := setup(t, []byte("user_id: "+bhtest.RunnerUserID+"\nname: Old Name\nemail: old@example.test\nrecorded_at: \"2026-01-02T03:04:05.123456+00:00\"\n"))
+		h := withIdentity(t, []byte("user_id: "+bhtest.RunnerUserID+"\nname: Old Name\nemail: old@example.test\nrecorded_at: \"2026-01-02T03:04:05.123456+00:00\"\n"))
 		want(t, h.run(alias), OutcomeTurnCompleted, 0)
 		wantIdentity(t, h, bhtest.RunnerUserID, "Old Name", "2026-01-02T03:04:05Z")
 	})
 	t.Run("flat, another user", func(t *testing.T) {
-		h := setup(t, []byte("user_id: usr_somebody_else\n"))
-		wantExitCode(t, h.run(alias), ExitRefused, CodeUserIdentityMismatch)
+		h := withIdentity(t, []byte("user_id: usr_somebody_else\n"))
+		wantExitCode(t, h.run(alias), exit.Refused, exit.CodeUserIdentityMismatch)
 	})
 	t.Run("none yet", func(t *testing.T) {
-		h := setup(t, nil)
+		h := withIdentity(t, nil)
 		want(t, h.run(alias), OutcomeTurnCompleted, 0)
 		wantIdentity(t, h, bhtest.RunnerUserID, "Runner Test", "")
-		if dig(readYAML(t, identityPath(h.state)), "user", "email") != "runner@example.test" {
+		if dig(readYAML(t, setup.IdentityPath(h.state)), "user", "email") != "runner@example.test" {
 			t.Fatal("email not recorded")
 		}
 	})
 	t.Run("no user recorded", func(t *testing.T) {
 		body := []byte("user:\n  name: Somebody\n")
-		h := setup(t, body)
+		h := withIdentity(t, body)
 		sum := h.run(alias)
-		wantExitCode(t, sum, ExitConfig, CodeStateTreeInvalid)
+		wantExitCode(t, sum, exit.Config, exit.CodeStateTreeInvalid)
 		if !strings.Contains(sum.Error.Message, "user_id") {
 			t.Fatalf("message %q", sum.Error.Message)
 		}
-		wantFile(t, identityPath(h.state), body)
+		wantFile(t, setup.IdentityPath(h.state), body)
 	})
 }
 
@@ -287,9 +291,9 @@ func TestDocsConfigYAML(t *testing.T) {
 		if err := os.WriteFile(path, []byte(tc.body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := Resolve(Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: path, Home: dir, RevisionID: "rev_x", SessionID: "ses_x"}, "")
-		var ee *ExitError
-		if !errors.As(err, &ee) || ee.Code != CodeInvalidConfig || !strings.Contains(ee.Message, tc.want) {
+		_, err := setup.Resolve(setup.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: path, Home: dir, RevisionID: "rev_x", SessionID: "ses_x"}, "")
+		var ee *exit.Error
+		if !errors.As(err, &ee) || ee.Code != exit.CodeInvalidConfig || !strings.Contains(ee.Message, tc.want) {
 			t.Errorf("%q: %v, want INVALID_CONFIG %q", tc.body, err, tc.want)
 		}
 	}
@@ -313,37 +317,38 @@ func TestDocsCredentialsV1(t *testing.T) {
 		}
 	}
 	v1 := docsFixture(t, "credentials.yaml", "bhk_...", "bhk_v1_key", "https://api.blobhub.io/v1", "https://v1.example.test/v1")
-	resolve := func(t *testing.T, home string, o Options) (*Setup, error) {
+	resolve := func(t *testing.T, home string, o setup.Options) (*setup.Setup, error) {
 		t.Helper()
 		o.Home, o.StateDir, o.RevisionID, o.SessionID = home, filepath.Join(home, "state"), "rev_x", "ses_x"
-		return Resolve(o, "")
+		return setup.Resolve(o, "")
 	}
 
 	t.Run("alone", func(t *testing.T) {
 		home := t.TempDir()
-		write(t, V1CredentialsPath(home), v1, 0o600)
-		s, err := resolve(t, home, Options{})
+		write(t, setup.V1CredentialsPath(home), v1, 0o600)
+		s, err := resolve(t, home, setup.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.APIKey != "bhk_v1_key" || s.APIURL != "https://v1.example.test/v1" || s.StateName != "key-"+shortHash("bhk_v1_key") {
+		keyHash := sha256.Sum256([]byte("bhk_v1_key"))
+		if s.APIKey != "bhk_v1_key" || s.APIURL != "https://v1.example.test/v1" || s.StateName != "key-"+hex.EncodeToString(keyHash[:])[:12] {
 			t.Fatalf("key %q url %q state %q", s.APIKey, s.APIURL, s.StateName)
 		}
 	})
 	t.Run("readable by others", func(t *testing.T) {
 		home := t.TempDir()
-		write(t, V1CredentialsPath(home), v1, 0o644)
-		_, err := resolve(t, home, Options{})
-		var ee *ExitError
-		if !errors.As(err, &ee) || ee.Code != CodeInsecureCredentials || !strings.Contains(ee.Message, V1CredentialsPath(home)) || !strings.Contains(ee.Message, "chmod 600") {
+		write(t, setup.V1CredentialsPath(home), v1, 0o644)
+		_, err := resolve(t, home, setup.Options{})
+		var ee *exit.Error
+		if !errors.As(err, &ee) || ee.Code != exit.CodeInsecureCredentials || !strings.Contains(ee.Message, setup.V1CredentialsPath(home)) || !strings.Contains(ee.Message, "chmod 600") {
 			t.Fatalf("%v, want INSECURE_CREDENTIALS_PERMISSIONS naming the file", err)
 		}
 	})
 	t.Run("after the CLI's profile", func(t *testing.T) {
 		home := t.TempDir()
-		write(t, V1CredentialsPath(home), v1, 0o600)
-		write(t, CredentialsPath(home), []byte("default: prod\nprofiles:\n  prod: {api_key: bhk_cli_key, api_url: https://cli.example.test/v1}\n"), 0o600)
-		s, err := resolve(t, home, Options{})
+		write(t, setup.V1CredentialsPath(home), v1, 0o600)
+		write(t, setup.CredentialsPath(home), []byte("default: prod\nprofiles:\n  prod: {api_key: bhk_cli_key, api_url: https://cli.example.test/v1}\n"), 0o600)
+		s, err := resolve(t, home, setup.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -353,15 +358,15 @@ func TestDocsCredentialsV1(t *testing.T) {
 	})
 	t.Run("after a key passed", func(t *testing.T) {
 		home := t.TempDir()
-		write(t, V1CredentialsPath(home), v1, 0o600)
-		s, err := resolve(t, home, Options{APIKey: "bhk_env_key"})
+		write(t, setup.V1CredentialsPath(home), v1, 0o600)
+		s, err := resolve(t, home, setup.Options{APIKey: "bhk_env_key"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.APIKey != "bhk_env_key" || s.APIURL != DefaultAPIURL {
+		if s.APIKey != "bhk_env_key" || s.APIURL != setup.DefaultAPIURL {
 			t.Fatalf("key %q url %q", s.APIKey, s.APIURL)
 		}
-		s, err = resolve(t, home, Options{APIURL: "https://flag.example.test/v1"})
+		s, err = resolve(t, home, setup.Options{APIURL: "https://flag.example.test/v1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -371,8 +376,8 @@ func TestDocsCredentialsV1(t *testing.T) {
 	})
 	t.Run("not for a local store", func(t *testing.T) {
 		home := t.TempDir()
-		write(t, V1CredentialsPath(home), v1, 0o600)
-		s, err := resolve(t, home, Options{APIURL: "file://" + home + "/store"})
+		write(t, setup.V1CredentialsPath(home), v1, 0o600)
+		s, err := resolve(t, home, setup.Options{APIURL: "file://" + home + "/store"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -405,7 +410,7 @@ func TestLocalTimestamps(t *testing.T) {
 		}
 	}
 
-	th := readYAML(t, filepath.Join(ThreadDir(jobDir, alias), "thread.yaml"))
+	th := readYAML(t, filepath.Join(setup.ThreadDir(jobDir, alias), "thread.yaml"))
 	stamp("thread.yaml turn.started_at", fmt.Sprint(dig(th, "turn", "started_at")))
 	items := h.srv.Items(alias)
 	served := map[string]string{}
@@ -422,7 +427,7 @@ func TestLocalTimestamps(t *testing.T) {
 		t.Errorf("items.scanned.created_at %q, want %q as served", got, last)
 	}
 
-	jb, err := os.ReadFile(filepath.Join(ThreadDir(jobDir, alias), "emissions.jsonl"))
+	jb, err := os.ReadFile(filepath.Join(setup.ThreadDir(jobDir, alias), "emissions.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +457,7 @@ func TestLocalTimestamps(t *testing.T) {
 	nm := readYAML(t, filepath.Join(jobDir, "not_mine.yaml"))
 	stamp("not_mine.yaml updated_at", fmt.Sprint(dig(nm, "aliases", "docs/note", "updated_at")))
 	stamp("section.yaml attached_at", fmt.Sprint(dig(readYAML(t, filepath.Join(jobDir, "section.yaml")), "attachment", "attached_at")))
-	stamp("identity.yaml user.recorded_at", fmt.Sprint(dig(readYAML(t, identityPath(h.state)), "user", "recorded_at")))
+	stamp("identity.yaml user.recorded_at", fmt.Sprint(dig(readYAML(t, setup.IdentityPath(h.state)), "user", "recorded_at")))
 
 	w, ok := h.srv.Get("worker")
 	if !ok {

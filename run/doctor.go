@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +19,9 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // Check is one line of `bhw-run doctor`: one thing a scheduled run needs,
@@ -43,15 +46,15 @@ const doctorRetries = 5 * time.Second
 // not a running blobhub-worker's), each agent a thread may use (found,
 // its version, its preflight) and the agent slots. A check that cannot
 // run because an earlier one failed says so and does not hold.
-func Doctor(ctx context.Context, o Options) []Check {
+func Doctor(ctx context.Context, o setup.Options) []Check {
 	d := &doctor{o: o}
 	d.run(ctx)
 	return d.checks
 }
 
 type doctor struct {
-	o      Options
-	s      *Setup
+	o      setup.Options
+	s      *setup.Setup
 	checks []Check
 }
 
@@ -66,7 +69,7 @@ func (d *doctor) fail(check, detail, fix string) {
 // failErr is a failed check whose detail is err (its code first) and
 // whose fix is fix, or the "; …" advice err's message ends with.
 func (d *doctor) failErr(check string, err error, fix string) {
-	ee := Exit(err)
+	ee := exit.Of(err)
 	detail := ee.Message
 	if i := strings.LastIndex(detail, "; "); i > 0 {
 		detail = detail[:i]
@@ -74,7 +77,7 @@ func (d *doctor) failErr(check string, err error, fix string) {
 			fix = ee.Message[i+2:]
 		}
 	}
-	if ee.Code != "" && ee.Code != CodeInternal {
+	if ee.Code != "" && ee.Code != exit.CodeInternal {
 		detail = ee.Code + ": " + detail
 	}
 	d.fail(check, detail, fix)
@@ -90,30 +93,31 @@ func (d *doctor) skip(check, why string) {
 }
 
 func (d *doctor) run(ctx context.Context) {
-	s, err := newSetup(d.o)
+	s, err := setup.New(d.o)
 	if err != nil {
 		d.failErr("credentials", err, "")
 		return
 	}
 	d.s = s
-	u, err := s.resolveAPI(d.o)
+	u, err := s.ResolveAPI(d.o)
 	d.credentials(err)
 	d.workerCredentials()
 	if err != nil {
 		d.withoutCredentials(ctx)
 		return
 	}
-	if err := s.resolveStateDir(d.o, u); err != nil {
+	if err := s.ResolveStateDir(d.o, u); err != nil {
 		d.failErr("state_dir", err, "")
 		return
 	}
 	client := d.api(ctx)
-	if err := s.readConfig(d.o); err != nil {
+	if err := s.ReadConfig(d.o); err != nil {
 		d.failErr("config", err, "fix "+s.ConfigPath+" (contrib/config.example.yaml shows every key)")
 		d.skip("section", "the sections are in the config")
 		d.stateDir()
 		d.blobhubWorker()
 		d.skip("agents", "the agents are in the config")
+		d.skip("confine", "whether the agents are confined is in the config")
 		d.skip("slots", "concurrency.max_agents is in the config")
 		return
 	}
@@ -122,11 +126,12 @@ func (d *doctor) run(ctx context.Context) {
 	d.stateDir()
 	d.blobhubWorker()
 	d.agents(ctx)
+	d.confinement()
 	d.slots()
 }
 
-// withoutCredentials checks what does not need them: the config and the
-// agents. The config's folder is the profile's state tree, so it is known
+// withoutCredentials checks what does not need them: the config, the
+// agents and their confinement. The config's folder is the profile's state tree, so it is known
 // only when --config, --state-dir or a profile names it; the agents are
 // checked with the defaults otherwise.
 func (d *doctor) withoutCredentials(ctx context.Context) {
@@ -135,18 +140,19 @@ func (d *doctor) withoutCredentials(ctx context.Context) {
 	d.skip("api", why)
 	located := d.o.ConfigPath != "" || d.o.StateDir != "" || s.Profile != ""
 	if d.o.StateDir != "" || s.Profile != "" {
-		if err := s.resolveStateDir(d.o, &url.URL{}); err != nil {
+		if err := s.ResolveStateDir(d.o, &url.URL{}); err != nil {
 			located = false
 		}
 	}
 	switch {
 	case !located:
 		d.skip("config", "it lives in the profile's state tree; pass --config or --state-dir to check it now")
-		_ = validateConfig(&s.Config, s) // the defaults, for the agents
+		_ = s.DefaultConfig() // for the agents
 	default:
-		if err := s.readConfig(d.o); err != nil {
+		if err := s.ReadConfig(d.o); err != nil {
 			d.failErr("config", err, "fix "+s.ConfigPath+" (contrib/config.example.yaml shows every key)")
 			d.skip("agents", "the agents are in the config")
+			d.skip("confine", "whether the agents are confined is in the config")
 			return
 		}
 		d.config()
@@ -155,12 +161,13 @@ func (d *doctor) withoutCredentials(ctx context.Context) {
 		d.skip(c, why)
 	}
 	d.agents(ctx)
+	d.confinement()
 	d.skip("slots", why)
 }
 
 // credentials: where the key comes from, and the credentials file's mode.
 func (d *doctor) credentials(err error) {
-	s, path := d.s, CredentialsPath(d.s.Home)
+	s, path := d.s, setup.CredentialsPath(d.s.Home)
 	if err != nil {
 		d.failErr("credentials", err, "")
 		return
@@ -182,7 +189,7 @@ func (d *doctor) credentials(err error) {
 // workerCredentials: the Python blobhub-worker's credentials file holds a
 // key too; it must be private like ours. Absent, there is nothing to say.
 func (d *doctor) workerCredentials() {
-	path := V1CredentialsPath(d.s.Home)
+	path := setup.V1CredentialsPath(d.s.Home)
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
@@ -191,7 +198,7 @@ func (d *doctor) workerCredentials() {
 	case err != nil:
 		d.fail("worker_credentials", fmt.Sprintf("cannot read %s: %v", path, err), "check the file's owner and mode")
 	case fi.Mode().Perm()&0o077 != 0:
-		d.fail("worker_credentials", fmt.Sprintf("%s: %s has mode %04o: other users can read its key", CodeInsecureCredentials, path, fi.Mode().Perm()), "chmod 600 "+path)
+		d.fail("worker_credentials", fmt.Sprintf("%s: %s has mode %04o: other users can read its key", exit.CodeInsecureCredentials, path, fi.Mode().Perm()), "chmod 600 "+path)
 	default:
 		d.ok("worker_credentials", "%s, mode %04o", path, fi.Mode().Perm())
 	}
@@ -215,15 +222,15 @@ func (d *doctor) api(ctx context.Context) blobhub.Client {
 	defer cancel()
 	me, err := c.Me(ctx)
 	if err != nil {
-		fix := "check the network, a proxy, and --api-url (" + shownURL(s.APIURL) + ")"
+		fix := "check the network, a proxy, and --api-url (" + setup.ShownURL(s.APIURL) + ")"
 		if errors.Is(err, blobhub.ErrAuth) {
-			fix = "check the key: BLOBHUB_API_KEY, --api-key or the profile in " + CredentialsPath(s.Home) + " (a revoked key needs a new one)"
+			fix = "check the key: BLOBHUB_API_KEY, --api-key or the profile in " + setup.CredentialsPath(s.Home) + " (a revoked key needs a new one)"
 		}
-		d.failErr("api", APIError(err, "users/me"), fix)
+		d.failErr("api", setup.APIError(err, "users/me"), fix)
 		return nil
 	}
-	if rec, err := LoadIdentity(s.StateDir); err == nil && rec != nil && rec.UserID != "" && rec.UserID != me.UserID {
-		d.fail("api", fmt.Sprintf("%s: the key belongs to %s but this state tree (%s) was recorded for %s", CodeUserIdentityMismatch, me.UserID, s.StateDir, rec.UserID),
+	if rec, err := setup.LoadIdentity(s.StateDir); err == nil && rec != nil && rec.UserID != "" && rec.UserID != me.UserID {
+		d.fail("api", fmt.Sprintf("%s: the key belongs to %s but this state tree (%s) was recorded for %s", exit.CodeUserIdentityMismatch, me.UserID, s.StateDir, rec.UserID),
 			"use the profile of "+rec.UserID+", or another --state-dir for this key")
 		return c
 	}
@@ -231,7 +238,7 @@ func (d *doctor) api(ctx context.Context) blobhub.Client {
 	if me.Name != "" {
 		who += " (" + me.Name + ")"
 	}
-	d.ok("api", "%s answers; the key belongs to %s", shownURL(s.APIURL), who)
+	d.ok("api", "%s answers; the key belongs to %s", setup.ShownURL(s.APIURL), who)
 	return c
 }
 
@@ -258,7 +265,7 @@ func (d *doctor) config() {
 // the session exists.
 func (d *doctor) section(ctx context.Context, client blobhub.Client) {
 	s := d.s
-	if err := s.resolveSection(d.o, ""); err != nil {
+	if err := s.ResolveSection(d.o, ""); err != nil {
 		fix := ""
 		if strings.HasPrefix(s.APIURL, "file://") {
 			fix = "pass --revision and --session (or BHW_REVISION_ID/BHW_SESSION_ID): the local store makes the session with its first thread, so any ids will do, e.g. rev_local and ses_local"
@@ -288,9 +295,9 @@ func (d *doctor) section(ctx context.Context, client blobhub.Client) {
 	case errors.Is(err, blobhub.ErrNotFound) && strings.HasPrefix(s.APIURL, "file://"):
 		d.ok("section", "%s (the local store creates the session with its first thread: bhw-run thread new)", what)
 	case errors.Is(err, blobhub.ErrNotFound):
-		d.fail("section", fmt.Sprintf("%s: %s was not found on BlobHub", CodeSessionNotFound, what), "check the section's revision_id and session_id (or --revision/--session)")
+		d.fail("section", fmt.Sprintf("%s: %s was not found on BlobHub", exit.CodeSessionNotFound, what), "check the section's revision_id and session_id (or --revision/--session)")
 	case err != nil:
-		d.failErr("section", APIError(err, "list_session_objects"), "")
+		d.failErr("section", setup.APIError(err, "list_session_objects"), "")
 	default:
 		d.ok("section", "%s: %d object(s)", what, len(aliases))
 	}
@@ -303,19 +310,19 @@ func (d *doctor) stateDir() {
 	made := ""
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			d.fail("state_dir", fmt.Sprintf("%s: cannot create %s: %v", CodeStateTreeInvalid, dir, err), "create it, or pass another --state-dir")
+			d.fail("state_dir", fmt.Sprintf("%s: cannot create %s: %v", exit.CodeStateTreeInvalid, dir, err), "create it, or pass another --state-dir")
 			return
 		}
 		made = " (created now)"
 	}
 	fi, err := os.Stat(dir)
 	if err != nil || !fi.IsDir() {
-		d.fail("state_dir", fmt.Sprintf("%s: %s is not a folder (%v)", CodeStateTreeInvalid, dir, err), "remove it, or pass another --state-dir")
+		d.fail("state_dir", fmt.Sprintf("%s: %s is not a folder (%v)", exit.CodeStateTreeInvalid, dir, err), "remove it, or pass another --state-dir")
 		return
 	}
 	// The state tree a run would refuse (another user's, or writable by
 	// others) is refused here with the run's own code and message.
-	if err := trustedDir(dir, fi); err != nil {
+	if err := setup.TrustedDir(dir, fi); err != nil {
 		d.failErr("state_dir", err, "")
 		return
 	}
@@ -333,7 +340,7 @@ func (d *doctor) stateDir() {
 		fixes = append(fixes, "chmod 700 "+dir)
 	}
 	if len(problems) > 0 {
-		d.fail("state_dir", fmt.Sprintf("%s: %s %s", CodeStateTreeInvalid, dir, strings.Join(problems, ", ")),
+		d.fail("state_dir", fmt.Sprintf("%s: %s %s", exit.CodeStateTreeInvalid, dir, strings.Join(problems, ", ")),
 			strings.Join(fixes, " && ")+" (or pass another --state-dir)")
 		return
 	}
@@ -418,19 +425,19 @@ func (d *doctor) agents(ctx context.Context) {
 	r := &Runner{Setup: d.s, Logger: slog.New(slog.DiscardHandler)}
 	for _, ad := range d.agentsToCheck() {
 		name := "agent " + ad.Type
-		ac := d.s.agentConfig(ad.Type)
-		exe := firstNonEmpty(ac.Executable, ad.Executable)
-		perm := firstNonEmpty(ac.Permissions, PermApproval)
+		ac := d.s.AgentConfig(ad.Type)
+		exe := cmp.Or(ac.Executable, ad.Executable)
+		perm := cmp.Or(ac.Permissions, setup.PermApproval)
 		res := &resolved{Type: ad.Type, adapter: ad, ExtraArgs: ac.ExtraArgs, Env: ac.Env, Options: ac.Options}
 		res.Permissions, res.Model, res.Effort = perm, ac.Model, ac.Effort
 		res.Home = d.s.Home
 		if ad.HomeEnv != "" {
 			res.AgentHome = os.Getenv(ad.HomeEnv)
 		}
-		res.AgentHome = firstNonEmpty(ac.Home, res.AgentHome)
+		res.AgentHome = cmp.Or(ac.Home, res.AgentHome)
 		abs, err := lookPath(exe)
 		if err != nil {
-			d.fail(name, fmt.Sprintf("%s: the %s executable %q is not found or not executable: %v", CodeAgentNotInstalled, ad.Type, exe, err),
+			d.fail(name, fmt.Sprintf("%s: the %s executable %q is not found or not executable: %v", exit.CodeAgentNotInstalled, ad.Type, exe, err),
 				fmt.Sprintf("install the %s CLI (README: Set up), or set agents.%s.executable to its absolute path", ad.Type, ad.Type))
 			d.login(res, r.launch(res, os.TempDir()))
 			if ad.Preflight != nil {
@@ -477,7 +484,7 @@ func (d *doctor) login(res *resolved, l agent.Launch) {
 	name := "agent " + res.Type + " login"
 	ok, detail := res.adapter.LoginCheck(l)
 	if !ok {
-		d.fail(name, fmt.Sprintf("%s: %s", CodeAgentAuthFailed, detail), loginFix(res))
+		d.fail(name, fmt.Sprintf("%s: %s", exit.CodeAgentAuthFailed, detail), loginFix(res))
 		return
 	}
 	d.ok(name, "%s", detail)
@@ -504,7 +511,7 @@ func (d *doctor) slots() {
 	held, err := lock.HeldSlots(dir, max)
 	switch {
 	case err != nil:
-		d.fail("slots", fmt.Sprintf("%s: cannot probe the agent slots in %s: %v", CodeStateTreeInvalid, dir, err), "check the state tree's slots/ folder")
+		d.fail("slots", fmt.Sprintf("%s: cannot probe the agent slots in %s: %v", exit.CodeStateTreeInvalid, dir, err), "check the state tree's slots/ folder")
 	case held >= max:
 		d.fail("slots", fmt.Sprintf("all %d agent slots (concurrency.max_agents) are held right now", max),
 			"wait for the running agents to finish (runs wait with --slot-wait, or exit 75 NO_AGENT_SLOT); raise concurrency.max_agents if this lasts")

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -34,7 +35,7 @@ func (r *Runner) Explain(ctx context.Context, alias, effect, command, path strin
 	switch effect {
 	case policy.EffectRead, policy.EffectWrite, policy.EffectExec, policy.EffectNetwork, "":
 	default:
-		return nil, usageErr("--effect %q: use read, write, exec or network", effect)
+		return nil, exit.Usagef("--effect %q: use read, write, exec or network", effect)
 	}
 	if effect == "" {
 		effect = policy.EffectExec
@@ -46,12 +47,12 @@ func (r *Runner) Explain(ctx context.Context, alias, effect, command, path strin
 	if err != nil {
 		return nil, err
 	}
-	perm, pol, err := r.posture(env, r.Setup.agentConfig(env.Agent.Type))
+	perm, pol, err := r.posture(env, r.Setup.AgentConfig(env.Agent.Type))
 	var te *agent.Error
 	if errors.As(err, &te) {
 		// For a command that only reads the thread, settings that would
 		// fail it are a configuration error, under the thread's own code.
-		return nil, &ExitError{Exit: ExitConfig, Code: te.Code, Message: te.Message, Err: te}
+		return nil, &exit.Error{Exit: exit.Config, Code: te.Code, Message: te.Message, Err: te}
 	}
 	var t policy.Target
 	switch effect {
@@ -63,7 +64,7 @@ func (r *Runner) Explain(ctx context.Context, alias, effect, command, path strin
 		t.Paths = []string{path}
 	}
 	c := policy.Call{Tool: effect, Effect: effect, Target: t, Kind: policy.KindApproval}
-	if ad := r.Setup.adapter(env.Agent.Type); ad != nil && ad.Describe != nil {
+	if ad := r.Setup.Adapter(env.Agent.Type); ad != nil && ad.Describe != nil {
 		c = ad.Describe(effect, t)
 	}
 	d, lines := policy.ExplainLines(r.gate(perm, pol, env.WorkFolder), c)

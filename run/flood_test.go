@@ -12,7 +12,9 @@ import (
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // shrinkPending sets the bounds of pending_inbound for one test.
@@ -220,8 +222,8 @@ func TestEnvelopeTooLarge(t *testing.T) {
 			h.srv.PersonPost(alias, "please work")
 			h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "must not run"}}}})
 			sum := h.run(alias)
-			want(t, sum, OutcomeFailed, ExitFailed)
-			if sum.Error == nil || sum.Error.Code != CodeEnvelopeTooLarge || !strings.Contains(sum.Error.Message, "shrink it") {
+			want(t, sum, OutcomeFailed, exit.Failed)
+			if sum.Error == nil || sum.Error.Code != exit.CodeEnvelopeTooLarge || !strings.Contains(sum.Error.Message, "shrink it") {
 				t.Fatalf("error %+v", sum.Error)
 			}
 			if o, _ := h.srv.Get(alias); string(o.Value) != big {
@@ -233,7 +235,7 @@ func TestEnvelopeTooLarge(t *testing.T) {
 			failed := func() int {
 				n := 0
 				for _, it := range h.srv.Items("worker") {
-					if strings.Contains(string(it.Metadata), CodeEnvelopeTooLarge) {
+					if strings.Contains(string(it.Metadata), exit.CodeEnvelopeTooLarge) {
 						n++
 					}
 				}
@@ -248,7 +250,7 @@ func TestEnvelopeTooLarge(t *testing.T) {
 			}
 
 			h.srv.Put(alias, small)
-			want(t, h.run(alias), OutcomeFailed, ExitFailed) // the failure reaches the wire
+			want(t, h.run(alias), OutcomeFailed, exit.Failed) // the failure reaches the wire
 			if st := h.wireState(alias); st != envelope.StateFailed {
 				t.Fatalf("wire state %q, want failed", st)
 			}
@@ -258,8 +260,8 @@ func TestEnvelopeTooLarge(t *testing.T) {
 
 			// An object this tree holds no record of.
 			h.srv.Put("big/other", `{"type":"thread","thread":{"metadata":{"notes":"`+strings.Repeat("n", envelope.MaxSize)+`"}}}`)
-			wantCode(t, h.run("big/other"), ExitNotJob, CodeNotJob)
-			if _, err := os.Stat(ThreadDir(h.setup().JobDir, "big/other") + "/thread.yaml"); !os.IsNotExist(err) {
+			wantCode(t, h.run("big/other"), exit.NotJob, exit.CodeNotJob)
+			if _, err := os.Stat(setup.ThreadDir(h.setup().JobDir, "big/other") + "/thread.yaml"); !os.IsNotExist(err) {
 				t.Fatalf("a record was made for it: %v", err)
 			}
 		})

@@ -13,7 +13,9 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // gateActivation is an activation of alias with nothing but what the gate
@@ -46,7 +48,7 @@ func TestGuardedDecide(t *testing.T) {
 	h.cfg = "  rules:\n    - {effect: write, path: \"" + outside + "/**\", decision: deny}\n"
 	h.writeConfig()
 	const alias = "projects/p1/gate"
-	h.handOff(alias, PermGuarded, "")
+	h.handOff(alias, setup.PermGuarded, "")
 	a := gateActivation(t, h, alias)
 	pol := policy.Policy{Default: policy.DecisionAsk, Rules: []policy.Rule{
 		{Effect: policy.EffectRead, Decision: policy.DecisionAllow},
@@ -54,7 +56,7 @@ func TestGuardedDecide(t *testing.T) {
 		{Effect: policy.EffectWrite, Path: outside + "/**", Decision: policy.DecisionAllow},
 		{Effect: policy.EffectExec, Command: "rm -rf *", Decision: policy.DecisionDeny},
 	}}
-	th := &turnHandler{a: a, gate: a.r.gate(PermGuarded, pol, h.work), posture: PermGuarded}
+	th := &turnHandler{a: a, gate: a.r.gate(setup.PermGuarded, pol, h.work), posture: setup.PermGuarded}
 
 	bash := func(cmd, fp string) policy.Call {
 		in, _ := json.Marshal(map[string]string{"command": cmd})
@@ -179,7 +181,7 @@ func TestGuardedPolicyRecheckedOnResume(t *testing.T) {
 	h.srv.PersonPost(alias, "write x")
 	write := agenttest.Write(filepath.Join(h.work, "x"))
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}}}})
-	want(t, h.run(alias), OutcomeParked, ExitOK)
+	want(t, h.run(alias), OutcomeParked, exit.OK)
 	if got := h.items(alias); !slices.Equal(got, []string{"person", "policy_applied", "tool_call", "pending_prompt", "tool_result", "turn_end"}) {
 		t.Fatalf("items %v", got)
 	}
@@ -190,12 +192,12 @@ func TestGuardedPolicyRecheckedOnResume(t *testing.T) {
 	var pgids []int
 	h.recordPgid(&pgids)
 	sum := h.run(alias)
-	want(t, sum, OutcomeFailed, ExitFailed)
-	if sum.Error == nil || sum.Error.Code != CodePolicyInvalid {
+	want(t, sum, OutcomeFailed, exit.Failed)
+	if sum.Error == nil || sum.Error.Code != exit.CodePolicyInvalid {
 		t.Fatalf("error %+v, want POLICY_INVALID", sum.Error)
 	}
 	if len(pgids) != 0 {
 		t.Fatal("the agent was started with an invalid policy")
 	}
-	h.wantThreadFailed(alias, CodePolicyInvalid)
+	h.wantThreadFailed(alias, exit.CodePolicyInvalid)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // turnHandler is the run side of a turn: it relays items and is the gate.
@@ -163,7 +164,7 @@ func (h *turnHandler) decide(c policy.Call) (policy.Verdict, *policy.Decision) {
 	if h.prompt != nil {
 		return policy.Verdict{Action: policy.Deny, Message: "another call of this turn is already waiting for a person"}, nil
 	}
-	if h.posture == PermAutonomous {
+	if h.posture == setup.PermAutonomous {
 		a.logf("gate allow (autonomous) %s", c.Brief())
 		return policy.Verdict{Action: policy.Allow}, nil
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 func TestMain(m *testing.M) {
@@ -74,13 +75,13 @@ policy:
 // play sets the fake agent's script: the next agent started plays it.
 func (h *harness) play(s agenttest.Script) { agenttest.Play(h.t, h.script, s) }
 
-func (h *harness) setup() *Setup {
-	o := Options{APIURL: h.srv.URL(), APIKey: bhtest.RunnerKey, StateDir: h.state, ConfigPath: h.config,
+func (h *harness) setup() *setup.Setup {
+	o := setup.Options{APIURL: h.srv.URL(), APIKey: bhtest.RunnerKey, StateDir: h.state, ConfigPath: h.config,
 		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: h.state, Adapters: testAdapters()}
 	if h.local {
 		o.APIURL, o.APIKey = "file://"+h.srv.Dir(), ""
 	}
-	s, err := Resolve(o, "")
+	s, err := setup.Resolve(o, "")
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func (h *harness) thread(alias string) *envelope.Thread {
 // published is alias's artifacts.yaml: what the thread has published.
 func (h *harness) published(alias string) map[string]envelope.PublishedArtifact {
 	h.t.Helper()
-	p, err := envelope.LoadPublished(filepath.Join(ThreadDir(h.setup().JobDir, alias), publishedFile))
+	p, err := envelope.LoadPublished(filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), publishedFile))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -235,9 +236,9 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func want(t testing.TB, sum *Summary, outcome string, exit int) {
+func want(t testing.TB, sum *Summary, outcome string, exitCode int) {
 	t.Helper()
-	if sum.Outcome != outcome || sum.ExitCode != exit {
-		t.Fatalf("outcome %q exit %d, want %q exit %d (error %+v)", sum.Outcome, sum.ExitCode, outcome, exit, sum.Error)
+	if sum.Outcome != outcome || sum.ExitCode != exitCode {
+		t.Fatalf("outcome %q exit %d, want %q exit %d (error %+v)", sum.Outcome, sum.ExitCode, outcome, exitCode, sum.Error)
 	}
 }

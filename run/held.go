@@ -6,6 +6,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 )
 
 // What keeps a run from starting the agent though it has messages for it
@@ -87,7 +88,7 @@ func (a *activation) authFailed(r agent.TurnResult) error {
 	if tell {
 		a.emit(agent.StatusItem("agent_auth_failed", msg, map[string]any{"agent": res.Type, "fix": fix}))
 	}
-	return exitErr(CodeAgentAuthFailed, "%s", msg)
+	return exit.Errorf(exit.CodeAgentAuthFailed, "%s", msg)
 }
 
 // rateLimited ends a turn a provider's rate or usage limit stopped: not a
@@ -116,7 +117,7 @@ func (a *activation) rateLimited(r agent.TurnResult) error {
 	a.sum.LimitedUntil = at
 	msg := fmt.Sprintf("the agent's provider refused the turn for a rate or usage limit (%s); the turn's messages wait, and the first run after %s delivers them again", said, at)
 	a.emit(agent.StatusItem("rate_limited", "⏳ rate limited: "+msg, map[string]any{"limited_until": at, "agent": a.res.Type}))
-	return exitErr(CodeRateLimited, "%s", msg)
+	return exit.Errorf(exit.CodeRateLimited, "%s", msg)
 }
 
 // stillLimited is a run before the limit resets: nothing is started and
@@ -124,7 +125,7 @@ func (a *activation) rateLimited(r agent.TurnResult) error {
 func (a *activation) stillLimited() error {
 	at := a.t.Ledger.LimitedUntil
 	a.sum.LimitedUntil = at
-	return exitErr(CodeRateLimited, "the agent's provider refused the last turn (%s) until %s; its messages wait, run the thread again after that", a.t.Ledger.Limit, at)
+	return exit.Errorf(exit.CodeRateLimited, "the agent's provider refused the last turn (%s) until %s; its messages wait, run the thread again after that", a.t.Ledger.Limit, at)
 }
 
 // turnRan forgets what held the agent back: a turn ran.

@@ -15,6 +15,7 @@ import (
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // flood appends n person items to alias's item file of the local store in
@@ -83,7 +84,7 @@ func BenchmarkIdleTick(b *testing.B) {
 		if code != 0 {
 			b.Fatalf("the idle run in a process of its own: exit %d", code)
 		}
-		fi, err := os.Stat(filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml"))
+		fi, err := os.Stat(filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.yaml"))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestInstructionsReadInsideTheWorkFolder: an adapter's instructions file
@@ -26,23 +28,23 @@ func TestInstructionsReadInsideTheWorkFolder(t *testing.T) {
 		want          string // "" for nothing passed
 		reason        string // the status item's reason, "" for none
 	}{
-		{"a file", PermApproval, func(w string) { writeFile(t, filepath.Join(w, "CLAUDE.md"), "RULES", 0o644) }, "RULES", ""},
-		{"a link inside", PermApproval, func(w string) {
+		{"a file", setup.PermApproval, func(w string) { writeFile(t, filepath.Join(w, "CLAUDE.md"), "RULES", 0o644) }, "RULES", ""},
+		{"a link inside", setup.PermApproval, func(w string) {
 			writeFile(t, filepath.Join(w, "docs", "AGENTS.md"), "SHARED RULES", 0o644)
 			symlink(t, "docs/AGENTS.md", filepath.Join(w, "CLAUDE.md"))
 		}, "SHARED RULES", ""},
-		{"a link out", PermApproval, func(w string) { symlink(t, outside, filepath.Join(w, "CLAUDE.md")) }, "", "a link out of the folder"},
-		{"a relative link out", PermApproval, func(w string) { symlink(t, "../../../../../../../../.."+outside, filepath.Join(w, "CLAUDE.md")) }, "", "a link out of the folder"},
-		{"a hard link", PermApproval, func(w string) {
+		{"a link out", setup.PermApproval, func(w string) { symlink(t, outside, filepath.Join(w, "CLAUDE.md")) }, "", "a link out of the folder"},
+		{"a relative link out", setup.PermApproval, func(w string) { symlink(t, "../../../../../../../../.."+outside, filepath.Join(w, "CLAUDE.md")) }, "", "a link out of the folder"},
+		{"a hard link", setup.PermApproval, func(w string) {
 			if err := os.Link(outside, filepath.Join(w, "CLAUDE.md")); err != nil {
 				t.Fatal(err)
 			}
 		}, "", "hardlink"},
-		{"too large", PermApproval, func(w string) {
+		{"too large", setup.PermApproval, func(w string) {
 			writeFile(t, filepath.Join(w, "CLAUDE.md"), strings.Repeat("x", maxInstructions+1), 0o644)
 		}, "", "larger than 1048576 bytes"},
-		{"none", PermApproval, func(string) {}, "", ""},
-		{"autonomous", PermAutonomous, func(w string) { symlink(t, outside, filepath.Join(w, "CLAUDE.md")) }, "", ""},
+		{"none", setup.PermApproval, func(string) {}, "", ""},
+		{"autonomous", setup.PermAutonomous, func(w string) { symlink(t, outside, filepath.Join(w, "CLAUDE.md")) }, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, false)
@@ -63,7 +65,7 @@ func TestInstructionsReadInsideTheWorkFolder(t *testing.T) {
 			const alias = "projects/p1/instructions"
 			h.handOff(alias, tc.posture, "hi")
 			h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "ran"}}}})
-			want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+			want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 			if started != 1 || string(got) != tc.want || (tc.want == "") != (got == nil) {
 				t.Fatalf("Start got %q (started %d), want %q", got, started, tc.want)
 			}

@@ -14,7 +14,9 @@ import (
 	"strings"
 
 	"github.com/blobhub/bhw-run/agent"
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/redact"
+	"github.com/blobhub/bhw-run/setup"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // journal is emissions.jsonl, the record that makes posting exactly-once
@@ -42,7 +44,7 @@ type journal struct {
 	resolutions map[string]string
 	// secrets are redacted from every item as it is journaled (write), so
 	// what is posted is what the journal holds.
-	secrets *Secrets
+	secrets *redact.Secrets
 	// dropped are the emissions given up on (drop), for compact to keep a
 	// resolution closed the way it was.
 	dropped map[string]bool
@@ -101,12 +103,12 @@ const kindCounter = "counter"
 
 // openJournalFile is the one way the journal file is opened: read-only to
 // read it, or to append (created when missing); never through a link, and
-// only as a regular file (envelope.OpenFile).
+// only as a regular file (statefile.Open).
 func openJournalFile(path string, appendTo bool) (*os.File, error) {
 	if !appendTo {
-		return envelope.OpenFile(path, os.O_RDONLY, 0)
+		return statefile.Open(path, os.O_RDONLY, 0)
 	}
-	return envelope.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	return statefile.Open(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 }
 
 // openJournal reads the journal at path, collecting unconfirmed emissions and
@@ -298,17 +300,17 @@ func (j *journal) write(rec journalRecord) error {
 	}
 	if e := rec.Emission; e != nil && e.Kind != kindArtifact && j.secrets.In(b) {
 		// Redacted in place: the caller posts this emission. The record's
-		// encoding holds the item's text and metadata as Secrets.Item
+		// encoding holds the item's text and metadata as redactItem
 		// encodes them, so an item with no secret in it is encoded once.
 		// An artifact intent is bhw-run's own record of a path to upload,
 		// never posted.
-		e.Item = j.secrets.Item(e.Item)
+		e.Item = redactItem(j.secrets, e.Item)
 		if b, err = json.Marshal(rec); err != nil {
 			return err
 		}
 	}
-	if testHookStateWrite != nil {
-		err = testHookStateWrite(j.path)
+	if setup.TestHookStateWrite != nil {
+		err = setup.TestHookStateWrite(j.path)
 	}
 	if err == nil {
 		_, err = j.f.Write(append(b, '\n'))
@@ -321,7 +323,7 @@ func (j *journal) write(rec journalRecord) error {
 		testHookAfterJournal()
 	}
 	if err != nil {
-		return stateWriteErr(j.path, err)
+		return setup.StateWriteError(j.path, err)
 	}
 	return nil
 }
@@ -347,7 +349,7 @@ var testHookAfterJournal func()
 //
 // Nothing else can matter: every other emission is confirmed or dropped,
 // and an artifact intent is open until its announcement is journaled. The
-// file is replaced by envelope.WriteFileAtomic (temp file, fsync, rename,
+// file is replaced by statefile.WriteAtomic (temp file, fsync, rename,
 // fsync of the folder): a kill before the rename leaves the old journal,
 // and a temp file the next compaction removes; after it, the new one. It
 // reports whether it rewrote the file; the journal stays open for appends
@@ -372,7 +374,7 @@ func (j *journal) compact(promptEmission, promptItem string) (bool, error) {
 	if testHookAfterJournal != nil {
 		testHookAfterJournal()
 	}
-	if err := envelope.WriteFileAtomic(j.path, buf.Bytes(), 0o600); err != nil {
+	if err := statefile.WriteAtomic(j.path, buf.Bytes(), 0o600); err != nil {
 		return false, err
 	}
 	j.records, j.size = len(keep), int64(buf.Len())
@@ -433,7 +435,7 @@ func (j *journal) kept(promptEmission, promptItem string) []journalRecord {
 }
 
 // removeJournalTemps removes the temp files of compactions a kill
-// interrupted (WriteFileAtomic names them .<name>.tmp-*). Only the lock
+// interrupted (statefile.WriteAtomic names them .<name>.tmp-*). Only the lock
 // holder compacts, so none of them is being written.
 func removeJournalTemps(path string) {
 	temps, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*"))
@@ -454,4 +456,13 @@ func (j *journal) closeFile() error {
 	}
 	j.f = nil
 	return err
+}
+
+// redactItem is it with every secret replaced in its text and in every
+// string (and key) of its metadata; metadata without secrets is kept as it
+// is.
+func redactItem(s *redact.Secrets, it agent.Item) agent.Item {
+	it.Brief = s.String(it.Brief)
+	it.Meta = s.Meta(it.Meta)
+	return it
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -49,7 +50,7 @@ func TestFlakyReads(t *testing.T) {
 			h.handOff(alias, "approval", "start")
 			h.play(oneTurn())
 			fault(h.srv)
-			want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+			want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 			if got := h.items(alias); !slices.Equal(got, oneTurnItems) {
 				t.Fatalf("items %v", got)
 			}
@@ -57,7 +58,7 @@ func TestFlakyReads(t *testing.T) {
 			if h.wireState(alias) != envelope.StateActive {
 				t.Fatal("wire not active")
 			}
-			want(t, h.run(alias), OutcomeIdle, ExitOK)
+			want(t, h.run(alias), OutcomeIdle, exit.OK)
 		})
 	}
 }
@@ -74,7 +75,7 @@ func TestPostsDropped(t *testing.T) {
 	// the run goes offline and journals the rest.
 	h.srv.DropBefore("post_session_thread_item", 2)
 	sum := h.run(alias)
-	wantCode(t, sum, ExitTempFail, CodeUnposted)
+	wantCode(t, sum, exit.TempFail, exit.CodeUnposted)
 	if got := h.items(alias); !slices.Equal(got, []string{"person"}) {
 		t.Fatalf("items %v", got)
 	}
@@ -86,7 +87,7 @@ func TestPostsDropped(t *testing.T) {
 	}
 	h.nextRunPostsTheRest(alias)
 	h.srv.ResetCounts()
-	want(t, h.run(alias), OutcomeIdle, ExitOK)
+	want(t, h.run(alias), OutcomeIdle, exit.OK)
 	if n, cmds := h.srv.Requests(); n != 2 {
 		t.Fatalf("idle run after recovery made %d requests: %v", n, cmds)
 	}
@@ -96,7 +97,7 @@ func TestPostsDropped(t *testing.T) {
 // idle run posts them all, none twice, and closes the journal.
 func (h *harness) nextRunPostsTheRest(alias string) {
 	h.t.Helper()
-	want(h.t, h.run(alias), OutcomeIdle, ExitOK)
+	want(h.t, h.run(alias), OutcomeIdle, exit.OK)
 	if got := h.items(alias); !slices.Equal(got, oneTurnItems) {
 		h.t.Fatalf("items after the next run %v", got)
 	}
@@ -115,7 +116,7 @@ func TestPostStoredThenDropped(t *testing.T) {
 		h.handOff(alias, "approval", "start")
 		h.play(oneTurn())
 		h.srv.DropAfterStore(n)
-		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+		want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 		if got := h.items(alias); !slices.Equal(got, oneTurnItems) {
 			t.Fatalf("DropAfterStore(%d): items %v", n, got)
 		}
@@ -134,8 +135,8 @@ func TestThreadFailedPostDropped(t *testing.T) {
 	h.srv.Put(alias, envelopeWith("relative", nil))
 	h.srv.DropAfterStore(1)
 	sum := h.run(alias)
-	wantCode(t, sum, ExitFailed, CodeWorkFolderNotAbsolute)
-	h.wantThreadFailed(alias, CodeWorkFolderNotAbsolute)
+	wantCode(t, sum, exit.Failed, exit.CodeWorkFolderNotAbsolute)
+	h.wantThreadFailed(alias, exit.CodeWorkFolderNotAbsolute)
 }
 
 // TestEqualTimestampsAcrossPages: person items that share a created_at
@@ -156,7 +157,7 @@ func TestEqualTimestampsAcrossPages(t *testing.T) {
 		// m1=m2 on page one; m3=m4 straddle the boundary of pages one and two.
 		first := []string{post(false, "m1"), post(true, "m2"), post(false, "m3"), post(true, "m4"), post(false, "m5")}
 		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "ok"}}}})
-		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+		want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 		if got := h.thread(alias).Turn.InboundIDs; !slices.Equal(got, first) {
 			t.Fatalf("first turn delivered %v, want %v", got, first)
 		}
@@ -164,11 +165,11 @@ func TestEqualTimestampsAcrossPages(t *testing.T) {
 		// (With PageSize(2) the tail wedges here for good: the page
 		// [own item, m6] repeats and m7, m8 are never read — reported.)
 		second := []string{post(true, "m6"), post(false, "m7"), post(true, "m8")}
-		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+		want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 		if got := h.thread(alias).Turn.InboundIDs; !slices.Equal(got, second) {
 			t.Fatalf("second turn delivered %v, want %v", got, second)
 		}
-		want(t, h.run(alias), OutcomeIdle, ExitOK)
+		want(t, h.run(alias), OutcomeIdle, exit.OK)
 		h.noneTwice(alias)
 		if got := count(h.items(alias), "person"); got != 8 {
 			t.Fatalf("%d person items", got)
@@ -194,7 +195,7 @@ func TestPersonPostsDuringTurn(t *testing.T) {
 			}
 		})
 	}
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	th := h.thread(alias)
 	if slices.Contains(th.Turn.InboundIDs, during) {
 		t.Fatal("the item posted during the turn was delivered to the turn that was already running")
@@ -204,11 +205,11 @@ func TestPersonPostsDuringTurn(t *testing.T) {
 	}
 	h.runner = nil
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "second"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	if got := h.thread(alias).Turn.InboundIDs; !slices.Equal(got, []string{during}) {
 		t.Fatalf("second turn delivered %v", got)
 	}
-	want(t, h.run(alias), OutcomeIdle, ExitOK)
+	want(t, h.run(alias), OutcomeIdle, exit.OK)
 	h.noneTwice(alias)
 }
 
@@ -245,7 +246,7 @@ func TestTooLargeStubAmbiguous(t *testing.T) {
 	h.handOff(alias, "approval", "start")
 	h.play(oneTurn())
 	h.runner = func(r *Runner) { r.Client = &tooLargeClient{Client: r.Client} }
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	if got := h.items(alias); !slices.Equal(got, oneTurnItems) {
 		t.Fatalf("items %v, want %v (the text as a stub)", got, oneTurnItems)
 	}

@@ -7,17 +7,8 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 )
-
-// threadBudget is the thread's agent.budget under the machine's ceiling
-// for its agent type (agents.<type>.budget), which a thread can only lower.
-func (s *Setup) threadBudget(env *envelope.Envelope, agentType string) envelope.Budget {
-	b := env.Agent.Budget
-	if ac := s.Config.Agents[agentType]; ac != nil {
-		b = b.Lower(ac.Budget)
-	}
-	return b
-}
 
 // budget is the thread's budget.
 func (a *activation) budget() envelope.Budget {
@@ -25,7 +16,7 @@ func (a *activation) budget() envelope.Budget {
 	if typ == "" {
 		typ = a.env.Agent.Type
 	}
-	return a.r.Setup.threadBudget(a.env, typ)
+	return a.r.Setup.ThreadBudget(a.env, typ)
 }
 
 // remaining is what the thread may still spend, split into the caps the
@@ -70,7 +61,7 @@ func (a *activation) remaining(ad *agent.Adapter) (enforced, metered agent.Budge
 func budgetShape(env *envelope.Envelope) error {
 	for _, f := range []string{"agent.budget", "agent.budget.max_cost_usd", "agent.budget.max_turns", "agent.budget.max_tokens"} {
 		if why := env.Bad[f]; why != "" {
-			return agent.Errorf(CodeBudgetInvalid, "%s is %s; give max_cost_usd (dollars), max_turns and max_tokens (whole numbers) above 0, or remove it", f, why)
+			return agent.Errorf(exit.CodeBudgetInvalid, "%s is %s; give max_cost_usd (dollars), max_turns and max_tokens (whole numbers) above 0, or remove it", f, why)
 		}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -136,11 +137,11 @@ func TestFailedNotOverAPersonsWrite(t *testing.T) {
 	if got := h.wireState(alias); got != envelope.StateCompleted {
 		t.Fatalf("wire state %q after a person stopped the thread, want completed", got)
 	}
-	if sum.ExitCode != ExitTempFail {
-		t.Fatalf("exit %d (%+v), want %d: the next run decides", sum.ExitCode, sum.Error, ExitTempFail)
+	if sum.ExitCode != exit.TempFail {
+		t.Fatalf("exit %d (%+v), want %d: the next run decides", sum.ExitCode, sum.Error, exit.TempFail)
 	}
 	h.runner = nil
-	want(t, h.run(alias), OutcomeIdle, ExitOK)
+	want(t, h.run(alias), OutcomeIdle, exit.OK)
 	if got := h.wireState(alias); got != envelope.StateCompleted {
 		t.Fatalf("wire state %q after the next run, want completed", got)
 	}

@@ -2,11 +2,8 @@ package run
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,7 +11,9 @@ import (
 
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // Discovery for schedulers: the job threads of the section,
@@ -48,6 +47,10 @@ type Listing struct {
 	// read (an unparsable thread.yaml, a file that is not a regular one);
 	// such a thread is listed without it and never runnable.
 	Error string `json:"error,omitempty"`
+
+	// wake is when a hold on the thread ends (a provider's limit): it is
+	// not runnable now, and will be then without a change on the wire.
+	wake time.Time
 }
 
 // ErrThreadsUnreadable is the cause of List's error when the records of
@@ -70,82 +73,140 @@ const StateUnknown = "unknown"
 type ListOptions struct {
 	States   []string // wire states to keep (StateNone included); empty keeps all
 	Runnable bool     // keep only runnable threads whose lock is free
+	// Emit, when set, is handed the listing before a pass that read the
+	// change feed moves its cursor, so a cursor never passes a change whose
+	// thread was not printed; an error keeps the cursor where it was.
+	Emit func([]Listing) error
+
+	quiet bool // a pass of --wait: no section.log record when it lists nothing
 }
 
-// List is `bhw-run ls`. Its cost is 1 + N_jobs + N_active × pages requests:
-// the object list, one download per job thread (non-jobs are cached in
-// not_mine.yaml; aliases under a job thread's artifacts/ are skipped), and
-// a tail of every thread active on the wire and here.
+// List is `bhw-run ls`. A full listing costs 1 + N_jobs + N_active × pages
+// requests: the object list, one download per job thread (non-jobs are
+// cached in not_mine.yaml; aliases under a job thread's artifacts/ are
+// skipped), and a tail of every thread active on the wire and here.
+// --runnable reads the session's change feed instead (feed.go) and judges
+// only the threads it names and those the last pass left due.
 func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err error) {
-	ls := &lister{r: r, o: o, start: time.Now(), jobs: map[string]bool{}, notMine: map[string]string{}, tooLarge: map[string]error{}}
+	ls := &lister{r: r, o: o, start: time.Now(), jobs: map[string]bool{}, notMine: map[string]string{}, tooLarge: map[string]error{}, due: map[string]string{}}
 	out = []Listing{}
-	r.Setup.logIgnored(r.Logger)
-	defer func() { ls.record(len(out), err) }()
+	r.Setup.LogIgnored(r.Logger)
+	defer func() {
+		if !o.quiet || len(out) > 0 || err != nil {
+			ls.record(len(out), err)
+		}
+	}()
 
-	if err := r.Setup.ensureDir(r.Setup.JobDir); err != nil {
+	if err := r.Setup.EnsureDir(r.Setup.JobDir); err != nil {
 		return out, err
 	}
+	if o.Runnable && len(o.States) == 0 && r.Setup.Config.Discovery.FullEvery() > 0 {
+		return ls.pass(ctx)
+	}
+	out, err = ls.all(ctx)
+	return out, ls.emit(out, err)
+}
+
+// emit hands the listing to Emit (also when some threads could not be
+// read: the others are listed before the pass fails).
+func (ls *lister) emit(out []Listing, err error) error {
+	if ls.o.Emit == nil || err != nil && !errors.Is(err, ErrThreadsUnreadable) {
+		return err
+	}
+	return errors.Join(ls.o.Emit(out), err)
+}
+
+// all is the full listing: every object of the session, judged.
+func (ls *lister) all(ctx context.Context) (out []Listing, err error) {
+	r := ls.r
+	out = []Listing{}
 	aliases, found, err := ls.objects(ctx)
 	if err == nil && !found {
-		r.Logger.Info("ls: the session holds nothing yet; " + r.Setup.Where())
+		ls.info("ls: the session holds nothing yet; " + r.Setup.Where())
 	}
 	if err != nil || !found {
 		return out, err
 	}
-	if ls.id, err = LoadIdentity(r.Setup.StateDir); err != nil {
+	if ls.id, err = setup.LoadIdentity(r.Setup.StateDir); err != nil {
 		return out, err
 	}
-	ls.cache = loadNotMine(r.Setup.JobDir)
-	var bad, unread []string // threads whose record, or whose envelope, cannot be read
+	ls.cache = setup.LoadNotMine(r.Setup.JobDir)
 	for _, alias := range aliases {
-		env, updatedAt, err := ls.job(ctx, alias)
-		if errors.Is(err, errMalformed) {
-			// A thread this tree holds, answered garbled: the wire's
-			// fault, which must not hide the other threads either.
-			unread = append(unread, alias)
-			r.Logger.Warn("ls: BlobHub answered a thread this state tree holds with a value that is not a JSON object; it is listed without a state and never runnable, and ls exits 75", "alias", alias, "error", err.Error())
-			if !o.Runnable && len(o.States) == 0 {
-				out = append(out, Listing{Alias: alias, State: StateUnknown, Error: err.Error()})
-			}
-			continue
-		}
-		if err != nil {
+		if err := ls.consider(ctx, alias, &out); err != nil {
 			return out, err
-		}
-		if env == nil || ls.tooLarge[alias] == nil && !wantState(o.States, listedState(env)) {
-			continue
-		}
-		l, keep, err := ls.listing(ctx, alias, env, updatedAt)
-		if isStateError(err) {
-			// One thread's record must not hide the others: a pass that
-			// fails on it would run none of them again.
-			bad = append(bad, alias)
-			r.Logger.Error("ls: this state tree's record of a thread cannot be read; it is listed without it and never runnable: fix or move aside the file named", "alias", alias, "error", err.Error())
-			l = Listing{Alias: alias, State: listedState(env), Error: err.Error()}
-			keep = !o.Runnable
-		} else if err != nil {
-			return out, err
-		}
-		if keep {
-			out = append(out, l)
 		}
 	}
 	if len(ls.jobs) == 0 {
-		r.Logger.Info("ls: no job threads found in " + r.Setup.Where())
+		ls.info("ls: no job threads found in " + r.Setup.Where())
 	}
-	if err := addNotMines(ctx, r.Setup.JobDir, ls.notMine); err != nil {
-		r.Logger.Warn("ls: could not update not_mine.yaml", "error", err)
+	return ls.finish(ctx, out)
+}
+
+// consider judges one alias and adds its listing to out when the options
+// keep it; what ls learnt of it (a job, not one, unreadable, due again)
+// stays on ls. Only an error that ends the pass is returned.
+func (ls *lister) consider(ctx context.Context, alias string, out *[]Listing) error {
+	r, o := ls.r, ls.o
+	env, updatedAt, err := ls.job(ctx, alias)
+	if errors.Is(err, errMalformed) {
+		// A thread this tree holds, answered garbled: the wire's
+		// fault, which must not hide the other threads either.
+		ls.unread = append(ls.unread, alias)
+		r.Logger.Warn("ls: BlobHub answered a thread this state tree holds with a value that is not a JSON object; it is listed without a state and never runnable, and ls exits 75", "alias", alias, "error", err.Error())
+		if !o.Runnable && len(o.States) == 0 {
+			*out = append(*out, Listing{Alias: alias, State: StateUnknown, Error: err.Error()})
+		}
+		return nil
 	}
-	if o.Runnable {
-		oldestFirst(out)
+	if err != nil {
+		return err
+	}
+	if env == nil || ls.tooLarge[alias] == nil && !wantState(o.States, listedState(env)) {
+		return nil
+	}
+	l, keep, err := ls.listing(ctx, alias, env, updatedAt)
+	if isStateError(err) {
+		// One thread's record must not hide the others: a pass that
+		// fails on it would run none of them again.
+		ls.bad = append(ls.bad, alias)
+		r.Logger.Error("ls: this state tree's record of a thread cannot be read; it is listed without it and never runnable: fix or move aside the file named", "alias", alias, "error", err.Error())
+		l = Listing{Alias: alias, State: listedState(env), Error: err.Error()}
+		keep = !o.Runnable
+	} else if err != nil {
+		return err
 	}
 	switch {
-	case len(bad) > 0:
-		return out, &ExitError{Exit: ExitConfig, Code: CodeStateTreeInvalid, Err: ErrThreadsUnreadable,
-			Message: fmt.Sprintf("the state of %d thread(s) could not be read (%s), see the records above; the other threads are listed", len(bad), strings.Join(bad, ", "))}
-	case len(unread) > 0:
-		return out, &ExitError{Exit: ExitTempFail, Code: CodeUnavailable, Err: ErrThreadsUnreadable,
-			Message: fmt.Sprintf("BlobHub answered %d thread(s) this state tree holds with a garbled value (%s); the other threads are listed, the next ls reads them again", len(unread), strings.Join(unread, ", "))}
+	case l.Runnable:
+		ls.due[alias] = "" // locked or not: judged again until it is not
+	case !l.wake.IsZero():
+		ls.due[alias] = blobhub.FormatTime(l.wake)
+	}
+	if keep {
+		*out = append(*out, l)
+	}
+	return nil
+}
+
+// finish caches what is not a job, orders a runnable listing and fails a
+// pass that could not read some threads (after listing the others).
+func (ls *lister) finish(ctx context.Context, out []Listing) ([]Listing, error) {
+	r := ls.r
+	if err := setup.AddNotMines(ctx, r.Setup.JobDir, ls.notMine); err != nil {
+		r.Logger.Warn("ls: could not update not_mine.yaml", "error", err)
+	}
+	if ls.o.Runnable {
+		oldestFirst(out)
+	}
+	for _, alias := range append(slices.Clone(ls.bad), ls.unread...) {
+		ls.due[alias] = "" // read again on the next pass
+	}
+	switch {
+	case len(ls.bad) > 0:
+		return out, &exit.Error{Exit: exit.Config, Code: exit.CodeStateTreeInvalid, Err: ErrThreadsUnreadable,
+			Message: fmt.Sprintf("the state of %d thread(s) could not be read (%s), see the records above; the other threads are listed", len(ls.bad), strings.Join(ls.bad, ", "))}
+	case len(ls.unread) > 0:
+		return out, &exit.Error{Exit: exit.TempFail, Code: exit.CodeUnavailable, Err: ErrThreadsUnreadable,
+			Message: fmt.Sprintf("BlobHub answered %d thread(s) this state tree holds with a garbled value (%s); the other threads are listed, the next ls reads them again", len(ls.unread), strings.Join(ls.unread, ", "))}
 	}
 	return out, nil
 }
@@ -153,8 +214,8 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 // isStateError reports whether err is about this state tree's files
 // (STATE_INVALID, INSECURE_STATE_PERMISSIONS).
 func isStateError(err error) bool {
-	var ee *ExitError
-	return errors.As(err, &ee) && (ee.Code == CodeStateTreeInvalid || ee.Code == CodeInsecurePermissions)
+	var ee *exit.Error
+	return errors.As(err, &ee) && (ee.Code == exit.CodeStateTreeInvalid || ee.Code == exit.CodeInsecurePermissions)
 }
 
 // lister is one `bhw-run ls`: what it has learnt and what it cost.
@@ -162,19 +223,25 @@ type lister struct {
 	r        *Runner
 	o        ListOptions
 	start    time.Time
-	id       *Identity
-	cache    NotMine
+	id       *setup.Identity
+	cache    setup.NotMine
 	jobs     map[string]bool   // the job threads seen so far
 	notMine  map[string]string // objects found not to be jobs, to cache
 	tooLarge map[string]error  // threads this tree holds whose envelope is too large to read
+	bad      []string          // threads whose record here cannot be read
+	unread   []string          // threads this tree holds that BlobHub answered garbled
+	// due are the threads the next pass judges again without a change
+	// (feed.go): alias → "" or the time a hold ends.
+	due  map[string]string
+	full bool // the pass listed every object
 
-	downloads, tails int
+	downloads, tails, events int
 }
 
 // record writes the listing's record to section.log.
 func (ls *lister) record(listed int, err error) {
 	rec := map[string]any{"event": "ls", "section": ls.r.Setup.Section.Name, "runnable_only": ls.o.Runnable,
-		"states": ls.o.States, "listed": listed, "downloads": ls.downloads, "tails": ls.tails,
+		"states": ls.o.States, "listed": listed, "downloads": ls.downloads, "tails": ls.tails, "events": ls.events, "full": ls.full,
 		"duration_ms": time.Since(ls.start).Milliseconds()}
 	if err != nil {
 		rec["error"] = err.Error()
@@ -193,10 +260,10 @@ func (ls *lister) objects(ctx context.Context) (aliases []string, found bool, er
 			// A local store's session exists once something is written to it.
 			return nil, false, nil
 		}
-		return nil, false, exitErr(CodeSessionNotFound, "session %s was not found on BlobHub; check the revision_id and session_id of %s", r.Setup.Section.Session.SessionID, r.Setup.Where())
+		return nil, false, exit.Errorf(exit.CodeSessionNotFound, "session %s was not found on BlobHub; check the revision_id and session_id of %s", r.Setup.Section.Session.SessionID, r.Setup.Where())
 	}
 	if err != nil {
-		return nil, false, apiErr(err, "list_session_objects")
+		return nil, false, setup.APIError(err, "list_session_objects")
 	}
 	slices.Sort(aliases)
 	return aliases, true, nil
@@ -208,14 +275,14 @@ func (ls *lister) objects(ctx context.Context) (aliases []string, found bool, er
 // an alias no run accepts).
 func (ls *lister) job(ctx context.Context, alias string) (*envelope.Envelope, string, error) {
 	r := ls.r
-	if !strings.HasPrefix(alias, r.Setup.Section.Prefix()) || alias == workerAlias || underJob(alias, ls.jobs) {
+	if !strings.HasPrefix(alias, r.Setup.Section.Prefix()) || alias == setup.WorkerAlias || underJob(alias, ls.jobs) {
 		return nil, "", nil
 	}
-	if e, ok := ls.cache.Aliases[alias]; ok && e.cached(ls.start) && (e.Reason == ReasonArtifact || !holdsThread(r.Setup.JobDir, alias)) {
+	if e, ok := ls.cache.Aliases[alias]; ok && e.Cached(ls.start) && (e.Reason == setup.ReasonArtifact || !holdsThread(r.Setup.JobDir, alias)) {
 		// (An entry for a thread this tree holds is stale: never trusted.)
 		return nil, "", nil
 	}
-	if ValidateAlias(alias) != nil {
+	if setup.ValidateAlias(alias) != nil {
 		// No run can take it (exit 64); nothing to list.
 		r.Logger.Debug("ls: skipping an alias no run accepts", "alias", alias)
 		return nil, "", nil
@@ -237,7 +304,7 @@ func (ls *lister) job(ctx context.Context, alias string) (*envelope.Envelope, st
 		return nil, "", nil // deleted since the list
 	}
 	if err != nil {
-		return nil, "", apiErr(err, "download "+alias)
+		return nil, "", setup.APIError(err, "download "+alias)
 	}
 	env, perr := envelope.Parse(obj.Value)
 	holds := holdsThread(r.Setup.JobDir, alias)
@@ -263,17 +330,17 @@ func (ls *lister) listing(ctx context.Context, alias string, env *envelope.Envel
 	if read {
 		ls.tails++
 	}
-	if ee := (*ExitError)(nil); errors.As(err, &ee) && ee.Code == CodeNoThread {
+	if ee := (*exit.Error)(nil); errors.As(err, &ee) && ee.Code == exit.CodeNoThread {
 		return l, false, nil // deleted since the list: its items answer invalid_thread_envelope
 	}
 	if err != nil || !ls.o.Runnable {
 		return l, err == nil, err
 	}
 	if l.Runnable {
-		held, err := lock.Held(filepath.Join(ThreadDir(ls.r.Setup.JobDir, alias), "thread.lock"))
+		held, err := lock.Held(filepath.Join(setup.ThreadDir(ls.r.Setup.JobDir, alias), "thread.lock"))
 		if err != nil {
 			// Not contention: the lock file cannot be probed.
-			return l, false, exitErr(CodeStateTreeInvalid, "%v; check the state tree", err)
+			return l, false, exit.Errorf(exit.CodeStateTreeInvalid, "%v; check the state tree", err)
 		}
 		l.Locked = held
 	}
@@ -311,9 +378,9 @@ func oldestFirst(out []Listing) {
 // journal and, for a thread active on the wire and here, the items after
 // scanned — in memory only, and asks Decide. read says whether the items
 // were read.
-func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope, updatedAt string, id *Identity, tooLarge error) (l Listing, read bool, err error) {
+func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope, updatedAt string, id *setup.Identity, tooLarge error) (l Listing, read bool, err error) {
 	l = Listing{Alias: alias, State: listedState(env)}
-	a := &activation{r: r, alias: alias, dir: ThreadDir(r.Setup.JobDir, alias), env: env, log: r.Logger.With("alias", alias), sum: &Summary{Alias: alias}}
+	a := &activation{r: r, alias: alias, dir: setup.ThreadDir(r.Setup.JobDir, alias), env: env, log: r.Logger.With("alias", alias), sum: &Summary{Alias: alias}}
 	if id != nil {
 		a.userID = id.UserID
 	}
@@ -336,6 +403,9 @@ func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope
 	}
 	d := Decide(a.facts())
 	l.Row = d.Row.String()
+	if d.Held == HeldLimit {
+		l.wake = limitedUntil(a.t)
+	}
 	// A read that stopped at its bound leaves items a run would read on.
 	l.Runnable = (d.Acts || a.unread) && d.Row != RowNotHere
 	l.Waiting = a.t.Prompt != nil && !l.Runnable && env.State == envelope.StateActive
@@ -372,31 +442,6 @@ func waitingSince(t *envelope.Thread, updatedAt string) string {
 	return ""
 }
 
-// peek is load without a lock or a write: thread.yaml (missing = empty)
-// and the journal, read only. A thread.yaml recording another alias is
-// judged as no record, as a run would refuse it.
-func (a *activation) peek() error {
-	if err := a.r.Setup.checkDir(a.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	t, err := envelope.LoadThread(filepath.Join(a.dir, "thread.yaml"))
-	if err != nil {
-		return exitErr(CodeStateTreeInvalid, "%v", err)
-	}
-	if t == nil || t.Alias != a.alias {
-		t = &envelope.Thread{Alias: a.alias}
-	}
-	a.t = t
-	a.j, err = readJournal(filepath.Join(a.dir, "emissions.jsonl"), t.EmissionNonce)
-	if err != nil {
-		return exitErr(CodeStateTreeInvalid, "cannot read the emission journal of %q: %v", a.alias, err)
-	}
-	// The journal is not open for writing: a prompt that never reached
-	// it is only counted as unfinished work, as a run would journal it.
-	a.restorePrompt()
-	return nil
-}
-
 // notJobReason says why an object is not a job and whether to cache that.
 func notJobReason(env *envelope.Envelope) (reason string, cache bool) {
 	switch {
@@ -404,8 +449,8 @@ func notJobReason(env *envelope.Envelope) (reason string, cache bool) {
 		return "not a JSON object", true
 	case env.Type == "thread":
 		return "", false
-	case env.Type == ReasonArtifact:
-		return ReasonArtifact, true
+	case env.Type == setup.ReasonArtifact:
+		return setup.ReasonArtifact, true
 	case env.Type == "":
 		return "no type", true
 	}
@@ -435,28 +480,4 @@ func listedState(env *envelope.Envelope) string {
 
 func wantState(states []string, s string) bool {
 	return len(states) == 0 || slices.Contains(states, s)
-}
-
-// appendSectionLog appends one JSON record to logs/section.log, as
-// ShownJSON (a person may tail it). A record that cannot be written is
-// only warned about: the log is a report, not state a run depends on.
-func (r *Runner) appendSectionLog(rec map[string]any) {
-	if r.Setup == nil || r.Setup.JobDir == "" {
-		return
-	}
-	dir := filepath.Join(r.Setup.JobDir, "logs")
-	rec["time"], rec["pid"] = now(), os.Getpid()
-	b, _ := json.Marshal(rec)
-	err := r.Setup.ensureDir(dir)
-	var f *os.File
-	if err == nil {
-		f, err = envelope.OpenFile(filepath.Join(dir, "section.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	}
-	if err == nil {
-		_, err = f.Write(append(ShownJSON(r.Setup.Secrets.Redact(b)), '\n'))
-		err = errors.Join(err, f.Close())
-	}
-	if err != nil && r.Logger != nil {
-		r.Logger.Warn("could not write section.log; fix the state tree", "error", r.Setup.Secrets.String(err.Error()))
-	}
 }

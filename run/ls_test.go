@@ -23,14 +23,17 @@ import (
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/redact"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // lsFixture is a state tree and a BlobHub built by writing straight to
 // the store and to thread.yaml, as earlier runs would have left them.
 type lsFixture struct {
 	*harness
-	s *Setup
+	s *setup.Setup
 }
 
 func newLsFixture(t *testing.T, prefix string) *lsFixture {
@@ -81,7 +84,7 @@ func (f *lsFixture) local(alias, state string, edit func(*envelope.Thread)) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	dir := ThreadDir(f.s.JobDir, alias)
+	dir := setup.ThreadDir(f.s.JobDir, alias)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		f.t.Fatal(err)
 	}
@@ -146,7 +149,7 @@ func TestLsTable(t *testing.T) {
 
 	// Pending, but a run holds its lock right now.
 	f.thread("t/pending-locked", "pending")
-	lk, err := lock.Acquire(context.Background(), filepath.Join(ThreadDir(f.s.JobDir, "t/pending-locked"), "thread.lock"), 0)
+	lk, err := lock.Acquire(context.Background(), filepath.Join(setup.ThreadDir(f.s.JobDir, "t/pending-locked"), "thread.lock"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +234,7 @@ func TestLsTable(t *testing.T) {
 	f.thread("t/journal", "completed")
 	f.local("t/journal", "completed", nil)
 	line := `{"emission":{"emission_id":"n0:1","target":"t/journal","item":{"brief":"x","meta":{"type":"text"}}}}` + "\n"
-	if err := os.WriteFile(filepath.Join(ThreadDir(f.s.JobDir, "t/journal"), "emissions.jsonl"), []byte(line), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(setup.ThreadDir(f.s.JobDir, "t/journal"), "emissions.jsonl"), []byte(line), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	add("t/journal", "completed", "final", true)
@@ -298,8 +301,8 @@ func TestLsTable(t *testing.T) {
 
 	// The non-jobs are cached, the plain thread never; a second ls
 	// downloads only the thread without an agent block among them.
-	nm := loadNotMine(f.s.JobDir)
-	if nm.Aliases["t/note"].Reason != "type note" || nm.Aliases["t/report"].Reason != ReasonArtifact {
+	nm := setup.LoadNotMine(f.s.JobDir)
+	if nm.Aliases["t/note"].Reason != "type note" || nm.Aliases["t/report"].Reason != setup.ReasonArtifact {
 		t.Errorf("not_mine.yaml: %+v", nm.Aliases)
 	}
 	if _, ok := nm.Aliases["t/chat"]; ok {
@@ -313,8 +316,8 @@ func TestLsTable(t *testing.T) {
 
 	// A day later, the note is checked again; the artifact is not.
 	old := blobhub.FormatTime(time.Now().Add(-25 * time.Hour))
-	nm.Aliases["t/note"] = NotMineEntry{Reason: "type note", UpdatedAt: old}
-	nm.Aliases["t/report"] = NotMineEntry{Reason: ReasonArtifact, UpdatedAt: old}
+	nm.Aliases["t/note"] = setup.NotMineEntry{Reason: "type note", UpdatedAt: old}
+	nm.Aliases["t/report"] = setup.NotMineEntry{Reason: setup.ReasonArtifact, UpdatedAt: old}
 	b, _ := yaml.Marshal(&nm)
 	if err := os.WriteFile(filepath.Join(f.s.JobDir, "not_mine.yaml"), b, 0o600); err != nil {
 		t.Fatal(err)
@@ -376,8 +379,8 @@ func TestLsSessionNotFound(t *testing.T) {
 			}
 			continue
 		}
-		ee, ok := err.(*ExitError)
-		if !ok || ee.Exit != ExitConfig || ee.Code != CodeSessionNotFound {
+		ee, ok := err.(*exit.Error)
+		if !ok || ee.Exit != exit.Config || ee.Code != exit.CodeSessionNotFound {
 			t.Errorf("http: %v, want SESSION_NOT_FOUND exit 78", err)
 		}
 	}
@@ -414,7 +417,7 @@ func TestLsCost(t *testing.T) {
 		}
 		objs = append(objs, obj{alias(i), jobValue(state)})
 	}
-	nm := NotMine{Aliases: map[string]NotMineEntry{}}
+	nm := setup.NotMine{Aliases: map[string]setup.NotMineEntry{}}
 	at := blobhub.FormatTime(time.Now())
 	for i := range artifacts {
 		// Half under the job threads' artifacts/, half elsewhere.
@@ -423,7 +426,7 @@ func TestLsCost(t *testing.T) {
 			a = fmt.Sprintf("%s/artifacts/f%d.md", alias(i%threads), i)
 		}
 		objs = append(objs, obj{a, `{"type":"artifact","artifact":{"name":"f.md"}}`})
-		nm.Aliases[a] = NotMineEntry{Reason: ReasonArtifact, UpdatedAt: at}
+		nm.Aliases[a] = setup.NotMineEntry{Reason: setup.ReasonArtifact, UpdatedAt: at}
 	}
 	// Straight to the store, in parallel: each write is an fsynced rename.
 	var wg sync.WaitGroup
@@ -463,6 +466,19 @@ func TestLsCost(t *testing.T) {
 		n, cmds := f.srv.Requests()
 		const listPages = (threads + artifacts + 999) / 1000
 		want := listPages + threads + (activeHere-withInbound)*1 + withInbound*2
+		if runnable {
+			// The head of the feed, read before the first full listing
+			// back to feedOverlap before its newest event (feed.go): how
+			// many of the fixture's uploads and posts fall in that overlap
+			// depends on how fast this machine made them, so between one
+			// page and every page of them.
+			head := f.srv.Count(blobhub.CmdListEvents)
+			const events = threads + artifacts + withInbound
+			if most := (events + blobhub.MaxListLimit - 1) / blobhub.MaxListLimit; head < 1 || head > most {
+				t.Errorf("the first pass read %d pages of the feed's head, want 1 to %d", head, most)
+			}
+			want += head
+		}
 		if n != want {
 			counts := map[string]int{}
 			for _, c := range cmds {
@@ -568,8 +584,8 @@ func TestLsListsPastABadThread(t *testing.T) {
 	for _, a := range []string{"ls/a", "ls/pipe", "ls/link"} {
 		f.thread(a, envelope.StatePending)
 	}
-	pipe := filepath.Join(ThreadDir(f.s.JobDir, "ls/pipe"), "thread.yaml")
-	link := filepath.Join(ThreadDir(f.s.JobDir, "ls/link"), "thread.yaml")
+	pipe := filepath.Join(setup.ThreadDir(f.s.JobDir, "ls/pipe"), "thread.yaml")
+	link := filepath.Join(setup.ThreadDir(f.s.JobDir, "ls/link"), "thread.yaml")
 	for _, p := range []string{pipe, link} {
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			t.Fatal(err)
@@ -601,8 +617,8 @@ func TestLsListsPastABadThread(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("ls blocked on a named pipe")
 		}
-		var ee *ExitError
-		if !errors.As(res.err, &ee) || ee.Exit != ExitConfig || !errors.Is(res.err, ErrThreadsUnreadable) {
+		var ee *exit.Error
+		if !errors.As(res.err, &ee) || ee.Exit != exit.Config || !errors.Is(res.err, ErrThreadsUnreadable) {
 			t.Fatalf("error %v, want 78 after listing", res.err)
 		}
 		got := map[string]string{}
@@ -641,12 +657,12 @@ func TestGarbledEnvelopeOfAThreadWeHold(t *testing.T) {
 	h.putRaw(alias, `"a string, not an envelope"`)
 
 	sum := h.run(alias)
-	wantCode(t, sum, ExitTempFail, CodeUnavailable)
+	wantCode(t, sum, exit.TempFail, exit.CodeUnavailable)
 	s := h.setup()
 	r := &Runner{Setup: s, Client: h.client(), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
 	out, err := r.List(context.Background(), ListOptions{})
-	var ee *ExitError
-	if !errors.As(err, &ee) || ee.Exit != ExitTempFail || !errors.Is(err, ErrThreadsUnreadable) {
+	var ee *exit.Error
+	if !errors.As(err, &ee) || ee.Exit != exit.TempFail || !errors.Is(err, ErrThreadsUnreadable) {
 		t.Fatalf("ls error %v, want 75 after listing", err)
 	}
 	got := map[string]Listing{}
@@ -659,13 +675,13 @@ func TestGarbledEnvelopeOfAThreadWeHold(t *testing.T) {
 	if _, ok := got["wire/other"]; !ok {
 		t.Errorf("the other thread is not listed: %v", got)
 	}
-	if _, cached := loadNotMine(s.JobDir).Aliases[alias]; cached {
+	if _, cached := setup.LoadNotMine(s.JobDir).Aliases[alias]; cached {
 		t.Fatal("a thread this state tree holds was cached in not_mine.yaml")
 	}
 
 	h.srv.Put(alias, good)
 	// An entry an earlier version left is not trusted.
-	if err := addNotMine(context.Background(), s.JobDir, alias, "not a JSON object"); err != nil {
+	if err := setup.AddNotMine(context.Background(), s.JobDir, alias, "not a JSON object"); err != nil {
 		t.Fatal(err)
 	}
 	out, err = r.List(context.Background(), ListOptions{})
@@ -681,7 +697,7 @@ func TestGarbledEnvelopeOfAThreadWeHold(t *testing.T) {
 	}
 	h.srv.PersonPost(alias, "still there?")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "yes"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 }
 
 // TestSectionLogShownJSON: section.log is JSON a person may tail, so a
@@ -697,7 +713,8 @@ func TestSectionLogShownJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bytes.ContainsFunc(b, jsonRaw) {
+	raw := func(r rune) bool { return r == 0x7f || (r >= 0x80 && r < 0xa0) || redact.BidiControl(r) }
+	if bytes.ContainsFunc(b, raw) {
 		t.Fatalf("section.log holds raw controls: %q", b)
 	}
 	var rec struct {

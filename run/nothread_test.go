@@ -16,7 +16,10 @@ import (
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // The tests of this file cover invalid_thread_envelope, BlobHub's
@@ -56,7 +59,7 @@ func TestThreadDeletedMidTurn(t *testing.T) {
 	}
 	start := time.Now()
 	sum := h.run(alias)
-	wantExitCode(t, sum, ExitNoThread, CodeNoThread)
+	wantExitCode(t, sum, exit.NoThread, exit.CodeNoThread)
 	if d := time.Since(start); d > 20*time.Second {
 		t.Fatalf("the run took %s: the agent was not stopped", d)
 	}
@@ -66,7 +69,7 @@ func TestThreadDeletedMidTurn(t *testing.T) {
 	if th := h.thread(alias); th.Turn.State != envelope.TurnStateIdle || th.Agent.Process != nil {
 		t.Fatalf("turn %q process %v, want an ended turn", th.Turn.State, th.Agent.Process)
 	}
-	dir := ThreadDir(h.setup().JobDir, alias)
+	dir := setup.ThreadDir(h.setup().JobDir, alias)
 	j, err := readJournal(filepath.Join(dir, "emissions.jsonl"), h.thread(alias).EmissionNonce)
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +91,7 @@ func TestThreadDeletedMidTurn(t *testing.T) {
 	}
 
 	// Gone: the next run says so and keeps them.
-	wantExitCode(t, h.run(alias), ExitNoThread, CodeNoThread)
+	wantExitCode(t, h.run(alias), exit.NoThread, exit.CodeNoThread)
 
 	// Made again: the next run posts what it kept.
 	v, _ := envelope.WithState(envelope.NewThread(h.work, testAgent, "approval", alias), envelope.StateActive)
@@ -124,7 +127,7 @@ func TestThreadGoneOnRead(t *testing.T) {
 	h.runner = func(r *Runner) {
 		r.Client = &listOnlyGone{Client: r.Client, alias: alias, value: envelope.NewThread(h.work, testAgent, "approval", alias)}
 	}
-	wantExitCode(t, h.run(alias), ExitNoThread, CodeNoThread)
+	wantExitCode(t, h.run(alias), exit.NoThread, exit.CodeNoThread)
 
 	// `thread show`'s part: the main package's TestThreadShowNotAThread.
 
@@ -135,11 +138,11 @@ func TestThreadGoneOnRead(t *testing.T) {
 	active, _ := envelope.WithState(envelope.NewThread(h.work, testAgent, "approval", alias), envelope.StateActive)
 	f.srv.Put(alias, string(active))
 	f.srv.Put("gone/other", string(envelope.NewThread(h.work, testAgent, "approval", "gone/other")))
-	dir := ThreadDir(f.s.JobDir, alias)
+	dir := setup.ThreadDir(f.s.JobDir, alias)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := envelope.WriteFileAtomic(filepath.Join(dir, "thread.yaml"), []byte("alias: "+alias+"\nagent: {state: active, agent_session_id: s1}\nworkspace: {agent_type: claude_code, work_folder: "+h.work+"}\n"), 0o600); err != nil {
+	if err := statefile.WriteAtomic(filepath.Join(dir, "thread.yaml"), []byte("alias: "+alias+"\nagent: {state: active, agent_session_id: s1}\nworkspace: {agent_type: claude_code, work_folder: "+h.work+"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	gone := &deleteAfterList{Client: f.srv.Client(bhtest.RunnerKey), srv: f.srv, alias: alias}
@@ -189,7 +192,7 @@ func TestWorkerDeletedBeforeThreadFailed(t *testing.T) {
 		}}
 	}
 	sum := h.run(alias)
-	wantExitCode(t, sum, ExitFailed, agent.CodeAgentCrashed)
+	wantExitCode(t, sum, exit.Failed, agent.CodeAgentCrashed)
 	w, ok := h.srv.Get("worker")
 	if !ok {
 		t.Fatal("the worker object was not made again")
@@ -209,7 +212,7 @@ func TestWorkerDeletedBeforeThreadFailed(t *testing.T) {
 
 func (h *harness) unpostedCount(alias string) int {
 	h.t.Helper()
-	j, err := readJournal(filepath.Join(ThreadDir(h.setup().JobDir, alias), "emissions.jsonl"), h.thread(alias).EmissionNonce)
+	j, err := readJournal(filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "emissions.jsonl"), h.thread(alias).EmissionNonce)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -237,7 +240,7 @@ func TestParkedThreadFailsResolvesPrompt(t *testing.T) {
 	}
 	h.srv.PersonPost(alias, "yes")
 	sum := h.run(alias)
-	wantExitCode(t, sum, ExitFailed, "WORK_FOLDER_NOT_FOUND")
+	wantExitCode(t, sum, exit.Failed, "WORK_FOLDER_NOT_FOUND")
 	if h.thread(alias).Prompt != nil {
 		t.Fatal("the prompt is still open in thread.yaml")
 	}
@@ -274,7 +277,7 @@ func TestThreadDeletedBeforeActivation(t *testing.T) {
 	h.runner = func(r *Runner) {
 		r.Client = &deleteOnSecondDownload{Client: r.Client, srv: h.srv, alias: alias}
 	}
-	wantExitCode(t, h.run(alias), ExitNoThread, CodeNoThread)
+	wantExitCode(t, h.run(alias), exit.NoThread, exit.CodeNoThread)
 }
 
 // deleteOnSecondDownload deletes alias just before its second download:

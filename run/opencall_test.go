@@ -11,6 +11,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -115,11 +116,11 @@ func TestKill9WhileToolRuns(t *testing.T) {
 		h := newHarness(t, true)
 		h.handOff(alias, "approval", "start")
 		h.play(script)
-		if killed, exit := h.runKilled(alias, n); !killed {
-			t.Fatalf("kill at %d: the run was not killed (exit %d)", n, exit)
+		if killed, exitCode := h.runKilled(alias, n); !killed {
+			t.Fatalf("kill at %d: the run was not killed (exit %d)", n, exitCode)
 		}
 		h.play(agenttest.Turn(agenttest.Step{Text: "resumed"}))
-		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+		want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 		h.noneTwice(alias)
 		results := h.wantCallsClosed(alias)
 		if len(results) != 1 || !results[0].Interrupted || !results[0].Tool.IsError {
@@ -129,7 +130,7 @@ func TestKill9WhileToolRuns(t *testing.T) {
 		if i := slices.Index(got, "tool_result"); i < 0 || i+1 >= len(got) || got[i+1] != "status" {
 			t.Fatalf("kill at %d: items %v, want the interrupted result before the resumed turn's status", n, got)
 		}
-		want(t, h.run(alias), OutcomeIdle, ExitOK)
+		want(t, h.run(alias), OutcomeIdle, exit.OK)
 		if r := h.journalRecords(alias); r != 2 {
 			t.Errorf("kill at %d: the journal holds %d records after the runs, want 2 (compacted)", n, r)
 		}
@@ -152,13 +153,13 @@ func TestKill9WhileParked(t *testing.T) {
 		write.Target.Paths = []string{filepath.Join(h.work, "x.txt")}
 		h.handOff(alias, "approval", "write x")
 		h.play(script)
-		if killed, exit := h.runKilled(alias, n); !killed {
-			t.Fatalf("kill at %d: the run was not killed (exit %d)", n, exit)
+		if killed, exitCode := h.runKilled(alias, n); !killed {
+			t.Fatalf("kill at %d: the run was not killed (exit %d)", n, exitCode)
 		}
 		h.run(alias)
 		h.srv.PersonPost(alias, "yes")
 		h.play(agenttest.Turn(agenttest.Step{Call: write}, agenttest.Step{Text: "written"}))
-		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+		want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 		h.noneTwice(alias)
 		results := h.wantCallsClosed(alias)
 		if len(results) != 2 || !results[0].Parked || results[0].Interrupted || results[1].Parked {
@@ -179,8 +180,8 @@ func TestToolCallOpenAtTimeout(t *testing.T) {
 	h.play(agenttest.Turn(agenttest.Step{Tool: &agenttest.Tool{Effect: policy.EffectExec, Target: policy.Target{Command: "make"}, Running: true}}))
 	h.tune = func(r *Runner) { r.MaxDuration = 300 * time.Millisecond }
 	sum := h.run(alias)
-	want(t, sum, OutcomeTurnFailed, ExitTurnFailed)
-	wantCode(t, sum, ExitTurnFailed, CodeTurnTimeout)
+	want(t, sum, OutcomeTurnFailed, exit.TurnFailed)
+	wantCode(t, sum, exit.TurnFailed, exit.CodeTurnTimeout)
 	results := h.wantCallsClosed(alias)
 	if len(results) != 1 || !results[0].Interrupted {
 		t.Fatalf("results %+v, want one, interrupted", results)

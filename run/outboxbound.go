@@ -8,14 +8,12 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/outbox"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // The outbox's bounds (docs/state.md, the outbox and artifacts): an agent
 // that leaves 20,000 files must not make 20,000 uploads and items.
 const (
-	// defaultMaxFiles is artifacts.max_files when config.yaml sets none:
-	// the most files a turn publishes one by one.
-	defaultMaxFiles = 100
 	// packMaxFiles is the most files the turn's archive holds, so one
 	// turn's record of what it published (artifacts.yaml, read by every
 	// publishing run) stays small.
@@ -50,7 +48,7 @@ func packName(announceID string) string {
 func (a *activation) boundOutbox(files []outbox.File) ([]outbox.File, *outboxPack) {
 	limit := a.r.Setup.Config.Artifacts.MaxFiles
 	if limit <= 0 {
-		limit = defaultMaxFiles
+		limit = setup.DefaultMaxFiles
 	}
 	if len(files) <= limit {
 		return files, nil

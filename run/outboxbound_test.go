@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/exit"
 )
 
 // archiveFiles reads the archive published as rel: path → bytes.
@@ -179,13 +180,13 @@ func TestKill9OutboxArchive(t *testing.T) {
 		}
 		h.srv.PersonPost(h.alias, "go on")
 		h.play(agenttest.Turn(agenttest.Step{Text: "done"}))
-		killed, exit := h.runKilled(h.alias, n)
+		killed, exitCode := h.runKilled(h.alias, n)
 		if killed {
-			if sum := h.run(h.alias); sum.ExitCode != ExitOK {
+			if sum := h.run(h.alias); sum.ExitCode != exit.OK {
 				t.Fatalf("kill at %d: the next run exits %d (%+v)", n, sum.ExitCode, sum.Error)
 			}
-		} else if exit != ExitOK {
-			t.Fatalf("the clean run exits %d", exit)
+		} else if exitCode != exit.OK {
+			t.Fatalf("the clean run exits %d", exitCode)
 		}
 		h.noneTwice(h.alias)
 		// Each file published once, alone or in an archive (a kill before

@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // emit journals an item for the job thread and posts it: every agent event
@@ -36,16 +39,17 @@ func (a *activation) post(ctx context.Context, e *emission) {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	item, err := a.postBody(ctx, e, newItem(fitItem(e.Item, ItemBudget)))
+	p := a.poster()
+	item, err := p.send(ctx, e, newItem(fitItem(e.Item, ItemBudget)))
 	if errors.Is(err, blobhub.ErrItemTooLarge) {
-		item, err = a.postBody(ctx, e, newItem(stubItem(e.Item, itemSize(e.Item))))
+		item, err = p.send(ctx, e, newItem(stubItem(e.Item, itemSize(e.Item))))
 	}
 	var api *blobhub.APIError
-	var undecided *ExitError
+	var undecided *exit.Error
 	switch {
 	case err == nil:
 		a.confirmed(e, item)
-	case errors.Is(err, blobhub.ErrNoThread) && e.Target == workerAlias && a.remakeWorker(ctx):
+	case errors.Is(err, blobhub.ErrNoThread) && e.Target == setup.WorkerAlias && a.remakeWorker(ctx):
 		// The worker object was deleted: made again, the item goes to it.
 		a.post(ctx, e)
 	case errors.Is(err, blobhub.ErrNoThread):
@@ -95,23 +99,43 @@ func (a *activation) stopTurnFor(cause error) {
 	}
 }
 
-// postBody posts body, the form of e the server is sent; after an
-// ambiguous failure it looks for e's emission_id and posts the same body
-// again only when the server does not hold it.
-func (a *activation) postBody(ctx context.Context, e *emission, body blobhub.NewItem) (blobhub.Item, error) {
-	item, err := a.r.Client.Post(ctx, e.Target, body)
+// poster is the BlobHub side of posting an emission, never blindly twice:
+// a post whose outcome is unknown is looked for by its emission_id before
+// it is sent again, and a search that cannot tell is an error. What the
+// answer means for the journal and the thread is the activation's (post,
+// confirmed, reconcile).
+type poster struct {
+	client blobhub.Client
+	alias  string // the job thread
+	log    *slog.Logger
+	// lastPosted is the created_at of the job thread's last confirmed item,
+	// where a search of the job thread starts.
+	lastPosted func() string
+}
+
+// poster is the activation's poster.
+func (a *activation) poster() poster {
+	return poster{client: a.r.Client, alias: a.alias, log: a.log,
+		lastPosted: func() string { return a.t.Items.LastPosted.CreatedAt }}
+}
+
+// send posts body, the form of e the server is sent; after an ambiguous
+// failure it looks for e's emission_id and posts the same body again only
+// when the server does not hold it.
+func (p poster) send(ctx context.Context, e *emission, body blobhub.NewItem) (blobhub.Item, error) {
+	item, err := p.client.Post(ctx, e.Target, body)
 	if !errors.Is(err, blobhub.ErrAmbiguous) {
 		return item, err
 	}
-	a.log.Warn("a post's outcome is unknown; looking for it before posting again", "emission_id", e.ID)
-	found, err := a.findPosted(ctx, e)
+	p.log.Warn("a post's outcome is unknown; looking for it before posting again", "emission_id", e.ID)
+	found, err := p.find(ctx, e)
 	switch {
 	case err != nil:
 		return blobhub.Item{}, err
 	case found != nil:
 		return *found, nil
 	}
-	return a.r.Client.Post(ctx, e.Target, body)
+	return p.client.Post(ctx, e.Target, body)
 }
 
 // confirmed records that the server holds e.
@@ -143,10 +167,10 @@ func shownItem(e *emission, answer blobhub.Item) blobhub.Item {
 		Content: it.Content, Metadata: it.Metadata, ParentID: answer.ParentID}
 }
 
-// findPosted lists the target thread after last_posted and looks for the
+// find lists the target thread after last_posted and looks for the
 // emission's id.
-func (a *activation) findPosted(ctx context.Context, e *emission) (*blobhub.Item, error) {
-	posted, err := a.postedSince(ctx, e, map[string]bool{e.ID: true})
+func (p poster) find(ctx context.Context, e *emission) (*blobhub.Item, error) {
+	posted, err := p.since(ctx, e, map[string]bool{e.ID: true})
 	if it, ok := posted[e.ID]; ok && err == nil {
 		return &it, nil
 	}
@@ -157,22 +181,22 @@ func (a *activation) findPosted(ctx context.Context, e *emission) (*blobhub.Item
 // items it is looking for, so it reads much further than a run's tail.
 var postedLimits = blobhub.Limits{Items: 100000}
 
-// postedSince lists e's target thread from where e may have landed and maps
+// since lists e's target thread from where e may have landed and maps
 // the emission_ids of want found there to their items: after last_posted on
 // the job thread; on worker, which has no cursor of ours, from an hour
 // before e was journaled (clocks may differ). It stops once every id of
 // want is found. A search that ends at postedLimits first cannot tell
 // whether the rest was posted: that is an error, so nothing is posted
 // again blindly; the emissions stay journaled for the next run.
-func (a *activation) postedSince(ctx context.Context, e *emission, want map[string]bool) (map[string]blobhub.Item, error) {
+func (p poster) since(ctx context.Context, e *emission, want map[string]bool) (map[string]blobhub.Item, error) {
 	from := blobhub.Cursor{}
-	if e.Target == a.alias {
-		from.CreatedAt = a.t.Items.LastPosted.CreatedAt
+	if e.Target == p.alias {
+		from.CreatedAt = p.lastPosted()
 	} else if t, err := blobhub.ParseTime(e.At); err == nil {
 		from.CreatedAt = blobhub.FormatTime(t.Add(-time.Hour))
 	}
 	found := map[string]blobhub.Item{}
-	_, more, err := blobhub.TailEach(ctx, a.r.Client, e.Target, from, postedLimits, func(it blobhub.Item) bool {
+	_, more, err := blobhub.TailEach(ctx, p.client, e.Target, from, postedLimits, func(it blobhub.Item) bool {
 		var m struct {
 			EmissionID string `json:"emission_id"`
 		}
@@ -181,7 +205,7 @@ func (a *activation) postedSince(ctx context.Context, e *emission, want map[stri
 		}
 		return len(found) < len(want)
 	})
-	if errors.Is(err, blobhub.ErrNoThread) && e.Target == workerAlias {
+	if errors.Is(err, blobhub.ErrNoThread) && e.Target == setup.WorkerAlias {
 		// No worker thread (deleted): it holds none of them; posting one
 		// makes it again.
 		return found, nil
@@ -190,7 +214,7 @@ func (a *activation) postedSince(ctx context.Context, e *emission, want map[stri
 		return nil, err
 	}
 	if more && len(found) < len(want) {
-		return found, exitErr(CodeUnposted, "could not tell whether BlobHub holds %d journaled item(s) of %q: the thread has more than %d items after where they would be; they stay journaled and the next run looks again", len(want)-len(found), e.Target, postedLimits.Items)
+		return found, exit.Errorf(exit.CodeUnposted, "could not tell whether BlobHub holds %d journaled item(s) of %q: the thread has more than %d items after where they would be; they stay journaled and the next run looks again", len(want)-len(found), e.Target, postedLimits.Items)
 	}
 	return found, nil
 }
@@ -218,10 +242,11 @@ func (a *activation) reconcile(ctx context.Context) error {
 		want[e.Target][e.ID] = true
 	}
 	seen := map[string]map[string]blobhub.Item{}
+	p := a.poster()
 	for _, e := range firsts {
-		found, err := a.postedSince(ctx, e, want[e.Target])
+		found, err := p.since(ctx, e, want[e.Target])
 		if err != nil {
-			return apiErr(err, "reconcile "+e.Target)
+			return setup.APIError(err, "reconcile "+e.Target)
 		}
 		seen[e.Target] = found
 	}
@@ -239,7 +264,7 @@ func (a *activation) reconcile(ctx context.Context) error {
 		}
 		a.post(ctx, e)
 		if a.offline {
-			return exitErr(CodeUnavailable, "BlobHub is unreachable while posting journaled items; the next run retries")
+			return exit.Errorf(exit.CodeUnavailable, "BlobHub is unreachable while posting journaled items; the next run retries")
 		}
 	}
 	return nil
@@ -329,4 +354,23 @@ func (a *activation) resolvePrompt(resolution, brief string) (*emission, error) 
 	return a.j.resolution(a.alias, p.ItemID, agent.Item{Brief: brief, Meta: map[string]any{
 		"type": agent.ItemPendingPromptResolved, "prompt_item_id": p.ItemID, "resolution": resolution,
 	}})
+}
+
+// remakeWorker makes the session's worker object again, once per run,
+// after a post to it found it gone (deleted while the run worked), with
+// the same check of its owner as at the run's start. false when it was
+// made again already or could not be.
+func (a *activation) remakeWorker(ctx context.Context) bool {
+	if a.workerRemade {
+		return false
+	}
+	a.workerRemade = true
+	a.log.Warn("the worker object is gone from BlobHub (deleted?); making it again")
+	st, err := a.r.Setup.EnsureWorker(ctx, a.r.Client, a.userID)
+	if err != nil {
+		a.log.Error("could not make the worker object again; its items stay journaled", "error", err)
+		return false
+	}
+	a.instanceID = st.InstanceID
+	return true
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // The keys of profiles the run does not use, and of the v1 credentials
@@ -67,8 +69,8 @@ func TestOtherProfilesKeysRedacted(t *testing.T) {
 	cat := agenttest.Exec("cat ~/.blobhub/credentials.yaml ~/.blobhub-worker/credentials.yaml")
 	cat.Result = creds + "api:\n  key: " + v1FileKey + "\n" + "and the runner's own: " + bhtest.RunnerKey
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Tool: cat}, {Text: "the key is " + otherProfileKey}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
-	dir := ThreadDir(h.setup().JobDir, alias)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+	dir := setup.ThreadDir(h.setup().JobDir, alias)
 	h.wantNoKeys([]string{filepath.Join(dir, "emissions.jsonl"), filepath.Join(dir, "logs", "thread.log")},
 		[]string{alias}, otherProfileKey, v1FileKey, bhtest.RunnerKey)
 	var redacted bool
@@ -93,9 +95,9 @@ func TestThreadFailedRedacted(t *testing.T) {
 	}))
 	h.srv.PersonPost(alias, "start")
 	sum := h.run(alias)
-	want(t, sum, OutcomeFailed, ExitFailed)
-	h.wantThreadFailed(alias, CodeAgentTypeUnsupported)
-	dir := ThreadDir(h.setup().JobDir, alias)
+	want(t, sum, OutcomeFailed, exit.Failed)
+	h.wantThreadFailed(alias, exit.CodeAgentTypeUnsupported)
+	dir := setup.ThreadDir(h.setup().JobDir, alias)
 	h.wantNoKeys([]string{filepath.Join(dir, "emissions.jsonl"), filepath.Join(dir, "thread.yaml"),
 		filepath.Join(h.setup().JobDir, "logs", "section.log")}, []string{"worker", alias}, otherProfileKey)
 	if b, _ := json.Marshal(sum); strings.Contains(string(b), otherProfileKey) || !strings.Contains(string(b), "[REDACTED]") {

@@ -7,13 +7,14 @@ package run
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -21,13 +22,15 @@ import (
 	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // Runner runs activations. main builds one per invocation; the agents it
 // can start are Setup.Adapters.
 type Runner struct {
-	Setup  *Setup
+	Setup  *setup.Setup
 	Client blobhub.Client
 	Logger *slog.Logger
 
@@ -46,6 +49,18 @@ type Runner struct {
 	// terminal status line); nil: nobody watches.
 	Observer Observer
 }
+
+// Outcomes of a run.
+const (
+	OutcomeTurnCompleted = "turn_completed"
+	OutcomeIdle          = "idle"
+	OutcomeParked        = "parked"
+	OutcomeStopped       = "stopped"
+	OutcomeFailed        = "failed"
+	OutcomeTurnFailed    = "turn_failed"
+	OutcomeNotHere       = "not_here"
+	OutcomeInterrupted   = "interrupted"
+)
 
 // Summary is the run's result: the --json object and section.log's record.
 type Summary struct {
@@ -71,12 +86,6 @@ type SummaryError struct {
 	Message string `json:"message"`
 }
 
-// ThreadDir is the folder of a thread in the state tree: one directory per
-// "/"-separated alias segment.
-func ThreadDir(jobDir, alias string) string {
-	return filepath.Join(append([]string{jobDir, "threads"}, strings.Split(alias, "/")...)...)
-}
-
 // Run is one activation of the thread alias (docs/run.md). It always returns
 // a summary with the exit code; err explains a non-zero one.
 func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error) {
@@ -87,13 +96,13 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	// signal its cause — before the thread lock the run ends at once and
 	// writes nothing, after it the agent is interrupted politely and state
 	// is saved; a second skips the politeness.
-	ctx, hurry, stopSignals := WatchSignals(ctx, r.Signals)
+	ctx, hurry, stopSignals := exit.WatchSignals(ctx, r.Signals)
 	defer stopSignals()
 	a.hurry = hurry
 	ctx, a.abort = context.WithCancelCause(ctx)
 	defer a.abort(nil)
 	stopNote := context.AfterFunc(ctx, func() {
-		if s := signalOf(ctx); s != nil && a.locked {
+		if s := exit.SignalOf(ctx); s != nil && a.locked {
 			a.log.Warn("signal received; stopping the agent and saving state", "signal", s.String())
 		}
 	})
@@ -103,7 +112,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		if a.t != nil && sum.AgentSessionID == "" {
 			sum.AgentSessionID = a.t.Agent.AgentSessionID
 		}
-		sig := signalOf(ctx)
+		sig := exit.SignalOf(ctx)
 		if fault := a.faultErr(); fault != nil && sig == nil {
 			err = fault // what stopped the run, whatever it was doing then
 		}
@@ -111,7 +120,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		if sig != nil {
 			// What was cut short (a wait on BlobHub, the agent) is the
 			// signal's doing, not an error of its own.
-			ee := &ExitError{Exit: sum.ExitCode, Code: CodeInterrupted, Message: interruptedMessage(sig, a.locked)}
+			ee := &exit.Error{Exit: sum.ExitCode, Code: exit.CodeInterrupted, Message: interruptedMessage(sig, a.locked)}
 			if sum.Error == nil {
 				sum.Error = &SummaryError{Code: ee.Code, Message: ee.Message}
 			}
@@ -122,16 +131,16 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		}
 	}()
 
-	r.Setup.logIgnored(a.log)
+	r.Setup.LogIgnored(a.log)
 	// 1. The alias, before anything touches disk or network.
-	if err := ValidateAlias(alias); err != nil {
-		return sum, exitErr(CodeBadAlias, "invalid alias %q: %v", alias, err)
+	if err := setup.ValidateAlias(alias); err != nil {
+		return sum, exit.Errorf(exit.CodeBadAlias, "invalid alias %q: %v", alias, err)
 	}
-	// 2. Setup was resolved by main (credentials, config, section).
+	// 2. The Setup was resolved by cli (credentials, config, section).
 	if err := ctx.Err(); err != nil {
 		return sum, err // a signal already: nothing is written
 	}
-	a.dir = ThreadDir(r.Setup.JobDir, alias)
+	a.dir = setup.ThreadDir(r.Setup.JobDir, alias)
 	// A thread this state tree has never run gets its folder only once
 	// BlobHub says it is a job thread, so a misspelled alias leaves nothing
 	// behind. This read only decides whether to make the folder; the one
@@ -140,7 +149,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	// is never deleted, so both lock the same one.
 	// The tree is checked first (owner, modes, links): the download of a
 	// thread that is not a job writes not_mine.yaml.
-	if err := r.Setup.ensureDir(r.Setup.JobDir); err != nil {
+	if err := r.Setup.EnsureDir(r.Setup.JobDir); err != nil {
 		return sum, err
 	}
 	if _, err := os.Lstat(a.dir); errors.Is(err, fs.ErrNotExist) {
@@ -148,7 +157,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 			return sum, err
 		}
 	}
-	if err := r.Setup.ensureDir(a.dir); err != nil {
+	if err := r.Setup.EnsureDir(a.dir); err != nil {
 		return sum, err
 	}
 
@@ -162,18 +171,18 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	if err != nil {
 		var held *lock.HeldError
 		switch {
-		case signalOf(ctx) != nil:
+		case exit.SignalOf(ctx) != nil:
 			return sum, err // interrupted while waiting: nothing is written
 		case errors.As(err, &held) && r.LockWait > 0:
-			return sum, exitErr(CodeLocked, "thread %q is %v; waited %v for it (--lock-wait); retry later, or pass a longer --lock-wait", alias, held, r.LockWait)
+			return sum, exit.Errorf(exit.CodeLocked, "thread %q is %v; waited %v for it (--lock-wait); retry later, or pass a longer --lock-wait", alias, held, r.LockWait)
 		case errors.As(err, &held):
-			return sum, exitErr(CodeLocked, "thread %q is %v; retry later or pass --lock-wait", alias, held)
+			return sum, exit.Errorf(exit.CodeLocked, "thread %q is %v; retry later or pass --lock-wait", alias, held)
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-			return sum, exitErr(CodeLocked, "gave up waiting for the lock of thread %q: %v; retry later", alias, err)
+			return sum, exit.Errorf(exit.CodeLocked, "gave up waiting for the lock of thread %q: %v; retry later", alias, err)
 		}
 		// Not contention: the lock file cannot be opened or locked, which
 		// waiting will not mend.
-		return sum, exitErr(CodeStateTreeInvalid, "cannot lock thread %q: %v; check the state tree", alias, err)
+		return sum, exit.Errorf(exit.CodeStateTreeInvalid, "cannot lock thread %q: %v; check the state tree", alias, err)
 	}
 	defer lk.Unlock()
 	a.locked = true
@@ -276,13 +285,13 @@ func (a *activation) wrapUp(ctx context.Context, err error) error {
 		if a.turnStopped {
 			stopped = "; its agent was stopped mid-turn"
 		}
-		err = exitErr(CodeNoThread, "thread %q was deleted from BlobHub while this run posted to it%s; %d item(s) it could not post stay journaled, and a run posts them if the thread is made again", a.alias, stopped, a.unposted())
+		err = exit.Errorf(exit.CodeNoThread, "thread %q was deleted from BlobHub while this run posted to it%s; %d item(s) it could not post stay journaled, and a run posts them if the thread is made again", a.alias, stopped, a.unposted())
 	}
 	if err == nil && a.authRefused {
-		err = exitErr(CodeAuthInvalid, "BlobHub refused the API key while posting; %d item(s) stay journaled for the next run with a valid key", a.unposted())
+		err = exit.Errorf(exit.CodeAuthInvalid, "BlobHub refused the API key while posting; %d item(s) stay journaled for the next run with a valid key", a.unposted())
 	}
 	if err == nil && a.unposted() > 0 {
-		err = exitErr(CodeUnposted, "%d item(s) could not be posted to BlobHub; they are journaled and the next run posts them", a.unposted())
+		err = exit.Errorf(exit.CodeUnposted, "%d item(s) could not be posted to BlobHub; they are journaled and the next run posts them", a.unposted())
 	}
 	return err
 }
@@ -462,7 +471,7 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 		"error":       map[string]any{"code": te.Code, "message": te.Message},
 		"instance_id": a.instanceID,
 	}}
-	e, err := a.j.add(workerAlias, it, "")
+	e, err := a.j.add(setup.WorkerAlias, it, "")
 	if err != nil {
 		return err
 	}
@@ -512,25 +521,25 @@ func (a *activation) finishUnfinished(ctx context.Context) error {
 
 // finish sets the exit code from the outcome and the error.
 func finish(sum *Summary, err error, sig os.Signal) {
-	ee := Exit(err)
+	ee := exit.Of(err)
 	switch {
 	case sig != nil:
 		sum.Outcome = OutcomeInterrupted
-		sum.ExitCode = ExitTerminated
+		sum.ExitCode = exit.Terminated
 		if sig == syscall.SIGINT || sig == os.Interrupt {
-			sum.ExitCode = ExitInterrupted
+			sum.ExitCode = exit.Interrupted
 		}
-		if ee != nil && ee.Code != "" && ee.Code != CodeInternal && sum.Error == nil {
+		if ee != nil && ee.Code != "" && ee.Code != exit.CodeInternal && sum.Error == nil {
 			sum.Error = &SummaryError{Code: ee.Code, Message: ee.Message}
 		}
 		return
 	case ee != nil:
 		sum.ExitCode = ee.Exit
-		if ee.Exit == ExitNotHere {
+		if ee.Exit == exit.NotHere {
 			sum.Outcome = OutcomeNotHere
 		}
 		switch {
-		case ee.Code == CodeInternal && sum.Error != nil:
+		case ee.Code == exit.CodeInternal && sum.Error != nil:
 			// The run's own error (a thread failure) says more.
 		case ee.Code != "":
 			sum.Error = &SummaryError{Code: ee.Code, Message: ee.Message}
@@ -541,13 +550,13 @@ func finish(sum *Summary, err error, sig os.Signal) {
 	}
 	switch sum.Outcome {
 	case OutcomeFailed:
-		sum.ExitCode = ExitFailed
+		sum.ExitCode = exit.Failed
 	case OutcomeTurnFailed:
-		sum.ExitCode = ExitTurnFailed
+		sum.ExitCode = exit.TurnFailed
 	case OutcomeNotHere:
-		sum.ExitCode = ExitNotHere
+		sum.ExitCode = exit.NotHere
 	default:
-		sum.ExitCode = ExitOK
+		sum.ExitCode = exit.OK
 	}
 }
 
@@ -561,7 +570,7 @@ func (r *Runner) grace() time.Duration {
 // interruptedMessage says what a signal left: state saved under the lock,
 // nothing written before it.
 func interruptedMessage(sig os.Signal, locked bool) string {
-	name := SignalName(sig)
+	name := exit.SignalName(sig)
 	if locked {
 		return "interrupted by " + name + "; state saved, the next run resumes"
 	}
@@ -571,5 +580,15 @@ func interruptedMessage(sig os.Signal, locked bool) string {
 // notHere is the not_here exit: an active thread this state tree never
 // activated.
 func notHere(alias string) error {
-	return &ExitError{Exit: ExitNotHere, Message: fmt.Sprintf("thread %q is active but this state tree never activated it (another host's, or its record was lost); if it should run here, run `bhw-run thread retry %s`", alias, alias)}
+	return &exit.Error{Exit: exit.NotHere, Message: fmt.Sprintf("thread %q is active but this state tree never activated it (another host's, or its record was lost); if it should run here, run `bhw-run thread retry %s`", alias, alias)}
+}
+
+// now stamps a local file: see envelope.StampLayout.
+func now() string { return envelope.Stamp(time.Now()) }
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 )
 
 // runWithSignals runs alias with a signal channel and sends sigs once the
@@ -65,7 +66,7 @@ func TestSIGINTMidTurn(t *testing.T) {
 	var pgids []int
 	h.recordPgid(&pgids)
 	sum := h.runWithSignals(alias, os.Interrupt)
-	if sum.ExitCode != ExitInterrupted || sum.Outcome != OutcomeInterrupted {
+	if sum.ExitCode != exit.Interrupted || sum.Outcome != OutcomeInterrupted {
 		t.Fatalf("exit %d outcome %q, want 130 interrupted", sum.ExitCode, sum.Outcome)
 	}
 	th := h.thread(alias)
@@ -77,7 +78,7 @@ func TestSIGINTMidTurn(t *testing.T) {
 	}
 	h.runner, h.tune = nil, nil
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "resumed"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	h.noneTwice(alias)
 }
 
@@ -100,7 +101,7 @@ func TestSecondSignalSkipsPoliteness(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the second signal did not end the run (the ten-minute grace was waited)")
 	}
-	if sum.ExitCode != ExitTerminated {
+	if sum.ExitCode != exit.Terminated {
 		t.Fatalf("exit %d, want 143", sum.ExitCode)
 	}
 	if len(pgids) != 1 || proc.GroupAlive(pgids[0]) {

@@ -12,7 +12,9 @@ import (
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // takeOnlySlot sets max_agents 1 and takes the slot, as another run's agent would.
@@ -64,7 +66,7 @@ func (h *harness) waitQueued() {
 // person's message.
 func (h *harness) wroteNothing(alias string) {
 	h.t.Helper()
-	dir := ThreadDir(h.setup().JobDir, alias)
+	dir := setup.ThreadDir(h.setup().JobDir, alias)
 	if _, err := os.Stat(filepath.Join(dir, "thread.yaml")); err == nil {
 		h.t.Error("thread.yaml was written")
 	}
@@ -99,7 +101,7 @@ func result(t *testing.T, done <-chan *Summary) *Summary {
 }
 
 // treeLog is the section log every run appends to, whatever it did.
-var treeLog = filepath.Join("jobs", JobType+"-"+bhtest.SessionID, "logs", "section.log")
+var treeLog = filepath.Join("jobs", setup.JobType+"-"+bhtest.SessionID, "logs", "section.log")
 
 // TestSlotWaitTakesTheFreedSlot: with every slot taken, a run with --slot-wait
 // waits, writing nothing, and runs its turn once a slot is freed; what a
@@ -118,7 +120,7 @@ func TestSlotWaitTakesTheFreedSlot(t *testing.T) {
 	if err := slot.Release(); err != nil {
 		t.Fatal(err)
 	}
-	want(t, result(t, done), OutcomeTurnCompleted, ExitOK)
+	want(t, result(t, done), OutcomeTurnCompleted, exit.OK)
 	if ids := h.thread(alias).Turn.InboundIDs; len(ids) != 2 {
 		t.Fatalf("the turn delivered %v, want both messages", ids)
 	}
@@ -133,7 +135,7 @@ func TestSlotWaitSeesAStop(t *testing.T) {
 	const alias = "wait/stop"
 	h.handOff(alias, "approval", "start")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}, {{Text: "again"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	h.srv.PersonPost(alias, "more")
 	slot := h.takeOnlySlot()
 
@@ -146,7 +148,7 @@ func TestSlotWaitSeesAStop(t *testing.T) {
 	}
 	h.srv.Put(alias, string(v))
 	_ = slot.Release()
-	want(t, result(t, done), OutcomeStopped, ExitOK)
+	want(t, result(t, done), OutcomeStopped, exit.OK)
 	if n := count(h.items(alias), "turn_end"); n != 1 {
 		t.Fatalf("%d turn_end items, want only the first turn's: a stopped thread ran a turn", n)
 	}
@@ -159,17 +161,17 @@ func TestSlotWaitSignal(t *testing.T) {
 	for _, tc := range []struct {
 		sig  os.Signal
 		exit int
-	}{{syscall.SIGTERM, ExitTerminated}, {syscall.SIGINT, ExitInterrupted}} {
+	}{{syscall.SIGTERM, exit.Terminated}, {syscall.SIGINT, exit.Interrupted}} {
 		t.Run(tc.sig.String(), func(t *testing.T) {
 			h := newHarness(t, false)
 			const alias = "wait/sig"
 			h.handOff(alias, "approval", "start")
 			h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}, {{Text: "again"}}}})
-			want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+			want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 			h.srv.PersonPost(alias, "more")
 			h.takeOnlySlot()
 			before := tree(t, h.state)
-			yamlBefore, err := os.ReadFile(filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml"))
+			yamlBefore, err := os.ReadFile(filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.yaml"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,7 +189,7 @@ func TestSlotWaitSignal(t *testing.T) {
 			if d := time.Since(start); d > 10*time.Second {
 				t.Errorf("the run took %v to end after the signal", d)
 			}
-			after, _ := os.ReadFile(filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.yaml"))
+			after, _ := os.ReadFile(filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.yaml"))
 			if string(after) != string(yamlBefore) {
 				t.Errorf("thread.yaml changed:\n%s\nwas:\n%s", after, yamlBefore)
 			}
@@ -212,12 +214,12 @@ func TestSlotWaitElapses(t *testing.T) {
 	h.handOff(alias, "approval", "start")
 	slot := h.takeOnlySlot()
 	sum := result(t, h.runAsync(alias, 30*time.Millisecond, nil))
-	wantCode(t, sum, ExitTempFail, CodeNoSlot)
+	wantCode(t, sum, exit.TempFail, exit.CodeNoSlot)
 	if !strings.Contains(sum.Error.Message, "--slot-wait 30ms") {
 		t.Errorf("message %q does not name the wait", sum.Error.Message)
 	}
 	h.wroteNothing(alias)
 	_ = slot.Release()
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 }

@@ -9,19 +9,21 @@ import (
 
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // fullDisk makes every write of the state file named base fail with
 // ENOSPC, as a full disk does, until the test ends.
 func fullDisk(t *testing.T, base string) {
 	t.Helper()
-	testHookStateWrite = func(path string) error {
+	setup.TestHookStateWrite = func(path string) error {
 		if filepath.Base(path) == base {
 			return syscall.ENOSPC
 		}
 		return nil
 	}
-	t.Cleanup(func() { testHookStateWrite = nil })
+	t.Cleanup(func() { setup.TestHookStateWrite = nil })
 }
 
 // wantStateInvalid checks a run ended STATE_INVALID (78), never the 75 of
@@ -29,7 +31,7 @@ func fullDisk(t *testing.T, base string) {
 // and what went wrong.
 func wantStateInvalid(t *testing.T, sum *Summary, file, cause string) {
 	t.Helper()
-	wantCode(t, sum, ExitConfig, CodeStateTreeInvalid)
+	wantCode(t, sum, exit.Config, exit.CodeStateTreeInvalid)
 	if !strings.Contains(sum.Error.Message, file) || !strings.Contains(sum.Error.Message, cause) {
 		t.Errorf("message %q does not name %s and %q", sum.Error.Message, file, cause)
 	}
@@ -56,7 +58,7 @@ func TestFullDisk(t *testing.T) {
 		h := newHarness(t, false)
 		const alias = "disk/journal"
 		h.handOff(alias, "approval", "")
-		want(t, h.run(alias), OutcomeIdle, ExitOK) // activated, nothing to say
+		want(t, h.run(alias), OutcomeIdle, exit.OK) // activated, nothing to say
 		h.srv.PersonPost(alias, "please work")
 		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "lost?"}, {WaitInterrupt: true}}}})
 		fullDisk(t, "emissions.jsonl")
@@ -65,9 +67,9 @@ func TestFullDisk(t *testing.T) {
 		if th.Turn.State != envelope.TurnStateInterrupted || len(th.Turn.InboundIDs) != 1 {
 			t.Fatalf("turn %+v, want interrupted with the message, for the next run to resume", th.Turn)
 		}
-		testHookStateWrite = nil
+		setup.TestHookStateWrite = nil
 		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "done now"}}}})
-		want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+		want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 		if got := h.items(alias); !strings.Contains(strings.Join(got, ","), "text") {
 			t.Errorf("items %v", got)
 		}
@@ -81,7 +83,7 @@ func TestDirectoryAtThreadLock(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "disk/lockdir"
 	h.handOff(alias, "approval", "hello")
-	path := filepath.Join(ThreadDir(h.setup().JobDir, alias), "thread.lock")
+	path := filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.lock")
 	if err := os.MkdirAll(path, 0o700); err != nil {
 		t.Fatal(err)
 	}

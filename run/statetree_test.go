@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // activeWithFiles hands off alias and runs its first turn, so that every
@@ -18,8 +20,8 @@ func activeWithFiles(t *testing.T, h *harness, alias string) string {
 	t.Helper()
 	h.handOff(alias, "approval", "first")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "one"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
-	return ThreadDir(h.setup().JobDir, alias)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+	return setup.ThreadDir(h.setup().JobDir, alias)
 }
 
 // runWithin runs alias in a goroutine and fails the test if the run has
@@ -114,11 +116,11 @@ func TestStateFilesAreNotFollowed(t *testing.T) {
 				h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "two"}}}})
 				sum := runWithin(t, h, alias, 10*time.Second, unblockFIFO(path))
 				if f.fatal {
-					wantCode(t, sum, ExitConfig, CodeStateTreeInvalid)
+					wantCode(t, sum, exit.Config, exit.CodeStateTreeInvalid)
 					if !strings.Contains(sum.Error.Message, path) || !strings.Contains(sum.Error.Message, kind) || !strings.Contains(sum.Error.Message, "move it aside") {
 						t.Errorf("message %q does not name %s as %s and the fix", sum.Error.Message, path, kind)
 					}
-				} else if sum.ExitCode != ExitOK {
+				} else if sum.ExitCode != exit.OK {
 					t.Errorf("exit %d error %+v: a %s that cannot be used must not stop the run", sum.ExitCode, sum.Error, f.rel)
 				}
 				if b, _ := os.ReadFile(outside); string(b) != string(old) {
@@ -172,7 +174,7 @@ func TestStateTreeOfOthersIsRefused(t *testing.T) {
 		h.state = dir
 		h.handOff(alias, "approval", "hi")
 		sum := h.run(alias)
-		wantCode(t, sum, ExitConfig, CodeInsecurePermissions)
+		wantCode(t, sum, exit.Config, exit.CodeInsecurePermissions)
 		if !strings.Contains(sum.Error.Message, "owned by uid "+strconv.Itoa(uid)) || !strings.Contains(sum.Error.Message, "chown") {
 			t.Errorf("message %q", sum.Error.Message)
 		}
@@ -204,7 +206,7 @@ func TestStateTreeOfOthersIsRefused(t *testing.T) {
 			before := tree(t, dir)
 			h.srv.PersonPost(alias, "again")
 			sum := h.run(alias)
-			wantCode(t, sum, ExitConfig, CodeInsecurePermissions)
+			wantCode(t, sum, exit.Config, exit.CodeInsecurePermissions)
 			if !strings.Contains(sum.Error.Message, target) || !strings.Contains(sum.Error.Message, "chmod go-w "+target) {
 				t.Errorf("message %q does not say how to fix %s", sum.Error.Message, target)
 			}
@@ -220,7 +222,7 @@ func TestStateTreeOfOthersIsRefused(t *testing.T) {
 		linkInPlaceOf(t, threads, moved, moved)
 		h.srv.PersonPost(alias, "again")
 		sum := h.run(alias)
-		wantCode(t, sum, ExitConfig, CodeStateTreeInvalid)
+		wantCode(t, sum, exit.Config, exit.CodeStateTreeInvalid)
 		if !strings.Contains(sum.Error.Message, threads+" is a symbolic link") {
 			t.Errorf("message %q", sum.Error.Message)
 		}
@@ -237,22 +239,22 @@ func TestStateTreeOfOthersIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.srv.PersonPost(alias, "again")
-		wantCode(t, h.run(alias), ExitConfig, CodeInsecurePermissions)
+		wantCode(t, h.run(alias), exit.Config, exit.CodeInsecurePermissions)
 	})
 	t.Run("config.yaml others may write to", func(t *testing.T) {
 		h := newHarness(t, false)
 		if err := os.Chmod(h.config, 0o666); err != nil {
 			t.Fatal(err)
 		}
-		o := Options{APIURL: h.srv.URL(), APIKey: "bhk_x", StateDir: h.state, ConfigPath: h.config,
+		o := setup.Options{APIURL: h.srv.URL(), APIKey: "bhk_x", StateDir: h.state, ConfigPath: h.config,
 			RevisionID: "rev_x", SessionID: "ses_x", Home: h.state, Adapters: testAdapters()}
 		ee := resolveErr(t, o, alias)
-		if ee.Exit != ExitConfig || ee.Code != CodeInsecurePermissions || !strings.Contains(ee.Message, "chmod go-w "+h.config) {
+		if ee.Exit != exit.Config || ee.Code != exit.CodeInsecurePermissions || !strings.Contains(ee.Message, "chmod go-w "+h.config) {
 			t.Fatalf("%+v", ee)
 		}
 		// The state tree's own config.yaml, without --config, too.
 		o.ConfigPath = ""
-		if ee := resolveErr(t, o, alias); ee.Code != CodeInsecurePermissions {
+		if ee := resolveErr(t, o, alias); ee.Code != exit.CodeInsecurePermissions {
 			t.Fatalf("%+v", ee)
 		}
 		if os.Geteuid() == 0 {
@@ -262,7 +264,7 @@ func TestStateTreeOfOthersIsRefused(t *testing.T) {
 			if err := os.Chown(h.config, 65534, 65534); err != nil {
 				t.Fatal(err)
 			}
-			if ee := resolveErr(t, o, alias); ee.Code != CodeInsecurePermissions || !strings.Contains(ee.Message, "owned by uid 65534") {
+			if ee := resolveErr(t, o, alias); ee.Code != exit.CodeInsecurePermissions || !strings.Contains(ee.Message, "owned by uid 65534") {
 				t.Fatalf("a config of another user: %+v", ee)
 			}
 		}
@@ -275,13 +277,13 @@ func TestStateTreeOfOthersIsRefused(t *testing.T) {
 		if err := syscall.Mkfifo(h.config, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		o := Options{APIURL: h.srv.URL(), APIKey: "bhk_x", StateDir: h.state, ConfigPath: h.config,
+		o := setup.Options{APIURL: h.srv.URL(), APIKey: "bhk_x", StateDir: h.state, ConfigPath: h.config,
 			RevisionID: "rev_x", SessionID: "ses_x", Home: h.state, Adapters: testAdapters()}
-		done := make(chan *ExitError, 1)
+		done := make(chan *exit.Error, 1)
 		go func() { done <- resolveErr(t, o, alias) }()
 		select {
 		case ee := <-done:
-			if ee.Code != CodeInvalidConfig || !strings.Contains(ee.Message, "not a regular file") {
+			if ee.Code != exit.CodeInvalidConfig || !strings.Contains(ee.Message, "not a regular file") {
 				t.Fatalf("%+v", ee)
 			}
 		case <-time.After(10 * time.Second):

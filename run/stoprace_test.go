@@ -6,6 +6,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 )
 
 // TestStopBetweenReadAndWrite: a person's stop written after the run read
@@ -20,7 +21,7 @@ func TestStopBetweenReadAndWrite(t *testing.T) {
 	h.play(agenttest.Turn(agenttest.Step{Text: "hi"}))
 	// A first run's folder exists already, so the run's first download
 	// is the one under the lock it decides on.
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK)
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	h.setWireState(alias, envelope.StatePending) // handed off again
 	h.srv.PersonPost(alias, "more")
 	var n atomic.Int32
@@ -32,10 +33,10 @@ func TestStopBetweenReadAndWrite(t *testing.T) {
 	})
 	sum := h.run(alias)
 	h.srv.RewriteAnswers("download_session_object", nil)
-	if sum.ExitCode != ExitTempFail || sum.Error == nil || sum.Error.Code != CodeStateChanged || h.wireState(alias) != envelope.StateCompleted {
+	if sum.ExitCode != exit.TempFail || sum.Error == nil || sum.Error.Code != exit.CodeStateChanged || h.wireState(alias) != envelope.StateCompleted {
 		t.Fatalf("exit %d (%+v), wire %q: want the stop kept and the run leaving it to the next", sum.ExitCode, sum.Error, h.wireState(alias))
 	}
-	want(t, h.run(alias), OutcomeStopped, ExitOK)
+	want(t, h.run(alias), OutcomeStopped, exit.OK)
 	if h.wireState(alias) != envelope.StateCompleted {
 		t.Fatalf("wire %q after the next run", h.wireState(alias))
 	}

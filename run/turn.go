@@ -10,8 +10,10 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // turnPlan is what a row adds to the turn's message.
@@ -104,7 +106,7 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 	// An agent that wants a home of its own gets one in the thread's folder
 	// when none is configured; recorded below, it stays the thread's.
 	if res.AgentHome == "" && res.adapter.ThreadHome {
-		res.AgentHome = filepath.Join(a.dir, ThreadHomeDir)
+		res.AgentHome = filepath.Join(a.dir, setup.ThreadHomeDir)
 	}
 	// A thread.yaml of an earlier version named the home under the agent's
 	// own key: from now on it is agent_home too (the old key stays for an
@@ -121,7 +123,7 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 
 	a.res = res
 	gate := a.r.gate(res.Permissions, res.Policy, res.WorkFolder)
-	if res.Permissions == PermGuarded {
+	if res.Permissions == setup.PermGuarded {
 		a.emitPolicyApplied(gate, res.Policy)
 	}
 
@@ -201,7 +203,7 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	}
 	// An upload BlobHub did not take stays journaled for the next run; a
 	// journal that cannot be written stops the run.
-	if err := a.publishArtifacts(ctx, intents); isStateInvalid(err) {
+	if err := a.publishArtifacts(ctx, intents); setup.IsStateInvalid(err) {
 		a.stateFault(err)
 	}
 	a.post(ctx, e)
@@ -220,7 +222,7 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *t
 	t := a.t
 	var te *agent.Error
 	switch {
-	case errors.Is(err, context.Canceled) && (signalOf(ctx) != nil || ctx.Err() != nil):
+	case errors.Is(err, context.Canceled) && (exit.SignalOf(ctx) != nil || ctx.Err() != nil):
 		// A signal: the next run resumes this turn.
 		t.Turn.State = envelope.TurnStateInterrupted
 		return "", "", a.save()
@@ -235,7 +237,7 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *t
 		}
 		return "", "", a.fail(ctx, te)
 	case errors.Is(err, errTimeout):
-		a.turnFailed(CodeTurnTimeout, "turn_timeout", fmt.Sprintf("the turn ran longer than --max-duration (%s) and was interrupted", a.r.MaxDuration))
+		a.turnFailed(exit.CodeTurnTimeout, "turn_timeout", fmt.Sprintf("the turn ran longer than --max-duration (%s) and was interrupted", a.r.MaxDuration))
 		return OutcomeTurnFailed, "timeout", nil
 	case errors.Is(err, errBudget) && r.Outcome == agent.TurnCompleted:
 		// The cap was reached with the turn's last response.
@@ -245,7 +247,7 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *t
 		// thread what was spent.
 		return OutcomeParked, "budget", nil
 	case errors.Is(err, errStalled):
-		a.turnFailed(CodeAgentStalled, "agent_stalled", fmt.Sprintf("the agent was silent for --stall-timeout (%s) with nothing open and was interrupted", a.r.StallTimeout))
+		a.turnFailed(exit.CodeAgentStalled, "agent_stalled", fmt.Sprintf("the agent was silent for --stall-timeout (%s) with nothing open and was interrupted", a.r.StallTimeout))
 		return OutcomeTurnFailed, "stalled", nil
 	case errors.Is(err, errThreadGone):
 		// Stopped because the thread was deleted: the run ends
@@ -261,7 +263,7 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *t
 		// A turn whose every tool call was refused did nothing the person
 		// asked for, however politely the agent ends it.
 		if msg, none := tally.noProgress(); none {
-			a.turnFailed(CodeNoProgress, "no_progress", msg)
+			a.turnFailed(exit.CodeNoProgress, "no_progress", msg)
 			return OutcomeTurnFailed, "no_progress", nil
 		}
 		return OutcomeTurnCompleted, "completed", nil
@@ -279,7 +281,7 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *t
 	if msg == "" {
 		msg = "the agent ended the turn with an error"
 	}
-	a.turnFailed(CodeTurnFailed, "turn_failed", msg)
+	a.turnFailed(exit.CodeTurnFailed, "turn_failed", msg)
 	return OutcomeTurnFailed, "failed", nil
 }
 

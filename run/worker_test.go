@@ -1,10 +1,13 @@
 package run
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestWorkerLastSeenRefreshedWhenStale: a run that acts uploads the worker
@@ -16,13 +19,15 @@ func TestWorkerLastSeenRefreshedWhenStale(t *testing.T) {
 	const alias = "seen/t"
 	h.handOff(alias, "approval", "start")
 	h.play(oneTurn())
-	want(t, h.run(alias), OutcomeTurnCompleted, ExitOK) // makes the worker object
+	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK) // makes the worker object
 	lastSeen := func() string {
-		obj, ok := h.srv.Get(workerAlias)
+		obj, ok := h.srv.Get(setup.WorkerAlias)
 		if !ok {
 			t.Fatal("no worker object")
 		}
-		s := lastSeenAt(obj.Value)
+		var w map[string]any
+		_ = json.Unmarshal(obj.Value, &w)
+		s, _ := dig(w, "thread", "metadata", "instance", "last_seen_at").(string)
 		if s == "" {
 			t.Fatalf("the worker object has no last_seen_at: %s", obj.Value)
 		}
@@ -37,13 +42,14 @@ func TestWorkerLastSeenRefreshedWhenStale(t *testing.T) {
 	}
 
 	// Seen an hour ago: the next run that acts refreshes it, once.
-	obj, _ := h.srv.Get(workerAlias)
+	obj, _ := h.srv.Get(setup.WorkerAlias)
 	old := envelope.Stamp(time.Now().Add(-time.Hour))
-	stale, err := setJSON(obj.Value, []string{"thread", "metadata", "instance", "last_seen_at"}, old)
+	quoted, _ := json.Marshal(old)
+	stale, err := envelope.SetPath(obj.Value, []string{"thread", "metadata", "instance", "last_seen_at"}, quoted)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.srv.Put(workerAlias, string(stale))
+	h.srv.Put(setup.WorkerAlias, string(stale))
 	h.srv.ResetCounts()
 	h.talk(alias, 2)
 	if n := h.srv.Count("upload_session_object"); n != 1 {

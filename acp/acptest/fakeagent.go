@@ -115,6 +115,7 @@ func (f *fakeAgent) request(m jsonrpc.Message) {
 		}
 		_ = f.Conn.Reply(m.ID, map[string]any{"sessionId": f.sid})
 		f.update(map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": []any{}})
+		f.Opened()
 	case "session/load":
 		if f.Script.ResumeFails {
 			f.noSession(m.ID, p.SessionID)
@@ -128,6 +129,7 @@ func (f *fakeAgent) request(m jsonrpc.Message) {
 		f.update(map[string]any{"sessionUpdate": "tool_call", "toolCallId": "replayed_call", "kind": "edit", "title": "replayed",
 			"status": "failed", "content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": "replayed"}}}})
 		f.update(map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": []any{}})
+		f.Opened()
 	case "session/prompt":
 		steps := []agenttest.Step{{Text: "no more script"}}
 		if f.turn < len(f.Script.Turns) {
@@ -235,7 +237,40 @@ func (f *fakeAgent) play(prompt jsonrpc.ID, steps []agenttest.Step) {
 			f.update(textChunk(strings.Repeat("x", st.BigLine)))
 		case st.BigRequest > 0:
 			f.bigRequest(st.BigRequest)
+		case st.Stream > 0:
+			f.stream(st.Stream)
+		case st.AfterEnd:
+			_ = f.Conn.Reply(prompt, result)
+			result = nil
+			f.update(textChunk("said after the end"))
+			verdict := "refused"
+			// Two updates after the request: a host that logged the last
+			// has taken in the request.
+			trail := func() {
+				f.update(textChunk(" and more"))
+				f.update(map[string]any{"sessionUpdate": "plan", "entries": []any{}, "_meta": map[string]any{"last": "after the end"}})
+			}
+			if f.permitThen(toolCall(f.nextID(), agenttest.Write("/after-the-end")), trail).allowed {
+				verdict = "allowed"
+			}
+			fmt.Fprintln(os.Stderr, "fake agent: the request after the end was "+verdict)
+			return
 		}
+	}
+}
+
+// stream sends a text message of n bytes in chunks of 64 KiB.
+func (f *fakeAgent) stream(n int) {
+	const size = 64 << 10
+	for sent := 0; sent < n; sent += size {
+		b := []byte(strings.Repeat("y", min(size, n-sent)))
+		if sent == 0 {
+			copy(b, "BEGIN")
+		}
+		if sent+len(b) >= n {
+			copy(b[max(0, len(b)-3):], "END")
+		}
+		f.update(textChunk(string(b)))
 	}
 }
 
@@ -301,16 +336,33 @@ type answer struct {
 // permit asks for toolCall tc and returns the host's answer. Only the
 // allow_once option allows; another id (another agent's, an *_always one)
 // is a silent deny here, as a wrong id is on Copilot.
-func (f *fakeAgent) permit(tc map[string]any) answer {
+func (f *fakeAgent) permit(tc map[string]any) answer { return f.permitThen(tc, nil) }
+
+// permitThen is permit, running then (when set) once the request is sent,
+// before waiting for its answer.
+func (f *fakeAgent) permitThen(tc map[string]any, then func()) answer {
 	ids := f.optionIDs()
 	params := map[string]any{"sessionId": f.sid, "toolCall": tc, "options": []any{
 		map[string]any{"optionId": ids[0], "kind": "allow_always", "name": "Always"},
 		map[string]any{"optionId": ids[1], "kind": "allow_once", "name": "Once"},
 		map[string]any{"optionId": ids[2], "kind": "reject_once", "name": "Reject"},
 	}}
-	res, err := f.Conn.Call(context.Background(), "session/request_permission", params)
+	_, ch, err := f.Conn.Go("session/request_permission", params)
 	if err != nil {
 		return answer{text: "error " + err.Error()}
+	}
+	if then != nil {
+		then()
+	}
+	var res json.RawMessage
+	select {
+	case m := <-ch:
+		if m.Error != nil {
+			return answer{text: "error " + m.Error.Error()}
+		}
+		res = m.Result
+	case <-f.Conn.Done():
+		return answer{text: "error: the host is gone"}
 	}
 	var out struct {
 		Outcome struct {

@@ -106,7 +106,7 @@ func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 	}
 	var err error
 	s.p, err = proc.Start(proc.Config{Path: l.Executable, Args: args, Dir: l.WorkFolder, Env: l.Env, Log: l.Log,
-		MaxLine: l.MaxLine, KillGrace: l.KillGrace})
+		MaxLine: l.MaxLine, KillGrace: l.KillGrace, Confine: l.Confine})
 	if err != nil {
 		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "test agent: start %s: %v", l.Executable, err)
 	}
@@ -176,8 +176,10 @@ func (s *Session) Pgid() int { return s.p.Pid() }
 // LastOutput is when the agent last wrote a line (agent.Session).
 func (s *Session) LastOutput() time.Time { return s.p.LastLine() }
 
-// Interrupt asks the agent to end the turn.
+// Interrupt asks the agent to end the turn; one that does not take the
+// cancel within the process's interrupt bound is stopped.
 func (s *Session) Interrupt() error {
+	s.p.Interrupting()
 	s.mu.Lock()
 	s.interrupted = true
 	s.mu.Unlock()
@@ -246,6 +248,9 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 			s.mu.Lock()
 			interrupted := s.interrupted
 			s.mu.Unlock()
+			if err := s.p.NotReading(); err != nil && !interrupted {
+				return agent.TurnResult{}, s.crashed(err.Error())
+			}
 			if interrupted || s.p.StdinClosed() {
 				return agent.TurnResult{Outcome: agent.TurnInterrupted}, nil
 			}

@@ -27,9 +27,10 @@ type Fixture struct {
 
 // Conformance is what every adapter must do against its fake: start, run a
 // turn, put each call to the gate and honour allow, deny and park, stop a
-// turn on Interrupt and on a cancelled context, report a crash as
-// AGENT_CRASHED and a session it cannot resume as ResumeFailed, and leave
-// no process behind after Close.
+// turn on Interrupt and on a cancelled context — an agent that stopped
+// reading its stdin, or floods requests without reading their answers,
+// included — report a crash as AGENT_CRASHED and a session it cannot
+// resume as ResumeFailed, and leave no process behind after Close.
 func Conformance(t *testing.T, f Fixture) {
 	c := conformance{f: f}
 	t.Run("turn", c.turn)
@@ -38,6 +39,8 @@ func Conformance(t *testing.T, f Fixture) {
 	t.Run("gate park", func(t *testing.T) { c.gate(t, policy.Park) })
 	t.Run("interrupt", c.interrupt)
 	t.Run("cancel", c.cancel)
+	t.Run("stops reading", func(t *testing.T) { c.notReading(t, Script{StopReading: true}) })
+	t.Run("floods without reading", func(t *testing.T) { c.notReading(t, Script{Flood: 5000}) })
 	t.Run("crash", c.crash)
 	t.Run("resume failure", c.resumeFailure)
 	t.Run("resume", c.resume)
@@ -205,6 +208,48 @@ func (c conformance) cancel(t *testing.T) {
 	res, err := sess.Turn(ctx, "go", h)
 	if !errors.Is(err, context.Canceled) || res.Outcome != agent.TurnInterrupted {
 		t.Fatalf("Turn = %+v, %v", res, err)
+	}
+}
+
+// notReading: an agent that stops reading its stdin once its session is
+// open (s.StopReading), or first floods requests whose answers it never
+// reads (s.Flood), is sent a message larger than its stdin pipe holds (a
+// person's message of 120 KB). Neither the turn's writes nor the answers
+// to its requests may block the adapter: the turn ends when its context
+// does (as a run's --max-duration, --stall-timeout and first SIGTERM end
+// it), within the interrupt's bounds, interrupted, and the process is gone.
+func (c conformance) notReading(t *testing.T, s Script) {
+	s.Turns = [][]Step{{{Text: "never read"}}}
+	sess, _ := c.start(t, s, "", false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	type ended struct {
+		res agent.TurnResult
+		err error
+	}
+	done := make(chan ended, 1)
+	go func() {
+		res, err := sess.Turn(ctx, strings.Repeat("a person's long message ", 5000), &Recorder{})
+		done <- ended{res, err}
+	}()
+	var e ended
+	select {
+	case e = <-done:
+	case <-time.After(60 * time.Second):
+		// The process is killed so the blocked Turn, and the test, can end.
+		proc.StopGroup(sess.Pgid(), 0)
+		t.Fatal("Turn did not return within a minute of its context's end: a write to the agent blocks it")
+	}
+	if !errors.Is(e.err, context.DeadlineExceeded) || e.res.Outcome != agent.TurnInterrupted {
+		t.Fatalf("Turn = %+v, %v; want interrupted with the context's error", e.res, e.err)
+	}
+	closed := make(chan struct{})
+	go func() { c.close(t, sess); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(60 * time.Second):
+		proc.StopGroup(sess.Pgid(), 0)
+		t.Fatal("Close did not return within a minute")
 	}
 }
 

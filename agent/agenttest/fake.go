@@ -87,6 +87,7 @@ func (f *fake) request(m jsonrpc.Message) {
 		}
 		cwd, _ := os.Getwd()
 		_ = f.Conn.Reply(m.ID, map[string]any{"session_id": f.sid, "env": env, "cwd": cwd, "argv": os.Args[1:]})
+		f.Opened()
 	case "prompt":
 		steps := []Step{{Text: "no more script"}}
 		if f.turn < len(f.Script.Turns) {

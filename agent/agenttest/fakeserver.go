@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/blobhub/bhw-run/agent/jsonrpc"
 	"github.com/blobhub/bhw-run/agent/proc"
@@ -24,6 +25,38 @@ type FakeServer struct {
 	wmu     sync.Mutex
 	out     *bufio.Writer
 	hanging atomic.Bool
+	deaf    atomic.Bool // reads nothing more (Script.StopReading, Flood)
+}
+
+// FloodMethod is the method of the requests a Flood sends.
+const FloodMethod = "bhw_test/flood"
+
+// Opened is what each fake calls once its session is open, from the
+// handler of the request that opened it: the script's Flood and
+// StopReading start there.
+func (f *FakeServer) Opened() {
+	for i := 0; i < f.Script.Flood; i++ {
+		_, _, _ = f.Conn.Go(FloodMethod, map[string]any{"n": i})
+	}
+	if f.Script.Flood > 0 || f.Script.StopReading {
+		fmt.Fprintln(os.Stderr, "fake agent: reading nothing more")
+		f.deaf.Store(true)
+		TellDeaf(f.Script.Deaf)
+	}
+}
+
+// TellDeaf writes a line to the named pipe path (Script.Deaf), when one is
+// named, in the background: the open waits for a reader.
+func TellDeaf(path string) {
+	if path == "" {
+		return
+	}
+	go func() {
+		if p, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+			fmt.Fprintln(p, "reading nothing more")
+			p.Close()
+		}
+	}()
 }
 
 // ServeFake plays the fake whose script is at path until its stdin ends,
@@ -51,6 +84,13 @@ func ServeFake(path string, version bool, setup func(f *FakeServer) jsonrpc.Opti
 		l, err := proc.ReadLine(br, 64<<20)
 		if len(l.Data) > 0 && l.Over == 0 {
 			f.Conn.Receive(l.Data)
+		}
+		if f.deaf.Load() {
+			// The pipe fills; only a signal ends it (a sleep, not select{}:
+			// the runtime would call a process of sleeping goroutines dead).
+			for {
+				time.Sleep(time.Hour)
+			}
 		}
 		if err != nil {
 			// stdin closed: exit, as the real agents do, unless hanging.

@@ -24,6 +24,18 @@ type Script struct {
 	// StartupError is printed on stderr before exiting 1, before the agent
 	// is ready (bad flags, a refused start).
 	StartupError string `json:"startup_error,omitempty"`
+	// StopReading: once its session is open the agent reads nothing more
+	// of its stdin, and keeps running: a prompt larger than the pipe holds
+	// stays stuck in it.
+	StopReading bool `json:"stop_reading,omitempty"`
+	// Flood: once its session is open the agent sends this many requests
+	// (of a method nobody knows) without reading their answers, then reads
+	// nothing more, as StopReading.
+	Flood int `json:"flood,omitempty"`
+	// Deaf, with StopReading or Flood, is a named pipe the agent writes a
+	// line to once it reads nothing more: a test opening it for reading
+	// wakes then, without polling.
+	Deaf string `json:"deaf,omitempty"`
 	// Turns are the steps of each user turn, in order; a turn without a
 	// terminal step ends normally. Turns past the last one say "no more
 	// script".
@@ -64,6 +76,16 @@ type Step struct {
 	// BigRequest asks the gate with a request of this many bytes and says
 	// how it was answered: "big request answered: <action>: <message>".
 	BigRequest int `json:"big_request,omitempty"`
+	// Stream (the ACP fake) streams a text message of this many bytes in
+	// chunks of 64 KiB, the first starting "BEGIN", the last ending "END".
+	Stream int `json:"stream,omitempty"`
+	// AfterEnd (the ACP fake) ends the turn here, answering the prompt
+	// end_turn, then goes on as if it had not: a text chunk "said after
+	// the end" and a permission request for a write, two updates more
+	// (the last a plan whose _meta.last is "after the end"), then reports
+	// on stderr how the request was answered ("the request after the end
+	// was allowed" or "… refused").
+	AfterEnd bool `json:"after_end,omitempty"`
 }
 
 // Tool is a call of a script, described by what it does; each fake names

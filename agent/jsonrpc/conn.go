@@ -27,6 +27,11 @@ type Options struct {
 	// OnNotification gets each notification, on Receive's goroutine. Nil:
 	// they are dropped.
 	OnNotification func(Message)
+	// OnResponse sees each response to a request of ours, on Receive's
+	// goroutine, before the caller gets it: an adapter that queues the
+	// peer's messages for a turn marks there where the answer stands among
+	// them. Nil: nothing sees it first.
+	OnResponse func(Message)
 	// OnTooLong answers a request found in the head of a line too long to
 	// read. Nil: -32600, request too large.
 	OnTooLong func(id ID, method string)
@@ -82,6 +87,9 @@ func (c *Conn) Receive(line []byte) {
 		if ch == nil {
 			c.logf("skipped a response to no request of ours (id %s)", m.ID)
 			return
+		}
+		if c.o.OnResponse != nil {
+			c.o.OnResponse(m)
 		}
 		ch <- m
 	case Request:

@@ -2,14 +2,18 @@
 // its stdio on pipes, the one way every adapter does it: stdout read in
 // bounded lines (an over-long line is skipped but its head handed back, so a
 // request in it can still be answered), stderr drained with its tail kept
-// for error messages, every line copied to thread.log, and Close = stdin
-// closed → SIGTERM to the group → SIGKILL to the group after a grace. It also
+// for error messages, stdin written by a writer of its own that nothing
+// waits on (see WriteLine), every line copied to thread.log, and Close =
+// stdin closed → SIGTERM to the group → SIGKILL to the group after a
+// grace. It also
 // holds what run does around an agent: stopping a group left behind, and
 // sweeping the descendants a finished agent leaves.
 //
 // It is a room of its own under agent/ because every adapter and run need
 // the same process handling, and the contract in agent stays free of system
-// calls. Linux only (process groups, /proc, PR_SET_CHILD_SUBREAPER).
+// calls. The logic is shared; what differs per system (the subreaper,
+// the process table, not being dumpable) is in sys_linux.go and
+// sys_darwin.go (docs/design.md lists them).
 package proc
 
 import (
@@ -27,6 +31,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/confine"
 )
 
 // Defaults of a Process.
@@ -38,6 +43,19 @@ const (
 	// see the end of stdout and stderr: a grandchild that kept a copy of the
 	// pipe would hold them open forever.
 	drainGrace = time.Second
+	// DefaultWriteTimeout bounds one line's write to stdin: an agent that
+	// takes nothing of it for that long has stopped reading, and is
+	// stopped. Generous: a node CLI still loading its code under load does
+	// not read yet, and a prompt is larger than the pipe holds.
+	DefaultWriteTimeout = 2 * time.Minute
+	// DefaultInterruptWrite bounds a write once an interrupt has begun: the
+	// interrupt itself, or a line it waits behind, that the agent does not
+	// take within it is abandoned and the process stopped.
+	DefaultInterruptWrite = 2 * time.Second
+	// maxQueued bounds the bytes of lines waiting for the writer; a single
+	// line is always taken. More than this unread is an agent that stopped
+	// reading (one flooding requests without reading their answers).
+	maxQueued = 16 << 20
 	// headKeep is how much of an over-long line is kept.
 	headKeep = 4 << 10
 	// stderrMaxLine bounds one stderr line; stderrTail lines are kept.
@@ -56,7 +74,18 @@ type Config struct {
 	MaxLine int
 	// StdinGrace and KillGrace are Close's waits (0: the defaults).
 	StdinGrace, KillGrace time.Duration
+	// WriteTimeout and InterruptWrite bound the writes to stdin (0: the
+	// defaults DefaultWriteTimeout, DefaultInterruptWrite).
+	WriteTimeout, InterruptWrite time.Duration
+	// Confine, when set, is the Landlock rule set the process and all it
+	// starts are held to: it is started through bhw-run's trampoline
+	// (confine.Wrap), which confines itself and then execs Path.
+	Confine *confine.Rules
 }
+
+// ErrNotReading is why the writer gave up: the agent stopped reading its
+// stdin. The process is being stopped.
+var ErrNotReading = errors.New("the agent stopped reading its input")
 
 // Line is one stdout line without its newline. When the line was longer
 // than MaxLine, Over is its length and Data only its first bytes.
@@ -67,9 +96,10 @@ type Line struct {
 
 // Process is one running agent process and its pipes.
 type Process struct {
-	// StdinGrace and KillGrace are Close's waits; they may be changed (in
-	// tests) before Close.
+	// StdinGrace and KillGrace are Close's waits as Start set them; change
+	// them with SetGraces (the writer may start a Close of its own).
 	StdinGrace, KillGrace time.Duration
+	gmu                   sync.Mutex
 
 	log     *agent.Log
 	maxLine int
@@ -81,9 +111,18 @@ type Process struct {
 	stdout *os.File
 	stderr *os.File
 
-	wmu        sync.Mutex // serialises writes to stdin
-	stdinShut  atomic.Bool
-	closeStdin sync.Once
+	// The writer (writeStdin) owns the writes to stdin; WriteLine queues.
+	writeTimeout, interruptWrite time.Duration
+	wmu                          sync.Mutex
+	queue                        [][]byte  // lines with their newline, oldest first
+	queued                       int       // bytes in queue
+	writeStart                   time.Time // of the write under way; zero when none is
+	interruptAt                  time.Time // when Interrupting was first called
+	writeErr                     error     // why writing stopped; nil while it goes on
+	wake                         chan struct{}
+	stdinShut                    atomic.Bool
+	shut                         chan struct{} // closed by CloseStdin
+	closeStdin                   sync.Once
 
 	lines    chan Line
 	lastLine atomic.Int64  // UnixNano of the last stdout line read; 0 before the first
@@ -109,7 +148,8 @@ func Start(c Config) (*Process, error) {
 	}
 	p := &Process{
 		StdinGrace: c.StdinGrace, KillGrace: c.KillGrace,
-		log: c.Log, maxLine: c.MaxLine,
+		log: c.Log, maxLine: c.MaxLine, writeTimeout: c.WriteTimeout, interruptWrite: c.InterruptWrite,
+		wake: make(chan struct{}, 1), shut: make(chan struct{}),
 		lines: make(chan Line), quit: make(chan struct{}),
 		readDone: make(chan struct{}), errDone: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -121,6 +161,12 @@ func Start(c Config) (*Process, error) {
 	}
 	if p.maxLine <= 0 {
 		p.maxLine = DefaultMaxLine
+	}
+	if p.writeTimeout <= 0 {
+		p.writeTimeout = DefaultWriteTimeout
+	}
+	if p.interruptWrite <= 0 {
+		p.interruptWrite = DefaultInterruptWrite
 	}
 	// Our own pipes, not cmd.StdoutPipe: Wait then never closes our read
 	// ends under the readers, and the leader can be waited for while a
@@ -158,6 +204,16 @@ func Start(c Config) (*Process, error) {
 	// the grace.
 	cmd.WaitDelay = p.KillGrace
 	p.log.Printf(agent.StreamAdapter, "start: %s", strings.Join(append([]string{c.Path}, c.Args...), " "))
+	if c.Confine != nil {
+		rules, err := confine.Wrap(cmd, *c.Confine)
+		if err != nil {
+			cancel()
+			closeAll()
+			return nil, err
+		}
+		defer rules.Close() // the child holds its own copy once started
+		p.log.Printf(agent.StreamAdapter, "confined: %d paths granted, the rest refused (docs/security.md)", len(c.Confine.Paths))
+	}
 	ownMu.Lock() // the reaper must not take this child before cmd.Wait does
 	err := cmd.Start()
 	if err == nil {
@@ -179,6 +235,7 @@ func Start(c Config) (*Process, error) {
 	p.stdin, p.stdout, p.stderr = inW, outR, errR
 	go p.readStdout()
 	go p.drainStderr()
+	go p.writeStdin()
 	go p.wait()
 	return p, nil
 }
@@ -263,25 +320,157 @@ func (p *Process) Logf(format string, args ...any) {
 	p.log.Printf(agent.StreamAdapter, format, args...)
 }
 
-// WriteLine writes one line (a newline is added) to stdin and to
-// thread.log. It fails once stdin is closed.
+// WriteLine queues one line (a newline is added) for stdin and copies it
+// to thread.log; it never waits on the agent. A writer of the process's
+// own writes the lines in order, each within WriteTimeout (InterruptWrite
+// once Interrupting was called): an agent that takes nothing for that
+// long, or leaves more than maxQueued bytes unread, has stopped reading,
+// and the process is stopped as Close stops it (the lines still queued are
+// dropped). It fails once stdin is closed or writing has stopped.
 func (p *Process) WriteLine(b []byte) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
-	if p.stdinShut.Load() {
+	switch {
+	case p.writeErr != nil:
+		return p.writeErr
+	case p.stdinShut.Load():
 		return errors.New("stdin already closed")
+	case len(p.queue) > 0 && p.queued+len(b) >= maxQueued:
+		p.abandonLocked(fmt.Errorf("%w: it left %d bytes unread", ErrNotReading, p.queued))
+		return p.writeErr
 	}
 	p.log.Line(agent.StreamStdin, b)
-	_, err := p.stdin.Write(append(b[:len(b):len(b)], '\n'))
-	return err
+	line := append(b[:len(b):len(b)], '\n') // a copy: b may be reused
+	p.queue = append(p.queue, line)
+	p.queued += len(line)
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Interrupting says an interrupt has begun: from now on each write, the
+// one under way included, gets InterruptWrite from now (or from its start)
+// to be taken, so an interrupt never waits on an agent that stopped
+// reading: it escalates to stopping the process.
+func (p *Process) Interrupting() {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if !p.interruptAt.IsZero() {
+		return
+	}
+	p.interruptAt = time.Now()
+	if !p.writeStart.IsZero() {
+		// A deadline set now applies to the write already blocked.
+		_ = p.stdin.SetWriteDeadline(p.deadlineLocked(p.writeStart))
+	}
+}
+
+// NotReading is the error that stopped the writer when the agent stopped
+// reading (it wraps ErrNotReading), nil otherwise.
+func (p *Process) NotReading() error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if errors.Is(p.writeErr, ErrNotReading) {
+		return p.writeErr
+	}
+	return nil
+}
+
+// deadlineLocked is the deadline of a write that started at start.
+func (p *Process) deadlineLocked(start time.Time) time.Time {
+	d := start.Add(p.writeTimeout)
+	if !p.interruptAt.IsZero() {
+		from := start
+		if p.interruptAt.After(from) {
+			from = p.interruptAt
+		}
+		d = minTime(d, from.Add(p.interruptWrite))
+	}
+	return d
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// writeStdin writes the queued lines until stdin is closed or a write
+// fails. The pipe is in Go's poller, so a write deadline applies to it and
+// closing the file ends a blocked write.
+func (p *Process) writeStdin() {
+	for {
+		p.wmu.Lock()
+		for len(p.queue) == 0 && p.writeErr == nil && !p.stdinShut.Load() {
+			p.wmu.Unlock()
+			select {
+			case <-p.wake:
+			case <-p.shut:
+			}
+			p.wmu.Lock()
+		}
+		if p.writeErr != nil || p.stdinShut.Load() {
+			p.queue, p.queued = nil, 0
+			p.wmu.Unlock()
+			return
+		}
+		line := p.queue[0]
+		p.writeStart = time.Now()
+		_ = p.stdin.SetWriteDeadline(p.deadlineLocked(p.writeStart))
+		p.wmu.Unlock()
+
+		_, err := p.stdin.Write(line)
+
+		p.wmu.Lock()
+		took := time.Since(p.writeStart)
+		p.writeStart = time.Time{}
+		if len(p.queue) > 0 {
+			p.queue[0] = nil
+			p.queue = p.queue[1:]
+			p.queued -= len(line)
+		}
+		switch {
+		case err == nil, p.stdinShut.Load():
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			p.abandonLocked(fmt.Errorf("%w: a line of %d bytes was not taken within %s", ErrNotReading, len(line), took.Round(time.Millisecond)))
+		default:
+			// The agent closed its stdin or exited: nothing more reaches it.
+			p.writeErr = fmt.Errorf("writing to the agent: %w", err)
+			p.queue, p.queued = nil, 0
+		}
+		p.wmu.Unlock()
+	}
+}
+
+// abandonLocked stops writing for good with err and stops the process in
+// the background, as Close does (stdin closed, SIGTERM to the group,
+// SIGKILL after the grace): an agent that does not read cannot be asked
+// anything, and whoever waits on it learns of its end from Lines and Done.
+func (p *Process) abandonLocked(err error) {
+	if p.writeErr != nil {
+		return
+	}
+	p.writeErr = err
+	p.log.Printf(agent.StreamAdapter, "%v; %d lines not sent; stopping the agent", err, len(p.queue))
+	p.queue, p.queued = nil, 0
+	stdinGrace, killGrace := p.graces()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), stdinGrace+2*killGrace+drainGrace)
+		defer cancel()
+		_ = p.Close(ctx)
+	}()
 }
 
 // CloseStdin closes the agent's stdin. It does not take the write lock: a
-// write blocked on an agent that stopped reading holds it, and closing the
-// file is what unblocks that write.
+// write blocked on an agent that stopped reading holds the writer, and
+// closing the file is what unblocks that write.
 func (p *Process) CloseStdin() {
 	p.closeStdin.Do(func() {
 		p.stdinShut.Store(true)
+		close(p.shut)
 		p.stdin.Close()
 		p.log.Printf(agent.StreamAdapter, "stdin closed")
 	})
@@ -303,13 +492,34 @@ func (p *Process) Close(ctx context.Context) error {
 	return p.closeErr
 }
 
+// SetGraces sets Close's waits.
+func (p *Process) SetGraces(stdin, kill time.Duration) {
+	p.gmu.Lock()
+	defer p.gmu.Unlock()
+	p.StdinGrace, p.KillGrace = stdin, kill
+}
+
+func (p *Process) graces() (stdin, kill time.Duration) {
+	p.gmu.Lock()
+	defer p.gmu.Unlock()
+	return p.StdinGrace, p.KillGrace
+}
+
 func (p *Process) close(ctx context.Context) error {
+	// Without a subreaper, what the agent leaves below itself goes to
+	// init once it exits, out of SweepDescendants' reach: look now, while
+	// it is still below the agent, and stop it once the agent is gone.
+	var below []procStat
+	if sweepAtClose() {
+		below = descendants(procTable(), p.pid)
+	}
+	stdinGrace, killGrace := p.graces()
 	p.CloseStdin()
-	if !p.waitDone(ctx, p.StdinGrace) {
-		p.Logf("still running %v after stdin closed: SIGTERM to group %d", p.StdinGrace, p.pid)
+	if !p.waitDone(ctx, stdinGrace) {
+		p.Logf("still running %v after stdin closed: SIGTERM to group %d", stdinGrace, p.pid)
 		p.cancel() // cmd.Cancel: SIGTERM to -pid
-		if !p.waitDone(ctx, p.KillGrace) {
-			p.Logf("still running %v after SIGTERM: SIGKILL to group %d", p.KillGrace, p.pid)
+		if !p.waitDone(ctx, killGrace) {
+			p.Logf("still running %v after SIGTERM: SIGKILL to group %d", killGrace, p.pid)
 			p.Kill()
 			select {
 			case <-p.done:
@@ -322,6 +532,9 @@ func (p *Process) close(ctx context.Context) error {
 	// there) is killed. A group id stays allocated while any member lives,
 	// so this cannot hit a stranger.
 	p.Kill()
+	if len(below) > 0 {
+		stopStrays(below, killGrace)
+	}
 	p.cancel()
 	close(p.quit)
 	p.stdout.Close()

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
-	"golang.org/x/sys/unix"
 )
 
 // logBuf is a thread.log in memory; stdin, when set, gets a value for
@@ -161,13 +159,21 @@ func TestCloseEscalates(t *testing.T) {
 }
 
 // TestCloseWhileAWriteIsStuck: an agent that stops reading leaves a large
-// write stuck in the pipe; Close still ends it, and the write fails.
+// write stuck in the pipe; WriteLine has returned at once all the same,
+// and Close still ends the agent.
 func TestCloseWhileAWriteIsStuck(t *testing.T) {
-	log := logBuf{stdin: make(chan struct{}, 1)}
+	var log logBuf
 	p := start(t, "exec sleep 60\n", &log)
 	wrote := make(chan error, 1)
 	go func() { wrote <- p.WriteLine([]byte(strings.Repeat("x", 8<<20))) }()
-	<-log.stdin // logged just before the write, which blocks: far more than a pipe holds
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WriteLine waits on an agent that does not read")
+	}
 	closed := make(chan error, 1)
 	go func() { closed <- p.Close(context.Background()) }()
 	select {
@@ -175,14 +181,92 @@ func TestCloseWhileAWriteIsStuck(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close is stuck behind the blocked write")
 	}
-	select {
-	case err := <-wrote:
-		if err == nil {
-			t.Error("the stuck write reported success")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the write is still stuck after Close")
+	if err := p.WriteLine([]byte("late")); err == nil {
+		t.Error("a write after Close reported success")
 	}
+}
+
+// notReading starts an agent that never reads its stdin (and ignores
+// SIGTERM, so only the escalation's SIGKILL ends it), with the given write
+// bounds.
+func notReading(t *testing.T, log *logBuf, writeTimeout time.Duration) *Process {
+	t.Helper()
+	p, err := Start(Config{Path: script(t, "trap '' TERM\nexec sleep 60\n"), Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"},
+		Log: agent.NewLog(log), StdinGrace: 100 * time.Millisecond, KillGrace: 200 * time.Millisecond,
+		WriteTimeout: writeTimeout, InterruptWrite: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	return p
+}
+
+// wantStopped waits for the process to be stopped for not reading.
+func wantStopped(t *testing.T, p *Process, log *logBuf) {
+	t.Helper()
+	select {
+	case <-p.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the agent that does not read is still running\n%s", strings.Join(log.lines(agent.StreamAdapter), "\n"))
+	}
+	if !errors.Is(p.NotReading(), ErrNotReading) {
+		t.Fatalf("NotReading = %v", p.NotReading())
+	}
+	if p.WriteLine([]byte("more")) == nil {
+		t.Error("a write after the agent was given up reported success")
+	}
+	if GroupAlive(p.Pid()) {
+		t.Error("the group outlived the escalation")
+	}
+}
+
+// TestWriteTimeoutStopsTheAgent: a line the agent takes nothing of within
+// WriteTimeout is abandoned and the agent stopped (stdin, SIGTERM,
+// SIGKILL), with no Close or interrupt from anyone.
+func TestWriteTimeoutStopsTheAgent(t *testing.T) {
+	var log logBuf
+	p := notReading(t, &log, 500*time.Millisecond)
+	if err := p.WriteLine([]byte(strings.Repeat("x", 1<<20))); err != nil {
+		t.Fatal(err)
+	}
+	wantStopped(t, p, &log)
+	if notes := strings.Join(log.lines(agent.StreamAdapter), "\n"); !strings.Contains(notes, "stopped reading its input") || !strings.Contains(notes, "SIGKILL to group") {
+		t.Errorf("adapter lines:\n%s", notes)
+	}
+}
+
+// TestInterruptingBoundsTheStuckWrite: with a write timeout of an hour, a
+// write stuck on an agent that stopped reading is abandoned
+// InterruptWrite after Interrupting, and the agent is stopped: an
+// interrupt never waits on the agent's reading.
+func TestInterruptingBoundsTheStuckWrite(t *testing.T) {
+	var log logBuf
+	p := notReading(t, &log, time.Hour)
+	if err := p.WriteLine([]byte(strings.Repeat("x", 1<<20))); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WriteLine([]byte(`{"method":"cancel"}`)); err != nil {
+		t.Fatal(err)
+	}
+	p.Interrupting()
+	wantStopped(t, p, &log)
+}
+
+// TestFloodOfAnswersIsBounded: lines queued for an agent that does not
+// read are bounded: past maxQueued bytes, WriteLine fails and the agent is
+// stopped, without ever blocking the caller.
+func TestFloodOfAnswersIsBounded(t *testing.T) {
+	var log logBuf
+	p := notReading(t, &log, time.Hour)
+	line := []byte(strings.Repeat("a", 1<<10))
+	var err error
+	for i := 0; i < 2*maxQueued/len(line) && err == nil; i++ {
+		err = p.WriteLine(line)
+	}
+	if !errors.Is(err, ErrNotReading) {
+		t.Fatalf("after %d bytes queued: %v", 2*maxQueued, err)
+	}
+	wantStopped(t, p, &log)
 }
 
 // TestGrandchildHoldsStdout: a grandchild that keeps a copy of stdout
@@ -202,88 +286,6 @@ func TestGrandchildHoldsStdout(t *testing.T) {
 	}
 	if pid == 0 {
 		t.Fatal("no grandchild pid")
-	}
-}
-
-// TestReaperLeavesOwnedChildren: the orphan reaper never takes a child an
-// exec.Cmd is about to wait for (it used to wait4(-1), and the adapter's
-// cmd.Wait then reported "no child processes" instead of the exit status).
-func TestReaperLeavesOwnedChildren(t *testing.T) {
-	ownMu.Lock()
-	was := subreaper
-	subreaper = true // as in the binary, where orphans come to bhw-run
-	ownMu.Unlock()
-	t.Cleanup(func() { ownMu.Lock(); subreaper = was; ownMu.Unlock() })
-
-	cmd := exec.Command("/bin/sh", "-c", "exit 3")
-	ownMu.Lock()
-	if err := cmd.Start(); err != nil {
-		ownMu.Unlock()
-		t.Fatal(err)
-	}
-	owned[cmd.Process.Pid] = true
-	ownMu.Unlock()
-	t.Cleanup(func() { ownMu.Lock(); delete(owned, cmd.Process.Pid); ownMu.Unlock() })
-	// Wait until it has exited (a zombie: nobody reaped it), then reap.
-	waitExited(t, cmd.Process.Pid)
-	reapOrphans()
-	var ee *exec.ExitError
-	if err := cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 3 {
-		t.Fatalf("cmd.Wait = %v, want exit status 3", err)
-	}
-}
-
-// waitExited waits on a pidfd until pid has exited, without reaping it.
-func waitExited(t *testing.T, pid int) {
-	t.Helper()
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	for {
-		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 10_000)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil || n == 0 {
-			t.Fatalf("pid %d did not exit: %v", pid, err)
-		}
-		return
-	}
-}
-
-// TestPeekChild: peekChild tells "no child at all" from "a child that has
-// exited", naming the exited one without reaping it, and the reaper takes
-// an exited child nobody owns without reading /proc; one an exec.Cmd owns
-// it leaves for cmd.Wait.
-func TestPeekChild(t *testing.T) {
-	if _, any := peekChild(); any {
-		t.Fatal("the test process already has a child: a test before this one left a process unwaited")
-	}
-	ownMu.Lock()
-	was := subreaper
-	subreaper = true
-	ownMu.Unlock()
-	t.Cleanup(func() { ownMu.Lock(); subreaper = was; ownMu.Unlock() })
-
-	orphan := exec.Command("/bin/sh", "-c", "exit 0")
-	if err := orphan.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if pid, any := peekChild(); !any || pid != 0 && pid != orphan.Process.Pid {
-		t.Fatalf("peekChild = %d, %v with a child running or just exited", pid, any)
-	}
-	waitExited(t, orphan.Process.Pid)
-	if pid, any := peekChild(); !any || pid != orphan.Process.Pid {
-		t.Fatalf("peekChild = %d, %v; want the exited child %d", pid, any, orphan.Process.Pid)
-	}
-	reapOrphans() // nobody owns it: reaped
-	if _, any := peekChild(); any {
-		t.Fatal("the exited child nobody owns was not reaped")
-	}
-	if err := orphan.Wait(); err == nil {
-		t.Fatal("cmd.Wait found a child the reaper had already taken")
 	}
 }
 
@@ -308,49 +310,4 @@ func TestIsAgentGroupScript(t *testing.T) {
 	if IsAgentGroup(p.Pid(), "/usr/bin/some-other-agent") || IsAgentGroup(p.Pid(), "") {
 		t.Error("the group is taken for another executable's")
 	}
-}
-
-// TestStopGroupTakesStrays: a tool the agent started outside its group
-// (a session of its own, as Gemini CLI's shells; a group of its own, as
-// OpenCode's) is stopped with the group, though it is no descendant of
-// the process that stops it.
-func TestStopGroupTakesStrays(t *testing.T) {
-	// The pid is printed once the child has its own session (field 6 of
-	// its stat), so the check below never races the setsid.
-	p := start(t, "setsid sleep 300 & pid=$!\nwhile [ \"$(cut -d' ' -f6 /proc/$pid/stat)\" != \"$pid\" ]; do :; done\necho $pid\nread x\n", &logBuf{})
-	l := <-p.Lines()
-	stray, err := strconv.Atoi(strings.TrimSpace(string(l.Data)))
-	if err != nil {
-		t.Fatalf("the script printed %q", l.Data)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(stray, syscall.SIGKILL) })
-	if pg, _ := syscall.Getpgid(stray); pg == p.Pid() {
-		t.Fatalf("the stray %d is in the group %d: the test shows nothing", stray, p.Pid())
-	}
-	StopGroup(p.Pid(), 500*time.Millisecond)
-	if !waitGone(stray, 5*time.Second) {
-		t.Fatalf("the stray %d outlived StopGroup", stray)
-	}
-}
-
-// waitGone waits until pid has exited (a zombie counts) or d passes:
-// pidfd_open and poll, so the exit itself wakes it.
-func waitGone(pid int, d time.Duration) bool {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return processZombie(pid)
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	deadline := time.Now().Add(d)
-	for time.Until(deadline) > 0 {
-		n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds())+1)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil || n > 0 {
-			break
-		}
-	}
-	return processZombie(pid)
 }

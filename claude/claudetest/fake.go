@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/blobhub/bhw-run/agent/agenttest"
 )
 
 // FakeAgentEnv selects the fake agent in a re-executed test binary; its
@@ -31,8 +33,17 @@ type FakeScript struct {
 	StartupError string `json:"startup_error,omitempty"`
 	// ResumeFails: with --resume the first turn ends as the CLI's does for
 	// a session it cannot find ("No conversation found", no system/init).
-	ResumeFails bool         `json:"resume_fails,omitempty"`
-	Turns       [][]FakeStep `json:"turns"`
+	ResumeFails bool `json:"resume_fails,omitempty"`
+	// StopReading: the agent never reads its stdin, and keeps running: a
+	// first message larger than the pipe holds stays stuck in it.
+	StopReading bool `json:"stop_reading,omitempty"`
+	// Flood: at start the agent prints this many control requests (of a
+	// subtype nobody knows) without reading their answers, then reads
+	// nothing, as StopReading.
+	Flood int `json:"flood,omitempty"`
+	// Deaf is agenttest.Script.Deaf.
+	Deaf  string       `json:"deaf,omitempty"`
+	Turns [][]FakeStep `json:"turns"`
 }
 
 // FakeStep is one step of a turn; set exactly one field.
@@ -155,6 +166,17 @@ func FakeAgentMain(path string) int {
 		resuming = resuming || strings.HasPrefix(a, "--resume=")
 	}
 	f := newFake(sc.SessionID)
+	if sc.StopReading || sc.Flood > 0 {
+		for i := 0; i < sc.Flood; i++ {
+			f.print(map[string]any{"type": "control_request", "request_id": fmt.Sprintf("flood_%d", i),
+				"request": map[string]any{"subtype": "bhw_test_flood"}})
+		}
+		fmt.Fprintln(os.Stderr, "fake claude: reading nothing more")
+		agenttest.TellDeaf(sc.Deaf)
+		for { // the pipe fills; only a signal ends it
+			time.Sleep(time.Hour)
+		}
+	}
 	go f.readStdin()
 	for n := 0; ; n++ {
 		select {

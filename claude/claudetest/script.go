@@ -10,7 +10,8 @@ import (
 // FromScript is s as the fake claude plays it, each call named and shaped
 // as Claude Code asks for it: Bash, Read, Write, WebFetch.
 func FromScript(s agenttest.Script) FakeScript {
-	out := FakeScript{SessionID: s.SessionID, ResumeFails: s.ResumeFails, IgnoreSIGTERM: s.IgnoreSIGTERM, StartupError: s.StartupError}
+	out := FakeScript{SessionID: s.SessionID, ResumeFails: s.ResumeFails, IgnoreSIGTERM: s.IgnoreSIGTERM, StartupError: s.StartupError,
+		StopReading: s.StopReading, Flood: s.Flood, Deaf: s.Deaf}
 	for _, steps := range s.Turns {
 		var turn []FakeStep
 		for _, st := range steps {

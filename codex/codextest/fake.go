@@ -63,6 +63,7 @@ func (f *fakeServer) request(m jsonrpc.Message) {
 	case "thread/start":
 		f.thread = orDefault(f.Script.SessionID, "019a0000-fake-7000-8000-000000000001")
 		_ = f.Conn.Reply(m.ID, map[string]any{"thread": map[string]any{"id": f.thread}})
+		f.Opened()
 	case "thread/resume":
 		if f.Script.ResumeFails {
 			_ = f.Conn.ReplyError(m.ID, -32600, "no rollout found for thread id "+p.ThreadID)
@@ -70,6 +71,7 @@ func (f *fakeServer) request(m jsonrpc.Message) {
 		}
 		f.thread = p.ThreadID
 		_ = f.Conn.Reply(m.ID, map[string]any{"thread": map[string]any{"id": f.thread}})
+		f.Opened()
 	case "turn/start":
 		steps := []agenttest.Step{{Text: "no more script"}}
 		if f.turn < len(f.Script.Turns) {

@@ -1,4 +1,4 @@
-package run
+package setup
 
 import (
 	"bytes"
@@ -16,11 +16,10 @@ import (
 
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/statefile"
 )
-
-// Version is set by main from the build.
-var Version = "dev"
 
 // Identity is identity.yaml: who this state tree acts as. The file has
 // the shape the blobhub-worker documentation gives it (worker/filesystem,
@@ -50,22 +49,22 @@ type identityFile struct {
 	Identity `yaml:",inline"`
 }
 
-func identityPath(stateDir string) string { return filepath.Join(stateDir, "identity.yaml") }
+func IdentityPath(stateDir string) string { return filepath.Join(stateDir, "identity.yaml") }
 
 // LoadIdentity reads identity.yaml; nil when missing. A file that names
 // no user is an error: it is never replaced by whoever the key is now.
 func LoadIdentity(stateDir string) (*Identity, error) {
-	path := identityPath(stateDir)
-	b, err := envelope.ReadFile(path)
+	path := IdentityPath(stateDir)
+	b, err := statefile.Read(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, exitErr(CodeStateTreeInvalid, "cannot read %s: %v", path, err)
+		return nil, exit.Errorf(exit.CodeStateTreeInvalid, "cannot read %s: %v", path, err)
 	}
 	var f identityFile
 	if err := envelope.DecodeYAML(b, &f, false); err != nil {
-		return nil, exitErr(CodeStateTreeInvalid, "%s %v; fix it (user: {user_id, name, email, recorded_at})", path, err)
+		return nil, exit.Errorf(exit.CodeStateTreeInvalid, "%s %v; fix it (user: {user_id, name, email, recorded_at})", path, err)
 	}
 	id := f.Identity
 	if u := f.User; u != nil && u.UserID != "" {
@@ -77,7 +76,7 @@ func LoadIdentity(stateDir string) (*Identity, error) {
 		id.flat = id.UserID != ""
 	}
 	if id.UserID == "" {
-		return nil, exitErr(CodeStateTreeInvalid,
+		return nil, exit.Errorf(exit.CodeStateTreeInvalid,
 			"%s records no user_id; fix it (user: {user_id, name, email, recorded_at}), or remove it to record the user the API key belongs to", path)
 	}
 	return &id, nil
@@ -88,17 +87,17 @@ func writeIdentity(stateDir string, id *Identity) error {
 	b, _ := yaml.Marshal(struct {
 		User *Identity `yaml:"user"`
 	}{id})
-	return writeStateFile(identityPath(stateDir), b)
+	return WriteStateFile(IdentityPath(stateDir), b)
 }
 
-// checkIdentity asks BlobHub who the key belongs to and compares it with
+// CheckIdentity asks BlobHub who the key belongs to and compares it with
 // identity.yaml, writing the file when it is missing. Our user id is what
 // tells our own items from a person's. A recorded user is never replaced:
 // another user is USER_IDENTITY_MISMATCH.
-func checkIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Identity, error) {
+func CheckIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Identity, error) {
 	u, err := c.Me(ctx)
 	if err != nil {
-		return nil, apiErr(err, "users/me")
+		return nil, APIError(err, "users/me")
 	}
 	rec, err := LoadIdentity(stateDir)
 	if err != nil {
@@ -106,7 +105,7 @@ func checkIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Ide
 	}
 	if rec != nil {
 		if rec.UserID != u.UserID {
-			return nil, exitErr(CodeUserIdentityMismatch,
+			return nil, exit.Errorf(exit.CodeUserIdentityMismatch,
 				"the API key belongs to %s but this state tree (%s) was recorded for %s; use the right profile or another --state-dir",
 				u.UserID, stateDir, rec.UserID)
 		}
@@ -132,8 +131,8 @@ func checkIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Ide
 // documentation gives it (worker/session-agent-harness/filesystem): the
 // section as configured, the attachment with its error {code, message}
 // (both null while attached), and the session-event cursor
-// events.last_processed_at. bhw-run reads no session events, so it keeps
-// the cursor a daemon left and never moves it. instance_id is bhw-run's
+// events.last_processed_at, which `ls --runnable` moves as it reads the
+// feed (feed.go). instance_id is bhw-run's
 // own (stable per state tree); keys it does not know are kept.
 type SectionState struct {
 	Name       string            `yaml:"name"`
@@ -153,25 +152,37 @@ type SectionAttachment struct {
 	Extra      map[string]any       `yaml:",inline"`
 }
 
-// SectionEvents is section.yaml's events block.
+// SectionEvents is section.yaml's events block: the daemon's cursor, and
+// beside it what `ls --runnable` needs to follow the feed without missing
+// a change (feed.go, docs/operating.md).
 type SectionEvents struct {
-	LastProcessedAt *string        `yaml:"last_processed_at"`
-	Extra           map[string]any `yaml:",inline"`
+	LastProcessedAt *string `yaml:"last_processed_at"`
+	// Seen are the events handled in the overlap before the cursor.
+	Seen []string `yaml:"seen,omitempty"`
+	// Due are the threads to judge again without a change: alias → "" or
+	// the time a hold ends.
+	Due map[string]string `yaml:"due,omitempty"`
+	// FullListingAt is the server's time of the last full listing.
+	FullListingAt string `yaml:"full_listing_at,omitempty"`
+	// ReadAt is the server's time of a read that saw everything up to the
+	// cursor settle.
+	ReadAt string         `yaml:"read_at,omitempty"`
+	Extra  map[string]any `yaml:",inline"`
 }
 
-// updateSection changes section.yaml under section.lock.
-func updateSection(ctx context.Context, jobDir string, sec Section, fn func(*SectionState)) (*SectionState, error) {
+// UpdateSection changes section.yaml under section.lock.
+func UpdateSection(ctx context.Context, jobDir string, sec Section, fn func(*SectionState)) (*SectionState, error) {
 	var out SectionState
 	err := lock.WithLock(ctx, filepath.Join(jobDir, "section.lock"), func() error {
 		path := filepath.Join(jobDir, "section.yaml")
 		var st SectionState
-		old, err := envelope.ReadFile(path)
+		old, err := statefile.Read(path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return exitErr(CodeStateTreeInvalid, "cannot read %s: %v", path, err)
+			return exit.Errorf(exit.CodeStateTreeInvalid, "cannot read %s: %v", path, err)
 		}
 		if err == nil {
 			if err := envelope.DecodeYAML(old, &st, false); err != nil {
-				return exitErr(CodeStateTreeInvalid, "%s %v; fix or remove it", path, err)
+				return exit.Errorf(exit.CodeStateTreeInvalid, "%s %v; fix or remove it", path, err)
 			}
 		}
 		st.Name, st.JobType, st.Session = sec.Name, JobType, sec.Session
@@ -186,7 +197,7 @@ func updateSection(ctx context.Context, jobDir string, sec Section, fn func(*Sec
 		if bytes.Equal(b, old) {
 			return nil // unchanged: no write, no fsync
 		}
-		return writeStateFile(path, b)
+		return WriteStateFile(path, b)
 	})
 	return &out, err
 }
@@ -210,34 +221,34 @@ const ReasonArtifact = "artifact"
 // trusted before ls downloads it again.
 const notMineRecheck = 24 * time.Hour
 
-// addNotMine caches an alias that is not a job thread.
-func addNotMine(ctx context.Context, jobDir, alias, reason string) error {
-	return addNotMines(ctx, jobDir, map[string]string{alias: reason})
+// AddNotMine caches an alias that is not a job thread.
+func AddNotMine(ctx context.Context, jobDir, alias, reason string) error {
+	return AddNotMines(ctx, jobDir, map[string]string{alias: reason})
 }
 
-// addNotMines caches aliases (alias → reason) in one read-modify-write
+// AddNotMines caches aliases (alias → reason) in one read-modify-write
 // under section.lock.
-func addNotMines(ctx context.Context, jobDir string, reasons map[string]string) error {
+func AddNotMines(ctx context.Context, jobDir string, reasons map[string]string) error {
 	if len(reasons) == 0 {
 		return nil
 	}
 	return lock.WithLock(ctx, filepath.Join(jobDir, "section.lock"), func() error {
 		path := filepath.Join(jobDir, "not_mine.yaml")
-		nm := loadNotMine(jobDir)
+		nm := LoadNotMine(jobDir)
 		at := now()
 		for alias, reason := range reasons {
 			nm.Aliases[alias] = NotMineEntry{Reason: reason, UpdatedAt: at}
 		}
 		b, _ := yaml.Marshal(&nm)
-		return writeStateFile(path, b)
+		return WriteStateFile(path, b)
 	})
 }
 
-// loadNotMine reads not_mine.yaml; missing or unreadable is empty (it is
+// LoadNotMine reads not_mine.yaml; missing or unreadable is empty (it is
 // only a cache).
-func loadNotMine(jobDir string) NotMine {
+func LoadNotMine(jobDir string) NotMine {
 	var nm NotMine
-	if b, err := envelope.ReadFile(filepath.Join(jobDir, "not_mine.yaml")); err == nil {
+	if b, err := statefile.Read(filepath.Join(jobDir, "not_mine.yaml")); err == nil {
 		_ = yaml.Unmarshal(b, &nm)
 	}
 	if nm.Aliases == nil {
@@ -248,7 +259,7 @@ func loadNotMine(jobDir string) NotMine {
 
 // cached reports whether the entry still stands at t: an artifact for
 // good, anything else for notMineRecheck.
-func (e NotMineEntry) cached(t time.Time) bool {
+func (e NotMineEntry) Cached(t time.Time) bool {
 	if e.Reason == ReasonArtifact {
 		return true
 	}
@@ -256,56 +267,57 @@ func (e NotMineEntry) cached(t time.Time) bool {
 	return err == nil && t.Sub(at) < notMineRecheck
 }
 
-// workerAlias is the session's worker object: the affinity lock and the
+// WorkerAlias is the session's worker object: the affinity lock and the
 // activity thread thread_failed items go to.
-const workerAlias = "worker"
+const WorkerAlias = "worker"
 
-// ensureWorker makes sure the session's worker object is ours (one user
+// EnsureWorker makes sure the section's worker object is ours (one user
 // works a session; thread_failed items go to it):
 // absent → upload it, then read it back (two first runs may race).
-func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Section, userID string) (*SectionState, error) {
-	st, err := updateSection(ctx, jobDir, sec, nil)
+func (s *Setup) EnsureWorker(ctx context.Context, c blobhub.Client, userID string) (*SectionState, error) {
+	jobDir, sec := s.JobDir, s.Section
+	st, err := UpdateSection(ctx, jobDir, sec, nil)
 	if err != nil {
 		return nil, err
 	}
 	refuse := func(code, format string, args ...any) error {
-		e := exitErr(code, format, args...)
-		_, _ = updateSection(ctx, jobDir, sec, func(s *SectionState) {
+		e := exit.Errorf(code, format, args...)
+		_, _ = UpdateSection(ctx, jobDir, sec, func(s *SectionState) {
 			s.Attachment.Status = "refused"
 			s.Attachment.Error.Set(e.Code, e.Message)
 		})
 		return e
 	}
 	for attempt := 0; attempt < 2; attempt++ {
-		obj, err := c.Download(ctx, workerAlias)
+		obj, err := c.Download(ctx, WorkerAlias)
 		if errors.Is(err, blobhub.ErrNotFound) {
-			if err := c.Upload(ctx, workerAlias, workerValue(userID, st.InstanceID)); err != nil {
-				return nil, apiErr(err, "worker")
+			if err := c.Upload(ctx, WorkerAlias, workerValue(userID, st.InstanceID, s.Version)); err != nil {
+				return nil, APIError(err, "worker")
 			}
 			continue
 		}
 		if err != nil {
-			return nil, apiErr(err, "worker")
+			return nil, APIError(err, "worker")
 		}
 		owner, ok := WorkerUserID(obj.Value)
 		if !ok {
-			return nil, refuse(CodeWorkerObjectMalformed, "the object \"worker\" of session %s is not a worker object (a thread whose metadata.user.user_id names the user who works the session; it holds %s); delete it, and the next run makes it again, or restore it", sec.Session.SessionID, workerShape(obj.Value))
+			return nil, refuse(exit.CodeWorkerObjectMalformed, "the object \"worker\" of session %s is not a worker object (a thread whose metadata.user.user_id names the user who works the session; it holds %s); delete it, and the next run makes it again, or restore it", sec.Session.SessionID, workerShape(obj.Value))
 		}
 		if owner != userID {
-			return nil, refuse(CodeSessionOwnedByOther, "session %s is worked by user %s, not %s; use that user's key or another session", sec.Session.SessionID, owner, userID)
+			return nil, refuse(exit.CodeSessionOwnedByOther, "session %s is worked by user %s, not %s; use that user's key or another session", sec.Session.SessionID, owner, userID)
 		}
 		if attempt == 0 && !seenLately(obj.Value) {
 			// Refresh last_seen_at at most once per run, and only when it
 			// is older than workerSeenEvery: a run a minute would otherwise
 			// upload the worker object every minute.
 			if nv, err := setJSON(obj.Value, []string{"thread", "metadata", "instance", "last_seen_at"}, now()); err == nil {
-				_ = c.Upload(ctx, workerAlias, nv)
+				_ = c.Upload(ctx, WorkerAlias, nv)
 			}
 		}
 		if _, _, failed := st.Attachment.Error.Get(); st.Attachment.Status == "attached" && st.Attachment.AttachedAt != nil && !failed {
 			return st, nil // section.yaml says so already: no second read-modify-write
 		}
-		return updateSection(ctx, jobDir, sec, func(s *SectionState) {
+		return UpdateSection(ctx, jobDir, sec, func(s *SectionState) {
 			if s.Attachment.Status != "attached" || s.Attachment.AttachedAt == nil {
 				at := now()
 				s.Attachment.AttachedAt = &at
@@ -314,42 +326,23 @@ func ensureWorker(ctx context.Context, c blobhub.Client, jobDir string, sec Sect
 			s.Attachment.Error.Clear()
 		})
 	}
-	return nil, refuse(CodeWorkerObjectMalformed, "the session's worker object could not be created; check the session")
+	return nil, refuse(exit.CodeWorkerObjectMalformed, "the session's worker object could not be created; check the session")
 }
 
 // workerValue is the worker object in its documented shape
 // (worker/session-agent-harness/worker-object): a thread whose
 // metadata.user.user_id is the affinity lock, and an informational
 // instance block.
-func workerValue(userID, instanceID string) json.RawMessage {
+func workerValue(userID, instanceID, version string) json.RawMessage {
 	at := now()
 	b, _ := json.Marshal(map[string]any{"type": "thread", "thread": map[string]any{
 		"attributes": map[string]any{"name": "worker", "description": "BlobHub worker activity log"},
 		"metadata": map[string]any{
 			"user": map[string]any{"user_id": userID},
-			"instance": map[string]any{"instance_id": instanceID, "version": Version,
+			"instance": map[string]any{"instance_id": instanceID, "version": version,
 				"started_at": at, "last_seen_at": at, "status": "attached"},
 		}}})
 	return b
-}
-
-// remakeWorker makes the session's worker object again, once per run,
-// after a post to it found it gone (deleted while the run worked), with
-// the same check of its owner as at the run's start. false when it was
-// made again already or could not be.
-func (a *activation) remakeWorker(ctx context.Context) bool {
-	if a.workerRemade {
-		return false
-	}
-	a.workerRemade = true
-	a.log.Warn("the worker object is gone from BlobHub (deleted?); making it again")
-	st, err := ensureWorker(ctx, a.r.Client, a.r.Setup.JobDir, a.r.Setup.Section, a.userID)
-	if err != nil {
-		a.log.Error("could not make the worker object again; its items stay journaled", "error", err)
-		return false
-	}
-	a.instanceID = st.InstanceID
-	return true
 }
 
 func setJSON(raw json.RawMessage, path []string, v any) (json.RawMessage, error) {
@@ -367,57 +360,35 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// apiErr maps a BlobHub error to an exit.
-func apiErr(err error, what string) error {
-	return APIError(err, what)
-}
-
 // APIError is a BlobHub error as the exit a command ends with: an
-// *ExitError as it is, a refused key AUTH_INVALID (77), a host that does
+// *exit.Error as it is, a refused key AUTH_INVALID (77), a host that does
 // not resolve INVALID_CONFIG (78), a cancelled context as it is, anything
 // else BLOBHUB_UNAVAILABLE (75).
 func APIError(err error, what string) error {
-	var ee *ExitError
+	var ee *exit.Error
 	switch {
 	case errors.As(err, &ee):
 		return err
 	case errors.Is(err, blobhub.ErrAuth):
-		return exitErr(CodeAuthInvalid, "BlobHub refused the API key (%s); check the key or profile", what)
+		return exit.Errorf(exit.CodeAuthInvalid, "BlobHub refused the API key (%s); check the key or profile", what)
 	case errors.Is(err, blobhub.ErrNoSuchHost):
 		// A wrong URL: no later run mends it, so it is configuration, not
 		// a BlobHub that is down.
 		var nsh *blobhub.NoSuchHostError
 		errors.As(err, &nsh)
-		return exitErr(CodeInvalidConfig, "%v (%s); check --api-url, BLOBHUB_API_URL or the url of the credentials profile", nsh, what)
+		return exit.Errorf(exit.CodeInvalidConfig, "%v (%s); check --api-url, BLOBHUB_API_URL or the url of the credentials profile", nsh, what)
 	case errors.Is(err, blobhub.ErrNoThread):
 		// invalid_thread_envelope: BlobHub's final word that the alias is
 		// not a thread (deleted, say), not a reason to try again later.
-		return exitErr(CodeNoThread, "BlobHub has no such thread (%s): the alias does not exist or is not a thread; check the alias, or create the thread with `bhw-run thread new`", what)
+		return exit.Errorf(exit.CodeNoThread, "BlobHub has no such thread (%s): the alias does not exist or is not a thread; check the alias, or create the thread with `bhw-run thread new`", what)
 	case errors.Is(err, blobhub.ErrTooLarge):
-		return exitErr(CodeEnvelopeTooLarge, "%s: %v; the most bhw-run reads of an envelope is %d bytes: shrink it", what, err, envelope.MaxSize)
+		return exit.Errorf(exit.CodeEnvelopeTooLarge, "%s: %v; the most bhw-run reads of an envelope is %d bytes: shrink it", what, err, envelope.MaxSize)
 	case errors.Is(err, context.Canceled):
 		return err
 	case errors.Is(err, blobhub.ErrUnavailable), errors.Is(err, blobhub.ErrAmbiguous):
-		return exitErr(CodeUnavailable, "BlobHub is unreachable (%s): %v; the next run retries", what, err)
+		return exit.Errorf(exit.CodeUnavailable, "BlobHub is unreachable (%s): %v; the next run retries", what, err)
 	}
-	return exitErr(CodeUnavailable, "BlobHub answered an error (%s): %v", what, err)
-}
-
-// DownloadJob reads a job thread's envelope for the person's commands and
-// explain: 66 when absent, 65 when not a job.
-func DownloadJob(ctx context.Context, c blobhub.Client, alias string) (blobhub.Object, *envelope.Envelope, error) {
-	obj, err := downloadEnvelope(ctx, c, alias)
-	if errors.Is(err, blobhub.ErrNotFound) {
-		return obj, nil, exitErr(CodeNoThread, "there is no thread %q", alias)
-	}
-	if err != nil {
-		return obj, nil, apiErr(err, "download "+alias)
-	}
-	env, err := envelope.Parse(obj.Value)
-	if err != nil || !env.IsJob() {
-		return obj, nil, exitErr(CodeNotJob, "%q is not a job thread", alias)
-	}
-	return obj, env, nil
+	return exit.Errorf(exit.CodeUnavailable, "BlobHub answered an error (%s): %v", what, err)
 }
 
 // workerSeenEvery is how stale the worker object's last_seen_at may get

@@ -1,8 +1,9 @@
-package run
+package setup
 
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -73,4 +74,10 @@ func ValidateName(s string) error {
 		return err
 	}
 	return nil
+}
+
+// ThreadDir is the folder of a thread in the state tree: one directory per
+// "/"-separated alias segment.
+func ThreadDir(jobDir, alias string) string {
+	return filepath.Join(append([]string{jobDir, "threads"}, strings.Split(alias, "/")...)...)
 }

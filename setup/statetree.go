@@ -1,4 +1,4 @@
-package run
+package setup
 
 import (
 	"errors"
@@ -10,7 +10,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // The state tree is bhw-run's to trust: its records say which agent runs
@@ -26,11 +27,11 @@ import (
 // ensureDir makes sure dir, the state dir or a folder under it, exists
 // (created 0700 when missing) with every folder between, each checked as
 // above.
-func (s *Setup) ensureDir(dir string) error { return s.walkState(dir, true) }
+func (s *Setup) EnsureDir(dir string) error { return s.walkState(dir, true) }
 
 // checkDir is ensureDir for a reader that creates nothing (ls): a missing
 // folder is fs.ErrNotExist.
-func (s *Setup) checkDir(dir string) error { return s.walkState(dir, false) }
+func (s *Setup) CheckDir(dir string) error { return s.walkState(dir, false) }
 
 func (s *Setup) walkState(dir string, create bool) error {
 	root := filepath.Clean(s.StateDir)
@@ -41,7 +42,7 @@ func (s *Setup) walkState(dir string, create bool) error {
 	fi, err := os.Stat(root)
 	if errors.Is(err, fs.ErrNotExist) && create {
 		if err := os.MkdirAll(root, 0o700); err != nil {
-			return exitErr(CodeStateTreeInvalid, "cannot create the state tree %s: %v; fix its parent folder or pick another --state-dir", root, err)
+			return exit.Errorf(exit.CodeStateTreeInvalid, "cannot create the state tree %s: %v; fix its parent folder or pick another --state-dir", root, err)
 		}
 		fi, err = os.Stat(root)
 	}
@@ -49,14 +50,14 @@ func (s *Setup) walkState(dir string, create bool) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		return exitErr(CodeStateTreeInvalid, "cannot read the state tree %s: %v", root, err)
+		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot read the state tree %s: %v", root, err)
 	}
-	if err := trustedDir(root, fi); err != nil {
+	if err := TrustedDir(root, fi); err != nil {
 		return err
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		if err := os.Chmod(root, 0o700); err != nil {
-			return exitErr(CodeStateTreeInvalid, "cannot make the state tree %s private (mode 0700): %v; run chmod 700 %s", root, err, root)
+			return exit.Errorf(exit.CodeStateTreeInvalid, "cannot make the state tree %s private (mode 0700): %v; run chmod 700 %s", root, err, root)
 		}
 	}
 	if rel == "." {
@@ -68,7 +69,7 @@ func (s *Setup) walkState(dir string, create bool) error {
 		fi, err := os.Lstat(path)
 		if errors.Is(err, fs.ErrNotExist) && create {
 			if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-				return exitErr(CodeStateTreeInvalid, "cannot create %s: %v; fix the state tree", path, err)
+				return exit.Errorf(exit.CodeStateTreeInvalid, "cannot create %s: %v; fix the state tree", path, err)
 			}
 			fi, err = os.Lstat(path)
 		}
@@ -76,30 +77,30 @@ func (s *Setup) walkState(dir string, create bool) error {
 			if errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
-			return exitErr(CodeStateTreeInvalid, "cannot read %s: %v; fix the state tree", path, err)
+			return exit.Errorf(exit.CodeStateTreeInvalid, "cannot read %s: %v; fix the state tree", path, err)
 		}
 		if !fi.IsDir() {
 			what := "not a folder"
 			if fi.Mode()&fs.ModeSymlink != 0 {
 				what = "a symbolic link"
 			}
-			return exitErr(CodeStateTreeInvalid, "%s is %s, where the state tree has a folder of its own; bhw-run follows no link inside its state tree: replace it with the folder itself or move it aside", path, what)
+			return exit.Errorf(exit.CodeStateTreeInvalid, "%s is %s, where the state tree has a folder of its own; bhw-run follows no link inside its state tree: replace it with the folder itself or move it aside", path, what)
 		}
-		if err := trustedDir(path, fi); err != nil {
+		if err := TrustedDir(path, fi); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// trustedDir refuses a folder of the state tree that another user owns or
+// TrustedDir refuses a folder of the state tree that another user owns or
 // that group or others may write to.
-func trustedDir(path string, fi fs.FileInfo) error {
+func TrustedDir(path string, fi fs.FileInfo) error {
 	if err := ownedByUs(path, fi, false); err != nil {
 		return err
 	}
 	if m := fi.Mode().Perm(); m&0o022 != 0 {
-		return exitErr(CodeInsecurePermissions, "the state tree folder %s has mode %04o: group or others may write to it, and so change what bhw-run reads and starts; check what is in it, then run chmod go-w %s", path, m, path)
+		return exit.Errorf(exit.CodeInsecurePermissions, "the state tree folder %s has mode %04o: group or others may write to it, and so change what bhw-run reads and starts; check what is in it, then run chmod go-w %s", path, m, path)
 	}
 	return nil
 }
@@ -115,7 +116,7 @@ func ownedByUs(path string, fi fs.FileInfo, orRoot bool) error {
 	if int(st.Uid) == me || orRoot && st.Uid == 0 {
 		return nil
 	}
-	return exitErr(CodeInsecurePermissions, "%s is owned by uid %d, not by uid %d that runs bhw-run; another user could change what bhw-run reads and starts: run bhw-run as its owner, or chown -R %d %s once you have checked it", path, st.Uid, me, me, path)
+	return exit.Errorf(exit.CodeInsecurePermissions, "%s is owned by uid %d, not by uid %d that runs bhw-run; another user could change what bhw-run reads and starts: run bhw-run as its owner, or chown -R %d %s once you have checked it", path, st.Uid, me, me, path)
 }
 
 // readConfigFile reads config.yaml, which names the executables bhw-run
@@ -134,47 +135,47 @@ func readConfigFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, exitErr(CodeInvalidConfig, "config %s is not a regular file (%s); point --config at the file itself", path, fi.Mode().Type())
+		return nil, exit.Errorf(exit.CodeInvalidConfig, "config %s is not a regular file (%s); point --config at the file itself", path, fi.Mode().Type())
 	}
 	if err := ownedByUs(path, fi, true); err != nil {
 		return nil, err
 	}
 	if m := fi.Mode().Perm(); m&0o022 != 0 {
-		return nil, exitErr(CodeInsecurePermissions, "config %s has mode %04o: group or others may write to it, and it names the executables bhw-run starts; run chmod go-w %s", path, m, path)
+		return nil, exit.Errorf(exit.CodeInsecurePermissions, "config %s has mode %04o: group or others may write to it, and it names the executables bhw-run starts; run chmod go-w %s", path, m, path)
 	}
 	return io.ReadAll(f)
 }
 
-// testHookStateWrite, when a test sets it, is asked before every write of
+// TestHookStateWrite, when a test sets it, is asked before every write of
 // a state file (thread.yaml, artifacts.yaml, section.yaml, identity.yaml,
 // not_mine.yaml, each journal record) and its error stands for the write's: a full disk
 // cannot be made without privileges. Always nil in production.
-var testHookStateWrite func(path string) error
+var TestHookStateWrite func(path string) error
 
-// writeStateFile writes a state file atomically (envelope.WriteFileAtomic).
+// WriteStateFile writes a state file atomically (statefile.WriteAtomic).
 // A failure is STATE_INVALID: a full disk or a read-only folder is the
 // machine's to fix, and no later run mends it by itself.
-func writeStateFile(path string, b []byte) error {
+func WriteStateFile(path string, b []byte) error {
 	var err error
-	if testHookStateWrite != nil {
-		err = testHookStateWrite(path)
+	if TestHookStateWrite != nil {
+		err = TestHookStateWrite(path)
 	}
 	if err == nil {
-		err = envelope.WriteFileAtomic(path, b, 0o600)
+		err = statefile.WriteAtomic(path, b, 0o600)
 	}
 	if err != nil {
-		return stateWriteErr(path, err)
+		return StateWriteError(path, err)
 	}
 	return nil
 }
 
-// stateWriteErr is the error of a state file that cannot be written.
-func stateWriteErr(path string, err error) error {
-	return exitErr(CodeStateTreeInvalid, "cannot write %s: %v; the state tree must be writable (a full disk? a read-only folder?): fix it and run again, nothing is lost", path, err)
+// StateWriteError is the error of a state file that cannot be written.
+func StateWriteError(path string, err error) error {
+	return exit.Errorf(exit.CodeStateTreeInvalid, "cannot write %s: %v; the state tree must be writable (a full disk? a read-only folder?): fix it and run again, nothing is lost", path, err)
 }
 
-// isStateInvalid reports whether err is a STATE_INVALID exit.
-func isStateInvalid(err error) bool {
-	var ee *ExitError
-	return errors.As(err, &ee) && ee.Code == CodeStateTreeInvalid
+// IsStateInvalid reports whether err is a STATE_INVALID exit.
+func IsStateInvalid(err error) bool {
+	var ee *exit.Error
+	return errors.As(err, &ee) && ee.Code == exit.CodeStateTreeInvalid
 }

@@ -1,4 +1,9 @@
-package run
+// Package redact is what a person may see of what bhw-run writes: the
+// secrets it never shows (Secrets, the one place keys are redacted) and
+// the escaping of the characters a terminal would act on, for text (Shown,
+// ShownText) and for JSON (ShownJSON). It is a leaf: every sink imports
+// it, it imports nothing of bhw-run's.
+package redact
 
 import (
 	"bytes"
@@ -7,8 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-
-	"github.com/blobhub/bhw-run/agent"
 )
 
 // Redacted is what a secret is replaced with wherever bhw-run writes.
@@ -21,8 +24,8 @@ const minSecretLen = 4
 // flag, the environment, every profile of ~/.blobhub/credentials.yaml (not
 // only the one in use: an agent can cat the file) and the key of the v1
 // file ~/.blobhub-worker/credentials.yaml. It is the one place redaction
-// happens: items are redacted as they are journaled (so the journal and the
-// post hold the same text), and every other sink — thread.log,
+// happens: items are redacted as they are journaled (Meta and String, so
+// the journal and the post hold the same text), and every other sink — thread.log,
 // section.log, main's stdout and stderr, where the slog handler writes —
 // writes through Writer. Keys are added while the setup is resolved, so a
 // Writer made before redacts what is added later. A nil *Secrets redacts
@@ -99,20 +102,16 @@ func (s *Secrets) String(str string) string {
 	return str
 }
 
-// Item returns it with every secret replaced in its text and in every
-// string (and key) of its metadata. Meta is rebuilt only when it held one,
-// so an item without secrets keeps its values as they are.
-func (s *Secrets) Item(it agent.Item) agent.Item {
-	if len(s.list()) == 0 {
-		return it
+// Meta returns an item's metadata with every secret replaced in every
+// string (and key) of it. It is rebuilt only when it held one, so metadata
+// without secrets keeps its values as they are.
+func (s *Secrets) Meta(meta map[string]any) map[string]any {
+	if len(s.list()) == 0 || meta == nil {
+		return meta
 	}
-	it.Brief = s.String(it.Brief)
-	if it.Meta == nil {
-		return it
-	}
-	b, err := json.Marshal(it.Meta)
+	b, err := json.Marshal(meta)
 	if err != nil || bytes.Equal(s.Redact(b), b) {
-		return it
+		return meta
 	}
 	// Replaced value by value, not in the encoded bytes: a key that is also
 	// a JSON number or word would otherwise break the encoding.
@@ -120,10 +119,9 @@ func (s *Secrets) Item(it agent.Item) agent.Item {
 	dec.UseNumber()
 	var m map[string]any
 	if dec.Decode(&m) != nil {
-		return it
+		return meta
 	}
-	it.Meta = s.value(m).(map[string]any)
-	return it
+	return s.value(m).(map[string]any)
 }
 
 // value redacts every string of a decoded JSON value.
@@ -150,17 +148,17 @@ func (s *Secrets) value(v any) any {
 // what may be the start of a secret holds that tail back until the next
 // write shows whether it is one, so a key split across two writes (a
 // buffered writer's chunks) is redacted too; Flush writes what is held.
-func (s *Secrets) Writer(w io.Writer) *SecretWriter { return &SecretWriter{s: s, w: w} }
+func (s *Secrets) Writer(w io.Writer) *Writer { return &Writer{s: s, w: w} }
 
-// SecretWriter is a Writer of Secrets.
-type SecretWriter struct {
+// Writer is the writer Secrets.Writer returns.
+type Writer struct {
 	s    *Secrets
 	w    io.Writer
 	mu   sync.Mutex
 	held []byte
 }
 
-func (sw *SecretWriter) Write(p []byte) (int, error) {
+func (sw *Writer) Write(p []byte) (int, error) {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	vals := sw.s.list()
@@ -182,8 +180,8 @@ func (sw *SecretWriter) Write(p []byte) (int, error) {
 	return len(p), err
 }
 
-// Flush writes the held tail. A nil *SecretWriter has none.
-func (sw *SecretWriter) Flush() error {
+// Flush writes the held tail. A nil *Writer has none.
+func (sw *Writer) Flush() error {
 	if sw == nil {
 		return nil
 	}

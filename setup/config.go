@@ -1,6 +1,13 @@
-package run
+// Package setup turns the command line's Options into a Setup: the
+// credentials and the API, the state tree (and whether it may be
+// trusted), config.yaml and the agents it configures, the section that
+// owns an alias, the identity the key belongs to and the session's worker
+// object. Everything it resolves comes before a thread's lock is taken;
+// run, the person's commands and the doctor all start from it.
+package setup
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -18,11 +25,17 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/redact"
 )
 
 // DefaultAPIURL is BlobHub's public API.
 const DefaultAPIURL = "https://api.blobhub.io/v1"
+
+// DefaultMaxFiles is artifacts.max_files when config.yaml sets none: the
+// most files a turn publishes one by one (run packs the rest).
+const DefaultMaxFiles = 100
 
 // JobType is the only job type bhw-run runs.
 const JobType = "session_agent_harness"
@@ -40,9 +53,12 @@ type Options struct {
 	Home                     string // the user's home (tests override it)
 	// Adapters are the agents this build can run (main lists them).
 	Adapters []agent.Adapter
+	// Version is bhw-run's, from the build (cli passes it); the worker
+	// object records it.
+	Version string
 	// Secrets collects every key Resolve reads; main passes the set its
 	// stdout and stderr write through. Nil: Resolve makes one.
-	Secrets *Secrets
+	Secrets *redact.Secrets
 }
 
 // Config is config.yaml (docs/configuration.md). Unknown keys are
@@ -75,7 +91,10 @@ type Config struct {
 		// go in one archive (run/outboxbound.go).
 		MaxFiles int `yaml:"max_files"`
 	} `yaml:"artifacts"`
-	Sections []Section `yaml:"sections"`
+	Sections  []Section `yaml:"sections"`
+	Discovery Discovery `yaml:"discovery"` // discovery.go
+	// Confine is the kernel boundary around the agents (confine_config.go).
+	Confine ConfineConfig `yaml:"confine,omitempty"`
 }
 
 // AgentConfig is agents.<type> of config.yaml: the keys every agent has,
@@ -91,6 +110,8 @@ type AgentConfig struct {
 	// Budget is the machine owner's ceiling on what one thread of this
 	// agent type may spend (a thread's agent.budget can only lower it).
 	Budget envelope.Budget `yaml:"budget,omitempty"`
+	// Confine is on or off for this agent type, over confine.mode.
+	Confine string `yaml:"confine,omitempty"`
 	// Own holds every other key as written: the home under the adapter's
 	// HomeKey (config_dir, codex_home, …) and the adapter's own options.
 	Own map[string]any `yaml:",inline"`
@@ -102,7 +123,7 @@ type AgentConfig struct {
 }
 
 // commonAgentKeys are the keys of agents.<type> every agent has.
-var commonAgentKeys = []string{"budget", "effort", "env", "executable", "executables", "extra_args", "model", "permissions"}
+var commonAgentKeys = []string{"budget", "confine", "effort", "env", "executable", "executables", "extra_args", "model", "permissions"}
 
 // Section is one configured session a state tree watches.
 type Section struct {
@@ -147,9 +168,11 @@ type Setup struct {
 	Home       string // the user's home
 	// Adapters are the agents this build can run, from Options.
 	Adapters []agent.Adapter
+	// Version is bhw-run's, from Options.
+	Version string
 	// Secrets are the keys read while resolving (Options.Secrets), redacted
 	// from everything the run writes.
-	Secrets *Secrets
+	Secrets *redact.Secrets
 	// Ignored names the config.yaml blocks the daemon documents that mean
 	// nothing to a one-shot run (polling); a run logs them at debug.
 	Ignored []string
@@ -188,7 +211,7 @@ func V1CredentialsPath(home string) string {
 // loadCredentials reads the shared credentials file; a missing file is
 // empty. Every key in it, of every profile, is added to sec before the file
 // is decoded, so not even a decoding error can show one.
-func loadCredentials(home string, sec *Secrets) (*credentialsFile, error) {
+func loadCredentials(home string, sec *redact.Secrets) (*credentialsFile, error) {
 	var c credentialsFile
 	if err := readCredentials(CredentialsPath(home), &c, sec); err != nil {
 		return nil, err
@@ -206,29 +229,29 @@ type v1Credentials struct {
 // readCredentials decodes a credentials file into v, its keys added to sec
 // first; a missing file leaves v as it is. Group or other permission bits
 // are refused, as the BlobHub CLI and the daemon refuse them.
-func readCredentials(path string, v any, sec *Secrets) error {
+func readCredentials(path string, v any, sec *redact.Secrets) error {
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return exitErr(CodeInvalidConfig, "cannot read %s: %v", path, err)
+		return exit.Errorf(exit.CodeInvalidConfig, "cannot read %s: %v", path, err)
 	}
 	if !fi.Mode().IsRegular() {
 		// A named pipe would block the read before any signal is handled.
-		return exitErr(CodeInvalidConfig, "%s is not a regular file (%s); replace it with the file itself", path, fi.Mode().Type())
+		return exit.Errorf(exit.CodeInvalidConfig, "%s is not a regular file (%s); replace it with the file itself", path, fi.Mode().Type())
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
-		return exitErr(CodeInsecureCredentials,
+		return exit.Errorf(exit.CodeInsecureCredentials,
 			"%s has mode %04o; run chmod 600 %s", path, fi.Mode().Perm(), path)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return exitErr(CodeInvalidConfig, "cannot read %s: %v", path, err)
+		return exit.Errorf(exit.CodeInvalidConfig, "cannot read %s: %v", path, err)
 	}
 	sec.Add(credentialKeys(b)...)
 	if err := envelope.DecodeYAML(b, v, false); err != nil {
-		return exitErr(CodeInvalidConfig, "%s %v", path, err)
+		return exit.Errorf(exit.CodeInvalidConfig, "%s %v", path, err)
 	}
 	return nil
 }
@@ -273,17 +296,17 @@ func v1Keys(home string) []string {
 // Resolve turns flags, environment, credentials and config into a Setup
 // for the alias. alias may be "" for commands without one.
 func Resolve(o Options, alias string) (*Setup, error) {
-	s, err := newSetup(o)
+	s, err := New(o)
 	if err != nil {
 		return nil, err
 	}
 	// 1. Profile, API key and URL.
-	u, err := s.resolveAPI(o)
+	u, err := s.ResolveAPI(o)
 	if err != nil {
 		return nil, err
 	}
 	// 2. The state tree.
-	if err := s.resolveStateDir(o, u); err != nil {
+	if err := s.ResolveStateDir(o, u); err != nil {
 		return nil, err
 	}
 	// 3. The config, and the section that owns the alias.
@@ -293,45 +316,45 @@ func Resolve(o Options, alias string) (*Setup, error) {
 	return s, nil
 }
 
-// newSetup is a Setup with the home, the adapters and the secrets known
+// New is a Setup with the home, the adapters and the secrets known
 // before anything is read: the start of Resolve, and of the doctor.
-func newSetup(o Options) (*Setup, error) {
+func New(o Options) (*Setup, error) {
 	home := o.Home
 	if home == "" {
 		h, err := os.UserHomeDir()
 		if err != nil {
-			return nil, exitErr(CodeInvalidConfig, "cannot find the home folder: %v; set HOME", err)
+			return nil, exit.Errorf(exit.CodeInvalidConfig, "cannot find the home folder: %v; set HOME", err)
 		}
 		home = h
 	}
 	if err := checkAdapters(o.Adapters); err != nil {
 		return nil, err
 	}
-	s := &Setup{Home: home, Adapters: o.Adapters, Secrets: o.Secrets}
+	s := &Setup{Home: home, Adapters: o.Adapters, Version: o.Version, Secrets: o.Secrets}
 	if s.Secrets == nil {
-		s.Secrets = NewSecrets()
+		s.Secrets = redact.NewSecrets()
 	}
 	s.Secrets.Add(o.APIKey)
 	s.Secrets.Add(v1Keys(home)...)
 	return s, nil
 }
 
-// resolveAPI picks the profile and, flag over profile over default, the API
+// ResolveAPI picks the profile and, flag over profile over default, the API
 // key and URL; a URL other than file:// needs a key.
-func (s *Setup) resolveAPI(o Options) (*url.URL, error) {
+func (s *Setup) ResolveAPI(o Options) (*url.URL, error) {
 	creds, err := loadCredentials(s.Home, s.Secrets)
 	if err != nil {
 		return nil, err
 	}
-	s.Profile = firstNonEmpty(o.Profile, creds.Default)
+	s.Profile = cmp.Or(o.Profile, creds.Default)
 	var prof credentialProfile
 	if s.Profile != "" {
 		if err := ValidateName(s.Profile); err != nil {
-			return nil, exitErr(CodeInvalidConfig, "profile name %q: %v", s.Profile, err)
+			return nil, exit.Errorf(exit.CodeInvalidConfig, "profile name %q: %v", s.Profile, err)
 		}
 		p, ok := creds.Profiles[s.Profile]
 		if !ok && o.Profile != "" {
-			return nil, exitErr(CodeCredentialsNotFound, "profile %q is not in %s; add it or pick another --profile", s.Profile, CredentialsPath(s.Home))
+			return nil, exit.Errorf(exit.CodeCredentialsNotFound, "profile %q is not in %s; add it or pick another --profile", s.Profile, CredentialsPath(s.Home))
 		}
 		prof = p
 	}
@@ -347,26 +370,26 @@ func (s *Setup) resolveAPI(o Options) (*url.URL, error) {
 			prof = credentialProfile{Key: v1.API.Key, URL: v1.API.URL}
 		}
 	}
-	s.APIKey = firstNonEmpty(o.APIKey, prof.APIKey, prof.Key)
-	s.APIURL = strings.TrimRight(firstNonEmpty(o.APIURL, prof.APIURL, prof.URL, DefaultAPIURL), "/")
+	s.APIKey = cmp.Or(o.APIKey, prof.APIKey, prof.Key)
+	s.APIURL = strings.TrimRight(cmp.Or(o.APIURL, prof.APIURL, prof.URL, DefaultAPIURL), "/")
 	u, err := url.Parse(s.APIURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "file") {
-		return nil, exitErr(CodeInvalidConfig, "api url %q is not https://…, http://loopback or file:///abs/dir", shownURL(s.APIURL))
+		return nil, exit.Errorf(exit.CodeInvalidConfig, "api url %q is not https://…, http://loopback or file:///abs/dir", ShownURL(s.APIURL))
 	}
 	if u.Scheme == "file" && (!filepath.IsAbs(u.Path) || u.Host != "") {
-		return nil, exitErr(CodeInvalidConfig, "api url %q: a local store needs an absolute path, file:///abs/dir", shownURL(s.APIURL))
+		return nil, exit.Errorf(exit.CodeInvalidConfig, "api url %q: a local store needs an absolute path, file:///abs/dir", ShownURL(s.APIURL))
 	}
 	if u.Scheme != "file" && s.APIKey == "" {
-		return nil, exitErr(CodeCredentialsNotFound,
+		return nil, exit.Errorf(exit.CodeCredentialsNotFound,
 			"no API key for %s; set BLOBHUB_API_KEY, pass --api-key, or add a profile to %s (or use --api-url file:///abs/dir for a local store)",
-			shownURL(s.APIURL), CredentialsPath(s.Home))
+			ShownURL(s.APIURL), CredentialsPath(s.Home))
 	}
 	return u, nil
 }
 
-// resolveStateDir names the state tree: --state-dir, else one per profile,
+// ResolveStateDir names the state tree: --state-dir, else one per profile,
 // API key or local store under ~/.blobhub-worker/profiles.
-func (s *Setup) resolveStateDir(o Options, u *url.URL) error {
+func (s *Setup) ResolveStateDir(o Options, u *url.URL) error {
 	switch {
 	case s.Profile != "":
 		s.StateName = s.Profile
@@ -382,7 +405,7 @@ func (s *Setup) resolveStateDir(o Options, u *url.URL) error {
 	if !filepath.IsAbs(s.StateDir) {
 		abs, err := filepath.Abs(s.StateDir)
 		if err != nil {
-			return exitErr(CodeInvalidConfig, "state dir %q: %v", s.StateDir, err)
+			return exit.Errorf(exit.CodeInvalidConfig, "state dir %q: %v", s.StateDir, err)
 		}
 		s.StateDir = abs
 	}
@@ -392,15 +415,15 @@ func (s *Setup) resolveStateDir(o Options, u *url.URL) error {
 // resolveConfig reads and checks config.yaml (--config, else the state
 // tree's, which may be missing) and picks the section.
 func (s *Setup) resolveConfig(o Options, alias string) error {
-	if err := s.readConfig(o); err != nil {
+	if err := s.ReadConfig(o); err != nil {
 		return err
 	}
-	return s.resolveSection(o, alias)
+	return s.ResolveSection(o, alias)
 }
 
-// readConfig reads config.yaml into s.Config and checks it: --config,
+// ReadConfig reads config.yaml into s.Config and checks it: --config,
 // else the state tree's, which may be missing.
-func (s *Setup) readConfig(o Options) error {
+func (s *Setup) ReadConfig(o Options) error {
 	cfgPath := o.ConfigPath
 	explicit := cfgPath != ""
 	if cfgPath == "" {
@@ -416,16 +439,24 @@ func (s *Setup) readConfig(o Options) error {
 	return validateConfig(&s.Config, s)
 }
 
-// resolveSection picks the section that owns alias ("" for a command
+// DefaultConfig is the config with every default and no file, for a
+// check that needs one before the file can be located (doctor without
+// credentials checks the agents with it).
+func (s *Setup) DefaultConfig() error {
+	s.Config = Config{}
+	return validateConfig(&s.Config, s)
+}
+
+// ResolveSection picks the section that owns alias ("" for a command
 // without one) and names its folder in the state tree.
-func (s *Setup) resolveSection(o Options, alias string) error {
+func (s *Setup) ResolveSection(o Options, alias string) error {
 	sec, why, err := chooseSection(s.Config.Sections, o, alias)
 	if err != nil {
 		return err
 	}
 	s.Section, s.SectionWhy = sec, why
 	if err := ValidateName(sec.Session.SessionID); err != nil {
-		return exitErr(CodeInvalidConfig, "session id %q: %v", sec.Session.SessionID, err)
+		return exit.Errorf(exit.CodeInvalidConfig, "session id %q: %v", sec.Session.SessionID, err)
 	}
 	s.JobDir = filepath.Join(s.StateDir, "jobs", JobType+"-"+sec.Session.SessionID)
 	return nil
@@ -436,22 +467,22 @@ func loadConfig(path string, explicit bool, c *Config) error {
 	if errors.Is(err, fs.ErrNotExist) && !explicit {
 		return nil
 	}
-	var ee *ExitError
+	var ee *exit.Error
 	if errors.As(err, &ee) {
 		return err
 	}
 	if err != nil {
-		return exitErr(CodeInvalidConfig, "cannot read config %s: %v", path, err)
+		return exit.Errorf(exit.CodeInvalidConfig, "cannot read config %s: %v", path, err)
 	}
 	if err := envelope.DecodeYAML(b, c, true); err != nil {
-		return exitErr(CodeInvalidConfig, "config %s %v", path, err)
+		return exit.Errorf(exit.CodeInvalidConfig, "config %s %v", path, err)
 	}
 	return nil
 }
 
 func validateConfig(c *Config, s *Setup) error {
 	if c.Concurrency.MaxAgents < 0 {
-		return exitErr(CodeInvalidConfig, "concurrency.max_agents must be 1 or more")
+		return exit.Errorf(exit.CodeInvalidConfig, "concurrency.max_agents must be 1 or more")
 	}
 	if c.Concurrency.MaxAgents == 0 {
 		c.Concurrency.MaxAgents = 4
@@ -460,14 +491,17 @@ func validateConfig(c *Config, s *Setup) error {
 		c.Artifacts.MaxBytes = 5 << 20
 	}
 	if c.Artifacts.MaxFiles < 0 {
-		return exitErr(CodeInvalidConfig, "artifacts.max_files must be 1 or more (0 or absent: %d)", defaultMaxFiles)
+		return exit.Errorf(exit.CodeInvalidConfig, "artifacts.max_files must be 1 or more (0 or absent: %d)", DefaultMaxFiles)
 	}
 	if c.Artifacts.MaxFiles == 0 {
-		c.Artifacts.MaxFiles = defaultMaxFiles
+		c.Artifacts.MaxFiles = DefaultMaxFiles
+	}
+	if err := c.Discovery.Validate(); err != nil {
+		return err
 	}
 	for _, r := range c.Workspace.Roots {
 		if !filepath.IsAbs(r) {
-			return exitErr(CodeInvalidConfig, "workspace.roots: %q is not an absolute path", r)
+			return exit.Errorf(exit.CodeInvalidConfig, "workspace.roots: %q is not an absolute path", r)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Agents)) {
@@ -476,12 +510,15 @@ func validateConfig(c *Config, s *Setup) error {
 		}
 	}
 	if err := policy.ValidateRules(c.Policy.Rules); err != nil {
-		return exitErr(CodeInvalidConfig, "policy.rules: %v", err)
+		return exit.Errorf(exit.CodeInvalidConfig, "policy.rules: %v", err)
+	}
+	if err := validateConfine(c); err != nil {
+		return err
 	}
 	seen := map[string]string{}
 	for i, s := range c.Sections {
 		if s.JobType != "" && s.JobType != JobType {
-			return exitErr(CodeUnknownJobType, "sections[%d] (%s): job_type %q is not supported; use %s", i, s.Name, s.JobType, JobType)
+			return exit.Errorf(exit.CodeUnknownJobType, "sections[%d] (%s): job_type %q is not supported; use %s", i, s.Name, s.JobType, JobType)
 		}
 		t := s.Session
 		var missing []string
@@ -491,14 +528,14 @@ func validateConfig(c *Config, s *Setup) error {
 			}
 		}
 		if len(missing) > 0 {
-			return exitErr(CodeMissingSessionKeys, "sections[%d] (%s): session is missing %s; give all four ids (org_id, blob_id, revision_id, session_id)", i, s.Name, strings.Join(slices.Sorted(slices.Values(missing)), ", "))
+			return exit.Errorf(exit.CodeMissingSessionKeys, "sections[%d] (%s): session is missing %s; give all four ids (org_id, blob_id, revision_id, session_id)", i, s.Name, strings.Join(slices.Sorted(slices.Values(missing)), ", "))
 		}
 		if !strings.HasPrefix(t.SessionID, "ses_") && strings.Contains(t.SessionID, "/") {
-			return exitErr(CodeInvalidConfig, "sections[%d] (%s): session_id %q looks like an alias; resolving session aliases is not supported, give the literal id", i, s.Name, t.SessionID)
+			return exit.Errorf(exit.CodeInvalidConfig, "sections[%d] (%s): session_id %q looks like an alias; resolving session aliases is not supported, give the literal id", i, s.Name, t.SessionID)
 		}
 		key := t.RevisionID + "/" + t.SessionID + "/" + s.Prefix()
 		if prev, dup := seen[key]; dup {
-			return exitErr(CodeDuplicateSectionTarget, "sections %q and %q watch the same session and prefix; remove one", prev, s.Name)
+			return exit.Errorf(exit.CodeDuplicateSectionTarget, "sections %q and %q watch the same session and prefix; remove one", prev, s.Name)
 		}
 		seen[key] = s.Name
 	}
@@ -508,12 +545,12 @@ func validateConfig(c *Config, s *Setup) error {
 // validateAgent checks agents.<name> and decodes its own keys: the home
 // under the adapter's HomeKey, the rest by the adapter's Options.
 func validateAgent(c *Config, s *Setup, name string) error {
-	ad := s.adapter(name)
+	ad := s.Adapter(name)
 	if ad == nil {
-		return exitErr(CodeInvalidConfig, "agents.%s: no such agent type; use %s", name, s.agentTypes())
+		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s: no such agent type; use %s", name, s.AgentTypes())
 	}
 	if ad.Unsupported != "" {
-		return exitErr(CodeInvalidConfig, "agents.%s: %s; remove the block or use %s", name, ad.Unsupported, s.agentTypes())
+		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s: %s; remove the block or use %s", name, ad.Unsupported, s.AgentTypes())
 	}
 	a := c.Agents[name]
 	if a == nil {
@@ -523,17 +560,17 @@ func validateAgent(c *Config, s *Setup, name string) error {
 	switch a.Permissions {
 	case "", PermAutonomous, PermGuarded, PermApproval:
 	default:
-		return exitErr(CodeInvalidConfig, "agents.%s.permissions %q: use autonomous, guarded or approval", name, a.Permissions)
+		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s.permissions %q: use autonomous, guarded or approval", name, a.Permissions)
 	}
 	if err := a.Budget.Validate("agents." + name + ".budget"); err != nil {
-		return exitErr(CodeInvalidConfig, "%v; give caps above 0, or leave the key out for no cap", err)
+		return exit.Errorf(exit.CodeInvalidConfig, "%v; give caps above 0, or leave the key out for no cap", err)
 	}
 	own := maps.Clone(a.Own)
-	key := homeKey(ad)
+	key := HomeKey(ad)
 	if v, ok := own[key]; ok {
 		home, isString := v.(string)
 		if !isString && v != nil {
-			return exitErr(CodeInvalidConfig, "agents.%s.%s: want a path, got %v", name, key, v)
+			return exit.Errorf(exit.CodeInvalidConfig, "agents.%s.%s: want a path, got %v", name, key, v)
 		}
 		a.Home = home
 		delete(own, key)
@@ -556,10 +593,10 @@ func validateAgent(c *Config, s *Setup, name string) error {
 		if k := envelope.ClosestKey(uk.Key, keys); k != "" {
 			meant = " (did you mean " + k + "?)"
 		}
-		return exitErr(CodeInvalidConfig, "config %s: agents.%s: unknown key %q%s; the keys are %s", where, name, uk.Key, meant, strings.Join(keys, ", "))
+		return exit.Errorf(exit.CodeInvalidConfig, "config %s: agents.%s: unknown key %q%s; the keys are %s", where, name, uk.Key, meant, strings.Join(keys, ", "))
 	}
 	if err != nil {
-		return exitErr(CodeInvalidConfig, "agents.%s: %v", name, err)
+		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s: %v", name, err)
 	}
 	return nil
 }
@@ -608,11 +645,11 @@ func chooseSection(secs []Section, o Options, alias string) (Section, string, er
 		if o.SessionID == "" {
 			missing = "the session id (--session, BHW_SESSION_ID)"
 		}
-		return Section{}, "", exitErr(CodeInvalidConfig, "a session needs both ids; %s is missing", missing)
+		return Section{}, "", exit.Errorf(exit.CodeInvalidConfig, "a session needs both ids; %s is missing", missing)
 	}
 	switch {
 	case sec > 0 && sec == ses:
-		return Section{}, "", exitErr(CodeInvalidConfig, "%s %q and %s both name the session; pass one of them", sectionSource(o), o.Section, sessionSource(o))
+		return Section{}, "", exit.Errorf(exit.CodeInvalidConfig, "%s %q and %s both name the session; pass one of them", sectionSource(o), o.Section, sessionSource(o))
 	case ses > sec:
 		return sessionSection(secs, o, alias)
 	case sec > 0:
@@ -621,7 +658,7 @@ func chooseSection(secs []Section, o Options, alias string) (Section, string, er
 				return s, "from " + sectionSource(o), nil
 			}
 		}
-		return Section{}, "", exitErr(CodeInvalidConfig, "no section named %q in the config (%s)", o.Section, sectionSource(o))
+		return Section{}, "", exit.Errorf(exit.CodeInvalidConfig, "no section named %q in the config (%s)", o.Section, sectionSource(o))
 	}
 	if s, ok, err := byPrefix(secs, alias); err != nil || ok {
 		return s, "the section whose session_prefix the alias starts with", err
@@ -630,11 +667,11 @@ func chooseSection(secs []Section, o Options, alias string) (Section, string, er
 	case len(secs) == 1:
 		return secs[0], "the only section of the config", nil
 	case len(secs) == 0:
-		return Section{}, "", exitErr(CodeInvalidConfig, "no session configured; pass --revision and --session (or BHW_REVISION_ID/BHW_SESSION_ID), or add a section to config.yaml")
+		return Section{}, "", exit.Errorf(exit.CodeInvalidConfig, "no session configured; pass --revision and --session (or BHW_REVISION_ID/BHW_SESSION_ID), or add a section to config.yaml")
 	case alias == "":
-		return Section{}, "", exitErr(CodeInvalidConfig, "config.yaml has %d sections; pass --section to pick one", len(secs))
+		return Section{}, "", exit.Errorf(exit.CodeInvalidConfig, "config.yaml has %d sections; pass --section to pick one", len(secs))
 	}
-	return Section{}, "", exitErr(CodeInvalidConfig, "no config section owns alias %q; pass --section or give the sections a session_prefix", alias)
+	return Section{}, "", exit.Errorf(exit.CodeInvalidConfig, "no config section owns alias %q; pass --section or give the sections a session_prefix", alias)
 }
 
 // sessionSection is the section of the session o names: the config's own
@@ -677,7 +714,7 @@ func byPrefix(secs []Section, alias string) (Section, bool, error) {
 		}
 	}
 	if tie {
-		return Section{}, false, exitErr(CodeInvalidConfig, "alias %q matches several sections with the same session_prefix; pass --section", alias)
+		return Section{}, false, exit.Errorf(exit.CodeInvalidConfig, "alias %q matches several sections with the same session_prefix; pass --section", alias)
 	}
 	if best < 0 {
 		return Section{}, false, nil
@@ -699,24 +736,15 @@ func (s *Setup) Where() string {
 	return w + ")"
 }
 
-// shownURL is an API URL fit for a message: no user info, query or
+// ShownURL is an API URL fit for a message: no user info, query or
 // fragment, which may carry a key.
-func shownURL(raw string) string {
+func ShownURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(unparsable URL)"
 	}
 	u.User, u.RawQuery, u.Fragment = nil, "", ""
 	return u.String()
-}
-
-func firstNonEmpty(v ...string) string {
-	for _, s := range v {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 func shortHash(s string) string {
@@ -736,14 +764,14 @@ func PersonKey(s *Setup, as string) (string, error) {
 	}
 	p, ok := creds.Profiles[as]
 	if !ok {
-		return "", exitErr(CodeCredentialsNotFound, "profile %q (--as) is not in %s", as, CredentialsPath(s.Home))
+		return "", exit.Errorf(exit.CodeCredentialsNotFound, "profile %q (--as) is not in %s", as, CredentialsPath(s.Home))
 	}
-	return firstNonEmpty(p.APIKey, p.Key), nil
+	return cmp.Or(p.APIKey, p.Key), nil
 }
 
 // logIgnored says at debug which documented daemon blocks of config.yaml
 // this run has no use for.
-func (s *Setup) logIgnored(log *slog.Logger) {
+func (s *Setup) LogIgnored(log *slog.Logger) {
 	if s == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package run
+package exit
 
 import (
 	"context"
@@ -19,17 +19,14 @@ type signalError struct{ sig os.Signal }
 
 func (e signalError) Error() string { return "interrupted by " + e.sig.String() }
 
-// signalOf is the signal that cancelled ctx, or nil.
-func signalOf(ctx context.Context) os.Signal {
+// SignalOf is the signal that cancelled ctx, or nil.
+func SignalOf(ctx context.Context) os.Signal {
 	var se signalError
 	if errors.As(context.Cause(ctx), &se) {
 		return se.sig
 	}
 	return nil
 }
-
-// SignalOf is signalOf for main.
-func SignalOf(ctx context.Context) os.Signal { return signalOf(ctx) }
 
 // SignalName is sig as a person knows it: SIGINT, SIGTERM.
 func SignalName(sig os.Signal) string {
@@ -42,13 +39,13 @@ func SignalName(sig os.Signal) string {
 	return sig.String()
 }
 
-// SignalExit is the exit code of a command a signal ended: 130 for SIGINT,
+// OfSignal is the exit code of a command a signal ended: 130 for SIGINT,
 // 143 otherwise.
-func SignalExit(sig os.Signal) int {
+func OfSignal(sig os.Signal) int {
 	if sig == syscall.SIGINT || sig == os.Interrupt {
-		return ExitInterrupted
+		return Interrupted
 	}
-	return ExitTerminated
+	return Terminated
 }
 
 // WatchSignals returns parent ended by the first signal on sigs (the

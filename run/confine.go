@@ -1,0 +1,190 @@
+package run
+
+import (
+	"cmp"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/confine"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
+)
+
+// The confinement is the kernel boundary around the agent (the confine
+// package, docs/security.md): run decides whether a thread's agent gets
+// it, and knows what it may and may not touch.
+
+// confined is whether res's agent runs confined: agents.<type>.confine,
+// else confine.mode, else on — but where the agent runs its own sandbox
+// that cannot run inside the confinement (Adapter.OwnSandbox), that
+// sandbox unless the machine owner said on.
+func (r *Runner) confined(res *resolved) bool {
+	switch cmp.Or(r.Setup.AgentConfig(res.Type).Confine, r.Setup.Config.Confine.Mode) {
+	case "off":
+		return false
+	case "on":
+		return true
+	}
+	return res.adapter.OwnSandbox == nil || !res.adapter.OwnSandbox(res.Permissions)
+}
+
+// checkConfine is the checklist's step 5: a thread whose agent must be
+// confined fails on a kernel that cannot confine it, never runs without.
+func (r *Runner) checkConfine(res *resolved) error {
+	if !res.Confined {
+		return nil
+	}
+	if err := confine.Check(confine.Spec{Ports: r.Setup.Config.Confine.Ports}); err != nil {
+		return agent.Errorf(exit.CodeConfinementUnavailable, "the agent cannot be confined: %v; %s", err, confineFix)
+	}
+	return nil
+}
+
+// confineFix is what a machine owner does about CONFINEMENT_UNAVAILABLE.
+const confineFix = "upgrade the kernel or enable Landlock at boot (or remove confine.ports), or set confine.mode: off (or agents.<type>.confine: off) in config.yaml to run the agents unconfined"
+
+// confinement is the doctor's line: whether the agents this config
+// confines can be confined on this kernel.
+func (d *doctor) confinement() {
+	s := d.s
+	on := s.Config.Confine.Mode != "off"
+	for _, ac := range s.Config.Agents {
+		on = on || (ac != nil && ac.Confine == "on")
+	}
+	if !on {
+		d.ok("confine", "off in %s: the agents run unconfined (docs/security.md)", s.ConfigPath)
+		return
+	}
+	if err := confine.Check(confine.Spec{Ports: s.Config.Confine.Ports}); err != nil {
+		d.fail("confine", exit.CodeConfinementUnavailable+": "+err.Error(), confineFix)
+		return
+	}
+	net := "the network left alone"
+	if p := s.Config.Confine.Ports; len(p) > 0 {
+		net = fmt.Sprintf("TCP connects only to ports %v", p)
+	}
+	d.ok("confine", "Landlock ABI %d: the agents run confined, %s (docs/security.md)", confine.ABI(), net)
+}
+
+// confinement is the rule set of res's agent and its private temp folder
+// (TMPDIR), made new for this start; done removes the folder. nil rules
+// when the thread runs unconfined.
+func (r *Runner) confinement(res *resolved) (rules *confine.Rules, temp string, done func(), err error) {
+	if !res.Confined {
+		return nil, "", func() {}, nil
+	}
+	// Beside bhw-run's own temp files, not in the state tree: a socket
+	// path (108 bytes at most) in the agent's TMPDIR must stay short.
+	temp, err = os.MkdirTemp("", confineTempPrefix)
+	if err != nil {
+		return nil, "", nil, agent.Errorf(agent.CodeAgentSpawnFailed, "making the agent's private temp folder: %v", err)
+	}
+	done = func() { _ = os.RemoveAll(temp) }
+	homes := r.ownHomes(res)
+	if res.AgentHome != "" {
+		// It must exist to be granted; the agent would make it anyway.
+		_ = os.MkdirAll(res.AgentHome, 0o700)
+	}
+	spec := confine.Spec{
+		WorkFolder: res.WorkFolder, Temp: temp,
+		Writable: append(homes, r.Setup.Config.Confine.Writable...),
+		Deny:     r.confineDeny(res, temp, homes),
+		Ports:    r.Setup.Config.Confine.Ports,
+	}
+	built, err := confine.Build(spec)
+	if err != nil {
+		done()
+		return nil, "", nil, agent.Errorf(agent.CodeAgentSpawnFailed, "building the agent's confinement: %v", err)
+	}
+	return &built, temp, done, nil
+}
+
+// confineTempPrefix names the private temp folders in bhw-run's TMPDIR.
+const confineTempPrefix = "bhw-agent-"
+
+// ownHomes are the agent homes the thread's agent writes: its resolved
+// home, else the adapter's folders under the user's home (its default).
+func (r *Runner) ownHomes(res *resolved) []string {
+	if res.AgentHome != "" {
+		return []string{res.AgentHome}
+	}
+	var out []string
+	for _, d := range res.adapter.HomeDirs {
+		out = append(out, filepath.Join(res.Home, d))
+	}
+	return out
+}
+
+// confineDeny is what the agent may not read: bhw-run's secrets and
+// records, other threads' folders and agent homes, other agents' homes,
+// other agents' temp folders, and the machine owner's confine.deny. A
+// folder the thread shares with another (the same work folder, one
+// inside the other, a shared agent home) stays the thread's.
+func (r *Runner) confineDeny(res *resolved, temp string, homes []string) []string {
+	s := r.Setup
+	deny := []string{setup.CredentialsPath(s.Home), setup.V1CredentialsPath(s.Home), s.StateDir}
+	if p, ok := strings.CutPrefix(s.APIURL, "file://"); ok {
+		deny = append(deny, p)
+	}
+	var others []string
+	for _, ad := range s.Adapters {
+		if ad.HomeEnv != "" {
+			others = append(others, os.Getenv(ad.HomeEnv))
+		}
+		if ac := s.Config.Agents[ad.Type]; ac != nil {
+			others = append(others, ac.Home)
+		}
+		for _, d := range ad.HomeDirs {
+			others = append(others, filepath.Join(s.Home, d))
+		}
+	}
+	others = append(others, otherThreadFolders(s.StateDir)...)
+	if tmps, err := filepath.Glob(filepath.Join(filepath.Dir(temp), confineTempPrefix+"*")); err == nil {
+		others = append(others, tmps...)
+	}
+	own := append([]string{res.WorkFolder, temp}, homes...)
+	for _, o := range others {
+		if o != "" && filepath.IsAbs(o) && !slices.ContainsFunc(own, func(p string) bool { return policy.Within(p, o) || policy.Within(o, p) }) {
+			deny = append(deny, o)
+		}
+	}
+	return append(deny, s.Config.Confine.Deny...)
+}
+
+// otherThreadFolders are the work folders and agent homes the threads of
+// the state tree recorded (this thread's too: the caller keeps its own).
+// A thread.yaml that cannot be read names nothing.
+func otherThreadFolders(stateDir string) []string {
+	var out []string
+	_ = filepath.WalkDir(filepath.Join(stateDir, "jobs"), func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return nil
+		case d.IsDir() && (d.Name() == setup.ThreadHomeDir || d.Name() == "logs"):
+			return fs.SkipDir // no thread below an agent's home or the logs
+		case d.Name() != "thread.yaml" || !d.Type().IsRegular():
+			return nil
+		}
+		t, err := envelope.LoadThread(p)
+		if err == nil {
+			out = append(out, t.Workspace.Folder(), t.Agent.Resolved.AgentHome)
+		}
+		return nil
+	})
+	return out
+}
+
+// setEnv is env (sorted K=V) with k set to v.
+func setEnv(env []string, k, v string) []string {
+	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, k+"=") })
+	out = append(out, fmt.Sprintf("%s=%s", k, v))
+	slices.Sort(out)
+	return out
+}
