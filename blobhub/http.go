@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -181,6 +182,9 @@ func (c *httpClient) do(ctx context.Context, k *call) ([]byte, error) {
 		if ctx.Err() != nil {
 			return nil, opErr(k.command, k.alias, unavailable(ctx.Err()))
 		}
+		if dns := noSuchHost(err); dns != nil {
+			return nil, opErr(k.command, k.alias, &NoSuchHostError{URL: c.base, Err: dns})
+		}
 		if errors.Is(err, ErrTooLarge) {
 			return nil, opErr(k.command, k.alias, err)
 		}
@@ -273,6 +277,9 @@ func (c *httpClient) retrying(k *call) *retryablehttp.Client {
 			if errors.Is(err, ErrTooLarge) {
 				return false, nil // the same answer again would be as large
 			}
+			if noSuchHost(err) != nil {
+				return false, nil // a wrong URL: asking again gets the same answer
+			}
 			retry, _ := retryablehttp.DefaultRetryPolicy(ctx, resp, err)
 			if !retry {
 				return false, nil
@@ -292,6 +299,9 @@ func (c *httpClient) retrying(k *call) *retryablehttp.Client {
 				return false, nil
 			}
 			c.log.Debug("blobhub retry", "command", k.command, "alias", k.alias, "status", status, "error", errString(err), "wait", wait, "attempt", attempt)
+			if c.cfg.OnRetry != nil {
+				c.cfg.OnRetry(Retry{Command: k.command, Attempt: attempt, Reason: retryReason(resp, err), Wait: wait, Left: c.left()})
+			}
 			return true, nil
 		},
 		Backoff: func(_, _ time.Duration, _ int, _ *http.Response) time.Duration { return wait },
@@ -302,6 +312,46 @@ func (c *httpClient) retrying(k *call) *retryablehttp.Client {
 		// Keep the last answer and error for the mapping in do.
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}
+}
+
+// left is the retry time the client may still spend.
+func (c *httpClient) left() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.budgetLeft
+}
+
+// retryReason is why a call is retried, in a few words for a person:
+// the status, or the innermost cause of a failed connection.
+func retryReason(resp *http.Response, err error) string {
+	var (
+		dns   *net.DNSError
+		errno syscall.Errno
+		ne    net.Error
+	)
+	switch {
+	case resp != nil:
+		return fmt.Sprintf("status %d", resp.StatusCode)
+	case errors.As(err, &dns):
+		return dns.Err
+	case errors.As(err, &errno):
+		return errno.Error()
+	case errors.As(err, &ne) && ne.Timeout():
+		return "no answer in time"
+	case err != nil:
+		return err.Error()
+	}
+	return "unknown"
+}
+
+// noSuchHost is the resolver's final "no such name" in err, nil when err
+// is not one (a timeout or an unreachable resolver may mend by itself).
+func noSuchHost(err error) *net.DNSError {
+	var dns *net.DNSError
+	if errors.As(err, &dns) && dns.IsNotFound {
+		return dns
+	}
+	return nil
 }
 
 func retryableURLError(ue *url.Error) bool {
@@ -561,6 +611,9 @@ func (c *httpClient) Post(ctx context.Context, alias string, p NewItem) (Item, e
 	c.header(req.Header)
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		if dns := noSuchHost(err); dns != nil {
+			return Item{}, opErr(CmdPost, alias, &NoSuchHostError{URL: c.base, Err: dns})
+		}
 		if notSent(err) {
 			return Item{}, opErr(CmdPost, alias, unavailable(err))
 		}

@@ -76,7 +76,7 @@ func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 		return nil, err
 	}
 	s.ExitWait, s.KillGrace = s.p.StdinGrace, s.p.KillGrace
-	s.logger.Info("claude started", "pid", s.p.Pid(), "session_id", l.SessionID, "resume", l.Resume)
+	s.logger.Debug("claude started", "pid", s.p.Pid(), "session_id", l.SessionID, "resume", l.Resume)
 	return s, nil
 }
 

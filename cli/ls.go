@@ -36,7 +36,7 @@ func (cl *cliState) ls(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	bh, err := client(setup, setup.APIKey, "usr_local")
+	bh, err := cl.client(setup, setup.APIKey, "usr_local")
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,11 @@ func (cl *cliState) printListing(c *cli.Context, list []run.Listing) error {
 		}
 	default:
 		for _, l := range list {
-			fmt.Fprintf(w, "%s\t%s\n", redact.Shown(l.Alias), redact.Shown(l.State))
+			state := l.State
+			if l.Waiting {
+				state = "waiting" // active, parked on a person's answer
+			}
+			fmt.Fprintf(w, "%s\t%s\n", redact.Shown(l.Alias), redact.Shown(state))
 		}
 	}
 	if err := w.Flush(); err != nil {

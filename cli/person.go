@@ -221,6 +221,7 @@ func threadNew(ctx context.Context, s *setup.Setup, c blobhub.Client, alias stri
 		return res, err
 	}
 	checkHere(env.WorkFolder, warn)
+	handOffWarnings(s, env, alias, message, warn)
 	if _, err := c.Download(ctx, alias); err == nil {
 		return res, exit.Errorf(exit.CodeThreadExists, "thread %q already exists; post to it with `bhw-run thread post`, change it with `bhw-run thread edit`, or pick another alias", alias)
 	} else if !errors.Is(err, blobhub.ErrNotFound) {

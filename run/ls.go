@@ -35,6 +35,9 @@ type Listing struct {
 	// Locked: a run holds the thread lock right now (probed only for
 	// runnable threads).
 	Locked bool `json:"locked,omitempty"`
+	// Waiting: the thread is parked on a question and no answer has come
+	// (plain ls shows its state as "waiting").
+	Waiting bool `json:"waiting_on_person,omitempty"`
 	// WaitingSince is when the oldest person message a run would deliver
 	// was posted, or without one when the envelope last changed (a hand-off
 	// to pending, a stop); "" when neither is known. --runnable lists the
@@ -405,6 +408,7 @@ func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope
 	}
 	// A read that stopped at its bound leaves items a run would read on.
 	l.Runnable = (d.Acts || a.unread) && d.Row != RowNotHere
+	l.Waiting = a.t.Prompt != nil && !l.Runnable && env.State == envelope.StateActive
 	l.WaitingSince = waitingSince(a.t, updatedAt)
 	return l, read, nil
 }

@@ -315,7 +315,7 @@ func promptItem(p *envelope.Prompt) agent.Item {
 		if c.GrantRoot != "" {
 			fmt.Fprintf(&b, "\n⚠ approving also lets the agent write anywhere under %s (grantRoot)", c.GrantRoot)
 		}
-		b.WriteString("\n1) Approve\n2) Deny\nReply \"yes\" to approve; anything else denies, and your text is passed on as the reason.")
+		fmt.Fprintf(&b, "\n1) Approve\n2) Deny\nReply %s (any case) to approve; any other reply denies, and its text is passed on as the reason.", strings.Join(policy.ApprovalReplies, ", "))
 		options = []map[string]any{{"label": "Approve"}, {"label": "Deny"}}
 	}
 	prompt := promptRef(p, "pending")

@@ -117,6 +117,15 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 			err = fault // what stopped the run, whatever it was doing then
 		}
 		finish(sum, err, sig)
+		if sig != nil {
+			// What was cut short (a wait on BlobHub, the agent) is the
+			// signal's doing, not an error of its own.
+			ee := &exit.Error{Exit: sum.ExitCode, Code: exit.CodeInterrupted, Message: interruptedMessage(sig, a.locked)}
+			if sum.Error == nil {
+				sum.Error = &SummaryError{Code: ee.Code, Message: ee.Message}
+			}
+			err = ee
+		}
 		if sig == nil || a.locked {
 			a.writeSectionLog(sum)
 		}
@@ -164,6 +173,8 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		switch {
 		case exit.SignalOf(ctx) != nil:
 			return sum, err // interrupted while waiting: nothing is written
+		case errors.As(err, &held) && r.LockWait > 0:
+			return sum, exit.Errorf(exit.CodeLocked, "thread %q is %v; waited %v for it (--lock-wait); retry later, or pass a longer --lock-wait", alias, held, r.LockWait)
 		case errors.As(err, &held):
 			return sum, exit.Errorf(exit.CodeLocked, "thread %q is %v; retry later or pass --lock-wait", alias, held)
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -557,6 +568,16 @@ func (r *Runner) grace() time.Duration {
 		return r.Grace
 	}
 	return 5 * time.Second
+}
+
+// interruptedMessage says what a signal left: state saved under the lock,
+// nothing written before it.
+func interruptedMessage(sig os.Signal, locked bool) string {
+	name := exit.SignalName(sig)
+	if locked {
+		return "interrupted by " + name + "; state saved, the next run resumes"
+	}
+	return "interrupted by " + name + " before the run held the thread; nothing was written"
 }
 
 // notHere is the not_here exit: an active thread this state tree never

@@ -362,8 +362,9 @@ func randomHex(n int) string {
 }
 
 // APIError is a BlobHub error as the exit a command ends with: an
-// *exit.Error as it is, a refused key AUTH_INVALID (77), a cancelled context
-// as it is, anything else BLOBHUB_UNAVAILABLE (75).
+// *exit.Error as it is, a refused key AUTH_INVALID (77), a host that does
+// not resolve INVALID_CONFIG (78), a cancelled context as it is, anything
+// else BLOBHUB_UNAVAILABLE (75).
 func APIError(err error, what string) error {
 	var ee *exit.Error
 	switch {
@@ -371,6 +372,12 @@ func APIError(err error, what string) error {
 		return err
 	case errors.Is(err, blobhub.ErrAuth):
 		return exit.Errorf(exit.CodeAuthInvalid, "BlobHub refused the API key (%s); check the key or profile", what)
+	case errors.Is(err, blobhub.ErrNoSuchHost):
+		// A wrong URL: no later run mends it, so it is configuration, not
+		// a BlobHub that is down.
+		var nsh *blobhub.NoSuchHostError
+		errors.As(err, &nsh)
+		return exit.Errorf(exit.CodeInvalidConfig, "%v (%s); check --api-url, BLOBHUB_API_URL or the url of the credentials profile", nsh, what)
 	case errors.Is(err, blobhub.ErrNoThread):
 		// invalid_thread_envelope: BlobHub's final word that the alias is
 		// not a thread (deleted, say), not a reason to try again later.

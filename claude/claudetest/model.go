@@ -156,8 +156,10 @@ type ModelServer struct {
 	// key, when set, is the only API key the server takes (x-api-key, or
 	// Authorization: Bearer); any other is answered 401
 	// authentication_error without consuming a step.
-	key      string
-	script   []Step
+	key    string
+	script []Step
+	// then answers every request once the script is played (nil: "done")
+	then     func(Request) Reply
 	requests []Request
 	n        int
 	refused  int
@@ -199,6 +201,14 @@ func (m *ModelServer) Push(steps ...Step) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.script = append(m.script, steps...)
+}
+
+// Then makes f answer every request once the script is played, instead of
+// "done": a server that serves any number of turns (make model).
+func (m *ModelServer) Then(f func(Request) Reply) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.then = f
 }
 
 // Requests are the streaming requests received so far.
@@ -271,6 +281,8 @@ func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 	var step Step
 	if len(m.script) > 0 {
 		step, m.script = m.script[0], m.script[1:]
+	} else if m.then != nil {
+		step = Dynamic(m.then)
 	} else {
 		step = Text("done")
 	}
