@@ -83,9 +83,10 @@ export CGO_ENABLED := 0
 # page): the generator's markdown parser initialises itself in every process,
 # about half a millisecond of CPU on each run a cron tick makes. Exported so
 # every go command here, and the one the tests run to build bhw-run, agree.
-# realcli brings in the tests that drive the real agent CLIs of .tools/
-# (e2e/): every target sets it, so make test runs everything, while a bare
-# `go test ./...` runs the hermetic, fake-backed rest.
+# realcli brings in the tests that drive the real agent CLIs and the Python
+# peer of .tools/ (e2e/, claude/, codex/, acp/, acp/acptest, peer/): every
+# target sets it, so make test runs everything, while a bare `go test ./...`
+# runs the hermetic, fake-backed rest (docs/testing.md).
 # A GOFLAGS in the environment is kept, its -tags joined with these, so
 #   GOFLAGS='-tags=cpuprofile -ldflags=-X=github.com/blobhub/bhw-run/cli.cpuProfileDir=/tmp/prof' make bench
 # profiles every bhw-run the benchmarks start (cli/cpuprofile.go).

@@ -1,3 +1,5 @@
+//go:build realcli
+
 package claude_test
 
 // Tests against the REAL pinned Claude Code CLI, driven through the adapter,

@@ -110,37 +110,11 @@ func buildTags() string {
 	return tags
 }
 
-// realCLI is a pinned agent CLI: $envVar, or rel under the module root
-// (the npm install of `make tools`). Missing fails the test: the end-to-end
-// tests are never skipped.
-func realCLI(t testing.TB, envVar, rel string) string {
-	t.Helper()
-	if p := os.Getenv(envVar); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("%s=%s: %v; run `make tools` to install the pinned CLIs", envVar, p, err)
-		}
-		return p
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(wd, rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("the real CLI is missing (%v); run `make tools` (or `make test`), or set %s", err, envVar)
-	}
-	return p
-}
-
 // codexBin is the pinned real codex.
-func codexBin(t testing.TB) string {
-	return realCLI(t, "BHW_CODEX_BIN", ".tools/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex")
-}
+func codexBin(t testing.TB) string { return codextest.Bin(t) }
 
 // claudeBin is the pinned real Claude Code.
-func claudeBin(t testing.TB) string {
-	return realCLI(t, "BHW_CLAUDE_BIN", ".tools/node_modules/@anthropic-ai/claude-code-linux-x64/claude")
-}
+func claudeBin(t testing.TB) string { return claudetest.Bin(t) }
 
 // e2eEnv is one user's machine: a BlobHub, a state tree with its
 // config.yaml, a HOME, a TMPDIR and a work folder.

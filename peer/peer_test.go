@@ -1,3 +1,5 @@
+//go:build realcli
+
 // Package peer_test holds the conformance tests against the real peer: the
 // BlobHub Python SDK and CLI (and blobhub-worker) from PyPI, installed by
 // `make peer` into .tools/peer and named by BHW_PEER_PYTHON. They prove the
@@ -15,26 +17,17 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 )
 
-// peerPython is the venv's python; a test without it skips, or fails under
-// CI=true, where a missing peer is a broken set-up.
+// peerPython is the venv's python: $BHW_PEER_PYTHON, or .tools/peer under
+// the module root; a missing one fails the test (these tests are built with
+// the realcli tag only, which says the tools are installed).
 func peerPython(t *testing.T) string {
 	t.Helper()
-	py := os.Getenv("BHW_PEER_PYTHON")
-	if py != "" {
-		if _, err := os.Stat(py); err == nil {
-			return py
-		}
-	}
-	msg := "the peer is not installed: run `make peer` and pass BHW_PEER_PYTHON=.tools/peer/bin/python (make test does both)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
+	return agenttest.PinnedCLI(t, "Python peer", "BHW_PEER_PYTHON", ".tools/peer/bin/python")
 }
 
 // runPeer runs a peer program (args[0] a script under testdata, or -m
