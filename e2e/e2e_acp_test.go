@@ -137,6 +137,9 @@ func (e *acpE2E) declareGeneric(s acptest.Setup) {
 	ac.Executable = e.a.Bin(e.t)
 	ac.ExtraArgs = []string{"--acp", "--approval-mode", "default"}
 	ac.Env = map[string]string{"QWEN_HOME": e.home, "OPENAI_MODEL": s.Model}
+	// A home bhw-run does not know of (the generic type has none): the
+	// owner lets the confined agent write it, as docs/security.md says.
+	e.Config.Confine.Writable = append(e.Config.Confine.Writable, e.home)
 	for k, v := range s.Env {
 		ac.Env[k] = v
 	}

@@ -61,7 +61,7 @@ func TestMakeDemoInstallsOnlyItsAgent(t *testing.T) {
 	if err := os.Symlink(abs, filepath.Join(tools, "node_modules")); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("make", "TOOLS="+tools, "tools-claude_code").CombinedOutput()
+	out, err := exec.Command("make", "--no-print-directory", "TOOLS="+tools, "tools-claude_code").CombinedOutput()
 	if err != nil {
 		t.Fatalf("make tools-claude_code: %v\n%s", err, out)
 	}
