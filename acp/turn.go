@@ -54,6 +54,7 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 		return agent.TurnResult{Outcome: agent.TurnFailed, ErrorText: failed, ResumeFailed: true}, nil
 	}
 	t := &turn{s: s, h: h, sid: sid, start: time.Now(), tools: map[string]*toolState{}}
+	s.q.SetMax(s.MaxQueued)
 	s.q.SetOpen(true)
 	defer func() {
 		// Nothing may be left waiting on us: a request that came after the
@@ -110,6 +111,13 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 				return r, ctx.Err()
 			}
 			return r, nil
+		}
+		if err := s.q.Full(); err != nil {
+			// What came after the refused message is lost: the turn cannot
+			// be told truly any more.
+			t.flush()
+			t.closeOpen(unfinishedText)
+			return t.result(agent.TurnFailed), agent.Overrun(s.p.typ, err)
 		}
 		if t.text.Len() > 0 || t.thought.Len() > 0 {
 			idle.Reset(s.TextIdle)

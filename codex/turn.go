@@ -83,6 +83,7 @@ func (s *Session) turn(ctx context.Context, message string, h agent.Handler) (ag
 		return agent.TurnResult{Outcome: agent.TurnFailed, ErrorText: failed, ResumeFailed: true}, nil
 	}
 
+	s.q.SetMax(s.MaxQueued)
 	s.q.SetOpen(true)
 	defer func() {
 		// Nothing may be left waiting on us: a request that came after the
@@ -125,6 +126,12 @@ func (s *Session) turn(ctx context.Context, message string, h agent.Handler) (ag
 		case <-s.q.Ready():
 			if t.drain() {
 				return t.finish(ctx)
+			}
+			if err := s.q.Full(); err != nil {
+				// What came after the refused message is lost: the turn
+				// cannot be told truly any more.
+				t.closeOpenCalls("not finished: the turn ended first", true)
+				return t.result(agent.TurnFailed), agent.Overrun("codex app-server", err)
 			}
 		case <-s.rpc.Done():
 			if t.drain() {

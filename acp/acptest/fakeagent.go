@@ -235,6 +235,11 @@ func (f *fakeAgent) play(prompt jsonrpc.ID, steps []agenttest.Step) {
 			_ = f.WriteLine([]byte(st.Garbage))
 		case st.BigLine > 0:
 			f.update(textChunk(strings.Repeat("x", st.BigLine)))
+		case st.Flood > 0:
+			for i := 0; i < st.Flood; i++ {
+				f.update(textChunk(fmt.Sprintf("flood %d ", i)))
+			}
+			agenttest.Tell(f.Script.Flooded)
 		case st.BigRequest > 0:
 			f.bigRequest(st.BigRequest)
 		case st.Stream > 0:

@@ -79,6 +79,9 @@ const DefaultTurnGrace = 3 * time.Second
 // Session is one live test agent.
 type Session struct {
 	TurnGrace time.Duration
+	// MaxQueued bounds, in bytes, what the agent sent that waits for the
+	// running turn (0: jsonrpc.DefaultMaxQueued); tests shrink it.
+	MaxQueued int
 
 	l      agent.Launch
 	logger *slog.Logger
@@ -201,6 +204,7 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 		return agent.TurnResult{Outcome: agent.TurnFailed, ErrorText: failed, ResumeFailed: true}, nil
 	}
 	t := &testTurn{s: s, h: h}
+	s.q.SetMax(s.MaxQueued)
 	s.q.SetOpen(true)
 	defer func() {
 		// Nothing may be left waiting on us.
@@ -224,6 +228,9 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 			for _, q := range s.q.Take() {
 				t.handle(q)
 			}
+			if err := s.q.Full(); err != nil {
+				return agent.TurnResult{Outcome: agent.TurnFailed}, agent.Overrun("the test agent", err)
+			}
 			r := t.result(m, time.Since(start))
 			if grace != nil {
 				return r, ctx.Err()
@@ -232,6 +239,9 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 		case <-s.q.Ready():
 			for _, m := range s.q.Take() {
 				t.handle(m)
+			}
+			if err := s.q.Full(); err != nil {
+				return agent.TurnResult{Outcome: agent.TurnFailed}, agent.Overrun("the test agent", err)
 			}
 		case <-s.rpc.Done():
 			for _, m := range s.q.Take() {

@@ -1,11 +1,14 @@
 package agenttest
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +26,11 @@ type Fixture struct {
 	Launch func(t *testing.T, s Script) agent.Launch
 	// Graces, when set, shortens the session's waits for the test.
 	Graces func(agent.Session)
+	// MaxQueued, for an adapter that queues what its agent sends for the
+	// running turn (agent/jsonrpc's Queue), sets the queue's bound in
+	// bytes; nil for one that reads its agent in the turn itself, where
+	// the pipe holds a fast agent back.
+	MaxQueued func(s agent.Session, n int)
 }
 
 // Conformance is what every adapter must do against its fake: start, run a
@@ -41,6 +49,9 @@ func Conformance(t *testing.T, f Fixture) {
 	t.Run("cancel", c.cancel)
 	t.Run("stops reading", func(t *testing.T) { c.notReading(t, Script{StopReading: true}) })
 	t.Run("floods without reading", func(t *testing.T) { c.notReading(t, Script{Flood: 5000}) })
+	if f.MaxQueued != nil {
+		t.Run("floods faster than the turn relays", c.overrun)
+	}
 	t.Run("crash", c.crash)
 	t.Run("resume failure", c.resumeFailure)
 	t.Run("resume", c.resume)
@@ -250,6 +261,59 @@ func (c conformance) notReading(t *testing.T, s Script) {
 	case <-time.After(60 * time.Second):
 		proc.StopGroup(sess.Pgid(), 0)
 		t.Fatal("Close did not return within a minute")
+	}
+}
+
+// overrun: an agent that sends faster than the turn relays (here the
+// turn is held at its first item until the agent has sent a flood of
+// 2000 messages) fills the bounded queue between the reader and the
+// turn instead of bhw-run's memory: the turn fails AGENT_CRASHED saying
+// so, having relayed only what the queue held, and nothing after it.
+func (c conformance) overrun(t *testing.T) {
+	flooded := filepath.Join(t.TempDir(), "flooded")
+	if err := syscall.Mkfifo(flooded, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const flood = 2000
+	s := Script{Flooded: flooded, Turns: [][]Step{{{Tool: Exec("true")}, {Flood: flood}, {Text: "after the flood"}}}}
+	sess, _ := c.start(t, s, "", false)
+	c.f.MaxQueued(sess, 64<<10)
+	held := false
+	h := &Recorder{OnItem: func(agent.Item) {
+		if held {
+			return
+		}
+		held = true
+		told := make(chan error, 1)
+		go func() {
+			f, err := os.Open(flooded)
+			if err == nil {
+				_, err = bufio.NewReader(f).ReadString('\n')
+				f.Close()
+			}
+			told <- err
+		}()
+		select {
+		case err := <-told:
+			if err != nil {
+				t.Errorf("waiting for the flood: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Error("the agent did not send its flood within a minute")
+		}
+	}}
+	res, err := turn(t, sess, h)
+	var te *agent.Error
+	if !errors.As(err, &te) || te.Code != agent.CodeAgentCrashed || !strings.Contains(te.Message, "faster than bhw-run could relay") ||
+		res.Outcome != agent.TurnFailed {
+		t.Fatalf("Turn = %+v, %v; want %s: the agent sends faster than the turn relays", res, err, agent.CodeAgentCrashed)
+	}
+	relayed := 0
+	for _, text := range texts(h) {
+		relayed += strings.Count(text, "flood ")
+	}
+	if relayed >= flood/2 || slices.Contains(texts(h), "after the flood") {
+		t.Fatalf("%d of the %d flood messages relayed (texts %d): the queue held more than its bound", relayed, flood, len(texts(h)))
 	}
 }
 

@@ -155,6 +155,11 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 			_ = f.WriteLine([]byte(st.Garbage))
 		case st.BigLine > 0:
 			f.update("text", map[string]any{"text": strings.Repeat("x", st.BigLine)})
+		case st.Flood > 0:
+			for i := 0; i < st.Flood; i++ {
+				f.update("text", map[string]any{"text": fmt.Sprintf("flood %d", i)})
+			}
+			Tell(f.Script.Flooded)
 		case st.BigRequest > 0:
 			res, err := f.Conn.Call(context.Background(), "permission", map[string]any{"id": "call_big", "tool": "write_file", "effect": "write",
 				"input": map[string]any{"path": "/big", "content": strings.Repeat("x", st.BigRequest)}})

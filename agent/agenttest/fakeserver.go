@@ -41,13 +41,13 @@ func (f *FakeServer) Opened() {
 	if f.Script.Flood > 0 || f.Script.StopReading {
 		fmt.Fprintln(os.Stderr, "fake agent: reading nothing more")
 		f.deaf.Store(true)
-		TellDeaf(f.Script.Deaf)
+		Tell(f.Script.Deaf)
 	}
 }
 
-// TellDeaf writes a line to the named pipe path (Script.Deaf), when one is
-// named, in the background: the open waits for a reader.
-func TellDeaf(path string) {
+// Tell writes a line to the named pipe path (Script.Deaf, Script.Flooded),
+// when one is named, in the background: the open waits for a reader.
+func Tell(path string) {
 	if path == "" {
 		return
 	}

@@ -36,6 +36,9 @@ type Script struct {
 	// line to once it reads nothing more: a test opening it for reading
 	// wakes then, without polling.
 	Deaf string `json:"deaf,omitempty"`
+	// Flooded is a named pipe the agent writes a line to once a step's
+	// Flood is sent (Tell), so a test can hold the turn until then.
+	Flooded string `json:"flooded,omitempty"`
 	// Turns are the steps of each user turn, in order; a turn without a
 	// terminal step ends normally. Turns past the last one say "no more
 	// script".
@@ -86,6 +89,10 @@ type Step struct {
 	// on stderr how the request was answered ("the request after the end
 	// was allowed" or "… refused").
 	AfterEnd bool `json:"after_end,omitempty"`
+	// Flood (the JSON-RPC fakes: the test agent's, Codex's, ACP's) sends
+	// this many short text messages ("flood <n>") at once, without waiting
+	// for the host, then tells Script.Flooded.
+	Flood int `json:"flood,omitempty"`
 }
 
 // Tool is a call of a script, described by what it does; each fake names

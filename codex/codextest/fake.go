@@ -135,6 +135,11 @@ func (f *fakeServer) play(turn string, steps []agenttest.Step) {
 			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id, "text": fmt.Sprintf("grandchild %d", f.Grandchild())}, turn)
 		case st.Garbage != "":
 			_ = f.WriteLine([]byte(st.Garbage))
+		case st.Flood > 0:
+			for i := 0; i < st.Flood; i++ {
+				f.item("item/completed", map[string]any{"type": "agentMessage", "id": fmt.Sprintf("%s_%d", id, i), "text": fmt.Sprintf("flood %d", i)}, turn)
+			}
+			agenttest.Tell(f.Script.Flooded)
 		case st.BigLine > 0:
 			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id, "text": strings.Repeat("x", st.BigLine)}, turn)
 		case st.BigRequest > 0:
