@@ -239,7 +239,7 @@ func (f *fakeAgent) play(prompt jsonrpc.ID, steps []agenttest.Step) {
 			for i := 0; i < st.Flood; i++ {
 				f.update(textChunk(fmt.Sprintf("flood %d ", i)))
 			}
-			agenttest.Tell(f.Script.Flooded)
+			agenttest.Tell(f.Script.Sent)
 		case st.BigRequest > 0:
 			f.bigRequest(st.BigRequest)
 		case st.Stream > 0:
@@ -254,6 +254,7 @@ func (f *fakeAgent) play(prompt jsonrpc.ID, steps []agenttest.Step) {
 			trail := func() {
 				f.update(textChunk(" and more"))
 				f.update(map[string]any{"sessionUpdate": "plan", "entries": []any{}, "_meta": map[string]any{"last": "after the end"}})
+				agenttest.Tell(f.Script.Sent)
 			}
 			if f.permitThen(toolCall(f.nextID(), agenttest.Write("/after-the-end")), trail).allowed {
 				verdict = "allowed"

@@ -115,6 +115,10 @@ func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 	}
 	s.rpc = jsonrpc.NewConn(jsonrpc.Options{Write: s.p.WriteLine, Version: true,
 		OnRequest: s.push, OnNotification: s.push,
+		// A response is queued too, where it stands among the updates: the
+		// prompt's answer ends the turn there, and what comes after it is
+		// not the turn's.
+		OnResponse: func(m jsonrpc.Message) { s.q.Push(m) },
 		OnTooLong: func(id jsonrpc.ID, _ string) {
 			_ = s.rpc.Reply(id, map[string]string{"action": "deny", "message": "bhw-run: request too large to read"})
 		},
@@ -207,50 +211,29 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 	s.q.SetMax(s.MaxQueued)
 	s.q.SetOpen(true)
 	defer func() {
-		// Nothing may be left waiting on us.
+		// Nothing may be left waiting on us: a request that came after the
+		// end is denied.
 		for _, m := range s.q.SetOpen(false) {
-			if m.Kind == jsonrpc.Request {
-				_ = s.rpc.Reply(m.ID, map[string]string{"action": "deny", "message": "the turn has ended"})
-			}
+			t.afterEnd(m)
 		}
 	}()
-	_, resp, err := s.rpc.Go("prompt", map[string]string{"message": message})
+	id, _, err := s.rpc.Go("prompt", map[string]string{"message": message})
 	if err != nil {
 		return agent.TurnResult{}, s.crashed("writing to the agent: " + err.Error())
 	}
+	// The answer comes through the queue (OnResponse), after what the agent
+	// sent before it: drain sees it in order.
+	t.promptID = id
 	var grace <-chan time.Time
 	ctxDone := ctx.Done()
 	for {
 		select {
-		case m := <-resp:
-			// What the agent sent before its answer is queued already (one
-			// reader, in order): it is relayed first.
-			for _, q := range s.q.Take() {
-				t.handle(q)
-			}
-			if err := s.q.Full(); err != nil {
-				return agent.TurnResult{Outcome: agent.TurnFailed}, agent.Overrun("the test agent", err)
-			}
-			r := t.result(m, time.Since(start))
-			if grace != nil {
-				return r, ctx.Err()
-			}
-			return r, nil
 		case <-s.q.Ready():
-			for _, m := range s.q.Take() {
-				t.handle(m)
-			}
-			if err := s.q.Full(); err != nil {
-				return agent.TurnResult{Outcome: agent.TurnFailed}, agent.Overrun("the test agent", err)
-			}
+			t.drain()
 		case <-s.rpc.Done():
-			for _, m := range s.q.Take() {
-				t.handle(m)
-			}
-			select {
-			case m := <-resp:
-				return t.result(m, time.Since(start)), nil
-			default:
+			t.drain()
+			if t.ended != nil {
+				break
 			}
 			if ctx.Err() != nil {
 				return agent.TurnResult{Outcome: agent.TurnInterrupted}, ctx.Err()
@@ -274,6 +257,16 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 		case <-grace:
 			return agent.TurnResult{Outcome: agent.TurnInterrupted}, ctx.Err()
 		}
+		if t.ended != nil {
+			r := t.result(*t.ended, time.Since(start))
+			if grace != nil {
+				return r, ctx.Err()
+			}
+			return r, nil
+		}
+		if err := s.q.Full(); err != nil {
+			return agent.TurnResult{Outcome: agent.TurnFailed}, agent.Overrun("the test agent", err)
+		}
 	}
 }
 
@@ -287,6 +280,39 @@ type testTurn struct {
 	h        agent.Handler
 	parked   bool
 	parkedID string // the call the gate parked
+
+	promptID jsonrpc.ID
+	ended    *jsonrpc.Message // the prompt's answer, once drained: the turn's end
+}
+
+// drain handles everything queued, up to the prompt's answer; what the
+// agent sent after it is not the turn's (afterEnd).
+func (t *testTurn) drain() {
+	for _, m := range t.s.q.Take() {
+		switch {
+		case t.ended != nil:
+			t.afterEnd(m)
+		case m.Kind == jsonrpc.Response && m.ID == t.promptID:
+			t.ended = &m
+		case m.Kind == jsonrpc.Response:
+			// The answer to another request of ours: its caller has it.
+		default:
+			t.handle(m)
+		}
+	}
+}
+
+// afterEnd drops what the agent sent once its turn had ended: an update is
+// not folded into the ended turn's items, and a request is never judged:
+// it is denied, so the agent does not wait on it.
+func (t *testTurn) afterEnd(m jsonrpc.Message) {
+	switch m.Kind {
+	case jsonrpc.Request:
+		t.s.p.Logf("a %s request (id %s) came after the turn ended: denied, not judged", m.Method, m.ID)
+		_ = t.s.rpc.Reply(m.ID, map[string]string{"action": "deny", "message": "the turn has ended"})
+	case jsonrpc.Notification:
+		t.s.p.Logf("a %s came after the turn ended: dropped", m.Method)
+	}
 }
 
 func (t *testTurn) result(m jsonrpc.Message, d time.Duration) agent.TurnResult {

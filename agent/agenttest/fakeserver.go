@@ -45,7 +45,7 @@ func (f *FakeServer) Opened() {
 	}
 }
 
-// Tell writes a line to the named pipe path (Script.Deaf, Script.Flooded),
+// Tell writes a line to the named pipe path (Script.Deaf, Script.Sent),
 // when one is named, in the background: the open waits for a reader.
 func Tell(path string) {
 	if path == "" {
