@@ -288,17 +288,8 @@ type testTurn struct {
 // drain handles everything queued, up to the prompt's answer; what the
 // agent sent after it is not the turn's (afterEnd).
 func (t *testTurn) drain() {
-	for _, m := range t.s.q.Take() {
-		switch {
-		case t.ended != nil:
-			t.afterEnd(m)
-		case m.Kind == jsonrpc.Response && m.ID == t.promptID:
-			t.ended = &m
-		case m.Kind == jsonrpc.Response:
-			// The answer to another request of ours: its caller has it.
-		default:
-			t.handle(m)
-		}
+	if m := t.s.q.Drain(t.promptID, t.ended != nil, t.handle, t.afterEnd); m != nil {
+		t.ended = m
 	}
 }
 

@@ -1,11 +1,9 @@
 package agenttest
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -365,22 +363,8 @@ func sentPipe(t *testing.T) (path string, wait func()) {
 		t.Fatal(err)
 	}
 	return path, func() {
-		told := make(chan error, 1)
-		go func() {
-			f, err := os.Open(path)
-			if err == nil {
-				_, err = bufio.NewReader(f).ReadString('\n')
-				f.Close()
-			}
-			told <- err
-		}()
-		select {
-		case err := <-told:
-			if err != nil {
-				t.Errorf("waiting for the agent to send all: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("the agent did not send all within a minute")
+		if err := Told(path, time.Minute); err != nil {
+			t.Errorf("waiting for the agent to send all: %v", err)
 		}
 	}
 }

@@ -169,18 +169,10 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 			f.update("text", map[string]any{"text": " and more"})
 			f.update("status", map[string]any{"token": "late", "text": "after the end"})
 			Tell(f.Script.Sent)
-			verdict := "refused"
-			if err == nil {
-				select {
-				case m := <-ch:
-					var a struct{ Action string }
-					if m.Error == nil && json.Unmarshal(m.Result, &a) == nil && a.Action == "allow" {
-						verdict = "allowed"
-					}
-				case <-f.Conn.Done():
-				}
-			}
-			fmt.Fprintln(os.Stderr, "fake agent: the request after the end was "+verdict)
+			f.AfterEndAnswer(ch, err, func(res json.RawMessage) bool {
+				var a struct{ Action string }
+				return json.Unmarshal(res, &a) == nil && a.Action == "allow"
+			})
 			return
 		case st.Flood > 0:
 			for i := 0; i < st.Flood; i++ {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -339,5 +340,28 @@ func TestQueueBounded(t *testing.T) {
 	}
 	if q.Push(msg) || q.Full() == nil {
 		t.Fatal("a queue past its bound took another message")
+	}
+}
+
+// TestQueueDrain: what came before the turn's end is handled, the end is
+// returned, what came after it goes elsewhere (in later drains too), and
+// the answers to other requests are skipped.
+func TestQueueDrain(t *testing.T) {
+	q := NewQueue()
+	q.SetOpen(true)
+	for _, m := range []Message{{Kind: Notification, Method: "a"}, {Kind: Response, ID: Int(7)},
+		{Kind: Request, ID: Int(1), Method: "b"}, {Kind: Response, ID: Int(3)}, {Kind: Notification, Method: "c"}} {
+		q.Push(m)
+	}
+	var handled, after []string
+	handle := func(m Message) { handled = append(handled, m.Method) }
+	later := func(m Message) { after = append(after, m.Method) }
+	end := q.Drain(Int(3), false, handle, later)
+	if end == nil || end.ID != Int(3) || !slices.Equal(handled, []string{"a", "b"}) || !slices.Equal(after, []string{"c"}) {
+		t.Fatalf("end %v, handled %q, after %q", end, handled, after)
+	}
+	q.Push(Message{Kind: Request, ID: Int(2), Method: "d"})
+	if end := q.Drain(Int(3), true, handle, later); end != nil || !slices.Equal(after, []string{"c", "d"}) {
+		t.Fatalf("a drain after the end: end %v, after %q", end, after)
 	}
 }

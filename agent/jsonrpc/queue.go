@@ -137,3 +137,23 @@ func (q *Queue) SetOpen(open bool) []Message {
 	q.items, q.size, q.full = nil, 0, nil
 	return out
 }
+
+// Drain takes what is queued for a turn that ends at the response to our
+// request end, and hands it over in the order it came: each message before
+// that response to handle, each after it to after (once ended is true,
+// everything goes to after). A response to another request is skipped: its
+// caller has it. The turn's end, when it was among them, is returned.
+func (q *Queue) Drain(end ID, ended bool, handle, after func(Message)) (answer *Message) {
+	for _, m := range q.Take() {
+		switch {
+		case ended:
+			after(m)
+		case m.Kind == Response && m.ID == end:
+			answer, ended = &m, true
+		case m.Kind == Response:
+		default:
+			handle(m)
+		}
+	}
+	return answer
+}

@@ -145,18 +145,10 @@ func (f *fakeServer) play(turn string, steps []agenttest.Step) {
 			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id + "_more", "text": " and more"}, turn)
 			f.item("item/completed", map[string]any{"type": "reasoning", "id": id + "_last", "summary": []string{"after the end"}}, turn)
 			agenttest.Tell(f.Script.Sent)
-			verdict := "refused"
-			if err == nil {
-				select {
-				case m := <-ch:
-					var d struct{ Decision string }
-					if m.Error == nil && json.Unmarshal(m.Result, &d) == nil && d.Decision == "accept" {
-						verdict = "allowed"
-					}
-				case <-f.Conn.Done():
-				}
-			}
-			fmt.Fprintln(os.Stderr, "fake agent: the request after the end was "+verdict)
+			f.AfterEndAnswer(ch, err, func(res json.RawMessage) bool {
+				var d struct{ Decision string }
+				return json.Unmarshal(res, &d) == nil && d.Decision == "accept"
+			})
 			return
 		case st.Flood > 0:
 			for i := 0; i < st.Flood; i++ {
