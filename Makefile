@@ -28,8 +28,7 @@ COPILOT_CACHE := $(TOOLS)/cache
 TOOL_XDG   := XDG_CONFIG_HOME=$(TOOLS)/home/.config XDG_DATA_HOME=$(TOOLS)/home/.local/share \
 	XDG_STATE_HOME=$(TOOLS)/home/.local/state XDG_CACHE_HOME=$(COPILOT_CACHE)
 TOOL_ENV   := env -i PATH="$$PATH" LANG=C.UTF-8 HOME=$(TOOLS)/home $(TOOL_XDG)
-# The stamp names every version, so a bump in any of them reinstalls all.
-STAMP      := $(TOOLS)/.installed-claude-$(CLAUDE_VERSION)-codex-$(CODEX_VERSION)-gemini-$(GEMINI_VERSION)-qwen-$(QWEN_VERSION)-opencode-$(OPENCODE_VERSION)-copilot-$(COPILOT_VERSION)
+AGENT_TYPES := claude_code codex gemini qwen_code opencode copilot
 # The peer: the real Python blobhub-worker, BlobHub SDK and BlobHub CLI from
 # PyPI, in a venv under .tools/peer, for the conformance tests (peer/). The
 # worker and the CLI declare Python >= 3.12; PEER_BASE_PYTHON is the first
@@ -70,10 +69,11 @@ FISHDIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 SYSDEPS     := tmux zsh fish groff-base man-db logrotate systemd
 SYSDEP_CMDS := tmux zsh fish groff man logrotate systemd-analyze
 
-.PHONY: help build man completions install test cross e2e lint bench fuzz tools peer sysdeps demo live-check clean
+.PHONY: help build man completions install test cross e2e lint bench fuzz tools $(addprefix tools-,$(AGENT_TYPES)) peer sysdeps demo model live-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+	@echo "  make tools-TYPE  install one pinned agent CLI into .tools/ (TYPE: $(AGENT_TYPES))"
 
 # A static binary (no cgo): one file that runs anywhere, and it starts a
 # millisecond faster than the dynamically linked one.
@@ -83,9 +83,10 @@ export CGO_ENABLED := 0
 # page): the generator's markdown parser initialises itself in every process,
 # about half a millisecond of CPU on each run a cron tick makes. Exported so
 # every go command here, and the one the tests run to build bhw-run, agree.
-# realcli brings in the tests that drive the real agent CLIs of .tools/
-# (e2e/): every target sets it, so make test runs everything, while a bare
-# `go test ./...` runs the hermetic, fake-backed rest.
+# realcli brings in the tests that drive the real agent CLIs and the Python
+# peer of .tools/ (e2e/, claude/, codex/, acp/, acp/acptest, peer/): every
+# target sets it, so make test runs everything, while a bare `go test ./...`
+# runs the hermetic, fake-backed rest (docs/testing.md).
 # A GOFLAGS in the environment is kept, its -tags joined with these, so
 #   GOFLAGS='-tags=cpuprofile -ldflags=-X=github.com/blobhub/bhw-run/cli.cpuProfileDir=/tmp/prof' make bench
 # profiles every bhw-run the benchmarks start (cli/cpuprofile.go).
@@ -100,7 +101,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION)
 
 build: ## build bin/bhw-run
-	go build -ldflags "$(LDFLAGS)" -o bin/bhw-run .
+	@go build -ldflags "$(LDFLAGS)" -o bin/bhw-run .
 
 man: build ## write the man page bin/bhw-run.1, made from the command definitions
 	bin/bhw-run man > bin/bhw-run.1
@@ -118,7 +119,7 @@ install: man completions ## install bhw-run, its man page and shell completions 
 	install -m 0644 bin/_bhw-run $(ZSHDIR)/_bhw-run
 	install -m 0644 bin/bhw-run.fish $(FISHDIR)/bhw-run.fish
 
-tools: $(STAMP) peer ## install the pinned agent CLIs from npm and the Python peer from PyPI into .tools/ (for the end-to-end and conformance tests)
+tools: $(addprefix tools-,$(AGENT_TYPES)) peer ## install the pinned agent CLIs from npm and the Python peer from PyPI into .tools/ (for the end-to-end and conformance tests)
 
 peer: $(PEER_STAMP) ## install the pinned blobhub-worker, BlobHub SDK and CLI from PyPI into .tools/peer (for the conformance tests)
 
@@ -139,31 +140,31 @@ $(PEER_STAMP): peer/requirements.txt
 
 # The CLIs ship their native binaries inside registry packages; nothing is
 # downloaded from anywhere else. A failed install fails the tests.
-# OpenCode's postinstall runs the binary, which makes its XDG dirs: the XDG
-# variables keep those inside .tools/ too.
-$(STAMP):
-	rm -rf $(TOOLS) && mkdir -p $(TOOLS)/home
-	$(TOOL_XDG) npm install --prefix $(TOOLS) --no-audit --no-fund --loglevel=error \
-		@anthropic-ai/claude-code@$(CLAUDE_VERSION) @openai/codex@$(CODEX_VERSION) \
-		@google/gemini-cli@$(GEMINI_VERSION) @qwen-code/qwen-code@$(QWEN_VERSION) \
-		opencode-ai@$(OPENCODE_VERSION) @github/copilot@$(COPILOT_VERSION)
-	test -x $(CLAUDE_BIN) || { echo "the Claude Code native binary is missing after npm install"; exit 1; }
-	test -x $(CODEX_BIN) || { echo "the Codex native binary is missing after npm install"; exit 1; }
-	test -f $(GEMINI_BIN) || { echo "the Gemini CLI entry $(GEMINI_BIN) is missing after npm install"; exit 1; }
-	test -f $(QWEN_BIN) || { echo "the Qwen Code entry $(QWEN_BIN) is missing after npm install"; exit 1; }
-	test -x $(OPENCODE_BIN) || { echo "the OpenCode native binary is missing after npm install"; exit 1; }
-	test -x $(COPILOT_BIN) || { echo "the Copilot CLI native binary is missing after npm install"; exit 1; }
-	$(CLAUDE_BIN) --version | grep -q '^$(CLAUDE_VERSION) '
-	$(CODEX_BIN) --version | grep -q '$(CODEX_VERSION)'
-	$(TOOL_ENV) $(GEMINI_BIN) --version | grep -qx '$(GEMINI_VERSION)' \
-		|| { echo "the Gemini CLI at $(GEMINI_BIN) is not version $(GEMINI_VERSION)"; exit 1; }
-	$(TOOL_ENV) $(QWEN_BIN) --version | grep -qx '$(QWEN_VERSION)' \
-		|| { echo "the Qwen Code at $(QWEN_BIN) is not version $(QWEN_VERSION)"; exit 1; }
-	$(TOOL_ENV) $(OPENCODE_BIN) --version | grep -qx '$(OPENCODE_VERSION)' \
-		|| { echo "the OpenCode at $(OPENCODE_BIN) is not version $(OPENCODE_VERSION)"; exit 1; }
-	$(TOOL_ENV) $(COPILOT_BIN) --version | grep -q '^GitHub Copilot CLI $(COPILOT_VERSION)\.' \
-		|| { echo "the Copilot CLI at $(COPILOT_BIN) is not version $(COPILOT_VERSION)"; exit 1; }
-	touch $@
+# One target per agent type, so the demo installs only the CLI it drives
+# (make demo AGENT=gemini: tools-gemini); make tools and make test install
+# all six. Each stamp names its version: a bump reinstalls that CLI. A CLI
+# already at its pinned version (an older checkout's install) is kept.
+# The version checks run in the tools' own home (TOOL_ENV): Codex, for one,
+# writes ~/.codex/tmp, and OpenCode's postinstall makes its XDG dirs.
+# $(call agent_tool,TYPE,VERSION,PACKAGE,BIN,GREP -E PATTERN OF --version,DOWNLOAD)
+define agent_tool
+tools-$(1): $(TOOLS)/.installed-$(1)-$(2) ## install the pinned $(3)@$(2) into .tools/ ($(6) download)
+$(TOOLS)/.installed-$(1)-$(2):
+	@mkdir -p $$(TOOLS)/home
+	@$$(TOOL_ENV) $(4) --version 2>/dev/null | grep -qE '$(5)' || { \
+		echo "installing $(3)@$(2) into .tools/ ($(6) download)"; \
+		$$(TOOL_XDG) npm install --prefix $(TOOLS) --no-audit --no-fund --loglevel=error $(3)@$(2); }
+	@test -e $(4) || { echo "$(4) is missing after npm install $(3)@$(2)"; exit 1; }
+	@$$(TOOL_ENV) $(4) --version | grep -qE '$(5)' \
+		|| { echo "$(4) is not version $(2) after npm install $(3)@$(2)"; exit 1; }
+	@touch $$@
+endef
+$(eval $(call agent_tool,claude_code,$(CLAUDE_VERSION),@anthropic-ai/claude-code,$(CLAUDE_BIN),^$(CLAUDE_VERSION) ,186 MB))
+$(eval $(call agent_tool,codex,$(CODEX_VERSION),@openai/codex,$(CODEX_BIN),$(CODEX_VERSION),172 MB))
+$(eval $(call agent_tool,gemini,$(GEMINI_VERSION),@google/gemini-cli,$(GEMINI_BIN),^$(GEMINI_VERSION)$$$$,30 MB))
+$(eval $(call agent_tool,qwen_code,$(QWEN_VERSION),@qwen-code/qwen-code,$(QWEN_BIN),^$(QWEN_VERSION)$$$$,35 MB))
+$(eval $(call agent_tool,opencode,$(OPENCODE_VERSION),opencode-ai,$(OPENCODE_BIN),^$(OPENCODE_VERSION)$$$$,120 MB))
+$(eval $(call agent_tool,copilot,$(COPILOT_VERSION),@github/copilot,$(COPILOT_BIN),^GitHub Copilot CLI $(COPILOT_VERSION)\.,130 MB))
 
 # The race detector runs over the packages that drive fakes in-process (it
 # needs cgo, so a C compiler). The kill -9 tests are left to the plain pass:
@@ -210,7 +211,7 @@ lint: ## go vet, gofmt, staticcheck (pinned in go.mod's tool block)
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go tool staticcheck ./...
 
-bench: tools ## benchmarks: idle run vs two curls and on long histories, ls over long histories, agent overhead (Claude, Codex, each ACP agent), relay rate (medians), outbox publishing, the idle tick after a flood and with a 50 MB envelope, each ACP agent's own cost, a pass over 1,000 threads
+bench: tools ## benchmarks: idle run vs two curls and on long histories, ls over long histories, agent overhead (Claude, Codex, each ACP agent), relay rate (medians), outbox publishing, the idle tick after a flood and with a 50 MB envelope, each ACP agent's own cost, a pass over 1,000 threads, the blobhub-worker daemon next to the cron recipe over 100 idle threads
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleRun' -benchtime 20x -count 1 ./e2e/
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'IdleHistory|ListHistory' -benchtime 10x -count 1 -timeout 30m ./e2e/
 	$(GO_TEST_ENV) go test -run '^$$' -bench 'TurnOverhead' -benchtime 10x -count 1 ./e2e/
@@ -220,6 +221,7 @@ bench: tools ## benchmarks: idle run vs two curls and on long histories, ls over
 	go test -run '^$$' -bench 'Publish' -benchmem -benchtime 3x -count 1 ./run/
 	go test -run '^$$' -bench 'IdleTick' -benchtime 5x -count 1 ./run/
 	go test -run '^$$' -bench 'FanOut' -benchtime 1x -count 1 -timeout 30m ./e2e/
+	$(GO_TEST_ENV) go test -run '^$$' -bench 'PeerIdleFleet' -benchtime 1x -count 1 -timeout 20m ./e2e/
 
 fuzz: ## run each fuzz test for 20 s
 	@for pkg in $$(go list ./...); do \
@@ -229,8 +231,11 @@ fuzz: ## run each fuzz test for 20 s
 	done
 
 AGENT ?= claude_code
-demo: tools build ## the whole flow offline with the pinned CLI and a scripted model (AGENT=gemini, qwen_code, opencode, copilot)
-	$(GO_TEST_ENV) go run ./scripts/demo -agent $(AGENT)
+demo: tools-$(AGENT) build ## the whole flow offline with the pinned CLI and a scripted model (AGENT=gemini, qwen_code, opencode, copilot)
+	@$(GO_TEST_ENV) go run ./scripts/demo -agent $(AGENT)
+
+model: ## keep the scripted model of make demo up for the README's by-hand walkthrough; prints the exports, Ctrl-C stops it
+	@go run ./scripts/demo -serve
 
 LIVE_VARS := BHW_LIVE_API_URL BHW_LIVE_API_KEY BHW_LIVE_REVISION_ID BHW_LIVE_SESSION_ID
 

@@ -41,7 +41,7 @@ func readTurns(t *testing.T, path string) []transcriptTurn {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v; record it with: go test ./acp/acptest -run 'TestProbe(Limits)?$' -args -record", err)
+		t.Fatalf("%v; record it with: go test -tags realcli ./acp/acptest -run 'TestProbe(Limits)?$' -args -record", err)
 	}
 	type msg struct {
 		ID     json.RawMessage `json:"id"`

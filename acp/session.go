@@ -65,13 +65,13 @@ type Session struct {
 	p      *preset
 	l      agent.Launch
 	logger *slog.Logger
-	proc   *proc.Process
-	rpc    *jsonrpc.Conn
-	q      *jsonrpc.Queue // updates and requests for the running turn
-	cwd    string
+	// The agent's process, and its session id (the resume pointer).
+	proc.Session
+	rpc *jsonrpc.Conn
+	q   *jsonrpc.Queue // updates and requests for the running turn
+	cwd string
 
 	mu           sync.Mutex
-	sessionID    string
 	resumeFailed string // the load error that means "no such session"
 	interrupted  bool
 
@@ -111,14 +111,14 @@ func start(ctx context.Context, p *preset, l agent.Launch) (*Session, error) {
 		p: p, l: l, logger: logger, q: jsonrpc.NewQueue(), cwd: cwd, replaySig: make(chan struct{}, 1),
 	}
 	args := append(append([]string(nil), p.args...), l.ExtraArgs...)
-	s.proc, err = proc.Start(proc.Config{Path: l.Executable, Args: args, Dir: l.WorkFolder, Env: env, Log: l.Log,
+	s.Proc, err = proc.Start(proc.Config{Path: l.Executable, Args: args, Dir: l.WorkFolder, Env: env, Log: l.Log,
 		MaxLine: l.MaxLine, StdinGrace: s.StdinGrace, KillGrace: l.KillGrace, Confine: l.Confine})
 	if err != nil {
 		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "cannot start %s (%s): %v", l.Executable, p.typ, err)
 	}
-	s.KillGrace = s.proc.KillGrace
-	s.rpc = jsonrpc.NewConn(jsonrpc.Options{Write: s.proc.WriteLine, Version: true,
-		OnRequest: s.onRequest, OnNotification: s.onNotification, OnTooLong: s.answerUnread, Logf: s.proc.Logf,
+	s.KillGrace = s.Proc.KillGrace
+	s.rpc = jsonrpc.NewConn(jsonrpc.Options{Write: s.Proc.WriteLine, Version: true,
+		OnRequest: s.onRequest, OnNotification: s.onNotification, OnTooLong: s.answerUnread, Logf: s.Proc.Logf,
 		// A response is queued too, where it stands among the updates: the
 		// prompt's answer ends the turn there, and what comes after it is
 		// not the turn's.
@@ -137,7 +137,7 @@ func start(ctx context.Context, p *preset, l agent.Launch) (*Session, error) {
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within %s", startTimeout)
 		}
-		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "%s (%s) did not start: %v%s", l.Executable, p.typ, err, s.stderrTail())
+		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "%s (%s) did not start: %v%s", l.Executable, p.typ, err, s.Proc.StderrTail())
 	}
 	return s, nil
 }
@@ -169,14 +169,14 @@ func (p *preset) environ(l agent.Launch) ([]string, error) {
 // readLoop feeds stdout to the connection until EOF, then closes it with
 // how the process ended.
 func (s *Session) readLoop() {
-	for line := range s.proc.Lines() {
+	for line := range s.Proc.Lines() {
 		if line.Over > 0 {
 			s.rpc.ReceiveTooLong(line.Data)
 			continue
 		}
 		s.rpc.Receive(line.Data)
 	}
-	s.rpc.Close(fmt.Errorf("%s exited (%s)", s.p.typ, s.proc.ExitStatus(time.Second)))
+	s.rpc.Close(fmt.Errorf("%s exited (%s)", s.p.typ, s.Proc.ExitStatus(time.Second)))
 }
 
 // open runs initialize and session/new or session/load.
@@ -204,9 +204,7 @@ func (s *Session) open(ctx context.Context) error {
 	if json.Unmarshal(res, &r) != nil || r.SessionID == "" {
 		return fmt.Errorf("session/new gave no sessionId: %s", agent.Shorten(string(res), 200))
 	}
-	s.mu.Lock()
-	s.sessionID = r.SessionID
-	s.mu.Unlock()
+	s.SetSessionID(r.SessionID)
 	if s.p.loadMinute {
 		if err := recordCreated(s.l.Home, r.SessionID, time.Now()); err != nil {
 			s.logger.Warn("cannot record when the session was created; a resume in that minute may lose it", "agent_session_id", r.SessionID, "error", err)
@@ -220,9 +218,7 @@ func (s *Session) open(ctx context.Context) error {
 // come before and after the load's answer; none of them is relayed (no
 // turn runs), and the prompt waits until the replay is over.
 func (s *Session) load(ctx context.Context) error {
-	s.mu.Lock()
-	s.sessionID = s.l.SessionID
-	s.mu.Unlock()
+	s.SetSessionID(s.l.SessionID)
 	_, err := s.rpc.Call(ctx, "session/load", map[string]any{"sessionId": s.l.SessionID, "cwd": s.cwd, "mcpServers": []any{}})
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) && s.p.noSession(rpcErr) {
@@ -253,17 +249,17 @@ func (s *Session) waitReplay(ctx context.Context) {
 		end, seen := s.replayEnd, s.replaySeen
 		s.replayMu.Unlock()
 		if end {
-			s.proc.Logf("replay of session %s: %d updates, ended by available_commands_update", s.l.SessionID, seen)
+			s.Proc.Logf("replay of session %s: %d updates, ended by available_commands_update", s.l.SessionID, seen)
 			return
 		}
 		select {
 		case <-s.replaySig:
 			quiet.Reset(replayQuiet)
 		case <-quiet.C:
-			s.proc.Logf("replay of session %s: %d updates, then %s of silence", s.l.SessionID, seen, replayQuiet)
+			s.Proc.Logf("replay of session %s: %d updates, then %s of silence", s.l.SessionID, seen, replayQuiet)
 			return
 		case <-deadline.C:
-			s.proc.Logf("replay of session %s: still going after %s (%d updates); going on", s.l.SessionID, replayMax, seen)
+			s.Proc.Logf("replay of session %s: still going after %s (%d updates); going on", s.l.SessionID, replayMax, seen)
 			return
 		case <-ctx.Done():
 			return
@@ -271,28 +267,15 @@ func (s *Session) waitReplay(ctx context.Context) {
 	}
 }
 
-// SessionID is the agent's session id (the resume pointer).
-func (s *Session) SessionID() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sessionID
-}
-
-// Pgid is the agent's process group.
-func (s *Session) Pgid() int { return s.proc.Pid() }
-
-// LastOutput is when the agent last wrote a line (agent.Session).
-func (s *Session) LastOutput() time.Time { return s.proc.LastLine() }
-
 // Interrupt asks the agent to end the running prompt (session/cancel); it
 // answers the prompt "cancelled". An agent that does not take the cancel
 // within the process's interrupt bound is stopped (proc.Interrupting).
 func (s *Session) Interrupt() error {
-	s.proc.Interrupting()
+	s.Proc.Interrupting()
 	s.mu.Lock()
 	s.interrupted = true
-	sid := s.sessionID
 	s.mu.Unlock()
+	sid := s.SessionID()
 	if err := s.rpc.Notify("session/cancel", map[string]any{"sessionId": sid}); err != nil {
 		return fmt.Errorf("%s session/cancel: %w", s.p.typ, err)
 	}
@@ -303,8 +286,8 @@ func (s *Session) Interrupt() error {
 // the group (Gemini CLI stays in a running shell call until then), SIGKILL
 // after KillGrace. It returns once the process is gone.
 func (s *Session) Close(ctx context.Context) error {
-	s.proc.SetGraces(s.StdinGrace, s.KillGrace)
-	return s.proc.Close(ctx)
+	s.Proc.SetGraces(s.StdinGrace, s.KillGrace)
+	return s.Proc.Close(ctx)
 }
 
 // cancelled is the answer to a permission request that must not run.
@@ -319,7 +302,7 @@ func (s *Session) onRequest(m jsonrpc.Message) {
 	switch m.Method {
 	case "session/request_permission":
 		if !s.q.Push(m) {
-			s.proc.Logf("a permission request came while no turn runs, or past what may wait for it: cancelled")
+			s.Proc.Logf("a permission request came while no turn runs, or past what may wait for it: cancelled")
 			s.reply(m.ID, cancelled)
 		}
 	case "fs/write_text_file":
@@ -380,15 +363,6 @@ func (s *Session) replyError(id jsonrpc.ID, code int64, msg string) {
 	if err := s.rpc.ReplyError(id, code, msg); err != nil {
 		s.logger.Warn("acp: cannot answer the agent's request", "id", id.String(), "error", err)
 	}
-}
-
-// stderrTail is the last stderr lines, for a message.
-func (s *Session) stderrTail() string {
-	tail := s.proc.Stderr()
-	if len(tail) == 0 {
-		return ""
-	}
-	return "; stderr: " + strings.Join(tail, " | ")
 }
 
 // sessionsDir holds, in the agent's home, when each session was created.

@@ -80,7 +80,7 @@ func nonEmpty(raw json.RawMessage) bool {
 func (t *turn) toolUpdate(u update) {
 	id := u.ToolCallID
 	if id == "" {
-		t.s.proc.Logf("skipped a %s without a toolCallId", u.Kind)
+		t.s.Proc.Logf("skipped a %s without a toolCallId", u.Kind)
 		return
 	}
 	_, known := t.tools[id]
@@ -252,7 +252,7 @@ func (t *turn) permission(m jsonrpc.Message) {
 		ToolCall map[string]json.RawMessage `json:"toolCall"`
 	}
 	if err := json.Unmarshal(m.Params, &p); err != nil || json.Unmarshal(m.Params, &raw) != nil {
-		s.proc.Logf("a permission request that does not decode (%v): cancelled", err)
+		s.Proc.Logf("a permission request that does not decode (%v): cancelled", err)
 		s.reply(m.ID, cancelled)
 		return
 	}
@@ -280,7 +280,7 @@ func (t *turn) permission(m jsonrpc.Message) {
 		t.pending = append(t.pending, id)
 	}
 	if st.decided != nil {
-		s.proc.Logf("another permission request for %s (kind %s): answered as the first (%s)", id, reqKind, *st.decided)
+		s.Proc.Logf("another permission request for %s (kind %s): answered as the first (%s)", id, reqKind, *st.decided)
 		t.answer(m.ID, p, *st.decided)
 		return
 	}
@@ -324,7 +324,7 @@ func (t *turn) answer(id jsonrpc.ID, p permission, a policy.Action) {
 			return
 		}
 	}
-	t.s.proc.Logf("the permission request offers no %s option: cancelled", kind)
+	t.s.Proc.Logf("the permission request offers no %s option: cancelled", kind)
 	t.s.reply(id, cancelled)
 }
 

@@ -47,7 +47,7 @@ type turn struct {
 // prompt is answered, the gate parks it, the process ends, or ctx ends.
 func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (agent.TurnResult, error) {
 	s.mu.Lock()
-	failed, sid := s.resumeFailed, s.sessionID
+	failed, sid := s.resumeFailed, s.SessionID()
 	s.interrupted = false
 	s.mu.Unlock()
 	if failed != "" {
@@ -101,7 +101,7 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 			t.closeOpen(interruptedText)
 			return t.result(agent.TurnInterrupted), ctx.Err()
 		case <-parkWait:
-			s.proc.Logf("the parked prompt was not answered within %s; the turn ends parked", s.ParkGrace)
+			s.Proc.Logf("the parked prompt was not answered within %s; the turn ends parked", s.ParkGrace)
 			t.closeOpen(unfinishedText)
 			return t.result(agent.TurnParked), nil
 		}
@@ -131,7 +131,7 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 }
 
 func (s *Session) crashed(what string) error {
-	return agent.Errorf(agent.CodeAgentCrashed, "%s (%s)%s", what, s.proc.ExitStatus(time.Second), s.stderrTail())
+	return agent.Errorf(agent.CodeAgentCrashed, "%s (%s)%s", what, s.Proc.ExitStatus(time.Second), s.Proc.StderrTail())
 }
 
 // drain handles everything queued, up to the prompt's answer; what the
@@ -148,10 +148,10 @@ func (t *turn) drain() {
 func (t *turn) afterEnd(m jsonrpc.Message) {
 	switch m.Kind {
 	case jsonrpc.Request:
-		t.s.proc.Logf("a %s request (id %s) came after the turn ended: cancelled, not judged", m.Method, m.ID)
+		t.s.Proc.Logf("a %s request (id %s) came after the turn ended: cancelled, not judged", m.Method, m.ID)
 		t.s.reply(m.ID, cancelled)
 	case jsonrpc.Notification:
-		t.s.proc.Logf("a %s came after the turn ended: dropped", m.Method)
+		t.s.Proc.Logf("a %s came after the turn ended: dropped", m.Method)
 	}
 }
 
@@ -169,10 +169,10 @@ func (t *turn) died(ctx context.Context) (agent.TurnResult, error) {
 	case ctx.Err() != nil:
 		t.closeOpen(interruptedText)
 		return t.result(agent.TurnInterrupted), ctx.Err()
-	case !interrupted && s.proc.NotReading() != nil:
+	case !interrupted && s.Proc.NotReading() != nil:
 		t.closeOpen(unfinishedText)
-		return t.result(agent.TurnFailed), s.crashed(s.proc.NotReading().Error())
-	case interrupted || s.proc.StdinClosed():
+		return t.result(agent.TurnFailed), s.crashed(s.Proc.NotReading().Error())
+	case interrupted || s.Proc.StdinClosed():
 		t.closeOpen(interruptedText)
 		return t.result(agent.TurnInterrupted), nil
 	}
@@ -225,7 +225,7 @@ func (t *turn) finish(m jsonrpc.Message) agent.TurnResult {
 	}
 	var pr promptResult
 	if err := json.Unmarshal(m.Result, &pr); err != nil {
-		s.proc.Logf("the prompt's answer does not decode (%v); taken as end_turn", err)
+		s.Proc.Logf("the prompt's answer does not decode (%v); taken as end_turn", err)
 	}
 	r := t.result("")
 	t.usage(&r, pr)
@@ -319,11 +319,11 @@ func (t *turn) handle(m jsonrpc.Message) {
 	}
 	var u update
 	if err := json.Unmarshal(m.Params, &p); err != nil || json.Unmarshal(p.Update, &u) != nil {
-		t.s.proc.Logf("skipped a session/update that does not decode")
+		t.s.Proc.Logf("skipped a session/update that does not decode")
 		return
 	}
 	if p.SessionID != "" && t.sid != "" && p.SessionID != t.sid {
-		t.s.proc.Logf("skipped a session/update of another session (%s)", p.SessionID)
+		t.s.Proc.Logf("skipped a session/update of another session (%s)", p.SessionID)
 		return
 	}
 	switch u.Kind {

@@ -1,44 +1,38 @@
 package agent
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/blobhub/bhw-run/policy"
 )
 
 // Item types bhw-run posts, as metadata.type: the first five are what an
-// adapter relays, the others run's own.
-//
-// What the blobhub-worker documentation shows of them, and what is a guess
-// (worker/session-agent-harness/thread-items, interactive-prompts,
-// worker-object; field names the pages read do not show are guesses,
-// marked so here, and `make live-check` cannot settle them: the server
-// stores any metadata):
+// adapter relays, the others run's own. Each has the shape blobhub-worker
+// gives the item of that type, so a reader of a thread cannot tell which of
+// the two posted it; where bhw-run knows more than the worker says, the
+// extra fields sit beside the worker's. docs/wire.md ("Items in a thread")
+// lists every field, and which are bhw-run's own.
 //   - every item: content [{type: text, text: <brief>}] and metadata.type;
-//     a person's item has no metadata.type. metadata.emission_id on every
-//     item is bhw-run's own (its exactly-once journal), also on text, which
-//     the documentation says carries nothing beyond type.
-//   - text: nothing else. thinking: metadata.text (documented).
-//   - tool_call: tool {name, invocation_id, input} (documented).
-//   - tool_result: no tool name, brief "→ <first line> (N lines)"
-//     (documented); tool {invocation_id, output, is_error}: a guess.
-//   - status: "a machine-readable token" (documented); under
-//     status.token, with the other fields beside it: a guess.
-//   - turn_end: input_tokens (cached + uncached) and input_tokens_cached
-//     (documented); under usage, with output_tokens, cost_usd, num_turns,
-//     duration_ms and outcome: a guess.
-//   - pending_prompt: metadata.prompt.kind (text | approval |
-//     ask_user_question, documented); prompt.options, prompt.call,
-//     prompt.payload: a guess (built by run's promptItem).
-//   - pending_prompt_resolved: resolution answered | cancelled | failed
-//     (documented); prompt_item_id, decision (approved | denied), answer: a
-//     guess.
-//   - thread_failed, in the worker thread: the documentation names the item;
-//     alias, error {code, message}, instance_id: a guess.
-//   - policy_applied, policy_denied, artifact_published: bhw-run's own; so
-//     are parked and pending_prompt on the tool_result of a parked call
+//     a person's item has no metadata.type. metadata.post_id ("pst_<ULID>")
+//     and metadata.emission_id, bhw-run's journal key, are stamped by run.
+//   - text: nothing else. thinking: text, full_text_length.
+//   - tool_call: tool {name, invocation_id, input}.
+//   - tool_result: tool {invocation_id, is_error, output}.
+//   - status: status (the token), detail (the line a person reads).
+//   - turn_end: status, stats {input_tokens, input_tokens_cached,
+//     output_tokens, duration_ms}, error on a failed turn.
+//   - pending_prompt, pending_prompt_resolved: prompt {prompt_id, kind,
+//     prompt_state, questions | answers | reason}, built by run.
+//   - artifacts_published: aliases, skipped, counts, built by run.
+//   - thread_failed, in the worker thread: thread {alias, error}.
+//   - policy_applied, policy_denied: bhw-run's own fields; so are parked
+//     and pending_prompt on the tool_result of a parked call
 //     (ParkedResultItem).
 const (
 	ItemText                  = "text"
@@ -51,7 +45,7 @@ const (
 	ItemPendingPromptResolved = "pending_prompt_resolved"
 	ItemPolicyApplied         = "policy_applied"
 	ItemPolicyDenied          = "policy_denied"
-	ItemArtifactPublished     = "artifact_published"
+	ItemArtifactsPublished    = "artifacts_published"
 	ItemThreadFailed          = "thread_failed"
 )
 
@@ -77,9 +71,10 @@ func newItem(typ, brief string, kv ...any) Item {
 // TextItem is the agent's text.
 func TextItem(text string) Item { return newItem(ItemText, text) }
 
-// ThinkingItem is the agent's reasoning; the brief is its first ~120 characters.
+// ThinkingItem is the agent's reasoning; the brief is its first ~120
+// characters, full_text_length the length of text in characters.
 func ThinkingItem(text string) Item {
-	return newItem(ItemThinking, Shorten(text, 120), "text", text)
+	return newItem(ItemThinking, Shorten(text, 120), "text", text, "full_text_length", utf8.RuneCountInString(text))
 }
 
 // ToolCallItem announces a call; it is posted before its result.
@@ -97,7 +92,6 @@ func ToolCallItem(name, invocationID string, input json.RawMessage, summary stri
 }
 
 // ToolResultItem is a call's output, paired with its call by invocationID.
-// output and is_error are guessed names (see the item types above).
 func ToolResultItem(invocationID, output string, isError bool) Item {
 	lines := strings.Count(strings.TrimRight(output, "\n"), "\n") + 1
 	first, _, _ := strings.Cut(output, "\n")
@@ -138,27 +132,53 @@ func IsParkedResult(it Item) (invocationID string, ok bool) {
 	return invocationID, true
 }
 
-// StatusItem is a human status line with its token (api_retry, turn_timeout, …)
-// and extra fields, under metadata.status (a guessed nesting).
+// StatusItem is a status line: token (api_retry, turn_timeout, …) is
+// metadata.status, text both the brief and metadata.detail, and extra's
+// fields sit beside them; an extra field never replaces type, status or
+// detail.
 func StatusItem(token, text string, extra map[string]any) Item {
-	st := map[string]any{"token": token}
+	it := newItem(ItemStatus, text)
 	for k, v := range extra {
-		st[k] = v
+		it.Meta[k] = v
 	}
-	return newItem(ItemStatus, text, "status", st)
+	it.Meta["type"], it.Meta["status"], it.Meta["detail"] = ItemStatus, token, text
+	return it
 }
 
-// TurnEndItem closes a turn. usage {input_tokens, input_tokens_cached} is
-// documented; the usage block around them and the other fields are
-// guesses; tools (the turn's tool calls, ToolCounts) is bhw-run's own.
+// TurnEndItem closes a turn. metadata.status is outcome in the worker's
+// words (TurnEndStatus), stats the turn's tokens and duration, error the
+// failed turn's text; outcome (bhw-run's finer word for how the turn
+// ended), cost_usd, num_turns and tools (ToolCounts) are bhw-run's own.
 func TurnEndItem(outcome string, r TurnResult, tools ToolCounts) Item {
 	brief := "— turn end —"
 	if tools.Calls > 0 || tools.DeniedByPerson > 0 {
 		brief = "— turn end: " + tools.String() + " —"
 	}
-	return newItem(ItemTurnEnd, brief,
-		"usage", r.Usage, "cost_usd", r.CostUSD, "num_turns", r.NumTurns,
-		"duration_ms", r.DurationMS, "outcome", outcome, "tools", tools)
+	it := newItem(ItemTurnEnd, brief,
+		"status", TurnEndStatus(outcome),
+		"stats", map[string]any{
+			"input_tokens": r.Usage.InputTokens, "input_tokens_cached": r.Usage.InputTokensCached,
+			"output_tokens": r.Usage.OutputTokens, "duration_ms": r.DurationMS,
+		},
+		"cost_usd", r.CostUSD, "num_turns", r.NumTurns, "outcome", outcome, "tools", tools)
+	if r.ErrorText != "" && outcome != "completed" {
+		it.Meta["error"] = r.ErrorText
+	}
+	return it
+}
+
+// TurnEndStatus is a turn_end's outcome as blobhub-worker words it
+// (completed, failed, aborted, timeout): a turn stopped at the budget was
+// aborted, one stalled or without progress failed. A parked turn, which
+// the worker closes with no turn_end, keeps the word parked.
+func TurnEndStatus(outcome string) string {
+	switch outcome {
+	case "completed", "timeout", "parked":
+		return outcome
+	case "budget":
+		return "aborted"
+	}
+	return "failed"
 }
 
 // ToolCounts are a turn's tool calls: how many it made, how many ran (the
@@ -226,4 +246,32 @@ func Shorten(s string, n int) string {
 		cut = i
 	}
 	return s[:cut] + "…"
+}
+
+// NewPostID is a new metadata.post_id, "pst_" and a ULID, as blobhub-worker
+// stamps one on every item it posts.
+func NewPostID() string { return "pst_" + newULID(time.Now()) }
+
+// NewPromptID is a new prompt.prompt_id, "prm_" and a ULID.
+func NewPromptID() string { return "prm_" + newULID(time.Now()) }
+
+// crockford is the alphabet of a ULID.
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// newULID is a ULID: 48 bits of milliseconds since the epoch, then 80
+// random bits, as 26 characters of Crockford's base 32, the first ten the
+// time, so that ids sort by when they were made.
+func newULID(at time.Time) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(at.UnixMilli())<<16)
+	_, _ = rand.Read(b[6:])
+	hi, lo := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+	// 128 bits as 26 groups of five from the last, the first holding three.
+	out := make([]byte, 26)
+	for i := 25; i >= 0; i-- {
+		out[i] = crockford[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return string(out)
 }

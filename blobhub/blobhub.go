@@ -52,6 +52,19 @@ type Config struct {
 	PageSize   int
 	HTTPClient *http.Client // optional (tests)
 	Logger     *slog.Logger // optional
+	// OnRetry, when set, hears of every retry before its wait (a run's
+	// status line at a terminal says what it waits for). It is called on
+	// the calling goroutine and must not block.
+	OnRetry func(Retry)
+}
+
+// Retry is one retry the HTTP client is about to make.
+type Retry struct {
+	Command string        // the command retried (CmdDownload, …)
+	Attempt int           // 1 for the first retry
+	Reason  string        // why: "connection refused", "status 503", …
+	Wait    time.Duration // the wait before it
+	Left    time.Duration // the retry time left after the wait
 }
 
 // Client is one session of BlobHub or of the local store.
@@ -73,6 +86,9 @@ type Client interface {
 	// ListItems reads one server-sized page of a thread's items;
 	// ErrNoThread when there is no such thread.
 	ListItems(ctx context.Context, alias string, q ItemQuery) (Page, error)
+	// ListEvents reads one page of the session's change feed
+	// (list_session_events, docs/wire.md).
+	ListEvents(ctx context.Context, q EventQuery) (EventPage, error)
 }
 
 // User is the identity behind an API key.

@@ -151,7 +151,7 @@ func TestWire(t *testing.T) {
 		mu.Unlock()
 		switch {
 		case r.URL.Path == "/v1/users/me":
-			io.WriteString(w, `{"status":"success","user":{"user_id":"usr_top","name":"Top"}}`)
+			io.WriteString(w, `{"status":"success","user":{"id":"usr_top","name":"Top"}}`)
 		case body["command"] == "list_session_objects" && body["cursor"] == nil:
 			io.WriteString(w, `{"status":"success","objects":[{"alias":"a"}],"cursor":"after-a"}`)
 		case body["command"] == "list_session_objects":

@@ -28,10 +28,30 @@ var (
 	// be stored; list the thread's items to reconcile before posting again
 	// (the journal's rule, docs/state.md).
 	ErrAmbiguous = errors.New("post outcome unknown: the item may or may not be stored; list the thread's items before posting again")
+	// ErrNoSuchHost: the API URL's host does not resolve. The resolver's
+	// final answer (not a timeout, not a resolver out of reach) is a wrong
+	// URL, which no retry mends; see *NoSuchHostError.
+	ErrNoSuchHost = errors.New("no such host")
 	// ErrTooLarge: an object whose value is larger than the bound the
 	// caller put on its download (WithMaxValue); see *TooLargeError.
 	ErrTooLarge = errors.New("object value too large")
 )
+
+// NoSuchHostError is a call to an API URL whose host does not resolve. It
+// matches ErrNoSuchHost.
+type NoSuchHostError struct {
+	URL string // the API URL, its credentials redacted
+	Err error  // the resolver's answer
+}
+
+func (e *NoSuchHostError) Error() string {
+	return fmt.Sprintf("the host of the API URL %s does not resolve (%v)", e.URL, e.Err)
+}
+
+// Is reports ErrNoSuchHost.
+func (e *NoSuchHostError) Is(target error) bool { return target == ErrNoSuchHost }
+
+func (e *NoSuchHostError) Unwrap() error { return e.Err }
 
 // TooLargeError is a download refused by its bound: the value holds more
 // than Max bytes (Size when known, else 0). It matches ErrTooLarge.

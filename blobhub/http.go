@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -46,10 +47,6 @@ const (
 // channels: the commands that write go to data/command, the rest to
 // data/query.
 var writes = map[string]bool{CmdUpload: true, CmdDelete: true, CmdPost: true}
-
-// maxListLimit is the largest page list_session_objects serves; without a
-// limit the server answers ten rows.
-const maxListLimit = 1000
 
 type httpClient struct {
 	cfg  Config
@@ -185,6 +182,9 @@ func (c *httpClient) do(ctx context.Context, k *call) ([]byte, error) {
 		if ctx.Err() != nil {
 			return nil, opErr(k.command, k.alias, unavailable(ctx.Err()))
 		}
+		if dns := noSuchHost(err); dns != nil {
+			return nil, opErr(k.command, k.alias, &NoSuchHostError{URL: c.base, Err: dns})
+		}
 		if errors.Is(err, ErrTooLarge) {
 			return nil, opErr(k.command, k.alias, err)
 		}
@@ -277,6 +277,9 @@ func (c *httpClient) retrying(k *call) *retryablehttp.Client {
 			if errors.Is(err, ErrTooLarge) {
 				return false, nil // the same answer again would be as large
 			}
+			if noSuchHost(err) != nil {
+				return false, nil // a wrong URL: asking again gets the same answer
+			}
 			retry, _ := retryablehttp.DefaultRetryPolicy(ctx, resp, err)
 			if !retry {
 				return false, nil
@@ -296,6 +299,9 @@ func (c *httpClient) retrying(k *call) *retryablehttp.Client {
 				return false, nil
 			}
 			c.log.Debug("blobhub retry", "command", k.command, "alias", k.alias, "status", status, "error", errString(err), "wait", wait, "attempt", attempt)
+			if c.cfg.OnRetry != nil {
+				c.cfg.OnRetry(Retry{Command: k.command, Attempt: attempt, Reason: retryReason(resp, err), Wait: wait, Left: c.left()})
+			}
 			return true, nil
 		},
 		Backoff: func(_, _ time.Duration, _ int, _ *http.Response) time.Duration { return wait },
@@ -306,6 +312,46 @@ func (c *httpClient) retrying(k *call) *retryablehttp.Client {
 		// Keep the last answer and error for the mapping in do.
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}
+}
+
+// left is the retry time the client may still spend.
+func (c *httpClient) left() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.budgetLeft
+}
+
+// retryReason is why a call is retried, in a few words for a person:
+// the status, or the innermost cause of a failed connection.
+func retryReason(resp *http.Response, err error) string {
+	var (
+		dns   *net.DNSError
+		errno syscall.Errno
+		ne    net.Error
+	)
+	switch {
+	case resp != nil:
+		return fmt.Sprintf("status %d", resp.StatusCode)
+	case errors.As(err, &dns):
+		return dns.Err
+	case errors.As(err, &errno):
+		return errno.Error()
+	case errors.As(err, &ne) && ne.Timeout():
+		return "no answer in time"
+	case err != nil:
+		return err.Error()
+	}
+	return "unknown"
+}
+
+// noSuchHost is the resolver's final "no such name" in err, nil when err
+// is not one (a timeout or an unreachable resolver may mend by itself).
+func noSuchHost(err error) *net.DNSError {
+	var dns *net.DNSError
+	if errors.As(err, &dns) && dns.IsNotFound {
+		return dns
+	}
+	return nil
 }
 
 func retryableURLError(ue *url.Error) bool {
@@ -372,26 +418,27 @@ func parseAPIError(status int, body []byte) *APIError {
 	return e
 }
 
-// Me: GET /users/me answers the user under "user" (user_id, name, email).
+// Me: GET /users/me answers the user under "user": its id (the user_id
+// items are stamped with), name and email (docs/wire.md).
 func (c *httpClient) Me(ctx context.Context) (User, error) {
 	b, err := c.do(ctx, &call{command: CmdMe, method: http.MethodGet, url: c.base + "/users/me"})
 	if err != nil {
 		return User{}, err
 	}
 	var ans struct {
-		User *User `json:"user"`
+		User *struct {
+			ID    string `json:"id"`
+			Name  string `json:"name"`
+			Email string `json:"email"`
+		} `json:"user"`
 	}
 	if err := json.Unmarshal(b, &ans); err != nil {
 		return User{}, opErr(CmdMe, "", fmt.Errorf("answer is not a user: %w", err))
 	}
-	var u User
-	if ans.User != nil {
-		u = *ans.User
+	if ans.User == nil || ans.User.ID == "" {
+		return User{}, opErr(CmdMe, "", errors.New("answer carries no user id"))
 	}
-	if u.UserID == "" {
-		return User{}, opErr(CmdMe, "", errors.New("answer carries no user_id"))
-	}
-	return u, nil
+	return User{UserID: ans.User.ID, Name: ans.User.Name, Email: ans.User.Email}, nil
 }
 
 // Download: the answer holds the object {…, alias, updated_at, value}
@@ -463,7 +510,7 @@ func (c *httpClient) List(ctx context.Context) ([]string, error) {
 	var out []string
 	cursor := ""
 	for range maxListPages {
-		f := map[string]any{"limit": maxListLimit}
+		f := map[string]any{"limit": MaxListLimit}
 		if cursor != "" {
 			f["cursor"] = cursor // never null: the server refuses one
 		}
@@ -564,6 +611,9 @@ func (c *httpClient) Post(ctx context.Context, alias string, p NewItem) (Item, e
 	c.header(req.Header)
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		if dns := noSuchHost(err); dns != nil {
+			return Item{}, opErr(CmdPost, alias, &NoSuchHostError{URL: c.base, Err: dns})
+		}
 		if notSent(err) {
 			return Item{}, opErr(CmdPost, alias, unavailable(err))
 		}

@@ -38,6 +38,7 @@ const MaxItemBytes = 358400
 //	<dir>/sessions/<session>/items/<alias>.jsonl    one item per line, append-only
 //	<dir>/sessions/<session>/session.lock           flock around every write
 //	<dir>/sessions/<session>/clock                  the last created_at stamped
+//	<dir>/sessions/<session>/events.jsonl           the change feed, append-only
 //
 // Names are encoded by aliasFileName. Objects are written atomically; items
 // get unique ids and strictly increasing created_at across the session, also
@@ -47,6 +48,7 @@ type LocalStore struct {
 	dir      string
 	pageSize atomic.Int64
 	equalTS  atomic.Bool
+	offset   atomic.Int64 // the store clock's lead on the host's, in ns
 }
 
 // ObjectInfo is one entry of a session's object listing.
@@ -255,12 +257,19 @@ func (s *LocalStore) Upload(ctx context.Context, sessionID, alias string, value 
 	if err := json.Compact(&compact, value); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(objectFile{Alias: alias, UpdatedAt: FormatTime(time.Now()), Type: typ, Value: compact.Bytes()}, "", "  ")
+	b, err := json.MarshalIndent(objectFile{Alias: alias, UpdatedAt: FormatTime(s.Now()), Type: typ, Value: compact.Bytes()}, "", "  ")
 	if err != nil {
 		return err
 	}
-	// The temp file's name starts with '.', which no encoded alias does.
-	return statefile.WriteAtomic(filepath.Join(dir, aliasFileName(alias)+".json"), append(b, '\n'), 0o600)
+	// The write and its event under the session lock, so the feed's order
+	// is the order of the writes.
+	return withSessionLock(sd, func() error {
+		// The temp file's name starts with '.', which no encoded alias does.
+		if err := statefile.WriteAtomic(filepath.Join(dir, aliasFileName(alias)+".json"), append(b, '\n'), 0o600); err != nil {
+			return err
+		}
+		return s.appendEvent(sd, EventObjectModified, alias, typ, "")
+	})
 }
 
 // Delete removes an object and, as BlobHub's deletion of a thread
@@ -273,17 +282,23 @@ func (s *LocalStore) Delete(ctx context.Context, sessionID, alias string) error 
 	if err != nil {
 		return err
 	}
-	err = os.Remove(filepath.Join(sd, "objects", aliasFileName(alias)+".json"))
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(sd); errors.Is(err, fs.ErrNotExist) {
 		return notFound("object")
 	}
-	if err != nil {
-		return err
-	}
-	if err := os.Remove(filepath.Join(sd, "items", aliasFileName(alias)+".jsonl")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
+	return withSessionLock(sd, func() error {
+		typ, _ := s.objectType(sessionID, alias)
+		err := os.Remove(filepath.Join(sd, "objects", aliasFileName(alias)+".json"))
+		if errors.Is(err, fs.ErrNotExist) {
+			return notFound("object")
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.Remove(filepath.Join(sd, "items", aliasFileName(alias)+".jsonl")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return s.appendEvent(sd, EventObjectDeleted, alias, typ, "")
+	})
 }
 
 // Objects lists a session's objects by alias. A session never written is
@@ -432,6 +447,15 @@ func (s *LocalStore) post(ctx context.Context, sessionID, userID, alias string, 
 	if err := appendLine(filepath.Join(sd, "items", aliasFileName(alias)+".jsonl"), line); err != nil {
 		return Item{}, err
 	}
+	// The feed's stamp is the store's clock, also for an item stamped
+	// otherwise (PostAt), so the feed stays in created_at order.
+	evStamp := ""
+	if at == "" {
+		evStamp = stamp
+	}
+	if err := s.appendEvent(sd, EventItemPosted, alias, "thread", evStamp); err != nil {
+		return Item{}, err
+	}
 	return it, nil
 }
 
@@ -459,7 +483,7 @@ func (s *LocalStore) nextStamp(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	next := time.Now().UTC().Truncate(time.Microsecond)
+	next := s.Now().UTC().Truncate(time.Microsecond)
 	if last := strings.TrimSpace(string(b)); last != "" {
 		lt, err := ParseTime(last)
 		if err != nil {
@@ -650,27 +674,32 @@ func (s *LocalStore) ListItems(ctx context.Context, sessionID, alias string, q I
 		return nil, err
 	}
 	n := int(s.pageSize.Load())
-	page, err := listSorted(f, st.Size(), q, b, n)
+	page, err := listSorted(f, st.Size(), q.Ascending, b, n, decodeListed)
 	if errors.Is(err, errUnsorted) {
-		return listLinear(f, q, b, n)
+		return listLinear(f, q.Ascending, b, n, decodeListed)
 	}
 	return page, err
 }
+
+// lineDecoder reads one line of an append-only log (a thread's items, the
+// session's events): the entry and its created_at; ok is false for a line
+// readers skip (blank, torn by a crash, not an entry).
+type lineDecoder[T any] func(line []byte) (T, time.Time, bool)
 
 // errUnsorted: listSorted met items out of created_at order.
 var errUnsorted = errors.New("local store: thread file out of created_at order")
 
 // listLinear decodes every line of f and pages in file order.
-func listLinear(f *os.File, q ItemQuery, b itemBounds, n int) ([]Item, error) {
+func listLinear[T any](f *os.File, ascending bool, b itemBounds, n int, decode lineDecoder[T]) ([]T, error) {
 	type entry struct {
-		it Item
+		it T
 		t  time.Time
 	}
 	var all []entry
 	r := bufio.NewReader(io.NewSectionReader(f, 0, math.MaxInt64))
 	for {
 		line, err := r.ReadBytes('\n')
-		if it, t, ok := decodeListed(line); ok {
+		if it, t, ok := decode(line); ok {
 			all = append(all, entry{it, t})
 		}
 		if err == io.EOF {
@@ -680,10 +709,10 @@ func listLinear(f *os.File, q ItemQuery, b itemBounds, n int) ([]Item, error) {
 			return nil, err
 		}
 	}
-	if !q.Ascending {
+	if !ascending {
 		slices.Reverse(all)
 	}
-	page := []Item{}
+	page := []T{}
 	for _, e := range all {
 		if !b.admits(e.t) {
 			continue
@@ -710,13 +739,14 @@ var bisectSpan int64 = 16 << 10
 // probes that placed it; errUnsorted when one is out of order, so the
 // caller can read the whole file instead. Disorder in lines it never reads
 // goes unseen: only a hand edit can put it there.
-func listSorted(f io.ReaderAt, size int64, q ItemQuery, b itemBounds, n int) ([]Item, error) {
+func listSorted[T any](f io.ReaderAt, size int64, ascending bool, b itemBounds, n int, decode lineDecoder[T]) ([]T, error) {
 	var err error
-	page := []Item{}
-	if q.Ascending {
+	page := []T{}
+	at := func(line []byte) (time.Time, bool) { _, t, ok := decode(line); return t, ok }
+	if ascending {
 		sp := span{hi: size}
 		if b.hasSince {
-			if sp, err = bisect(f, size, func(t time.Time) bool { return t.After(b.since) }); err != nil {
+			if sp, err = bisect(f, size, at, func(t time.Time) bool { return t.After(b.since) }); err != nil {
 				return nil, err
 			}
 		}
@@ -725,7 +755,7 @@ func listSorted(f io.ReaderAt, size int64, q ItemQuery, b itemBounds, n int) ([]
 		prev, hasPrev := sp.loT, sp.hasLoT
 		for {
 			line, rerr := r.ReadBytes('\n')
-			if it, t, ok := decodeListed(line); ok {
+			if it, t, ok := decode(line); ok {
 				if hasPrev && t.Before(prev) {
 					return nil, errUnsorted
 				}
@@ -749,13 +779,13 @@ func listSorted(f io.ReaderAt, size int64, q ItemQuery, b itemBounds, n int) ([]
 	}
 	sp := span{lo: 0, hi: size}
 	if b.hasBefore {
-		if sp, err = bisect(f, size, func(t time.Time) bool { return !t.Before(b.before) }); err != nil {
+		if sp, err = bisect(f, size, at, func(t time.Time) bool { return !t.Before(b.before) }); err != nil {
 			return nil, err
 		}
 	}
 	prev, hasPrev := sp.hiT, sp.hasHiT
 	err = linesBackward(f, sp.hi, func(line []byte) (bool, error) {
-		it, t, ok := decodeListed(line)
+		it, t, ok := decode(line)
 		if !ok {
 			return true, nil
 		}
@@ -791,12 +821,12 @@ type span struct {
 // true (past is monotone in created_at). Each probe reads from a byte offset
 // to the end of the first item that starts there or after, so it costs
 // O(log size) line reads, lines skipped by readers included.
-func bisect(f io.ReaderAt, size int64, past func(time.Time) bool) (span, error) {
+func bisect(f io.ReaderAt, size int64, at func([]byte) (time.Time, bool), past func(time.Time) bool) (span, error) {
 	sp := span{hi: size}
 	top := size // every line start in (lo, hi) is below top
 	for top-sp.lo > bisectSpan {
 		mid := sp.lo + (top-sp.lo)/2
-		p, err := probe(f, mid, mid == sp.lo, sp.hi)
+		p, err := probe(f, mid, mid == sp.lo, sp.hi, at)
 		if err != nil {
 			return sp, err
 		}
@@ -827,7 +857,7 @@ type probed struct {
 
 // probe reads f[off:hi) from the first line start at or after off (off
 // itself when atStart) to the end of the first item there.
-func probe(f io.ReaderAt, off int64, atStart bool, hi int64) (probed, error) {
+func probe(f io.ReaderAt, off int64, atStart bool, hi int64, at func([]byte) (time.Time, bool)) (probed, error) {
 	var p probed
 	pos := off
 	if !atStart {
@@ -853,7 +883,7 @@ func probe(f io.ReaderAt, off int64, atStart bool, hi int64) (probed, error) {
 	for pos < hi {
 		line, err := r.ReadBytes('\n')
 		pos += int64(len(line))
-		if _, t, ok := decodeListed(line); ok {
+		if t, ok := at(line); ok {
 			p.found, p.t, p.end = true, t, pos
 			return p, nil
 		}

@@ -322,7 +322,7 @@ func TestListItemsOutOfOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := listSorted(f, st.Size(), ItemQuery{Ascending: true}, itemBounds{since: since, hasSince: true}, 4); !errors.Is(err, errUnsorted) {
+	if _, err := listSorted(f, st.Size(), true, itemBounds{since: since, hasSince: true}, 4, decodeListed); !errors.Is(err, errUnsorted) {
 		t.Errorf("ascending past the older line: %v, want errUnsorted", err)
 	}
 }
@@ -421,7 +421,7 @@ func TestListItemsCost(t *testing.T) {
 			b.before, b.hasBefore = must(ParseTime(q.CreatedBefore)), true
 		}
 		cr := &countingReader{r: f}
-		got, err := listSorted(cr, st.Size(), q, b, 100)
+		got, err := listSorted(cr, st.Size(), q.Ascending, b, 100, decodeListed)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,7 +35,9 @@ type Session struct {
 
 	l      agent.Launch
 	logger *slog.Logger
-	p      *proc.Process
+	// The process, and the Claude session id: the one given to
+	// --session-id or --resume, confirmed by system/init.
+	proc.Session
 
 	wmu    sync.Mutex // numbers control requests
 	reqSeq int
@@ -45,7 +47,6 @@ type Session struct {
 	instructions string
 
 	mu          sync.Mutex
-	sessionID   string
 	sawInit     bool
 	interrupted bool
 	tools       []string
@@ -55,7 +56,8 @@ type Session struct {
 // CLI prints system/init only after the first user message, so Start does
 // not wait for it. Launch failures are *agent.Error AGENT_SPAWN_FAILED.
 func Start(ctx context.Context, l agent.Launch) (*Session, error) {
-	s := &Session{TurnGrace: DefaultTurnGrace, l: l, logger: l.Logger, sessionID: l.SessionID}
+	s := &Session{TurnGrace: DefaultTurnGrace, l: l, logger: l.Logger}
+	s.SetSessionID(l.SessionID)
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -65,7 +67,7 @@ func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 	}
 	args, env, err := command(l, md)
 	if err == nil {
-		s.p, err = proc.Start(proc.Config{Path: l.Executable, Args: args, Dir: l.WorkFolder, Env: env,
+		s.Proc, err = proc.Start(proc.Config{Path: l.Executable, Args: args, Dir: l.WorkFolder, Env: env,
 			Log: l.Log, MaxLine: l.MaxLine, KillGrace: l.KillGrace, Confine: l.Confine})
 		if err != nil {
 			err = agent.Errorf(agent.CodeAgentSpawnFailed, "claude: start %s: %v", l.Executable, err)
@@ -75,8 +77,8 @@ func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 		s.removeInstructions()
 		return nil, err
 	}
-	s.ExitWait, s.KillGrace = s.p.StdinGrace, s.p.KillGrace
-	s.logger.Info("claude started", "pid", s.p.Pid(), "session_id", l.SessionID, "resume", l.Resume)
+	s.ExitWait, s.KillGrace = s.Proc.StdinGrace, s.Proc.KillGrace
+	s.logger.Debug("claude started", "pid", s.Proc.Pid(), "session_id", l.SessionID, "resume", l.Resume)
 	return s, nil
 }
 
@@ -202,20 +204,6 @@ func hasControl(s string) bool {
 	return false
 }
 
-// SessionID is the Claude session id: the one given to --session-id or
-// --resume, confirmed by system/init.
-func (s *Session) SessionID() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sessionID
-}
-
-// Pgid is the agent's process group (its pid: it is the group leader).
-func (s *Session) Pgid() int { return s.p.Pid() }
-
-// LastOutput is when the agent last wrote a line (agent.Session).
-func (s *Session) LastOutput() time.Time { return s.p.LastLine() }
-
 // Tools is system/init.tools of the last init seen.
 func (s *Session) Tools() []string {
 	s.mu.Lock()
@@ -228,7 +216,7 @@ func (s *Session) Tools() []string {
 // take it within the process's interrupt bound is stopped
 // (proc.Interrupting). Safe from any goroutine.
 func (s *Session) Interrupt() error {
-	s.p.Interrupting()
+	s.Proc.Interrupting()
 	s.mu.Lock()
 	s.interrupted = true
 	s.mu.Unlock()
@@ -245,8 +233,8 @@ func (s *Session) Interrupt() error {
 // has exited. A ctx that ends cuts the waits short (each step escalates at
 // once); pass a fresh cleanup context, not the cancelled run context.
 func (s *Session) Close(ctx context.Context) error {
-	s.p.SetGraces(s.ExitWait, s.KillGrace)
-	err := s.p.Close(ctx)
+	s.Proc.SetGraces(s.ExitWait, s.KillGrace)
+	err := s.Proc.Close(ctx)
 	s.removeInstructions()
 	return err
 }
@@ -256,14 +244,14 @@ func (s *Session) writeJSON(v any) error {
 	if err != nil {
 		return err
 	}
-	return s.p.WriteLine(b)
+	return s.Proc.WriteLine(b)
 }
 
-func (s *Session) logf(format string, args ...any) { s.p.Logf(format, args...) }
+func (s *Session) logf(format string, args ...any) { s.Proc.Logf(format, args...) }
 
 // stderrTail is the last non-empty stderr line, and whether there was one.
 func (s *Session) stderrTail() (string, bool) {
-	tail := s.p.Stderr()
+	tail := s.Proc.Stderr()
 	if len(tail) == 0 {
 		return "", false
 	}

@@ -62,12 +62,12 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 
 	var st turnState
 	var grace <-chan time.Time // set once ctx is cancelled and the interrupt sent
-	var exited = s.p.Done()
+	var exited = s.Proc.Done()
 	var drain <-chan time.Time // set once the process exited: read what is left, then stop
 	ctxDone := ctx.Done()
 	for {
 		select {
-		case line, ok := <-s.p.Lines():
+		case line, ok := <-s.Proc.Lines():
 			if !ok {
 				return s.endWithoutResult(ctx, st)
 			}
@@ -126,7 +126,7 @@ func (s *Session) handle(raw []byte, h agent.Handler, st *turnState) (agent.Turn
 			s.mu.Lock()
 			s.sawInit = true
 			if l.System.SessionID != "" {
-				s.sessionID = l.System.SessionID
+				s.SetSessionID(l.System.SessionID)
 			}
 			s.tools = l.System.Tools
 			s.mu.Unlock()
@@ -175,7 +175,7 @@ func (s *Session) handle(raw []byte, h agent.Handler, st *turnState) (agent.Turn
 func (s *Session) result(r *resultMsg, st *turnState) agent.TurnResult {
 	s.mu.Lock()
 	if r.SessionID != "" {
-		s.sessionID = r.SessionID
+		s.SetSessionID(r.SessionID)
 	}
 	sawInit := s.sawInit
 	interrupted := st.interrupted || s.interrupted
@@ -251,7 +251,7 @@ func failure(class string, status int) string {
 // endWithoutResult: stdout ended (or the process exited) before result.
 func (s *Session) endWithoutResult(ctx context.Context, st turnState) (agent.TurnResult, error) {
 	select {
-	case <-s.p.Done():
+	case <-s.Proc.Done():
 	case <-time.After(s.ExitWait):
 		// stdout closed but the process lives on: treat it as dead anyway.
 	}
@@ -261,10 +261,10 @@ func (s *Session) endWithoutResult(ctx context.Context, st turnState) (agent.Tur
 	s.mu.Lock()
 	interrupted := st.interrupted || s.interrupted
 	s.mu.Unlock()
-	if err := s.p.NotReading(); err != nil && !interrupted {
-		return agent.TurnResult{}, agent.Errorf(agent.CodeAgentCrashed, "claude: %v (%s)", err, s.p.ExitStatus(0))
+	if err := s.Proc.NotReading(); err != nil && !interrupted {
+		return agent.TurnResult{}, agent.Errorf(agent.CodeAgentCrashed, "claude: %v (%s)", err, s.Proc.ExitStatus(0))
 	}
-	if interrupted || s.p.StdinClosed() {
+	if interrupted || s.Proc.StdinClosed() {
 		return agent.TurnResult{Outcome: agent.TurnInterrupted}, nil
 	}
 	return agent.TurnResult{}, s.deadError(nil)
@@ -275,7 +275,7 @@ func (s *Session) endWithoutResult(ctx context.Context, st turnState) (agent.Tur
 // on stderr (bad flags, root without IS_SANDBOX), else AGENT_CRASHED.
 func (s *Session) deadError(cause error) error {
 	select {
-	case <-s.p.Done():
+	case <-s.Proc.Done():
 	case <-time.After(s.ExitWait):
 		if cause != nil {
 			return agent.Errorf(agent.CodeAgentCrashed, "claude: writing to the agent: %v", cause)
@@ -285,7 +285,7 @@ func (s *Session) deadError(cause error) error {
 	s.mu.Lock()
 	sawInit := s.sawInit
 	s.mu.Unlock()
-	status := s.p.ExitStatus(0)
+	status := s.Proc.ExitStatus(0)
 	if !sawInit && any {
 		return agent.Errorf(agent.CodeAgentSpawnFailed, "claude ended before it started (%s): %s", status, last)
 	}

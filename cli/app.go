@@ -105,6 +105,12 @@ type cliState struct {
 	// term is stderr at a terminal, which logs go through and a run draws
 	// its status line on; nil when stderr is not a terminal, or with -q.
 	term *terminal
+	// human: stderr is a terminal and --log-format auto. An error is then
+	// one line for a person, not a record, and none at all when the
+	// command's outcome line on stdout (a terminal too) already says it.
+	human bool
+	// outcomeShown: the command printed its outcome line (doctor's).
+	outcomeShown bool
 }
 
 func isTerminal(w io.Writer) bool {
@@ -157,8 +163,8 @@ func (cl *cliState) app() *cli.App {
 				return cl.version(c)
 			}
 			if c.NArg() == 0 {
-				_ = cli.ShowAppHelp(c)
-				return exit.Usagef("missing <alias>")
+				// The error first and short: the whole help would bury it.
+				return exit.Usagef("missing <alias>: name the thread to run, as in `bhw-run demo/t1`; `bhw-run ls` lists the section's threads, `bhw-run --help` every command")
 			}
 			return cl.runAlias(c)
 		},
@@ -175,6 +181,7 @@ func (cl *cliState) app() *cli.App {
 					&cli.StringFlag{Name: "state", Usage: "only these wire states, comma-separated: pending, active, completed, failed, none"},
 					&cli.BoolFlag{Name: "runnable", Usage: "only threads a run would act on now whose lock is free, the oldest waiting person message first; bare aliases"},
 					&cli.BoolFlag{Name: "print0", Usage: "print the aliases NUL-separated (for xargs -0)"},
+					&cli.GenericFlag{Name: "wait", Value: &waitFlag{}, Usage: "with --runnable: wait until a thread is runnable (`--wait=MAX`: at most MAX, then print nothing), looking at the session's changes every discovery.poll_interval", DefaultText: "no bound"},
 				},
 				Action: cl.ls,
 			},
@@ -249,8 +256,16 @@ func (cl *cliState) withSignals(c *cli.Command) {
 			defer stop()
 			cc.Context = ctx
 			err := fn(cc)
-			if sig := exit.SignalOf(ctx); sig != nil && err != nil {
-				return &exit.Error{Exit: exit.OfSignal(sig), Message: "interrupted by " + sig.String(), Err: err}
+			sig := exit.SignalOf(ctx)
+			switch {
+			case sig != nil && err != nil:
+				return &exit.Error{Exit: exit.OfSignal(sig), Code: exit.CodeInterrupted, Message: "interrupted by " + exit.SignalName(sig), Err: err}
+			case sig != nil:
+				// A command that ends at a signal (thread show --follow)
+				// was stopped, not done: its exit says so, and at a
+				// terminal the shell's prompt is all that follows.
+				cl.outcomeShown = true
+				return &exit.Error{Exit: exit.OfSignal(sig), Code: exit.CodeInterrupted, Message: "stopped by " + exit.SignalName(sig)}
 			}
 			return err
 		}
@@ -327,11 +342,12 @@ func (cl *cliState) newLogger(format string, verbose, quiet bool) (*slog.Logger,
 		format = "json"
 		if cl.stderrTTY {
 			format = "text"
+			cl.human = true
 		}
 	}
 	if format == "text" {
 		// Colours only on a terminal: a log file gets plain text.
-		return slog.New(tint.NewTextHandler(logw, &tint.Options{Level: level, TimeFormat: time.Kitchen, NoColor: !cl.stderrTTY, ReplaceAttr: escapeAttr})), err
+		return slog.New(tint.NewTextHandler(logw, &tint.Options{Level: level, TimeFormat: time.TimeOnly, NoColor: !cl.stderrTTY, ReplaceAttr: escapeAttr})), err
 	}
 	return slog.New(slog.NewJSONHandler(jsonShownWriter{logw}, &slog.HandlerOptions{Level: level})), err
 }
@@ -369,10 +385,15 @@ func (cl *cliState) options(c *cli.Context) setup.Options {
 	}
 }
 
-// client opens BlobHub (or the local store) for the resolved session.
-func client(s *setup.Setup, key, userID string) (blobhub.Client, error) {
-	c, err := blobhub.New(blobhub.Config{APIURL: s.APIURL, APIKey: key,
-		RevisionID: s.Section.Session.RevisionID, SessionID: s.Section.Session.SessionID, UserID: userID})
+// client opens BlobHub (or the local store) for the resolved session. Its
+// retries are debug records (-v) and, at a terminal, the status line.
+func (cl *cliState) client(s *setup.Setup, key, userID string) (blobhub.Client, error) {
+	cfg := blobhub.Config{APIURL: s.APIURL, APIKey: key,
+		RevisionID: s.Section.Session.RevisionID, SessionID: s.Section.Session.SessionID, UserID: userID, Logger: cl.log}
+	if cl.term != nil {
+		cfg.OnRetry = cl.term.Retrying
+	}
+	c, err := blobhub.New(cfg)
 	if err != nil {
 		return nil, exit.Errorf(exit.CodeInvalidConfig, "%v", err)
 	}
@@ -384,7 +405,7 @@ func client(s *setup.Setup, key, userID string) (blobhub.Client, error) {
 // posts with: the runner's, or with --as the person's.
 func (cl *cliState) open(c *cli.Context, nargs int, person bool) (alias string, s *setup.Setup, bh blobhub.Client, err error) {
 	if c.NArg() != nargs {
-		return "", nil, nil, exit.Usagef("%s expects %d argument(s), got %d: %s; put flags before `--`", c.Command.FullName(), nargs, c.NArg(), c.Command.ArgsUsage)
+		return "", nil, nil, argCountError(c, nargs)
 	}
 	alias = c.Args().First()
 	if err := setup.ValidateAlias(alias); err != nil {
@@ -400,7 +421,7 @@ func (cl *cliState) open(c *cli.Context, nargs int, person bool) (alias string, 
 		}
 		userID = "usr_person"
 	}
-	bh, err = client(s, key, userID)
+	bh, err = cl.client(s, key, userID)
 	return alias, s, bh, err
 }
 
@@ -444,14 +465,25 @@ func (cl *cliState) exit(err error) int {
 	}
 	if err != nil {
 		attrs := []any{"exit", code}
-		msg := err.Error()
+		msg, errCode := err.Error(), ""
 		if errors.As(err, &ee) {
-			msg = ee.Message
+			msg, errCode = ee.Message, ee.Code
 			if ee.Code != "" {
 				attrs = append([]any{"code", ee.Code}, attrs...)
 			}
 		}
-		cl.log.Error(msg, attrs...)
+		switch {
+		case cl.human && cl.stdoutTTY && (cl.summary != nil || cl.outcomeShown):
+			// The outcome line below (or doctor's above) says it.
+		case cl.human:
+			line := "bhw-run: " + redact.Shown(msg)
+			if errCode != "" {
+				line += " (" + errCode + ")"
+			}
+			fmt.Fprintln(cl.stderr, line)
+		default:
+			cl.log.Error(msg, attrs...)
+		}
 	}
 	if s := cl.summary; s != nil {
 		if cl.jsonOut {
@@ -459,6 +491,9 @@ func (cl *cliState) exit(err error) int {
 			fmt.Fprintln(cl.stdout, string(redact.ShownJSON(b)))
 		} else {
 			fmt.Fprintln(cl.stdout, summaryLine(s))
+			if s.Outcome == run.OutcomeParked && cl.human && cl.stdoutTTY {
+				fmt.Fprintln(cl.stdout, parkedHint(s.Alias))
+			}
 		}
 	}
 	return code

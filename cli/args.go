@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 )
 
@@ -69,6 +70,11 @@ func parseArgs(app *cli.App, args []string) (cmdline, error) {
 			}
 			*dst = append(*dst, a)
 			_, isBool := f.(*cli.BoolFlag)
+			if g, ok := f.(*cli.GenericFlag); ok && !hasEq {
+				// A flag whose value may be left out (ls --wait[=MAX]).
+				b, ok := g.Value.(interface{ IsBoolFlag() bool })
+				isBool = ok && b.IsBoolFlag()
+			}
 			switch {
 			case isBool:
 				value = "true"
@@ -228,52 +234,5 @@ func unknownCommand(path []*cli.Command, cmds []*cli.Command, word string, asAli
 // what was meant: at most two edits (one for short words), or word is the
 // start of exactly that one candidate.
 func nearest(word string, candidates []string) string {
-	best, bestD := "", -1
-	var prefixed []string
-	for _, c := range candidates {
-		if len(word) >= 2 && strings.HasPrefix(c, word) {
-			prefixed = append(prefixed, c)
-		}
-		d := editDistance(word, c)
-		if bestD < 0 || d < bestD {
-			best, bestD = c, d
-		}
-	}
-	limit := 2
-	if len(word) <= 4 {
-		limit = 1
-	}
-	switch {
-	case bestD >= 0 && bestD <= limit && bestD < len(best):
-		return best
-	case len(prefixed) == 1:
-		return prefixed[0]
-	}
-	return ""
-}
-
-// editDistance is the number of edits (insert, delete, replace, swap two
-// neighbours) from a to b, in bytes: "shwo" is one from "show".
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
+	return envelope.ClosestKey(word, candidates)
 }

@@ -3,7 +3,8 @@ package cli
 // Shell completion (`bhw-run completion bash|zsh|fish`) and the man page
 // (`bhw-run man`), both made from the command definitions the CLI runs
 // with, so neither can drift from the flags bhw-run accepts. The scripts
-// are static: a TAB never starts bhw-run (nor asks BlobHub for aliases).
+// are static: a TAB never starts bhw-run (nor asks BlobHub for aliases);
+// bash's completes thread aliases from the local state tree on disk.
 
 import (
 	"fmt"
@@ -206,6 +207,9 @@ type compNode struct {
 	Subs  []compCmd
 	Flags []compFlag
 	Args  []string // what the command's positional argument may be, when few and known
+	// Aliases: the argument is an existing thread's alias, which the
+	// scripts complete from the local state tree.
+	Aliases bool
 }
 
 // compTree is every command path, the top level first; the top level's
@@ -258,6 +262,9 @@ func (cl *cliState) completionTree(app *cli.App) compTree {
 		if cmd != nil && cmd.Name == "completion" {
 			n.Args = shells
 		}
+		// Every <alias> names an existing thread but thread new's.
+		n.Aliases = cmd == nil || strings.HasPrefix(cmd.ArgsUsage, "<alias>") && cmd.Name != "new"
+
 		for _, c := range cmds {
 			if c.Hidden {
 				continue
@@ -385,6 +392,14 @@ __bhw_run_subs() {
 		}
 	}
 	fmt.Fprintf(&b, "\tesac\n}\n\n__bhw_run_takes_value() {\n\tcase \"$1\" in\n\t%s) return 0 ;;\n\tesac\n\treturn 1\n}\n\n", strings.Join(t.valueFlags(), "|"))
+	var aliasPaths []string
+	for _, n := range t {
+		if n.Aliases {
+			aliasPaths = append(aliasPaths, shq(n.Path))
+		}
+	}
+	fmt.Fprintf(&b, "__bhw_run_takes_alias() {\n\tcase \"$1\" in\n\t%s) return 0 ;;\n\tesac\n\treturn 1\n}\n\n", strings.Join(aliasPaths, "|"))
+	b.WriteString(bashAliases)
 	b.WriteString("__bhw_run_values() {\n\tcase \"$1\" in\n")
 	choices := t.flagChoices()
 	for _, name := range sortedKeys(choices) {
@@ -428,6 +443,9 @@ _bhw_run() {
 	fi
 	if ((!positional)); then
 		next="$(__bhw_run_subs "$cmdpath") $(__bhw_run_args "$cmdpath")"
+		if __bhw_run_takes_alias "$cmdpath"; then
+			next="$next $(__bhw_run_aliases)"
+		fi
 		COMPREPLY=($(compgen -W "$next" -- "$cur"))
 	fi
 	return 0
@@ -437,6 +455,23 @@ complete -o default -F _bhw_run bhw-run
 `)
 	return b.String()
 }
+
+// bashAliases lists the aliases of the threads the state trees on this
+// machine hold ($BHW_STATE_DIR, else every profile's): each thread's
+// folder under jobs/*/threads/ has a thread.yaml. It reads the disk only,
+// so a TAB still never starts bhw-run nor asks BlobHub; the list is capped.
+const bashAliases = `__bhw_run_aliases() {
+	local roots=()
+	if [[ -n "${BHW_STATE_DIR:-}" ]]; then
+		roots=("$BHW_STATE_DIR")
+	else
+		roots=("$HOME"/.blobhub-worker/profiles/*)
+	fi
+	find "${roots[@]}" -mindepth 5 -maxdepth 20 -path '*/jobs/*/threads/*' -name thread.yaml 2>/dev/null |
+		head -n 2000 | sed -e 's|.*/jobs/[^/]*/threads/||' -e 's|/thread\.yaml$||'
+}
+
+`
 
 func zshCompletion(t compTree) string {
 	var b strings.Builder

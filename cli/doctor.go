@@ -56,12 +56,21 @@ func (cl *cliState) doctor(c *cli.Context) error {
 			fmt.Fprintln(cl.stdout, doctorLine(ch, color))
 		}
 	}
+	msg := fmt.Sprintf("all %d checks hold", len(checks))
 	if failed+skipped > 0 {
-		msg := fmt.Sprintf("%d of %d checks failed", failed, len(checks))
+		msg = fmt.Sprintf("%d of %d checks failed", failed, len(checks))
 		if skipped > 0 {
 			msg += fmt.Sprintf(", %d not checked", skipped)
 		}
-		return &exit.Error{Exit: exit.Config, Message: msg + "; fix what they say and run bhw-run doctor again"}
+		msg += "; fix what they say and run bhw-run doctor again"
+	}
+	if !cl.jsonOut {
+		// The last line sums the checks up, as a line like theirs.
+		fmt.Fprintln(cl.stdout, doctorLine(run.Check{Check: "doctor", Detail: msg, OK: failed+skipped == 0}, cl.stdoutTTY))
+		cl.outcomeShown = true
+	}
+	if failed+skipped > 0 {
+		return &exit.Error{Exit: exit.Config, Message: msg}
 	}
 	return nil
 }
@@ -82,7 +91,8 @@ func doctorLine(ch run.Check, color bool) string {
 	// Details quote what BlobHub and the agents answered: escaped.
 	line := fmt.Sprintf("%s%s%s %s: %s", on, mark, off, ch.Check, redact.Shown(ch.Detail))
 	if !ch.OK && !notChecked(ch) && ch.Fix != "" {
-		line += " — fix: " + redact.Shown(ch.Fix)
+		// Most fixes begin with the verb: "fix: fix …" says it twice.
+		line += " — fix: " + redact.Shown(strings.TrimPrefix(ch.Fix, "fix "))
 	}
 	return line
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -37,15 +36,30 @@ func (cl *cliState) ls(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	bh, err := client(setup, setup.APIKey, "usr_local")
+	bh, err := cl.client(setup, setup.APIKey, "usr_local")
 	if err != nil {
 		return err
 	}
+	wait, _ := c.Generic("wait").(*waitFlag)
+	if wait != nil && wait.on && (!c.Bool("runnable") || len(states) > 0) {
+		return exit.Usagef("--wait waits for a runnable thread: give it with --runnable, without --state")
+	}
 	r := &run.Runner{Setup: setup, Client: bh, Logger: cl.log}
-	list, err := r.List(c.Context, run.ListOptions{States: states, Runnable: c.Bool("runnable")})
-	if err != nil && !errors.Is(err, run.ErrThreadsUnreadable) {
+	// The listing is printed before a pass that read the session's
+	// changes moves its cursor past them (run/feed.go).
+	o := run.ListOptions{States: states, Runnable: c.Bool("runnable"), Emit: func(list []run.Listing) error {
+		return cl.printListing(c, list)
+	}}
+	if wait != nil && wait.on {
+		_, err = r.WaitRunnable(c.Context, o, wait.max)
 		return err
 	}
+	_, err = r.List(c.Context, o)
+	return err
+}
+
+// printListing prints what ls found, in the form its flags ask for.
+func (cl *cliState) printListing(c *cli.Context, list []run.Listing) error {
 	w := bufio.NewWriter(cl.stdout)
 	switch {
 	case cl.jsonOut:
@@ -62,10 +76,20 @@ func (cl *cliState) ls(c *cli.Context) error {
 		}
 	default:
 		for _, l := range list {
-			fmt.Fprintf(w, "%s\t%s\n", redact.Shown(l.Alias), redact.Shown(l.State))
+			state := l.State
+			if l.Waiting {
+				state = "waiting" // active, parked on a person's answer
+			}
+			fmt.Fprintf(w, "%s\t%s\n", redact.Shown(l.Alias), redact.Shown(state))
 		}
 	}
-	// Everything else is listed before a thread whose record cannot be
-	// read fails the command.
-	return errors.Join(w.Flush(), err)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	// Through to the pipe: a pass moves its cursor only past what the
+	// next command of the pipeline has been handed.
+	if f, ok := cl.stdout.(interface{ Flush() error }); ok {
+		return f.Flush()
+	}
+	return nil
 }

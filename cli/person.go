@@ -221,6 +221,7 @@ func threadNew(ctx context.Context, s *setup.Setup, c blobhub.Client, alias stri
 		return res, err
 	}
 	checkHere(env.WorkFolder, warn)
+	handOffWarnings(s, env, alias, message, warn)
 	if _, err := c.Download(ctx, alias); err == nil {
 		return res, exit.Errorf(exit.CodeThreadExists, "thread %q already exists; post to it with `bhw-run thread post`, change it with `bhw-run thread edit`, or pick another alias", alias)
 	} else if !errors.Is(err, blobhub.ErrNotFound) {
@@ -415,15 +416,27 @@ func threadFailure(ctx context.Context, c blobhub.Client, jobDir, alias string) 
 	}
 	var last *failure
 	_, _, _ = blobhub.TailEach(ctx, c, "worker", blobhub.Cursor{}, showLimits, func(it blobhub.Item) bool {
-		var m struct {
-			Type  string `json:"type"`
+		// blobhub-worker's shape has thread {alias, error}; an earlier
+		// bhw-run put alias and error at the top of the metadata.
+		type failed struct {
 			Alias string `json:"alias"`
 			Error struct {
 				Code    string `json:"code"`
 				Message string `json:"message"`
 			} `json:"error"`
 		}
-		if json.Unmarshal(it.Metadata, &m) == nil && m.Type == "thread_failed" && m.Alias == alias {
+		var m struct {
+			Type   string `json:"type"`
+			Thread failed `json:"thread"`
+			failed
+		}
+		if json.Unmarshal(it.Metadata, &m) != nil || m.Type != "thread_failed" {
+			return true
+		}
+		if m.Thread.Alias != "" {
+			m.failed = m.Thread
+		}
+		if m.Alias == alias {
 			at, _ := blobhub.ParseTime(it.CreatedAt)
 			last = &failure{Code: m.Error.Code, Message: m.Error.Message, At: at}
 		}

@@ -80,3 +80,10 @@ func summaryLine(s *run.Summary) string {
 	}
 	return line
 }
+
+// parkedHint tells the person at a terminal how to answer a parked
+// thread's question.
+func parkedHint(alias string) string {
+	a := redact.Shown(shellQuote(alias))
+	return fmt.Sprintf("%s waits for a person: `bhw-run thread show %s` shows the ❓; answer with `bhw-run thread post %s yes` (or your reason to deny; an option's number for a question), then run `bhw-run %s`", redact.Shown(alias), a, a, a)
+}

@@ -46,6 +46,7 @@ type terminal struct {
 	start   time.Time
 	p       run.Progress
 	items   []blobhub.Item // posted, not yet printed (-v)
+	waiting string         // what the run waits for before the agent (BlobHub retries)
 	running bool           // between Start and Stop
 	drawn   string         // the line on screen, "" when none
 	stop    chan struct{}
@@ -107,7 +108,15 @@ func (t *terminal) Stop() {
 // Progress is run.Observer's: keep it for the next redraw.
 func (t *terminal) Progress(p run.Progress) {
 	t.mu.Lock()
-	t.p = p
+	t.p, t.waiting = p, ""
+	t.mu.Unlock()
+}
+
+// Retrying is the BlobHub client's OnRetry: the line says what the run
+// waits for, so a BlobHub out of reach does not look like a hang.
+func (t *terminal) Retrying(r blobhub.Retry) {
+	t.mu.Lock()
+	t.waiting = fmt.Sprintf("BlobHub unreachable: %s; retry %d, gives up in %s", r.Reason, r.Attempt, elapsed(r.Left+r.Wait))
 	t.mu.Unlock()
 }
 
@@ -143,7 +152,7 @@ func (t *terminal) loop() {
 // second at most.
 func (t *terminal) flushLocked(draw bool) {
 	line := ""
-	if draw && t.p.Stage != "" {
+	if draw && (t.p.Stage != "" || t.waiting != "") {
 		line = t.lineLocked()
 	}
 	if len(t.items) == 0 && line == t.drawn {
@@ -182,6 +191,9 @@ func (t *terminal) lineLocked() string {
 	what := string(t.p.Stage)
 	if t.p.Tool != "" {
 		what += ": " + t.p.Tool
+	}
+	if t.waiting != "" {
+		what = t.waiting
 	}
 	items := "items"
 	if t.p.ItemsPosted == 1 {

@@ -3,10 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -32,11 +29,12 @@ func (cl *cliState) threadCommand() *cli.Command {
 					&cli.StringFlag{Name: "message", Usage: "the first message to the agent"})...),
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 1, func(ctx context.Context, s *setup.Setup, bh blobhub.Client, alias string) error {
-						res, err := threadNew(ctx, s, bh, alias, fieldsOf(c), c.String("message"), cl.warn)
+						f := fieldsOf(c)
+						res, err := threadNew(ctx, s, bh, alias, f, c.String("message"), cl.warn)
 						if err != nil {
-							return refused(err)
+							return cl.handOffRefused(err, f)
 						}
-						return cl.result(fmt.Sprintf("thread %s handed off (pending); run `bhw-run %s`", redact.Shown(alias), redact.Shown(shellQuote(alias))), res)
+						return cl.result(handedOff(alias, c.String("message")), res)
 					})
 				},
 			},
@@ -50,9 +48,10 @@ func (cl *cliState) threadCommand() *cli.Command {
 				Flags: append([]cli.Flag{asFlag}, cl.fieldFlags(true)...),
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 1, func(ctx context.Context, s *setup.Setup, bh blobhub.Client, alias string) error {
-						res, err := threadEdit(ctx, s, bh, alias, fieldsOf(c), cl.warn)
+						f := fieldsOf(c)
+						res, err := threadEdit(ctx, s, bh, alias, f, cl.warn)
 						if err != nil {
-							return refused(err)
+							return cl.handOffRefused(err, f)
 						}
 						return cl.result(editSummary(res), res)
 					})
@@ -80,8 +79,11 @@ func (cl *cliState) threadCommand() *cli.Command {
 				},
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 1, func(ctx context.Context, s *setup.Setup, bh blobhub.Client, alias string) error {
-						ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-						defer stop()
+						// ctx ends at the first signal (withSignals), its
+						// cause kept for the exit.
+						if c.Bool("follow") && cl.human {
+							fmt.Fprintf(cl.stderr, "following %s: new items print as they come; Ctrl-C stops\n", redact.Shown(alias))
+						}
 						return threadShow(ctx, bh, alias, showOptions{JSON: c.Bool("json"), Follow: c.Bool("follow"), Poll: c.Duration("poll-interval"), JobDir: s.JobDir, DefaultAgent: cl.adapters[0].Type}, cl.stdout)
 					})
 				},

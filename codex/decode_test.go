@@ -18,12 +18,12 @@ import (
 )
 
 // transcriptLines are the agent→host lines of a recorded transcript
-// (testdata/codex, written by `go test ./codex -record` against the real CLI).
+// (testdata/codex, written by `go test -tags realcli ./codex -record` against the real CLI).
 func transcriptLines(t testing.TB, name string) [][]byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(agenttest.ModuleRoot(t), "testdata/codex", name))
 	if err != nil {
-		t.Fatalf("%v (re-record with `go test ./codex -record`)", err)
+		t.Fatalf("%v (re-record with `go test -tags realcli ./codex -record`)", err)
 	}
 	var out [][]byte
 	sc := bufio.NewScanner(bytes.NewReader(b))

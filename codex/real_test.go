@@ -1,3 +1,5 @@
+//go:build realcli
+
 package codex
 
 import (
@@ -348,7 +350,7 @@ func TestStartFailsWithBadArgs(t *testing.T) {
 func TestSandboxWorksHere(t *testing.T) {
 	home := t.TempDir()
 	start := time.Now()
-	err := SandboxWorks(context.Background(), codexBin(t), codextest.Env(home), nil)
+	err := SandboxWorks(context.Background(), codextest.Bin(t), codextest.Env(home), nil)
 	t.Logf("SandboxWorks on this machine: %v (%v)", err, time.Since(start))
 	if err != nil {
 		t.Fatalf("the codex sandbox does not work here, so approval/guarded threads would be refused: %v", err)

@@ -45,13 +45,14 @@ type Session struct {
 
 	l      agent.Launch
 	logger *slog.Logger
-	p      *proc.Process
-	rpc    *jsonrpc.Conn
+	// The app-server's process, and the Codex thread id (the resume
+	// pointer) as the session id.
+	proc.Session
+	rpc *jsonrpc.Conn
 
 	q *jsonrpc.Queue // approvals and notifications for the running turn
 
 	mu           sync.Mutex
-	threadID     string
 	turnID       string
 	interrupted  bool
 	wantInterupt bool // Interrupt came before the turn id was known
@@ -86,7 +87,7 @@ func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 		if errors.As(err, &ee) {
 			return nil, ee
 		}
-		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "codex app-server did not start: %v%s", err, s.stderrTail())
+		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "codex app-server did not start: %v%s", err, s.Proc.StderrTail())
 	}
 	return s, nil
 }
@@ -103,7 +104,7 @@ func spawn(l agent.Launch) (*Session, error) {
 	}
 	s := &Session{
 		StdinGrace: p.StdinGrace, KillGrace: p.KillGrace, InterruptGrace: DefaultInterruptGrace,
-		l: l, logger: logger, p: p,
+		l: l, logger: logger, Session: proc.Session{Proc: p},
 		q:       jsonrpc.NewQueue(),
 		resumed: l.Resume,
 	}
@@ -121,8 +122,8 @@ func (s *Session) conn(write func([]byte) error) *jsonrpc.Conn {
 		OnNotification: s.onNotification,
 		OnTooLong:      s.answerUnread,
 		Logf: func(format string, args ...any) {
-			if s.p != nil {
-				s.p.Logf(format, args...)
+			if s.Proc != nil {
+				s.Proc.Logf(format, args...)
 			}
 		},
 	})
@@ -131,7 +132,7 @@ func (s *Session) conn(write func([]byte) error) *jsonrpc.Conn {
 // readLoop feeds stdout to the connection until EOF, then closes it with
 // how the process ended. Deltas are skipped undecoded (isDelta).
 func (s *Session) readLoop() {
-	for line := range s.p.Lines() {
+	for line := range s.Proc.Lines() {
 		if line.Over > 0 {
 			s.logger.Warn("codex: line over the limit skipped", "max_line", line.Over)
 			s.rpc.ReceiveTooLong(line.Data)
@@ -142,7 +143,7 @@ func (s *Session) readLoop() {
 		}
 		s.rpc.Receive(line.Data)
 	}
-	s.rpc.Close(fmt.Errorf("codex app-server exited (%s)", s.p.ExitStatus(time.Second)))
+	s.rpc.Close(fmt.Errorf("codex app-server exited (%s)", s.Proc.ExitStatus(time.Second)))
 }
 
 // isDelta reports whether line is one of the notifications Codex streams an
@@ -214,8 +215,8 @@ func (s *Session) open(ctx context.Context) error {
 	if err != nil {
 		var rpcErr *jsonrpc.Error
 		if l.Resume && errors.As(err, &rpcErr) && strings.Contains(rpcErr.Message, "no rollout found") {
+			s.SetSessionID(l.SessionID)
 			s.mu.Lock()
-			s.threadID = l.SessionID
 			s.resumeFailed = rpcErr.Message
 			s.mu.Unlock()
 			s.logger.Info("codex thread not found; a fresh session is needed", "agent_session_id", l.SessionID)
@@ -227,33 +228,18 @@ func (s *Session) open(ctx context.Context) error {
 	if err := json.Unmarshal(res, &tr); err != nil || tr.Thread.ID == "" {
 		return fmt.Errorf("%s: no thread id in %s", method, firstBytes(res, 200))
 	}
-	s.mu.Lock()
-	s.threadID = tr.Thread.ID
-	s.mu.Unlock()
+	s.SetSessionID(tr.Thread.ID)
 	return nil
 }
-
-// SessionID is the Codex thread id (the resume pointer).
-func (s *Session) SessionID() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.threadID
-}
-
-// Pgid is the app-server's process group.
-func (s *Session) Pgid() int { return s.p.Pid() }
-
-// LastOutput is when the agent last wrote a line (agent.Session).
-func (s *Session) LastOutput() time.Time { return s.p.LastLine() }
 
 // Interrupt sends turn/interrupt for the running turn. Before the turn id is
 // known it is remembered and sent as soon as it is. An agent that does not
 // take it within the process's interrupt bound is stopped
 // (proc.Interrupting).
 func (s *Session) Interrupt() error {
-	s.p.Interrupting()
+	s.Proc.Interrupting()
 	s.mu.Lock()
-	thread, turn := s.threadID, s.turnID
+	thread, turn := s.SessionID(), s.turnID
 	s.interrupted = true
 	if turn == "" {
 		s.wantInterupt = true
@@ -274,8 +260,8 @@ func (s *Session) Interrupt() error {
 // commands), then SIGTERMs the process group after StdinGrace and SIGKILLs
 // it after KillGrace. It returns once the process is gone.
 func (s *Session) Close(ctx context.Context) error {
-	s.p.SetGraces(s.StdinGrace, s.KillGrace)
-	return s.p.Close(ctx)
+	s.Proc.SetGraces(s.StdinGrace, s.KillGrace)
+	return s.Proc.Close(ctx)
 }
 
 func (s *Session) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
@@ -333,18 +319,8 @@ func (s *Session) onNotification(m jsonrpc.Message) {
 }
 
 func (s *Session) ownThread(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return id == "" || s.threadID == "" || id == s.threadID
-}
-
-// stderrTail is the last stderr lines, for a message.
-func (s *Session) stderrTail() string {
-	tail := s.p.Stderr()
-	if len(tail) == 0 {
-		return ""
-	}
-	return "; stderr: " + strings.Join(tail, " | ")
+	thread := s.SessionID()
+	return id == "" || thread == "" || id == thread
 }
 
 func firstBytes(b []byte, n int) string {

@@ -70,7 +70,7 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 func (s *Session) turn(ctx context.Context, message string, h agent.Handler) (agent.TurnResult, error) {
 	s.mu.Lock()
 	failed := s.resumeFailed
-	thread := s.threadID
+	thread := s.SessionID()
 	t := &turn{
 		s: s, h: h, start: time.Now(),
 		startTotal: s.total, startKnown: s.haveTotal || !s.resumed,
@@ -195,10 +195,10 @@ func (t *turn) drain() bool {
 func (t *turn) afterEnd(m jsonrpc.Message) {
 	switch m.Kind {
 	case jsonrpc.Request:
-		t.s.p.Logf("a %s request (id %s) came after the turn ended: declined, not judged", m.Method, m.ID)
+		t.s.Proc.Logf("a %s request (id %s) came after the turn ended: declined, not judged", m.Method, m.ID)
 		t.s.respond(m.ID, map[string]any{"decision": "decline"})
 	case jsonrpc.Notification:
-		t.s.p.Logf("a %s came after the turn ended: dropped", m.Method)
+		t.s.Proc.Logf("a %s came after the turn ended: dropped", m.Method)
 	}
 }
 
@@ -236,16 +236,16 @@ func (t *turn) died() (agent.TurnResult, error) {
 	s.mu.Lock()
 	interrupted := s.interrupted
 	s.mu.Unlock()
-	closed := s.p.StdinClosed()
+	closed := s.Proc.StdinClosed()
 	switch {
 	case t.parked:
 		// A server that dies with an approval pending treats it as a
 		// cancel: the call did not run.
 		t.closeOpenCalls(notRunText, false)
 		return t.result(agent.TurnParked), nil
-	case !interrupted && s.p.NotReading() != nil:
+	case !interrupted && s.Proc.NotReading() != nil:
 		t.closeOpenCalls("not finished: the turn ended first", true)
-		return t.result(agent.TurnFailed), s.crashed(s.p.NotReading().Error())
+		return t.result(agent.TurnFailed), s.crashed(s.Proc.NotReading().Error())
 	case closed || interrupted:
 		t.closeOpenCalls("not finished: the turn was interrupted", true)
 		return t.result(agent.TurnInterrupted), nil
@@ -254,7 +254,7 @@ func (t *turn) died() (agent.TurnResult, error) {
 }
 
 func (s *Session) crashed(what string) error {
-	return agent.Errorf(agent.CodeAgentCrashed, "%s (%s)%s", what, s.p.ExitStatus(time.Second), s.stderrTail())
+	return agent.Errorf(agent.CodeAgentCrashed, "%s (%s)%s", what, s.Proc.ExitStatus(time.Second), s.Proc.StderrTail())
 }
 
 func (t *turn) result(outcome string) agent.TurnResult {

@@ -6,6 +6,7 @@ package e2e
 // it finds are in doctor_test.go.
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -49,8 +50,9 @@ func TestDoctorAllHold(t *testing.T) {
 		t.Fatalf("doctor (text) exit %d\n%s%s", code, p.stdout, p.stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(p.stdout.String()), "\n")
-	if len(lines) != len(checks) {
-		t.Errorf("%d lines for %d checks:\n%s", len(lines), len(checks), p.stdout)
+	// One line a check, and the summary.
+	if len(lines) != len(checks)+1 || lines[len(lines)-1] != fmt.Sprintf("✓ doctor: all %d checks hold", len(checks)) {
+		t.Errorf("%d lines for %d checks, or no summary line last:\n%s", len(lines), len(checks), p.stdout)
 	}
 	for _, l := range lines {
 		if !strings.HasPrefix(l, "✓ ") {

@@ -165,10 +165,25 @@ func (e *claudeE2E) resolved(alias string) itemMeta {
 		e.t.Fatalf("%d pending_prompt_resolved items, want 1: %v", len(r), e.itemTypes(alias))
 	}
 	m := meta(e.t, r[0])
-	if want := e.itemsOfType(alias, "pending_prompt")[0].ID; m.PromptItemID != want {
-		e.t.Errorf("prompt_item_id %q, want %q", m.PromptItemID, want)
+	p := e.itemsOfType(alias, "pending_prompt")[0]
+	if m.PromptItemID != p.ID {
+		e.t.Errorf("prompt_item_id %q, want %q", m.PromptItemID, p.ID)
+	}
+	// The two name one prompt as blobhub-worker names it (docs/wire.md).
+	id, _ := meta(e.t, p).Prompt["prompt_id"].(string)
+	if !strings.HasPrefix(id, "prm_") || m.Prompt["prompt_id"] != id || m.Prompt["prompt_state"] != wantPromptState(m.Resolution) {
+		e.t.Errorf("pending_prompt prompt_id %q, its resolution's prompt %v", id, m.Prompt)
 	}
 	return m
+}
+
+// wantPromptState is the prompt_state a pending_prompt_resolved of
+// resolution carries.
+func wantPromptState(resolution string) string {
+	if resolution == "failed" {
+		return "cancelled"
+	}
+	return resolution
 }
 
 func TestE2EClaudeApprovalParkThenApprove(t *testing.T) {
@@ -590,7 +605,7 @@ func TestE2EClaudeLostSessionStartsFresh(t *testing.T) {
 
 // TestE2EClaudeOutboxArtifacts: the real agent writes a report into the
 // thread's outbox; after the completed turn it comes back as an artifact
-// (object, artifact_published item), the work folder's git status stays
+// (object, artifacts_published item), the work folder's git status stays
 // clean, and a second run publishes nothing new.
 func TestE2EClaudeOutboxArtifacts(t *testing.T) {
 	e := newClaudeE2E(t)
@@ -623,9 +638,9 @@ func TestE2EClaudeOutboxArtifacts(t *testing.T) {
 
 	e.activate(alias, 0, run.OutcomeTurnCompleted)
 	fileIs(t, report, "# Report\nall good\n")
-	pub := e.itemsOfType(alias, "artifact_published")
+	pub := e.itemsOfType(alias, "artifacts_published")
 	if len(pub) != 1 {
-		t.Fatalf("%d artifact_published items, want 1: %v", len(pub), e.itemTypes(alias))
+		t.Fatalf("%d artifacts_published items, want 1: %v", len(pub), e.itemTypes(alias))
 	}
 	obj, ok := e.srv.Get(alias + "/artifacts/report.md")
 	if !ok || !strings.Contains(string(obj.Value), `"type":"artifact"`) || !strings.Contains(string(obj.Value), "all good") {
@@ -638,8 +653,8 @@ func TestE2EClaudeOutboxArtifacts(t *testing.T) {
 	e.post(alias, "anything else?")
 	e.model.Push(claudetest.Text("nothing"))
 	e.activate(alias, 0, run.OutcomeTurnCompleted)
-	if n := len(e.itemsOfType(alias, "artifact_published")); n != 1 {
-		t.Fatalf("%d artifact_published after an unchanged run, want 1", n)
+	if n := len(e.itemsOfType(alias, "artifacts_published")); n != 1 {
+		t.Fatalf("%d artifacts_published after an unchanged run, want 1", n)
 	}
 }
 
@@ -677,7 +692,7 @@ func TestE2EClaudeMDLinkOutsideNotSent(t *testing.T) {
 	}
 	skipped := 0
 	for _, it := range e.itemsOfType(alias, "status") {
-		if m := meta(t, it); m.Status["token"] == "instructions_skipped" && m.Status["path"] == "CLAUDE.md" {
+		if m := meta(t, it); m.Status == "instructions_skipped" && m.All["path"] == "CLAUDE.md" {
 			skipped++
 		}
 	}

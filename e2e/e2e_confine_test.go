@@ -117,9 +117,9 @@ func (p *confineProbe) check(t testing.TB, e *e2eEnv, alias string, bodies [][]b
 	}
 	refused := map[string]string{}
 	for _, it := range e.itemsOfType(alias, "status") {
-		if st := meta(t, it).Status; st["token"] == "confinement_refused" {
-			path, _ := st["path"].(string)
-			refused[path], _ = st["access"].(string)
+		if m := meta(t, it); m.Status == "confinement_refused" {
+			path, _ := m.All["path"].(string)
+			refused[path], _ = m.All["access"].(string)
 		}
 	}
 	for path, access := range map[string]string{p.cred: "denied", p.otherYAML: "denied", p.otherSecret: "denied", p.bashrc: "read_only", p.outside: "denied"} {

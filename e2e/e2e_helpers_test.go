@@ -111,37 +111,11 @@ func buildTags() string {
 	return tags
 }
 
-// realCLI is a pinned agent CLI: $envVar, or rel under the module root
-// (the npm install of `make tools`). Missing fails the test: the end-to-end
-// tests are never skipped.
-func realCLI(t testing.TB, envVar, rel string) string {
-	t.Helper()
-	if p := os.Getenv(envVar); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("%s=%s: %v; run `make tools` to install the pinned CLIs", envVar, p, err)
-		}
-		return p
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(wd, rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("the real CLI is missing (%v); run `make tools` (or `make test`), or set %s", err, envVar)
-	}
-	return p
-}
-
 // codexBin is the pinned real codex.
-func codexBin(t testing.TB) string {
-	return realCLI(t, "BHW_CODEX_BIN", ".tools/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex")
-}
+func codexBin(t testing.TB) string { return codextest.Bin(t) }
 
 // claudeBin is the pinned real Claude Code.
-func claudeBin(t testing.TB) string {
-	return realCLI(t, "BHW_CLAUDE_BIN", ".tools/node_modules/@anthropic-ai/claude-code-linux-x64/claude")
-}
+func claudeBin(t testing.TB) string { return claudetest.Bin(t) }
 
 // e2eEnv is one user's machine: a BlobHub, a state tree with its
 // config.yaml, a HOME, a TMPDIR and a work folder.
@@ -419,17 +393,21 @@ func (e *e2eEnv) items(alias string) []blobhub.Item { return e.srv.Items(alias) 
 
 // itemMeta is the part of an item's metadata the tests look at.
 type itemMeta struct {
-	Type         string         `json:"type"`
-	EmissionID   string         `json:"emission_id"`
-	Decision     string         `json:"decision"`
-	Resolution   string         `json:"resolution"`
-	PromptItemID string         `json:"prompt_item_id"`
-	Outcome      string         `json:"outcome"`
-	Status       map[string]any `json:"status"`
-	Tool         map[string]any `json:"tool"`
-	Prompt       map[string]any `json:"prompt"`
+	Type         string `json:"type"`
+	EmissionID   string `json:"emission_id"`
+	Decision     string `json:"decision"`
+	Resolution   string `json:"resolution"`
+	PromptItemID string `json:"prompt_item_id"`
+	Outcome      string `json:"outcome"`
+	// Status is a status item's token, or a turn_end's outcome in
+	// blobhub-worker's words.
+	Status string         `json:"status"`
+	Tool   map[string]any `json:"tool"`
+	Prompt map[string]any `json:"prompt"`
 	// Tools are a turn_end's tool calls.
 	Tools *agent.ToolCounts `json:"tools"`
+	// All is the whole metadata, for a status item's other fields.
+	All map[string]any `json:"-"`
 }
 
 func meta(t testing.TB, it blobhub.Item) itemMeta {
@@ -438,6 +416,7 @@ func meta(t testing.TB, it blobhub.Item) itemMeta {
 		if err := json.Unmarshal(it.Metadata, &m); err != nil {
 			t.Fatalf("item %s metadata %s: %v", it.ID, it.Metadata, err)
 		}
+		_ = json.Unmarshal(it.Metadata, &m.All)
 	}
 	return m
 }
@@ -786,7 +765,7 @@ func threadLogKB(e *e2eEnv, alias string) (float64, error) {
 func (e *e2eEnv) statusTokens(alias string) []string {
 	var out []string
 	for _, it := range e.itemsOfType(alias, "status") {
-		tok, _ := meta(e.t, it).Status["token"].(string)
+		tok := meta(e.t, it).Status
 		out = append(out, tok)
 	}
 	return out

@@ -46,7 +46,7 @@ func checkNoProgress(t *testing.T, e *e2eEnv, s *guardedScenario, alias, message
 	}
 	var found bool
 	for _, it := range e.itemsOfType(alias, agent.ItemStatus) {
-		if m := meta(t, it); m.Status["token"] == "no_progress" {
+		if m := meta(t, it); m.Status == "no_progress" {
 			found = strings.Contains(it.Content[0].Text, s.deniedPath) && strings.Contains(it.Content[0].Text, "worker rule 1")
 		}
 	}
@@ -82,7 +82,7 @@ func (e *e2eEnv) statusItems(alias, token string) []string {
 	e.t.Helper()
 	var out []string
 	for _, it := range e.itemsOfType(alias, agent.ItemStatus) {
-		if meta(e.t, it).Status["token"] == token {
+		if meta(e.t, it).Status == token {
 			out = append(out, it.Content[0].Text)
 		}
 	}

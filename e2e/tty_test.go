@@ -104,8 +104,8 @@ func plain(s string) string {
 // runs one status line shows the elapsed time, the open tool call and the
 // items posted, with each item printed above it as it is posted; at the end
 // the line is gone and the summary stands where it was. Then `thread show
-// --follow` prints the thread, and Ctrl-C ends it cleanly, its exit status
-// shown by the shell.
+// --follow` prints the thread, says Ctrl-C stops it, and Ctrl-C ends it
+// cleanly with 130, its exit status shown by the shell.
 func TestTerminalE2E(t *testing.T) {
 	e := pipelineEnv(t)
 	fifo := filepath.Join(e.root, "tool.fifo")
@@ -210,8 +210,11 @@ func TestTerminalE2E(t *testing.T) {
 	s = tm.waitFor("thread show ending on Ctrl-C", func(s string) bool { return exited("show", s) })
 	text = plain(s)
 	t.Logf("the screen at the end:\n%s", text)
-	if !strings.Contains(text, "show-exit=0") {
-		t.Errorf("thread show --follow did not exit 0 on Ctrl-C:\n%s", text)
+	if !strings.Contains(text, "show-exit=130") {
+		t.Errorf("thread show --follow did not exit 130 on Ctrl-C:\n%s", text)
+	}
+	if !strings.Contains(text, "Ctrl-C stops") {
+		t.Errorf("thread show --follow did not say how to stop it:\n%s", text)
 	}
 	if strings.Contains(text, "bhw-run: ") || strings.Contains(text, "panic") {
 		t.Errorf("thread show --follow printed an error on Ctrl-C:\n%s", text)

@@ -139,7 +139,11 @@ type TurnState struct {
 
 // Prompt is present only while parked on a person (docs/gate.md).
 type Prompt struct {
-	Kind       string      `yaml:"kind"`
+	Kind string `yaml:"kind"`
+	// PromptID is the prompt's prompt_id on the wire ("prm_<ULID>", as
+	// blobhub-worker names its prompts); empty in a prompt recorded by an
+	// earlier version, whose items have none.
+	PromptID   string      `yaml:"prompt_id,omitempty"`
 	ItemID     string      `yaml:"item_id"`
 	EmissionID string      `yaml:"emission_id"`
 	CreatedAt  string      `yaml:"created_at"`

@@ -39,6 +39,9 @@ func DecodeYAML(b []byte, v any, known bool) error {
 	case err == nil, errors.Is(err, io.EOF): // io.EOF: an empty file
 		return nil
 	case !errors.As(err, &te):
+		if line := tabIndented(b); line > 0 {
+			return fmt.Errorf("is not valid YAML: line %d indents with a tab; YAML indents with spaces only (%w)", line, err)
+		}
 		return fmt.Errorf("is not valid YAML: %w", err)
 	}
 	var root yaml.Node
@@ -65,10 +68,17 @@ func shapeProblem(root *yaml.Node, t reflect.Type, msg string) string {
 	reCannot, reUnknown := yamlErrorRegexps()
 	if m := reUnknown.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
-		if path := keyPath(root, line, "", m[2]); len(path) > 1 {
-			return fmt.Sprintf("line %d: %s has no key %s", line, strings.Join(path[:len(path)-1], "."), m[2])
+		path := keyPath(root, line, "", m[2])
+		meant := ""
+		if len(path) > 0 {
+			if k := ClosestKey(m[2], yamlKeys(typeAt(t, path[:len(path)-1]))); k != "" {
+				meant = "; did you mean " + k + "?"
+			}
 		}
-		return fmt.Sprintf("line %d: unknown key %s", line, m[2])
+		if len(path) > 1 {
+			return fmt.Sprintf("line %d: %s has no key %s%s", line, strings.Join(path[:len(path)-1], "."), m[2], meant)
+		}
+		return fmt.Sprintf("line %d: unknown key %s%s", line, m[2], meant)
 	}
 	m := reCannot.FindStringSubmatch(msg)
 	if m == nil {
@@ -259,4 +269,116 @@ func nodeKind(n *yaml.Node) string {
 		return "the number " + n.Value
 	}
 	return strconv.Quote(n.Value)
+}
+
+// tabIndented is the first line of b whose indentation holds a tab, which
+// YAML refuses, or 0.
+func tabIndented(b []byte) int {
+	for i, line := range strings.Split(string(b), "\n") {
+		indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+		if strings.Contains(indent, "\t") && strings.TrimSpace(line) != "" {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// yamlKeys are the keys a mapping decoded into t may hold: a struct's
+// fields by their yaml names.
+func yamlKeys(t reflect.Type) []string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	var keys []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case name == "-":
+		case strings.Contains(opts, "inline"):
+			keys = append(keys, yamlKeys(f.Type)...)
+		case name != "":
+			keys = append(keys, name)
+		case f.IsExported():
+			keys = append(keys, strings.ToLower(f.Name))
+		}
+	}
+	return keys
+}
+
+// ClosestKey is the word of known a mistyped one most likely meant: the
+// nearest within two edits (one for a word of four letters or less), or
+// the only one it is the start of; "" when none is clear. The command
+// line's "did you mean" asks it too.
+func ClosestKey(word string, known []string) string {
+	best, bestD := "", -1
+	var prefixed []string
+	for _, c := range known {
+		if len(word) >= 2 && strings.HasPrefix(c, word) {
+			prefixed = append(prefixed, c)
+		}
+		d := editDistance(word, c)
+		if bestD < 0 || d < bestD {
+			best, bestD = c, d
+		}
+	}
+	limit := 2
+	if len(word) <= 4 {
+		limit = 1
+	}
+	switch {
+	case bestD >= 0 && bestD <= limit && bestD < len(best):
+		return best
+	case len(prefixed) == 1:
+		return prefixed[0]
+	}
+	return ""
+}
+
+// editDistance is the number of edits (insert, delete, replace, swap two
+// neighbours) from a to b, in bytes: "shwo" is one from "show".
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
+
+// KeyLine is the line of the key at path (mapping keys) in the YAML
+// document b, 0 when it is not there.
+func KeyLine(b []byte, path ...string) int {
+	var root yaml.Node
+	if yaml.Unmarshal(b, &root) != nil || len(path) == 0 {
+		return 0
+	}
+	n := nodeAt(&root, path[:len(path)-1])
+	if n == nil || n.Kind != yaml.MappingNode {
+		return 0
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == path[len(path)-1] {
+			return n.Content[i].Line
+		}
+	}
+	return 0
 }

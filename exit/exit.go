@@ -57,6 +57,8 @@ const (
 	CodeUnposted               = "ITEMS_UNPOSTED"
 	CodeStateTreeInvalid       = "STATE_INVALID"
 	CodePosterIsRunner         = "POSTER_IS_RUNNER"
+	// CodeInterrupted: a signal ended the run (SIGINT 130, SIGTERM 143).
+	CodeInterrupted = "INTERRUPTED"
 	// CodeRateLimited: the agent's provider refused the turn for a rate or
 	// usage limit; the messages wait for its reset.
 	CodeRateLimited = "RATE_LIMITED"
@@ -156,7 +158,8 @@ var Classes = []Class{
 			CodeDuplicateSectionTarget, CodeSessionNotFound, CodeAgentNotInstalled, CodeAgentAuthFailed, CodeStateTreeInvalid, CodeInsecurePermissions, CodePosterIsRunner}},
 	{Exit: Interrupted, Label: "130 / 143", Outcome: "`interrupted`",
 		Help:      "interrupted by SIGINT/SIGTERM; state saved, the next run resumes",
-		Scheduler: "SIGINT / SIGTERM: state saved, the next run resumes (a run stopped before it held the thread lock wrote nothing)"},
+		Scheduler: "SIGINT / SIGTERM: state saved, the next run resumes (a run stopped before it held the thread lock wrote nothing)",
+		Codes:     []string{CodeInterrupted}},
 }
 
 // Help is the EXIT CODES section of `bhw-run --help`, from Classes.

@@ -28,6 +28,17 @@ func SignalOf(ctx context.Context) os.Signal {
 	return nil
 }
 
+// SignalName is sig as a person knows it: SIGINT, SIGTERM.
+func SignalName(sig os.Signal) string {
+	switch sig {
+	case os.Interrupt, syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return sig.String()
+}
+
 // OfSignal is the exit code of a command a signal ended: 130 for SIGINT,
 // 143 otherwise.
 func OfSignal(sig os.Signal) int {

@@ -1,3 +1,5 @@
+//go:build realcli
+
 // Package peer_test holds the conformance tests against the real peer: the
 // BlobHub Python SDK and CLI (and blobhub-worker) from PyPI, installed by
 // `make peer` into .tools/peer and named by BHW_PEER_PYTHON. They prove the
@@ -15,26 +17,17 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 )
 
-// peerPython is the venv's python; a test without it skips, or fails under
-// CI=true, where a missing peer is a broken set-up.
+// peerPython is the venv's python: $BHW_PEER_PYTHON, or .tools/peer under
+// the module root; a missing one fails the test (these tests are built with
+// the realcli tag only, which says the tools are installed).
 func peerPython(t *testing.T) string {
 	t.Helper()
-	py := os.Getenv("BHW_PEER_PYTHON")
-	if py != "" {
-		if _, err := os.Stat(py); err == nil {
-			return py
-		}
-	}
-	msg := "the peer is not installed: run `make peer` and pass BHW_PEER_PYTHON=.tools/peer/bin/python (make test does both)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
+	return agenttest.PinnedCLI(t, "Python peer", "BHW_PEER_PYTHON", ".tools/peer/bin/python")
 }
 
 // runPeer runs a peer program (args[0] a script under testdata, or -m
@@ -69,7 +62,9 @@ func TestPeerSDKSession(t *testing.T) {
 	const alias = "peer/sdk-thread"
 
 	var wrote struct {
-		User      blobhub.User    `json:"user"`
+		User struct {
+			ID string `json:"id"`
+		} `json:"user"`
 		SessionID string          `json:"session_id"`
 		Value     json.RawMessage `json:"value"`
 		Item      blobhub.Item    `json:"item"`
@@ -77,7 +72,7 @@ func TestPeerSDKSession(t *testing.T) {
 	if err := json.Unmarshal(runPeer(t, srv, filepath.Join("testdata", "sdk_session.py"), "write", alias), &wrote); err != nil {
 		t.Fatal(err)
 	}
-	if wrote.User.UserID != bhtest.RunnerUserID || wrote.SessionID != bhtest.SessionID {
+	if wrote.User.ID != bhtest.RunnerUserID || wrote.SessionID != bhtest.SessionID {
 		t.Fatalf("the SDK saw user %+v, session %q", wrote.User, wrote.SessionID)
 	}
 	if wrote.Item.ID == "" || wrote.Item.UserID != bhtest.RunnerUserID || wrote.Item.CreatedAt == "" {
@@ -138,12 +133,17 @@ func TestPeerSDKSession(t *testing.T) {
 }
 
 // TestPeerCLIWhoami: the BlobHub CLI reads the identity behind the key
-// from the test hub as it reads it from the API.
+// from the test hub as it reads it from the API: the user's id as id.
 func TestPeerCLIWhoami(t *testing.T) {
 	srv := bhtest.New(t)
 	out := runPeer(t, srv, "-m", "blobhub_cli", "--json", "whoami")
-	if !bytes.Contains(out, []byte(bhtest.RunnerUserID)) {
-		t.Fatalf("blobhub whoami: %s", out)
+	var who struct {
+		User struct {
+			ID string `json:"id"`
+		} `json:"user"`
+	}
+	if err := json.Unmarshal(out, &who); err != nil || who.User.ID != bhtest.RunnerUserID {
+		t.Fatalf("blobhub whoami: %s (%v), want the user's id %s", out, err, bhtest.RunnerUserID)
 	}
 }
 

@@ -8,11 +8,18 @@ import (
 	"unicode"
 )
 
-// approvals are the only replies that approve a call; anything else denies
-// it, and is its reason.
-var approvals = map[string]bool{
-	"yes": true, "y": true, "approve": true, "approved": true, "allow": true, "ok": true, "1": true,
-}
+// ApprovalReplies are the only replies that approve a call (in any case,
+// trailing punctuation ignored); any other denies it, and is its reason.
+// The approval prompt lists them.
+var ApprovalReplies = []string{"yes", "y", "ok", "approve", "approved", "allow", "1"}
+
+var approvals = func() map[string]bool {
+	m := map[string]bool{}
+	for _, r := range ApprovalReplies {
+		m[r] = true
+	}
+	return m
+}()
 
 // trimReply drops surrounding whitespace and trailing punctuation.
 func trimReply(s string) string {

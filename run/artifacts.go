@@ -289,8 +289,13 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 	}
 	a.cacheNotMine(in.alias, setup.ReasonArtifact)
 
+	// blobhub-worker's artifacts_published, for one artifact: bhw-run
+	// announces each as it lands (skips are status items), with its own
+	// artifact block beside (docs/wire.md).
 	it := agent.Item{Brief: fmt.Sprintf("📎 %s (%s)", in.path, humanSize(meta.Size)), Meta: map[string]any{
-		"type":     agent.ItemArtifactPublished,
+		"type":    agent.ItemArtifactsPublished,
+		"aliases": []string{in.alias}, "skipped": []string{},
+		"counts":   map[string]any{"published": 1, "skipped": 0},
 		"artifact": map[string]any{"name": meta.Name, "alias": in.alias, "sha256": meta.SHA256, "size": meta.Size},
 	}}
 	if in.files != nil {

@@ -125,18 +125,30 @@ func (h *artifactHarness) object(rel string) (artifactMeta, bool) {
 	return v.Artifact, true
 }
 
-// announced lists the artifact_published items: alias → how many.
+// oldArtifactPublished is what bhw-run called an artifact's item before it
+// took blobhub-worker's artifacts_published: a journal an earlier version
+// wrote may hold one.
+const oldArtifactPublished = "artifact_published"
+
+// announced lists the artifacts_published items (and those an earlier
+// version journaled as artifact_published): alias → how many.
 func (h *artifactHarness) announced() map[string]int {
 	out := map[string]int{}
 	for _, it := range h.srv.Items(h.alias) {
 		var m struct {
-			Type     string `json:"type"`
+			Type     string   `json:"type"`
+			Aliases  []string `json:"aliases"`
 			Artifact struct {
 				Alias string `json:"alias"`
 			} `json:"artifact"`
 		}
 		_ = json.Unmarshal(it.Metadata, &m)
-		if m.Type == agent.ItemArtifactPublished {
+		switch m.Type {
+		case agent.ItemArtifactsPublished:
+			for _, a := range m.Aliases {
+				out[strings.TrimPrefix(a, h.alias+"/artifacts/")]++
+			}
+		case oldArtifactPublished:
 			out[strings.TrimPrefix(m.Artifact.Alias, h.alias+"/artifacts/")]++
 		}
 	}
@@ -148,14 +160,12 @@ func (h *artifactHarness) skipped() []string {
 	var out []string
 	for _, it := range h.srv.Items(h.alias) {
 		var m struct {
-			Status struct {
-				Token string `json:"token"`
-				Path  string `json:"path"`
-			} `json:"status"`
+			Status string `json:"status"`
+			Path   string `json:"path"`
 		}
 		_ = json.Unmarshal(it.Metadata, &m)
-		if m.Status.Token == "artifact_skipped" {
-			out = append(out, m.Status.Path)
+		if m.Status == "artifact_skipped" {
+			out = append(out, m.Path)
 		}
 	}
 	return out
@@ -389,7 +399,7 @@ func (h *artifactHarness) journalArtifactIntent(rel, content string, announce bo
 			h.t.Fatal(err)
 		}
 		if _, err := j.addID(in.announceID, h.alias, agent.Item{Brief: "📎 " + rel, Meta: map[string]any{
-			"type": agent.ItemArtifactPublished, "artifact": map[string]any{"name": f.Name(), "alias": in.alias, "sha256": f.SHA256, "size": f.Size},
+			"type": oldArtifactPublished, "artifact": map[string]any{"name": f.Name(), "alias": in.alias, "sha256": f.SHA256, "size": f.Size},
 		}}, ""); err != nil {
 			h.t.Fatal(err)
 		}

@@ -378,17 +378,19 @@ func (h *harness) wantThreadFailed(alias, code string) {
 	n := 0
 	for _, it := range h.srv.Items("worker") {
 		var m struct {
-			Type  string `json:"type"`
-			Alias string `json:"alias"`
-			Error struct {
-				Code string `json:"code"`
-			} `json:"error"`
+			Type   string `json:"type"`
+			Thread struct {
+				Alias string `json:"alias"`
+				Error struct {
+					Code string `json:"code"`
+				} `json:"error"`
+			} `json:"thread"`
 		}
 		_ = json.Unmarshal(it.Metadata, &m)
-		if m.Type == agent.ItemThreadFailed && m.Alias == alias {
+		if m.Type == agent.ItemThreadFailed && m.Thread.Alias == alias {
 			n++
-			if m.Error.Code != code {
-				h.t.Errorf("thread_failed says %s, want %s", m.Error.Code, code)
+			if m.Thread.Error.Code != code {
+				h.t.Errorf("thread_failed says %s, want %s", m.Thread.Error.Code, code)
 			}
 		}
 	}

@@ -257,7 +257,7 @@ func TestArtifactsReadOneAtATime(t *testing.T) {
 				Alias, SHA256 string
 			} `json:"artifact"`
 		}
-		if json.Unmarshal(it.Metadata, &m) == nil && m.Type == agent.ItemArtifactPublished && strings.HasSuffix(m.Artifact.Alias, "/b.txt") {
+		if json.Unmarshal(it.Metadata, &m) == nil && m.Type == agent.ItemArtifactsPublished && strings.HasSuffix(m.Artifact.Alias, "/b.txt") {
 			announcedSHA = append(announcedSHA, m.Artifact.SHA256)
 		}
 	}
@@ -285,7 +285,7 @@ func TestNotMineWrittenOncePerRun(t *testing.T) {
 	path := filepath.Join(h.setup().JobDir, "not_mine.yaml")
 	versions := map[uint64]bool{} // not_mine.yaml as each announcement is posted, by inode (0: absent)
 	h.hook(hookClient{onPost: func(_ string, p blobhub.NewItem) {
-		if !strings.Contains(string(p.Metadata), agent.ItemArtifactPublished) {
+		if !strings.Contains(string(p.Metadata), agent.ItemArtifactsPublished) {
 			return
 		}
 		var st unix.Stat_t

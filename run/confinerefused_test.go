@@ -41,19 +41,17 @@ func TestConfinementRefusedStatus(t *testing.T) {
 			items := h.items(alias)
 			for i, it := range h.srv.Items(alias) {
 				var m struct {
-					Status struct {
-						Token, Path, Access string
-						InvocationID        string `json:"invocation_id"`
-					} `json:"status"`
+					Status, Path, Access string
+					InvocationID         string `json:"invocation_id"`
 				}
 				_ = json.Unmarshal(it.Metadata, &m)
-				if m.Status.Token != "confinement_refused" {
+				if m.Status != "confinement_refused" {
 					continue
 				}
-				if prev := items[i-1]; (prev != "tool_result" && (prev != "status" || len(got) == 0)) || m.Status.InvocationID == "" {
-					t.Errorf("the status item follows %s (invocation %q), want the tool_result", prev, m.Status.InvocationID)
+				if prev := items[i-1]; (prev != "tool_result" && (prev != "status" || len(got) == 0)) || m.InvocationID == "" {
+					t.Errorf("the status item follows %s (invocation %q), want the tool_result", prev, m.InvocationID)
 				}
-				got = append(got, refusal{m.Status.Path, m.Status.Access})
+				got = append(got, refusal{m.Path, m.Access})
 			}
 			var want []refusal
 			if confined {

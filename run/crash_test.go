@@ -179,14 +179,12 @@ func TestAgentNeverAnswers(t *testing.T) {
 				var m struct {
 					Type    string `json:"type"`
 					Outcome string `json:"outcome"`
-					Status  struct {
-						Token string `json:"token"`
-					} `json:"status"`
+					Status  string `json:"status"`
 				}
 				_ = json.Unmarshal(it.Metadata, &m)
 				switch m.Type {
 				case "status":
-					tokens = append(tokens, m.Status.Token)
+					tokens = append(tokens, m.Status)
 				case "turn_end":
 					outcomes = append(outcomes, m.Outcome)
 				}
@@ -278,21 +276,9 @@ func maybeRunActivation() {
 			select {}
 		}
 	}
-	setup, err := setup.Resolve(setup.Options{APIURL: "file://" + s.Store, StateDir: s.State, ConfigPath: s.Config,
-		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: s.State, Adapters: testAdapters()}, "")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	c, err := blobhub.New(blobhub.Config{APIURL: "file://" + s.Store, RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, UserID: "usr_local"})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	r := &Runner{Setup: setup, Client: c, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		MaxDuration: time.Minute, StallTimeout: time.Minute, Grace: time.Second,
-		Environ: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.State},
-	}
+	r := subprocessRunner(s.State, s.Config, s.Store)
+	r.MaxDuration, r.StallTimeout, r.Grace = time.Minute, time.Minute, time.Second
+	r.Environ = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.State}
 	if s.KillAfterStart != "" {
 		wrapStart(r, s.KillAfterStart, func(next startFunc) startFunc {
 			return func(ctx context.Context, l agent.Launch) (agent.Session, error) {
@@ -556,4 +542,22 @@ func TestKill9AfterStartNewHostSession(t *testing.T) {
 	if len(launches) != 1 || launches[0].Resume || th.Agent.AgentSessionID != launches[0].SessionID {
 		t.Fatalf("launches %+v, thread.yaml session %q: want one new session, recorded", launches, th.Agent.AgentSessionID)
 	}
+}
+
+// subprocessRunner is the Runner of a re-executed test binary on the
+// file:// store, the state tree and config.yaml named; it exits 2 when
+// they do not resolve.
+func subprocessRunner(state, config, store string) *Runner {
+	s, err := setup.Resolve(setup.Options{APIURL: "file://" + store, StateDir: state, ConfigPath: config,
+		RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, Home: state, Adapters: testAdapters()}, "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	c, err := blobhub.New(blobhub.Config{APIURL: "file://" + store, RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID, UserID: "usr_local"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	return &Runner{Setup: s, Client: c, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }

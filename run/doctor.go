@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,9 +103,7 @@ func (d *doctor) run(ctx context.Context) {
 	d.credentials(err)
 	d.workerCredentials()
 	if err != nil {
-		for _, c := range []string{"api", "config", "section", "state_dir", "blobhub_worker", "agents", "slots"} {
-			d.skip(c, "the state tree and the key depend on the credentials")
-		}
+		d.withoutCredentials(ctx)
 		return
 	}
 	if err := s.ResolveStateDir(d.o, u); err != nil {
@@ -119,7 +118,6 @@ func (d *doctor) run(ctx context.Context) {
 		d.blobhubWorker()
 		d.skip("agents", "the agents are in the config")
 		d.skip("confine", "whether the agents are confined is in the config")
-		d.skip("confine", "whether the agents are confined is in the config")
 		d.skip("slots", "concurrency.max_agents is in the config")
 		return
 	}
@@ -129,8 +127,42 @@ func (d *doctor) run(ctx context.Context) {
 	d.blobhubWorker()
 	d.agents(ctx)
 	d.confinement()
-	d.confinement()
 	d.slots()
+}
+
+// withoutCredentials checks what does not need them: the config, the
+// agents and their confinement. The config's folder is the profile's state tree, so it is known
+// only when --config, --state-dir or a profile names it; the agents are
+// checked with the defaults otherwise.
+func (d *doctor) withoutCredentials(ctx context.Context) {
+	const why = "BlobHub and the state tree's name need the credentials"
+	s := d.s
+	d.skip("api", why)
+	located := d.o.ConfigPath != "" || d.o.StateDir != "" || s.Profile != ""
+	if d.o.StateDir != "" || s.Profile != "" {
+		if err := s.ResolveStateDir(d.o, &url.URL{}); err != nil {
+			located = false
+		}
+	}
+	switch {
+	case !located:
+		d.skip("config", "it lives in the profile's state tree; pass --config or --state-dir to check it now")
+		_ = s.DefaultConfig() // for the agents
+	default:
+		if err := s.ReadConfig(d.o); err != nil {
+			d.failErr("config", err, "fix "+s.ConfigPath+" (contrib/config.example.yaml shows every key)")
+			d.skip("agents", "the agents are in the config")
+			d.skip("confine", "whether the agents are confined is in the config")
+			return
+		}
+		d.config()
+	}
+	for _, c := range []string{"section", "state_dir", "blobhub_worker"} {
+		d.skip(c, why)
+	}
+	d.agents(ctx)
+	d.confinement()
+	d.skip("slots", why)
 }
 
 // credentials: where the key comes from, and the credentials file's mode.
@@ -234,7 +266,11 @@ func (d *doctor) config() {
 func (d *doctor) section(ctx context.Context, client blobhub.Client) {
 	s := d.s
 	if err := s.ResolveSection(d.o, ""); err != nil {
-		d.failErr("section", err, "")
+		fix := ""
+		if strings.HasPrefix(s.APIURL, "file://") {
+			fix = "pass --revision and --session (or BHW_REVISION_ID/BHW_SESSION_ID): the local store makes the session with its first thread, so any ids will do, e.g. rev_local and ses_local"
+		}
+		d.failErr("section", err, fix)
 		return
 	}
 	sec := s.Section.Session

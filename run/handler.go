@@ -217,7 +217,7 @@ func (h *turnHandler) park(c policy.Call) policy.Verdict {
 		kind = policy.KindApproval
 	}
 	id := a.j.nextID()
-	p := &envelope.Prompt{Kind: kind, EmissionID: id, Call: c, InputJSON: string(c.Input)}
+	p := &envelope.Prompt{Kind: kind, PromptID: agent.NewPromptID(), EmissionID: id, Call: c, InputJSON: string(c.Input)}
 	a.t.Prompt = p
 	if err := a.saveLocked(); err != nil {
 		a.log.Error("cannot record the prompt; denying the call", "error", err)

@@ -71,12 +71,10 @@ func TestInstructionsReadInsideTheWorkFolder(t *testing.T) {
 			}
 			var reasons []string
 			for _, it := range h.srv.Items(alias) {
-				var m struct {
-					Status map[string]any `json:"status"`
-				}
+				var m map[string]any
 				_ = json.Unmarshal(it.Metadata, &m)
-				if m.Status["token"] == "instructions_skipped" {
-					reasons = append(reasons, m.Status["reason"].(string))
+				if m["type"] == "status" && m["status"] == "instructions_skipped" {
+					reasons = append(reasons, m["reason"].(string))
 				}
 			}
 			if tc.reason == "" && len(reasons) != 0 || tc.reason != "" && (len(reasons) != 1 || reasons[0] != tc.reason) {

@@ -64,8 +64,10 @@ func fitItem(it agent.Item, budget int) agent.Item {
 // stubItem is what is posted when the server still refuses a fitted item.
 func stubItem(it agent.Item, originalBytes int) agent.Item {
 	m := map[string]any{"type": it.Type(), "truncated": true, "original_bytes": originalBytes}
-	if id, ok := it.Meta["emission_id"]; ok {
-		m["emission_id"] = id
+	for _, k := range []string{"emission_id", "post_id"} {
+		if id, ok := it.Meta[k]; ok {
+			m[k] = id
+		}
 	}
 	return agent.Item{Brief: shrinkString(it.Brief, 1024), Meta: m}
 }

@@ -224,7 +224,13 @@ func (j *journal) add(target string, it agent.Item, kind string) (*emission, err
 func (j *journal) addID(id, target string, it agent.Item, kind string) (*emission, error) {
 	e := &emission{ID: id, Target: target, Item: it, Kind: kind, At: now()}
 	if it.Meta != nil {
+		// emission_id is what a run looks a lost post up by; post_id is
+		// blobhub-worker's key for the same, stamped so the thread's items
+		// carry it whoever posted them (docs/wire.md).
 		it.Meta["emission_id"] = e.ID
+		if _, ok := it.Meta["post_id"]; !ok {
+			it.Meta["post_id"] = agent.NewPostID()
+		}
 	}
 	if err := j.write(journalRecord{Emission: e}); err != nil {
 		return nil, err

@@ -35,6 +35,9 @@ type Listing struct {
 	// Locked: a run holds the thread lock right now (probed only for
 	// runnable threads).
 	Locked bool `json:"locked,omitempty"`
+	// Waiting: the thread is parked on a question and no answer has come
+	// (plain ls shows its state as "waiting").
+	Waiting bool `json:"waiting_on_person,omitempty"`
 	// WaitingSince is when the oldest person message a run would deliver
 	// was posted, or without one when the envelope last changed (a hand-off
 	// to pending, a stop); "" when neither is known. --runnable lists the
@@ -44,6 +47,10 @@ type Listing struct {
 	// read (an unparsable thread.yaml, a file that is not a regular one);
 	// such a thread is listed without it and never runnable.
 	Error string `json:"error,omitempty"`
+
+	// wake is when a hold on the thread ends (a provider's limit): it is
+	// not runnable now, and will be then without a change on the wire.
+	wake time.Time
 }
 
 // ErrThreadsUnreadable is the cause of List's error when the records of
@@ -66,24 +73,56 @@ const StateUnknown = "unknown"
 type ListOptions struct {
 	States   []string // wire states to keep (StateNone included); empty keeps all
 	Runnable bool     // keep only runnable threads whose lock is free
+	// Emit, when set, is handed the listing before a pass that read the
+	// change feed moves its cursor, so a cursor never passes a change whose
+	// thread was not printed; an error keeps the cursor where it was.
+	Emit func([]Listing) error
+
+	quiet bool // a pass of --wait: no section.log record when it lists nothing
 }
 
-// List is `bhw-run ls`. Its cost is 1 + N_jobs + N_active × pages requests:
-// the object list, one download per job thread (non-jobs are cached in
-// not_mine.yaml; aliases under a job thread's artifacts/ are skipped), and
-// a tail of every thread active on the wire and here.
+// List is `bhw-run ls`. A full listing costs 1 + N_jobs + N_active × pages
+// requests: the object list, one download per job thread (non-jobs are
+// cached in not_mine.yaml; aliases under a job thread's artifacts/ are
+// skipped), and a tail of every thread active on the wire and here.
+// --runnable reads the session's change feed instead (feed.go) and judges
+// only the threads it names and those the last pass left due.
 func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err error) {
-	ls := &lister{r: r, o: o, start: time.Now(), jobs: map[string]bool{}, notMine: map[string]string{}, tooLarge: map[string]error{}}
+	ls := &lister{r: r, o: o, start: time.Now(), jobs: map[string]bool{}, notMine: map[string]string{}, tooLarge: map[string]error{}, due: map[string]string{}}
 	out = []Listing{}
 	r.Setup.LogIgnored(r.Logger)
-	defer func() { ls.record(len(out), err) }()
+	defer func() {
+		if !o.quiet || len(out) > 0 || err != nil {
+			ls.record(len(out), err)
+		}
+	}()
 
 	if err := r.Setup.EnsureDir(r.Setup.JobDir); err != nil {
 		return out, err
 	}
+	if o.Runnable && len(o.States) == 0 && r.Setup.Config.Discovery.FullEvery() > 0 {
+		return ls.pass(ctx)
+	}
+	out, err = ls.all(ctx)
+	return out, ls.emit(out, err)
+}
+
+// emit hands the listing to Emit (also when some threads could not be
+// read: the others are listed before the pass fails).
+func (ls *lister) emit(out []Listing, err error) error {
+	if ls.o.Emit == nil || err != nil && !errors.Is(err, ErrThreadsUnreadable) {
+		return err
+	}
+	return errors.Join(ls.o.Emit(out), err)
+}
+
+// all is the full listing: every object of the session, judged.
+func (ls *lister) all(ctx context.Context) (out []Listing, err error) {
+	r := ls.r
+	out = []Listing{}
 	aliases, found, err := ls.objects(ctx)
 	if err == nil && !found {
-		r.Logger.Info("ls: the session holds nothing yet; " + r.Setup.Where())
+		ls.info("ls: the session holds nothing yet; " + r.Setup.Where())
 	}
 	if err != nil || !found {
 		return out, err
@@ -92,56 +131,82 @@ func (r *Runner) List(ctx context.Context, o ListOptions) (out []Listing, err er
 		return out, err
 	}
 	ls.cache = setup.LoadNotMine(r.Setup.JobDir)
-	var bad, unread []string // threads whose record, or whose envelope, cannot be read
 	for _, alias := range aliases {
-		env, updatedAt, err := ls.job(ctx, alias)
-		if errors.Is(err, errMalformed) {
-			// A thread this tree holds, answered garbled: the wire's
-			// fault, which must not hide the other threads either.
-			unread = append(unread, alias)
-			r.Logger.Warn("ls: BlobHub answered a thread this state tree holds with a value that is not a JSON object; it is listed without a state and never runnable, and ls exits 75", "alias", alias, "error", err.Error())
-			if !o.Runnable && len(o.States) == 0 {
-				out = append(out, Listing{Alias: alias, State: StateUnknown, Error: err.Error()})
-			}
-			continue
-		}
-		if err != nil {
+		if err := ls.consider(ctx, alias, &out); err != nil {
 			return out, err
-		}
-		if env == nil || ls.tooLarge[alias] == nil && !wantState(o.States, listedState(env)) {
-			continue
-		}
-		l, keep, err := ls.listing(ctx, alias, env, updatedAt)
-		if isStateError(err) {
-			// One thread's record must not hide the others: a pass that
-			// fails on it would run none of them again.
-			bad = append(bad, alias)
-			r.Logger.Error("ls: this state tree's record of a thread cannot be read; it is listed without it and never runnable: fix or move aside the file named", "alias", alias, "error", err.Error())
-			l = Listing{Alias: alias, State: listedState(env), Error: err.Error()}
-			keep = !o.Runnable
-		} else if err != nil {
-			return out, err
-		}
-		if keep {
-			out = append(out, l)
 		}
 	}
 	if len(ls.jobs) == 0 {
-		r.Logger.Info("ls: no job threads found in " + r.Setup.Where())
+		ls.info("ls: no job threads found in " + r.Setup.Where())
 	}
+	return ls.finish(ctx, out)
+}
+
+// consider judges one alias and adds its listing to out when the options
+// keep it; what ls learnt of it (a job, not one, unreadable, due again)
+// stays on ls. Only an error that ends the pass is returned.
+func (ls *lister) consider(ctx context.Context, alias string, out *[]Listing) error {
+	r, o := ls.r, ls.o
+	env, updatedAt, err := ls.job(ctx, alias)
+	if errors.Is(err, errMalformed) {
+		// A thread this tree holds, answered garbled: the wire's
+		// fault, which must not hide the other threads either.
+		ls.unread = append(ls.unread, alias)
+		r.Logger.Warn("ls: BlobHub answered a thread this state tree holds with a value that is not a JSON object; it is listed without a state and never runnable, and ls exits 75", "alias", alias, "error", err.Error())
+		if !o.Runnable && len(o.States) == 0 {
+			*out = append(*out, Listing{Alias: alias, State: StateUnknown, Error: err.Error()})
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if env == nil || ls.tooLarge[alias] == nil && !wantState(o.States, listedState(env)) {
+		return nil
+	}
+	l, keep, err := ls.listing(ctx, alias, env, updatedAt)
+	if isStateError(err) {
+		// One thread's record must not hide the others: a pass that
+		// fails on it would run none of them again.
+		ls.bad = append(ls.bad, alias)
+		r.Logger.Error("ls: this state tree's record of a thread cannot be read; it is listed without it and never runnable: fix or move aside the file named", "alias", alias, "error", err.Error())
+		l = Listing{Alias: alias, State: listedState(env), Error: err.Error()}
+		keep = !o.Runnable
+	} else if err != nil {
+		return err
+	}
+	switch {
+	case l.Runnable:
+		ls.due[alias] = "" // locked or not: judged again until it is not
+	case !l.wake.IsZero():
+		ls.due[alias] = blobhub.FormatTime(l.wake)
+	}
+	if keep {
+		*out = append(*out, l)
+	}
+	return nil
+}
+
+// finish caches what is not a job, orders a runnable listing and fails a
+// pass that could not read some threads (after listing the others).
+func (ls *lister) finish(ctx context.Context, out []Listing) ([]Listing, error) {
+	r := ls.r
 	if err := setup.AddNotMines(ctx, r.Setup.JobDir, ls.notMine); err != nil {
 		r.Logger.Warn("ls: could not update not_mine.yaml", "error", err)
 	}
-	if o.Runnable {
+	if ls.o.Runnable {
 		oldestFirst(out)
 	}
+	for _, alias := range append(slices.Clone(ls.bad), ls.unread...) {
+		ls.due[alias] = "" // read again on the next pass
+	}
 	switch {
-	case len(bad) > 0:
+	case len(ls.bad) > 0:
 		return out, &exit.Error{Exit: exit.Config, Code: exit.CodeStateTreeInvalid, Err: ErrThreadsUnreadable,
-			Message: fmt.Sprintf("the state of %d thread(s) could not be read (%s), see the records above; the other threads are listed", len(bad), strings.Join(bad, ", "))}
-	case len(unread) > 0:
+			Message: fmt.Sprintf("the state of %d thread(s) could not be read (%s), see the records above; the other threads are listed", len(ls.bad), strings.Join(ls.bad, ", "))}
+	case len(ls.unread) > 0:
 		return out, &exit.Error{Exit: exit.TempFail, Code: exit.CodeUnavailable, Err: ErrThreadsUnreadable,
-			Message: fmt.Sprintf("BlobHub answered %d thread(s) this state tree holds with a garbled value (%s); the other threads are listed, the next ls reads them again", len(unread), strings.Join(unread, ", "))}
+			Message: fmt.Sprintf("BlobHub answered %d thread(s) this state tree holds with a garbled value (%s); the other threads are listed, the next ls reads them again", len(ls.unread), strings.Join(ls.unread, ", "))}
 	}
 	return out, nil
 }
@@ -163,14 +228,20 @@ type lister struct {
 	jobs     map[string]bool   // the job threads seen so far
 	notMine  map[string]string // objects found not to be jobs, to cache
 	tooLarge map[string]error  // threads this tree holds whose envelope is too large to read
+	bad      []string          // threads whose record here cannot be read
+	unread   []string          // threads this tree holds that BlobHub answered garbled
+	// due are the threads the next pass judges again without a change
+	// (feed.go): alias → "" or the time a hold ends.
+	due  map[string]string
+	full bool // the pass listed every object
 
-	downloads, tails int
+	downloads, tails, events int
 }
 
 // record writes the listing's record to section.log.
 func (ls *lister) record(listed int, err error) {
 	rec := map[string]any{"event": "ls", "section": ls.r.Setup.Section.Name, "runnable_only": ls.o.Runnable,
-		"states": ls.o.States, "listed": listed, "downloads": ls.downloads, "tails": ls.tails,
+		"states": ls.o.States, "listed": listed, "downloads": ls.downloads, "tails": ls.tails, "events": ls.events, "full": ls.full,
 		"duration_ms": time.Since(ls.start).Milliseconds()}
 	if err != nil {
 		rec["error"] = err.Error()
@@ -332,8 +403,12 @@ func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope
 	}
 	d := Decide(a.facts())
 	l.Row = d.Row.String()
+	if d.Held == HeldLimit {
+		l.wake = limitedUntil(a.t)
+	}
 	// A read that stopped at its bound leaves items a run would read on.
 	l.Runnable = (d.Acts || a.unread) && d.Row != RowNotHere
+	l.Waiting = a.t.Prompt != nil && !l.Runnable && env.State == envelope.StateActive
 	l.WaitingSince = waitingSince(a.t, updatedAt)
 	return l, read, nil
 }

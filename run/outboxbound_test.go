@@ -51,12 +51,10 @@ func (h *artifactHarness) archiveFiles(rel string) map[string]string {
 func (h *artifactHarness) bounded() []map[string]any {
 	var out []map[string]any
 	for _, it := range h.srv.Items(h.alias) {
-		var m struct {
-			Status map[string]any `json:"status"`
-		}
+		var m map[string]any
 		_ = json.Unmarshal(it.Metadata, &m)
-		if m.Status["token"] == "artifacts_bounded" {
-			out = append(out, m.Status)
+		if m["type"] == "status" && m["status"] == "artifacts_bounded" {
+			out = append(out, m)
 		}
 	}
 	return out

@@ -282,15 +282,14 @@ func newItem(it agent.Item) blobhub.NewItem {
 	return blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: it.Brief}}, Metadata: meta}
 }
 
-// promptItem is the pending_prompt item for a recorded prompt.
+// promptItem is the pending_prompt item for a recorded prompt, in
+// blobhub-worker's shape: prompt {prompt_id, kind, prompt_state: pending,
+// questions}. options (every option's label) and call (the call it is
+// about, CallMeta) are bhw-run's own, beside them (docs/wire.md).
 func promptItem(p *envelope.Prompt) agent.Item {
-	c := p.Call
-	if p.InputJSON != "" {
-		c.Input = json.RawMessage(p.InputJSON)
-	}
+	c := promptCall(p)
 	var b strings.Builder
 	var options []map[string]any
-	payload := map[string]any{}
 	if p.Kind == policy.KindAskUserQuestion {
 		b.WriteString("❓ The agent asks:")
 		for qi, q := range c.Questions {
@@ -306,7 +305,6 @@ func promptItem(p *envelope.Prompt) agent.Item {
 			}
 		}
 		b.WriteString("\nReply with one line per question: an option's number or label, or your own text.")
-		payload["questions"] = c.Questions
 		for _, q := range c.Questions {
 			for _, o := range q.Options {
 				options = append(options, map[string]any{"label": o.Label, "description": o.Description})
@@ -317,21 +315,107 @@ func promptItem(p *envelope.Prompt) agent.Item {
 		if c.GrantRoot != "" {
 			fmt.Fprintf(&b, "\n⚠ approving also lets the agent write anywhere under %s (grantRoot)", c.GrantRoot)
 		}
-		b.WriteString("\n1) Approve\n2) Deny\nReply \"yes\" to approve; anything else denies, and your text is passed on as the reason.")
+		fmt.Fprintf(&b, "\n1) Approve\n2) Deny\nReply %s (any case) to approve; any other reply denies, and its text is passed on as the reason.", strings.Join(policy.ApprovalReplies, ", "))
 		options = []map[string]any{{"label": "Approve"}, {"label": "Deny"}}
 	}
-	return agent.Item{Brief: b.String(), Meta: map[string]any{
-		"type": agent.ItemPendingPrompt,
-		"prompt": map[string]any{
-			"kind": p.Kind, "options": options, "call": agent.CallMeta(c), "payload": payload,
+	prompt := promptRef(p, "pending")
+	prompt["questions"], prompt["options"], prompt["call"] = promptQuestions(p), options, agent.CallMeta(c)
+	return agent.Item{Brief: b.String(), Meta: map[string]any{"type": agent.ItemPendingPrompt, "prompt": prompt}}
+}
+
+// promptCall is the call a recorded prompt is about, with its input.
+func promptCall(p *envelope.Prompt) policy.Call {
+	c := p.Call
+	if p.InputJSON != "" {
+		c.Input = json.RawMessage(p.InputJSON)
+	}
+	return c
+}
+
+// promptRef is the prompt block every prompt item carries: prompt_id
+// (left out for a prompt recorded before bhw-run named its prompts), kind
+// and prompt_state (pending, answered or cancelled).
+func promptRef(p *envelope.Prompt, state string) map[string]any {
+	m := map[string]any{"kind": p.Kind, "prompt_state": state}
+	if p.PromptID != "" {
+		m["prompt_id"] = p.PromptID
+	}
+	return m
+}
+
+// promptQuestions are a prompt's questions as blobhub-worker writes them
+// in its items: an agent's own questions as the agent asked them, and for
+// an approval one question with the options Approve and Deny, subject the
+// tool's name and grant_key the tool and what it acts on, which is how the
+// worker matches a person's approval to the call when it is tried again
+// (docs/wire.md).
+func promptQuestions(p *envelope.Prompt) []map[string]any {
+	c := promptCall(p)
+	if p.Kind == policy.KindAskUserQuestion {
+		qs := make([]map[string]any, 0, len(c.Questions))
+		for _, q := range c.Questions {
+			opts := make([]map[string]any, 0, len(q.Options))
+			for _, o := range q.Options {
+				opts = append(opts, map[string]any{"label": o.Label, "description": o.Description})
+			}
+			qs = append(qs, map[string]any{"question": q.Question, "header": q.Header, "options": opts, "multiSelect": q.MultiSelect})
+		}
+		return qs
+	}
+	key := c.Tool
+	if d := callDetail(c); d != "" {
+		key += ":" + d
+	}
+	return []map[string]any{{
+		"question": "Approve " + c.Brief() + "?", "header": "permission", "subject": c.Tool, "grant_key": key,
+		"options": []map[string]any{
+			{"label": "Approve", "description": "run this call"},
+			{"label": "Deny", "description": "refuse this call"},
 		},
+		"multiSelect": false,
 	}}
 }
 
-// cancelPrompt resolves an open prompt as cancelled (a stopped or re-pended
-// thread).
-func (a *activation) cancelPrompt(ctx context.Context) error {
-	e, err := a.resolvePrompt("cancelled", "cancelled")
+// callDetail is what a call acts on as its input names it: the command,
+// else the file, else the path; "" when the input names none.
+func callDetail(c policy.Call) string {
+	var in map[string]any
+	_ = json.Unmarshal(c.Input, &in)
+	for _, k := range []string{"command", "file_path", "path"} {
+		if s, _ := in[k].(string); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// resolutionItem is the pending_prompt_resolved of p: prompt {prompt_id,
+// kind, prompt_state, answers | reason} as blobhub-worker writes it, and
+// bhw-run's own prompt_item_id (the prompt's item, the journal's key for
+// one resolution per prompt) and resolution (answered, cancelled or
+// failed; the worker has no failed, so its prompt_state is cancelled with
+// the failure as the reason).
+func resolutionItem(p *envelope.Prompt, resolution, brief string, answers []map[string]any, reason string) agent.Item {
+	state := resolution
+	if state == "failed" {
+		state = "cancelled"
+	}
+	prompt := promptRef(p, state)
+	if state == "answered" {
+		prompt["answers"] = answers
+	} else {
+		prompt["reason"] = reason
+	}
+	return agent.Item{Brief: brief, Meta: map[string]any{
+		"type": agent.ItemPendingPromptResolved, "prompt": prompt,
+		"prompt_item_id": p.ItemID, "resolution": resolution,
+	}}
+}
+
+// cancelPrompt resolves an open prompt as cancelled for reason (a stopped
+// or re-pended thread).
+func (a *activation) cancelPrompt(ctx context.Context, reason string) error {
+	e, err := a.resolvePrompt("cancelled", "cancelled", reason)
 	if err != nil || e == nil {
 		return err
 	}
@@ -343,17 +427,41 @@ func (a *activation) cancelPrompt(ctx context.Context) error {
 }
 
 // resolvePrompt drops the open prompt from thread.yaml (not yet saved)
-// and journals its pending_prompt_resolved with resolution, one of the
-// documented answered | cancelled | failed; nil when no prompt is open.
-func (a *activation) resolvePrompt(resolution, brief string) (*emission, error) {
+// and journals its pending_prompt_resolved with resolution, cancelled or
+// failed, and reason; nil when no prompt is open.
+func (a *activation) resolvePrompt(resolution, brief, reason string) (*emission, error) {
 	p := a.t.Prompt
 	if p == nil {
 		return nil, nil
 	}
 	a.t.Prompt = nil
-	return a.j.resolution(a.alias, p.ItemID, agent.Item{Brief: brief, Meta: map[string]any{
-		"type": agent.ItemPendingPromptResolved, "prompt_item_id": p.ItemID, "resolution": resolution,
-	}})
+	return a.j.resolution(a.alias, p.ItemID, resolutionItem(p, resolution, brief, nil, reason))
+}
+
+// approvalAnswers is the answers block of an approval answered with label
+// (Approve or Deny): one answer to its one question.
+func approvalAnswers(p *envelope.Prompt, label string) []map[string]any {
+	return []map[string]any{{"question": promptQuestions(p)[0]["question"], "answer": []string{label}}}
+}
+
+// questionAnswers is the answers block of an agent's questions: per
+// question, the labels picked, or the person's own text.
+func questionAnswers(qs []policy.Question, parsed []policy.Answer) []map[string]any {
+	out := make([]map[string]any, 0, len(qs))
+	for i, q := range qs {
+		var picked []string
+		if i < len(parsed) {
+			picked = parsed[i].Labels
+			if len(picked) == 0 && parsed[i].Free != "" {
+				picked = []string{parsed[i].Free}
+			}
+		}
+		if picked == nil {
+			picked = []string{}
+		}
+		out = append(out, map[string]any{"question": q.Question, "answer": picked})
+	}
+	return out
 }
 
 // remakeWorker makes the session's worker object again, once per run,

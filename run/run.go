@@ -117,6 +117,15 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 			err = fault // what stopped the run, whatever it was doing then
 		}
 		finish(sum, err, sig)
+		if sig != nil {
+			// What was cut short (a wait on BlobHub, the agent) is the
+			// signal's doing, not an error of its own.
+			ee := &exit.Error{Exit: sum.ExitCode, Code: exit.CodeInterrupted, Message: interruptedMessage(sig, a.locked)}
+			if sum.Error == nil {
+				sum.Error = &SummaryError{Code: ee.Code, Message: ee.Message}
+			}
+			err = ee
+		}
 		if sig == nil || a.locked {
 			a.writeSectionLog(sum)
 		}
@@ -164,6 +173,8 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		switch {
 		case exit.SignalOf(ctx) != nil:
 			return sum, err // interrupted while waiting: nothing is written
+		case errors.As(err, &held) && r.LockWait > 0:
+			return sum, exit.Errorf(exit.CodeLocked, "thread %q is %v; waited %v for it (--lock-wait); retry later, or pass a longer --lock-wait", alias, held, r.LockWait)
 		case errors.As(err, &held):
 			return sum, exit.Errorf(exit.CodeLocked, "thread %q is %v; retry later or pass --lock-wait", alias, held)
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -336,7 +347,7 @@ func (a *activation) row(ctx context.Context, d Decision) (string, error) {
 // stop follows the wire's completed/failed: an open prompt is resolved
 // cancelled and the local state follows.
 func (a *activation) stop(ctx context.Context) (string, error) {
-	if err := a.cancelPrompt(ctx); err != nil {
+	if err := a.cancelPrompt(ctx, "the thread was stopped"); err != nil {
 		return "", err
 	}
 	a.t.Agent.State = a.env.State
@@ -354,7 +365,7 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", a.failOrExit(ctx, err)
 	}
-	if err := a.cancelPrompt(ctx); err != nil {
+	if err := a.cancelPrompt(ctx, "the thread was activated again"); err != nil {
 		return "", err
 	}
 	inbound := len(a.t.Items.PendingInbound) > 0 || a.turnInterrupted()
@@ -448,16 +459,19 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	// keep it too, so it is redacted here, not only in the item.
 	te = &agent.Error{Code: te.Code, Message: a.r.Setup.Secrets.String(te.Message)}
 	a.log.Error("thread failed", "code", te.Code, "error", te.Message)
-	resolved, err := a.resolvePrompt("failed", "✗ failed: "+te.Code)
+	resolved, err := a.resolvePrompt("failed", "✗ failed: "+te.Code, te.Code)
 	if err != nil {
 		return err
 	}
 	a.t.Agent.State = envelope.StateFailed
 	a.t.Agent.Error.Set(te.Code, te.Message)
 	a.t.Agent.FailedOnWire = false
+	// blobhub-worker's shape, thread {alias, error}; instance_id is
+	// bhw-run's own. An earlier bhw-run put alias and error at the top.
 	it := agent.Item{Brief: fmt.Sprintf("✗ %s failed: %s — %s", a.alias, te.Code, te.Message), Meta: map[string]any{
-		"type": agent.ItemThreadFailed, "alias": a.alias,
-		"error":       map[string]any{"code": te.Code, "message": te.Message},
+		"type": agent.ItemThreadFailed,
+		"thread": map[string]any{"alias": a.alias,
+			"error": map[string]any{"code": te.Code, "message": te.Message}},
 		"instance_id": a.instanceID,
 	}}
 	e, err := a.j.add(setup.WorkerAlias, it, "")
@@ -554,6 +568,16 @@ func (r *Runner) grace() time.Duration {
 		return r.Grace
 	}
 	return 5 * time.Second
+}
+
+// interruptedMessage says what a signal left: state saved under the lock,
+// nothing written before it.
+func interruptedMessage(sig os.Signal, locked bool) string {
+	name := exit.SignalName(sig)
+	if locked {
+		return "interrupted by " + name + "; state saved, the next run resumes"
+	}
+	return "interrupted by " + name + " before the run held the thread; nothing was written"
 }
 
 // notHere is the not_here exit: an active thread this state tree never

@@ -49,18 +49,26 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 		ans = *a.answer // past the bound of pending_inbound
 	}
 	text := strings.TrimSpace(inboundText(ans))
-	meta := map[string]any{"type": agent.ItemPendingPromptResolved, "prompt_item_id": p.ItemID,
-		"resolution": "answered", "answer": text}
-	brief, note := "answered", ""
+	brief, note, decision := "answered", "", ""
+	var answers []map[string]any
 	if p.Kind == policy.KindAskUserQuestion {
-		note = policy.FormatAnswers(p.Call.Questions, policy.ParseQuestionAnswers(p.Call.Questions, text))
+		parsed := policy.ParseQuestionAnswers(p.Call.Questions, text)
+		note = policy.FormatAnswers(p.Call.Questions, parsed)
+		answers = questionAnswers(p.Call.Questions, parsed)
 	} else if ok, reason := policy.ParseApproval(text); ok {
 		t.Grants = append(t.Grants, p.Call.Fingerprint)
-		brief, meta["decision"] = "✓ approved", "approved"
+		brief, decision = "✓ approved", "approved"
 		note = fmt.Sprintf("A person approved your call to %s. Run it again now, unchanged.", p.Call.Phrase())
+		answers = approvalAnswers(p, "Approve")
 	} else {
-		brief, meta["decision"] = "✗ denied", "denied"
+		brief, decision = "✗ denied", "denied"
 		note = fmt.Sprintf("A person denied your call to %s: %s. Do not retry it.", p.Call.Phrase(), strings.TrimRight(reason, "."))
+		answers = approvalAnswers(p, "Deny")
+	}
+	it := resolutionItem(p, "answered", brief, answers, "")
+	it.Meta["answer"] = text
+	if decision != "" {
+		it.Meta["decision"] = decision
 	}
 	// The answer is consumed by the note; the items before and after it go
 	// into the same turn.
@@ -71,12 +79,12 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 		t.Items.LastConsumed = envelope.ItemRef{ItemID: ans.ID, CreatedAt: ans.CreatedAt}
 	}
 	t.Prompt = nil
-	e, err := a.j.resolution(a.alias, p.ItemID, agent.Item{Brief: brief, Meta: meta})
+	e, err := a.j.resolution(a.alias, p.ItemID, it)
 	if err != nil {
 		return turnPlan{}, err
 	}
 	plan := turnPlan{notes: []string{note}, resolved: e}
-	if meta["decision"] == "denied" {
+	if decision == "denied" {
 		plan.deniedByPerson = 1
 	}
 	return plan, a.save()

@@ -91,7 +91,8 @@ type Config struct {
 		// go in one archive (run/outboxbound.go).
 		MaxFiles int `yaml:"max_files"`
 	} `yaml:"artifacts"`
-	Sections []Section `yaml:"sections"`
+	Sections  []Section `yaml:"sections"`
+	Discovery Discovery `yaml:"discovery"` // discovery.go
 	// Confine is the kernel boundary around the agents (confine_config.go).
 	Confine ConfineConfig `yaml:"confine,omitempty"`
 }
@@ -438,6 +439,14 @@ func (s *Setup) ReadConfig(o Options) error {
 	return validateConfig(&s.Config, s)
 }
 
+// DefaultConfig is the config with every default and no file, for a
+// check that needs one before the file can be located (doctor without
+// credentials checks the agents with it).
+func (s *Setup) DefaultConfig() error {
+	s.Config = Config{}
+	return validateConfig(&s.Config, s)
+}
+
 // ResolveSection picks the section that owns alias ("" for a command
 // without one) and names its folder in the state tree.
 func (s *Setup) ResolveSection(o Options, alias string) error {
@@ -486,6 +495,9 @@ func validateConfig(c *Config, s *Setup) error {
 	}
 	if c.Artifacts.MaxFiles == 0 {
 		c.Artifacts.MaxFiles = DefaultMaxFiles
+	}
+	if err := c.Discovery.Validate(); err != nil {
+		return err
 	}
 	for _, r := range c.Workspace.Roots {
 		if !filepath.IsAbs(r) {
@@ -572,7 +584,16 @@ func validateAgent(c *Config, s *Setup, name string) error {
 	var uk *agent.UnknownKeyError
 	if errors.As(err, &uk) {
 		keys := slices.Sorted(slices.Values(append(append([]string{key}, commonAgentKeys...), uk.Known...)))
-		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s: unknown key %q; the keys are %s", name, uk.Key, strings.Join(keys, ", "))
+		where, meant := s.ConfigPath, ""
+		if b, err := os.ReadFile(s.ConfigPath); err == nil {
+			if line := envelope.KeyLine(b, "agents", name, uk.Key); line > 0 {
+				where = fmt.Sprintf("%s line %d", where, line)
+			}
+		}
+		if k := envelope.ClosestKey(uk.Key, keys); k != "" {
+			meant = " (did you mean " + k + "?)"
+		}
+		return exit.Errorf(exit.CodeInvalidConfig, "config %s: agents.%s: unknown key %q%s; the keys are %s", where, name, uk.Key, meant, strings.Join(keys, ", "))
 	}
 	if err != nil {
 		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s: %v", name, err)

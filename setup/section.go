@@ -131,8 +131,10 @@ func CheckIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Ide
 // documentation gives it (worker/session-agent-harness/filesystem): the
 // section as configured, the attachment with its error {code, message}
 // (both null while attached), and the session-event cursor
-// events.last_processed_at. bhw-run reads no session events, so it keeps
-// the cursor a daemon left and never moves it. instance_id is bhw-run's
+// events.last_processed_at, which `ls --runnable` moves as it reads the
+// feed (feed.go). attached_at and the cursor are strings, "" when unset
+// and never null: blobhub-worker refuses a section.yaml with a null there,
+// and its section then never attaches. instance_id is bhw-run's
 // own (stable per state tree); keys it does not know are kept.
 type SectionState struct {
 	Name       string            `yaml:"name"`
@@ -147,19 +149,31 @@ type SectionState struct {
 // SectionAttachment is section.yaml's attachment block.
 type SectionAttachment struct {
 	Status     string               `yaml:"status"` // attached | refused
-	AttachedAt *string              `yaml:"attached_at"`
+	AttachedAt string               `yaml:"attached_at"`
 	Error      envelope.ErrorRecord `yaml:"error"`
 	Extra      map[string]any       `yaml:",inline"`
 }
 
-// SectionEvents is section.yaml's events block.
+// SectionEvents is section.yaml's events block: the daemon's cursor, and
+// beside it what `ls --runnable` needs to follow the feed without missing
+// a change (feed.go, docs/operating.md).
 type SectionEvents struct {
-	LastProcessedAt *string        `yaml:"last_processed_at"`
-	Extra           map[string]any `yaml:",inline"`
+	LastProcessedAt string `yaml:"last_processed_at"`
+	// Seen are the events handled in the overlap before the cursor.
+	Seen []string `yaml:"seen,omitempty"`
+	// Due are the threads to judge again without a change: alias → "" or
+	// the time a hold ends.
+	Due map[string]string `yaml:"due,omitempty"`
+	// FullListingAt is the server's time of the last full listing.
+	FullListingAt string `yaml:"full_listing_at,omitempty"`
+	// ReadAt is the server's time of a read that saw everything up to the
+	// cursor settle.
+	ReadAt string         `yaml:"read_at,omitempty"`
+	Extra  map[string]any `yaml:",inline"`
 }
 
-// updateSection changes section.yaml under section.lock.
-func updateSection(ctx context.Context, jobDir string, sec Section, fn func(*SectionState)) (*SectionState, error) {
+// UpdateSection changes section.yaml under section.lock.
+func UpdateSection(ctx context.Context, jobDir string, sec Section, fn func(*SectionState)) (*SectionState, error) {
 	var out SectionState
 	err := lock.WithLock(ctx, filepath.Join(jobDir, "section.lock"), func() error {
 		path := filepath.Join(jobDir, "section.yaml")
@@ -264,13 +278,13 @@ const WorkerAlias = "worker"
 // absent → upload it, then read it back (two first runs may race).
 func (s *Setup) EnsureWorker(ctx context.Context, c blobhub.Client, userID string) (*SectionState, error) {
 	jobDir, sec := s.JobDir, s.Section
-	st, err := updateSection(ctx, jobDir, sec, nil)
+	st, err := UpdateSection(ctx, jobDir, sec, nil)
 	if err != nil {
 		return nil, err
 	}
 	refuse := func(code, format string, args ...any) error {
 		e := exit.Errorf(code, format, args...)
-		_, _ = updateSection(ctx, jobDir, sec, func(s *SectionState) {
+		_, _ = UpdateSection(ctx, jobDir, sec, func(s *SectionState) {
 			s.Attachment.Status = "refused"
 			s.Attachment.Error.Set(e.Code, e.Message)
 		})
@@ -302,13 +316,12 @@ func (s *Setup) EnsureWorker(ctx context.Context, c blobhub.Client, userID strin
 				_ = c.Upload(ctx, WorkerAlias, nv)
 			}
 		}
-		if _, _, failed := st.Attachment.Error.Get(); st.Attachment.Status == "attached" && st.Attachment.AttachedAt != nil && !failed {
+		if _, _, failed := st.Attachment.Error.Get(); st.Attachment.Status == "attached" && st.Attachment.AttachedAt != "" && !failed {
 			return st, nil // section.yaml says so already: no second read-modify-write
 		}
-		return updateSection(ctx, jobDir, sec, func(s *SectionState) {
-			if s.Attachment.Status != "attached" || s.Attachment.AttachedAt == nil {
-				at := now()
-				s.Attachment.AttachedAt = &at
+		return UpdateSection(ctx, jobDir, sec, func(s *SectionState) {
+			if s.Attachment.Status != "attached" || s.Attachment.AttachedAt == "" {
+				s.Attachment.AttachedAt = now()
 			}
 			s.Attachment.Status = "attached"
 			s.Attachment.Error.Clear()
@@ -349,8 +362,9 @@ func randomHex(n int) string {
 }
 
 // APIError is a BlobHub error as the exit a command ends with: an
-// *exit.Error as it is, a refused key AUTH_INVALID (77), a cancelled context
-// as it is, anything else BLOBHUB_UNAVAILABLE (75).
+// *exit.Error as it is, a refused key AUTH_INVALID (77), a host that does
+// not resolve INVALID_CONFIG (78), a cancelled context as it is, anything
+// else BLOBHUB_UNAVAILABLE (75).
 func APIError(err error, what string) error {
 	var ee *exit.Error
 	switch {
@@ -358,6 +372,12 @@ func APIError(err error, what string) error {
 		return err
 	case errors.Is(err, blobhub.ErrAuth):
 		return exit.Errorf(exit.CodeAuthInvalid, "BlobHub refused the API key (%s); check the key or profile", what)
+	case errors.Is(err, blobhub.ErrNoSuchHost):
+		// A wrong URL: no later run mends it, so it is configuration, not
+		// a BlobHub that is down.
+		var nsh *blobhub.NoSuchHostError
+		errors.As(err, &nsh)
+		return exit.Errorf(exit.CodeInvalidConfig, "%v (%s); check --api-url, BLOBHUB_API_URL or the url of the credentials profile", nsh, what)
 	case errors.Is(err, blobhub.ErrNoThread):
 		// invalid_thread_envelope: BlobHub's final word that the alias is
 		// not a thread (deleted, say), not a reason to try again later.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -82,15 +81,7 @@ func Marker(tool string, args any) string {
 // missing one fails the test: make test installs it, and no test skips.
 func (a *Agent) Bin(t testing.TB) string {
 	t.Helper()
-	p := os.Getenv(a.BinEnv)
-	if p == "" {
-		p = filepath.Join(agenttest.ModuleRoot(t), a.PinnedRel)
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("the pinned %s CLI %s is missing at %s (%v); run `make test`, which installs it, or set %s",
-			a.Type, a.Version, p, err, a.BinEnv)
-	}
-	return p
+	return agenttest.PinnedCLI(t, a.Type+" CLI "+a.Version, a.BinEnv, a.PinnedRel)
 }
 
 var (

@@ -1,3 +1,5 @@
+//go:build realcli
+
 package acptest
 
 // The recipe per agent: where its pinned binary is, the argv, the isolated
@@ -119,9 +121,6 @@ func randomSecret() string {
 	return hex.EncodeToString(b[:])
 }
 
-// The fake's API key; a test that refuses it sets another one.
-const fakeKey = "fake-key"
-
 // geminiModel is set in settings.json: with the "auto" default the CLI
 // adds a routing-classifier request to every turn.
 const geminiModel = "gemini-2.5-flash"
@@ -150,7 +149,7 @@ priority = 900
 `)
 		return append(baseEnv(h),
 			"GEMINI_CLI_HOME="+cli,
-			"GEMINI_API_KEY="+fakeKey,
+			"GEMINI_API_KEY="+FakeKey,
 			"GOOGLE_GEMINI_BASE_URL="+url,
 			"GEMINI_CLI_NO_RELAUNCH=1",
 		)
@@ -204,7 +203,7 @@ var qwen = &recipe{
 		})
 		return append(baseEnv(h),
 			"QWEN_HOME="+qh,
-			"OPENAI_API_KEY="+fakeKey,
+			"OPENAI_API_KEY="+FakeKey,
 			"OPENAI_BASE_URL="+url,
 			"OPENAI_MODEL=fake-model",
 		)
@@ -267,7 +266,7 @@ var opencode = &recipe{
 			"OPENCODE_DISABLE_SHARE=1",
 			"OPENCODE_DISABLE_CLAUDE_CODE=1",
 			"OPENCODE_DISABLE_EXTERNAL_SKILLS=1",
-			"BHW_FAKE_API_KEY="+fakeKey,
+			"BHW_FAKE_API_KEY="+FakeKey,
 		)
 	},
 	park:     cancelThenCancelled,
@@ -297,7 +296,7 @@ var copilot = &recipe{
 			"COPILOT_OFFLINE=true",
 			"COPILOT_AUTO_UPDATE=false",
 			"COPILOT_PROVIDER_BASE_URL="+url,
-			"COPILOT_PROVIDER_API_KEY="+fakeKey,
+			"COPILOT_PROVIDER_API_KEY="+FakeKey,
 			"COPILOT_MODEL=gpt-4.1",
 		)
 	},

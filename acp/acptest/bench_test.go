@@ -1,3 +1,5 @@
+//go:build realcli
+
 package acptest
 
 import (
@@ -14,7 +16,7 @@ import (
 // reaped) and the peak summed RSS of its processes. These are the numbers
 // the ACP adapter's own overhead is to be set against.
 //
-//	go test ./acp/acptest -run '^$' -bench Agent -benchtime 5x
+//	go test -tags realcli ./acp/acptest -run '^$' -bench Agent -benchtime 5x
 func BenchmarkAgent(b *testing.B) {
 	for _, r := range recipes {
 		b.Run(r.Type, func(b *testing.B) { benchAgent(b, r) })

@@ -57,7 +57,7 @@ func geminiUser(text string) map[string]any {
 // the last chunk's usage.
 func geminiStream(t *testing.T, s *GeminiServer, contents ...any) ([]map[string]any, map[string]any) {
 	t.Helper()
-	resp, body := post(t, s.URL+"/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", fakeKey,
+	resp, body := post(t, s.URL+"/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", FakeKey,
 		map[string]any{"contents": contents, "tools": geminiTools})
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("status %d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
@@ -166,7 +166,7 @@ func TestGeminiScript(t *testing.T) {
 
 func TestGeminiHelpers(t *testing.T) {
 	s := NewGeminiServer(t)
-	resp, body := post(t, s.URL+"/v1beta/models/gemini-2.5-flash:generateContent", fakeKey, map[string]any{
+	resp, body := post(t, s.URL+"/v1beta/models/gemini-2.5-flash:generateContent", FakeKey, map[string]any{
 		"contents": []any{geminiUser("classify")},
 		"generationConfig": map[string]any{"responseMimeType": "application/json", "responseJsonSchema": map[string]any{
 			"type": "object", "properties": map[string]any{
@@ -189,11 +189,11 @@ func TestGeminiHelpers(t *testing.T) {
 		filled["next_speaker"] != "user" || filled["score"] != float64(10) || filled["reasoning"] != "fake" {
 		t.Errorf("schema answer %s (%v)", body, err)
 	}
-	resp, body = post(t, s.URL+"/v1beta/models/gemini-2.5-flash:countTokens", fakeKey, map[string]any{"contents": []any{}})
+	resp, body = post(t, s.URL+"/v1beta/models/gemini-2.5-flash:countTokens", FakeKey, map[string]any{"contents": []any{}})
 	if resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"totalTokens"`)) {
 		t.Errorf("countTokens %d %s", resp.StatusCode, body)
 	}
-	resp, _ = post(t, s.URL+"/v1beta/models/x:embedContent", fakeKey, map[string]any{})
+	resp, _ = post(t, s.URL+"/v1beta/models/x:embedContent", FakeKey, map[string]any{})
 	if resp.StatusCode != 404 {
 		t.Errorf("unknown method %d", resp.StatusCode)
 	}
@@ -202,7 +202,7 @@ func TestGeminiHelpers(t *testing.T) {
 	rules := map[string]int{}
 	for _, q := range s.Requests() {
 		rules[q.Rule]++
-		if q.Rule == RuleHelperJSON && (q.Model != "gemini-2.5-flash" || q.Op != "generateContent" || q.Key != fakeKey) {
+		if q.Rule == RuleHelperJSON && (q.Model != "gemini-2.5-flash" || q.Op != "generateContent" || q.Key != FakeKey) {
 			t.Errorf("logged %+v", q)
 		}
 	}
@@ -217,29 +217,29 @@ func TestGeminiFaults(t *testing.T) {
 	body := map[string]any{"contents": []any{geminiUser("hi")}, "tools": geminiTools}
 
 	s.Inject(Fault{Status: 500, Times: 1})
-	if resp, b := post(t, url, fakeKey, body); resp.StatusCode != 500 || !bytes.Contains(b, []byte(`"INTERNAL"`)) {
+	if resp, b := post(t, url, FakeKey, body); resp.StatusCode != 500 || !bytes.Contains(b, []byte(`"INTERNAL"`)) {
 		t.Errorf("first: %d %s", resp.StatusCode, b)
 	}
-	if resp, _ := post(t, url, fakeKey, body); resp.StatusCode != 200 {
+	if resp, _ := post(t, url, FakeKey, body); resp.StatusCode != 200 {
 		t.Errorf("a fault for one request answered the next with %d", resp.StatusCode)
 	}
 
 	s.Inject(Fault{Status: 429, RetryAfter: 20 * time.Second})
 	for range 2 {
-		resp, b := post(t, url, fakeKey, body)
+		resp, b := post(t, url, FakeKey, body)
 		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "20" ||
 			!bytes.Contains(b, []byte(`"retryDelay":"20s"`)) || !bytes.Contains(b, []byte("RESOURCE_EXHAUSTED")) {
 			t.Errorf("429: %d %v %s", resp.StatusCode, resp.Header, b)
 		}
 	}
 	// Helper requests are not hit by a fault without Match.
-	if resp, _ := post(t, s.URL+"/v1beta/models/m:countTokens", fakeKey, map[string]any{}); resp.StatusCode != 200 {
+	if resp, _ := post(t, s.URL+"/v1beta/models/m:countTokens", FakeKey, map[string]any{}); resp.StatusCode != 200 {
 		t.Errorf("countTokens under a fault: %d", resp.StatusCode)
 	}
 	s.ClearFaults()
 
 	s.RequireKey("other-key", 403)
-	if resp, b := post(t, url, fakeKey, body); resp.StatusCode != 403 || !bytes.Contains(b, []byte("API_KEY_INVALID")) {
+	if resp, b := post(t, url, FakeKey, body); resp.StatusCode != 403 || !bytes.Contains(b, []byte("API_KEY_INVALID")) {
 		t.Errorf("refused key: %d %s", resp.StatusCode, b)
 	}
 	if resp, _ := post(t, url, "other-key", body); resp.StatusCode != 200 {
@@ -248,10 +248,10 @@ func TestGeminiFaults(t *testing.T) {
 	s.RequireKey("", 0)
 
 	body["contents"] = []any{geminiUser("<<fail 503 once>> hi")}
-	if resp, _ := post(t, url, fakeKey, body); resp.StatusCode != 503 {
+	if resp, _ := post(t, url, FakeKey, body); resp.StatusCode != 503 {
 		t.Errorf("fail marker: %d", resp.StatusCode)
 	}
-	if resp, _ := post(t, url, fakeKey, body); resp.StatusCode != 200 {
+	if resp, _ := post(t, url, FakeKey, body); resp.StatusCode != 200 {
 		t.Errorf("fail marker once, second request: %d", resp.StatusCode)
 	}
 	rules := []string{}
@@ -309,7 +309,7 @@ func chatBodyWith(stream bool, msgs ...any) map[string]any {
 func TestChatStream(t *testing.T) {
 	s := NewChatServer(t)
 	user := map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": `<<think hmm>> <<tool bash {"command":"echo hi"}>>`}}}
-	resp, body := post(t, s.URL+"/chat/completions", fakeKey, chatBodyWith(true, map[string]any{"role": "system", "content": "sys"}, user))
+	resp, body := post(t, s.URL+"/chat/completions", FakeKey, chatBodyWith(true, map[string]any{"role": "system", "content": "sys"}, user))
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
@@ -365,7 +365,7 @@ func TestChatStream(t *testing.T) {
 	call := map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "call_1", "type": "function",
 		"function": map[string]any{"name": "bash", "arguments": `{"command":"echo hi"}`}}}}
 	tool := map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "hi\n"}
-	resp, body = post(t, s.URL+"/chat/completions", fakeKey, chatBodyWith(false, user, call, tool))
+	resp, body = post(t, s.URL+"/chat/completions", FakeKey, chatBodyWith(false, user, call, tool))
 	var out struct {
 		Object  string `json:"object"`
 		Choices []struct {
@@ -379,17 +379,17 @@ func TestChatStream(t *testing.T) {
 	}
 
 	// approved → the same call again, with a new id.
-	resp, body = post(t, s.URL+"/chat/completions", fakeKey, chatBodyWith(false, user, call, tool,
+	resp, body = post(t, s.URL+"/chat/completions", FakeKey, chatBodyWith(false, user, call, tool,
 		map[string]any{"role": "user", "content": "A person approved your call bash. Run it again now."}))
 	if resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"arguments":"{\"command\":\"echo hi\"}"`)) || !bytes.Contains(body, []byte(`"call_2"`)) {
 		t.Errorf("reissue %s", body)
 	}
 	reqs := s.Requests()
-	if r := reqs[len(reqs)-1]; r.Rule != RuleReissue || r.Answer.ID != "call_2" || r.Model != "fake-model" || r.Key != fakeKey {
+	if r := reqs[len(reqs)-1]; r.Rule != RuleReissue || r.Answer.ID != "call_2" || r.Model != "fake-model" || r.Key != FakeKey {
 		t.Errorf("logged %+v", r)
 	}
 	// A request offering no tools is a helper (OpenCode's title).
-	resp, body = post(t, s.URL+"/chat/completions", fakeKey, map[string]any{"model": "m", "messages": []any{user}})
+	resp, body = post(t, s.URL+"/chat/completions", FakeKey, map[string]any{"model": "m", "messages": []any{user}})
 	if !bytes.Contains(body, []byte("Test title")) {
 		t.Errorf("no tools: %d %s", resp.StatusCode, body)
 	}
@@ -404,21 +404,21 @@ func TestChatFaults(t *testing.T) {
 	s := NewChatServer(t)
 	body := chatBodyWith(true, map[string]any{"role": "user", "content": "hi"})
 	s.Inject(Fault{Status: 429, Times: 1, RetryAfter: 1500 * time.Millisecond})
-	resp, b := post(t, s.URL+"/chat/completions", fakeKey, body)
+	resp, b := post(t, s.URL+"/chat/completions", FakeKey, body)
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "2" || resp.Header.Get("retry-after-ms") != "1500" ||
 		resp.Header.Get("x-ratelimit-reset-requests") != "1.5s" || !bytes.Contains(b, []byte("rate_limit_exceeded")) {
 		t.Errorf("429: %d %v %s", resp.StatusCode, resp.Header, b)
 	}
 	s.RequireKey("other", 401)
-	if resp, b := post(t, s.URL+"/chat/completions", fakeKey, body); resp.StatusCode != 401 || !bytes.Contains(b, []byte("invalid_api_key")) {
+	if resp, b := post(t, s.URL+"/chat/completions", FakeKey, body); resp.StatusCode != 401 || !bytes.Contains(b, []byte("invalid_api_key")) {
 		t.Errorf("401: %d %s", resp.StatusCode, b)
 	}
 	s.RequireKey("", 0)
 	s.Inject(Fault{Status: 500, Match: func(r Request) bool { return strings.Contains(r.LastUserText(), "boom") }})
-	if resp, _ := post(t, s.URL+"/chat/completions", fakeKey, body); resp.StatusCode != 200 {
+	if resp, _ := post(t, s.URL+"/chat/completions", FakeKey, body); resp.StatusCode != 200 {
 		t.Errorf("a matched fault hit another request: %d", resp.StatusCode)
 	}
-	if resp, _ := post(t, s.URL+"/chat/completions", fakeKey, chatBodyWith(true, map[string]any{"role": "user", "content": "boom"})); resp.StatusCode != 500 {
+	if resp, _ := post(t, s.URL+"/chat/completions", FakeKey, chatBodyWith(true, map[string]any{"role": "user", "content": "boom"})); resp.StatusCode != 500 {
 		t.Errorf("matched fault: %d", resp.StatusCode)
 	}
 }

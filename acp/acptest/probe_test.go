@@ -1,3 +1,5 @@
+//go:build realcli
+
 package acptest
 
 // Probe tests: they run the real pinned agents against the fakes and check
@@ -374,12 +376,6 @@ func checkResumedRequest(t testing.TB, g *rig, mark int, c *parked) {
 		return
 	}
 	t.Fatalf("no model request carried the approval (%d requests after the load)", len(reqs))
-}
-
-func sameJSON(a, b any) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return bytes.Equal(x, y)
 }
 
 func exists(p string) bool {

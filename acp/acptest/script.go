@@ -41,6 +41,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/blobhub/bhw-run/agent/agenttest"
 )
 
 // Fixed usage every answer reports, so tests can assert sums.
@@ -348,20 +350,21 @@ func clip(s string, n int) string {
 	return s[:n]
 }
 
-// core is what both fakes share: the log, the faults and the key check.
+// core is what both fakes share: the log (Requests, WaitFor), the faults
+// and the key check.
 type core struct {
+	agenttest.RequestLog[Request]
+
 	mu      sync.Mutex
-	reqs    []Request
 	faults  []*Fault
 	key     string
 	keyCode int
 	failed  map[string]bool
 	calls   int
-	changed chan struct{}
 }
 
 func newCore() *core {
-	return &core{changed: make(chan struct{}), failed: map[string]bool{}}
+	return &core{failed: map[string]bool{}}
 }
 
 // failOnce reports whether a "once" fail marker for this text has not
@@ -432,19 +435,7 @@ func (c *core) nextCallID() string {
 }
 
 func (c *core) record(r Request) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r.Seq = len(c.reqs) + 1
-	c.reqs = append(c.reqs, r)
-	close(c.changed)
-	c.changed = make(chan struct{})
-}
-
-// Requests returns a copy of every request received so far, in order.
-func (c *core) Requests() []Request {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]Request(nil), c.reqs...)
+	c.Record(func(n int) Request { r.Seq = n; return r })
 }
 
 // ModelRequests are the requests that offered tools (the scripted turns).
@@ -456,28 +447,6 @@ func (c *core) ModelRequests() []Request {
 		}
 	}
 	return out
-}
-
-// WaitFor blocks until a request (already received or new) satisfies ok,
-// and returns it; it fails when ctx ends first.
-func (c *core) WaitFor(ctx context.Context, ok func(Request) bool) (Request, error) {
-	seen := 0
-	for {
-		c.mu.Lock()
-		reqs, ch := c.reqs[seen:], c.changed
-		seen = len(c.reqs)
-		c.mu.Unlock()
-		for _, r := range reqs {
-			if ok(r) {
-				return r, nil
-			}
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return Request{}, fmt.Errorf("acptest: no such model request after %d requests: %w", seen, ctx.Err())
-		}
-	}
 }
 
 // WriteLog writes every request as one JSON line (body included) to path.

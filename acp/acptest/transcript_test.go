@@ -16,12 +16,12 @@ import (
 // agent's park and resume runs hold the permission requests they are about.
 func TestTranscripts(t *testing.T) {
 	root := filepath.Join(agenttest.ModuleRoot(t), "testdata", "acp")
-	for _, r := range recipes {
+	for _, r := range Agents {
 		for _, name := range []string{"park", "resume", "errors", "model-down", "limits"} {
 			path := filepath.Join(root, r.Type, name+".jsonl")
 			b, err := os.ReadFile(path)
 			if err != nil {
-				t.Errorf("%v; record it with: go test ./acp/acptest -run 'TestProbe(Limits)?$' -args -record", err)
+				t.Errorf("%v; record it with: go test -tags realcli ./acp/acptest -run 'TestProbe(Limits)?$' -args -record", err)
 				continue
 			}
 			methods := map[string]int{}

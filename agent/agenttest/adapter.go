@@ -83,15 +83,14 @@ type Session struct {
 	// running turn (0: jsonrpc.DefaultMaxQueued); tests shrink it.
 	MaxQueued int
 
-	l      agent.Launch
-	logger *slog.Logger
-	p      *proc.Process
-	rpc    *jsonrpc.Conn
+	l            agent.Launch
+	logger       *slog.Logger
+	proc.Session // the test agent's process and session id
+	rpc          *jsonrpc.Conn
 
 	q *jsonrpc.Queue // updates and permission requests for the running turn
 
 	mu           sync.Mutex
-	sessionID    string
 	resumeFailed string
 	interrupted  bool
 }
@@ -108,12 +107,12 @@ func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 		args = append(append([]string(nil), args...), o.Args...)
 	}
 	var err error
-	s.p, err = proc.Start(proc.Config{Path: l.Executable, Args: args, Dir: l.WorkFolder, Env: l.Env, Log: l.Log,
+	s.Proc, err = proc.Start(proc.Config{Path: l.Executable, Args: args, Dir: l.WorkFolder, Env: l.Env, Log: l.Log,
 		MaxLine: l.MaxLine, KillGrace: l.KillGrace, Confine: l.Confine})
 	if err != nil {
 		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "test agent: start %s: %v", l.Executable, err)
 	}
-	s.rpc = jsonrpc.NewConn(jsonrpc.Options{Write: s.p.WriteLine, Version: true,
+	s.rpc = jsonrpc.NewConn(jsonrpc.Options{Write: s.Proc.WriteLine, Version: true,
 		OnRequest: s.push, OnNotification: s.push,
 		// A response is queued too, where it stands among the updates: the
 		// prompt's answer ends the turn there, and what comes after it is
@@ -122,16 +121,16 @@ func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 		OnTooLong: func(id jsonrpc.ID, _ string) {
 			_ = s.rpc.Reply(id, map[string]string{"action": "deny", "message": "bhw-run: request too large to read"})
 		},
-		Logf: s.p.Logf})
+		Logf: s.Proc.Logf})
 	go func() {
-		for line := range s.p.Lines() {
+		for line := range s.Proc.Lines() {
 			if line.Over > 0 {
 				s.rpc.ReceiveTooLong(line.Data)
 				continue
 			}
 			s.rpc.Receive(line.Data)
 		}
-		s.rpc.Close(fmt.Errorf("the test agent exited (%s)", s.p.ExitStatus(time.Second)))
+		s.rpc.Close(fmt.Errorf("the test agent exited (%s)", s.Proc.ExitStatus(time.Second)))
 	}()
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -139,27 +138,21 @@ func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 	var rpcErr *jsonrpc.Error
 	switch {
 	case errors.As(err, &rpcErr) && rpcErr.Code == codeNoSession && l.Resume:
-		s.sessionID, s.resumeFailed = l.SessionID, rpcErr.Message
+		s.SetSessionID(l.SessionID)
+		s.resumeFailed = rpcErr.Message
 	case err != nil:
 		_ = s.Close(context.WithoutCancel(ctx))
-		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "the test agent did not start: %v%s", err, s.stderrTail())
+		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "the test agent did not start: %v%s", err, s.Proc.StderrTail())
 	default:
 		var r struct {
 			SessionID string            `json:"session_id"`
 			Env       map[string]string `json:"env"`
 		}
 		_ = json.Unmarshal(res, &r)
-		s.sessionID = r.SessionID
-		s.p.Logf("session %s, env %v", r.SessionID, r.Env)
+		s.SetSessionID(r.SessionID)
+		s.Proc.Logf("session %s, env %v", r.SessionID, r.Env)
 	}
 	return s, nil
-}
-
-func (s *Session) stderrTail() string {
-	if tail := s.p.Stderr(); len(tail) > 0 {
-		return "; stderr: " + strings.Join(tail, " | ")
-	}
-	return ""
 }
 
 // push queues an update or a permission request for the running turn; a
@@ -170,23 +163,10 @@ func (s *Session) push(m jsonrpc.Message) {
 	}
 }
 
-// SessionID is the agent's session id.
-func (s *Session) SessionID() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sessionID
-}
-
-// Pgid is the agent's process group.
-func (s *Session) Pgid() int { return s.p.Pid() }
-
-// LastOutput is when the agent last wrote a line (agent.Session).
-func (s *Session) LastOutput() time.Time { return s.p.LastLine() }
-
 // Interrupt asks the agent to end the turn; one that does not take the
 // cancel within the process's interrupt bound is stopped.
 func (s *Session) Interrupt() error {
-	s.p.Interrupting()
+	s.Proc.Interrupting()
 	s.mu.Lock()
 	s.interrupted = true
 	s.mu.Unlock()
@@ -194,7 +174,7 @@ func (s *Session) Interrupt() error {
 }
 
 // Close ends the process (stdin, SIGTERM, SIGKILL).
-func (s *Session) Close(ctx context.Context) error { return s.p.Close(ctx) }
+func (s *Session) Close(ctx context.Context) error { return s.Proc.Close(ctx) }
 
 // Turn sends message and relays the turn through h until the agent
 // answers the prompt, dies, or ctx ends.
@@ -241,10 +221,10 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 			s.mu.Lock()
 			interrupted := s.interrupted
 			s.mu.Unlock()
-			if err := s.p.NotReading(); err != nil && !interrupted {
+			if err := s.Proc.NotReading(); err != nil && !interrupted {
 				return agent.TurnResult{}, s.crashed(err.Error())
 			}
-			if interrupted || s.p.StdinClosed() {
+			if interrupted || s.Proc.StdinClosed() {
 				return agent.TurnResult{Outcome: agent.TurnInterrupted}, nil
 			}
 			return agent.TurnResult{}, s.crashed("the test agent ended before its turn did")
@@ -271,7 +251,7 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 }
 
 func (s *Session) crashed(what string) error {
-	return agent.Errorf(agent.CodeAgentCrashed, "%s (%s)%s", what, s.p.ExitStatus(time.Second), s.stderrTail())
+	return agent.Errorf(agent.CodeAgentCrashed, "%s (%s)%s", what, s.Proc.ExitStatus(time.Second), s.Proc.StderrTail())
 }
 
 // testTurn is the state of one Turn.
@@ -299,10 +279,10 @@ func (t *testTurn) drain() {
 func (t *testTurn) afterEnd(m jsonrpc.Message) {
 	switch m.Kind {
 	case jsonrpc.Request:
-		t.s.p.Logf("a %s request (id %s) came after the turn ended: denied, not judged", m.Method, m.ID)
+		t.s.Proc.Logf("a %s request (id %s) came after the turn ended: denied, not judged", m.Method, m.ID)
 		_ = t.s.rpc.Reply(m.ID, map[string]string{"action": "deny", "message": "the turn has ended"})
 	case jsonrpc.Notification:
-		t.s.p.Logf("a %s came after the turn ended: dropped", m.Method)
+		t.s.Proc.Logf("a %s came after the turn ended: dropped", m.Method)
 	}
 }
 
@@ -349,7 +329,7 @@ func (t *testTurn) handle(m jsonrpc.Message) {
 		IsError bool            `json:"is_error"`
 	}
 	if err := json.Unmarshal(m.Params, &u); err != nil {
-		t.s.p.Logf("skipped an update that does not decode: %v", err)
+		t.s.Proc.Logf("skipped an update that does not decode: %v", err)
 		return
 	}
 	switch u.Kind {
@@ -364,13 +344,13 @@ func (t *testTurn) handle(m jsonrpc.Message) {
 	case "tool_result":
 		if t.parked && u.ID == t.parkedID {
 			// What the agent says of the call it stopped at is not its result.
-			t.s.p.Logf("the parked call's own result, not relayed: %s", u.Output)
+			t.s.Proc.Logf("the parked call's own result, not relayed: %s", u.Output)
 			t.h.Emit(agent.ParkedResultItem(u.ID))
 			return
 		}
 		t.h.Emit(agent.ToolResultItem(u.ID, u.Output, u.IsError))
 	default:
-		t.s.p.Logf("skipped an update of unknown kind %q", u.Kind)
+		t.s.Proc.Logf("skipped an update of unknown kind %q", u.Kind)
 	}
 }
 

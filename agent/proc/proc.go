@@ -315,6 +315,16 @@ func (p *Process) Stderr() []string {
 	return append([]string(nil), p.tail...)
 }
 
+// StderrTail is the last lines of the agent's stderr as the end of an
+// error message ("; stderr: a | b"), "" when it wrote none.
+func (p *Process) StderrTail() string {
+	tail := p.Stderr()
+	if len(tail) == 0 {
+		return ""
+	}
+	return "; stderr: " + strings.Join(tail, " | ")
+}
+
 // Logf writes an adapter note to thread.log.
 func (p *Process) Logf(format string, args ...any) {
 	p.log.Printf(agent.StreamAdapter, format, args...)

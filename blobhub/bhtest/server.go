@@ -63,6 +63,7 @@ type Server struct {
 	extra      map[string][]blobhub.Item
 	fabricated int
 	rewrite    map[string]func([]byte) []byte
+	eventsCap  int
 }
 
 // endless is an alias whose list answers are made up: every answer a page
@@ -207,7 +208,8 @@ func (s *Server) PageSize(n int) {
 // fresh id, is stamped 1µs after the one before it, starting 1µs after
 // created_since (an hour ago without one), so always in the past, and is
 // the runner's own status item, so a run reads past it. The store's items
-// are served again once the made-up pages are spent.
+// are served again once the made-up pages are spent. The feed gets one
+// event for the thread.
 func (s *Server) EndlessList(alias string, perPage, pages int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -215,6 +217,10 @@ func (s *Server) EndlessList(alias string, perPage, pages int) {
 		s.endless = map[string]*endless{}
 	}
 	s.endless[alias] = &endless{perPage: perPage, pages: pages}
+	// The feed says the thread has new items, as it would of real ones.
+	if err := s.store.AppendEvent(SessionID, blobhub.EventItemPosted, alias, "thread"); err != nil {
+		s.t.Errorf("bhtest: event for the endless list of %q: %v", alias, err)
+	}
 }
 
 // ServeItem adds it to every list answer of alias whose bounds admit its
@@ -250,7 +256,7 @@ func (s *Server) madeUp(alias string, q blobhub.ItemQuery) (items []blobhub.Item
 		items = append(items, blobhub.Item{
 			ID: fmt.Sprintf("itm_endless_%08d", s.fabricated), CreatedAt: blobhub.FormatTime(at), UserID: RunnerUserID,
 			Content:  []blobhub.Block{{Type: "text", Text: fmt.Sprintf("made-up item %d", s.fabricated)}},
-			Metadata: json.RawMessage(`{"type":"status","status":{"token":"endless"}}`),
+			Metadata: json.RawMessage(`{"type":"status","status":"endless"}`),
 		})
 	}
 	return items, true
@@ -312,6 +318,37 @@ func (s *Server) RewriteAnswers(command string, fn func(body []byte) []byte) {
 		s.rewrite = map[string]func([]byte) []byte{}
 	}
 	s.rewrite[command] = fn
+}
+
+// EventsPageCap makes list_session_events answer at most n events a page
+// whatever limit it is asked (0 turns it off): a server whose pages are
+// smaller than asked, so a backlog takes many pages.
+func (s *Server) EventsPageCap(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.eventsCap = n
+}
+
+// ClockOffset makes the server's clock, which stamps items, objects and
+// events, run d ahead of the host's (behind for a negative d).
+func (s *Server) ClockOffset(d time.Duration) { s.store.SetClockOffset(d) }
+
+// Events reads the whole feed of the default session, oldest first.
+func (s *Server) Events() []blobhub.Event {
+	s.t.Helper()
+	var out []blobhub.Event
+	q := blobhub.EventQuery{Ascending: true, Limit: blobhub.MaxListLimit}
+	for {
+		p, err := s.store.ListEvents(s.t.Context(), SessionID, q)
+		if err != nil {
+			s.t.Fatalf("bhtest: events: %v", err)
+		}
+		out = append(out, p.Events...)
+		if p.Cursor == "" {
+			return out
+		}
+		q.Cursor = p.Cursor
+	}
 }
 
 // EqualTimestamps makes new items share the session's last created_at.
@@ -504,7 +541,7 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u, _ := s.user(r)
-	s.answer(w, r, CmdMe, http.StatusOK, map[string]any{"user": u})
+	s.answer(w, r, CmdMe, http.StatusOK, map[string]any{"user": map[string]any{"id": u.UserID, "name": u.Name, "email": u.Email}})
 }
 
 // blob answers the one blob the server knows, a workflow blob whose
@@ -559,17 +596,12 @@ var channels = map[string]bool{ // command name → it writes
 	"download_session_object":   false,
 	"list_session_objects":      false,
 	"list_session_thread_items": false,
+	"list_session_events":       false,
 	"get_session":               false,
 	"upload_session_object":     true,
 	"delete_session_object":     true,
 	"post_session_thread_item":  true,
 }
-
-// The pages of the list commands: ten rows without a limit, at most 1000.
-const (
-	defaultLimit = 10
-	maxLimit     = 1000
-)
 
 // request is every argument a data command may carry; any other key is
 // refused, as the API refuses it.
@@ -616,14 +648,14 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
 	case req.Cursor != nil && *req.Cursor == "":
 		writeError(w, http.StatusBadRequest, "invalid_request_body", "cursor must be a non-empty string")
 		return
-	case req.Limit != nil && (*req.Limit < 1 || *req.Limit > maxLimit):
-		writeError(w, http.StatusBadRequest, "invalid_request_body", fmt.Sprintf("limit must be 1..%d", maxLimit))
+	case req.Limit != nil && (*req.Limit < 1 || *req.Limit > blobhub.MaxListLimit):
+		writeError(w, http.StatusBadRequest, "invalid_request_body", fmt.Sprintf("limit must be 1..%d", blobhub.MaxListLimit))
 		return
 	case req.SessionID == "":
 		writeError(w, http.StatusBadRequest, "invalid_request_body", "session_id is required")
 		return
 	}
-	limit := defaultLimit
+	limit := blobhub.DefaultListLimit
 	if req.Limit != nil {
 		limit = *req.Limit
 	}
@@ -756,6 +788,29 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
 			next = items[limit-1].CreatedAt
 		}
 		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"items": items, "cursor": next})
+	case "list_session_events":
+		q := blobhub.EventQuery{CreatedSince: req.CreatedSince, CreatedBefore: req.CreatedBefore, Limit: limit}
+		if req.Ascending != nil {
+			q.Ascending = *req.Ascending // descending by default, as the other lists
+		}
+		if req.Cursor != nil {
+			q.Cursor = *req.Cursor
+		}
+		s.mu.Lock()
+		if s.eventsCap > 0 && q.Limit > s.eventsCap {
+			q.Limit = s.eventsCap
+		}
+		s.mu.Unlock()
+		p, err := s.store.ListEvents(ctx, req.SessionID, q)
+		if err != nil {
+			writeStoreError(w, err)
+			return
+		}
+		var next any // null on the last page
+		if p.Cursor != "" {
+			next = p.Cursor
+		}
+		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"session_events": p.Events, "cursor": next})
 	default:
 		writeError(w, http.StatusBadRequest, "unknown_command", fmt.Sprintf("unknown command %q", req.Command))
 	}
@@ -790,6 +845,8 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, command string, 
 		b = b[:len(b)/2]
 	}
 	w.Header().Set("Content-Type", "application/json")
+	// The server's clock, the one that stamps what it stores.
+	w.Header().Set("Date", s.store.Now().UTC().Format(http.TimeFormat))
 	if slow <= 0 {
 		w.WriteHeader(status)
 		w.Write(b)

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/blobhub/bhw-run/agent/agenttest"
 )
 
 // ToolUse is one tool_use block of a scripted reply.
@@ -152,15 +154,22 @@ func (r Request) ToolNames() []string {
 // exhausted it answers "done".
 type ModelServer struct {
 	*httptest.Server
-	mu sync.Mutex
-	// key, when set, is the only API key the server takes (x-api-key, or
-	// Authorization: Bearer); any other is answered 401
-	// authentication_error without consuming a step.
-	key      string
-	script   []Step
-	requests []Request
-	n        int
-	refused  int
+	// The script, the requests and the key: a request whose API key
+	// (x-api-key, or Authorization: Bearer) is not the one RequireKey
+	// names is answered 401 authentication_error without taking a step.
+	agenttest.ModelScript[Request, Step]
+
+	thenMu sync.Mutex
+	// then answers every request once the script is played (nil: "done")
+	then func(Request) Reply
+}
+
+// Then makes f answer every request once the script is played, instead of
+// "done": a server that serves any number of turns (make model).
+func (m *ModelServer) Then(f func(Request) Reply) {
+	m.thenMu.Lock()
+	defer m.thenMu.Unlock()
+	m.then = f
 }
 
 // NewModelServer starts a server playing script; it stops at test cleanup.
@@ -173,39 +182,10 @@ func NewModelServer(t testing.TB, script ...Step) *ModelServer {
 // StartModelServer starts a server playing script outside a test (the
 // offline demo, scripts/demo); the caller closes it.
 func StartModelServer(script ...Step) *ModelServer {
-	m := &ModelServer{script: script}
+	m := &ModelServer{}
+	m.Push(script...)
 	m.Server = httptest.NewServer(http.HandlerFunc(m.serve))
 	return m
-}
-
-// RequireKey makes the server take only key; a request with another one
-// (or none) is answered 401 authentication_error, as the API refuses a
-// wrong or revoked key.
-func (m *ModelServer) RequireKey(key string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.key = key
-}
-
-// Refused is how many requests the server refused for their key.
-func (m *ModelServer) Refused() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.refused
-}
-
-// Push appends steps to the script.
-func (m *ModelServer) Push(steps ...Step) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.script = append(m.script, steps...)
-}
-
-// Requests are the streaming requests received so far.
-func (m *ModelServer) Requests() []Request {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]Request(nil), m.requests...)
 }
 
 // Env is the environment the real CLI needs against this server, with
@@ -246,13 +226,7 @@ func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Body = body
-	m.mu.Lock()
-	key := m.key
-	m.mu.Unlock()
-	if got := requestKey(r); key != "" && got != key {
-		m.mu.Lock()
-		m.refused++
-		m.mu.Unlock()
+	if m.Refuse(requestKey(r)) {
 		w.Header().Set("request-id", "req_fake_refused")
 		writeJSON(w, http.StatusUnauthorized, apiError("authentication_error", "invalid x-api-key"))
 		return
@@ -264,17 +238,16 @@ func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 			"stop_reason": "end_turn", "usage": map[string]any{"input_tokens": 1, "output_tokens": 1}})
 		return
 	}
-	m.mu.Lock()
-	m.requests = append(m.requests, req)
-	m.n++
-	n := m.n
-	var step Step
-	if len(m.script) > 0 {
-		step, m.script = m.script[0], m.script[1:]
-	} else {
+	step, n, ok := m.Take(req)
+	if !ok {
+		m.thenMu.Lock()
+		then := m.then
+		m.thenMu.Unlock()
 		step = Text("done")
+		if then != nil {
+			step = Dynamic(then)
+		}
 	}
-	m.mu.Unlock()
 
 	rep := step.Reply
 	if step.Func != nil {

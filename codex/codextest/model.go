@@ -16,9 +16,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/blobhub/bhw-run/agent/agenttest"
 )
 
 // Model is the catalog slug the fake provider serves. A bundled-catalog slug
@@ -220,64 +221,24 @@ func RateLimited(reset time.Time) Step {
 type ModelServer struct {
 	URL string // base URL including /v1
 
-	t     testing.TB
-	srv   *httptest.Server
-	mu    sync.Mutex
-	reqs  []Request
-	steps []Step
-	next  int
-	calls int
-	// key, when set, is the only API key taken (Authorization: Bearer);
-	// a request with another is answered 401 without consuming a step.
-	key     string
-	refused int
-}
+	// The script, the requests and the key: a request whose API key
+	// (Authorization: Bearer) is not the one RequireKey names is answered
+	// 401 invalid_api_key without taking a step.
+	agenttest.ModelScript[Request, Step]
 
-// RequireKey makes the server take only key; a request with another one
-// (or none) is answered 401 invalid_api_key, as the API refuses a wrong or
-// revoked key.
-func (m *ModelServer) RequireKey(key string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.key = key
-}
-
-// Refused is how many requests the server refused for their key.
-func (m *ModelServer) Refused() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.refused
+	t   testing.TB
+	srv *httptest.Server
 }
 
 // NewModelServer starts the server; it is closed by t.Cleanup.
 func NewModelServer(t testing.TB, steps ...Step) *ModelServer {
 	t.Helper()
-	m := &ModelServer{t: t, steps: steps}
+	m := &ModelServer{t: t}
+	m.Push(steps...)
 	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
 	m.URL = m.srv.URL + "/v1"
 	t.Cleanup(m.srv.Close)
 	return m
-}
-
-// Push appends steps to the script (e.g. for the next process of a test).
-func (m *ModelServer) Push(steps ...Step) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.steps = append(m.steps, steps...)
-}
-
-// Requests returns a copy of every request received so far.
-func (m *ModelServer) Requests() []Request {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]Request(nil), m.reqs...)
-}
-
-// Remaining is the number of unconsumed steps.
-func (m *ModelServer) Remaining() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.steps) - m.next
 }
 
 func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
@@ -307,17 +268,12 @@ func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	m.mu.Lock()
-	key := m.key
-	if key != "" && strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") != key {
-		m.refused++
-		m.mu.Unlock()
+	if m.Refuse(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","code":"invalid_api_key"}}`)
 		return
 	}
-	m.mu.Unlock()
 	req := Request{Model: in.Model, Input: in.Input, Header: r.Header.Clone(), Body: body}
 	if in.Reasoning != nil {
 		req.Effort = in.Reasoning.Effort
@@ -330,17 +286,7 @@ func (m *ModelServer) serve(w http.ResponseWriter, r *http.Request) {
 		req.Tools = append(req.Tools, n)
 	}
 
-	m.mu.Lock()
-	m.reqs = append(m.reqs, req)
-	var step Step
-	if m.next < len(m.steps) {
-		step = m.steps[m.next]
-		m.next++
-	}
-	m.calls++
-	n := m.calls
-	m.mu.Unlock()
-
+	step, n, _ := m.Take(req)
 	if step == nil {
 		m.t.Errorf("codextest: request %d past the end of the script (last user text %q)", n, req.LastUserText())
 		http.Error(w, "script exhausted", http.StatusInternalServerError)

@@ -61,9 +61,27 @@ def read(alias):
             "after_delete": after}
 
 
+def events(alias):
+    # The session's feed, oldest first, two a page, as the daemon follows it.
+    _, rev = revision()
+    ses = session_id(rev)
+    out, cursor, pages = [], None, 0
+    while True:
+        args = {"session_id": ses, "ascending": True, "limit": 2}
+        if cursor:
+            args["cursor"] = cursor
+        page = rev.query("list_session_events", **args)
+        out.extend(e for e in page["session_events"] if (e.get("session_object") or {}).get("alias") == alias)
+        pages += 1
+        cursor = page.get("cursor")
+        if not cursor:
+            break
+    return {"events": out, "pages": pages}
+
+
 def main():
     step, alias = sys.argv[1], sys.argv[2]
-    out = {"write": write, "read": read}[step](alias)
+    out = {"write": write, "read": read, "events": events}[step](alias)
     json.dump(out, sys.stdout)
 
 

@@ -9,7 +9,8 @@
 // (claudetest.ModelServer for Claude Code; for the ACP agents a Gemini API
 // or an OpenAI chat-completions fake from acp/acptest, which reads its
 // script from the message). The agent is the real pinned CLI, driven by
-// the real bin/bhw-run.
+// the real bin/bhw-run. With -serve it only keeps the stand-in model for
+// Claude Code up, for the walkthrough a person types by hand (serve.go).
 package main
 
 import (
@@ -38,8 +39,13 @@ const (
 func main() {
 	keep := flag.Bool("keep", false, "keep the temp folder (store, state tree, work folder) and print where it is")
 	agentType := flag.String("agent", "claude_code", "the agent type: claude_code, gemini, qwen_code, opencode or copilot")
+	serveOnly := flag.Bool("serve", false, "only keep the stand-in model for Claude Code up, and print the exports that point the CLI at it (make model)")
 	flag.Parse()
-	if err := demo(*keep, *agentType); err != nil {
+	run := func() error { return demo(*keep, *agentType) }
+	if *serveOnly {
+		run = serve
+	}
+	if err := run(); err != nil {
 		fmt.Fprintf(os.Stderr, "\ndemo: %v\n", err)
 		os.Exit(1)
 	}

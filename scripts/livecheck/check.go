@@ -189,7 +189,7 @@ type checker struct {
 	made            []string // aliases to remove at the end
 }
 
-// me: GET /users/me carries the user_id runs filter their own items by.
+// me: GET /users/me carries the user id runs filter their own items by.
 func (k *checker) me(ctx context.Context) (blobhub.User, error) {
 	u, err := k.c.Me(ctx)
 	x := k.rec.last(blobhub.CmdMe, "")
@@ -249,7 +249,7 @@ func (k *checker) roundTrip(ctx context.Context, alias string, v json.RawMessage
 func (k *checker) post(ctx context.Context, userID string, n int) []blobhub.Item {
 	var posted []blobhub.Item
 	for i := range n {
-		meta := json.RawMessage(fmt.Sprintf(`{"type":"status","status":{"token":"live_check"},"emission_id":"livecheck:%d"}`, i+1))
+		meta := json.RawMessage(fmt.Sprintf(`{"type":"status","status":"live_check","emission_id":"livecheck:%d"}`, i+1))
 		content := []blobhub.Block{{Type: "text", Text: fmt.Sprintf("live check item %d", i+1)}}
 		it, err := k.c.Post(ctx, k.alias, blobhub.NewItem{Content: content, Metadata: meta})
 		x := k.rec.last(blobhub.CmdPost, k.alias)

@@ -77,8 +77,8 @@ func TestLiveCheckReportsWrongShapes(t *testing.T) {
 		rewrite       func([]byte) []byte
 		want          string
 	}{
-		{"users/me without user_id", bhtest.CmdMe, mangle(func(m map[string]any) {
-			m["user"] = map[string]any{"id": bhtest.RunnerUserID}
+		{"users/me without id", bhtest.CmdMe, mangle(func(m map[string]any) {
+			m["user"] = map[string]any{"user_id": bhtest.RunnerUserID}
 		}), "users/me"},
 		{"an item stamped with another user", blobhub.CmdPost, mangle(func(m map[string]any) {
 			m["item"].(map[string]any)["user_id"] = "usr_someone"

@@ -1,0 +1,384 @@
+//go:build realcli
+
+package e2e
+
+// The hand-over between bhw-run and the real blobhub-worker daemon (the
+// peer, installed by `make peer` into .tools/peer) on one profile's state
+// tree: each continues a thread the other activated, reading the other's
+// thread.yaml, section.yaml and identity.yaml. The daemon drives the same
+// pinned Claude Code against the same scripted model as bhw-run does, and
+// talks to the same test hub, whose events feed tells it what changed
+// (docs/wire.md).
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/blobhub/bhtest"
+	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
+)
+
+// peerProfile is the credentials profile the daemon and bhw-run share.
+const peerProfile = "peer"
+
+// peerWorker is the daemon of the peer's venv: BHW_PEER_PYTHON's
+// blobhub-worker. Missing, the test skips, or fails under CI=true, where a
+// missing peer is a broken set-up.
+func peerWorker(t testing.TB) string {
+	t.Helper()
+	msg := "the peer is not installed: run `make peer` and pass BHW_PEER_PYTHON=.tools/peer/bin/python (make test does both)"
+	if py := os.Getenv("BHW_PEER_PYTHON"); py != "" {
+		w := filepath.Join(filepath.Dir(py), "blobhub-worker")
+		if _, err := os.Stat(w); err == nil {
+			return w
+		}
+		msg = "BHW_PEER_PYTHON=" + py + " has no blobhub-worker beside it; run `make peer`"
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// newPeerE2E is a Claude Code env whose state tree is the daemon's tree of
+// the profile peer under the env's HOME, with one section for the test
+// hub's session in its config.yaml (read by both: each ignores the other's
+// keys), and that profile in the BlobHub CLI's credentials file. The
+// daemon runs at most maxAgents threads at once.
+func newPeerE2E(t testing.TB, maxAgents int) (*claudeE2E, string) {
+	worker := peerWorker(t)
+	e := newClaudeE2E(t)
+	e.state = filepath.Join(e.home, ".blobhub-worker", "profiles", peerProfile)
+	if err := os.MkdirAll(e.state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.Config.Sections = []setup.Section{{Name: "test", JobType: setup.JobType, Session: setup.SessionTuple{
+		OrgID: bhtest.OrgID, BlobID: bhtest.BlobID, RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID}}}
+	e.agentConfig(claudeType).Permissions = "approval"
+	e.writeConfig()
+	// What setup.Config marshals leaves out nothing: the daemon refuses its
+	// polling: null, and reads max_agents: 0 as no agent at all.
+	var cfg map[string]any
+	b, err := os.ReadFile(e.configPath())
+	if err == nil {
+		err = yaml.Unmarshal(b, &cfg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(cfg, "polling")
+	cfg["concurrency"] = map[string]any{"max_agents": maxAgents}
+	if b, err = yaml.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.configPath(), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	creds := map[string]any{"default": peerProfile, "profiles": map[string]any{
+		peerProfile: map[string]any{"key": bhtest.RunnerKey, "url": e.srv.URL()}}}
+	if b, err = yaml.Marshal(creds); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(e.home, ".blobhub")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "credentials.yaml"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return e, worker
+}
+
+// daemon is a running blobhub-worker.
+type daemon struct {
+	cmd  *exec.Cmd
+	out  *bytes.Buffer
+	done chan struct{} // closed when it has exited
+	err  error         // its Wait's, once done
+}
+
+// startDaemon starts `blobhub-worker start --profile peer` with the env's
+// HOME and the scripted model's variables, so its Claude Code keeps its
+// sessions in the same config folder as bhw-run's.
+func (e *claudeE2E) startDaemon(worker string) *daemon {
+	e.t.Helper()
+	d := &daemon{out: &bytes.Buffer{}, done: make(chan struct{})}
+	d.cmd = exec.Command(worker, "--verbose", "start", "--profile", peerProfile)
+	d.cmd.Env = []string{"HOME=" + e.home, "TMPDIR=" + e.tmp, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost"}
+	for _, kv := range e.model.Env(e.configDir) {
+		if !strings.HasPrefix(kv, "HOME=") {
+			d.cmd.Env = append(d.cmd.Env, kv)
+		}
+	}
+	d.cmd.Dir = e.root
+	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := d.cmd.Start(); err != nil {
+		e.t.Fatalf("start blobhub-worker: %v", err)
+	}
+	go func() { d.err = d.cmd.Wait(); close(d.done) }()
+	e.t.Cleanup(func() {
+		// Its process group: the daemon's Claude Code goes with it.
+		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+		<-d.done
+	})
+	return d
+}
+
+// stop stops the daemon as its operator does (SIGTERM: it drains and
+// detaches) and waits for it, at most two minutes.
+func (e *claudeE2E) stopDaemon(d *daemon) {
+	e.t.Helper()
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+		e.t.Logf("blobhub-worker stopped (%v):\n%s", d.err, tail(d.out.String(), 8000))
+	case <-time.After(2 * time.Minute):
+		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+		<-d.done
+		e.t.Fatalf("blobhub-worker did not stop within 2 minutes of SIGTERM:\n%s", tail(d.out.String(), 8000))
+	}
+}
+
+// waitItems waits, at most three minutes, until the thread holds an item
+// that ok accepts, and returns the thread's items then.
+func (e *claudeE2E) waitItems(d *daemon, alias, what string, ok func([]blobhub.Item) bool) []blobhub.Item {
+	e.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		items := e.items(alias)
+		if ok(items) {
+			return items
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the daemon did not post %s within 3 minutes; items %v\n%s", what, e.itemTypes(alias), tail(d.out.String(), 8000))
+		}
+		select {
+		case <-d.done:
+			e.t.Fatalf("the daemon exited (%v) before posting %s:\n%s", d.err, what, tail(d.out.String(), 8000))
+		case <-tick.C:
+		}
+	}
+}
+
+// countType counts the items of metadata.type typ.
+func countType(t testing.TB, items []blobhub.Item, typ string) int {
+	n := 0
+	for _, it := range items {
+		if meta(t, it).Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPeerHandOverDaemonToRun: the daemon activates a thread bhw-run's
+// `thread new` handed off and answers its message with the real Claude
+// Code; stopped, it leaves its thread.yaml, section.yaml and identity.yaml
+// in the profile's tree. bhw-run, on that tree, delivers the person's next
+// message into the same agent session, and only that message.
+func TestPeerHandOverDaemonToRun(t *testing.T) {
+	e, worker := newPeerE2E(t, 2)
+	const alias = "peer/daemon-first"
+	e.model.Push(claudetest.Text("DAEMON-ANSWER"))
+	e.handOff(alias, claudeType, "approval", "FIRST-MESSAGE")
+
+	d := e.startDaemon(worker)
+	e.waitItems(d, alias, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
+	e.stopDaemon(d)
+
+	th := e.threadYAML(alias)
+	if th.Agent.State != envelope.StateActive || th.Agent.AgentSessionID == "" || th.Items.LastConsumed.ItemID == "" {
+		t.Fatalf("the daemon's thread.yaml: state %q agent_session_id %q last_consumed %+v", th.Agent.State, th.Agent.AgentSessionID, th.Items.LastConsumed)
+	}
+	for _, f := range []string{filepath.Join(e.state, "identity.yaml"), filepath.Join(e.jobDir(), "section.yaml")} {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatalf("the daemon left no %s: %v", f, err)
+		}
+	}
+	session := th.Agent.AgentSessionID
+
+	e.model.Push(claudetest.Text("RUN-ANSWER"))
+	e.post(alias, "SECOND-MESSAGE")
+	e.activate(alias, 0, run.OutcomeTurnCompleted)
+
+	if got := e.threadYAML(alias).Agent.AgentSessionID; got != session {
+		t.Errorf("bhw-run's turn ran in agent session %q, the daemon's was %q", got, session)
+	}
+	body := string(e.lastRequest().Body)
+	if !strings.Contains(body, "DAEMON-ANSWER") || strings.Count(body, "FIRST-MESSAGE") != 1 || !strings.Contains(body, "SECOND-MESSAGE") {
+		t.Errorf("the model's last request does not continue the daemon's conversation with the second message only:\n%s", tail(body, 4000))
+	}
+	items := e.items(alias)
+	if countType(t, items, "turn_end") != 2 {
+		t.Errorf("items %v, want one turn_end from each", e.itemTypes(alias))
+	}
+}
+
+// TestPeerHandOverRunToDaemon: bhw-run parks a thread on a person's
+// approval of a Write; the daemon, started on the same tree, adopts the
+// open question from the thread's items (bhw-run's pending_prompt, in the
+// worker's shape), takes the person's yes, posted while it polls, as its
+// answer, resolves the prompt bhw-run posted, and resumes the same agent
+// session, whose repeated Write the approval now covers.
+func TestPeerHandOverRunToDaemon(t *testing.T) {
+	e, worker := newPeerE2E(t, 2)
+	const alias = "peer/run-first"
+	x := e.path("x.txt")
+	e.model.Push(writeTool(x, "approved content"))
+	e.handOff(alias, claudeType, "approval", "write x.txt")
+	e.activate(alias, 0, run.OutcomeParked)
+	fileAbsent(t, x)
+	prompt := meta(t, e.itemsOfType(alias, "pending_prompt")[0]).Prompt
+	session := e.threadYAML(alias).Agent.AgentSessionID
+
+	e.model.Push(writeTool(x, "approved content"), claudetest.Text("WRITTEN"))
+	d := e.startDaemon(worker)
+	e.waitItems(d, "worker", "thread_recovered", func(items []blobhub.Item) bool {
+		for _, it := range items {
+			var m struct {
+				Type   string `json:"type"`
+				Thread struct {
+					Alias string `json:"alias"`
+				} `json:"thread"`
+			}
+			if json.Unmarshal(it.Metadata, &m) == nil && m.Type == "thread_recovered" && m.Thread.Alias == alias {
+				return true
+			}
+		}
+		return false
+	})
+	e.post(alias, "yes")
+	items := e.waitItems(d, alias, "a second turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 2 })
+	e.stopDaemon(d)
+
+	fileIs(t, x, "approved content")
+	if n := countType(t, items, "pending_prompt"); n != 1 {
+		t.Errorf("%d pending_prompt items, want bhw-run's only: %v", n, e.itemTypes(alias))
+	}
+	res := e.itemsOfType(alias, "pending_prompt_resolved")
+	if len(res) != 1 {
+		t.Fatalf("%d pending_prompt_resolved items, want 1: %v", len(res), e.itemTypes(alias))
+	}
+	if m := meta(t, res[0]).Prompt; m["prompt_id"] != prompt["prompt_id"] || m["prompt_state"] != "answered" {
+		t.Errorf("the daemon resolved %v; bhw-run's prompt was %v", m, prompt)
+	}
+	if n := countType(t, items, "approval_granted"); n != 1 {
+		t.Errorf("%d approval_granted items, want 1 (the repeated Write ran on the person's yes): %v", n, e.itemTypes(alias))
+	}
+	if got := e.threadYAML(alias).Agent.AgentSessionID; got != session {
+		t.Errorf("the daemon's turn ran in agent session %q, bhw-run's was %q", got, session)
+	}
+}
+
+// TestPeerItemsSideBySide: the daemon and bhw-run drive the same scripted
+// turn (a Read in the work folder, which neither asks about, then text)
+// with the same Claude Code; the items each posts are compared field by
+// field. The types come in the same order, and every metadata field the
+// daemon's item carries, nested ones included, bhw-run's carries too;
+// what bhw-run adds beside them (docs/wire.md, "Items in a thread") is
+// logged.
+func TestPeerItemsSideBySide(t *testing.T) {
+	e, worker := newPeerE2E(t, 2)
+	in := e.path("in.txt")
+	if err := os.WriteFile(in, []byte("one\ntwo\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	turn := func() []claudetest.Step {
+		return []claudetest.Step{claudetest.Tool("Read", map[string]any{"file_path": in}), claudetest.Text("READ-DONE")}
+	}
+	const byDaemon, byRun = "peer/by-daemon", "peer/by-run"
+
+	e.model.Push(turn()...)
+	e.handOff(byDaemon, claudeType, "approval", "read in.txt")
+	d := e.startDaemon(worker)
+	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
+	e.stopDaemon(d)
+
+	e.model.Push(turn()...)
+	e.handOff(byRun, claudeType, "approval", "read in.txt")
+	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+
+	theirs, ours := agentItems(t, e.items(byDaemon)), agentItems(t, e.items(byRun))
+	var tt, ot []string
+	for _, m := range theirs {
+		tt = append(tt, m["type"].(string))
+	}
+	for _, m := range ours {
+		ot = append(ot, m["type"].(string))
+	}
+	if strings.Join(tt, " ") != strings.Join(ot, " ") {
+		t.Fatalf("item types: the daemon's %v, bhw-run's %v", tt, ot)
+	}
+	for i := range theirs {
+		missing, extra := compareKeys("", theirs[i], ours[i])
+		if len(missing) > 0 {
+			t.Errorf("%s: bhw-run's item lacks the daemon's %v\n daemon: %v\nbhw-run: %v", tt[i], missing, theirs[i], ours[i])
+		}
+		if theirs[i]["status"] != ours[i]["status"] {
+			t.Errorf("%s: status %v, the daemon's %v", tt[i], ours[i]["status"], theirs[i]["status"])
+		}
+		t.Logf("%s: bhw-run's own fields %v", tt[i], extra)
+	}
+}
+
+// agentItems are the metadata of the items of items a program posted
+// (those with a metadata.type).
+func agentItems(t *testing.T, items []blobhub.Item) []map[string]any {
+	var out []map[string]any
+	for _, it := range items {
+		var m map[string]any
+		if json.Unmarshal(it.Metadata, &m) != nil || m["type"] == nil {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// compareKeys lists the keys of theirs that ours lacks, and those ours has
+// beside them, nested maps compared key by key (a value of a different
+// kind counts as missing).
+func compareKeys(at string, theirs, ours map[string]any) (missing, extra []string) {
+	for k, v := range theirs {
+		o, ok := ours[k]
+		if !ok {
+			missing = append(missing, at+k)
+			continue
+		}
+		if vm, isMap := v.(map[string]any); isMap {
+			om, ok := o.(map[string]any)
+			if !ok {
+				missing = append(missing, at+k+" (not an object)")
+				continue
+			}
+			m, x := compareKeys(at+k+".", vm, om)
+			missing, extra = append(missing, m...), append(extra, x...)
+		}
+	}
+	for k := range ours {
+		if _, ok := theirs[k]; !ok {
+			extra = append(extra, at+k)
+		}
+	}
+	slices.Sort(missing)
+	slices.Sort(extra)
+	return missing, extra
+}
