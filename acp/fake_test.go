@@ -61,8 +61,9 @@ func TestConformance(t *testing.T) {
 	for _, p := range presets {
 		t.Run(p.typ, func(t *testing.T) {
 			agenttest.Conformance(t, agenttest.Fixture{Adapter: p.adapter(),
-				Launch: func(t *testing.T, s agenttest.Script) agent.Launch { return fakeLaunch(t, p.typ, s) },
-				Graces: shortGraces})
+				Launch:    func(t *testing.T, s agenttest.Script) agent.Launch { return fakeLaunch(t, p.typ, s) },
+				Graces:    shortGraces,
+				MaxQueued: func(s agent.Session, n int) { s.(*Session).MaxQueued = n }, AfterEnd: true})
 		})
 	}
 }

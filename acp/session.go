@@ -58,6 +58,9 @@ type Session struct {
 	// Grace periods, set from the defaults by Start; tests may shorten them
 	// before calling Close or Turn.
 	StdinGrace, KillGrace, InterruptGrace, ParkGrace, TextIdle time.Duration
+	// MaxQueued bounds, in bytes, what the agent sent that waits for the
+	// running turn (0: jsonrpc.DefaultMaxQueued); tests shrink it.
+	MaxQueued int
 
 	p      *preset
 	l      agent.Launch
@@ -299,7 +302,7 @@ func (s *Session) onRequest(m jsonrpc.Message) {
 	switch m.Method {
 	case "session/request_permission":
 		if !s.q.Push(m) {
-			s.Proc.Logf("a permission request came while no turn runs: cancelled")
+			s.Proc.Logf("a permission request came while no turn runs, or past what may wait for it: cancelled")
 			s.reply(m.ID, cancelled)
 		}
 	case "fs/write_text_file":

@@ -54,6 +54,7 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 		return agent.TurnResult{Outcome: agent.TurnFailed, ErrorText: failed, ResumeFailed: true}, nil
 	}
 	t := &turn{s: s, h: h, sid: sid, start: time.Now(), tools: map[string]*toolState{}}
+	s.q.SetMax(s.MaxQueued)
 	s.q.SetOpen(true)
 	defer func() {
 		// Nothing may be left waiting on us: a request that came after the
@@ -111,6 +112,13 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 			}
 			return r, nil
 		}
+		if err := s.q.Full(); err != nil {
+			// What came after the refused message is lost: the turn cannot
+			// be told truly any more.
+			t.flush()
+			t.closeOpen(unfinishedText)
+			return t.result(agent.TurnFailed), agent.Overrun(s.p.typ, err)
+		}
 		if t.text.Len() > 0 || t.thought.Len() > 0 {
 			idle.Reset(s.TextIdle)
 		}
@@ -129,17 +137,8 @@ func (s *Session) crashed(what string) error {
 // drain handles everything queued, up to the prompt's answer; what the
 // agent sent after it is not the turn's (afterEnd).
 func (t *turn) drain() {
-	for _, m := range t.s.q.Take() {
-		switch {
-		case t.ended != nil:
-			t.afterEnd(m)
-		case m.Kind == jsonrpc.Response && m.ID == t.promptID:
-			t.ended = &m
-		case m.Kind == jsonrpc.Response:
-			// The answer to another request of ours: its caller has it.
-		default:
-			t.handle(m)
-		}
+	if m := t.s.q.Drain(t.promptID, t.ended != nil, t.handle, t.afterEnd); m != nil {
+		t.ended = m
 	}
 }
 

@@ -27,3 +27,12 @@ const (
 	CodeAgentCrashed     = exit.CodeAgentCrashed     // the process ended before its turn-end line
 	CodeAgentSpawnFailed = exit.CodeAgentSpawnFailed // bad flags, refused start, crash before init
 )
+
+// Overrun is the AGENT_CRASHED of a turn whose agent (what) sent messages
+// faster than the turn could relay them, past the bound of what may wait
+// for it (why): the turn ends there, and run stops the agent. Nothing of
+// the agent's waits unbounded in bhw-run (docs/run.md, Reading from the
+// agent).
+func Overrun(what string, why error) *Error {
+	return Errorf(CodeAgentCrashed, "%s sent messages faster than bhw-run could relay them (%v): the turn is ended and the agent stopped", what, why)
+}

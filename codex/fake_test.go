@@ -46,7 +46,8 @@ func TestConformance(t *testing.T) {
 		Graces: func(s agent.Session) {
 			cs := s.(*Session)
 			cs.StdinGrace, cs.KillGrace, cs.InterruptGrace = 100*time.Millisecond, 300*time.Millisecond, time.Second
-		}})
+		},
+		MaxQueued: func(s agent.Session, n int) { s.(*Session).MaxQueued = n }, AfterEnd: true})
 }
 
 func TestFakeCrashMidTurnIsAgentCrashed(t *testing.T) {

@@ -39,6 +39,9 @@ type Session struct {
 	StdinGrace     time.Duration
 	KillGrace      time.Duration
 	InterruptGrace time.Duration
+	// MaxQueued bounds, in bytes, what the agent sent that waits for the
+	// running turn (0: jsonrpc.DefaultMaxQueued); tests shrink it.
+	MaxQueued int
 
 	l      agent.Launch
 	logger *slog.Logger
@@ -294,7 +297,8 @@ func (s *Session) onRequest(m jsonrpc.Message) {
 	switch m.Method {
 	case methodCommandApproval, methodFileChangeApproval:
 		if !s.q.Push(m) {
-			// No turn is running to put it to the gate: fail closed.
+			// No turn is running to put it to the gate, or too much waits
+			// for it already: fail closed.
 			s.respond(m.ID, map[string]any{"decision": "decline"})
 		}
 	default:

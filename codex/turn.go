@@ -83,6 +83,7 @@ func (s *Session) turn(ctx context.Context, message string, h agent.Handler) (ag
 		return agent.TurnResult{Outcome: agent.TurnFailed, ErrorText: failed, ResumeFailed: true}, nil
 	}
 
+	s.q.SetMax(s.MaxQueued)
 	s.q.SetOpen(true)
 	defer func() {
 		// Nothing may be left waiting on us: a request that came after the
@@ -126,6 +127,12 @@ func (s *Session) turn(ctx context.Context, message string, h agent.Handler) (ag
 			if t.drain() {
 				return t.finish(ctx)
 			}
+			if err := s.q.Full(); err != nil {
+				// What came after the refused message is lost: the turn
+				// cannot be told truly any more.
+				t.closeOpenCalls("not finished: the turn ended first", true)
+				return t.result(agent.TurnFailed), agent.Overrun("codex app-server", err)
+			}
 		case <-s.rpc.Done():
 			if t.drain() {
 				return t.finish(ctx)
@@ -166,20 +173,33 @@ func (t *turn) setID(id string) {
 
 // drain handles everything queued; true once the turn has ended.
 func (t *turn) drain() bool {
-	for _, m := range t.s.q.Take() {
+	queued := t.s.q.Take()
+	for i, m := range queued {
 		t.handle(m)
 		if t.completed != nil {
-			// Later lines belong to no turn of ours; requests among them
-			// are answered by Turn's deferred cleanup.
-			for _, rest := range t.s.q.Take() {
-				if rest.Kind == jsonrpc.Request {
-					t.s.respond(rest.ID, map[string]any{"decision": "decline"})
-				}
+			// Later lines belong to no turn of ours, those taken with the
+			// end and those queued since; what comes later still is
+			// answered by Turn's deferred cleanup.
+			for _, rest := range append(queued[i+1:], t.s.q.Take()...) {
+				t.afterEnd(rest)
 			}
 			return true
 		}
 	}
 	return false
+}
+
+// afterEnd drops what the server sent once its turn had completed: an
+// update is not folded into the ended turn's items, and a request is never
+// judged: it is declined, so the server does not wait on it.
+func (t *turn) afterEnd(m jsonrpc.Message) {
+	switch m.Kind {
+	case jsonrpc.Request:
+		t.s.Proc.Logf("a %s request (id %s) came after the turn ended: declined, not judged", m.Method, m.ID)
+		t.s.respond(m.ID, map[string]any{"decision": "decline"})
+	case jsonrpc.Notification:
+		t.s.Proc.Logf("a %s came after the turn ended: dropped", m.Method)
+	}
 }
 
 // finish builds the result of a turn that reported turn/completed.

@@ -9,17 +9,6 @@ import (
 	"testing"
 )
 
-// grant is what rules grant on p: read, and write.
-func grant(rules Rules, p string) (read, write bool) {
-	for _, r := range rules.Paths {
-		if within(r.Path, p) && (!r.File || r.Path == p) {
-			read = true
-			write = write || r.Write
-		}
-	}
-	return read, write
-}
-
 // tree makes the files and folders named (a trailing / is a folder)
 // under a fresh temp folder, its links resolved, and returns it.
 func tree(t *testing.T, names ...string) string {
@@ -78,7 +67,7 @@ func TestBuild(t *testing.T) {
 		{"/usr/bin/env", true, false},
 		{"/dev/null", true, true},
 	} {
-		if r, w := grant(rules, c.path); r != c.read || w != c.write {
+		if r, w := rules.Grants(c.path); r != c.read || w != c.write {
 			t.Errorf("%s: read %v write %v, want read %v write %v", c.path, r, w, c.read, c.write)
 		}
 	}

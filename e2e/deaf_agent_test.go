@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -66,7 +65,8 @@ func TestAgentThatStopsReading(t *testing.T) {
 				e.useFileStore()
 				e.Config.Concurrency.MaxAgents = 1
 				e.Config.Policy.AllowAutonomous = true
-				deaf := filepath.Join(e.root, "deaf")
+				// In the work folder: the confined agent may write only there.
+				deaf := filepath.Join(e.work, "deaf")
 				if err := syscall.Mkfifo(deaf, 0o600); err != nil {
 					t.Fatal(err)
 				}
@@ -92,22 +92,8 @@ func TestAgentThatStopsReading(t *testing.T) {
 				cmd := e.start(bhtest.RunnerKey, nil, append(end.args, alias)...)
 				// Opened for reading, the pipe wakes the test once the agent
 				// reads nothing more.
-				told := make(chan error, 1)
-				go func() {
-					f, err := os.Open(deaf)
-					if err == nil {
-						_, err = bufio.NewReader(f).ReadString('\n')
-						f.Close()
-					}
-					told <- err
-				}()
-				select {
-				case err := <-told:
-					if err != nil {
-						t.Fatal(err)
-					}
-				case <-time.After(60 * time.Second):
-					t.Fatalf("the agent never stopped reading\n%s", cmd.stderr)
+				if err := agenttest.Told(deaf, time.Minute); err != nil {
+					t.Fatalf("the agent never stopped reading (%v)\n%s", err, cmd.stderr)
 				}
 				if end.signal {
 					if err := cmd.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -32,6 +32,10 @@ type confineProbe struct {
 	key                          string
 	cred, otherYAML, otherSecret string
 	otherWork, bashrc, outside   string
+	// outputHidden: the agent relays no tool output to bhw-run (Gemini
+	// CLI's tool_call_update says only "completed"), so no refusal in it
+	// can be named on the thread.
+	outputHidden bool
 }
 
 const confineOriginal = "original\n"
@@ -102,6 +106,25 @@ func (p *confineProbe) check(t testing.TB, e *e2eEnv, alias string, bodies [][]b
 	for _, want := range []string{p.cred + ": Permission denied", p.otherYAML + ": Permission denied", p.otherSecret + ": Permission denied", "git-ok", "tmp-ok"} {
 		if !bytes.Contains(all, []byte(want)) {
 			t.Errorf("no model request carried %q", want)
+		}
+	}
+	// And the thread says the confinement refused them, not the files'
+	// own permissions. outside.txt would be new in a folder on the way to
+	// the state tree, which the rule set does not cover: denied, not
+	// read-only.
+	if p.outputHidden {
+		return
+	}
+	refused := map[string]string{}
+	for _, it := range e.itemsOfType(alias, "status") {
+		if m := meta(t, it); m.Status == "confinement_refused" {
+			path, _ := m.All["path"].(string)
+			refused[path], _ = m.All["access"].(string)
+		}
+	}
+	for path, access := range map[string]string{p.cred: "denied", p.otherYAML: "denied", p.otherSecret: "denied", p.bashrc: "read_only", p.outside: "denied"} {
+		if refused[path] != access {
+			t.Errorf("confinement_refused for %s: %q, want %q (all: %v)", path, refused[path], access, refused)
 		}
 	}
 }
@@ -217,6 +240,7 @@ func TestE2EConfineACP(t *testing.T) {
 
 func acpConfined(t *testing.T, e *acpE2E) {
 	p := newConfineProbe(t, e.e2eEnv)
+	p.outputHidden = e.a == acptest.Gemini
 	const alias = "projects/p1/acp-confined"
 	e.handOff(alias, e.typ, "autonomous", "probe the doors "+e.a.Shell(p.script()))
 	e.activate(alias, 0, run.OutcomeTurnCompleted)

@@ -73,25 +73,6 @@ func (s *guardedScenario) threadPolicy() *policy.Policy {
 	}}
 }
 
-// handOffGuarded creates a pending guarded thread with pol in
-// thread.metadata.policy (nil: none), then posts the first message.
-func (e *e2eEnv) handOffGuarded(alias, agentType string, pol *policy.Policy, message string) {
-	e.t.Helper()
-	var v map[string]any
-	if err := json.Unmarshal(envelope.NewThread(e.work, agentType, setup.PermGuarded, alias), &v); err != nil {
-		e.t.Fatal(err)
-	}
-	if pol != nil {
-		v["thread"].(map[string]any)["metadata"].(map[string]any)["policy"] = pol
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.srv.Put(alias, string(b))
-	e.post(alias, message)
-}
-
 // policyMissing (e): a guarded thread without a policy fails the checklist
 // and the agent never starts.
 func (s *guardedScenario) policyMissing(t *testing.T) {

@@ -42,6 +42,7 @@ import (
 	"github.com/blobhub/bhw-run/codex"
 	"github.com/blobhub/bhw-run/codex/codextest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
 	"github.com/blobhub/bhw-run/setup"
 )
@@ -360,6 +361,25 @@ func (e *e2eEnv) handOff(alias, agentType, permissions, message string) {
 		args = append(args, "--message", message)
 	}
 	e.asPerson(append(args, alias)...)
+}
+
+// handOffGuarded creates a pending guarded thread with pol in
+// thread.metadata.policy (nil: none), then posts the first message.
+func (e *e2eEnv) handOffGuarded(alias, agentType string, pol *policy.Policy, message string) {
+	e.t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(envelope.NewThread(e.work, agentType, setup.PermGuarded, alias), &v); err != nil {
+		e.t.Fatal(err)
+	}
+	if pol != nil {
+		v["thread"].(map[string]any)["metadata"].(map[string]any)["policy"] = pol
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.srv.Put(alias, string(b))
+	e.post(alias, message)
 }
 
 // post posts a person's item with `bhw-run thread post`.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/confine"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
@@ -84,6 +85,9 @@ type activation struct {
 	abort   context.CancelCauseFunc
 	// res is the agent of the turn running (turnWith).
 	res *resolved
+	// confined is the rule set of the running agent, nil when it runs
+	// unconfined (confinementRefused).
+	confined *confine.Rules
 }
 
 // load reads thread.yaml, the journal and identity.yaml.

@@ -91,6 +91,7 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 	if rules != nil {
 		l.Confine, l.Env = rules, setEnv(l.Env, "TMPDIR", temp)
 	}
+	a.confined = rules
 	if resume && t.Ledger != nil {
 		l.SessionCostUSD = t.Ledger.SessionCostUSD
 	}

@@ -106,6 +106,28 @@ func (r *Runner) confinement(res *resolved) (rules *confine.Rules, temp string, 
 	return &built, temp, done, nil
 }
 
+// confinementRefused follows a tool result that says a path was refused
+// with a confinement_refused status item for each such path the
+// confinement accounts for (confine.Rules.Refused): the agent's own tool
+// says only "Permission denied", which reads like the file's own
+// permissions. Whether the tool marked its result failed does not count:
+// a shell line that goes on after the refusal ends well.
+func (a *activation) confinementRefused(it agent.Item) {
+	if a.confined == nil {
+		return
+	}
+	tool, _ := it.Meta["tool"].(map[string]any)
+	out, _ := tool["output"].(string)
+	for _, r := range a.confined.Refused(out) {
+		why, access := "bhw-run keeps the agent out of it", "denied"
+		if !r.Denied {
+			why, access = "the agent may write only its work folder, its home, its temp folder and confine.writable", "read_only"
+		}
+		a.emit(agent.StatusItem("confinement_refused", fmt.Sprintf("🔒 the confinement refused %s: %s (docs/security.md)", r.Path, why),
+			map[string]any{"path": r.Path, "access": access, "invocation_id": toolID(it)}))
+	}
+}
+
 // confineTempPrefix names the private temp folders in bhw-run's TMPDIR.
 const confineTempPrefix = "bhw-agent-"
 

@@ -124,6 +124,7 @@ func (h *turnHandler) Emit(it agent.Item) {
 		h.a.prog.callOpened(toolID(it), h.a.r.Setup.Secrets.String(it.Brief))
 	case agent.ItemToolResult:
 		h.a.prog.callClosed(toolID(it))
+		h.a.confinementRefused(it)
 	}
 }
 

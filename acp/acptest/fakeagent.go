@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -34,6 +35,10 @@ const (
 	// AskFirst sends the permission request before the call's tool_call
 	// (OpenCode with a permission of "*").
 	AskFirst = "ask_first"
+	// Runs runs an exec call's command for real once the host allows it
+	// (bash -c, in the agent's folder), its output the call's result; a
+	// refused one does not run. Other exec calls only say they ran.
+	Runs = "runs"
 )
 
 // MaybeRunFakeAgent plays the fake ACP agent and exits when FakeAgentEnv
@@ -235,6 +240,11 @@ func (f *fakeAgent) play(prompt jsonrpc.ID, steps []agenttest.Step) {
 			_ = f.WriteLine([]byte(st.Garbage))
 		case st.BigLine > 0:
 			f.update(textChunk(strings.Repeat("x", st.BigLine)))
+		case st.Flood > 0:
+			for i := 0; i < st.Flood; i++ {
+				f.update(textChunk(fmt.Sprintf("flood %d ", i)))
+			}
+			agenttest.Tell(f.Script.Sent)
 		case st.BigRequest > 0:
 			f.bigRequest(st.BigRequest)
 		case st.Stream > 0:
@@ -249,6 +259,7 @@ func (f *fakeAgent) play(prompt jsonrpc.ID, steps []agenttest.Step) {
 			trail := func() {
 				f.update(textChunk(" and more"))
 				f.update(map[string]any{"sessionUpdate": "plan", "entries": []any{}, "_meta": map[string]any{"last": "after the end"}})
+				agenttest.Tell(f.Script.Sent)
 			}
 			if f.permitThen(toolCall(f.nextID(), agenttest.Write("/after-the-end")), trail).allowed {
 				verdict = "allowed"
@@ -416,10 +427,15 @@ func (f *fakeAgent) ask(t *agenttest.Tool) bool {
 			f.update(textChunk("write failed: " + err.Error()))
 		}
 	}
+	result := orDefault(t.Result, "ran")
+	if t.Name == Runs && t.Effect == policy.EffectExec {
+		out, err := exec.Command("bash", "-c", t.Target.Command).CombinedOutput()
+		result = fmt.Sprintf("ran (%v): %s", err, out)
+	}
 	// Qwen Code's request for its mid-turn queue: answered -32601.
 	_, qerr := f.Conn.Call(context.Background(), "craft/drainMidTurnQueue", map[string]any{"sessionId": f.sid})
 	f.update(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "completed",
-		"content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": orDefault(t.Result, "ran")}}},
+		"content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": result}}},
 		"_meta":   map[string]any{"drain": fmt.Sprint(qerr)}})
 	return true
 }

@@ -79,6 +79,9 @@ const DefaultTurnGrace = 3 * time.Second
 // Session is one live test agent.
 type Session struct {
 	TurnGrace time.Duration
+	// MaxQueued bounds, in bytes, what the agent sent that waits for the
+	// running turn (0: jsonrpc.DefaultMaxQueued); tests shrink it.
+	MaxQueued int
 
 	l            agent.Launch
 	logger       *slog.Logger
@@ -111,6 +114,10 @@ func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 	}
 	s.rpc = jsonrpc.NewConn(jsonrpc.Options{Write: s.Proc.WriteLine, Version: true,
 		OnRequest: s.push, OnNotification: s.push,
+		// A response is queued too, where it stands among the updates: the
+		// prompt's answer ends the turn there, and what comes after it is
+		// not the turn's.
+		OnResponse: func(m jsonrpc.Message) { s.q.Push(m) },
 		OnTooLong: func(id jsonrpc.ID, _ string) {
 			_ = s.rpc.Reply(id, map[string]string{"action": "deny", "message": "bhw-run: request too large to read"})
 		},
@@ -181,46 +188,32 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 		return agent.TurnResult{Outcome: agent.TurnFailed, ErrorText: failed, ResumeFailed: true}, nil
 	}
 	t := &testTurn{s: s, h: h}
+	s.q.SetMax(s.MaxQueued)
 	s.q.SetOpen(true)
 	defer func() {
-		// Nothing may be left waiting on us.
+		// Nothing may be left waiting on us: a request that came after the
+		// end is denied.
 		for _, m := range s.q.SetOpen(false) {
-			if m.Kind == jsonrpc.Request {
-				_ = s.rpc.Reply(m.ID, map[string]string{"action": "deny", "message": "the turn has ended"})
-			}
+			t.afterEnd(m)
 		}
 	}()
-	_, resp, err := s.rpc.Go("prompt", map[string]string{"message": message})
+	id, _, err := s.rpc.Go("prompt", map[string]string{"message": message})
 	if err != nil {
 		return agent.TurnResult{}, s.crashed("writing to the agent: " + err.Error())
 	}
+	// The answer comes through the queue (OnResponse), after what the agent
+	// sent before it: drain sees it in order.
+	t.promptID = id
 	var grace <-chan time.Time
 	ctxDone := ctx.Done()
 	for {
 		select {
-		case m := <-resp:
-			// What the agent sent before its answer is queued already (one
-			// reader, in order): it is relayed first.
-			for _, q := range s.q.Take() {
-				t.handle(q)
-			}
-			r := t.result(m, time.Since(start))
-			if grace != nil {
-				return r, ctx.Err()
-			}
-			return r, nil
 		case <-s.q.Ready():
-			for _, m := range s.q.Take() {
-				t.handle(m)
-			}
+			t.drain()
 		case <-s.rpc.Done():
-			for _, m := range s.q.Take() {
-				t.handle(m)
-			}
-			select {
-			case m := <-resp:
-				return t.result(m, time.Since(start)), nil
-			default:
+			t.drain()
+			if t.ended != nil {
+				break
 			}
 			if ctx.Err() != nil {
 				return agent.TurnResult{Outcome: agent.TurnInterrupted}, ctx.Err()
@@ -244,6 +237,16 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 		case <-grace:
 			return agent.TurnResult{Outcome: agent.TurnInterrupted}, ctx.Err()
 		}
+		if t.ended != nil {
+			r := t.result(*t.ended, time.Since(start))
+			if grace != nil {
+				return r, ctx.Err()
+			}
+			return r, nil
+		}
+		if err := s.q.Full(); err != nil {
+			return agent.TurnResult{Outcome: agent.TurnFailed}, agent.Overrun("the test agent", err)
+		}
 	}
 }
 
@@ -257,6 +260,30 @@ type testTurn struct {
 	h        agent.Handler
 	parked   bool
 	parkedID string // the call the gate parked
+
+	promptID jsonrpc.ID
+	ended    *jsonrpc.Message // the prompt's answer, once drained: the turn's end
+}
+
+// drain handles everything queued, up to the prompt's answer; what the
+// agent sent after it is not the turn's (afterEnd).
+func (t *testTurn) drain() {
+	if m := t.s.q.Drain(t.promptID, t.ended != nil, t.handle, t.afterEnd); m != nil {
+		t.ended = m
+	}
+}
+
+// afterEnd drops what the agent sent once its turn had ended: an update is
+// not folded into the ended turn's items, and a request is never judged:
+// it is denied, so the agent does not wait on it.
+func (t *testTurn) afterEnd(m jsonrpc.Message) {
+	switch m.Kind {
+	case jsonrpc.Request:
+		t.s.Proc.Logf("a %s request (id %s) came after the turn ended: denied, not judged", m.Method, m.ID)
+		_ = t.s.rpc.Reply(m.ID, map[string]string{"action": "deny", "message": "the turn has ended"})
+	case jsonrpc.Notification:
+		t.s.Proc.Logf("a %s came after the turn ended: dropped", m.Method)
+	}
 }
 
 func (t *testTurn) result(m jsonrpc.Message, d time.Duration) agent.TurnResult {

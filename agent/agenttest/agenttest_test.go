@@ -39,7 +39,8 @@ func TestConformance(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			Conformance(t, Fixture{Adapter: Agent{HostSessionID: host}.Adapter(), Launch: fakeLaunch,
-				Graces: func(s agent.Session) { s.(*Session).TurnGrace = time.Second }})
+				Graces:    func(s agent.Session) { s.(*Session).TurnGrace = time.Second },
+				MaxQueued: func(s agent.Session, n int) { s.(*Session).MaxQueued = n }, AfterEnd: true})
 		})
 	}
 }

@@ -2,10 +2,13 @@ package agenttest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +26,13 @@ type Fixture struct {
 	Launch func(t *testing.T, s Script) agent.Launch
 	// Graces, when set, shortens the session's waits for the test.
 	Graces func(agent.Session)
+	// MaxQueued, for an adapter that queues what its agent sends for the
+	// running turn (agent/jsonrpc's Queue), sets the queue's bound in
+	// bytes; nil for one that reads its agent in the turn itself, where
+	// the pipe holds a fast agent back.
+	MaxQueued func(s agent.Session, n int)
+	// AfterEnd: the fake plays Step.AfterEnd (the JSON-RPC fakes do).
+	AfterEnd bool
 }
 
 // Conformance is what every adapter must do against its fake: start, run a
@@ -41,6 +51,12 @@ func Conformance(t *testing.T, f Fixture) {
 	t.Run("cancel", c.cancel)
 	t.Run("stops reading", func(t *testing.T) { c.notReading(t, Script{StopReading: true}) })
 	t.Run("floods without reading", func(t *testing.T) { c.notReading(t, Script{Flood: 5000}) })
+	if f.MaxQueued != nil {
+		t.Run("floods faster than the turn relays", c.overrun)
+	}
+	if f.AfterEnd {
+		t.Run("nothing after the end", c.afterEnd)
+	}
 	t.Run("crash", c.crash)
 	t.Run("resume failure", c.resumeFailure)
 	t.Run("resume", c.resume)
@@ -50,9 +66,12 @@ type conformance struct{ f Fixture }
 
 // start starts the fake playing s and closes it when the test ends,
 // checking that the whole group is gone.
-func (c conformance) start(t *testing.T, s Script, sessionID string, resume bool) (agent.Session, agent.Launch) {
+func (c conformance) start(t *testing.T, s Script, sessionID string, resume bool, with func(*agent.Launch)) (agent.Session, agent.Launch) {
 	t.Helper()
 	l := c.f.Launch(t, s)
+	if with != nil {
+		with(&l)
+	}
 	l.Permissions = policy.PostureApproval
 	l.SessionID, l.Resume = sessionID, resume
 	if sessionID == "" && c.f.Adapter.HostSessionID {
@@ -103,7 +122,7 @@ func texts(h *Recorder) []string {
 
 // turn: one text, a completed turn, a session id and a process group.
 func (c conformance) turn(t *testing.T) {
-	sess, _ := c.start(t, Turn(Step{Text: "hello from the fake"}), "", false)
+	sess, _ := c.start(t, Turn(Step{Text: "hello from the fake"}), "", false, nil)
 	if sess.Pgid() <= 1 {
 		t.Fatalf("Pgid %d", sess.Pgid())
 	}
@@ -125,7 +144,7 @@ func (c conformance) turn(t *testing.T) {
 // stops the turn there, the call's result the parked one (agent.ParkedResultItem).
 func (c conformance) gate(t *testing.T, action policy.Action) {
 	path := filepath.Join(t.TempDir(), "conformance.txt")
-	sess, _ := c.start(t, Turn(Step{Call: Write(path)}, Step{Text: "after the call"}), "", false)
+	sess, _ := c.start(t, Turn(Step{Call: Write(path)}, Step{Text: "after the call"}), "", false, nil)
 	h := &Recorder{Gate: func(policy.Call) policy.Verdict {
 		return policy.Verdict{Action: action, Message: "denied by the conformance test"}
 	}}
@@ -178,7 +197,7 @@ func (c conformance) gate(t *testing.T, action policy.Action) {
 // interrupt: Interrupt from another goroutine ends a running turn, as
 // interrupted and without an error.
 func (c conformance) interrupt(t *testing.T) {
-	sess, _ := c.start(t, Turn(Step{Text: "working"}, Step{WaitInterrupt: true}), "", false)
+	sess, _ := c.start(t, Turn(Step{Text: "working"}, Step{WaitInterrupt: true}), "", false, nil)
 	h := &Recorder{OnItem: func(it agent.Item) {
 		if it.Type() == agent.ItemText {
 			go func() {
@@ -197,7 +216,7 @@ func (c conformance) interrupt(t *testing.T) {
 // cancel: a cancelled context interrupts the turn politely; Turn returns
 // interrupted with the context's error.
 func (c conformance) cancel(t *testing.T) {
-	sess, _ := c.start(t, Turn(Step{Text: "working"}, Step{WaitInterrupt: true}), "", false)
+	sess, _ := c.start(t, Turn(Step{Text: "working"}, Step{WaitInterrupt: true}), "", false, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	h := &Recorder{OnItem: func(it agent.Item) {
@@ -220,7 +239,7 @@ func (c conformance) cancel(t *testing.T) {
 // it), within the interrupt's bounds, interrupted, and the process is gone.
 func (c conformance) notReading(t *testing.T, s Script) {
 	s.Turns = [][]Step{{{Text: "never read"}}}
-	sess, _ := c.start(t, s, "", false)
+	sess, _ := c.start(t, s, "", false, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	type ended struct {
@@ -253,10 +272,107 @@ func (c conformance) notReading(t *testing.T, s Script) {
 	}
 }
 
+// overrun: an agent that sends faster than the turn relays (here the
+// turn is held at its first item until the agent has sent a flood of
+// 2000 messages) fills the bounded queue between the reader and the
+// turn instead of bhw-run's memory: the turn fails AGENT_CRASHED saying
+// so, having relayed only what the queue held, and nothing after it.
+func (c conformance) overrun(t *testing.T) {
+	sent, waitSent := sentPipe(t)
+	const flood = 2000
+	s := Script{Sent: sent, Turns: [][]Step{{{Tool: Exec("true")}, {Flood: flood}, {Text: "after the flood"}}}}
+	sess, _ := c.start(t, s, "", false, nil)
+	c.f.MaxQueued(sess, 64<<10)
+	var held sync.Once
+	h := &Recorder{OnItem: func(agent.Item) { held.Do(waitSent) }}
+	res, err := turn(t, sess, h)
+	var te *agent.Error
+	if !errors.As(err, &te) || te.Code != agent.CodeAgentCrashed || !strings.Contains(te.Message, "faster than bhw-run could relay") ||
+		res.Outcome != agent.TurnFailed {
+		t.Fatalf("Turn = %+v, %v; want %s: the agent sends faster than the turn relays", res, err, agent.CodeAgentCrashed)
+	}
+	relayed := 0
+	for _, text := range texts(h) {
+		relayed += strings.Count(text, "flood ")
+	}
+	if relayed >= flood/2 || slices.Contains(texts(h), "after the flood") {
+		t.Fatalf("%d of the %d flood messages relayed (texts %d): the queue held more than its bound", relayed, flood, len(texts(h)))
+	}
+}
+
+// afterEnd: what the agent sends after its turn's end is not the turn's:
+// its text is not added to the turn's items, and its permission request
+// is never put to the gate but refused, so the agent does not wait on it
+// and a completed turn stays completed. The turn is held at its first
+// item until the agent has sent all of it, so folding it in could not be
+// missed.
+func (c conformance) afterEnd(t *testing.T) {
+	sent, waitSent := sentPipe(t)
+	told := make(chan string, 1)
+	var answered sync.Once
+	s := Script{Sent: sent, Turns: [][]Step{{{Text: "before the end"}, {Tool: Exec("true")}, {AfterEnd: true}}}}
+	sess, _ := c.start(t, s, "", false, func(l *agent.Launch) {
+		log := &LogBuffer{OnLine: func(stream, text string) {
+			if stream == agent.StreamStderr && strings.Contains(text, "the request after the end was") {
+				answered.Do(func() { told <- text })
+			}
+		}}
+		l.Log = log.Log()
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("thread.log:\n%s", log.String())
+			}
+		})
+	})
+	var held sync.Once
+	h := &Recorder{
+		Gate:   func(policy.Call) policy.Verdict { return policy.Verdict{Action: policy.Allow} },
+		OnItem: func(agent.Item) { held.Do(waitSent) },
+	}
+	res, err := turn(t, sess, h)
+	if err != nil || res.Outcome != agent.TurnCompleted {
+		t.Fatalf("Turn = %+v, %v; want completed", res, err)
+	}
+	for _, it := range h.Items() {
+		meta, _ := json.Marshal(it.Meta)
+		seen := it.Brief + " " + string(meta)
+		for _, after := range []string{"after the end", "after-the-end", "and more"} {
+			if strings.Contains(seen, after) {
+				t.Fatalf("item %s: what came after the end was folded into the turn", seen)
+			}
+		}
+	}
+	if calls := h.Calls(); len(calls) != 0 {
+		t.Fatalf("the gate judged %d calls after the end: %+v", len(calls), calls)
+	}
+	select {
+	case text := <-told:
+		if !strings.HasSuffix(text, "refused") {
+			t.Fatalf("the agent says %q", text)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the request after the end was never answered")
+	}
+}
+
+// sentPipe is a named pipe for Script.Sent and a wait, of a minute at
+// most, for the agent to tell it.
+func sentPipe(t *testing.T) (path string, wait func()) {
+	path = filepath.Join(t.TempDir(), "sent")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, func() {
+		if err := Told(path, time.Minute); err != nil {
+			t.Errorf("waiting for the agent to send all: %v", err)
+		}
+	}
+}
+
 // crash: a process that dies mid-turn is AGENT_CRASHED, saying what it
 // said on stderr.
 func (c conformance) crash(t *testing.T) {
-	sess, _ := c.start(t, Turn(Step{Text: "working"}, Step{Crash: 3, Stderr: "fake agent: boom"}), "", false)
+	sess, _ := c.start(t, Turn(Step{Text: "working"}, Step{Crash: 3, Stderr: "fake agent: boom"}), "", false, nil)
 	_, err := turn(t, sess, &Recorder{})
 	var te *agent.Error
 	if !errors.As(err, &te) || te.Code != agent.CodeAgentCrashed || !strings.Contains(te.Message, "boom") {
@@ -267,7 +383,7 @@ func (c conformance) crash(t *testing.T) {
 // resumeFailure: a session the agent does not know is ResumeFailed on the
 // first turn, not an error, so run can start a fresh one.
 func (c conformance) resumeFailure(t *testing.T) {
-	sess, _ := c.start(t, Script{ResumeFails: true, Turns: [][]Step{{{Text: "never"}}}}, "00000000-0000-4000-8000-00000000dead", true)
+	sess, _ := c.start(t, Script{ResumeFails: true, Turns: [][]Step{{{Text: "never"}}}}, "00000000-0000-4000-8000-00000000dead", true, nil)
 	res, err := turn(t, sess, &Recorder{})
 	if err != nil || !res.ResumeFailed {
 		t.Fatalf("Turn = %+v, %v; want ResumeFailed", res, err)
@@ -276,13 +392,13 @@ func (c conformance) resumeFailure(t *testing.T) {
 
 // resume: a second process resumes the first one's session id.
 func (c conformance) resume(t *testing.T) {
-	first, _ := c.start(t, Turn(Step{Text: "one"}), "", false)
+	first, _ := c.start(t, Turn(Step{Text: "one"}), "", false, nil)
 	if _, err := turn(t, first, &Recorder{}); err != nil {
 		t.Fatal(err)
 	}
 	id := first.SessionID()
 	c.close(t, first)
-	second, _ := c.start(t, Turn(Step{Text: "two"}), id, true)
+	second, _ := c.start(t, Turn(Step{Text: "two"}), id, true, nil)
 	h := &Recorder{}
 	res, err := turn(t, second, h)
 	if err != nil || res.Outcome != agent.TurnCompleted || res.ResumeFailed {

@@ -115,7 +115,11 @@ func (f *fake) nextID() string {
 // play plays one turn's steps and answers the prompt.
 func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 	outcome := map[string]any{"outcome": "end", "usage": map[string]any{"input_tokens": 10, "input_tokens_cached": 4, "output_tokens": 3}}
-	defer func() { _ = f.Conn.Reply(prompt, outcome) }()
+	defer func() {
+		if outcome != nil {
+			_ = f.Conn.Reply(prompt, outcome)
+		}
+	}()
 	for _, st := range steps {
 		switch {
 		case st.Text != "":
@@ -155,6 +159,26 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 			_ = f.WriteLine([]byte(st.Garbage))
 		case st.BigLine > 0:
 			f.update("text", map[string]any{"text": strings.Repeat("x", st.BigLine)})
+		case st.AfterEnd:
+			_ = f.Conn.Reply(prompt, outcome)
+			outcome = nil
+			f.update("text", map[string]any{"text": "said after the end"})
+			tool := Write("/after-the-end")
+			_, ch, err := f.Conn.Go("permission", map[string]any{"id": f.nextID(), "kind": "approval", "tool": toolName(tool),
+				"input": toolInput(tool), "effect": tool.Effect, "target": tool.Target})
+			f.update("text", map[string]any{"text": " and more"})
+			f.update("status", map[string]any{"token": "late", "text": "after the end"})
+			Tell(f.Script.Sent)
+			f.AfterEndAnswer(ch, err, func(res json.RawMessage) bool {
+				var a struct{ Action string }
+				return json.Unmarshal(res, &a) == nil && a.Action == "allow"
+			})
+			return
+		case st.Flood > 0:
+			for i := 0; i < st.Flood; i++ {
+				f.update("text", map[string]any{"text": fmt.Sprintf("flood %d", i)})
+			}
+			Tell(f.Script.Sent)
 		case st.BigRequest > 0:
 			res, err := f.Conn.Call(context.Background(), "permission", map[string]any{"id": "call_big", "tool": "write_file", "effect": "write",
 				"input": map[string]any{"path": "/big", "content": strings.Repeat("x", st.BigRequest)}})

@@ -2,6 +2,7 @@ package agenttest
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -41,13 +42,50 @@ func (f *FakeServer) Opened() {
 	if f.Script.Flood > 0 || f.Script.StopReading {
 		fmt.Fprintln(os.Stderr, "fake agent: reading nothing more")
 		f.deaf.Store(true)
-		TellDeaf(f.Script.Deaf)
+		Tell(f.Script.Deaf)
 	}
 }
 
-// TellDeaf writes a line to the named pipe path (Script.Deaf), when one is
-// named, in the background: the open waits for a reader.
-func TellDeaf(path string) {
+// AfterEndAnswer waits for the answer to the request a Step.AfterEnd sent
+// (ch; err when it could not be sent) and says on stderr how it was
+// answered: allowed when allows says so of the result, else refused.
+func (f *FakeServer) AfterEndAnswer(ch <-chan jsonrpc.Message, err error, allows func(json.RawMessage) bool) {
+	verdict := "refused"
+	if err == nil {
+		select {
+		case m := <-ch:
+			if m.Error == nil && allows(m.Result) {
+				verdict = "allowed"
+			}
+		case <-f.Conn.Done():
+		}
+	}
+	fmt.Fprintln(os.Stderr, "fake agent: the request after the end was "+verdict)
+}
+
+// Told waits, up to within, for a line on the named pipe path (Tell's
+// other end).
+func Told(path string, within time.Duration) error {
+	told := make(chan error, 1)
+	go func() {
+		f, err := os.Open(path)
+		if err == nil {
+			_, err = bufio.NewReader(f).ReadString('\n')
+			f.Close()
+		}
+		told <- err
+	}()
+	select {
+	case err := <-told:
+		return err
+	case <-time.After(within):
+		return fmt.Errorf("nothing told on %s within %s", path, within)
+	}
+}
+
+// Tell writes a line to the named pipe path (Script.Deaf, Script.Sent),
+// when one is named, in the background: the open waits for a reader.
+func Tell(path string) {
 	if path == "" {
 		return
 	}

@@ -36,6 +36,10 @@ type Script struct {
 	// line to once it reads nothing more: a test opening it for reading
 	// wakes then, without polling.
 	Deaf string `json:"deaf,omitempty"`
+	// Sent is a named pipe the agent writes a line to once a Flood or an
+	// AfterEnd step has sent all it sends (Tell), so a test can hold the
+	// turn until then.
+	Sent string `json:"sent,omitempty"`
 	// Turns are the steps of each user turn, in order; a turn without a
 	// terminal step ends normally. Turns past the last one say "no more
 	// script".
@@ -79,13 +83,19 @@ type Step struct {
 	// Stream (the ACP fake) streams a text message of this many bytes in
 	// chunks of 64 KiB, the first starting "BEGIN", the last ending "END".
 	Stream int `json:"stream,omitempty"`
-	// AfterEnd (the ACP fake) ends the turn here, answering the prompt
-	// end_turn, then goes on as if it had not: a text chunk "said after
-	// the end" and a permission request for a write, two updates more
-	// (the last a plan whose _meta.last is "after the end"), then reports
-	// on stderr how the request was answered ("the request after the end
-	// was allowed" or "… refused").
+	// AfterEnd (the JSON-RPC fakes: the test agent's, Codex's, ACP's) ends
+	// the turn here, as completed, then goes on as if it had not: a text
+	// "said after the end" and a permission request for a write of
+	// /after-the-end, then, without waiting for its answer, two updates
+	// more (ACP's last a plan whose _meta.last is "after the end"); it
+	// tells Script.Sent, and reports on stderr how the request was
+	// answered: "fake agent: the request after the end was allowed" (or
+	// "… refused").
 	AfterEnd bool `json:"after_end,omitempty"`
+	// Flood (the JSON-RPC fakes) sends this many short text messages
+	// ("flood <n>") at once, without waiting for the host, then tells
+	// Script.Sent.
+	Flood int `json:"flood,omitempty"`
 }
 
 // Tool is a call of a script, described by what it does; each fake names

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -293,5 +294,74 @@ func TestConnZeroBased(t *testing.T) {
 	}
 	if m := p.next(t); m["id"] != float64(1) {
 		t.Fatalf("second request %v, want id 1", m)
+	}
+}
+
+// TestQueueBounded: a queue takes messages up to its bound and no more,
+// whatever the peer sends; the one that does not fit fills it, and every
+// later one is refused too (a reader answers a refused request itself),
+// Full says so and Ready wakes the turn; an empty queue takes any one
+// message; opening it again clears it.
+func TestQueueBounded(t *testing.T) {
+	const max = 64 << 10
+	q := NewQueue()
+	q.SetMax(max)
+	q.SetOpen(true)
+	msg := Message{Kind: Notification, Method: "update", Raw: make([]byte, 100), Params: make([]byte, 80)}
+	took := 0
+	for i := 0; i < 100_000 && q.Push(msg); i++ {
+		took++
+	}
+	if want := max / queuedSize(msg); took != want {
+		t.Fatalf("took %d messages of %d bytes under a bound of %d, want %d", took, queuedSize(msg), max, want)
+	}
+	var full *QueueFullError
+	if err := q.Full(); !errors.As(err, &full) || full.Max != max || err.Error() != "more than 64 KiB of messages waited to be handled" {
+		t.Fatalf("Full = %v", q.Full())
+	}
+	select {
+	case <-q.Ready():
+	default:
+		t.Fatal("no signal once full")
+	}
+	if got := q.Take(); len(got) != took {
+		t.Fatalf("took back %d, want %d", len(got), took)
+	}
+	if q.Push(msg) {
+		t.Fatal("a full queue took a message once emptied: what came between is lost, so nothing more may be taken")
+	}
+	q.SetOpen(true)
+	if q.Full() != nil {
+		t.Fatalf("Full after opening again: %v", q.Full())
+	}
+	big := Message{Kind: Notification, Raw: make([]byte, 2*max)}
+	if !q.Push(big) {
+		t.Fatal("an empty queue refused one message larger than its bound")
+	}
+	if q.Push(msg) || q.Full() == nil {
+		t.Fatal("a queue past its bound took another message")
+	}
+}
+
+// TestQueueDrain: what came before the turn's end is handled, the end is
+// returned, what came after it goes elsewhere (in later drains too), and
+// the answers to other requests are skipped.
+func TestQueueDrain(t *testing.T) {
+	q := NewQueue()
+	q.SetOpen(true)
+	for _, m := range []Message{{Kind: Notification, Method: "a"}, {Kind: Response, ID: Int(7)},
+		{Kind: Request, ID: Int(1), Method: "b"}, {Kind: Response, ID: Int(3)}, {Kind: Notification, Method: "c"}} {
+		q.Push(m)
+	}
+	var handled, after []string
+	handle := func(m Message) { handled = append(handled, m.Method) }
+	later := func(m Message) { after = append(after, m.Method) }
+	end := q.Drain(Int(3), false, handle, later)
+	if end == nil || end.ID != Int(3) || !slices.Equal(handled, []string{"a", "b"}) || !slices.Equal(after, []string{"c"}) {
+		t.Fatalf("end %v, handled %q, after %q", end, handled, after)
+	}
+	q.Push(Message{Kind: Request, ID: Int(2), Method: "d"})
+	if end := q.Drain(Int(3), true, handle, later); end != nil || !slices.Equal(after, []string{"c", "d"}) {
+		t.Fatalf("a drain after the end: end %v, after %q", end, after)
 	}
 }

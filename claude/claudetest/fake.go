@@ -172,7 +172,7 @@ func FakeAgentMain(path string) int {
 				"request": map[string]any{"subtype": "bhw_test_flood"}})
 		}
 		fmt.Fprintln(os.Stderr, "fake claude: reading nothing more")
-		agenttest.TellDeaf(sc.Deaf)
+		agenttest.Tell(sc.Deaf)
 		for { // the pipe fills; only a signal ends it
 			time.Sleep(time.Hour)
 		}

@@ -135,6 +135,26 @@ func (f *fakeServer) play(turn string, steps []agenttest.Step) {
 			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id, "text": fmt.Sprintf("grandchild %d", f.Grandchild())}, turn)
 		case st.Garbage != "":
 			_ = f.WriteLine([]byte(st.Garbage))
+		case st.AfterEnd:
+			f.completed(turn, "completed", "")
+			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id, "text": "said after the end"}, turn)
+			it := f.toolItem(id+"_write", agenttest.Write("/after-the-end"))
+			f.item("item/started", it, turn)
+			_, ch, err := f.Conn.Go("item/fileChange/requestApproval", map[string]any{"threadId": f.thread, "turnId": turn,
+				"itemId": it["id"], "grantRoot": nil})
+			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id + "_more", "text": " and more"}, turn)
+			f.item("item/completed", map[string]any{"type": "reasoning", "id": id + "_last", "summary": []string{"after the end"}}, turn)
+			agenttest.Tell(f.Script.Sent)
+			f.AfterEndAnswer(ch, err, func(res json.RawMessage) bool {
+				var d struct{ Decision string }
+				return json.Unmarshal(res, &d) == nil && d.Decision == "accept"
+			})
+			return
+		case st.Flood > 0:
+			for i := 0; i < st.Flood; i++ {
+				f.item("item/completed", map[string]any{"type": "agentMessage", "id": fmt.Sprintf("%s_%d", id, i), "text": fmt.Sprintf("flood %d", i)}, turn)
+			}
+			agenttest.Tell(f.Script.Sent)
 		case st.BigLine > 0:
 			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id, "text": strings.Repeat("x", st.BigLine)}, turn)
 		case st.BigRequest > 0:
