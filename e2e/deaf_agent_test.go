@@ -70,9 +70,6 @@ func TestAgentThatStopsReading(t *testing.T) {
 				if err := syscall.Mkfifo(deaf, 0o600); err != nil {
 					t.Fatal(err)
 				}
-				// The fake says through the pipe that it stopped reading:
-				// its confinement lets it write there.
-				e.Config.Confine.Writable = append(e.Config.Confine.Writable, deaf)
 				s := end.script
 				s.Deaf, s.Turns = deaf, [][]agenttest.Step{{{Text: "never read"}}}
 				b, err := json.Marshal(a.script(s))
