@@ -46,7 +46,7 @@ PEER_BASE_PYTHON ?= $(shell for p in python3.13 python3.12 $$(pyenv root 2>/dev/
 GO_TEST_ENV := BHW_CLAUDE_BIN=$(CLAUDE_BIN) BHW_CODEX_BIN=$(CODEX_BIN) \
 	BHW_GEMINI_BIN=$(GEMINI_BIN) BHW_QWEN_BIN=$(QWEN_BIN) \
 	BHW_OPENCODE_BIN=$(OPENCODE_BIN) BHW_COPILOT_BIN=$(COPILOT_BIN) BHW_COPILOT_CACHE=$(COPILOT_CACHE) \
-	BHW_PEER_PYTHON=$(PEER_PYTHON)
+	BHW_PEER_PYTHON=$(PEER_PYTHON) BHW_SYSDEPS=1
 
 # make install puts bhw-run, its man page and its shell completions under
 # PREFIX (DESTDIR in front, for packaging). /usr/local/bin is on the PATH of
