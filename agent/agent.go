@@ -69,13 +69,6 @@ type Adapter struct {
 	// the thread with its code; the Launch is the one Start would get, minus
 	// its session.
 	Preflight func(ctx context.Context, l Launch) error
-	// OwnSandbox, when set, reports whether the agent under a posture
-	// runs its tools in a sandbox of its own that cannot run inside the
-	// confinement (Codex's bubblewrap mounts file systems, which a Landlock
-	// domain forbids). run then leaves such a thread unconfined, with the
-	// agent's sandbox as its boundary, unless the machine owner set
-	// agents.<type>.confine: on (docs/security.md).
-	OwnSandbox func(permissions string) bool
 	// Version, when set, is how `bhw-run doctor` asks the installed agent
 	// for its version, within ctx's deadline; the Launch is the one Start
 	// would get, minus its session and work folder. Nil: the executable

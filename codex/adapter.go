@@ -29,14 +29,11 @@ var Adapter = agent.Adapter{
 	EnvPrefixes: []string{"CODEX_", "OPENAI_"},
 	HomeDirs:    []string{".codex"},
 	Preflight:   preflight,
-	// bubblewrap's mounts fail inside Landlock ("Failed to make / slave:
-	// Operation not permitted"): the gated postures keep Codex's sandbox.
-	OwnSandbox: func(perm string) bool { return perm != policy.PostureAutonomous },
-	Describe:   describe,
-	Options:    decodeOptions,
-	Login:      login,
-	LoginCheck: loginCheck,
-	Start:      agent.StartFunc(Start),
+	Describe:    describe,
+	Options:     decodeOptions,
+	Login:       login,
+	LoginCheck:  loginCheck,
+	Start:       agent.StartFunc(Start),
 }
 
 // login says how a person logs Codex in for the home home.
@@ -98,8 +95,9 @@ func loginCheck(l agent.Launch) (bool, string) {
 
 // Options are Codex's own keys under agents.codex.
 type Options struct {
-	// Sandbox is the sandbox of approval and guarded threads:
-	// workspace-write (the default) or read-only.
+	// Sandbox is the sandbox of approval and guarded threads that run
+	// unconfined (confine off): workspace-write (the default) or
+	// read-only. A confined thread has none (see posture).
 	Sandbox string `yaml:"sandbox"`
 }
 
@@ -116,37 +114,51 @@ func decodeOptions(raw map[string]any) (any, error) {
 	return o, nil
 }
 
-// sandbox is the sandbox an approval or guarded thread runs in.
-func sandbox(l agent.Launch) string {
-	if o, ok := l.Options.(Options); ok && o.Sandbox != "" {
-		return o.Sandbox
+// posture is the approval policy and sandbox a thread runs Codex with.
+//
+// Autonomous: never ask, no sandbox. Approval and guarded, unconfined:
+// ask on request, inside Codex's own sandbox (workspace-write unless
+// agents.codex.sandbox says read-only): a command that stays inside it
+// runs without asking; one that must leave it asks.
+//
+// Approval and guarded, confined: Codex's sandbox cannot run inside the
+// confinement (bubblewrap mounts file systems, which a Landlock domain
+// forbids: "Failed to make / slave: Operation not permitted"; its legacy
+// Landlock mode panics without bubblewrap, codex 0.171.0), so the kernel
+// is the boundary and Codex asks before every command it does not know to
+// be read-only and every file change ("untrusted"), as Claude Code and
+// the ACP agents ask: the gate decides each write and command, and the
+// confinement keeps every command out of bhw-run's secrets whatever Codex
+// knows it for.
+func posture(l agent.Launch) (approvalPolicy, sandbox string) {
+	switch {
+	case l.Permissions == policy.PostureAutonomous:
+		return "never", "danger-full-access"
+	case l.Confine != nil:
+		return "untrusted", "danger-full-access"
 	}
-	return "workspace-write"
+	if o, ok := l.Options.(Options); ok && o.Sandbox != "" {
+		return "on-request", o.Sandbox
+	}
+	return "on-request", "workspace-write"
 }
 
-// preflight refuses approval and guarded threads on a machine whose Codex
-// sandbox does not work (autonomous threads run unsandboxed). The check
-// starts Codex once more (some 35 ms of its CPU and 130 ms of wall time),
-// so a pass is remembered in the state tree for this executable, as it is
-// on disk (sandboxCache); a failure is not, and the next run checks again.
+// preflight refuses approval and guarded threads that run unconfined in
+// Codex's own sandbox on a machine where it does not work (autonomous and
+// confined threads have none). The check starts Codex once more (some
+// 35 ms of its CPU and 130 ms of wall time), so a pass is remembered in
+// the state tree for this executable, as it is on disk (sandboxCache); a
+// failure is not, and the next run checks again.
 func preflight(ctx context.Context, l agent.Launch) error {
-	if l.Permissions == policy.PostureAutonomous {
-		return nil
-	}
-	if l.Confine != nil {
-		// Confined by the machine owner's choice (agents.codex.confine: on):
-		// checked where it runs, never remembered.
-		if err := SandboxWorks(ctx, l.Executable, l.Env, l.Confine); err != nil {
-			return agent.Errorf(CodeSandboxUnavailable, "the Codex sandbox does not work inside the confinement (%v): a Landlock domain forbids the mounts bubblewrap makes; set agents.codex.confine: off for approval and guarded Codex threads, or run them autonomous", err)
-		}
+	if _, sb := posture(l); sb == "danger-full-access" {
 		return nil
 	}
 	cache := sandboxCache{dir: l.CacheDir}
 	if cache.passed(l.Executable) {
 		return nil
 	}
-	if err := SandboxWorks(ctx, l.Executable, l.Env, nil); err != nil {
-		return agent.Errorf(CodeSandboxUnavailable, "the Codex sandbox does not work on this machine (%v); approval and guarded threads need it", err)
+	if err := SandboxWorks(ctx, l.Executable, l.Env); err != nil {
+		return agent.Errorf(CodeSandboxUnavailable, "the Codex sandbox does not work on this machine (%v); approval and guarded threads that run unconfined need it: leave them confined (remove confine: off from config.yaml for codex), or give bubblewrap the user namespaces it needs", err)
 	}
 	cache.remember(l.Executable)
 	return nil

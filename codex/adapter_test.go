@@ -9,11 +9,13 @@ import (
 	"testing"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/confine"
 )
 
 // TestPreflightSandboxUnavailable: on a machine whose sandbox cannot run
 // `true`, an approval or guarded thread is refused SANDBOX_UNAVAILABLE with
-// the sandbox's own words; an autonomous thread (no sandbox) is not checked.
+// the sandbox's own words; an autonomous or a confined thread (no Codex
+// sandbox) is not checked.
 func TestPreflightSandboxUnavailable(t *testing.T) {
 	dir := t.TempDir()
 	ran := filepath.Join(dir, "ran")
@@ -26,9 +28,14 @@ func TestPreflightSandboxUnavailable(t *testing.T) {
 	if err := Adapter.Preflight(context.Background(), l); err != nil {
 		t.Fatalf("autonomous preflight: %v", err)
 	}
-	if exists(ran) {
-		t.Fatal("the sandbox was checked for an autonomous thread")
+	l.Permissions, l.Confine = "approval", &confine.Rules{}
+	if err := Adapter.Preflight(context.Background(), l); err != nil {
+		t.Fatalf("confined approval preflight: %v", err)
 	}
+	if exists(ran) {
+		t.Fatal("the sandbox was checked for an autonomous or a confined thread")
+	}
+	l.Confine = nil
 	for _, perm := range []string{"approval", "guarded"} {
 		l.Permissions = perm
 		err := Adapter.Preflight(context.Background(), l)
@@ -98,7 +105,7 @@ func TestPreflightSandboxCached(t *testing.T) {
 func TestOptions(t *testing.T) {
 	for _, tc := range []struct {
 		raw  map[string]any
-		want string // the sandbox a launch gets, or the error
+		want string // the sandbox an unconfined approval launch gets, or the error
 	}{
 		{nil, "workspace-write"},
 		{map[string]any{"sandbox": "read-only"}, "read-only"},
@@ -110,10 +117,34 @@ func TestOptions(t *testing.T) {
 		if err != nil {
 			got = err.Error()
 		} else {
-			got = sandbox(agent.Launch{Options: o})
+			_, got = posture(agent.Launch{Options: o, Permissions: "approval"})
 		}
 		if !strings.Contains(got, tc.want) {
 			t.Errorf("Options(%v) → %q, want %q", tc.raw, got, tc.want)
+		}
+	}
+}
+
+// TestPosture: what each posture runs Codex with, confined or not. A
+// confined gated thread has no Codex sandbox (it cannot run inside
+// Landlock) and asks before every command it does not know to be
+// read-only, whatever agents.codex.sandbox says.
+func TestPosture(t *testing.T) {
+	ro := Options{Sandbox: "read-only"}
+	rules := &confine.Rules{}
+	for _, tc := range []struct {
+		l             agent.Launch
+		approval, sbx string
+	}{
+		{agent.Launch{Permissions: "autonomous"}, "never", "danger-full-access"},
+		{agent.Launch{Permissions: "autonomous", Confine: rules}, "never", "danger-full-access"},
+		{agent.Launch{Permissions: "approval"}, "on-request", "workspace-write"},
+		{agent.Launch{Permissions: "guarded", Options: ro}, "on-request", "read-only"},
+		{agent.Launch{Permissions: "approval", Confine: rules}, "untrusted", "danger-full-access"},
+		{agent.Launch{Permissions: "guarded", Confine: rules, Options: ro}, "untrusted", "danger-full-access"},
+	} {
+		if a, s := posture(tc.l); a != tc.approval || s != tc.sbx {
+			t.Errorf("%s confined %v: %s, %s; want %s, %s", tc.l.Permissions, tc.l.Confine != nil, a, s, tc.approval, tc.sbx)
 		}
 	}
 }

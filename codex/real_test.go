@@ -350,12 +350,12 @@ func TestStartFailsWithBadArgs(t *testing.T) {
 func TestSandboxWorksHere(t *testing.T) {
 	home := t.TempDir()
 	start := time.Now()
-	err := SandboxWorks(context.Background(), codextest.Bin(t), codextest.Env(home), nil)
+	err := SandboxWorks(context.Background(), codextest.Bin(t), codextest.Env(home))
 	t.Logf("SandboxWorks on this machine: %v (%v)", err, time.Since(start))
 	if err != nil {
 		t.Fatalf("the codex sandbox does not work here, so approval/guarded threads would be refused: %v", err)
 	}
-	if err := SandboxWorks(context.Background(), "/bin/false", codextest.Env(home), nil); err == nil {
+	if err := SandboxWorks(context.Background(), "/bin/false", codextest.Env(home)); err == nil {
 		t.Fatal("a failing check reported success")
 	}
 }

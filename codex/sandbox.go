@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/blobhub/bhw-run/confine"
 	"github.com/blobhub/bhw-run/statefile"
 )
 
@@ -29,7 +28,7 @@ import (
 // is taken as the command to run); the form is `codex sandbox -c
 // sandbox_mode="workspace-write" -- true`. env should carry the CODEX_HOME
 // the thread will use.
-func SandboxWorks(ctx context.Context, executable string, env []string, rules *confine.Rules) error {
+func SandboxWorks(ctx context.Context, executable string, env []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "bhw-codex-sandbox-")
@@ -45,14 +44,6 @@ func SandboxWorks(ctx context.Context, executable string, env []string, rules *c
 	cmd.WaitDelay = 2 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if rules != nil {
-		// The check runs where the agent would: inside its confinement.
-		f, err := confine.Wrap(cmd, *rules)
-		if err != nil {
-			return fmt.Errorf("codex sandbox check: %w", err)
-		}
-		defer f.Close()
-	}
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("codex sandbox does not work on this machine (%v): %s", err, sandboxOutput(out.String()))
 	}

@@ -185,13 +185,7 @@ func (s *Session) open(ctx context.Context) error {
 	}
 	l := s.l
 	params := map[string]any{"cwd": l.WorkFolder}
-	if l.Permissions == "autonomous" {
-		params["approvalPolicy"] = "never"
-		params["sandbox"] = "danger-full-access"
-	} else {
-		params["approvalPolicy"] = "on-request"
-		params["sandbox"] = sandbox(l)
-	}
+	params["approvalPolicy"], params["sandbox"] = posture(l)
 	if l.Model != "" {
 		params["model"] = l.Model
 	}

@@ -32,7 +32,7 @@ func BenchmarkE2EACPTurnOverhead(b *testing.B) {
 
 func benchACPTurn(b *testing.B, a *acptest.Agent) {
 	e := newACPE2E(b, a, false)
-	report := filepath.Join(e.root, "rusage.json")
+	report := e.rusageReport()
 	ac := e.agentConfig(a.Type)
 	ac.Executable = rusageWrapBin
 	ac.Env = map[string]string{rusageWrapperEnv: a.Bin(b) + "," + report}

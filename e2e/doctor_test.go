@@ -205,8 +205,11 @@ func TestDoctorAgentWithoutVersion(t *testing.T) {
 	wantFailed(t, code, checks, "agent claude_code", "unknown option --version", "--version")
 }
 
-// TestDoctorCodexSandbox: the Codex adapter's preflight fails (a stand-in
-// codex whose sandbox cannot start) and the line says SANDBOX_UNAVAILABLE.
+// TestDoctorCodexSandbox: Codex confined (the default) needs no sandbox
+// of its own, so the preflight passes on a machine where bubblewrap
+// cannot start; with agents.codex.confine: off it fails (a stand-in
+// codex whose sandbox cannot start) and the line says
+// SANDBOX_UNAVAILABLE.
 func TestDoctorCodexSandbox(t *testing.T) {
 	e := doctorEnv(t)
 	exe := filepath.Join(e.root, "codex")
@@ -215,6 +218,12 @@ func TestDoctorCodexSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.agentConfig(codexType).Executable = exe
+	e.writeConfig()
+	_, checks := e.doctor(bhtest.RunnerKey)
+	if c := checks["agent codex preflight"]; !c.OK {
+		t.Fatalf("confined: the codex preflight is %+v, want ok", c)
+	}
+	e.agentConfig(codexType).Confine = "off"
 	e.writeConfig()
 	code, checks := e.doctor(bhtest.RunnerKey)
 	wantFailed(t, code, checks, "agent codex preflight", "SANDBOX_UNAVAILABLE", "autonomous")

@@ -433,7 +433,7 @@ func BenchmarkE2EClaudeTurnOverhead(b *testing.B) {
 
 func claudeTurnOverhead(b *testing.B, sameThread bool) {
 	e := newClaudeE2E(b)
-	report := filepath.Join(e.root, "wrap.json")
+	report := e.rusageReport()
 	e.agentConfig(claudeType).Executable = rusageWrapBin
 	e.agentConfig(claudeType).Env[rusageWrapperEnv] = claudeBin(b) + "," + report
 	e.allowAutonomous()

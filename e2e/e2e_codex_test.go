@@ -19,6 +19,7 @@ import (
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/codex/codextest"
 	"github.com/blobhub/bhw-run/exit"
+	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -189,11 +190,23 @@ func parkOnEscalation(t *testing.T, e *codexE2E, alias, cmd, marker string) {
 	}
 }
 
+// TestE2ECodexApprovalParkThenApprove runs confined (the default: no
+// Codex sandbox, Codex asks before every command) and unconfined (Codex's
+// own sandbox, the call asks to leave it).
 func TestE2ECodexApprovalParkThenApprove(t *testing.T) {
+	for _, confine := range []string{"on", "off"} {
+		t.Run("confine-"+confine, func(t *testing.T) { testCodexApprove(t, confine) })
+	}
+}
+
+func testCodexApprove(t *testing.T, confine string) {
 	const cmd = "echo ran >> esc.log"
 	e := newCodexE2E(t, codextest.Escalate(cmd, "needs to leave the sandbox"))
+	e.agentConfig(codexType).Confine = confine
+	e.writeConfig()
 	const alias = "projects/p1/approve"
 	parkOnEscalation(t, e, alias, cmd, "esc.log")
+	confinedLog(t, e.e2eEnv, alias, confine == "on")
 
 	// The person says yes: the resumed turn re-issues the identical call,
 	// the grant allows it, and it runs once.
@@ -250,6 +263,9 @@ func TestE2ECodexApprovalParkThenDeny(t *testing.T) {
 func TestE2ECodexReadOnlyFileChangeParkThenGrant(t *testing.T) {
 	patch := codextest.AddFile("p.txt", "hello from the fake")
 	e := newCodexE2E(t, codextest.Patch(patch))
+	// Codex's read-only sandbox is there only unconfined (a confined
+	// thread asks before every change in any case).
+	e.agentConfig(codexType).Confine = "off"
 	e.agentConfig(codexType).Own["sandbox"] = "read-only"
 	e.writeConfig()
 	const alias = "projects/p1/readonly"
@@ -447,11 +463,11 @@ func TestE2ECodexThreadDeletedStopsTheTurn(t *testing.T) {
 // BenchmarkE2ECodexTurnOverhead runs one turn with one command per
 // iteration and reports the medians overheadRuns says of what bhw-run
 // itself costs next to Codex (codex-cpu-ms/op, codex-rss-MB: codex and the
-// commands it waited for), for an autonomous thread and for an approval
-// one (the command runs in Codex's sandbox unasked; the run first checks
-// that the sandbox works, once per executable since the check is cached in
-// the state tree, and that check, a codex bhw-run starts itself, counts as
-// bhw-run's). The wall time is one whole activation: lock, BlobHub
+// commands it waited for), for an autonomous thread, an approval one run
+// unconfined (the command runs in Codex's sandbox unasked; the run first
+// checks that the sandbox works, once per executable since the check is
+// cached in the state tree, and that check, a codex bhw-run starts
+// itself, counts as bhw-run's) and a confined guarded one. The wall time is one whole activation: lock, BlobHub
 // requests, codex start, one model round trip with a command, a second for
 // the answer, items posted, codex stopped.
 //
@@ -462,6 +478,14 @@ func BenchmarkE2ECodexTurnOverhead(b *testing.B) {
 	for _, perm := range []string{"autonomous", "approval"} {
 		b.Run(perm+"/new_thread", func(b *testing.B) { codexTurnOverhead(b, codexTurn{permissions: perm}) })
 		b.Run(perm+"/same_thread", func(b *testing.B) { codexTurnOverhead(b, codexTurn{permissions: perm, sameThread: true}) })
+	}
+	// A confined guarded thread: Codex asks before the command and the
+	// thread's rule allows it (where a confined approval thread would
+	// park), the default for a gated Codex thread.
+	for _, shape := range []string{"new_thread", "same_thread"} {
+		b.Run("guarded_confined/"+shape, func(b *testing.B) {
+			codexTurnOverhead(b, codexTurn{permissions: "guarded", sameThread: shape == "same_thread"})
+		})
 	}
 	// The same turn with its closing message streamed as a model streams
 	// tokens: 200 deltas, one notification each for bhw-run to read.
@@ -505,15 +529,28 @@ var streamedText = strings.Repeat("The command printed hi, as expected. ", 32)
 
 func codexTurnOverhead(b *testing.B, c codexTurn) {
 	e := newCodexE2E(b)
-	report := filepath.Join(e.root, "rusage.json")
+	report := e.rusageReport()
 	e.Config.Policy.AllowAutonomous = true
 	e.agentConfig(codexType).Executable = rusageWrapBin
 	e.agentConfig(codexType).Env[rusageWrapperEnv] = codexBin(b) + "," + report
+	if c.permissions == "approval" {
+		// Confined, Codex would ask before the command and the run park.
+		e.agentConfig(codexType).Confine = "off"
+	}
 	e.writeConfig()
+	handOff := func(alias string) {
+		if c.permissions == "guarded" {
+			e.handOffGuarded(alias, codexType, &policy.Policy{Default: policy.DecisionAsk, Rules: []policy.Rule{
+				{Effect: policy.EffectExec, Command: "echo hi", Decision: policy.DecisionAllow},
+			}}, "run it")
+			return
+		}
+		e.handOff(alias, codexType, c.permissions, "run it")
+	}
 
 	var runs overheadRuns
 	if c.sameThread {
-		e.handOff("bench/t", codexType, c.permissions, "run it")
+		handOff("bench/t")
 		e.model.Push(c.steps()...)
 		if r := e.runWrapped(b, "bench/t", report); r.code != 0 {
 			b.Fatalf("first turn: exit %d\n%s", r.code, r.stderr)
@@ -527,7 +564,7 @@ func codexTurnOverhead(b *testing.B, c codexTurn) {
 			alias = "bench/t"
 			e.post(alias, "run it again")
 		} else {
-			e.handOff(alias, codexType, c.permissions, "run it")
+			handOff(alias)
 		}
 		e.model.Push(c.steps()...)
 		runs.timed(b, e.e2eEnv, alias, report)

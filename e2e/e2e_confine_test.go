@@ -187,19 +187,45 @@ func TestE2EConfineCodex(t *testing.T) {
 	})
 }
 
-// TestE2EConfineCodexOwnSandbox: an approval Codex thread keeps Codex's
-// own sandbox, which cannot run inside Landlock (bubblewrap mounts); the
-// machine owner who forces the confinement on gets SANDBOX_UNAVAILABLE
-// saying so, never commands that fail one by one.
-func TestE2EConfineCodexOwnSandbox(t *testing.T) {
+// TestE2EConfineCodexApproval: an approval Codex thread runs confined
+// too, with no Codex sandbox (bubblewrap cannot run inside Landlock) and
+// Codex asking before every command ("untrusted"; codex 0.171.0 asks
+// before an ls). The probe parks; the person's yes lets the re-issued
+// call run once, and only the kernel stands between it and the doors.
+func TestE2EConfineCodexApproval(t *testing.T) {
 	e := newCodexE2E(t)
-	e.agentConfig(codexType).Confine = "on"
-	e.writeConfig()
-	const alias = "projects/p1/codex-forced"
-	e.handOff(alias, codexType, "approval", "hello")
-	s := e.activate(alias, 1, run.OutcomeFailed)
-	if s.Error == nil || s.Error.Code != "SANDBOX_UNAVAILABLE" || !strings.Contains(s.Error.Message, "confine: off") {
-		t.Fatalf("summary error %+v, want SANDBOX_UNAVAILABLE naming confine: off", s.Error)
+	p := newConfineProbe(t, e.e2eEnv)
+	e.model.Push(codextest.Run(p.script()))
+	const alias = "projects/p1/codex-approval-confined"
+	e.handOff(alias, codexType, "approval", "probe the doors")
+	e.activate(alias, 0, run.OutcomeParked)
+	confinedLog(t, e.e2eEnv, alias, true)
+	prompts := e.itemsOfType(alias, "pending_prompt")
+	if len(prompts) != 1 {
+		t.Fatalf("%d pending prompts, want 1", len(prompts))
+	}
+	call, _ := meta(t, prompts[0]).Prompt["call"].(map[string]any)
+	if target, _ := call["target"].(map[string]any); target["command"] != p.script() {
+		t.Fatalf("the thread parked on %v, want the probe", call)
+	}
+	fileAbsent(t, filepath.Join(e.work, "inside.txt")) // the parked call did not run
+
+	e.post(alias, "yes")
+	e.model.Push(codextest.Run(p.script()), codextest.Say("PROBED"))
+	e.activate(alias, 0, run.OutcomeTurnCompleted)
+	if m := promptResolved(t, e, alias); m.Decision != "approved" {
+		t.Errorf("decision %q", m.Decision)
+	}
+	if n := len(e.itemsOfType(alias, "pending_prompt")); n != 1 {
+		t.Errorf("%d pending prompts after the grant, want still 1", n)
+	}
+	var bodies [][]byte
+	for _, r := range e.model.Requests() {
+		bodies = append(bodies, r.Body)
+	}
+	p.check(t, e.e2eEnv, alias, bodies)
+	if e.model.Remaining() != 0 {
+		t.Errorf("%d model steps left", e.model.Remaining())
 	}
 }
 

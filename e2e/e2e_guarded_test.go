@@ -421,13 +421,27 @@ func (e *codexE2E) excludeTmpFromSandbox() {
 	}
 }
 
+// TestE2EGuardedCodex runs confined (the default: Codex asks before every
+// command, the rules decide each) and unconfined (Codex's own sandbox:
+// only a call that leaves it reaches the rules).
 func TestE2EGuardedCodex(t *testing.T) {
+	for _, confine := range []string{"on", "off"} {
+		t.Run("confine-"+confine, func(t *testing.T) { testGuardedCodex(t, confine) })
+	}
+}
+
+func testGuardedCodex(t *testing.T, confine string) {
 	e := newCodexE2E(t)
+	e.agentConfig(codexType).Confine = confine
+	e.writeConfig()
 	s := newGuardedScenario(e.e2eEnv, codexType, func() int { return len(e.model.Requests()) })
-	// /tmp and $TMPDIR are writable roots of workspace-write, and the test's
-	// folders may well lie under /tmp: take both out of the sandbox so the
-	// outside folder is outside every writable root and its write asks.
-	e.excludeTmpFromSandbox()
+	if confine == "off" {
+		// /tmp and $TMPDIR are writable roots of workspace-write, and the
+		// test's folders may well lie under /tmp: take both out of the
+		// sandbox so the outside folder is outside every writable root
+		// and its write asks.
+		e.excludeTmpFromSandbox()
+	}
 
 	t.Run("no policy", s.policyMissing)
 

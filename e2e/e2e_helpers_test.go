@@ -622,6 +622,19 @@ func count(s []string, v string) int {
 // peak RSS apart from bhw-run's.
 const rusageWrapperEnv = "BHW_E2E_RUSAGE_WRAP"
 
+// rusageReport is the file the rusage wrapper writes its report to, in a
+// folder of its own the confined agent may write (the wrapper is the
+// agent's executable, so it runs inside the confinement):
+// confine.writable, for the caller's writeConfig to write out.
+func (e *e2eEnv) rusageReport() string {
+	dir := filepath.Join(e.root, "rusage")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	e.Config.Confine.Writable = append(e.Config.Confine.Writable, dir)
+	return filepath.Join(dir, "report.json")
+}
+
 // wrapReport is what the wrapper writes.
 type wrapReport struct {
 	ChildCPU   time.Duration `json:"child_cpu"`

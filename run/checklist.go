@@ -84,27 +84,32 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 	if err := r.checkConfine(res); err != nil {
 		return nil, err
 	}
-	// 7. The adapter's own preflight (the Codex sandbox), inside the
-	// confinement the agent will run in.
-	if ad.Preflight != nil {
-		l := r.launch(res, real)
-		rules, temp, done, err := r.confinement(res)
-		if err != nil {
-			return nil, err
+	// 7. The adapter's own preflight (the Codex sandbox).
+	if err := r.preflight(ctx, res, r.launch(res, real)); err != nil {
+		var te *agent.Error
+		if errors.As(err, &te) {
+			return nil, te
 		}
-		defer done()
-		if rules != nil {
-			l.Confine, l.Env = rules, setEnv(l.Env, "TMPDIR", temp)
-		}
-		if err := ad.Preflight(ctx, l); err != nil {
-			var te *agent.Error
-			if errors.As(err, &te) {
-				return nil, te
-			}
-			return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "the %s check before start failed: %v", agentType, err)
-		}
+		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "the %s check before start failed: %v", agentType, err)
 	}
 	return res, nil
+}
+
+// preflight runs res's adapter's Preflight, if it has one, with l as the
+// agent would start: inside its confinement when it runs confined.
+func (r *Runner) preflight(ctx context.Context, res *resolved, l agent.Launch) error {
+	if res.adapter.Preflight == nil {
+		return nil
+	}
+	rules, temp, done, err := r.confinement(res)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if rules != nil {
+		l.Confine, l.Env = rules, setEnv(l.Env, "TMPDIR", temp)
+	}
+	return res.adapter.Preflight(ctx, l)
 }
 
 // checkWorkFolder is step 1: an absolute, existing, readable directory,

@@ -22,17 +22,9 @@ import (
 // it, and knows what it may and may not touch.
 
 // confined is whether res's agent runs confined: agents.<type>.confine,
-// else confine.mode, else on — but where the agent runs its own sandbox
-// that cannot run inside the confinement (Adapter.OwnSandbox), that
-// sandbox unless the machine owner said on.
+// else confine.mode, else on, in every posture.
 func (r *Runner) confined(res *resolved) bool {
-	switch cmp.Or(r.Setup.AgentConfig(res.Type).Confine, r.Setup.Config.Confine.Mode) {
-	case "off":
-		return false
-	case "on":
-		return true
-	}
-	return res.adapter.OwnSandbox == nil || !res.adapter.OwnSandbox(res.Permissions)
+	return cmp.Or(r.Setup.AgentConfig(res.Type).Confine, r.Setup.Config.Confine.Mode) != "off"
 }
 
 // checkConfine is the checklist's step 5: a thread whose agent must be

@@ -446,7 +446,9 @@ func (d *doctor) agents(ctx context.Context) {
 			continue
 		}
 		res.Executable = abs
-		l := r.launch(res, os.TempDir())
+		// As a thread of this type would start, in a work folder of none.
+		res.WorkFolder, res.Confined = os.TempDir(), r.confined(res)
+		l := r.launch(res, res.WorkFolder)
 		version, err := agentVersion(ctx, ad, l)
 		if err != nil {
 			d.fail(name, fmt.Sprintf("%s was found but does not tell its version: %v", abs, err), "run "+abs+" --version yourself; reinstall it if it fails")
@@ -458,7 +460,7 @@ func (d *doctor) agents(ctx context.Context) {
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, DoctorProbe)
-		err = ad.Preflight(pctx, l)
+		err = r.preflight(pctx, res, l)
 		cancel()
 		if err != nil {
 			var te *agent.Error
