@@ -3,6 +3,7 @@ package acp
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
@@ -15,6 +16,10 @@ import (
 func TestFakeLongMessageBounded(t *testing.T) {
 	const size = 8 << 20
 	r := startFake(t, TypeGeneric, agenttest.Turn(agenttest.Step{Stream: size}), nil)
+	// The message comes in many chunks: a pause of a loaded machine
+	// between two must not be taken for its end (the idle flush), which
+	// would split it in two items.
+	r.s.TextIdle = time.Minute
 	h := &agenttest.Recorder{}
 	if res := runTurn(t, r.s, "go", h); res.Outcome != agent.TurnCompleted {
 		t.Fatalf("outcome %s", res.Outcome)

@@ -65,9 +65,10 @@ type Adapter struct {
 	// picks it and Session.SessionID reports it once started.
 	HostSessionID bool
 	// Preflight, when set, runs as the checklist's last step before the
-	// agent is started (the Codex sandbox check). A *Error it returns fails
-	// the thread with its code; the Launch is the one Start would get, minus
-	// its session.
+	// agent is started (the Codex sandbox check), and in `bhw-run doctor`.
+	// A *Error it returns fails the thread with its code; the Launch is the
+	// one Start would get, minus its session, with an empty Confine when
+	// the agent will run confined.
 	Preflight func(ctx context.Context, l Launch) error
 	// Version, when set, is how `bhw-run doctor` asks the installed agent
 	// for its version, within ctx's deadline; the Launch is the one Start

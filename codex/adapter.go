@@ -125,11 +125,10 @@ func decodeOptions(raw map[string]any) (any, error) {
 // confinement (bubblewrap mounts file systems, which a Landlock domain
 // forbids: "Failed to make / slave: Operation not permitted"; its legacy
 // Landlock mode panics without bubblewrap, codex 0.171.0), so the kernel
-// is the boundary and Codex asks before every command it does not know to
-// be read-only and every file change ("untrusted"), as Claude Code and
-// the ACP agents ask: the gate decides each write and command, and the
-// confinement keeps every command out of bhw-run's secrets whatever Codex
-// knows it for.
+// is the boundary and Codex asks before every command and every file
+// change ("untrusted": codex 0.171.0 asks before an ls), as Claude Code
+// and the ACP agents ask: the gate decides each, and the confinement
+// keeps what it allows out of bhw-run's secrets.
 func posture(l agent.Launch) (approvalPolicy, sandbox string) {
 	switch {
 	case l.Permissions == policy.PostureAutonomous:

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/confine"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/outbox"
@@ -95,19 +96,16 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 	return res, nil
 }
 
-// preflight runs res's adapter's Preflight, if it has one, with l as the
-// agent would start: inside its confinement when it runs confined.
+// preflight runs res's adapter's Preflight, if it has one. l.Confine
+// says whether the agent will run confined, not in what: an empty rule
+// set (the rules are built for each start, from the state tree as it is
+// then).
 func (r *Runner) preflight(ctx context.Context, res *resolved, l agent.Launch) error {
 	if res.adapter.Preflight == nil {
 		return nil
 	}
-	rules, temp, done, err := r.confinement(res)
-	if err != nil {
-		return err
-	}
-	defer done()
-	if rules != nil {
-		l.Confine, l.Env = rules, setEnv(l.Env, "TMPDIR", temp)
+	if res.Confined {
+		l.Confine = &confine.Rules{}
 	}
 	return res.adapter.Preflight(ctx, l)
 }

@@ -3,7 +3,6 @@ package run
 import (
 	"cmp"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/confine"
-	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/setup"
@@ -170,29 +168,6 @@ func (r *Runner) confineDeny(res *resolved, temp string, homes []string) []strin
 		}
 	}
 	return append(deny, s.Config.Confine.Deny...)
-}
-
-// otherThreadFolders are the work folders and agent homes the threads of
-// the state tree recorded (this thread's too: the caller keeps its own).
-// A thread.yaml that cannot be read names nothing.
-func otherThreadFolders(stateDir string) []string {
-	var out []string
-	_ = filepath.WalkDir(filepath.Join(stateDir, "jobs"), func(p string, d fs.DirEntry, err error) error {
-		switch {
-		case err != nil:
-			return nil
-		case d.IsDir() && (d.Name() == setup.ThreadHomeDir || d.Name() == "logs"):
-			return fs.SkipDir // no thread below an agent's home or the logs
-		case d.Name() != "thread.yaml" || !d.Type().IsRegular():
-			return nil
-		}
-		t, err := envelope.LoadThread(p)
-		if err == nil {
-			out = append(out, t.Workspace.Folder(), t.Agent.Resolved.AgentHome)
-		}
-		return nil
-	})
-	return out
 }
 
 // setEnv is env (sorted K=V) with k set to v.

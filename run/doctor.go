@@ -446,9 +446,8 @@ func (d *doctor) agents(ctx context.Context) {
 			continue
 		}
 		res.Executable = abs
-		// As a thread of this type would start, in a work folder of none.
-		res.WorkFolder, res.Confined = os.TempDir(), r.confined(res)
-		l := r.launch(res, res.WorkFolder)
+		res.Confined = r.confined(res)
+		l := r.launch(res, os.TempDir())
 		version, err := agentVersion(ctx, ad, l)
 		if err != nil {
 			d.fail(name, fmt.Sprintf("%s was found but does not tell its version: %v", abs, err), "run "+abs+" --version yourself; reinstall it if it fails")
