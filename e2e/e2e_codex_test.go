@@ -479,6 +479,10 @@ func BenchmarkE2ECodexTurnOverhead(b *testing.B) {
 		b.Run(perm+"/new_thread", func(b *testing.B) { codexTurnOverhead(b, codexTurn{permissions: perm}) })
 		b.Run(perm+"/same_thread", func(b *testing.B) { codexTurnOverhead(b, codexTurn{permissions: perm, sameThread: true}) })
 	}
+	// The same autonomous turn unconfined: what the confinement adds.
+	b.Run("autonomous/new_thread_unconfined", func(b *testing.B) {
+		codexTurnOverhead(b, codexTurn{permissions: "autonomous", unconfined: true})
+	})
 	// A confined guarded thread: Codex asks before the command and the
 	// thread's rule allows it (where a confined approval thread would
 	// park), the default for a gated Codex thread.
@@ -506,6 +510,7 @@ type codexTurn struct {
 	permissions      string
 	sameThread       bool
 	deltas, commands int
+	unconfined       bool // confine: off (an approval turn always is)
 }
 
 // steps are the model's answers for one turn.
@@ -533,8 +538,9 @@ func codexTurnOverhead(b *testing.B, c codexTurn) {
 	e.Config.Policy.AllowAutonomous = true
 	e.agentConfig(codexType).Executable = rusageWrapBin
 	e.agentConfig(codexType).Env[rusageWrapperEnv] = codexBin(b) + "," + report
-	if c.permissions == "approval" {
-		// Confined, Codex would ask before the command and the run park.
+	if c.unconfined || c.permissions == "approval" {
+		// An approval turn confined: Codex would ask before the command
+		// and the run park.
 		e.agentConfig(codexType).Confine = "off"
 	}
 	e.writeConfig()
