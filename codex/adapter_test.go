@@ -127,8 +127,8 @@ func TestOptions(t *testing.T) {
 
 // TestPosture: what each posture runs Codex with, confined or not. A
 // confined gated thread has no Codex sandbox (it cannot run inside
-// Landlock) and asks before every command it does not know to be
-// read-only, whatever agents.codex.sandbox says.
+// Landlock) and asks before every command and file change, whatever
+// agents.codex.sandbox says.
 func TestPosture(t *testing.T) {
 	ro := Options{Sandbox: "read-only"}
 	rules := &confine.Rules{}

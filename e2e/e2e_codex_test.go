@@ -467,9 +467,10 @@ func TestE2ECodexThreadDeletedStopsTheTurn(t *testing.T) {
 // unconfined (the command runs in Codex's sandbox unasked; the run first
 // checks that the sandbox works, once per executable since the check is
 // cached in the state tree, and that check, a codex bhw-run starts
-// itself, counts as bhw-run's) and a confined guarded one. The wall time is one whole activation: lock, BlobHub
-// requests, codex start, one model round trip with a command, a second for
-// the answer, items posted, codex stopped.
+// itself, counts as bhw-run's) and a confined guarded one. The wall time
+// is one whole activation: lock, BlobHub requests, codex start, one model
+// round trip with a command, a second for the answer, items posted, codex
+// stopped.
 //
 // new_thread hands off a new thread per iteration (a first activation, as
 // in BenchmarkE2EClaudeTurnOverhead); same_thread posts to one thread per

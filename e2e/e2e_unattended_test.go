@@ -71,7 +71,6 @@ func TestE2EClaudeEveryCallDeniedNoProgress(t *testing.T) {
 
 func TestE2ECodexEveryCallDeniedNoProgress(t *testing.T) {
 	e := newCodexE2E(t)
-	e.excludeTmpFromSandbox()
 	s := newGuardedScenario(e.e2eEnv, codexType, func() int { return len(e.model.Requests()) })
 	e.model.Push(codextest.Patch(codextest.AddFile(s.deniedPath, "no")), codextest.Say("I could not write it"))
 	checkNoProgress(t, e.e2eEnv, s, "projects/p1/codex-noprogress", "write the file outside")
