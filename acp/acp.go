@@ -162,7 +162,9 @@ func (p *preset) adapter() agent.Adapter {
 // uses, so the first start's unpacking is done once for both.
 func (p *preset) version(ctx context.Context, l agent.Launch) (string, error) {
 	if p.home != nil {
-		dir, err := os.MkdirTemp("", "bhw-run-version-")
+		// In the agent's TMPDIR when it has one (a confined probe's
+		// private temp folder, the one it may write), else bhw-run's.
+		dir, err := os.MkdirTemp(agent.EnvValue(l.Env, "TMPDIR"), "bhw-run-version-")
 		if err != nil {
 			return "", err
 		}
@@ -173,7 +175,7 @@ func (p *preset) version(ctx context.Context, l agent.Launch) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return proc.VersionLine(ctx, proc.Config{Path: l.Executable, Dir: l.WorkFolder, Env: env})
+	return proc.VersionLine(ctx, proc.Config{Path: l.Executable, Dir: l.WorkFolder, Env: env, Confine: l.Confine})
 }
 
 // describe is a call of effect on target as an ACP agent asks for it: the

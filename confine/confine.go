@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 )
 
@@ -29,6 +30,31 @@ const NoLandlockEnv = "BHW_TEST_NO_LANDLOCK"
 
 // NetABI is the first Landlock ABI that can restrict TCP connects.
 const NetABI = 4
+
+// ScopeABI is the first Landlock ABI that scopes signals and abstract
+// unix sockets to the domain: a confined agent can then neither signal
+// a process outside it (kill -STOP of bhw-run, which would hold the
+// thread's lock with no watchdog left) nor connect to an abstract socket
+// that a process outside listens on.
+const ScopeABI = 6
+
+// scoped is what Apply scopes to the domain on a kernel of ABI abi:
+// signals and abstract unix sockets from ScopeABI on, nothing before.
+func scoped(abi int) landlock.ScopedSet {
+	if abi < ScopeABI {
+		return 0
+	}
+	return landlock.ScopedSet(llsys.ScopeAbstractUnixSocket | llsys.ScopeSignal)
+}
+
+// Scopes says, for a person, what the confinement does besides files on
+// a kernel of ABI abi.
+func Scopes(abi int) string {
+	if abi < ScopeABI {
+		return fmt.Sprintf("signals and abstract unix sockets not scoped (ABI %d needed)", ScopeABI)
+	}
+	return "signals and abstract unix sockets scoped to the agent"
+}
 
 // ABI is the running kernel's Landlock ABI version, 0 without Landlock
 // (not built in, or not enabled at boot: `lsm=` lacks landlock).

@@ -2,6 +2,8 @@ package confine
 
 import (
 	"bytes"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,4 +191,62 @@ func BenchmarkStart(b *testing.B) {
 	b.Run("Direct", func(b *testing.B) { start(b, false) })
 	b.Run("Trampoline", func(b *testing.B) { start(b, true) })
 	b.ReportMetric(float64(len(rules.Paths)), "rules")
+}
+
+// TestScopes: on a kernel of ScopeABI or later the agent can neither
+// signal a process outside its domain (kill -STOP of its runner, which
+// would hold the thread's lock with no watchdog left) nor connect to an
+// abstract unix socket one listens on; inside its own domain both work.
+func TestScopes(t *testing.T) {
+	needLandlock(t)
+	if ABI() < ScopeABI {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("this kernel's Landlock (ABI %d) has no scopes", ABI())
+		}
+		t.Skipf("this kernel's Landlock (ABI %d) has no scopes", ABI())
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 to connect to an abstract socket with")
+	}
+	root := tree(t, "work/", "tmp/")
+	rules, err := Build(Spec{WorkFolder: filepath.Join(root, "work"), Temp: filepath.Join(root, "tmp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An unconfined process beside the agent: the stop must not land.
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+	name := fmt.Sprintf("bhw-scope-test-%d", os.Getpid())
+	l, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	connect := fmt.Sprintf(`%s -c 'import socket; socket.socket(socket.AF_UNIX).connect("\0%s")' 2>/dev/null && echo socket-reached`, py, name)
+	out, err := confined(t, rules, filepath.Join(root, "work"), fmt.Sprintf(
+		`kill -0 $PPID 2>/dev/null && echo runner-signalled; kill -STOP %d 2>/dev/null && echo stop-landed; %s; sleep 60 & kill $! && echo own-domain-ok`,
+		other.Process.Pid, connect))
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, bad := range []string{"runner-signalled", "stop-landed", "socket-reached"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("the confined agent did it: %s (output %q)", bad, out)
+		}
+	}
+	if !strings.Contains(out, "own-domain-ok") {
+		t.Errorf("the agent could not signal its own child: %q", out)
+	}
+	if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", other.Process.Pid)); strings.Contains(string(b), ") T ") {
+		t.Errorf("the process outside was stopped: %s", b)
+	}
+	// Unconfined, the same script reaches all three: the test can fail.
+	cmd := exec.Command("/bin/sh", "-c", connect)
+	if b, _ := cmd.CombinedOutput(); !strings.Contains(string(b), "socket-reached") {
+		t.Errorf("unconfined, the socket was not reached either: %q", b)
+	}
 }

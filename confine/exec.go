@@ -136,7 +136,7 @@ func Apply(r Rules) error {
 	if abi == 0 {
 		return errors.New("this kernel has no Landlock")
 	}
-	cfg := landlock.Config{HandledAccessFS: handled(abi)}
+	cfg := landlock.Config{HandledAccessFS: handled(abi), Scoped: scoped(abi)}
 	var ro, roFiles, rw, rwFiles []string
 	for _, p := range r.Paths {
 		switch {

@@ -60,7 +60,8 @@ func (d *doctor) confinement() {
 	if p := s.Config.Confine.Ports; len(p) > 0 {
 		net = fmt.Sprintf("TCP connects only to ports %v", p)
 	}
-	d.ok("confine", "Landlock ABI %d: the agents run confined, %s (docs/security.md)", confine.ABI(), net)
+	abi := confine.ABI()
+	d.ok("confine", "Landlock ABI %d in force: the agents run confined, %s, %s (docs/security.md)", abi, confine.Scopes(abi), net)
 }
 
 // confinement is the rule set of res's agent and its private temp folder

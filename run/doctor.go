@@ -448,8 +448,7 @@ func (d *doctor) agents(ctx context.Context) {
 		res.Executable = abs
 		res.Confined = r.confined(res)
 		l := r.launch(res, os.TempDir())
-		version, err := agentVersion(ctx, ad, l)
-		if err != nil {
+		if version, err := d.probeVersion(ctx, r, res, l); err != nil {
 			d.fail(name, fmt.Sprintf("%s was found but does not tell its version: %v", abs, err), "run "+abs+" --version yourself; reinstall it if it fails")
 		} else {
 			d.ok(name, "%s: %s", abs, version)
@@ -491,15 +490,44 @@ func (d *doctor) login(res *resolved, l agent.Launch) {
 	d.ok(name, "%s", detail)
 }
 
+// probeVersion asks res's agent for its version (agentVersion) the way a
+// run starts it: confined, unless the machine owner turned that off, in
+// an empty work folder of its own, since the executable (or its #!
+// interpreter) may be one an agent could rewrite. An agent that must be
+// confined and cannot be is not started.
+func (d *doctor) probeVersion(ctx context.Context, r *Runner, res *resolved, l agent.Launch) (string, error) {
+	if !res.Confined {
+		return agentVersion(ctx, res.adapter, l)
+	}
+	if err := r.checkConfine(res); err != nil {
+		return "", fmt.Errorf("not started: it cannot be confined on this machine (the confine line says why)")
+	}
+	work, err := os.MkdirTemp("", "bhw-doctor-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	probe := *res
+	probe.WorkFolder = work
+	rules, temp, done, err := r.confinement(&probe)
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	l.WorkFolder, l.Confine, l.Env = work, rules, setEnv(l.Env, "TMPDIR", temp)
+	return agentVersion(ctx, res.adapter, l)
+}
+
 // agentVersion asks the agent for its version: the adapter's Version, or
-// the first line `executable --version` prints, bounded by DoctorProbe.
+// the first line `executable --version` prints, bounded by DoctorProbe;
+// confined to l.Confine when set.
 func agentVersion(ctx context.Context, ad *agent.Adapter, l agent.Launch) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, DoctorProbe)
 	defer cancel()
 	if ad.Version != nil {
 		return ad.Version(ctx, l)
 	}
-	v, err := proc.VersionLine(ctx, proc.Config{Path: l.Executable, Dir: l.WorkFolder, Env: l.Env})
+	v, err := proc.VersionLine(ctx, proc.Config{Path: l.Executable, Dir: l.WorkFolder, Env: l.Env, Confine: l.Confine})
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "", fmt.Errorf("--version did not answer within %v", DoctorProbe)
 	}
