@@ -404,6 +404,8 @@ func (r *Runner) workFolderAllowed(real string) error {
 	forbidden := map[string]string{
 		r.Setup.StateDir:                        "the bhw-run state tree",
 		filepath.Join(r.Setup.Home, ".blobhub"): "~/.blobhub",
+		// Every profile's state tree, not only this run's.
+		setup.WorkerTree(r.Setup.Home): "~/.blobhub-worker, every profile's state tree",
 	}
 	// Every agent's home and folders, whatever the thread's agent: each
 	// holds credentials or sessions.

@@ -142,7 +142,9 @@ func (r *Runner) ownHomes(res *resolved) []string {
 // inside the other, a shared agent home) stays the thread's.
 func (r *Runner) confineDeny(res *resolved, temp string, homes []string) []string {
 	s := r.Setup
-	deny := []string{setup.CredentialsPath(s.Home), setup.V1CredentialsPath(s.Home), s.StateDir}
+	// ~/.blobhub-worker whole: every profile's state tree, not only this
+	// run's (another profile's config.yaml could turn its confinement off).
+	deny := []string{setup.CredentialsPath(s.Home), setup.WorkerTree(s.Home), s.StateDir}
 	if p, ok := strings.CutPrefix(s.APIURL, "file://"); ok {
 		deny = append(deny, p)
 	}

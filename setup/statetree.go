@@ -24,6 +24,16 @@ import (
 // whoever could write to it may have left something in it; the one repair
 // is the state dir's read bits, which bhw-run has always taken away.
 
+// WorkerTree is ~/.blobhub-worker, the folder every profile's state tree
+// lies in (profiles/<name>), with the v1 credentials file and the
+// daemon's records: whoever writes any of it changes what some profile's
+// next run reads and starts (its config.yaml names executables and turns
+// the confinement off). No work folder may be, contain or lie in it, and
+// no agent may read or write it, whichever profile runs the agent.
+func WorkerTree(home string) string {
+	return filepath.Join(home, ".blobhub-worker")
+}
+
 // ensureDir makes sure dir, the state dir or a folder under it, exists
 // (created 0700 when missing) with every folder between, each checked as
 // above.
