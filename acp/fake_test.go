@@ -32,7 +32,7 @@ func fakeLaunch(t *testing.T, typ string, s agenttest.Script) agent.Launch {
 		}
 	})
 	return agent.Launch{
-		Executable: exe, WorkFolder: t.TempDir(), Home: t.TempDir(),
+		Executable: exe, WorkFolder: t.TempDir(), Home: t.TempDir(), CacheDir: t.TempDir(),
 		Env: []string{acptest.FakeAgentEnv + "=" + agenttest.WriteScript(t, s), acptest.FakeDialectEnv + "=" + typ,
 			"PATH=/usr/bin:/bin", "HOME=" + t.TempDir()},
 		Permissions: "approval",

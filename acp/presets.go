@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -61,10 +60,10 @@ var gemini = &preset{
 				"maxAttempts": 2, "sessionRetention": map[string]any{"enabled": false}},
 			"model": map[string]any{"name": model},
 		}
-		if err := writeJSON(filepath.Join(h.dir, ".gemini", "settings.json"), settings); err != nil {
+		if err := writeJSON(h.dir, ".gemini/settings.json", settings); err != nil {
 			return nil, err
 		}
-		if err := writeFile(filepath.Join(h.dir, ".gemini", "policies", "bhw-run.toml"), []byte(geminiPolicy)); err != nil {
+		if err := agent.WriteFileIn(h.dir, ".gemini/policies/bhw-run.toml", []byte(geminiPolicy)); err != nil {
 			return nil, err
 		}
 		// One node process instead of a launcher that ignores SIGTERM and a
@@ -117,7 +116,7 @@ var qwenCode = &preset{
 			// rule a workspace's .qwen/settings.json adds.
 			"permissions": map[string]any{"ask": []string{"Bash", "Write", "Edit", "NotebookEdit", "WebFetch"}},
 		}
-		if err := writeJSON(filepath.Join(h.dir, "settings.json"), settings); err != nil {
+		if err := writeJSON(h.dir, "settings.json", settings); err != nil {
 			return nil, err
 		}
 		return append(env, "QWEN_HOME="+h.dir), nil
@@ -166,15 +165,14 @@ var openCode = &preset{
 	home: func(h homeCtx) ([]string, error) {
 		o, _ := h.opts.(OpenCodeOptions)
 		cfgDir := filepath.Join(h.dir, "config")
-		oc := filepath.Join(cfgDir, "opencode")
-		if err := os.MkdirAll(filepath.Join(oc, "node_modules"), 0o700); err != nil {
+		if err := agent.MkdirIn(h.dir, "config/opencode/node_modules"); err != nil {
 			return nil, err
 		}
 		deps := map[string]any{"@opencode-ai/plugin": openCodePluginVersion}
-		if err := writeJSON(filepath.Join(oc, "package.json"), map[string]any{"dependencies": deps}); err != nil {
+		if err := writeJSON(h.dir, "config/opencode/package.json", map[string]any{"dependencies": deps}); err != nil {
 			return nil, err
 		}
-		if err := writeJSON(filepath.Join(oc, "package-lock.json"), map[string]any{"lockfileVersion": 3,
+		if err := writeJSON(h.dir, "config/opencode/package-lock.json", map[string]any{"lockfileVersion": 3,
 			"packages": map[string]any{"": map[string]any{"dependencies": deps}}}); err != nil {
 			return nil, err
 		}
@@ -331,38 +329,14 @@ func setEnv(env []string, kv ...string) []string {
 	return append(out, kv...)
 }
 
-// writeJSON writes v as indented JSON to path, atomically.
-func writeJSON(path string, v any) error {
+// writeJSON writes v as indented JSON to rel below dir, an agent's home
+// (agent.WriteFileIn: through no link, atomically).
+func writeJSON(dir, rel string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFile(path, append(b, '\n'))
-}
-
-// writeFile writes b to path through a temp file in the same folder and a
-// rename, so an agent starting meanwhile never reads half a settings file.
-func writeFile(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return agent.WriteFileIn(dir, rel, append(b, '\n'))
 }
 
 func randomHex(n int) string {

@@ -208,7 +208,7 @@ func TestGeminiResumeWaitsForTheMinute(t *testing.T) {
 	script := agenttest.Script{Turns: [][]agenttest.Step{{{Text: "one"}}}}
 	first := startFake(t, TypeGemini, script, nil)
 	id := first.s.SessionID()
-	created := sessionCreated(first.l.Home, id)
+	created := sessionCreated(first.l.CacheDir, id)
 	if created.IsZero() || time.Since(created) > time.Minute {
 		t.Fatalf("recorded creation %v", created)
 	}
@@ -219,7 +219,7 @@ func TestGeminiResumeWaitsForTheMinute(t *testing.T) {
 	now = func() time.Time { return created.Truncate(time.Minute).Add(time.Minute - 300*time.Millisecond) }
 	t0 := time.Now()
 	second := startFake(t, TypeGemini, script, func(l *agent.Launch) {
-		l.Home, l.SessionID, l.Resume = first.l.Home, id, true
+		l.Home, l.CacheDir, l.SessionID, l.Resume = first.l.Home, first.l.CacheDir, id, true
 	})
 	if d := time.Since(t0); d < 250*time.Millisecond {
 		t.Errorf("the resume started after %s, before the minute turned", d)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/jsonrpc"
 	"github.com/blobhub/bhw-run/agent/proc"
+	"github.com/blobhub/bhw-run/statefile"
 )
 
 // Timing defaults; a Session copies them so tests can shorten them.
@@ -94,7 +96,7 @@ func start(ctx context.Context, p *preset, l agent.Launch) (*Session, error) {
 		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "%s: cannot prepare the agent's home %s: %v", p.typ, l.Home, err)
 	}
 	if l.Resume && p.loadMinute {
-		if err := waitMinute(ctx, l, sessionCreated(l.Home, l.SessionID)); err != nil {
+		if err := waitMinute(ctx, l, sessionCreated(l.CacheDir, l.SessionID)); err != nil {
 			return nil, err
 		}
 	}
@@ -153,8 +155,14 @@ func (p *preset) environ(l agent.Launch) ([]string, error) {
 	if l.Home == "" || !filepath.IsAbs(l.Home) {
 		return nil, fmt.Errorf("the %s agent needs an absolute home of its own, got %q", p.typ, l.Home)
 	}
+	// The home itself is made as its parents allow (they are the machine
+	// owner's or the state tree's); inside it, the agent's own, nothing is
+	// followed (agent.MkdirIn).
+	if err := os.MkdirAll(l.Home, 0o700); err != nil {
+		return nil, err
+	}
 	tmp := filepath.Join(l.Home, "tmp")
-	if err := os.MkdirAll(tmp, 0o700); err != nil {
+	if err := agent.MkdirIn(l.Home, "tmp"); err != nil {
 		return nil, err
 	}
 	vars, err := p.home(homeCtx{dir: l.Home, l: l, opts: l.Options})
@@ -206,7 +214,7 @@ func (s *Session) open(ctx context.Context) error {
 	}
 	s.SetSessionID(r.SessionID)
 	if s.p.loadMinute {
-		if err := recordCreated(s.l.Home, r.SessionID, time.Now()); err != nil {
+		if err := recordCreated(s.l.CacheDir, r.SessionID, time.Now()); err != nil {
 			s.logger.Warn("cannot record when the session was created; a resume in that minute may lose it", "agent_session_id", r.SessionID, "error", err)
 		}
 	}
@@ -365,23 +373,38 @@ func (s *Session) replyError(id jsonrpc.ID, code int64, msg string) {
 	}
 }
 
-// sessionsDir holds, in the agent's home, when each session was created.
-const sessionsDir = ".bhw-run-sessions"
+// sessionsDir holds, in the state tree's cache folder (Launch.CacheDir),
+// when each session was created. Not in the agent's home: the agent
+// writes there, and could leave a link (which a write would follow), a
+// named pipe (which a read would block on) or a huge file in its place.
+const sessionsDir = "acp-sessions"
+
+// maxCreatedRecord bounds the read of a creation record (one timestamp).
+const maxCreatedRecord = 256
 
 // recordCreated notes when session id was created, for the minute rule.
-func recordCreated(home, id string, at time.Time) error {
-	if home == "" || !safeName(id) {
-		return fmt.Errorf("no home or an unusable session id %q", id)
+func recordCreated(cacheDir, id string, at time.Time) error {
+	if cacheDir == "" || !safeName(id) {
+		return fmt.Errorf("no cache folder or an unusable session id %q", id)
 	}
-	return writeFile(filepath.Join(home, sessionsDir, id), []byte(at.UTC().Format(time.RFC3339Nano)+"\n"))
+	dir := filepath.Join(cacheDir, sessionsDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return statefile.WriteAtomic(filepath.Join(dir, id), []byte(at.UTC().Format(time.RFC3339Nano)+"\n"), 0o600)
 }
 
 // sessionCreated is when session id was created; zero when unknown.
-func sessionCreated(home, id string) time.Time {
-	if home == "" || !safeName(id) {
+func sessionCreated(cacheDir, id string) time.Time {
+	if cacheDir == "" || !safeName(id) {
 		return time.Time{}
 	}
-	b, err := os.ReadFile(filepath.Join(home, sessionsDir, id))
+	f, err := statefile.Open(filepath.Join(cacheDir, sessionsDir, id), os.O_RDONLY, 0)
+	if err != nil {
+		return time.Time{}
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxCreatedRecord))
 	if err != nil {
 		return time.Time{}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -71,7 +70,8 @@ func loginCheck(l agent.Launch) (bool, string) {
 	}
 	keys := []string{"OPENAI_API_KEY", "CODEX_API_KEY"}
 	var store string
-	if b, err := os.ReadFile(filepath.Join(home, "config.toml")); err == nil {
+	// The agent writes its home: read through no link, pipe or huge file.
+	if b, err := agent.ReadAgentFile(home, "config.toml"); err == nil {
 		for _, m := range envKeyLine().FindAllSubmatch(b, -1) {
 			keys = append(keys, string(m[1]))
 		}
