@@ -91,7 +91,14 @@ func (s *Session) copyInstructions() (string, error) {
 	if s.l.Instructions == nil || s.l.Permissions == "autonomous" {
 		return "", nil
 	}
-	dir, err := os.MkdirTemp("", "bhw-claude-md-")
+	// A confined agent's copy lives in its private temp folder (its
+	// TMPDIR), which no other agent may read; an unconfined one's in
+	// bhw-run's TMPDIR, which the confinement denies to every agent.
+	parent := ""
+	if s.l.Confine != nil {
+		parent = agent.EnvValue(s.l.Env, "TMPDIR")
+	}
+	dir, err := os.MkdirTemp(parent, "bhw-claude-md-")
 	if err == nil {
 		s.instructions = dir
 		err = os.WriteFile(filepath.Join(dir, "CLAUDE.md"), s.l.Instructions, 0o600)

@@ -2,11 +2,14 @@ package run
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/confine"
@@ -72,10 +75,16 @@ func (r *Runner) confinement(res *resolved) (rules *confine.Rules, temp string, 
 		return nil, "", func() {}, nil
 	}
 	// Beside bhw-run's own temp files, not in the state tree: a socket
-	// path (108 bytes at most) in the agent's TMPDIR must stay short.
-	temp, err = os.MkdirTemp("", confineTempPrefix)
+	// path (108 bytes at most) in the agent's TMPDIR must stay short. In
+	// one parent for every agent's, which every agent is denied whole
+	// but for its own: a folder made there after an agent started is
+	// still out of its reach.
+	parent, err := agentTempParent()
+	if err == nil {
+		temp, err = os.MkdirTemp(parent, confineTempPrefix)
+	}
 	if err != nil {
-		return nil, "", nil, agent.Errorf(agent.CodeAgentSpawnFailed, "making the agent's private temp folder: %v", err)
+		return nil, "", nil, agent.Errorf(agent.CodeAgentSpawnFailed, "making the agent's private temp folder: %v; fix TMPDIR (or remove what stands in its place)", err)
 	}
 	done = func() { _ = os.RemoveAll(temp) }
 	homes := r.ownHomes(res)
@@ -119,8 +128,39 @@ func (a *activation) confinementRefused(it agent.Item) {
 	}
 }
 
-// confineTempPrefix names the private temp folders in bhw-run's TMPDIR.
+// confineTempPrefix names the private temp folders in agentTempParent.
 const confineTempPrefix = "bhw-agent-"
+
+// claudeMDPrefix names the folders of the private CLAUDE.md copies the
+// claude adapter makes in bhw-run's TMPDIR for an unconfined Claude
+// thread (a confined one's is in its private temp folder).
+const claudeMDPrefix = "bhw-claude-md-"
+
+// agentTempParent is the one folder every agent's private temp folder is
+// made in, $TMPDIR/bhw-run-agents-<uid>: made 0700 when missing, and
+// refused when it is a link, not a folder, another user's or open to
+// group or others (in a shared /tmp another user could have made it
+// first).
+func agentTempParent() (string, error) {
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("bhw-run-agents-%d", os.Geteuid()))
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", err
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return "", fmt.Errorf("%s is not a folder (a link or a file stands there)", dir)
+	case st != nil && int(st.Uid) != os.Geteuid():
+		return "", fmt.Errorf("%s belongs to uid %d, not to uid %d that runs bhw-run", dir, st.Uid, os.Geteuid())
+	case fi.Mode().Perm()&0o077 != 0:
+		return "", fmt.Errorf("%s has mode %04o; run chmod 700 %s", dir, fi.Mode().Perm(), dir)
+	}
+	return dir, nil
+}
 
 // ownHomes are the agent homes the thread's agent writes: its resolved
 // home, else the adapter's folders under the user's home (its default).
@@ -161,8 +201,12 @@ func (r *Runner) confineDeny(res *resolved, temp string, homes []string) []strin
 		}
 	}
 	others = append(others, otherThreadFolders(s.StateDir)...)
-	if tmps, err := filepath.Glob(filepath.Join(filepath.Dir(temp), confineTempPrefix+"*")); err == nil {
-		others = append(others, tmps...)
+	// Every agent's temp folder, made before or after this start: their
+	// parent whole (this agent's own stays writable inside it). And the
+	// CLAUDE.md copies of unconfined Claude threads.
+	deny = append(deny, filepath.Dir(temp))
+	if copies, err := filepath.Glob(filepath.Join(os.TempDir(), claudeMDPrefix+"*")); err == nil {
+		others = append(others, copies...)
 	}
 	own := append([]string{res.WorkFolder, temp}, homes...)
 	for _, o := range others {
