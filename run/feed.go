@@ -168,6 +168,15 @@ func (ls *lister) readFeed(ctx context.Context, s0 setup.SectionEvents) (read fe
 		}
 		if page == 0 {
 			read.date = p.Date
+			// The cursor is a created_at the server stamped, so never
+			// past its clock: one that is (a server Date that jumped and
+			// came back, a hand-edited or shared section.yaml) would read
+			// from the future and list nothing until the hourly full
+			// listing. Invalid: a full listing resets it. The Date has
+			// whole seconds; a stamp within its second is not ahead.
+			if !p.Date.IsZero() && cur.After(p.Date.Add(time.Second)) {
+				return read, fmt.Sprintf("the cursor %s is ahead of the server's clock (%s)", s0.LastProcessedAt, blobhub.FormatTime(p.Date)), nil
+			}
 		}
 		all = append(all, p.Events...)
 		if n := len(p.Events); n > 0 {

@@ -413,3 +413,24 @@ func TestFeedKill9(t *testing.T) {
 		})
 	}
 }
+
+// TestFeedCursorAhead: a cursor a day past the server's clock (a server
+// Date that jumped and came back, another writer of section.yaml) is
+// invalid: the pass lists the thread posted to at once (a full listing,
+// which sets the cursor back to the server's newest stamp), not an hour
+// later.
+func TestFeedCursorAhead(t *testing.T) {
+	f := activeFleet(t, 3)
+	ahead := blobhub.FormatTime(time.Now().Add(24 * time.Hour))
+	editFeed(t, f, func(st *setup.SectionEvents) { st.LastProcessedAt = ahead })
+	f.srv.PersonPost("fleet/t001", "while the cursor is ahead")
+	wantListed(t, "the pass", f.runnable(), "fleet/t001")
+	if got := f.feedState().LastProcessedAt; got == ahead {
+		t.Errorf("the cursor stayed ahead: %s", got)
+	}
+	if rec := f.lastRecord(); rec["full"] != true {
+		t.Errorf("section.log: %v, want a full listing", rec)
+	}
+	f.srv.PersonPost("fleet/t002", "after")
+	wantListed(t, "the next pass", f.runnable(), "fleet/t001", "fleet/t002")
+}
