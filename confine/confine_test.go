@@ -250,3 +250,30 @@ func TestScopes(t *testing.T) {
 		t.Errorf("unconfined, the socket was not reached either: %q", b)
 	}
 }
+
+// TestStrayTrampolineVariable: a BHW_CONFINE_FD left in the environment
+// by someone else (naming no in-memory file: an inherited file, a closed
+// descriptor, garbage) does not make a program the trampoline: it runs as
+// itself instead of exiting 126, and its children do not inherit it.
+func TestStrayTrampolineVariable(t *testing.T) {
+	if os.Getenv("BHW_TEST_STRAY_CHILD") == "1" {
+		// The child: it got here, past init, and dropped the variable.
+		if v, ok := os.LookupEnv(trampolineEnv); ok {
+			t.Fatalf("%s=%q is still set", trampolineEnv, v)
+		}
+		return
+	}
+	f, err := os.Open(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, v := range []string{"3", "9", "x", ""} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestStrayTrampolineVariable$", "-test.count=1")
+		cmd.Env = append(os.Environ(), trampolineEnv+"="+v, "BHW_TEST_STRAY_CHILD=1")
+		cmd.ExtraFiles = []*os.File{f} // fd 3: a file, not a rule set
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s=%q: %v: %s", trampolineEnv, v, err, out)
+		}
+	}
+}

@@ -28,9 +28,16 @@ const maxRules = 16 << 20
 // that can start a confined agent imports this package through the
 // process layer, so bhw-run and each test binary that re-executes itself
 // as a fake agent carry it without a line in their main.
+//
+// Only a variable that names an in-memory file, as Wrap's does, makes the
+// trampoline: a stray one left in the environment by someone else is
+// dropped, and the program runs as itself.
 func init() {
 	if fd, ok := os.LookupEnv(trampolineEnv); ok {
-		trampoline(fd)
+		if isMemFile(fd) {
+			trampoline(fd)
+		}
+		_ = os.Unsetenv(trampolineEnv)
 	}
 }
 

@@ -13,3 +13,6 @@ import (
 func memFile(string) (*os.File, error) {
 	return nil, errors.New("the confinement needs Linux (Landlock); set confine.mode: off in config.yaml")
 }
+
+// isMemFile: no trampoline outside Linux.
+func isMemFile(string) bool { return false }

@@ -48,12 +48,21 @@ func DecodeYAML(b []byte, v any, known bool) error {
 	if yaml.Unmarshal(b, &root) != nil {
 		return fmt.Errorf("does not have the expected shape: %w", err)
 	}
+	// Each problem walks the whole document to name its key: only the
+	// first maxShapeProblems are described (a file of 12,000 wrong values
+	// took seconds), and the rest counted.
 	var problems []string
-	for _, msg := range te.Errors {
+	for _, msg := range te.Errors[:min(len(te.Errors), maxShapeProblems)] {
 		problems = append(problems, shapeProblem(&root, reflect.TypeOf(v), msg))
+	}
+	if more := len(te.Errors) - maxShapeProblems; more > 0 {
+		problems = append(problems, fmt.Sprintf("and %d more problems like these (fix these and run again to see them)", more))
 	}
 	return fmt.Errorf("does not have the expected shape: %s", strings.Join(problems, "; "))
 }
+
+// maxShapeProblems bounds the problems DecodeYAML describes.
+const maxShapeProblems = 20
 
 // yamlErrorRegexps are compiled on first use (only a file that does not
 // decode needs them): compiled at start they cost every bhw-run process.

@@ -58,3 +58,32 @@ func TestStamp(t *testing.T) {
 		t.Fatalf("Stamp = %q", got)
 	}
 }
+
+// TestDecodeYAMLManyProblems: a file of 12,000 wrong values is described
+// by its first problems and a count of the rest, at once: each described
+// problem walks the whole document.
+func TestDecodeYAMLManyProblems(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("workspace:\n  roots:\n")
+	for range 12000 {
+		b.WriteString("  - [1]\n")
+	}
+	var v struct {
+		Workspace struct {
+			Roots []string `yaml:"roots"`
+		} `yaml:"workspace"`
+	}
+	t0 := time.Now()
+	err := DecodeYAML([]byte(b.String()), &v, true)
+	d := time.Since(t0)
+	if err == nil || !strings.Contains(err.Error(), "line 4: workspace.roots.[1] is a list; it should be text") ||
+		!strings.Contains(err.Error(), "and 11980 more problems") {
+		t.Fatalf("error %v", err)
+	}
+	if strings.Count(err.Error(), "; it should be") != maxShapeProblems {
+		t.Errorf("%d problems described, want %d", strings.Count(err.Error(), "; it should be"), maxShapeProblems)
+	}
+	if d > 2*time.Second {
+		t.Errorf("decoding took %s", d)
+	}
+}
