@@ -276,6 +276,8 @@ func (sp *split) add(line string, st *syntax.Stmt, depth int) {
 	var scripts []string
 	if call, ok := st.Cmd.(*syntax.CallExpr); ok && len(call.Args) > 0 {
 		scripts = readCall(&pt, line, st, call, &budget)
+	} else {
+		scripts = clauseScripts(st.Cmd) // shells.go: subscripts in declare, let, [[ -v ]]
 	}
 	sp.bytes = maxFormBytes - budget
 	if budget < 0 || len(sp.parts) >= maxParts {

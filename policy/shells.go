@@ -327,6 +327,7 @@ func sourceRun(ws []word) shellRun {
 // gate knows its text; unknown holds the rest, as written, for such a shell
 // may run any command.
 func shellScripts(line string, ws []word, tails []tail, redirs []*syntax.Redirect, budget *int) (scripts, unknown []string) {
+	allWords := ws
 	for _, t := range tails {
 		ws := ws[t.start:]
 		name, ok := commandName(ws)
@@ -339,6 +340,7 @@ func shellScripts(line string, ws []word, tails []tail, redirs []*syntax.Redirec
 			continue
 		}
 		scripts, unknown = append(scripts, r.scripts...), append(unknown, r.unknown...)
+		unknown = append(unknown, placeholderScripts(allWords[:t.start], ws, r)...)
 		what := "what " + joinWords(ws, "").display + " reads"
 		if r.input != noInput {
 			s, u := fdScripts(line, redirs, 0, r.input == readsInput, what)
@@ -511,6 +513,8 @@ func laterScripts(ws []word) (scripts, unknown []string) {
 				}
 			}
 		}
+	case "declare", "typeset", "local", "let", "read", "unset", "printf", "test", "[", "mapfile", "readarray":
+		return subscriptScripts(name, args)
 	case "hash":
 		dirs := false
 		for i := 0; i < len(args); i++ {
@@ -544,6 +548,185 @@ func laterScripts(ws []word) (scripts, unknown []string) {
 		}
 	}
 	return scripts, unknown
+}
+
+// subscriptScripts are the commands bash runs while it evaluates an array
+// subscript in a literal string: a builtin that takes a variable's name
+// (declare, typeset, local, read, unset, `printf -v`, `test -v`) or an
+// arithmetic expression (let) expands `a[$(…)]` when it runs, though the
+// quotes kept it from the line's own expansions; and mapfile's (readarray's)
+// -C callback is a command string it runs for each line. Each subscript
+// holding a command substitution is judged as `: <subscript>`, the
+// callback as a script; unknown holds a callback only known when the
+// shell runs. (Checked in bash 5.2: export and readonly refuse such a
+// name without running it.)
+func subscriptScripts(name string, args []word) (scripts, unknown []string) {
+	names := args
+	switch name {
+	case "printf", "test", "[":
+		// Only the argument of -v is a name.
+		names = nil
+		for i := 0; i+1 < len(args); i++ {
+			if v, ok := args[i].value(); ok && v == "-v" {
+				names = append(names, args[i+1])
+			}
+		}
+	case "mapfile", "readarray":
+		names = nil
+		for i := 0; i < len(args); i++ {
+			v, ok := args[i].value()
+			if !ok || !strings.HasPrefix(v, "-") || v == "-" || v == "--" {
+				continue
+			}
+			j := strings.IndexByte(v, 'C')
+			if j < 0 || strings.IndexAny(v[1:j], "dnOsuc") >= 0 {
+				continue // no callback, or C is another option's argument
+			}
+			cb := v[j+1:]
+			if cb == "" && i+1 < len(args) {
+				i++
+				var ok bool
+				if cb, ok = args[i].value(); !ok {
+					unknown = append(unknown, "the callback "+args[i].String())
+					continue
+				}
+			}
+			if cb != "" {
+				scripts = append(scripts, cb+` "$@"`)
+			}
+		}
+	}
+	for _, w := range names {
+		v, ok := w.value()
+		if !ok {
+			continue
+		}
+		for _, sub := range subscripts(v) {
+			if strings.Contains(sub, "$(") || strings.Contains(sub, "`") {
+				scripts = append(scripts, ": "+sub)
+			}
+		}
+	}
+	return scripts, unknown
+}
+
+// clauseScripts are subscriptScripts for the builtins the parser reads as
+// clauses of their own rather than as calls: declare, typeset and local
+// (not export or readonly, which refuse such a name), let, and [[ -v ]].
+func clauseScripts(c syntax.Command) (scripts []string) {
+	var words []*syntax.Word
+	switch c := c.(type) {
+	case *syntax.DeclClause:
+		if v := c.Variant.Value; v != "declare" && v != "typeset" && v != "local" {
+			return nil
+		}
+		for _, a := range c.Args {
+			if a.Naked && a.Value != nil {
+				words = append(words, a.Value)
+			}
+		}
+	case *syntax.LetClause:
+		for _, e := range c.Exprs {
+			if w, ok := e.(*syntax.Word); ok {
+				words = append(words, w)
+			}
+		}
+	case *syntax.TestClause:
+		syntax.Walk(c, func(n syntax.Node) bool {
+			if u, ok := n.(*syntax.UnaryTest); ok && (u.Op == syntax.TsVarSet || u.Op == syntax.TsRefVar) {
+				if w, ok := u.X.(*syntax.Word); ok {
+					words = append(words, w)
+				}
+			}
+			return true
+		})
+	}
+	for _, w := range words {
+		v, ok := literalWord(w)
+		if !ok {
+			continue
+		}
+		for _, sub := range subscripts(v) {
+			if strings.Contains(sub, "$(") || strings.Contains(sub, "`") {
+				scripts = append(scripts, ": "+sub)
+			}
+		}
+	}
+	return scripts
+}
+
+// subscripts are the texts between each outermost [ and its ] in v.
+func subscripts(v string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(v); i++ {
+		switch v[i] {
+		case '[':
+			if depth == 0 {
+				start = i + 1
+			}
+			depth++
+		case ']':
+			if depth > 0 {
+				if depth--; depth == 0 {
+					out = append(out, v[start:i])
+				}
+			}
+		}
+	}
+	if depth > 0 {
+		out = append(out, v[start:]) // unclosed: bash still expands it
+	}
+	return out
+}
+
+// placeholderScripts are the command strings that a shell run by xargs,
+// parallel or find -exec gets from its runner rather than from the line:
+// a -c script holding the runner's placeholder ({}, or xargs's -I/--replace
+// string) is run with a file's name or an input line in its place, and a
+// -c with no script behind xargs or parallel takes the first line read as
+// its script. before are the words before the shell's name; each such
+// script is only known when it runs.
+func placeholderScripts(before, shell []word, r shellRun) (unknown []string) {
+	runner, holders := "", []string{"{}"}
+	for i, w := range before {
+		v, ok := w.value()
+		if !ok {
+			continue
+		}
+		switch {
+		case v == "xargs" || v == "parallel" || v == "find":
+			runner = v
+		case runner != "xargs":
+		case v == "-I" && i+1 < len(before):
+			if h, ok := before[i+1].value(); ok && h != "" {
+				holders = append(holders, h)
+			}
+		case strings.HasPrefix(v, "-I") && len(v) > 2:
+			holders = append(holders, v[2:])
+		case strings.HasPrefix(v, "-i") && len(v) > 2:
+			holders = append(holders, v[2:])
+		case strings.HasPrefix(v, "--replace="):
+			holders = append(holders, strings.TrimPrefix(v, "--replace="))
+		}
+	}
+	if runner == "" {
+		return nil
+	}
+	what := "what " + joinWords(shell, "").display + " runs, given by " + runner
+	for _, sc := range r.scripts {
+		for _, h := range holders {
+			if h != "" && strings.Contains(sc, h) {
+				return []string{what}
+			}
+		}
+	}
+	if runner != "find" && len(r.scripts) == 0 && len(r.unknown) == 0 && len(shell) > 1 {
+		if v, ok := shell[len(shell)-1].value(); ok && len(v) > 1 && v[0] == '-' && !strings.HasPrefix(v, "--") && strings.HasSuffix(v, "c") {
+			return []string{what}
+		}
+	}
+	return nil
 }
 
 func isUnsigned(s string) bool {

@@ -2,7 +2,9 @@ package policy
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +107,96 @@ var shellRespellings = []string{
 	`hash -rp /bin/rm ls`,
 	`hash ls=/bin/rm`,
 	`hash -p "$P" ls`,
+	// A file's text or name run as a script by xargs, parallel, find.
+	`xargs -a cmds.txt -I{} sh -c {}`,
+	`xargs -I % bash -c %`,
+	`xargs --replace=@ sh -c @`,
+	`xargs -a cmds.txt sh -c`,
+	`xargs -a cmds.txt bash -ec`,
+	`parallel sh -c {}`,
+	`find . -name 'x;*' -exec sh -c {} \;`,
+	`find . -exec bash -c 'echo {}' +`,
+}
+
+// subscriptRespellings run `rm -rf x` from an array subscript or a
+// callback in a quoted string, which bash evaluates when the builtin runs
+// (checked against bash by TestSubscriptTablesAgreeWithBash). Each is
+// denied by the machine owner's "rm *".
+var subscriptRespellings = []string{
+	`declare 'a[$(rm -rf x)]=1'`,
+	`typeset -a 'a[$(rm -rf x)]=1'`,
+	`f() { local 'a[$(rm -rf x)]=1'; }; f`,
+	`printf -v 'a[$(rm -rf x)]' %s 1`,
+	`read 'a[$(rm -rf x)]' <<< 1`,
+	"read -r 'a[`rm -rf x`]' <<< 1",
+	`let 'a[$(rm -rf x)]=1'`,
+	`test -v 'a[$(rm -rf x)]'`,
+	`[ -v 'a[$(rm -rf x)]' ]`,
+	`[[ -v 'a[$(rm -rf x)]' ]]`,
+	`declare -A h; h[k]=1; unset 'h[$(rm -rf x)]'`,
+	`mapfile -C 'rm -rf x #' -c 1 a <<< 1`,
+	`readarray -t -c 1 -C 'rm -rf x #' a <<< 1`,
+	`mapfile -c1 -C'rm -rf x #' a <<< 1`,
+}
+
+// subscriptNonScripts hold `rm -rf x` where bash does not run it: a
+// value, not a subscript; a string printf prints; a name export and
+// readonly refuse; let's plain expression; a quoted subscript inside
+// (( )).
+var subscriptNonScripts = []string{
+	`declare x='$(rm -rf x)'`,
+	`printf '%s\n' 'a[$(rm -rf x)]'`,
+	`export 'a[$(rm -rf x)]=1'`,
+	`readonly 'a[$(rm -rf x)]=1'`,
+	`let 'x=$(rm -rf x)'`,
+	`declare -a a; (( a['$(rm -rf x)'] ))`,
+	`find . -name 'rm -rf x' -exec sh -c 'echo "$1"' _ {} \;`,
+}
+
+func TestSubscriptRespellingsDenied(t *testing.T) {
+	for name, g := range ownerDeniesRm() {
+		for _, line := range subscriptRespellings {
+			if d := g.Decide(bash(line)); d.Decision != DecisionDeny || d.By == nil || d.By.Source != SourceWorker {
+				t.Errorf("%s: %q = %s (%s), want deny by the worker rule", name, line, d.Decision, d.Reason)
+			}
+		}
+	}
+	g := ownerDeniesRm()["guarded, allow all"]
+	for _, line := range subscriptNonScripts {
+		if d := g.Decide(bash(line)); d.Decision != DecisionAllow {
+			t.Errorf("%q = %s (%s), want allow: bash does not run rm there", line, d.Decision, d.Reason)
+		}
+	}
+}
+
+// TestSubscriptTablesAgreeWithBash: each subscript respelling makes bash
+// run its command (a file made in place of `rm -rf x`), and no
+// non-script does.
+func TestSubscriptTablesAgreeWithBash(t *testing.T) {
+	bashBin, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatalf("bash is needed to check the tables: %v", err)
+	}
+	runs := func(line string) bool {
+		dir := t.TempDir()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bashBin, "--norc", "--noprofile", "-c", strings.ReplaceAll(line, "rm -rf x", "touch RAN"))
+		cmd.Dir = dir
+		_ = cmd.Run()
+		_, err := os.Stat(filepath.Join(dir, "RAN"))
+		return err == nil
+	}
+	for _, line := range subscriptRespellings {
+		if !runs(line) {
+			t.Errorf("bash does not run the command of %q", line)
+		}
+	}
+	for _, line := range subscriptNonScripts {
+		if runs(line) {
+			t.Errorf("bash runs the command of %q, listed as not run", line)
+		}
+	}
 }
 
 // shellNonScripts name `rm -rf x` in a shell's words where the shell does not
