@@ -70,7 +70,9 @@ func (g *realRig) launch(t *testing.T, permissions string) agent.Launch {
 		env = append(env, k+"="+v)
 	}
 	l := agent.Launch{Executable: g.a.Bin(t), WorkFolder: g.work, Env: env, Model: g.setup.Model,
-		Permissions: permissions, Home: g.home, Log: buf.Log()}
+		Permissions: permissions, Home: g.home, Log: buf.Log(),
+		// The state tree's cache, where a session's creation is recorded.
+		CacheDir: filepath.Join(filepath.Dir(g.home), "cache")}
 	if g.p.options != nil {
 		raw := map[string]any{}
 		for k, v := range g.setup.Own {
