@@ -207,7 +207,8 @@ func (e *acpE2E) beforeResume(alias string) {
 		return
 	}
 	sid := e.threadYAML(alias).Agent.AgentSessionID
-	b, err := os.ReadFile(filepath.Join(e.threadHome(alias), ".bhw-run-sessions", sid))
+	// Recorded in the state tree's cache, out of the agent's reach.
+	b, err := os.ReadFile(filepath.Join(e.state, "cache", "acp-sessions", sid))
 	if err != nil {
 		e.t.Fatalf("the session's creation was not recorded: %v", err)
 	}
