@@ -15,6 +15,7 @@ import (
 	"github.com/blobhub/bhw-run/acp/acptest"
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/confine"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -127,6 +128,20 @@ func TestRealVersion(t *testing.T) {
 		v, err := Adapter(a.Type).Version(ctx, l)
 		if err != nil || !strings.Contains(v, a.Version) {
 			t.Fatalf("version %q, %v; want one naming %s", v, err, a.Version)
+		}
+		// Confined, as doctor asks it: its home made in the private
+		// TMPDIR, the only folder besides the work folder it may write.
+		if confine.ABI() > 0 {
+			temp := t.TempDir()
+			rules, err := confine.Build(confine.Spec{WorkFolder: l.WorkFolder, Temp: temp, Deny: []string{userHome}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl := l
+			cl.Confine, cl.Env = &rules, append(slices.Clone(l.Env), "TMPDIR="+temp)
+			if v, err := Adapter(a.Type).Version(ctx, cl); err != nil || !strings.Contains(v, a.Version) {
+				t.Fatalf("confined: version %q, %v; want one naming %s", v, err, a.Version)
+			}
 		}
 		if left, _ := os.ReadDir(userHome); len(left) > 0 {
 			var names []string
