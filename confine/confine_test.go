@@ -277,3 +277,34 @@ func TestStrayTrampolineVariable(t *testing.T) {
 		}
 	}
 }
+
+// TestWhatLandlockLeaves pins what docs/security.md says an agent can
+// still do: change the mode and times of a denied file (Landlock has no
+// right for chmod or utime), and read a denied file through a hard link
+// a person made beforehand in a folder it may read; it cannot make such
+// a link itself, nor read or write the file by its own path.
+func TestWhatLandlockLeaves(t *testing.T) {
+	needLandlock(t)
+	root := tree(t, "work/", "tmp/", "secret/key", "home/")
+	p := func(n string) string { return filepath.Join(root, n) }
+	if err := os.Link(p("secret/key"), p("home/person-link")); err != nil {
+		t.Fatal(err)
+	}
+	rules, err := Build(Spec{WorkFolder: p("work"), Temp: p("tmp"), Deny: []string{p("secret")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := confined(t, rules, p("work"), "chmod 644 "+p("secret/key")+" && echo chmod-ok; touch -d 2001-01-01 "+p("secret/key")+" && echo utime-ok; "+
+		"cat "+p("home/person-link")+" && echo link-read; ln "+p("secret/key")+" own-link || echo link-refused; cat "+p("secret/key")+" || echo read-refused")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, want := range []string{"chmod-ok", "utime-ok", "link-read", "link-refused", "read-refused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output %q lacks %s", out, want)
+		}
+	}
+	if fi, err := os.Stat(p("secret/key")); err != nil || fi.Mode().Perm() != 0o644 || fi.ModTime().Year() != 2001 {
+		t.Errorf("the denied file: %v %v", fi, err)
+	}
+}
