@@ -626,4 +626,3 @@ func questions(args map[string]any) []policy.Question {
 	}
 	return []policy.Question{q}
 }
-
