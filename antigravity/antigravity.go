@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -140,20 +141,18 @@ func hasControl(s string) bool {
 // gated says the posture puts calls to the gate: the hook goes in.
 func gated(permissions string) bool { return permissions != policy.PostureAutonomous }
 
-// holder is the program the process group starts with: a shell that waits
-// for the turn's message on stdin, followed by endOfMessage, and then
-// becomes agy with the message as -p's value. So the group, recorded
-// before the message goes out, is agy's; a run killed before it wrote the
-// whole message leaves a shell that reads the end of its input and exits,
-// never an agy with half a message.
-const holder = `m='` + endOfMessage + `'
-p=$(cat; printf x) || exit 1
+// holder is the program the process group starts with: a shell that reads
+// the turn's message from stdin (its length in bytes on a line, then the
+// message) and then becomes agy with the message as -p's value and stdin
+// at its end. So the group, recorded before the message goes out, is
+// agy's; a run killed before it wrote the whole message leaves a shell that
+// reads short and exits, never an agy with half a message.
+const holder = `IFS= read -r n || exit 0
+p=$(head -c "$n"; printf x) || exit 1
 p=${p%x}
-q=${p%"$m"}
-[ "$q" != "$p" ] || exit 0
-exec "$0" -p "$q" "$@"`
-
-const endOfMessage = "\nbhw-run: end of message\n"
+c=$(printf %s "$p" | wc -c)
+[ $c -eq "$n" ] || exit 0
+exec "$0" -p "$p" "$@" </dev/null`
 
 // maxMessage is the longest message agy can take: one argument of the
 // command line (Linux's MAX_ARG_STRLEN, less its NUL).
@@ -312,10 +311,9 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 		return agent.TurnResult{}, agent.Errorf(agent.CodeAgentSpawnFailed,
 			"antigravity: the message is %d bytes and agy takes it on its command line, at most %d; send a shorter message", len(message), maxMessage)
 	}
-	if err := s.Proc.WriteLine([]byte(message + strings.TrimSuffix(endOfMessage, "\n"))); err != nil {
+	if err := s.Proc.WriteLine([]byte(strconv.Itoa(len(message)) + "\n" + message)); err != nil {
 		return agent.TurnResult{}, s.crashed("writing the message: " + err.Error())
 	}
-	s.Proc.CloseStdin()
 
 	t := &turn{s: s, h: h, dec: &decoder{}}
 	defer t.denyWaiting("bhw-run: the turn has ended")
