@@ -2,8 +2,10 @@ package antigravity
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/blobhub/bhw-run/agent"
 )
@@ -36,7 +38,7 @@ type step struct {
 	Index    json.RawMessage `json:"step_index"`
 	Type     string          `json:"step_type"`
 	State    string          `json:"state"`
-	Delta    string          `json:"text_delta"`
+	Delta    delta           `json:"text_delta"`
 	ToolName string          `json:"tool_name"`
 	ToolInfo *toolInfo       `json:"tool_info"`
 }
@@ -74,6 +76,38 @@ const hookDenied = "denied by pre-tool hook"
 // streamed without end from growing bhw-run.
 const maxReply = 4 << 20
 
+// delta is a reply's text delta, decoded only up to maxReply bytes: a
+// line of 64 MiB costs bhw-run its line buffer and no more, not a second
+// copy of it as a string. over is how many bytes of JSON were not decoded.
+type delta struct {
+	text string
+	over int
+}
+
+func (d *delta) UnmarshalJSON(raw []byte) error {
+	if len(raw) <= maxReply+2 || raw[0] != '"' {
+		var s *string
+		if err := json.Unmarshal(raw, &s); err != nil || s == nil {
+			return err
+		}
+		d.text = *s
+		return nil
+	}
+	// Cut the JSON string at maxReply, backing off over an escape the cut
+	// would split (\uXXXX is the longest), and decode what is before it.
+	for k := maxReply; k > maxReply-8; k-- {
+		var s string
+		if json.Unmarshal(append(raw[:k:k], '"'), &s) == nil {
+			if !utf8.ValidString(s) {
+				s = strings.ToValidUTF8(s, "")
+			}
+			d.text, d.over = s, len(raw)-1-k
+			return nil
+		}
+	}
+	return errors.New("text_delta does not decode")
+}
+
 // decoder turns the stream into items, joining a reply's deltas, and
 // counts what the turn's outcome rules need. It holds no process: the
 // translator conformance test feeds it lines directly.
@@ -108,7 +142,9 @@ func (d *decoder) feed(line []byte) (items []agent.Item, known bool, err error) 
 	}
 	switch e.Event {
 	case "init":
-		items = d.flush()
+		// The worker posts agy's init as a status item "init"; so does
+		// bhw-run, so a thread reads the same whichever runs it.
+		items = append(d.flush(), agent.Item{Brief: "init", Meta: map[string]any{"type": agent.ItemStatus, "status": "init"}})
 		d.sawInit = true
 		if d.conversationID == "" && e.ConversationID != "" {
 			d.conversationID = e.ConversationID
@@ -146,7 +182,8 @@ func (d *decoder) step1(s *step) []agent.Item {
 			out = d.flush()
 		}
 		d.joining, d.step = true, raw
-		d.add(s.Delta)
+		d.add(s.Delta.text)
+		d.dropped += s.Delta.over
 		if s.State == "DONE" || s.State == "ERROR" {
 			out = append(out, d.flush()...)
 		}
@@ -182,7 +219,7 @@ func (d *decoder) step1(s *step) []agent.Item {
 		if strings.Contains(strings.ToLower(msg), hookDenied) {
 			d.hookDenials++
 		}
-		out = append(out, agent.StatusItem("error", "[error] "+msg, nil))
+		out = append(out, agent.Item{Brief: "[error] " + msg, Meta: map[string]any{"type": agent.ItemStatus, "status": "error", "detail": msg}})
 	}
 	return out
 }
