@@ -81,8 +81,12 @@ func TestDecoderTools(t *testing.T) {
 	if r := items[5].Meta["tool"].(map[string]any); r["is_error"] != true || items[6].Meta["detail"] != "exit status 1" {
 		t.Fatalf("error result %v, %v", r, items[6].Meta)
 	}
-	if r := items[8].Meta["tool"].(map[string]any); r["output"] != `{"bytes":5}` {
-		t.Fatalf("an output that is no string: %v", r["output"])
+	if r := items[8].Meta["tool"].(map[string]any); r["output"] != "5 bytes written" {
+		t.Fatalf("output %v", r["output"])
+	}
+	d := &decoder{}
+	if got, _, _ := d.feed([]byte(toolStep(1, "DONE", "x", nil, map[string]any{"bytes": 5}, ""))); got[0].Meta["tool"].(map[string]any)["output"] != `{"bytes":5}` {
+		t.Fatalf("an output that is no string: %v", got[0].Meta)
 	}
 	if res.Outcome != agent.TurnCompleted {
 		t.Fatalf("outcome %+v", res)

@@ -82,7 +82,7 @@ func streamCases() []streamCase {
 			reply(1, "ACTIVE", "Let me "), reply(1, "ACTIVE", "look."),
 			toolStep(2, "ACTIVE", "view_file", read, nil, ""), toolStep(2, "DONE", "view_file", read, "# readme", ""),
 			toolStep(3, "ACTIVE", "run_command", run1, nil, ""), toolStep(3, "ERROR", "run_command", run1, "", "exit status 1"),
-			toolStep(4, "ACTIVE", "write_to_file", write, nil, ""), toolStep(4, "DONE", "write_to_file", write, map[string]any{"bytes": 5}, ""),
+			toolStep(4, "ACTIVE", "write_to_file", write, nil, ""), toolStep(4, "DONE", "write_to_file", write, "5 bytes written", ""),
 			reply(5, "DONE", "Done."), resultLine("SUCCESS", "Done.", "", nil)}},
 		{name: "an unknown event and a step of another type", lines: []string{initLine("conv-3"), reply(1, "ACTIVE", "before "),
 			ev(map[string]any{"event": "telemetry", "telemetry": map[string]any{"x": 1}}), reply(1, "DONE", "after"),
