@@ -279,8 +279,14 @@ func (s *Session) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.Proc.SetGraces(s.ExitWait, s.KillGrace)
 		s.closeErr = s.Proc.Close(ctx)
+		// The hooks agy started are in its group, and may outlive it.
 		if proc.GroupAlive(s.Pgid()) {
-			proc.StopGroup(s.Pgid(), 0)
+			proc.StopGroup(s.Pgid(), s.KillGrace)
+		}
+		// A hook orphaned by agy's end is reaped by init, not by us: wait
+		// a little for it, so the group is gone when Close returns.
+		for deadline := time.Now().Add(2 * time.Second); proc.GroupAlive(s.Pgid()) && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
 		}
 		s.bridge.close()
 		if err := s.hold.release(); err != nil {

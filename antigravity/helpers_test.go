@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 		os.Exit(antigravity.Hook(os.Stdin, os.Stdout, os.Getenv))
 	}
 	agytest.MaybeRun()
+	if spec := os.Getenv(antigravity.HolderEnv); spec != "" {
+		antigravity.HoldForTest(spec)
+	}
 	dir, err := os.MkdirTemp("", "agytest-")
 	if err != nil {
 		panic(err)

@@ -38,6 +38,11 @@ import (
 // the path of an agenttest.Script.
 const ScriptEnv = "ANTIGRAVITY_AGYTEST_SCRIPT"
 
+// NoHooksEnv set to 1 makes the stand-in an agy that does not find the
+// workspace's hooks (the hook config was not discovered): its calls run
+// ungated.
+const NoHooksEnv = "ANTIGRAVITY_AGYTEST_NO_HOOKS"
+
 // Version is what the stand-in prints for --version.
 const Version = "agy 1.0.0 (bhw-run stand-in)"
 
@@ -356,7 +361,7 @@ func cmp(a, b string) string {
 // .agents/hooks.json whose matcher takes the tool, through sh -c, the call
 // on stdin; the first deny, or a hook that fails, refuses the call.
 func (s *stand) hooks(name string, args map[string]any) (bool, string) {
-	if s.workspace == "" {
+	if s.workspace == "" || os.Getenv(NoHooksEnv) == "1" {
 		return true, ""
 	}
 	b, err := os.ReadFile(filepath.Join(s.workspace, ".agents", "hooks.json"))

@@ -1,0 +1,101 @@
+package antigravity_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/agent/proc"
+	"github.com/blobhub/bhw-run/antigravity"
+	"github.com/blobhub/bhw-run/antigravity/agytest"
+	"github.com/blobhub/bhw-run/policy"
+)
+
+func start(t *testing.T, l agent.Launch) *antigravity.Session {
+	t.Helper()
+	s, err := antigravity.Start(context.Background(), l)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	s.ExitWait, s.KillGrace, s.TurnGrace = 100*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond
+	t.Cleanup(func() { agenttest.CloseWithin(t, s, 30*time.Second) })
+	return s
+}
+
+// TestAutonomous: no hook goes in, and a gate socket in bhw-run's own
+// environment never reaches agy (with a hooks.json a killed run left, it
+// would deny every call); the call runs without the gate.
+func TestAutonomous(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.txt")
+	l, _ := launch(t, agenttest.Turn(agenttest.Step{Call: agenttest.Write(path)}, agenttest.Step{Text: "wrote it"}), "autonomous")
+	l.Env = append(l.Env, antigravity.SocketEnv+"=/nonexistent/gate.sock")
+	s := start(t, l)
+	h := &agenttest.Recorder{}
+	res := agenttest.RunTurn(t, s, "go", h, time.Minute)
+	if res.Outcome != agent.TurnCompleted || len(h.Calls()) != 0 {
+		t.Fatalf("Turn = %+v, gate calls %d", res, len(h.Calls()))
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the call did not run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(l.WorkFolder, ".agents")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("an autonomous run touched .agents: %v", err)
+	}
+}
+
+// TestGateNeverContacted: a gated turn whose calls ran while the hook was
+// never contacted (agy did not find it) fails agy_gate_never_contacted,
+// and the work folder's .agents is gone after the session.
+func TestGateNeverContacted(t *testing.T) {
+	l, _ := launch(t, agenttest.Turn(agenttest.Step{Call: agenttest.Exec("true")}, agenttest.Step{Text: "ran it"}), "guarded")
+	l.Env = append(l.Env, agytest.NoHooksEnv+"=1")
+	s := start(t, l)
+	h := &agenttest.Recorder{Gate: func(policy.Call) policy.Verdict { return policy.Verdict{Action: policy.Allow} }}
+	res := agenttest.RunTurn(t, s, "go", h, time.Minute)
+	if res.Outcome != agent.TurnFailed || !strings.HasPrefix(res.ErrorText, antigravity.NeverContacted+":") {
+		t.Fatalf("Turn = %+v, want failed %s", res, antigravity.NeverContacted)
+	}
+	agenttest.CloseWithin(t, s, 30*time.Second)
+	if _, err := os.Stat(filepath.Join(l.WorkFolder, ".agents")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf(".agents left after the session: %v", err)
+	}
+}
+
+// TestParkEndsAgy: a parked call is denied to agy with a reason, agy is
+// ended at once (its next step never comes), the call's result is the
+// parked one, and the conversation id is init's, for the resume.
+func TestParkEndsAgy(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "after-park")
+	l, log := launch(t, agenttest.Script{SessionID: "conv-park", Turns: [][]agenttest.Step{{
+		{Call: agenttest.Exec("make deploy")}, {Tool: agenttest.Exec("touch " + marker)}}}}, "approval")
+	s := start(t, l)
+	var asked policy.Call
+	h := &agenttest.Recorder{Gate: func(c policy.Call) policy.Verdict { asked = c; return policy.Verdict{Action: policy.Park} }}
+	res := agenttest.RunTurn(t, s, "go", h, time.Minute)
+	if res.Outcome != agent.TurnParked || s.SessionID() != "conv-park" {
+		t.Fatalf("Turn = %+v, session %q", res, s.SessionID())
+	}
+	if asked.Tool != "run_command" || asked.Target.Command != "make deploy" || asked.Effect != policy.EffectExec || asked.InvocationID != "1" {
+		t.Fatalf("the gate was asked %+v", asked)
+	}
+	results := h.OfType(agent.ItemToolResult)
+	if len(results) != 1 {
+		t.Fatalf("results %v", results)
+	}
+	if id, ok := agent.IsParkedResult(results[0]); !ok || id != "1" {
+		t.Fatalf("result %v is not the parked one", results[0])
+	}
+	agenttest.CloseWithin(t, s, 30*time.Second)
+	if proc.GroupAlive(s.Pgid()) {
+		t.Fatal("agy outlived the session")
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("agy went on after the park: %v\n%s", err, log.String())
+	}
+}
