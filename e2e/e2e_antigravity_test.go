@@ -237,3 +237,25 @@ func TestE2EAntigravityKill9MidTurn(t *testing.T) {
 	}
 	e.wantHooksRestored()
 }
+
+// TestDoctorAntigravity: the doctor finds agy, asks its version, and says
+// its sign-in is not checked without a key, checked with one.
+func TestDoctorAntigravity(t *testing.T) {
+	e := newAgyE2E(t, agenttest.Turn())
+	e.srv.Put("notes/readme", `{"type":"text","text":"hello"}`)
+	e.fakeClaudeDone()
+	e.Env = append(e.Env, doctorAgentKeys...)
+	_, checks := e.doctor(bhtest.RunnerKey)
+	if c := checks["agent antigravity"]; !c.OK || !strings.HasSuffix(c.Detail, agytest.Version) {
+		t.Fatalf("agent antigravity: %+v, want the stand-in's version", c)
+	}
+	if c := checks["agent antigravity login"]; !c.OK || !strings.HasPrefix(c.Detail, "not checked: ") {
+		t.Fatalf("agent antigravity login: %+v", c)
+	}
+	e.agentConfig(agyType).Env["GEMINI_API_KEY"] = "k"
+	e.writeConfig()
+	_, checks = e.doctor(bhtest.RunnerKey)
+	if c := checks["agent antigravity login"]; !c.OK || c.Detail != "GEMINI_API_KEY is set in its environment" {
+		t.Fatalf("agent antigravity login with a key: %+v", c)
+	}
+}
