@@ -47,11 +47,7 @@ func newAgyE2E(t *testing.T, s agenttest.Script) *agyE2E {
 	ac.Env = map[string]string{agytest.ScriptEnv: script}
 	e.Config.Policy.AllowAutonomous = true
 	e.writeConfig()
-	// agy keeps its sign-in and its conversations there: a signed-in
-	// user has it, and the confinement lets agy write it.
-	if err := os.MkdirAll(filepath.Join(e.home, ".gemini", "antigravity"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	e.signedIn()
 	e.hooks = []byte("{\n  \"operator\": {\"enabled\": false}\n}\n")
 	if err := os.MkdirAll(filepath.Join(e.work, ".agents"), 0o755); err != nil {
 		t.Fatal(err)
@@ -60,6 +56,15 @@ func newAgyE2E(t *testing.T, s agenttest.Script) *agyE2E {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// signedIn makes the folder agy keeps its sign-in and conversations in,
+// as a signed-in user has it; the confinement lets agy write it.
+func (e *agyE2E) signedIn() {
+	e.t.Helper()
+	if err := os.MkdirAll(filepath.Join(e.home, ".gemini", "antigravity"), 0o700); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 func (e *agyE2E) hooksFile() string { return filepath.Join(e.work, ".agents", "hooks.json") }
