@@ -99,3 +99,20 @@ func TestParkEndsAgy(t *testing.T) {
 		t.Fatalf("agy went on after the park: %v\n%s", err, log.String())
 	}
 }
+
+// TestAskQuestionParks: agy's ask_question reaching the hook is the
+// agent's own question: it goes to the gate as one, with its text, and
+// parks the turn whatever the gate says of it.
+func TestAskQuestionParks(t *testing.T) {
+	l, _ := launch(t, agenttest.Turn(agenttest.Step{Ask: []policy.Question{{Question: "Which branch?"}}}, agenttest.Step{Text: "never"}), "approval")
+	s := start(t, l)
+	var asked policy.Call
+	h := &agenttest.Recorder{Gate: func(c policy.Call) policy.Verdict { asked = c; return policy.Verdict{Action: policy.Allow} }}
+	res := agenttest.RunTurn(t, s, "go", h, time.Minute)
+	if res.Outcome != agent.TurnParked {
+		t.Fatalf("Turn = %+v, want parked", res)
+	}
+	if asked.Kind != policy.KindAskUserQuestion || len(asked.Questions) != 1 || asked.Questions[0].Question != "Which branch?" {
+		t.Fatalf("the gate was asked %+v", asked)
+	}
+}
