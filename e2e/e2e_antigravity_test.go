@@ -25,6 +25,7 @@ import (
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 const agyType = antigravity.Type
@@ -263,4 +264,63 @@ func TestDoctorAntigravity(t *testing.T) {
 	if c := checks["agent antigravity login"]; !c.OK || c.Detail != "GEMINI_API_KEY is set in its environment" {
 		t.Fatalf("agent antigravity login with a key: %+v", c)
 	}
+}
+
+// TestE2EAntigravityTwoThreadsOneFolder: two threads of one work folder
+// run at once, each a bhw-run of its own: the one that ends first leaves
+// the hook to the other, each agy's calls go to its own run's gate, and
+// the last one out puts the operator's file back.
+func TestE2EAntigravityTwoThreadsOneFolder(t *testing.T) {
+	e := newAgyE2E(t, agenttest.Script{})
+	pol := &policy.Policy{Default: policy.DecisionDeny, Rules: []policy.Rule{
+		{Effect: policy.EffectExec, Command: "*", Decision: policy.DecisionAllow}}}
+	// Each thread its own script: the stand-in's script is in the thread's
+	// agents.antigravity.env, the same for both, so it names a turn per
+	// process: the first process (A) waits for the file "go", the second
+	// (B) runs at once.
+	agenttest.Play(t, e.script, agenttest.Script{Turns: [][]agenttest.Step{
+		{{Text: "A started"}, {Call: agenttest.Exec("i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; echo A > a.txt")}, {Text: "A done"}},
+		{{Call: agenttest.Exec("echo B > b.txt")}, {Text: "B done"}},
+	}})
+	const a, b = "projects/p1/agy-a", "projects/p1/agy-b"
+	e.handOffGuarded(a, agyType, pol, "A")
+	e.handOffGuarded(b, agyType, pol, "B")
+	pa := e.start(bhtest.RunnerKey, nil, "--json", a)
+	waitFor(t, 60*time.Second, "thread A's agent", func() bool {
+		for _, it := range e.itemsOfType(a, agent.ItemText) {
+			if it.Content[0].Text == "A started" {
+				return true
+			}
+		}
+		return false
+	})
+	e.activate(b, 0, run.OutcomeTurnCompleted)
+	if _, err := os.Stat(filepath.Join(e.work, "b.txt")); err != nil {
+		t.Fatalf("B's call did not run: %v", err)
+	}
+	if b, _ := os.ReadFile(e.hooksFile()); !strings.Contains(string(b), antigravity.HookKey) {
+		t.Fatalf("B took the hook from A, still running: %s", b)
+	}
+	if err := os.WriteFile(filepath.Join(e.work, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := pa.wait(); code != 0 {
+		t.Fatalf("A: exit %d\n%s%s", code, pa.stdout, tail(pa.stderr.String(), 3000))
+	}
+	if s := parseSummary(t, pa.stdout.String()); s.Outcome != run.OutcomeTurnCompleted {
+		t.Fatalf("A: %+v", s)
+	}
+	if _, err := os.Stat(filepath.Join(e.work, "a.txt")); err != nil {
+		t.Fatalf("A's call did not run: %v", err)
+	}
+	for alias, cmd := range map[string]string{a: "echo A > a.txt", b: "echo B > b.txt"} {
+		raw, err := os.ReadFile(filepath.Join(setup.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(raw), " run gate "); n != 1 || !strings.Contains(string(raw), cmd) {
+			t.Errorf("%s: %d gate decisions in its thread.log, want one, for its own call %q", alias, n, cmd)
+		}
+	}
+	e.wantHooksRestored()
 }
