@@ -213,6 +213,15 @@ func Start(ctx context.Context, l agent.Launch) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The shell that becomes agy would only find a missing agy at the
+	// turn: it is found here, as every agent's start finds it.
+	if fi, err := os.Stat(l.Executable); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		why := "is not an executable file"
+		if err != nil {
+			why = err.Error()
+		}
+		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "antigravity: %s %s; install agy or fix agents.antigravity.executable", l.Executable, why)
+	}
 	program, err := os.Executable()
 	if err != nil {
 		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "antigravity: cannot name bhw-run's own binary for the hook: %v", err)
@@ -513,6 +522,11 @@ func (t *turn) endWithoutResult(ctx context.Context) (agent.TurnResult, error) {
 	}
 	if interrupted {
 		return agent.TurnResult{Outcome: agent.TurnInterrupted}, nil
+	}
+	if tail := t.s.Proc.Stderr(); !t.dec.sawInit && len(tail) > 0 {
+		// Refused flags, a refused sign-in: agy said why before it began.
+		return agent.TurnResult{}, agent.Errorf(agent.CodeAgentSpawnFailed, "antigravity: agy ended before it started (%s): %s",
+			t.s.Proc.ExitStatus(time.Second), tail[len(tail)-1])
 	}
 	return agent.TurnResult{}, t.s.crashed("agy ended before its result line")
 }

@@ -3,6 +3,7 @@ package antigravity_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,5 +115,26 @@ func TestAskQuestionParks(t *testing.T) {
 	}
 	if asked.Kind != policy.KindAskUserQuestion || len(asked.Questions) != 1 || asked.Questions[0].Question != "Which branch?" {
 		t.Fatalf("the gate was asked %+v", asked)
+	}
+}
+
+// TestStartFailures: a missing agy fails the start, and an agy that says
+// why on stderr before its init (refused flags) fails it too, with its
+// words; neither is a crash.
+func TestStartFailures(t *testing.T) {
+	l, _ := launch(t, agenttest.Turn(), "approval")
+	l.Executable = "/nonexistent/agy"
+	if _, err := antigravity.Start(context.Background(), l); !strings.Contains(fmt.Sprint(err), agent.CodeAgentSpawnFailed) {
+		t.Fatalf("Start = %v, want %s", err, agent.CodeAgentSpawnFailed)
+	}
+	if _, err := os.Stat(filepath.Join(l.WorkFolder, ".agents")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a failed start left .agents: %v", err)
+	}
+	l, _ = launch(t, agenttest.Script{StartupError: "error: --model and --effort cannot be used together"}, "approval")
+	s := start(t, l)
+	_, err := s.Turn(context.Background(), "go", &agenttest.Recorder{})
+	var e *agent.Error
+	if !errors.As(err, &e) || e.Code != agent.CodeAgentSpawnFailed || !strings.Contains(e.Message, "cannot be used together") {
+		t.Fatalf("Turn = %v, want %s with agy's words", err, agent.CodeAgentSpawnFailed)
 	}
 }
