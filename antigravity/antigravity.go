@@ -11,6 +11,7 @@
 package antigravity
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -422,6 +423,10 @@ type turn struct {
 	// that came before their ACTIVE step.
 	active  []activeCall
 	waiting []waitingCall
+	// unstepped counts, per tool, the hook calls decided before their
+	// ACTIVE step came: that step, when it comes, is theirs, not a later
+	// call's.
+	unstepped map[string]int
 
 	parked bool
 }
@@ -445,7 +450,7 @@ func (t *turn) line(line proc.Line) (agent.TurnResult, bool) {
 		t.s.Proc.Logf("skipped a line of %d bytes (over the line limit); it began: %.200s", line.Over, line.Data)
 		return agent.TurnResult{}, false
 	}
-	if len(strings.TrimSpace(string(line.Data))) == 0 {
+	if len(bytes.TrimSpace(line.Data)) == 0 {
 		return agent.TurnResult{}, false
 	}
 	items, known, err := t.dec.feed(line.Data)
@@ -465,6 +470,10 @@ func (t *turn) line(line proc.Line) (agent.TurnResult, bool) {
 			tool, _ := it.Meta["tool"].(map[string]any)
 			name, _ := tool["name"].(string)
 			id, _ := tool["invocation_id"].(string)
+			if t.unstepped[name] > 0 {
+				t.unstepped[name]--
+				continue
+			}
 			t.active = append(t.active, activeCall{id: id, tool: name})
 			t.matchWaiting()
 			if t.parked {
@@ -573,6 +582,10 @@ func (t *turn) decideWaiting() {
 	for len(t.waiting) > 0 && !t.parked && time.Since(t.waiting[0].since) >= matchWait {
 		w := t.waiting[0]
 		t.waiting = t.waiting[1:]
+		if t.unstepped == nil {
+			t.unstepped = map[string]int{}
+		}
+		t.unstepped[w.r.name]++
 		t.decide(w.r, "")
 	}
 }

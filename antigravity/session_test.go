@@ -138,3 +138,24 @@ func TestStartFailures(t *testing.T) {
 		t.Fatalf("Turn = %v, want %s with agy's words", err, agent.CodeAgentSpawnFailed)
 	}
 }
+
+// TestHookBeforeItsStep: an agy that runs a call's hook before it prints
+// the call's ACTIVE step gets its calls decided (after a short wait for
+// the step, without an id), and each late step is its own call's, never
+// taken for the next call of the same tool.
+func TestHookBeforeItsStep(t *testing.T) {
+	l, _ := launch(t, agenttest.Turn(agenttest.Step{Call: agenttest.Exec("echo one")}, agenttest.Step{Call: agenttest.Exec("echo two")},
+		agenttest.Step{Text: "both ran"}), "approval")
+	l.Env = append(l.Env, agytest.HookFirstEnv+"=1")
+	s := start(t, l)
+	h := &agenttest.Recorder{Gate: func(policy.Call) policy.Verdict { return policy.Verdict{Action: policy.Allow} }}
+	res := agenttest.RunTurn(t, s, "go", h, time.Minute)
+	calls := h.Calls()
+	if res.Outcome != agent.TurnCompleted || len(calls) != 2 || calls[0].InvocationID != "" || calls[1].InvocationID != "" ||
+		calls[1].Target.Command != "echo two" {
+		t.Fatalf("Turn = %+v, calls %+v", res, calls)
+	}
+	if n := len(h.OfType(agent.ItemToolCall)); n != 2 {
+		t.Fatalf("%d tool_call items", n)
+	}
+}

@@ -43,6 +43,10 @@ const ScriptEnv = "ANTIGRAVITY_AGYTEST_SCRIPT"
 // ungated.
 const NoHooksEnv = "ANTIGRAVITY_AGYTEST_NO_HOOKS"
 
+// HookFirstEnv set to 1 makes the stand-in run a call's hooks before it
+// prints the call's ACTIVE step, not after.
+const HookFirstEnv = "ANTIGRAVITY_AGYTEST_HOOK_FIRST"
+
 // Version is what the stand-in prints for --version.
 const Version = "agy 1.0.0 (bhw-run stand-in)"
 
@@ -272,9 +276,19 @@ func (s *stand) call(t *agenttest.Tool) {
 	s.step++
 	name, args := agyTool(t)
 	info := map[string]any{"name": name, "parameters": args}
-	s.print(map[string]any{"event": "step_update", "step_update": map[string]any{"step_index": s.step, "step_type": "tool",
-		"state": "ACTIVE", "tool_name": name, "tool_info": info}})
-	if ok, reason := s.hooks(name, args); !ok {
+	active := func() {
+		s.print(map[string]any{"event": "step_update", "step_update": map[string]any{"step_index": s.step, "step_type": "tool",
+			"state": "ACTIVE", "tool_name": name, "tool_info": info}})
+	}
+	hookFirst := os.Getenv(HookFirstEnv) == "1"
+	if !hookFirst {
+		active()
+	}
+	ok, reason := s.hooks(name, args)
+	if hookFirst {
+		active()
+	}
+	if !ok {
 		info["error"] = map[string]any{"message": "Tool call denied by pre-tool hook: " + reason}
 		s.print(map[string]any{"event": "step_update", "step_update": map[string]any{"step_index": s.step, "step_type": "tool",
 			"state": "ERROR", "tool_name": name, "tool_info": info}})
