@@ -145,8 +145,12 @@ func TestE2EAntigravityEveryCallDenied(t *testing.T) {
 	e.handOffGuarded(alias, agyType, &policy.Policy{Default: policy.DecisionDeny}, "try")
 	code, out, _ := e.run("--json", alias)
 	sum := parseSummary(t, out)
-	if code != exit.TurnFailed || sum.Outcome != run.OutcomeTurnFailed {
-		t.Fatalf("exit %d outcome %q error %+v, want a failed turn", code, sum.Outcome, sum.Error)
+	if code != exit.TurnFailed || sum.Outcome != run.OutcomeTurnFailed || sum.Error == nil ||
+		!strings.Contains(sum.Error.Message, "every tool call was denied by the gate (1/1)") {
+		t.Fatalf("exit %d outcome %q error %+v, want a failed turn saying every call was denied", code, sum.Outcome, sum.Error)
+	}
+	if _, err := os.Stat(filepath.Join(e.work, "nope.txt")); err == nil {
+		t.Fatal("the denied command ran")
 	}
 	e.wantHooksRestored()
 }
