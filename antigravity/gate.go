@@ -108,7 +108,7 @@ type bridge struct {
 	dir, path string
 	ln        net.Listener
 	reqs      chan *hookRequest
-	calls     atomic.Int64 // calls received, readable or not
+	calls     atomic.Int64 // calls received that read as one (the worker's count)
 	done      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -137,9 +137,21 @@ func startBridge() (*bridge, error) {
 	return b, nil
 }
 
+// maxServed bounds the connections served at once: each may hold a
+// request of maxHookRequest, and anything in the agent's confinement can
+// connect. agy runs its hooks one call at a time; more wait in the
+// listen queue.
+const maxServed = 4
+
 func (b *bridge) accept() {
 	defer b.wg.Done()
+	slots := make(chan struct{}, maxServed)
 	for {
+		select {
+		case slots <- struct{}{}:
+		case <-b.done:
+			return
+		}
 		c, err := b.ln.Accept()
 		if err != nil {
 			return
@@ -147,6 +159,7 @@ func (b *bridge) accept() {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
+			defer func() { <-slots }()
 			b.serve(c)
 		}()
 	}
@@ -158,7 +171,6 @@ func (b *bridge) serve(c net.Conn) {
 	defer c.Close()
 	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	line, err := bufio.NewReader(io.LimitReader(c, maxHookRequest+2)).ReadBytes('\n')
-	b.calls.Add(1)
 	v := deny("bhw-run: the turn has ended")
 	var p struct {
 		ToolCall struct {
@@ -174,6 +186,7 @@ func (b *bridge) serve(c net.Conn) {
 	case json.Unmarshal(line, &p) != nil:
 		v = deny("gate error: the call does not read as JSON")
 	default:
+		b.calls.Add(1)
 		r := &hookRequest{name: p.ToolCall.Name, args: p.ToolCall.Args, answer: make(chan verdict, 1)}
 		select {
 		case b.reqs <- r:

@@ -299,3 +299,41 @@ func TestHookProgram(t *testing.T) {
 	case <-time.After(10 * time.Second):
 	}
 }
+
+// TestBridgeBoundsConnections: connections that never send their call
+// hold at most maxServed slots; a hook after them waits, and is answered
+// once they are closed, and the bridge denies what comes as it closes.
+func TestBridgeBoundsConnections(t *testing.T) {
+	b, err := startBridge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	var idle []net.Conn
+	for range maxServed + 3 {
+		c, err := net.Dial("unix", b.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	answered := make(chan verdict, 1)
+	go func() { answered <- relay(strings.NewReader(`{"toolCall":{"name":"view_file","args":{}}}`), b.path) }()
+	select {
+	case r := <-b.reqs:
+		t.Fatalf("a hook was served past %d idle connections: %s", maxServed, r.name)
+	case <-time.After(300 * time.Millisecond):
+	}
+	for _, c := range idle {
+		c.Close()
+	}
+	select {
+	case r := <-b.reqs:
+		r.answer <- verdict{Decision: "allow"}
+	case <-time.After(time.Minute):
+		t.Fatal("the hook was never served once the idle connections closed")
+	}
+	if v := <-answered; v.Decision != "allow" {
+		t.Fatalf("the hook got %+v", v)
+	}
+}
