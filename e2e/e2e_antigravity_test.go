@@ -107,6 +107,10 @@ func TestE2EAntigravityAutonomousAndResume(t *testing.T) {
 	if th := e.threadYAML(alias); th.Agent.AgentSessionID != "conv-auto" {
 		t.Fatalf("session %q, want conv-auto", th.Agent.AgentSessionID)
 	}
+	log, err := os.ReadFile(filepath.Join(setup.ThreadDir(e.jobDir(), alias), "logs", "thread.log"))
+	if err != nil || !strings.Contains(string(log), "--dangerously-skip-permissions --add-dir "+e.work+" --model gemini-3-pro") {
+		t.Errorf("agy's command line in thread.log lacks the work folder and the model (%v)", err)
+	}
 	e.wantHooksRestored()
 	e.post(alias, "and again")
 	e.activate(alias, 0, run.OutcomeTurnCompleted)
