@@ -242,12 +242,15 @@ LIVE_VARS := BHW_LIVE_API_URL BHW_LIVE_API_KEY BHW_LIVE_REVISION_ID BHW_LIVE_SES
 # With the four BHW_LIVE_* variables set, the conformance script runs
 # against that real session (a throwaway thread, removed at the end);
 # without them, the same script runs as a test against the test hub.
-live-check: ## check a real BlobHub session answers as bhw-run expects (BHW_LIVE_*; else the test hub)
+live-check: ## check a real BlobHub session answers as bhw-run expects (BHW_LIVE_*; else the test hub), and drive a real agy if installed
 	@set=0; for v in $(LIVE_VARS); do [ -n "$${!v}" ] && set=$$((set+1)); done; \
 	if [ $$set -eq 4 ]; then go run ./scripts/livecheck; \
 	elif [ $$set -gt 0 ]; then echo "live-check: set all of $(LIVE_VARS), or none to check the test hub"; exit 2; \
 	else echo "live-check: BHW_LIVE_* not set; running the check against the test hub"; \
 	  go test -count=1 -v -run 'LiveCheck' ./scripts/livecheck/; fi
+	@# Antigravity cannot be pinned here: a real agy (BHW_AGY_BIN, else agy on PATH) is driven when one is installed.
+	@agy="$${BHW_AGY_BIN:-$$(command -v agy)}"; if [ -n "$$agy" ]; then BHW_AGY_BIN="$$agy" go test -tags realagy -count=1 -v -run 'TestRealAgy' ./antigravity/; \
+	else echo "live-check: no agy installed (BHW_AGY_BIN); Antigravity stays checked against its stand-in only"; fi
 
 clean: ## remove build outputs and installed tools
 	rm -rf bin $(TOOLS)

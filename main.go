@@ -11,6 +11,7 @@ import (
 	"github.com/blobhub/bhw-run/acp"
 	"github.com/blobhub/bhw-run/agent"
 	agentproc "github.com/blobhub/bhw-run/agent/proc"
+	"github.com/blobhub/bhw-run/antigravity"
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/cli"
 	"github.com/blobhub/bhw-run/codex"
@@ -23,7 +24,7 @@ var version string
 
 // adapters are the agents this build runs; the first is `thread new`'s
 // default. Adding an agent is its folder plus one entry here.
-var adapters = append([]agent.Adapter{claude.Adapter, codex.Adapter}, acp.Adapters()...)
+var adapters = append([]agent.Adapter{claude.Adapter, codex.Adapter}, append(acp.Adapters(), antigravity.Adapter)...)
 
 func main() {
 	// Not dumpable, first: a process of the same user (an agent's tool)
@@ -31,6 +32,11 @@ func main() {
 	// ptrace it; on Linux not its /proc/<pid>/environ either. What each
 	// system covers: agentproc.NotDumpable.
 	_ = agentproc.NotDumpable()
+	// agy's PreToolUse hook is bhw-run itself: a hidden subcommand, run
+	// before the command line so each of agy's calls pays for nothing else.
+	if len(os.Args) == 2 && os.Args[1] == antigravity.HookArg {
+		os.Exit(antigravity.Hook(os.Stdin, os.Stdout, os.Getenv))
+	}
 	// One P. bhw-run waits on its agent and on BlobHub nearly all the time,
 	// and with a P per core every burst of work (an agent's line, a
 	// request, its answer) is handed between threads that wake each other:

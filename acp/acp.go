@@ -7,8 +7,8 @@
 // errors mean "no such session", how usage and a failed turn are reported.
 // Adapters returns the descriptors of the presets gemini (Gemini CLI),
 // qwen_code (Qwen Code), opencode (OpenCode) and copilot (GitHub Copilot
-// CLI), of the generic acp type a machine owner declares in config.yaml,
-// and of antigravity, which is known but not supported yet.
+// CLI) and of the generic acp type a machine owner declares in
+// config.yaml.
 //
 // The protocol is driven fail-closed: no fs or terminal capability is
 // advertised, so the agent reads, writes and runs commands itself and asks
@@ -114,15 +114,15 @@ func (p *preset) loginCheck(l agent.Launch) (bool, string) {
 
 var presets = []*preset{gemini, qwenCode, openCode, copilot, generic}
 
-// Adapters are the descriptors of every ACP agent type, antigravity's
-// (not supported yet) included; main lists them with its other adapters.
+// Adapters are the descriptors of every ACP agent type; main lists them
+// with its other adapters (antigravity, which has no ACP mode, has a
+// folder of its own).
 func Adapters() []agent.Adapter {
-	out := make([]agent.Adapter, 0, len(presets)+1)
+	out := make([]agent.Adapter, 0, len(presets))
 	for _, p := range presets {
 		out = append(out, p.adapter())
 	}
-	return append(out, agent.Adapter{Type: TypeAntigravity,
-		Unsupported: "Antigravity is not supported yet (it has no ACP mode bhw-run can drive)"})
+	return out
 }
 
 // Adapter is the descriptor of agent type typ (one of the presets).

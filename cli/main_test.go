@@ -7,13 +7,14 @@ import (
 	"github.com/blobhub/bhw-run/acp"
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/antigravity"
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/codex"
 )
 
 // adapters are the agents the tests run the command line with: the list
 // main.go passes to Main.
-var adapters = append([]agent.Adapter{claude.Adapter, codex.Adapter}, acp.Adapters()...)
+var adapters = append([]agent.Adapter{claude.Adapter, codex.Adapter}, append(acp.Adapters(), antigravity.Adapter)...)
 
 // claudeType is the agent type of the threads the tests hand off.
 var claudeType = claude.Adapter.Type

@@ -35,6 +35,8 @@ import (
 	"github.com/blobhub/bhw-run/acp/acptest"
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/antigravity"
+	"github.com/blobhub/bhw-run/antigravity/agytest"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude"
@@ -60,6 +62,7 @@ func TestMain(m *testing.M) {
 	agenttest.MaybeRunFake()
 	acptest.MaybeRunFakeAgent()
 	codextest.MaybeRunFakeAppServer()
+	agytest.MaybeRun()
 	maybeRunServiceManager()
 	os.Exit(buildAndRun(m))
 }
@@ -215,7 +218,7 @@ func (e *e2eEnv) environ(key string) []string {
 
 // adapters are the agents of the binary: the list main.go passes to the
 // command line.
-var adapters = append([]agent.Adapter{claude.Adapter, codex.Adapter}, acp.Adapters()...)
+var adapters = append([]agent.Adapter{claude.Adapter, codex.Adapter}, append(acp.Adapters(), antigravity.Adapter)...)
 
 // The agent types of the end-to-end tests.
 var (

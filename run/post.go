@@ -377,11 +377,12 @@ func promptQuestions(p *envelope.Prompt) []map[string]any {
 }
 
 // callDetail is what a call acts on as its input names it: the command,
-// else the file, else the path; "" when the input names none.
+// else the file, else the path ("" when the input names none); agy's
+// PascalCase keys in the worker's order (antigravity's grant key).
 func callDetail(c policy.Call) string {
 	var in map[string]any
 	_ = json.Unmarshal(c.Input, &in)
-	for _, k := range []string{"command", "file_path", "path"} {
+	for _, k := range []string{"command", "file_path", "path", "CommandLine", "TargetFile", "AbsolutePath", "DirectoryPath", "SearchPath"} {
 		if s, _ := in[k].(string); s != "" {
 			return s
 		}

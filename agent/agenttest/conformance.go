@@ -33,6 +33,10 @@ type Fixture struct {
 	MaxQueued func(s agent.Session, n int)
 	// AfterEnd: the fake plays Step.AfterEnd (the JSON-RPC fakes do).
 	AfterEnd bool
+	// DeniedFails: a turn whose every call the gate denied ends failed,
+	// with an error saying so, rather than completed (Antigravity, whose
+	// agy reports such a turn a success: blobhub-worker's rule).
+	DeniedFails bool
 }
 
 // Conformance is what every adapter must do against its fake: start, run a
@@ -173,7 +177,14 @@ func (c conformance) gate(t *testing.T, action policy.Action) {
 			t.Fatalf("allowed: outcome %s, results %v, texts %q", res.Outcome, results, texts(h))
 		}
 	case policy.Deny:
-		if res.Outcome != agent.TurnCompleted || len(results) != 1 || !isError(results[0]) || !slices.Contains(texts(h), "after the call") {
+		want := agent.TurnCompleted
+		if c.f.DeniedFails {
+			want = agent.TurnFailed
+			if !strings.Contains(res.ErrorText, "denied") {
+				t.Fatalf("denied: a turn whose every call was denied failed with %q, which does not say so", res.ErrorText)
+			}
+		}
+		if res.Outcome != want || len(results) != 1 || !isError(results[0]) || !slices.Contains(texts(h), "after the call") {
 			t.Fatalf("denied: outcome %s, results %v, texts %q", res.Outcome, results, texts(h))
 		}
 	case policy.Park:
