@@ -212,7 +212,9 @@ func Parse(raw []byte) (*Envelope, error) {
 		}
 		e.parseBudget(ag["budget"])
 	}
-	if v, ok := md["policy"]; ok && v != nil {
+	if v, ok := md["policy"]; ok && !emptyValue(v) {
+		// An empty policy block is no policy, as the worker reads it: a
+		// guarded thread then fails POLICY_MISSING.
 		b, _ := json.Marshal(v)
 		var p policy.Policy
 		d := json.NewDecoder(bytes.NewReader(b))
@@ -357,4 +359,26 @@ func NewThread(workFolder, agentType, permissions, name string) json.RawMessage 
 	}
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// emptyValue reports whether a decoded JSON value is one Python reads as
+// false: null, "", 0, false, an empty list or mapping.
+func emptyValue(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case string:
+		return x == ""
+	case bool:
+		return !x
+	case float64:
+		return x == 0
+	case json.Number:
+		return x == "0"
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		return len(x) == 0
+	}
+	return false
 }
