@@ -75,7 +75,7 @@ func TestGuardedDecide(t *testing.T) {
 		Index  int    `json:"index"`
 		Effect string `json:"effect"`
 		Detail string `json:"detail"`
-		Call struct {
+		Call   struct {
 			Tool   string         `json:"tool"`
 			Effect string         `json:"effect"`
 			Target policy.Target  `json:"target"`

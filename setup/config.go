@@ -98,7 +98,7 @@ type Config struct {
 	// not used: bhw-run has no inbox yet.
 	Attachments map[string]any `yaml:"attachments,omitempty"`
 	Sections    []Section      `yaml:"sections"`
-	Discovery Discovery `yaml:"discovery"` // discovery.go
+	Discovery   Discovery      `yaml:"discovery"` // discovery.go
 	// Confine is the kernel boundary around the agents (confine_config.go).
 	Confine ConfineConfig `yaml:"confine,omitempty"`
 }
