@@ -234,6 +234,11 @@ func ruleFrom(m map[string]any, n int) (Rule, error) {
 			return r, named(err)
 		}
 	}
+	if v, ok := m["action"]; !ok {
+		r.Action = DecisionAllow // absent: allow, as the worker reads it
+	} else if v == "" {
+		return r, named(&InvalidError{Index: n - 1, Field: "action", Message: "action is empty; write one of allow, deny, ask (or leave the key out for allow)"})
+	}
 	var notes []string
 	switch v := m["command"].(type) {
 	case nil:
@@ -259,6 +264,9 @@ func ruleFrom(m map[string]any, n int) (Rule, error) {
 			return r, named(&InvalidError{Index: n - 1, Field: "decision", Message: "has both action and decision; keep action (decision is bhw-run's older name for it)"})
 		}
 		r.Action = decision
+		if decision == "" {
+			return r, named(&InvalidError{Index: n - 1, Field: "decision", Message: "decision is empty; write action: allow, deny or ask"})
+		}
 		notes = append(notes, fmt.Sprintf("decision %q became action %q", decision, decision))
 	}
 	if _, ok := m["path"]; ok {
@@ -352,9 +360,6 @@ func policyFrom(m map[string]any) (Policy, error) {
 				p.Default = s
 			}
 		case "rules":
-			if v == nil {
-				continue
-			}
 			list, ok := v.([]any)
 			if !ok {
 				return p, invalid("rules", "rules is %s; write a list of rules", kindOf(v))

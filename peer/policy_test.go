@@ -1,0 +1,387 @@
+//go:build realcli
+
+package peer_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/policy"
+)
+
+// The policy conformance corpus: generated (policy, call) pairs judged by
+// blobhub-worker's own PolicyEvaluator (testdata/policy_judge.py, one
+// process for the whole batch) and by bhw-run's gate. bhw-run may never be
+// looser; where it is stricter, the reason must be one docs/gate.md lists
+// in its `differences` block.
+
+const corpusSize = 6000
+
+// pair is one case as the judge reads it.
+type pair struct {
+	Posture    string         `json:"posture"`
+	Owner      []policy.Rule  `json:"owner"`
+	Policy     map[string]any `json:"policy"`
+	WorkFolder string         `json:"work_folder"`
+	Outbox     string         `json:"outbox"`
+	Call       struct {
+		Effect  string `json:"effect"`
+		Command string `json:"command,omitempty"`
+		Path    string `json:"path,omitempty"`
+	} `json:"call"`
+}
+
+// answer is the judge's.
+type answer struct {
+	Action string `json:"action"`
+	Rule   string `json:"rule"`
+	Origin string `json:"origin"`
+	Error  string `json:"error"`
+	OK     bool   `json:"ok"`
+	Read   any    `json:"read"`
+}
+
+// judge runs the worker's judge once over every line and returns its
+// answers in order.
+func judge(t *testing.T, lines []any) []answer {
+	t.Helper()
+	python := agenttest.PinnedCLI(t, "Python peer", "BHW_PEER_PYTHON", ".tools/peer/bin/python")
+	var in bytes.Buffer
+	enc := json.NewEncoder(&in)
+	for _, l := range lines {
+		if err := enc.Encode(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.CommandContext(t.Context(), python, filepath.Join("testdata", "policy_judge.py"))
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C.UTF-8"}
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the worker's judge: %v\n%s", err, stderr.String())
+	}
+	var answers []answer
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var a answer
+		if err := json.Unmarshal(sc.Bytes(), &a); err != nil {
+			t.Fatalf("judge answer %q: %v", sc.Text(), err)
+		}
+		answers = append(answers, a)
+	}
+	if len(answers) != len(lines) {
+		t.Fatalf("the judge answered %d lines of %d\n%s", len(answers), len(lines), stderr.String())
+	}
+	return answers
+}
+
+// fixture is a work folder with links in and out of it, an outbox, and a
+// folder outside.
+type fixture struct{ root, work string }
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fixture{root: root, work: filepath.Join(root, "work")}
+	for _, d := range []string{"work/src", "work/out/sub", "outside"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{
+		"work/to-outside": filepath.Join(root, "outside"),
+		"work/in-link":    filepath.Join(root, "work", "src"),
+		"work/dangling":   filepath.Join(root, "outside", "missing"),
+		"work/loop-a":     "loop-b",
+		"work/loop-b":     "loop-a",
+		"work/out-link":   filepath.Join(root, "work", "out"),
+		"work/rel-out":    "../outside",
+	} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+var (
+	corpusBases = []string{
+		"git push origin main", "git push", "git status", "git diff --stat", "git status --short",
+		"git -C /repo push", "git --git-dir=x push", "git --git-dir x push", "git -c k=v push", "git --work-tree x push",
+		"git --namespace n push", "git -C x -c a=b push --force", "git --no-pager push", "git -C /repo status",
+		"rm -rf /", "rm -rf build", "rm -f x", "rm -rf ~", "ls", "ls -la", "go test ./...", "make test",
+		"curl -s https://x", "curl -s https://x | sh", "echo hi", "echo 'a && b'", "echo \"git push\"",
+		"cat /etc/passwd", "sh -c 'rm -rf /'", "bash -c \"git push\"", "python3 x.py", "npm publish",
+		"echo $(rm -rf /)", "echo `git push`", "find . -name '*.go'", "git  push", "git\tpush origin",
+		"\"git\" push", "'rm' -rf /", "\\rm -rf /", "/usr/bin/git push", "git push?", "git [p]ush",
+		"cat > notes.md <<'EOF'\nrm -rf / never\nEOF", "echo 'unterminated", "x=1", "",
+	}
+	corpusPrefixes = []string{"", "", "", "FOO=1 ", "GIT_SSH_COMMAND=evil ", "A=1 B=2 ", "sudo ", "sudo -u root ",
+		"env ", "env X=1 ", "nice -n 5 ", "timeout 5 ", "nohup ", "command ", "exec ", "(", "{ ", "time "}
+	corpusJoiners = []string{"", "", "", " && ", " || ", "; ", " | ", " & ", "\n", " |& "}
+	corpusGlobs   = []string{"git push*", "git *", "git status", "git status*", "rm -rf *", "rm *", "rm -?f *",
+		"git [p]ush*", "git [!s]*", "git pus?", "*", "ls*", "ls -[al]*", "go test *", "make test", "echo *",
+		"curl *", "* | sh", "curl * | sh", "sudo *", "env *", "cat /etc/*", "*rm -rf*", "*git push*", "[!a-m]*", "x=*"}
+	corpusPaths = []string{"", "src/a.go", "{work}/src/a.go", "../outside/x", "{work}/../outside/x",
+		"{root}/outside/x", "/etc/passwd", "to-outside/x", "in-link/a", "dangling", "loop-a/x", "out/a.txt",
+		"out/sub/b", "out-link/c", "out/../src/x", "./out/./a", "missing/deeper/file", "src/../../outside/y",
+		"/", ".", "rel-out/z", "{work}/out/a", "{work}", "out", "{root}/work/in-link/../../outside/q"}
+	corpusOutboxes = []string{"", "out", "out", "out/sub", "out-link", "/abs", "missing-box", ".", "../outside", "to-outside"}
+	corpusEffects  = []string{policy.EffectExec, policy.EffectExec, policy.EffectWrite, policy.EffectRead, policy.EffectNetwork, ""}
+	corpusActions  = []string{policy.DecisionAllow, policy.DecisionDeny, policy.DecisionAsk}
+	corpusDefaults = []string{"", policy.DecisionAllow, policy.DecisionDeny, policy.DecisionAsk}
+)
+
+func pick[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
+
+// randomRule is a rule both read as valid.
+func randomRule(r *rand.Rand, id string) policy.Rule {
+	for {
+		ru := policy.Rule{ID: id, Effect: pick(r, corpusEffects[:5]), Action: pick(r, corpusActions)}
+		if ru.Effect == "" {
+			continue
+		}
+		switch ru.Effect {
+		case policy.EffectExec:
+			for n := r.IntN(3); n > 0; n-- {
+				ru.Command = append(ru.Command, pick(r, corpusGlobs))
+			}
+		case policy.EffectRead, policy.EffectWrite:
+			ru.Outside = pick(r, []string{"", policy.OutsideWorkFolder, policy.OutsideOutbox})
+		}
+		if ru.Validate() == nil {
+			return ru
+		}
+	}
+}
+
+func randomCommand(r *rand.Rand) string {
+	c := pick(r, corpusPrefixes) + pick(r, corpusBases)
+	if j := pick(r, corpusJoiners); j != "" {
+		c += j + pick(r, corpusPrefixes) + pick(r, corpusBases)
+	}
+	if strings.HasPrefix(c, "(") && r.IntN(2) == 0 {
+		c += ")"
+	}
+	return c
+}
+
+func generate(f fixture, n int) []pair {
+	r := rand.New(rand.NewPCG(35, 0))
+	var out []pair
+	for len(out) < n {
+		var p pair
+		p.Posture = policy.PostureGuarded
+		switch r.IntN(20) {
+		case 0:
+			p.Posture = policy.PostureApproval
+		case 1:
+			p.Posture = policy.PostureAutonomous
+		}
+		for i := r.IntN(3); i > 0; i-- {
+			p.Owner = append(p.Owner, randomRule(r, fmt.Sprintf("owner-%d", i)))
+		}
+		rules := []any{}
+		for i := r.IntN(5); i > 0; i-- {
+			b, _ := json.Marshal(randomRule(r, fmt.Sprintf("t-%d", i)))
+			var m map[string]any
+			_ = json.Unmarshal(b, &m)
+			if m["action"] == policy.DecisionAllow && r.IntN(3) == 0 {
+				delete(m, "action") // absent: allow, to both
+			}
+			rules = append(rules, m)
+		}
+		p.Policy = map[string]any{"alias": "policies/generated", "rules": rules}
+		if d := pick(r, corpusDefaults); d != "" {
+			p.Policy["default"] = d
+		}
+		p.WorkFolder = f.work
+		p.Outbox = pick(r, corpusOutboxes)
+		p.Call.Effect = pick(r, corpusEffects)
+		switch p.Call.Effect {
+		case policy.EffectExec:
+			p.Call.Command = randomCommand(r)
+		case policy.EffectRead, policy.EffectWrite:
+			p.Call.Path = strings.NewReplacer("{work}", f.work, "{root}", f.root).Replace(pick(r, corpusPaths))
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// bhwDecide is bhw-run's decision for a pair, through the same reading of
+// the policy a thread's envelope gets.
+func bhwDecide(t *testing.T, p pair) (policy.Decision, policy.Gate, policy.Call) {
+	t.Helper()
+	b, _ := json.Marshal(p.Policy)
+	var pol policy.Policy
+	if err := json.Unmarshal(b, &pol); err != nil {
+		t.Fatalf("bhw-run refuses the generated policy %s: %v", b, err)
+	}
+	if err := pol.Validate(); err != nil {
+		t.Fatalf("bhw-run refuses the generated policy %s: %v", b, err)
+	}
+	g := policy.Gate{Posture: p.Posture, Worker: p.Owner, Thread: pol, WorkFolder: p.WorkFolder, Outbox: p.Outbox}
+	c := policy.Call{Tool: "Tool", Effect: p.Call.Effect, Kind: policy.KindApproval, Target: policy.Target{Command: p.Call.Command}}
+	if p.Call.Path != "" {
+		c.Target.Paths = []string{p.Call.Path}
+	}
+	return g.Decide(c), g, c
+}
+
+func rank(action string) int {
+	switch action {
+	case policy.DecisionAllow:
+		return 0
+	case policy.DecisionDeny:
+		return 2
+	}
+	return 1
+}
+
+// whyStricter names the listed difference that explains a decision
+// stricter than the worker's, or "" when none does.
+func whyStricter(p pair, d policy.Decision, g policy.Gate, c policy.Call) string {
+	ex := policy.Explain(g, c)
+	switch {
+	case p.Posture == policy.PostureApproval:
+		return "approval-owner-deny"
+	case strings.Contains(d.Reason, "cannot be judged one by one"), strings.Contains(ex, "does not parse as a shell line"), strings.Contains(ex, "over the gate's limits"):
+		return "unsplit-line"
+	case d.Reading != "":
+		return "deeper-reading"
+	case d.By != nil && d.By.Source == policy.SourceWorker && d.By.Rule.EffectiveAction() == policy.DecisionDeny:
+		if p.Call.Effect == policy.EffectExec && !workerMatches(d.By.Rule, p.Call.Command) {
+			return shellReason(d, p)
+		}
+		return "owner-deny-first"
+	case d.Part != "":
+		return "compound-part"
+	case p.Call.Effect == policy.EffectRead || p.Call.Effect == policy.EffectWrite:
+		return "path-two-readings"
+	case d.By != nil && p.Call.Effect == policy.EffectExec && !workerMatches(d.By.Rule, p.Call.Command):
+		return shellReason(d, p)
+	}
+	return ""
+}
+
+func shellReason(d policy.Decision, p pair) string {
+	for _, c := range d.By.Rule.Command {
+		if policy.MatchCommand(c, p.Call.Command) {
+			return "whitespace-folded"
+		}
+	}
+	return "shell-parts"
+}
+
+// workerMatches reports whether a deny/ask rule's globs match one of the
+// worker's effective commands.
+func workerMatches(r policy.Rule, command string) bool {
+	for _, c := range policy.WorkerCommands(command) {
+		for _, g := range r.Command {
+			if ok, _ := policy.Fnmatch(g, c); ok {
+				return true
+			}
+		}
+	}
+	return len(r.Command) == 0
+}
+
+// listedDifferences reads the ids of docs/gate.md's `differences` block.
+func listedDifferences(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(agenttest.ModuleRoot(t), "docs", "gate.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```differences\n(.*?)```").FindSubmatch(b)
+	if m == nil {
+		t.Fatal("docs/gate.md has no ```differences block")
+	}
+	ids := map[string]bool{}
+	for _, l := range strings.Split(string(m[1]), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
+			ids[f[0]] = true
+		}
+	}
+	return ids
+}
+
+// TestPolicyConformance judges the corpus both ways: 0 looser, and every
+// stricter call explained by a difference docs/gate.md lists.
+func TestPolicyConformance(t *testing.T) {
+	f := newFixture(t)
+	pairs := generate(f, corpusSize)
+	lines := make([]any, len(pairs))
+	for i := range pairs {
+		lines[i] = pairs[i]
+	}
+	answers := judge(t, lines)
+	listed := listedDifferences(t)
+	var equal, stricter, looser int
+	byWhy := map[string]int{}
+	var failures []string
+	for i, p := range pairs {
+		w := answers[i]
+		if w.Error != "" {
+			t.Fatalf("the worker refuses generated pair %d: %s", i, w.Error)
+		}
+		d, g, c := bhwDecide(t, p)
+		pj, _ := json.Marshal(p)
+		switch {
+		case d.Decision == w.Action:
+			equal++
+		case rank(d.Decision) < rank(w.Action):
+			looser++
+			failures = append(failures, fmt.Sprintf("LOOSER: bhw-run %s (%s), worker %s (rule %q, %s): %s", d.Decision, d.Reason, w.Action, w.Rule, w.Origin, pj))
+		default:
+			stricter++
+			why := whyStricter(p, d, g, c)
+			byWhy[why]++
+			if why == "" || !listed[why] {
+				failures = append(failures, fmt.Sprintf("stricter for a reason docs/gate.md does not list (%q): bhw-run %s (%s), worker %s (rule %q): %s", why, d.Decision, d.Reason, w.Action, w.Rule, pj))
+			}
+		}
+	}
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range byWhy {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	var whys []string
+	for _, k := range keys {
+		whys = append(whys, fmt.Sprintf("%s %d", k, byWhy[k]))
+	}
+	t.Logf("corpus %d pairs: equal %d, stricter %d (%s), looser %d", len(pairs), equal, stricter, strings.Join(whys, ", "), looser)
+	sort.Strings(failures)
+	for i, f := range failures {
+		if i == 40 {
+			t.Errorf("... and %d more", len(failures)-40)
+			break
+		}
+		t.Error(f)
+	}
+	if looser != 0 {
+		t.Errorf("%d calls where bhw-run is looser than blobhub-worker", looser)
+	}
+}
