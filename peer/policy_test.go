@@ -385,3 +385,84 @@ func TestPolicyConformance(t *testing.T) {
 		t.Errorf("%d calls where bhw-run is looser than blobhub-worker", looser)
 	}
 }
+
+// TestPolicyWrittenLoadsInTheWorker: every policy bhw-run writes (a thread's
+// through `thread new/edit --policy`, the examples it ships, the older
+// spelling it rewrites) and contrib/config.example.yaml load through the
+// worker's own models and validation, and the worker reads each rule as
+// bhw-run does: the same id, effect, action, globs and outside, nothing
+// wider.
+func TestPolicyWrittenLoadsInTheWorker(t *testing.T) {
+	root := agenttest.ModuleRoot(t)
+	var docs [][]byte
+	example, err := os.ReadFile(filepath.Join(root, "contrib", "policy.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, example,
+		// bhw-run's older spelling, which it reads and writes anew.
+		[]byte("rules:\n  - {effect: write, path: \"/etc/**\", decision: deny}\n  - {effect: exec, command: \"git push*\", decision: ask}\n  - {effect: write, path: \"/tmp/**\", decision: allow}\n  - {effect: network, decision: allow}\n"),
+		[]byte("default: allow\nrules:\n  - {effect: read, path: \"/home/*/.ssh/**\", decision: deny}\n"),
+		[]byte("rules: []\n"),
+		[]byte("default: deny\nrules:\n  - {id: x, effect: exec, command: [\"git [!s]*\", \"rm -?f *\"]}\n  - {id: y, effect: write, action: ask, outside: outbox}\n"),
+	)
+	for _, p := range generate(newFixture(t), 300) {
+		b, _ := json.Marshal(p.Policy)
+		docs = append(docs, b)
+	}
+	var written []policy.Policy
+	var lines []any
+	for _, d := range docs {
+		p, err := policy.ParsePolicy(d)
+		if err != nil {
+			t.Fatalf("bhw-run refuses %s: %v", d, err)
+		}
+		b, _ := json.Marshal(p)
+		var block map[string]any
+		if err := json.Unmarshal(b, &block); err != nil {
+			t.Fatal(err)
+		}
+		written = append(written, p)
+		lines = append(lines, map[string]any{"load_policy": block})
+	}
+	config, err := os.ReadFile(filepath.Join(root, "contrib", "config.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines = append(lines, map[string]any{"load_config": string(config)})
+	answers := judge(t, lines)
+	for i, p := range written {
+		a := answers[i]
+		if a.Error != "" || !a.OK {
+			t.Errorf("the worker refuses the policy bhw-run writes for %s: %s", docs[i], a.Error)
+			continue
+		}
+		var read struct {
+			Alias   string `json:"alias"`
+			Default string `json:"default"`
+			Rules   []struct {
+				ID      string   `json:"id"`
+				Effect  string   `json:"effect"`
+				Action  string   `json:"action"`
+				Command []string `json:"command"`
+				Outside string   `json:"outside"`
+			} `json:"rules"`
+		}
+		b, _ := json.Marshal(a.Read)
+		if err := json.Unmarshal(b, &read); err != nil {
+			t.Fatal(err)
+		}
+		same := read.Default == p.DefaultDecision() && read.Alias == p.Alias && len(read.Rules) == len(p.Rules)
+		for j := 0; same && j < len(p.Rules); j++ {
+			r, w := p.Rules[j], read.Rules[j]
+			same = r.ID == w.ID && r.Effect == w.Effect && r.EffectiveAction() == w.Action &&
+				slices.Equal(r.Command, w.Command) && r.Outside == w.Outside
+		}
+		if !same {
+			t.Errorf("the worker reads %s as %s; bhw-run as %+v", docs[i], b, p)
+		}
+	}
+	if a := answers[len(answers)-1]; a.Error != "" || !a.OK {
+		t.Errorf("the worker refuses contrib/config.example.yaml: %s", a.Error)
+	}
+}

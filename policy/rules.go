@@ -428,3 +428,32 @@ func (r Rule) Label(index int) string {
 	b.WriteString(")")
 	return b.String()
 }
+
+// MarshalJSON writes a rule as the worker reads it: its action always
+// spelled out (the worker refuses an empty one).
+func (r Rule) MarshalJSON() ([]byte, error) {
+	type plain struct {
+		ID      string   `json:"id,omitempty"`
+		Effect  string   `json:"effect"`
+		Action  string   `json:"action"`
+		Command []string `json:"command,omitempty"`
+		Outside string   `json:"outside,omitempty"`
+	}
+	return json.Marshal(plain{r.ID, r.Effect, r.action(), r.Command, r.Outside})
+}
+
+// MarshalJSON writes a policy as the worker reads it: its default spelled
+// out and its rules always a list (the worker refuses a null one, and reads
+// an empty block as no policy at all).
+func (p Policy) MarshalJSON() ([]byte, error) {
+	type plain struct {
+		Alias   string `json:"alias,omitempty"`
+		Default string `json:"default"`
+		Rules   []Rule `json:"rules"`
+	}
+	rules := p.Rules
+	if rules == nil {
+		rules = []Rule{}
+	}
+	return json.Marshal(plain{p.Alias, p.DefaultDecision(), rules})
+}

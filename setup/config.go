@@ -95,10 +95,14 @@ type Config struct {
 		MaxFiles int `yaml:"max_files"`
 	} `yaml:"artifacts"`
 	// Attachments is the daemon's attachments block (its inbox), read and
-	// not used: bhw-run has no inbox yet.
-	Attachments map[string]any `yaml:"attachments,omitempty"`
-	Sections    []Section      `yaml:"sections"`
-	Discovery   Discovery      `yaml:"discovery"` // discovery.go
+	// not used: bhw-run has no inbox yet. Keys the daemon may add later are
+	// kept in Rest, never refused.
+	Attachments *struct {
+		Inbox string         `yaml:"inbox"`
+		Rest  map[string]any `yaml:",inline"`
+	} `yaml:"attachments,omitempty"`
+	Sections  []Section `yaml:"sections"`
+	Discovery Discovery `yaml:"discovery"` // discovery.go
 	// Confine is the kernel boundary around the agents (confine_config.go).
 	Confine ConfineConfig `yaml:"confine,omitempty"`
 }
