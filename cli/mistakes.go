@@ -22,7 +22,7 @@ import (
 
 // policyExample is a guarded thread's policy small enough for one line of
 // an error; contrib/policy.example.yaml is a fuller one.
-const policyExample = `{rules: [{effect: exec, command: "go test *", decision: allow}], default: ask}`
+const policyExample = `{rules: [{id: tests, effect: exec, action: allow, command: ["go test *"]}], default: ask}`
 
 // handOffRefused is refused(err) for `thread new` and `thread edit`, with
 // what the person most likely meant.

@@ -389,7 +389,7 @@ func TestE2EGuardedClaude(t *testing.T) {
 		t.Fatalf("%d model requests in the parked turn, want 3 (allowed, denied, asked)", len(reqs))
 	}
 	t.Logf("after the deny the model was told %q", reqs[2].LastUserText())
-	if told := reqs[2].LastUserText(); !strings.Contains(told, "worker rule 1") || !strings.Contains(told, s.outside+"/**") {
+	if told := reqs[2].LastUserText(); !strings.Contains(told, `worker rule "stay-home"`) || !strings.Contains(told, "outside work_folder") {
 		t.Errorf("after the deny the model was told %q; want the worker rule named", told)
 	}
 
