@@ -118,7 +118,7 @@ func handOffWarnings(s *setup.Setup, env *envelope.Envelope, alias, message stri
 		}
 	}
 	if perm == setup.PermAutonomous && !s.Config.Policy.AllowAutonomous {
-		warn(fmt.Sprintf("this machine does not allow autonomous threads: a run here fails %s with AUTONOMOUS_FORBIDDEN; hand it off guarded or approval (`bhw-run thread edit %s --permissions approval`), or, as the machine's owner, set policy.allow_autonomous: true in %s",
+		warn(fmt.Sprintf("this machine does not allow autonomous threads: a run here fails %s with POLICY_AUTONOMOUS_FORBIDDEN; hand it off guarded or approval (`bhw-run thread edit %s --permissions approval`), or, as the machine's owner, set policy.allow_autonomous: true in %s",
 			redact.Shown(alias), shellQuote(alias), redact.Shown(s.ConfigPath)))
 	}
 	if message == "" {

@@ -172,7 +172,7 @@ func TestBadCredentialsAndConfig(t *testing.T) {
 		{name: "bad url scheme", o: setup.Options{APIURL: "ftp://x", APIKey: "k"}, code: exit.CodeInvalidConfig},
 		{name: "relative file url", o: setup.Options{APIURL: "file://rel/dir"}, code: exit.CodeInvalidConfig},
 		{name: "unknown config key", config: "bogus: 1\n", code: exit.CodeInvalidConfig, msg: "bogus"},
-		{name: "unknown nested key", config: "agents:\n  test_agent:\n    exe: claude\n", code: exit.CodeInvalidConfig, msg: `unknown key "exe"; the keys are args, budget, confine, effort, env, executable, executables, extra_args, home, model, permissions`},
+		{name: "unknown nested key", config: "agents:\n  test_agent:\n    exe: claude\n", code: exit.CodeInvalidConfig, msg: `unknown key "exe"; the keys are args, budget, confine, debug, effort, env, executable, executables, extra_args, home, model, permissions, turn_retries, wait`},
 		{name: "negative budget ceiling", config: "agents:\n  test_agent:\n    budget: {max_turns: -2}\n", code: exit.CodeInvalidConfig, msg: "agents.test_agent.budget.max_turns"},
 		{name: "budget ceiling not a number", config: "agents:\n  test_agent:\n    budget: {max_cost_usd: lots}\n", code: exit.CodeInvalidConfig},
 		{name: "unknown agent type", config: "agents:\n  gemini_cli: {}\n", code: exit.CodeInvalidConfig, msg: "agents.gemini_cli: no such agent type; use test_agent or test_host_agent"},
