@@ -500,7 +500,7 @@ func acpCheckExecDenied(t *testing.T, e *acpE2E, alias, cmd string) {
 		Rule   string `json:"rule"`
 		Origin string `json:"origin"`
 		Detail string `json:"detail"`
-		Call struct {
+		Call   struct {
 			Effect string        `json:"effect"`
 			Target policy.Target `json:"target"`
 		} `json:"call"`
