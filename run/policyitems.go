@@ -2,6 +2,7 @@ package run
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/policy"
@@ -66,4 +67,20 @@ func policyDeniedItem(c policy.Call, d policy.Decision) agent.Item {
 		brief = fmt.Sprintf("⛔ %s %s denied by %s rule %s", c.Effect, c.What(), d.By.Source, d.By.Rule.Label(d.By.Index))
 	}
 	return agent.Item{Brief: brief, Meta: meta}
+}
+
+// outboxRulesUnusable says why the thread's outbox cannot be used when a
+// rule in force says outside: outbox, "" otherwise.
+func outboxRulesUnusable(g policy.Gate) string {
+	for _, m := range g.RulesInForce() {
+		if m.Rule.Outside == policy.OutsideOutbox {
+			work, err := filepath.EvalSymlinks(g.WorkFolder)
+			if err != nil {
+				work = g.WorkFolder
+			}
+			_, why := policy.ResolveOutbox(work, g.Outbox)
+			return why
+		}
+	}
+	return ""
 }

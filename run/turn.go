@@ -302,6 +302,9 @@ func (a *activation) turnFailed(code, token, msg string) {
 
 // emitPolicyApplied posts the rules in force before a guarded turn.
 func (a *activation) emitPolicyApplied(g policy.Gate, _ policy.Policy) {
+	if why := outboxRulesUnusable(g); why != "" {
+		a.log.Warn("the policy has outside: outbox rules but the outbox is unusable; every read or write counts as outside it", "why", why)
+	}
 	a.emit(policyAppliedItem(g))
 }
 
