@@ -282,9 +282,46 @@ func kind(v any) string {
 // every other key — unknown ones too, numbers as written — is kept byte for
 // byte, so a person's keys survive the runner's write. The instance mapping
 // is created when missing.
+//
+// A policy in bhw-run's older spelling is the one other key written anew:
+// in blobhub-worker's shape, which the worker reads no wider (the older
+// rule {effect: write, path, decision: deny} is an allow-every-write rule
+// to it). The run warns when it reads one (docs/configuration.md).
 func WithState(raw json.RawMessage, state string) (json.RawMessage, error) {
 	st, _ := json.Marshal(state)
-	return SetPath(raw, []string{"thread", "metadata", "instance", "state"}, st)
+	out, err := SetPath(raw, []string{"thread", "metadata", "instance", "state"}, st)
+	if err != nil {
+		return out, err
+	}
+	return upgradePolicy(out), nil
+}
+
+// upgradePolicy writes thread.metadata.policy in the worker's shape when
+// it is in bhw-run's older spelling and reads cleanly; raw otherwise.
+func upgradePolicy(raw json.RawMessage) json.RawMessage {
+	var doc struct {
+		Thread struct {
+			Metadata struct {
+				Policy json.RawMessage `json:"policy"`
+			} `json:"metadata"`
+		} `json:"thread"`
+	}
+	if json.Unmarshal(raw, &doc) != nil || len(doc.Thread.Metadata.Policy) == 0 {
+		return raw
+	}
+	var p policy.Policy
+	if json.Unmarshal(doc.Thread.Metadata.Policy, &p) != nil || len(p.Notes) == 0 || p.Validate() != nil {
+		return raw
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return raw
+	}
+	out, err := SetPath(raw, []string{"thread", "metadata", "policy"}, b)
+	if err != nil {
+		return raw
+	}
+	return out
 }
 
 // SetPath returns raw with the value at path (a key of a mapping at each

@@ -305,6 +305,9 @@ func (r *Runner) posture(env *envelope.Envelope, ac *setup.AgentConfig) (string,
 	var pol policy.Policy
 	if env.Policy != nil {
 		pol = *env.Policy
+		if len(pol.Notes) > 0 && r.Logger != nil {
+			r.Logger.Warn("the thread's policy is in bhw-run's older spelling, read as blobhub-worker's shape (and written so with the thread's next state): "+strings.Join(pol.Notes, "; "), "see", "docs/configuration.md, Policy")
+		}
 	}
 	// A default left out allows, as the worker reads it; bhw-run's older
 	// spelling (which meant ask) was given ask when it was read.
