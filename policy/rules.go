@@ -96,16 +96,23 @@ type InvalidError struct {
 	ID      string // the rule's id, when it has one
 	Field   string // id, effect, action, command, outside, default, or "" for the document
 	Message string
+	Line    int // the rule's line in a YAML file, 0 when not known
 }
 
 func (e *InvalidError) Error() string {
+	at := ""
+	if e.Line > 0 {
+		at = fmt.Sprintf(" (line %d)", e.Line)
+	}
 	switch {
+	case e.ID != "":
+		return fmt.Sprintf("policy rule %q%s: %s", e.ID, at, e.Message)
+	case e.Index < 0 && e.Line > 0:
+		return fmt.Sprintf("policy rule%s: %s", at, e.Message)
 	case e.Index < 0:
 		return "policy: " + e.Message
-	case e.ID != "":
-		return fmt.Sprintf("policy rule %q: %s", e.ID, e.Message)
 	default:
-		return fmt.Sprintf("policy rule %d (no id): %s", e.Index+1, e.Message)
+		return fmt.Sprintf("policy rule %d (no id)%s: %s", e.Index+1, at, e.Message)
 	}
 }
 
@@ -341,6 +348,9 @@ func (r *Rule) UnmarshalYAML(n *yaml.Node) error {
 	}
 	rr, err := ruleFrom(m, 0)
 	*r = rr
+	if ie, ok := err.(*InvalidError); ok {
+		ie.Line = n.Line
+	}
 	return err
 }
 
