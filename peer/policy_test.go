@@ -143,7 +143,8 @@ var (
 	corpusPaths = []string{"", "src/a.go", "{work}/src/a.go", "../outside/x", "{work}/../outside/x",
 		"{root}/outside/x", "/etc/passwd", "to-outside/x", "in-link/a", "dangling", "loop-a/x", "out/a.txt",
 		"out/sub/b", "out-link/c", "out/../src/x", "./out/./a", "missing/deeper/file", "src/../../outside/y",
-		"/", ".", "rel-out/z", "{work}/out/a", "{work}", "out", "{root}/work/in-link/../../outside/q"}
+		"/", ".", "rel-out/z", "{work}/out/a", "{work}", "out", "{root}/work/in-link/../../outside/q",
+		"to-outside/../work/src/x", "in-link/../out/a", "out-link/../../outside/x", "loop-b", "dangling/x"}
 	corpusOutboxes = []string{"", "out", "out", "out/sub", "out-link", "/abs", "missing-box", ".", "../outside", "to-outside"}
 	corpusEffects  = []string{policy.EffectExec, policy.EffectExec, policy.EffectWrite, policy.EffectRead, policy.EffectNetwork, ""}
 	corpusActions  = []string{policy.DecisionAllow, policy.DecisionDeny, policy.DecisionAsk}

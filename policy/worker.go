@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -172,7 +173,7 @@ func workerNormalise(seg string) string {
 func WorkerCommands(command string) []string {
 	out := []string{command}
 	add := func(s string) {
-		if s != "" && !contains(out, s) {
+		if s != "" && !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
@@ -181,15 +182,6 @@ func WorkerCommands(command string) []string {
 		add(workerNormalise(seg))
 	}
 	return out
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // errLoop is a symlink loop met while resolving a path.
@@ -406,14 +398,12 @@ func (v workerView) matches(r Rule, effect, command, p string) (bool, error) {
 func WorkerDecide(owner []Rule, thread Policy, workFolder, outbox string, c Call) WorkerDecision {
 	v := newWorkerView(workFolder, outbox)
 	paths := append([]string(nil), c.Target.Paths...)
-	if c.GrantRoot != "" && len(paths) > 0 && !contains(paths, c.GrantRoot) {
+	if c.GrantRoot != "" && len(paths) > 0 && !slices.Contains(paths, c.GrantRoot) {
 		paths = append(paths, c.GrantRoot)
 	}
-	if len(paths) == 0 || c.Effect == EffectExec || c.Effect == EffectNetwork {
+	if len(paths) == 0 || (c.Effect != EffectRead && c.Effect != EffectWrite) {
+		// The worker gives only read and write calls a path.
 		paths = []string{""}
-		if len(c.Target.Paths) > 0 && (c.Effect == EffectExec || c.Effect == EffectNetwork) {
-			paths = c.Target.Paths[:1]
-		}
 	}
 	var best WorkerDecision
 	for i, p := range paths {
