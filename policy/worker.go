@@ -172,8 +172,11 @@ func workerNormalise(seg string) string {
 // the command as written, the whole line normalised, then each segment.
 func WorkerCommands(command string) []string {
 	out := []string{command}
+	// A set, not a scan of out: a hostile line may have a million segments.
+	seen := map[string]bool{command: true}
 	add := func(s string) {
-		if s != "" && !slices.Contains(out, s) {
+		if s != "" && !seen[s] {
+			seen[s] = true
 			out = append(out, s)
 		}
 	}

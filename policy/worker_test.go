@@ -1,9 +1,12 @@
 package policy
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestNeverLooserThanTheWorker holds the calls bhw-run once let through
@@ -101,5 +104,23 @@ func TestResolveOutbox(t *testing.T) {
 		if (got != "") != ok {
 			t.Errorf("outbox %q: %q (%s), want usable %v", outbox, got, why, ok)
 		}
+	}
+}
+
+// TestWorkerReadingOfAHugeLine: the worker's reading of a line of many
+// distinct segments stays linear (the gate judges it on every call).
+func TestWorkerReadingOfAHugeLine(t *testing.T) {
+	var b strings.Builder
+	for i := range 200_000 {
+		fmt.Fprintf(&b, "echo %d;", i)
+	}
+	b.WriteString("git -C x push")
+	start := time.Now()
+	d := WorkerDecide(nil, Policy{Rules: []Rule{{ID: "no-push", Effect: EffectExec, Action: DecisionDeny, Command: []string{"git push*"}}}}, "", "", Call{Effect: EffectExec, Target: Target{Command: b.String()}})
+	if d.Action != DecisionDeny || d.RuleID != "no-push" {
+		t.Errorf("decision %+v, want deny by no-push", d)
+	}
+	if el := time.Since(start); el > 20*time.Second {
+		t.Errorf("took %s", el)
 	}
 }
