@@ -187,6 +187,15 @@ func (p Policy) Validate() error {
 // how an older spelling was read.
 func ParsePolicy(data []byte) (Policy, error) {
 	var p Policy
+	var probe any
+	if err := yaml.Unmarshal(data, &probe); err == nil {
+		if m, ok := probe.(map[string]any); probe == nil || ok && len(m) == 0 {
+			// The worker reads an empty policy block as no policy, and
+			// bhw-run writes a policy with its default spelled out: an
+			// empty file would be written as allow-everything.
+			return Policy{}, invalid("", "the policy is empty; write its rules and default (contrib/policy.example.yaml), or leave the policy out")
+		}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&p); err != nil && !errors.Is(err, io.EOF) {
 		var ie *InvalidError

@@ -135,6 +135,8 @@ rules:
 	}
 	for doc, says := range map[string]string{
 		"rules:\n  - id: x\n    effect: exec\n    comand: [rm]\n    action: deny\n": `policy rule "x": unknown key "comand"; a rule's keys are id, effect, action, command, outside`,
+		"":                     "the policy is empty",
+		"{}\n":                 "the policy is empty",
 		"rules: true\n":        "rules is a boolean; write a list of rules",
 		"rules: [3]\n":         "policy rule 1 (no id): is a number",
 		"colour: red\n":        `unknown key "colour"`,
