@@ -476,3 +476,18 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(plain{p.Alias, p.DefaultDecision(), rules})
 }
+
+// MarshalYAML writes a rule as MarshalJSON does.
+func (r Rule) MarshalYAML() (any, error) {
+	out := map[string]any{"effect": r.Effect, "action": r.action()}
+	if r.ID != "" {
+		out["id"] = r.ID
+	}
+	if len(r.Command) > 0 {
+		out["command"] = r.Command
+	}
+	if r.Outside != "" {
+		out["outside"] = r.Outside
+	}
+	return out, nil
+}

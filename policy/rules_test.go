@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 func TestRuleValidate(t *testing.T) {
@@ -196,5 +198,24 @@ rules:
 		if !strings.Contains(notes, says) {
 			t.Errorf("notes %q do not say %q", notes, says)
 		}
+	}
+}
+
+// TestRuleWrittenAsTheWorkerReadsIt: a rule built without an action is
+// written with it spelled out, in JSON and YAML (the worker refuses an
+// empty action).
+func TestRuleWrittenAsTheWorkerReadsIt(t *testing.T) {
+	r := Rule{Effect: EffectExec, Command: []string{"ls"}}
+	b, _ := json.Marshal(r)
+	if string(b) != `{"effect":"exec","action":"allow","command":["ls"]}` {
+		t.Errorf("json %s", b)
+	}
+	y, _ := yaml.Marshal([]Rule{r})
+	if !strings.Contains(string(y), "action: allow") || strings.Contains(string(y), "id:") {
+		t.Errorf("yaml %s", y)
+	}
+	var back []Rule
+	if err := yaml.Unmarshal(y, &back); err != nil || len(back) != 1 || back[0].Action != DecisionAllow || back[0].Command[0] != "ls" {
+		t.Errorf("read back %+v %v", back, err)
 	}
 }
