@@ -489,7 +489,7 @@ func (g Gate) outsidePaths(c Call, ex *explainer) []string {
 			}
 			outside = append(outside, r)
 		case workOK && Within(work, r) && Within(work, rw):
-			ex.printf("path %q: inside the work folder (%s); path rules do not apply to it", p, r)
+			ex.printf("path %q: inside the work folder (%s); an outside: work_folder rule does not match it", p, r)
 		default:
 			for _, x := range []string{r, rw} {
 				if (!workOK || !Within(work, x)) && !slices.Contains(outside, x) {

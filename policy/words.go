@@ -771,7 +771,10 @@ func foldSegs(segs []seg) []seg {
 // pattern position for one character of the form). When the budget runs out
 // it answers true: a rule that holds calls back fails closed.
 //
-// The pattern's `*` matches any run; a wild stretch produces any run without
+// The pattern's `*` matches any run, `?` and a set one character (a set
+// is taken to match some character a wild stretch produces, which only
+// ever makes a deny or ask rule match more); a wild stretch produces any
+// run without
 // an operator character (a wordText one, without a space either), and a
 // space beside it may vanish with it, as folding would drop it. The two meet
 // where the pattern and the form can spell one same string: a walk over the
