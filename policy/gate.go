@@ -25,7 +25,8 @@ type Match struct {
 	Rule   Rule   `json:"rule" yaml:"rule"`
 }
 
-// String is how people see the rule: worker rule 2 (exec "rm -rf *").
+// String is how people see the rule: worker rule "no-rm" (exec deny
+// "rm -rf *"), or its position when it has no id.
 func (m Match) String() string {
 	return fmt.Sprintf("%s rule %s", m.Source, m.Rule.Label(m.Index))
 }
@@ -118,6 +119,8 @@ func (g Gate) posture() string {
 // owner's deny and ask rules apply and everything else is asked; under
 // autonomous everything is allowed. A compound command line is split into its
 // simple commands, each judged on its own; the call gets the strictest.
+// Under guarded the call is also judged as blobhub-worker judges it
+// (WorkerDecide), and the stricter answer wins: never looser than the worker.
 func (g Gate) Decide(c Call) Decision {
 	return g.evaluate(c, nil)
 }
