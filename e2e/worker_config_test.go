@@ -90,3 +90,33 @@ func TestWorkerConfigLoads(t *testing.T) {
 		t.Errorf("doctor names %q, want the worker-only keys", named)
 	}
 }
+
+// TestOlderPolicyRulesNamedByDoctor: policy.rules in bhw-run's older
+// spelling still load (read in the worker's shape), and doctor fails
+// config_policy saying how to rewrite them: the worker reads the older
+// write rule as allowing every write.
+func TestOlderPolicyRulesNamedByDoctor(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, []byte("policy:\n  rules:\n    - {effect: write, path: \"/etc/**\", decision: deny}\n"+
+		"sections:\n  - {name: s, session: {org_id: org_1, blob_id: blb_1, revision_id: rev_1, session_id: ses_1}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := setup.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: path, Home: dir, Adapters: adapters}
+	s, err := setup.Resolve(o, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.Config.Policy.Rules; len(r) != 1 || r[0].ID != "rule-1" || r[0].Outside != policy.OutsideWorkFolder || r[0].Action != policy.DecisionDeny {
+		t.Errorf("read as %+v", r)
+	}
+	var found bool
+	for _, c := range run.Doctor(t.Context(), o) {
+		if c.Check == "config_policy" {
+			found = !c.OK && strings.Contains(c.Detail, `path "/etc/**" became outside: work_folder`) && strings.Contains(c.Fix, "{id, effect, action, command: [globs], outside}")
+		}
+	}
+	if !found {
+		t.Error("doctor does not fail config_policy for the older spelling")
+	}
+}
