@@ -467,3 +467,100 @@ func TestPolicyWrittenLoadsInTheWorker(t *testing.T) {
 		t.Errorf("the worker refuses contrib/config.example.yaml: %s", a.Error)
 	}
 }
+
+// TestGlobAndSegmentsAsTheWorker: the port of the worker's matcher and
+// command splitter (policy.Fnmatch, policy.WorkerCommands) answers as
+// Python's fnmatchcase and the worker's segments.effective_commands do, on
+// generated patterns full of sets, ranges and stray brackets, and on
+// generated command lines.
+func TestGlobAndSegmentsAsTheWorker(t *testing.T) {
+	r := rand.New(rand.NewPCG(35, 1))
+	alpha := []string{"a", "b", "z", "-", "!", "^", "[", "]", "*", "?", "\\", " ", "é", "&", "|", "~", "/"}
+	word := func(n int) string {
+		var b strings.Builder
+		for i := r.IntN(n) + 1; i > 0; i-- {
+			b.WriteString(pick(r, alpha))
+		}
+		return b.String()
+	}
+	type globCase struct{ pat, name string }
+	var globs []globCase
+	for range 3000 {
+		globs = append(globs, globCase{word(8), word(6)})
+	}
+	var cmds []string
+	for range 2000 {
+		cmds = append(cmds, randomCommand(r))
+	}
+	for range 500 {
+		var b strings.Builder
+		for i := r.IntN(12); i > 0; i-- {
+			b.WriteString(pick(r, []string{"git", " ", "-C", "x", "=", "FOO=1", "'", "\"", "`", "$(", ")", "(", "{", "}", ";", "&", "&&", "|", "||", "\n", ">", "2>&1", "|&", "push", "\t"}))
+		}
+		cmds = append(cmds, b.String())
+	}
+	var lines []any
+	for _, g := range globs {
+		lines = append(lines, map[string]any{"fnmatch": []string{g.pat, g.name}})
+	}
+	for _, c := range cmds {
+		lines = append(lines, map[string]any{"segments": c})
+	}
+	answers := judge(t, lines)
+	bad := 0
+	for i, g := range globs {
+		a := answers[i]
+		got, err := policy.Fnmatch(g.pat, g.name)
+		if (err != nil) != (a.Error != "") || err == nil && got != a.OK {
+			bad++
+			if bad <= 20 {
+				t.Errorf("fnmatchcase(%q, %q): worker %v %s, bhw-run %v %v", g.name, g.pat, a.OK, a.Error, got, err)
+			}
+		}
+	}
+	for i, c := range cmds {
+		a := answers[len(globs)+i]
+		var want []string
+		b, _ := json.Marshal(a.Read)
+		_ = json.Unmarshal(b, &want)
+		if got := policy.WorkerCommands(c); !slices.Equal(got, want) {
+			bad++
+			if bad <= 40 {
+				t.Errorf("effective_commands(%q): worker %q, bhw-run %q", c, want, got)
+			}
+		}
+	}
+	t.Logf("%d globs and %d command lines compared, %d differ", len(globs), len(cmds), bad)
+}
+
+// TestOutsideAsTheWorker: whether a path leaves the work folder or the
+// outbox, as the worker's own PolicyEvaluator._leaves answers, for relative,
+// `..`, symlinked, dangling and looping paths and every kind of outbox.
+func TestOutsideAsTheWorker(t *testing.T) {
+	f := newFixture(t)
+	var lines []any
+	type c struct{ path, outbox, root string }
+	var cases []c
+	for _, p := range corpusPaths {
+		p = strings.NewReplacer("{work}", f.work, "{root}", f.root).Replace(p)
+		for _, o := range corpusOutboxes {
+			for _, root := range []string{policy.OutsideWorkFolder, policy.OutsideOutbox} {
+				cases = append(cases, c{p, o, root})
+				lines = append(lines, map[string]any{"leaves": p, "work_folder": f.work, "outbox": o, "root": map[string]string{policy.OutsideWorkFolder: "work", policy.OutsideOutbox: "outbox"}[root]})
+			}
+		}
+	}
+	answers := judge(t, lines)
+	for i, k := range cases {
+		th := policy.Policy{Default: policy.DecisionAllow, Rules: []policy.Rule{{ID: "x", Effect: policy.EffectWrite, Action: policy.DecisionDeny, Outside: k.root}}}
+		call := policy.Call{Effect: policy.EffectWrite}
+		if k.path != "" {
+			call.Target.Paths = []string{k.path}
+		}
+		got := policy.WorkerDecide(nil, th, f.work, k.outbox, call).Action == policy.DecisionDeny
+		if got != answers[i].OK {
+			t.Errorf("path %q, outbox %q, outside %s: worker leaves=%v, bhw-run's port %v", k.path, k.outbox, k.root, answers[i].OK, got)
+		}
+	}
+	t.Logf("%d (path, outbox, root) cases compared", len(cases))
+}

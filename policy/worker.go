@@ -125,8 +125,10 @@ func workerSplit(command string) []string {
 			continue
 		}
 		if ch == '&' {
-			prevOK := i == 0 || !strings.ContainsRune("&><|", rune(command[i-1]))
-			nextOK := i+1 >= n || !strings.ContainsRune("&><", rune(command[i+1]))
+			// At either end of the line the worker's test reads the empty
+			// string, which Python finds in every string: no split there.
+			prevOK := i > 0 && !strings.ContainsRune("&><|", rune(command[i-1]))
+			nextOK := i+1 < n && !strings.ContainsRune("&><", rune(command[i+1]))
 			if prevOK && nextOK {
 				segs = append(segs, cur.String())
 				cur.Reset()

@@ -6,9 +6,11 @@ work_folder, outbox, call: {effect, command, path}}; the answer is
 {action, rule, origin}, or {error} when the worker refuses the policy.
 A line {load_config: "<yaml>"} or {load_policy: {...}} instead loads a
 config or a policy through the worker's models and validation and answers
-{ok: true} or {error}.
+{ok: true} or {error}; {fnmatch: [pattern, name]} answers {ok} or {error},
+{segments: command} answers {read: the effective commands}.
 """
 
+import fnmatch
 import json
 import sys
 
@@ -18,6 +20,7 @@ from pydantic import ValidationError
 from blobhub_worker.config.validate import validate_config
 from blobhub_worker.models.disk import Config
 from blobhub_worker.policy.effects import ToolCall
+from blobhub_worker.policy import segments
 from blobhub_worker.policy.evaluator import PolicyEvaluator
 from blobhub_worker.policy.models import Policy, PolicyRule
 from blobhub_worker.thread_agent.states import validate_policy
@@ -75,7 +78,19 @@ def main():
     out = sys.stdout
     for line in sys.stdin:
         case = json.loads(line)
-        if "load_config" in case or "load_policy" in case:
+        if "fnmatch" in case:
+            try:
+                answer = {"ok": fnmatch.fnmatchcase(case["fnmatch"][1], case["fnmatch"][0])}
+            except Exception as exc:  # noqa: BLE001 - the worker's gate denies
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+        elif "leaves" in case:
+            # The worker's own test of a path against a root (its outside).
+            ev = PolicyEvaluator([], None, case["work_folder"], outbox=case.get("outbox", ""))
+            root = ev._outbox if case.get("root") == "outbox" else ev._work_folder
+            answer = {"ok": ev._leaves(root, case["leaves"])}
+        elif "segments" in case:
+            answer = {"read": segments.effective_commands(case["segments"])}
+        elif "load_config" in case or "load_policy" in case:
             answer = load(case)
         else:
             answer = judge(case)
