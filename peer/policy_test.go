@@ -485,14 +485,14 @@ func TestGlobAndSegmentsAsTheWorker(t *testing.T) {
 	}
 	type globCase struct{ pat, name string }
 	var globs []globCase
-	for range 3000 {
+	for range 8000 {
 		globs = append(globs, globCase{word(8), word(6)})
 	}
 	var cmds []string
 	for range 2000 {
 		cmds = append(cmds, randomCommand(r))
 	}
-	for range 500 {
+	for range 3000 {
 		var b strings.Builder
 		for i := r.IntN(12); i > 0; i-- {
 			b.WriteString(pick(r, []string{"git", " ", "-C", "x", "=", "FOO=1", "'", "\"", "`", "$(", ")", "(", "{", "}", ";", "&", "&&", "|", "||", "\n", ">", "2>&1", "|&", "push", "\t"}))
