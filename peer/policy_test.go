@@ -495,7 +495,7 @@ func TestGlobAndSegmentsAsTheWorker(t *testing.T) {
 	for range 3000 {
 		var b strings.Builder
 		for i := r.IntN(12); i > 0; i-- {
-			b.WriteString(pick(r, []string{"git", " ", "-C", "x", "=", "FOO=1", "'", "\"", "`", "$(", ")", "(", "{", "}", ";", "&", "&&", "|", "||", "\n", ">", "2>&1", "|&", "push", "\t"}))
+			b.WriteString(pick(r, []string{"git", " ", "-C", "x", "=", "FOO=1", "'", "\"", "`", "$(", ")", "(", "{", "}", ";", "&", "&&", "|", "||", "\n", ">", "2>&1", "|&", "push", "\t", "\u00a0", "\u2003", "\x1c", "\v", "A_1=", "é"}))
 		}
 		cmds = append(cmds, b.String())
 	}
