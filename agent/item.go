@@ -31,7 +31,8 @@ import (
 //     prompt_state, questions | answers | reason}, built by run.
 //   - artifacts_published: aliases, skipped, counts, built by run.
 //   - thread_failed, in the worker thread: thread {alias, error}.
-//   - policy_applied, policy_denied: bhw-run's own fields; so are parked
+//   - policy_applied, policy_denied: the worker's shapes, built by run
+//     (run/policyitems.go), bhw-run's fields beside; bhw-run's own: parked
 //     and pending_prompt on the tool_result of a parked call
 //     (ParkedResultItem).
 const (

@@ -22,7 +22,7 @@ import (
 
 // policyExample is a guarded thread's policy small enough for one line of
 // an error; contrib/policy.example.yaml is a fuller one.
-const policyExample = `{rules: [{effect: exec, command: "go test *", decision: allow}], default: ask}`
+const policyExample = `{rules: [{id: tests, effect: exec, action: allow, command: ["go test *"]}], default: ask}`
 
 // handOffRefused is refused(err) for `thread new` and `thread edit`, with
 // what the person most likely meant.
@@ -118,7 +118,7 @@ func handOffWarnings(s *setup.Setup, env *envelope.Envelope, alias, message stri
 		}
 	}
 	if perm == setup.PermAutonomous && !s.Config.Policy.AllowAutonomous {
-		warn(fmt.Sprintf("this machine does not allow autonomous threads: a run here fails %s with AUTONOMOUS_FORBIDDEN; hand it off guarded or approval (`bhw-run thread edit %s --permissions approval`), or, as the machine's owner, set policy.allow_autonomous: true in %s",
+		warn(fmt.Sprintf("this machine does not allow autonomous threads: a run here fails %s with POLICY_AUTONOMOUS_FORBIDDEN; hand it off guarded or approval (`bhw-run thread edit %s --permissions approval`), or, as the machine's owner, set policy.allow_autonomous: true in %s",
 			redact.Shown(alias), shellQuote(alias), redact.Shown(s.ConfigPath)))
 	}
 	if message == "" {

@@ -70,6 +70,18 @@ type fields struct {
 	ArtifactsSource *string // artifacts.source ("": no outbox)
 	// agent.budget's caps ("" or 0: no cap)
 	MaxCostUSD, MaxTurns, MaxTokens *string
+
+	// policyNotes say how apply read a policy in bhw-run's older spelling
+	// (it writes the worker's shape); the command warns with them.
+	policyNotes []string
+}
+
+// warnPolicyNotes is the one-line warning that a policy in bhw-run's older
+// spelling was written in the worker's shape.
+func warnPolicyNotes(where string, notes []string, warn func(string)) {
+	if len(notes) > 0 {
+		warn(fmt.Sprintf("%s is in bhw-run's older policy spelling; written in blobhub-worker's shape instead (check it reads as you meant: docs/configuration.md, Policy): %s", where, strings.Join(notes, "; ")))
+	}
 }
 
 // field is one envelope field of fields: the flag that sets it and where it
@@ -145,7 +157,7 @@ func (f *fields) apply(raw json.RawMessage) (json.RawMessage, error) {
 			}
 		case fl.flag == "policy":
 			var pol json.RawMessage
-			if pol, err = readPolicy(v); err == nil {
+			if pol, f.policyNotes, err = readPolicy(v); err == nil {
 				raw, err = envelope.SetPath(raw, fl.path, pol)
 			}
 		default:
@@ -164,18 +176,20 @@ func (f *fields) apply(raw json.RawMessage) (json.RawMessage, error) {
 	return raw, nil
 }
 
-// readPolicy reads --policy FILE (YAML or JSON) into the envelope's JSON.
-func readPolicy(path string) (json.RawMessage, error) {
+// readPolicy reads --policy FILE (YAML or JSON) into the envelope's JSON,
+// always in blobhub-worker's shape; notes say how an older spelling was
+// read.
+func readPolicy(path string) (json.RawMessage, []string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, exit.Usagef("--policy: cannot read %s: %v", path, err)
+		return nil, nil, exit.Usagef("--policy: cannot read %s: %v", path, err)
 	}
 	p, err := policy.ParsePolicy(b)
 	if err != nil {
-		return nil, &exit.Error{Exit: exit.Usage, Code: exit.CodePolicyInvalid, Message: fmt.Sprintf("--policy %s: %v", path, err), Err: err}
+		return nil, nil, &exit.Error{Exit: exit.Usage, Code: exit.CodePolicyInvalid, Message: fmt.Sprintf("--policy %s: %v", path, err), Err: err}
 	}
 	out, _ := json.Marshal(p)
-	return out, nil
+	return out, p.Notes, nil
 }
 
 // checkHere warns about what the runner's machine will refuse if it is
@@ -221,6 +235,9 @@ func threadNew(ctx context.Context, s *setup.Setup, c blobhub.Client, alias stri
 		return res, err
 	}
 	checkHere(env.WorkFolder, warn)
+	if f.Policy != nil {
+		warnPolicyNotes("--policy "+*f.Policy, f.policyNotes, warn)
+	}
 	handOffWarnings(s, env, alias, message, warn)
 	if _, err := c.Download(ctx, alias); err == nil {
 		return res, exit.Errorf(exit.CodeThreadExists, "thread %q already exists; post to it with `bhw-run thread post`, change it with `bhw-run thread edit`, or pick another alias", alias)
@@ -270,6 +287,17 @@ func threadEdit(ctx context.Context, s *setup.Setup, c blobhub.Client, alias str
 	nenv, err := envelope.Parse(raw)
 	if err != nil {
 		return res, err
+	}
+	if f.Policy != nil {
+		warnPolicyNotes("--policy "+*f.Policy, f.policyNotes, warn)
+	} else if nenv.Policy != nil && len(nenv.Policy.Notes) > 0 && nenv.Bad["policy"] == "" {
+		// The thread's policy is in bhw-run's older spelling: this write
+		// puts it in the worker's shape, which the worker reads no wider.
+		pol, _ := json.Marshal(*nenv.Policy)
+		if raw, err = envelope.SetPath(raw, []string{"thread", "metadata", "policy"}, pol); err != nil {
+			return res, exit.Usagef("cannot rewrite the thread's policy: %v", err)
+		}
+		warnPolicyNotes("the thread's policy", nenv.Policy.Notes, warn)
 	}
 	refixed := false
 	for _, fl := range f.list() {

@@ -428,9 +428,9 @@ func acpGuarded(t *testing.T, e *acpE2E) {
 	denied := e.a.Write(s.deniedPath, "should never land\n")
 	deniedCmd := "rm -rf denied-dir"
 	if e.a == acptest.Gemini {
-		e.Config.Policy.Rules = []policy.Rule{{Effect: policy.EffectExec, Command: "rm -rf *", Decision: policy.DecisionDeny}}
+		e.Config.Policy.Rules = []policy.Rule{{ID: "no-rm-rf", Effect: policy.EffectExec, Command: []string{"rm -rf *"}, Action: policy.DecisionDeny}}
 		e.writeConfig()
-		pol.Rules = append(pol.Rules[:2], policy.Rule{Effect: policy.EffectExec, Command: "rm *", Decision: policy.DecisionAllow})
+		pol.Rules = append(pol.Rules[:2], policy.Rule{Effect: policy.EffectExec, Command: []string{"rm *"}, Action: policy.DecisionAllow})
 		denied = e.a.Shell(deniedCmd)
 		s.rules = []string{"worker/exec/deny", "thread/read/allow", "thread/exec/allow", "thread/exec/allow"}
 		if err := os.MkdirAll(e.file("denied-dir"), 0o700); err != nil {
@@ -498,10 +498,10 @@ func acpCheckExecDenied(t *testing.T, e *acpE2E, alias, cmd string) {
 		t.Fatalf("%d policy_denied items, want 1: %v", len(denied), e.itemTypes(alias))
 	}
 	var m struct {
-		Rule struct {
-			Source, Command string
-		} `json:"rule"`
-		Call struct {
+		Rule   string `json:"rule"`
+		Origin string `json:"origin"`
+		Detail string `json:"detail"`
+		Call   struct {
 			Effect string        `json:"effect"`
 			Target policy.Target `json:"target"`
 		} `json:"call"`
@@ -509,7 +509,7 @@ func acpCheckExecDenied(t *testing.T, e *acpE2E, alias, cmd string) {
 	if err := json.Unmarshal(denied[0].Metadata, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m.Rule.Source != "worker" || m.Rule.Command != "rm -rf *" || m.Call.Effect != policy.EffectExec || m.Call.Target.Command != cmd {
+	if m.Rule != "no-rm-rf" || m.Origin != "worker" || m.Detail != cmd || m.Call.Effect != policy.EffectExec || m.Call.Target.Command != cmd {
 		t.Errorf("policy_denied %s", denied[0].Metadata)
 	}
 	if !exists(e.file("denied-dir")) {

@@ -63,7 +63,8 @@ func acpNoProgress(t *testing.T, e *acpE2E) {
 	s := newGuardedScenario(e.e2eEnv, e.typ, e.requestCount)
 	call := e.a.Write(s.deniedPath, "no\n")
 	if e.a == acptest.Gemini {
-		e.Config.Policy.Rules = []policy.Rule{{Effect: policy.EffectExec, Command: "touch *", Decision: policy.DecisionDeny}}
+		// Named as the write rule it stands in for, which the checks name.
+		e.Config.Policy.Rules = []policy.Rule{{ID: "stay-home", Effect: policy.EffectExec, Command: []string{"touch *"}, Action: policy.DecisionDeny}}
 		e.writeConfig()
 		call = e.a.Shell("touch " + s.deniedPath)
 	}

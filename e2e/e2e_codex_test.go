@@ -548,7 +548,7 @@ func codexTurnOverhead(b *testing.B, c codexTurn) {
 	handOff := func(alias string) {
 		if c.permissions == "guarded" {
 			e.handOffGuarded(alias, codexType, &policy.Policy{Default: policy.DecisionAsk, Rules: []policy.Rule{
-				{Effect: policy.EffectExec, Command: "echo hi", Decision: policy.DecisionAllow},
+				{Effect: policy.EffectExec, Command: []string{"echo hi"}, Action: policy.DecisionAllow},
 			}}, "run it")
 			return
 		}

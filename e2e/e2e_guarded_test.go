@@ -59,7 +59,7 @@ func newGuardedScenario(e *e2eEnv, agent string, requests func() int) *guardedSc
 			e.t.Fatalf("the outside folder %s is under %s", s.outside, d)
 		}
 	}
-	e.Config.Policy.Rules = []policy.Rule{{Effect: policy.EffectWrite, Path: s.outside + "/**", Decision: policy.DecisionDeny}}
+	e.Config.Policy.Rules = []policy.Rule{{ID: "stay-home", Effect: policy.EffectWrite, Outside: policy.OutsideWorkFolder, Action: policy.DecisionDeny}}
 	e.writeConfig()
 	return s
 }
@@ -67,9 +67,9 @@ func newGuardedScenario(e *e2eEnv, agent string, requests func() int) *guardedSc
 // threadPolicy allows reads, `echo *` and (in vain) writes outside.
 func (s *guardedScenario) threadPolicy() *policy.Policy {
 	return &policy.Policy{Default: policy.DecisionAsk, Rules: []policy.Rule{
-		{Effect: policy.EffectRead, Decision: policy.DecisionAllow},
-		{Effect: policy.EffectExec, Command: "echo *", Decision: policy.DecisionAllow},
-		{Effect: policy.EffectWrite, Path: s.outside + "/**", Decision: policy.DecisionAllow},
+		{ID: "read", Effect: policy.EffectRead, Action: policy.DecisionAllow},
+		{ID: "echo", Effect: policy.EffectExec, Command: []string{"echo *"}, Action: policy.DecisionAllow},
+		{ID: "write-anywhere", Effect: policy.EffectWrite, Outside: policy.OutsideWorkFolder, Action: policy.DecisionAllow},
 	}}
 }
 
@@ -134,29 +134,33 @@ func (s *guardedScenario) checkPolicyFirst(t *testing.T, alias string, from int)
 			continue
 		}
 		applied++
+		// blobhub-worker's shape: {rules: [{id, origin, action}], default,
+		// counts}, bhw-run's effect beside each rule.
 		var pm struct {
-			Policy struct {
-				Default string `json:"default"`
-				Rules   []struct {
-					Source   string `json:"source"`
-					Index    int    `json:"index"`
-					Effect   string `json:"effect"`
-					Decision string `json:"decision"`
-				} `json:"rules"`
-			} `json:"policy"`
+			Default string `json:"default"`
+			Rules   []struct {
+				ID     string `json:"id"`
+				Origin string `json:"origin"`
+				Effect string `json:"effect"`
+				Action string `json:"action"`
+			} `json:"rules"`
+			Counts struct {
+				Rules    int `json:"rules"`
+				Reported int `json:"reported"`
+			} `json:"counts"`
 		}
 		if err := json.Unmarshal(it.Metadata, &pm); err != nil {
 			t.Fatal(err)
 		}
 		var got []string
-		for _, r := range pm.Policy.Rules {
-			got = append(got, r.Source+"/"+r.Effect+"/"+r.Decision)
+		for _, r := range pm.Rules {
+			got = append(got, r.Origin+"/"+r.Effect+"/"+r.Action)
 		}
 		want := []string{"worker/write/deny", "thread/read/allow", "thread/exec/allow", "thread/write/allow"}
 		if s.rules != nil {
 			want = s.rules
 		}
-		if pm.Policy.Default != "ask" || !slices.Equal(got, want) {
+		if pm.Default != "ask" || !slices.Equal(got, want) || pm.Counts.Rules != len(want) || pm.Counts.Reported != len(want) {
 			t.Errorf("policy_applied %s, want default ask and rules %v", it.Metadata, want)
 		}
 	}
@@ -172,14 +176,15 @@ func (s *guardedScenario) checkDenied(t *testing.T, alias string) {
 	if len(denied) != 1 {
 		t.Fatalf("%d policy_denied items, want 1: %v", len(denied), s.e.itemTypes(alias))
 	}
+	// blobhub-worker's shape: {rule: <id>, effect, detail}, bhw-run's
+	// origin, index and call beside.
 	var m struct {
-		Rule struct {
-			Source   string `json:"source"`
-			Index    int    `json:"index"`
-			Path     string `json:"path"`
-			Decision string `json:"decision"`
-		} `json:"rule"`
-		Call struct {
+		Rule   string `json:"rule"`
+		Effect string `json:"effect"`
+		Detail string `json:"detail"`
+		Origin string `json:"origin"`
+		Index  int    `json:"index"`
+		Call   struct {
 			Effect string        `json:"effect"`
 			Target policy.Target `json:"target"`
 		} `json:"call"`
@@ -187,13 +192,13 @@ func (s *guardedScenario) checkDenied(t *testing.T, alias string) {
 	if err := json.Unmarshal(denied[0].Metadata, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m.Rule.Source != "worker" || m.Rule.Index != 0 || m.Rule.Decision != "deny" || m.Rule.Path != s.outside+"/**" {
-		t.Errorf("policy_denied rule %+v, want worker rule 0 (deny %s/**)", m.Rule, s.outside)
+	if m.Rule != "stay-home" || m.Origin != "worker" || m.Index != 0 || m.Effect != policy.EffectWrite || m.Detail != s.deniedPath {
+		t.Errorf("policy_denied %s, want rule stay-home (worker) for the write of %s", denied[0].Metadata, s.deniedPath)
 	}
 	if m.Call.Effect != policy.EffectWrite || !slices.Contains(m.Call.Target.Paths, s.deniedPath) {
 		t.Errorf("policy_denied call %+v, want the write of %s", m.Call, s.deniedPath)
 	}
-	if brief := denied[0].Content[0].Text; !strings.Contains(brief, "denied by worker rule 1") {
+	if brief := denied[0].Content[0].Text; !strings.Contains(brief, `denied by worker rule "stay-home"`) {
 		t.Errorf("policy_denied brief %q", brief)
 	}
 	if exists(s.deniedPath) {
@@ -384,7 +389,7 @@ func TestE2EGuardedClaude(t *testing.T) {
 		t.Fatalf("%d model requests in the parked turn, want 3 (allowed, denied, asked)", len(reqs))
 	}
 	t.Logf("after the deny the model was told %q", reqs[2].LastUserText())
-	if told := reqs[2].LastUserText(); !strings.Contains(told, "worker rule 1") || !strings.Contains(told, s.outside+"/**") {
+	if told := reqs[2].LastUserText(); !strings.Contains(told, `worker rule "stay-home"`) || !strings.Contains(told, "outside work_folder") {
 		t.Errorf("after the deny the model was told %q; want the worker rule named", told)
 	}
 

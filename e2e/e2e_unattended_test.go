@@ -30,8 +30,8 @@ func checkNoProgress(t *testing.T, e *e2eEnv, s *guardedScenario, alias, message
 	t.Helper()
 	e.handOffGuarded(alias, s.agent, s.threadPolicy(), message)
 	sum := e.activate(alias, exit.TurnFailed, run.OutcomeTurnFailed)
-	if sum.Error == nil || sum.Error.Code != exit.CodeNoProgress || !strings.Contains(sum.Error.Message, "worker rule 1") {
-		t.Fatalf("summary error %+v, want NO_PROGRESS naming worker rule 1", sum.Error)
+	if sum.Error == nil || sum.Error.Code != exit.CodeNoProgress || !strings.Contains(sum.Error.Message, `worker rule "stay-home"`) {
+		t.Fatalf("summary error %+v, want NO_PROGRESS naming worker rule stay-home", sum.Error)
 	}
 	want := agent.ToolCounts{Calls: 1, DeniedByRule: 1}
 	if sum.Tools == nil || *sum.Tools != want {
@@ -47,7 +47,7 @@ func checkNoProgress(t *testing.T, e *e2eEnv, s *guardedScenario, alias, message
 	var found bool
 	for _, it := range e.itemsOfType(alias, agent.ItemStatus) {
 		if m := meta(t, it); m.Status == "no_progress" {
-			found = strings.Contains(it.Content[0].Text, s.deniedPath) && strings.Contains(it.Content[0].Text, "worker rule 1")
+			found = strings.Contains(it.Content[0].Text, s.deniedPath) && strings.Contains(it.Content[0].Text, `worker rule "stay-home"`)
 		}
 	}
 	if !found {

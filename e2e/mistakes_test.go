@@ -38,7 +38,7 @@ func TestCommonMistakesNameTheirFix(t *testing.T) {
 		{"message without --message", []string{"thread", "new", "--work-folder", e.work, "hi", "m/x3"}, 64,
 			[]string{"the first message goes in --message", "--message hi m/x3"}, []string{"put flags before"}},
 		{"guarded without a policy", []string{"thread", "new", "--work-folder", e.work, "--permissions", "guarded", "--message", "hi", "m/g1"}, 64,
-			[]string{"POLICY_MISSING", "--policy FILE", "decision: allow", "contrib/policy.example.yaml"}, []string{"thread.metadata.policy"}},
+			[]string{"POLICY_MISSING", "--policy FILE", "action: allow", "contrib/policy.example.yaml"}, []string{"thread.metadata.policy"}},
 		{"guarded with the example policy", []string{"thread", "new", "--work-folder", e.work, "--permissions", "guarded", "--policy", filepath.Join(cwd, "contrib", "policy.example.yaml"), "--message", "hi", "m/g2"}, 0,
 			[]string{"handed off (pending)"}, nil},
 		{"autonomous on a machine that forbids it", []string{"thread", "new", "--work-folder", e.work, "--permissions", "autonomous", "--message", "hi", "m/p1"}, 0,

@@ -38,7 +38,7 @@ func TestACPShellSpellingsOfADeniedCommand(t *testing.T) {
 	}
 
 	e := newE2E(t)
-	e.Config.Policy.Rules = []policy.Rule{{Effect: policy.EffectExec, Command: "rm *", Decision: policy.DecisionDeny}}
+	e.Config.Policy.Rules = []policy.Rule{{Effect: policy.EffectExec, Command: []string{"rm *"}, Action: policy.DecisionDeny}}
 	script := agenttest.WriteScript(t, agenttest.Turn(runs(denied[0]), runs(denied[1]), runs("touch allowed")))
 	ac := e.agentConfig("acp")
 	ac.Executable, ac.Env = self, map[string]string{acptest.FakeAgentEnv: script}
@@ -53,7 +53,7 @@ func TestACPShellSpellingsOfADeniedCommand(t *testing.T) {
 
 	const alias = "projects/p1/shell-spellings"
 	e.handOffGuarded(alias, "acp", &policy.Policy{Default: policy.DecisionAsk, Rules: []policy.Rule{
-		{Effect: policy.EffectExec, Decision: policy.DecisionAllow},
+		{Effect: policy.EffectExec, Action: policy.DecisionAllow},
 	}}, "remove x")
 	e.activate(alias, 0, run.OutcomeTurnCompleted)
 

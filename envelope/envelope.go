@@ -212,7 +212,9 @@ func Parse(raw []byte) (*Envelope, error) {
 		}
 		e.parseBudget(ag["budget"])
 	}
-	if v, ok := md["policy"]; ok && v != nil {
+	if v, ok := md["policy"]; ok && !emptyValue(v) {
+		// An empty policy block is no policy, as the worker reads it: a
+		// guarded thread then fails POLICY_MISSING.
 		b, _ := json.Marshal(v)
 		var p policy.Policy
 		d := json.NewDecoder(bytes.NewReader(b))
@@ -280,9 +282,46 @@ func kind(v any) string {
 // every other key — unknown ones too, numbers as written — is kept byte for
 // byte, so a person's keys survive the runner's write. The instance mapping
 // is created when missing.
+//
+// A policy in bhw-run's older spelling is the one other key written anew:
+// in blobhub-worker's shape, which the worker reads no wider (the older
+// rule {effect: write, path, decision: deny} is an allow-every-write rule
+// to it). The run warns when it reads one (docs/configuration.md).
 func WithState(raw json.RawMessage, state string) (json.RawMessage, error) {
 	st, _ := json.Marshal(state)
-	return SetPath(raw, []string{"thread", "metadata", "instance", "state"}, st)
+	out, err := SetPath(raw, []string{"thread", "metadata", "instance", "state"}, st)
+	if err != nil {
+		return out, err
+	}
+	return upgradePolicy(out), nil
+}
+
+// upgradePolicy writes thread.metadata.policy in the worker's shape when
+// it is in bhw-run's older spelling and reads cleanly; raw otherwise.
+func upgradePolicy(raw json.RawMessage) json.RawMessage {
+	var doc struct {
+		Thread struct {
+			Metadata struct {
+				Policy json.RawMessage `json:"policy"`
+			} `json:"metadata"`
+		} `json:"thread"`
+	}
+	if json.Unmarshal(raw, &doc) != nil || len(doc.Thread.Metadata.Policy) == 0 {
+		return raw
+	}
+	var p policy.Policy
+	if json.Unmarshal(doc.Thread.Metadata.Policy, &p) != nil || len(p.Notes) == 0 || p.Validate() != nil {
+		return raw
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return raw
+	}
+	out, err := SetPath(raw, []string{"thread", "metadata", "policy"}, b)
+	if err != nil {
+		return raw
+	}
+	return out
 }
 
 // SetPath returns raw with the value at path (a key of a mapping at each
@@ -357,4 +396,26 @@ func NewThread(workFolder, agentType, permissions, name string) json.RawMessage 
 	}
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// emptyValue reports whether a decoded JSON value is one Python reads as
+// false: null, "", 0, false, an empty list or mapping.
+func emptyValue(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case string:
+		return x == ""
+	case bool:
+		return !x
+	case float64:
+		return x == 0
+	case json.Number:
+		return x == "0"
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		return len(x) == 0
+	}
+	return false
 }

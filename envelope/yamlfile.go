@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/blobhub/bhw-run/policy"
 )
 
 // StampLayout is the form of every timestamp bhw-run stamps into a local
@@ -35,9 +37,13 @@ func DecodeYAML(b []byte, v any, known bool) error {
 	dec.KnownFields(known)
 	err := dec.Decode(v)
 	var te *yaml.TypeError
+	var pe *policy.InvalidError
 	switch {
 	case err == nil, errors.Is(err, io.EOF): // io.EOF: an empty file
 		return nil
+	case errors.As(err, &pe):
+		// A policy rule that does not read: its own message names it.
+		return pe
 	case !errors.As(err, &te):
 		if line := tabIndented(b); line > 0 {
 			return fmt.Errorf("is not valid YAML: line %d indents with a tab; YAML indents with spaces only (%w)", line, err)

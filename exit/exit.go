@@ -76,7 +76,7 @@ const (
 	CodeWorkFolderNotAllowed   = "WORK_FOLDER_NOT_ALLOWED"
 	CodeAgentTypeUnsupported   = "AGENT_TYPE_UNSUPPORTED"
 	CodePermissionsUnsupported = "PERMISSIONS_UNSUPPORTED"
-	CodeAutonomousForbidden    = "AUTONOMOUS_FORBIDDEN"
+	CodeAutonomousForbidden    = "POLICY_AUTONOMOUS_FORBIDDEN"
 	CodePolicyMissing          = "POLICY_MISSING"
 	CodePolicyInvalid          = "POLICY_INVALID"
 	CodeExecutableNotAllowed   = "AGENT_EXECUTABLE_NOT_ALLOWED"

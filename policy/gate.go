@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"github.com/bmatcuk/doublestar/v4"
 )
 
 // Source says whose rule it is.
@@ -27,9 +25,10 @@ type Match struct {
 	Rule   Rule   `json:"rule" yaml:"rule"`
 }
 
-// String is how people see the rule: worker rule 2 (exec "rm -rf *").
+// String is how people see the rule: worker rule "no-rm" (exec deny
+// "rm -rf *"), or its position when it has no id.
 func (m Match) String() string {
-	return fmt.Sprintf("%s rule %d (%s)", m.Source, m.Index+1, ruleLabel(m.Rule))
+	return fmt.Sprintf("%s rule %s", m.Source, m.Rule.Label(m.Index))
 }
 
 // Decision is the gate's judgement of one call.
@@ -70,8 +69,11 @@ type Gate struct {
 	Posture    string // autonomous | guarded | approval ("" = approval)
 	Worker     []Rule // the machine owner's rules, always first
 	Thread     Policy // the thread's policy (guarded)
-	WorkFolder string // path rules match only targets outside it
-	Grants     []string
+	WorkFolder string // outside: work_folder compares paths with it
+	// Outbox is the thread's artifacts outbox relative to the work folder
+	// ("" when it has none), for outside: outbox (ResolveOutbox).
+	Outbox string
+	Grants []string
 }
 
 // RulesInForce lists the rules the gate consults under its posture, in the
@@ -92,7 +94,7 @@ func (g Gate) RulesInForce() []Match {
 		}
 	default:
 		for i, r := range g.Worker {
-			if r.Decision != DecisionAllow {
+			if r.action() != DecisionAllow {
 				out = append(out, Match{SourceWorker, i, r})
 			}
 		}
@@ -117,6 +119,8 @@ func (g Gate) posture() string {
 // owner's deny and ask rules apply and everything else is asked; under
 // autonomous everything is allowed. A compound command line is split into its
 // simple commands, each judged on its own; the call gets the strictest.
+// Under guarded the call is also judged as blobhub-worker judges it
+// (WorkerDecide), and the stricter answer wins: never looser than the worker.
 func (g Gate) Decide(c Call) Decision {
 	return g.evaluate(c, nil)
 }
@@ -152,6 +156,7 @@ type subject struct {
 	command string   // exec: the simple command as written, folded
 	part    *part    // exec: its other readings; nil for a line judged as one string
 	outside []string // read/write: the resolved paths outside the work folder
+	paths   []string // read/write: the call's paths as the agent gave them
 }
 
 // raw reports whether the subject is text the gate could not split.
@@ -195,12 +200,12 @@ func (g Gate) evaluate(c Call, ex *explainer) Decision {
 	}
 
 	subjects, whole, over := g.subjects(c, ex)
-	pm := newMatcher()
+	pm := g.newMatcher()
 
 	// 1. The machine owner's deny rules: nothing relaxes them.
 	denyRules := func(src Source, rules []Rule, s subject, part string) (Decision, bool) {
 		for i, r := range rules {
-			if r.Decision != DecisionDeny {
+			if r.action() != DecisionDeny {
 				continue
 			}
 			if ok, f := pm.matches(r, s); ok {
@@ -221,12 +226,22 @@ func (g Gate) evaluate(c Call, ex *explainer) Decision {
 	}
 	ex.printf("machine owner's deny rules: none matches")
 
+	// The worker's own reading of the call: bhw-run never answers looser.
+	var wd *WorkerDecision
+	if posture == PostureGuarded {
+		w := WorkerDecide(g.Worker, g.Thread, g.WorkFolder, g.Outbox, c)
+		wd = &w
+	}
+
 	// 2. A one-shot grant a person gave for exactly this call. A line past
 	// the gate's limits was never checked in full against the machine
 	// owner's deny rules, so while there are any a person cannot approve it.
 	granted := c.Fingerprint != "" && slices.Contains(g.Grants, c.Fingerprint)
 	if granted && over != "" && g.ownerDeniesExec() {
 		ex.printf("one-shot grant: not for this line: it is over the gate's limits and the machine owner has exec deny rules it could not be checked against")
+		granted = false
+	} else if granted && wd != nil && wd.Action == DecisionDeny {
+		ex.printf("one-shot grant: not for this call: blobhub-worker denies it (%s)", g.workerDecided(*wd).Reason)
 		granted = false
 	} else if granted {
 		return Decision{Decision: DecisionAllow, Granted: true, Reason: "allowed by a one-shot grant (a person approved this exact call)"}
@@ -260,13 +275,42 @@ func (g Gate) evaluate(c Call, ex *explainer) Decision {
 			best = d
 		}
 	}
+	if wd != nil {
+		w := g.workerDecided(*wd)
+		if strictness(w.Decision) > strictness(best.Decision) {
+			ex.printf("blobhub-worker's reading is stricter: %s", w.Reason)
+			best = w
+		} else {
+			ex.printf("blobhub-worker's reading: %s", w.Reason)
+		}
+	}
 	return best
+}
+
+// workerDecided is the worker's decision as the gate reports it.
+func (g Gate) workerDecided(wd WorkerDecision) Decision {
+	if wd.Origin == OriginDefault {
+		return Decision{Decision: wd.Action, Reason: verb(wd.Action) + " the thread's default (no rule matches the call as blobhub-worker reads it)"}
+	}
+	src, rules := SourceWorker, g.Worker
+	if wd.Origin == OriginThread {
+		src, rules = SourceThread, g.Thread.Rules
+	}
+	if wd.Index < 0 || wd.Index >= len(rules) {
+		return Decision{Decision: wd.Action, Reason: verb(wd.Action) + " " + wd.RuleID}
+	}
+	m := &Match{Source: src, Index: wd.Index, Rule: rules[wd.Index]}
+	reason := verb(wd.Action) + " " + m.String() + " as blobhub-worker reads the call (its first matching rule decides)"
+	if wd.RuleID == "policy_evaluation_error" {
+		reason = "denied: " + m.String() + " has a command pattern blobhub-worker cannot read"
+	}
+	return Decision{Decision: wd.Action, By: m, Reason: reason}
 }
 
 // ownerDeniesExec reports whether the machine owner has an exec deny rule.
 func (g Gate) ownerDeniesExec() bool {
 	for _, r := range g.Worker {
-		if r.Effect == EffectExec && r.Decision == DecisionDeny {
+		if r.Effect == EffectExec && r.action() == DecisionDeny {
 			return true
 		}
 	}
@@ -310,7 +354,7 @@ func (g Gate) decideSubject(c Call, posture string, s subject, part string, pm *
 	}
 	if posture == PostureApproval {
 		for i, r := range g.Worker {
-			if r.Decision != DecisionAsk {
+			if r.action() != DecisionAsk {
 				continue
 			}
 			if ok, f := pm.matches(r, s); ok {
@@ -321,7 +365,7 @@ func (g Gate) decideSubject(c Call, posture string, s subject, part string, pm *
 	}
 	if s.effect != "" {
 		for i, r := range g.Worker {
-			if r.Decision == DecisionDeny {
+			if r.action() == DecisionDeny {
 				continue
 			}
 			if ok, f := pm.matches(r, s); ok {
@@ -343,9 +387,9 @@ func (g Gate) decideSubject(c Call, posture string, s subject, part string, pm *
 
 // ruleDecision fails closed: a decision Validate would refuse is an ask.
 func ruleDecision(r Rule) string {
-	switch r.Decision {
+	switch r.action() {
 	case DecisionAllow, DecisionDeny:
-		return r.Decision
+		return r.action()
 	}
 	return DecisionAsk
 }
@@ -400,7 +444,14 @@ func (g Gate) subjects(c Call, ex *explainer) (subjects []subject, whole *subjec
 		}
 		return subjects, whole, sp.over
 	case EffectRead, EffectWrite:
-		return []subject{{effect: c.Effect, outside: g.outsidePaths(c, ex)}}, nil, ""
+		paths := append([]string(nil), c.Target.Paths...)
+		if c.GrantRoot != "" && !slices.Contains(paths, c.GrantRoot) {
+			paths = append(paths, c.GrantRoot)
+		}
+		if len(paths) == 0 {
+			ex.printf("path: none given; counts as outside the work folder and the outbox")
+		}
+		return []subject{{effect: c.Effect, outside: g.outsidePaths(c, ex), paths: paths}}, nil, ""
 	case "":
 		ex.printf("effect: none; only the thread's default answers this call (under approval, a person)")
 		return []subject{{}}, nil, ""
@@ -441,7 +492,7 @@ func (g Gate) outsidePaths(c Call, ex *explainer) []string {
 			}
 			outside = append(outside, r)
 		case workOK && Within(work, r) && Within(work, rw):
-			ex.printf("path %q: inside the work folder (%s); path rules do not apply to it", p, r)
+			ex.printf("path %q: inside the work folder (%s); an outside: work_folder rule does not match it", p, r)
 		default:
 			for _, x := range []string{r, rw} {
 				if (!workOK || !Within(work, x)) && !slices.Contains(outside, x) {
@@ -454,16 +505,17 @@ func (g Gate) outsidePaths(c Call, ex *explainer) []string {
 	return outside
 }
 
-// matcher matches rules against subjects. It resolves each path pattern's
-// fixed base through symlinks once, the same way targets are resolved, so
-// "/home/me/**" still matches when /home/me is a link; and it bounds the
+// matcher matches rules against subjects. It holds the work folder and the
+// outbox as the worker resolves them (for outside: outbox), and bounds the
 // work of matching readings with unknown words for one call.
 type matcher struct {
-	paths map[string]string
+	view  workerView
 	cells int // mayMatch steps left
 }
 
-func newMatcher() *matcher { return &matcher{paths: map[string]string{}, cells: maxMatchCells} }
+func (g Gate) newMatcher() *matcher {
+	return &matcher{view: newWorkerView(g.WorkFolder, g.Outbox), cells: maxMatchCells}
+}
 
 // matches reports whether rule r matches subject s, and the reading it
 // matched in (nil: as written). A command rule matches the source as
@@ -474,78 +526,62 @@ func (pm *matcher) matches(r Rule, s subject) (bool, *form) {
 	if r.Effect != s.effect || s.effect == "" {
 		return false, nil
 	}
-	switch {
-	case r.Command != "":
-		if s.effect != EffectExec {
-			return false, nil
-		}
-		if MatchCommand(r.Command, s.command) {
-			return true, nil
-		}
-		if s.part == nil {
-			return false, nil
-		}
-		holds := ruleDecision(r) != DecisionAllow
-		if w := s.part.words; w != nil {
-			// An allow rule reads an unknown word as written.
-			if !w.wild() || !holds {
-				if MatchCommand(r.Command, w.text()) {
-					return true, w
-				}
-			} else if mayMatch(r.Command, *w, &pm.cells) {
-				return true, w
-			}
-		}
-		if !holds {
-			return false, nil
-		}
-		for i := range s.part.strict {
-			f := &s.part.strict[i]
-			if f.wild() && mayMatch(r.Command, *f, &pm.cells) || !f.wild() && MatchCommand(r.Command, f.text()) {
+	if len(r.Command) > 0 && s.effect == EffectExec {
+		for _, c := range r.Command {
+			if ok, f := pm.matchesCommand(r, c, s); ok {
 				return true, f
 			}
 		}
 		return false, nil
-	case r.Path != "":
-		resolved := pm.resolve(r.Path)
-		for _, p := range s.outside {
-			if MatchPath(r.Path, p) || (resolved != r.Path && MatchPath(resolved, p)) {
+	}
+	switch r.Outside {
+	case OutsideWorkFolder:
+		return len(s.outside) > 0 || len(s.paths) == 0, nil
+	case OutsideOutbox:
+		if len(s.paths) == 0 {
+			return true, nil
+		}
+		for _, p := range s.paths {
+			if pm.view.leaves(pm.view.outbox, p) {
 				return true, nil
 			}
 		}
 		return false, nil
-	default:
+	}
+	return true, nil
+}
+
+// matchesCommand is matches for one command glob of an exec rule.
+func (pm *matcher) matchesCommand(r Rule, pattern string, s subject) (bool, *form) {
+	if MatchCommand(pattern, s.command) {
 		return true, nil
 	}
-}
-
-func (pm *matcher) resolve(pattern string) string {
-	if r, ok := pm.paths[pattern]; ok {
-		return r
+	if s.part == nil {
+		return false, nil
 	}
-	out := pattern
-	if !hasGlobMeta(pattern) {
-		if r, ok := resolvePath(pattern, ""); ok {
-			out = r
-		}
-	} else if base, rest := doublestar.SplitPattern(pattern); base != "" && base != "." {
-		if r, ok := resolvePath(base, ""); ok && r != base {
-			out = escapeMeta(r) + "/" + rest
+	holds := ruleDecision(r) != DecisionAllow
+	if w := s.part.words; w != nil {
+		// An allow rule reads an unknown word as written, and never past
+		// a leading assignment (FOO=1 git push is not git push to it: the
+		// assignment may be GIT_SSH_COMMAND, LD_PRELOAD, PAGER, ...).
+		if !w.wild() || !holds {
+			if (holds || !s.part.assigns) && MatchCommand(pattern, w.text()) {
+				return true, w
+			}
+		} else if mayMatch(pattern, *w, &pm.cells) {
+			return true, w
 		}
 	}
-	pm.paths[pattern] = out
-	return out
-}
-
-func escapeMeta(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]{}\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
+	if !holds {
+		return false, nil
 	}
-	return b.String()
+	for i := range s.part.strict {
+		f := &s.part.strict[i]
+		if f.wild() && mayMatch(pattern, *f, &pm.cells) || !f.wild() && MatchCommand(pattern, f.text()) {
+			return true, f
+		}
+	}
+	return false, nil
 }
 
 func quoteList(ss []string) string {

@@ -41,9 +41,9 @@ func question() Call {
 	return Call{Tool: "AskUserQuestion", Kind: KindAskUserQuestion}
 }
 
-func exR(cmd, d string) Rule                  { return Rule{Effect: EffectExec, Command: cmd, Decision: d} }
-func pathR(e, p, d string) Rule               { return Rule{Effect: e, Path: p, Decision: d} }
-func effectR(e, d string) Rule                { return Rule{Effect: e, Decision: d} }
+func exR(cmd, d string) Rule                  { return Rule{Effect: EffectExec, Command: []string{cmd}, Action: d} }
+func pathR(e, p, d string) Rule               { return Rule{Effect: e, Outside: OutsideWorkFolder, Action: d} }
+func effectR(e, d string) Rule                { return Rule{Effect: e, Action: d} }
 func thread(def string, rules ...Rule) Policy { return Policy{Default: def, Rules: rules} }
 
 // fixture is a work folder with links pointing out of it, and a folder
@@ -128,14 +128,14 @@ func TestDecide(t *testing.T) {
 		{name: "approval: question asks", gate: app(w()), call: question(), want: DecisionAsk},
 
 		// guarded: defaults.
-		{name: "guarded: unset default asks", gate: grd(th(thread(""))), call: bash("ls"), want: DecisionAsk},
+		{name: "guarded: unset default allows, as the worker", gate: grd(th(thread(""))), call: bash("ls"), want: DecisionAllow},
 		{name: "guarded: default allow", gate: grd(th(thread(DecisionAllow))), call: bash("ls"), want: DecisionAllow},
 		{name: "guarded: default deny", gate: grd(th(thread(DecisionDeny))), call: bash("ls"), want: DecisionDeny},
 		{name: "guarded: unknown default fails closed", gate: grd(th(thread("maybe"))), call: bash("ls"), want: DecisionAsk},
 
 		// guarded: command rules.
 		{name: "guarded: thread allow by pattern", gate: grd(th(thread("", exR("ls *", DecisionAllow)))), call: bash("ls -la /"), want: DecisionAllow, by: "thread 1"},
-		{name: "guarded: pattern is anchored at the end", gate: grd(th(thread("", exR("ls *", DecisionAllow)))), call: bash("ls"), want: DecisionAsk},
+		{name: "guarded: pattern is anchored at the end", gate: grd(th(thread(DecisionAsk, exR("ls *", DecisionAllow)))), call: bash("ls"), want: DecisionAsk},
 		{name: "guarded: pattern is anchored at the start", gate: grd(th(thread(DecisionAllow, exR("rm *", DecisionDeny)))), call: bash("echo rm x"), want: DecisionAllow},
 		{name: "guarded: star spans slashes and spaces", gate: grd(th(thread("", exR("cat /etc/*", DecisionDeny)))), call: bash("cat /etc/ssl/certs/a b"), want: DecisionDeny, by: "thread 1"},
 		{name: "guarded: whitespace folded", gate: grd(th(thread("", exR("git   status", DecisionAllow)))), call: bash("  git \t status  "), want: DecisionAllow, by: "thread 1"},
@@ -146,12 +146,12 @@ func TestDecide(t *testing.T) {
 		{name: "guarded: thread first match deny", gate: grd(th(thread(DecisionAllow, exR("git push *", DecisionDeny), exR("git *", DecisionAllow)))), call: bash("git push origin"), want: DecisionDeny, by: "thread 1"},
 		{name: "guarded: thread first match allow", gate: grd(th(thread(DecisionDeny, exR("git *", DecisionAllow), exR("git push *", DecisionDeny)))), call: bash("git push origin"), want: DecisionAllow, by: "thread 1"},
 		{name: "guarded: exec rule without command matches every command", gate: grd(th(thread(DecisionAllow, effectR(EffectExec, DecisionDeny)))), call: bash("true"), want: DecisionDeny, by: "thread 1"},
-		{name: "guarded: rule of another effect does not match", gate: grd(th(thread("", effectR(EffectWrite, DecisionAllow)))), call: bash("ls"), want: DecisionAsk},
+		{name: "guarded: rule of another effect does not match", gate: grd(th(thread(DecisionAsk, effectR(EffectWrite, DecisionAllow)))), call: bash("ls"), want: DecisionAsk},
 		{name: "guarded: trailing star needs something", gate: grd(th(thread(DecisionAllow, exR("rm *", DecisionDeny)))), call: bash("rm"), want: DecisionAllow},
 
 		// guarded: compound lines.
 		{name: "compound: every part allowed", gate: grd(th(thread("", exR("git *", DecisionAllow)))), call: bash("git add . && git commit -m 'x y'"), want: DecisionAllow, by: "thread 1"},
-		{name: "compound: one part falls to the default", gate: grd(th(thread("", exR("git *", DecisionAllow)))), call: bash("git add . && curl -s x"), want: DecisionAsk, part: "curl -s x"},
+		{name: "compound: one part falls to the default", gate: grd(th(thread(DecisionAsk, exR("git *", DecisionAllow)))), call: bash("git add . && curl -s x"), want: DecisionAsk, part: "curl -s x"},
 		{name: "compound: deny beats ask and allow", gate: grd(th(thread("", exR("echo *", DecisionAllow)), exR("rm *", DecisionDeny))), call: bash("echo hi; curl x | wc -l; rm y"), want: DecisionDeny, by: "worker 1", part: "rm y"},
 		{name: "compound: a shell reading a pipe may run anything", gate: grd(th(thread(DecisionAllow), exR("rm *", DecisionDeny))), call: bash("curl -s https://x | sh"), want: DecisionDeny, by: "worker 1", part: "sh"},
 		{name: "compound: a shell reading a here-string runs it", gate: grd(th(thread(DecisionAllow), exR("rm *", DecisionDeny))), call: bash("bash <<< 'r\\m x'"), want: DecisionDeny, by: "worker 1", part: "r\\m x"},
@@ -160,7 +160,7 @@ func TestDecide(t *testing.T) {
 		{name: "compound: pipeline of allowed parts", gate: grd(th(thread("", exR("cat *", DecisionAllow), exR("grep *", DecisionAllow)))), call: bash("cat f | grep -v x"), want: DecisionAllow, by: "thread 1"},
 		{name: "compound: subshell", gate: grd(th(thread(DecisionAllow, exR("rm -rf *", DecisionDeny)))), call: bash("(cd /tmp && rm -rf x)"), want: DecisionDeny, by: "thread 1", part: "rm -rf x"},
 		{name: "compound: command substitution", gate: grd(th(thread("", exR("echo *", DecisionAllow), exR("rm -rf *", DecisionDeny)))), call: bash("echo $(rm -rf x)"), want: DecisionDeny, by: "thread 2", part: "rm -rf x"},
-		{name: "compound: backticks", gate: grd(th(thread("", exR("echo *", DecisionAllow)))), call: bash("echo `whoami`"), want: DecisionAsk, part: "whoami"},
+		{name: "compound: backticks", gate: grd(th(thread(DecisionAsk, exR("echo *", DecisionAllow)))), call: bash("echo `whoami`"), want: DecisionAsk, part: "whoami"},
 		{name: "compound: bash -c script is judged too", gate: grd(th(thread("", exR("bash *", DecisionAllow), exR("rm -rf *", DecisionDeny)))), call: bash("bash -c 'rm -rf x'"), want: DecisionDeny, by: "thread 2", part: "rm -rf x"},
 		{name: "compound: redirection stays with its command", gate: grd(th(thread("", exR("* > /etc/*", DecisionDeny), exR("echo *", DecisionAllow)))), call: bash("echo hi > /etc/motd"), want: DecisionDeny, by: "thread 1"},
 		{name: "compound: background and negation dropped", gate: grd(th(thread("", exR("sleep *", DecisionAllow)))), call: bash("! sleep 5 &"), want: DecisionAllow, by: "thread 1"},
@@ -172,11 +172,12 @@ func TestDecide(t *testing.T) {
 		{name: "unparsable line judged whole: deny", gate: grd(w(exR("*'*", DecisionDeny))), call: bash("echo 'unterminated"), want: DecisionDeny, by: "worker 1"},
 
 		// guarded: grants.
-		{name: "grant beats a thread deny", gate: grd(grant(th(thread("", exR("rm *", DecisionDeny))), bash("rm x"))), call: bash("rm x"), want: DecisionAllow, granted: true},
+		{name: "grant beats a thread ask", gate: grd(grant(th(thread("", exR("rm *", DecisionAsk))), bash("rm x"))), call: bash("rm x"), want: DecisionAllow, granted: true},
+		{name: "grant does not beat a thread deny, which the worker applies", gate: grd(grant(th(thread("", exR("rm *", DecisionDeny))), bash("rm x"))), call: bash("rm x"), want: DecisionDeny, by: "thread 1"},
 		{name: "worker deny beats a grant", gate: grd(grant(w(rmDeny), bash("rm -rf x"))), call: bash("rm -rf x"), want: DecisionDeny, by: "worker 1"},
 		{name: "worker deny on one part beats a grant", gate: grd(grant(w(rmDeny), bash("ls; rm -rf x"))), call: bash("ls; rm -rf x"), want: DecisionDeny, by: "worker 1"},
 		{name: "grant for another call does not apply", gate: grd(grant(th(thread(DecisionDeny)), bash("rm x"))), call: bash("rm y"), want: DecisionDeny},
-		{name: "grant ignores the description", gate: grd(grant(th(thread(DecisionDeny)), bash("make"))),
+		{name: "grant ignores the description", gate: grd(grant(th(thread(DecisionAsk)), bash("make"))),
 			call: func() Call {
 				c := bash("make")
 				c.Input = json.RawMessage(`{"description":"another wording","command":"make"}`)
@@ -190,7 +191,6 @@ func TestDecide(t *testing.T) {
 		{name: "path: deny outside", gate: grd(th(thread(DecisionAllow, pathR(EffectWrite, "/etc/**", DecisionDeny)))), call: fileCall(EffectWrite, "/etc/passwd"), want: DecisionDeny, by: "thread 1"},
 		{name: "path: rule never matches inside", gate: grd(th(thread(DecisionAllow, pathR(EffectWrite, "/**", DecisionDeny)))), call: fileCall(EffectWrite, filepath.Join(f.work, "src", "a.go")), want: DecisionAllow},
 		{name: "path: one outside path among several", gate: grd(th(thread(DecisionAllow, pathR(EffectWrite, "/etc/**", DecisionDeny)))), call: fileCall(EffectWrite, filepath.Join(f.work, "a"), "/etc/hosts"), want: DecisionDeny, by: "thread 1"},
-		{name: "path: outside path not matching the pattern", gate: grd(th(thread(DecisionAllow, pathR(EffectWrite, "/etc/**", DecisionDeny)))), call: fileCall(EffectWrite, filepath.Join(f.out, "a")), want: DecisionAllow},
 		{name: "path: folder link leading out", gate: grd(th(thread(DecisionAllow, pathR(EffectWrite, f.out+"/**", DecisionDeny)))), call: fileCall(EffectWrite, filepath.Join(f.work, "to-out", "x", "y.txt")), want: DecisionDeny, by: "thread 1"},
 		{name: "path: relative link leading out", gate: grd(th(thread(DecisionAllow, pathR(EffectWrite, f.out+"/*", DecisionDeny)))), call: fileCall(EffectWrite, filepath.Join(f.work, "rel-out", "z")), want: DecisionDeny, by: "thread 1"},
 		{name: "path: dangling link leading out", gate: grd(th(thread(DecisionAllow, pathR(EffectWrite, f.out+"/new.txt", DecisionDeny)))), call: fileCall(EffectWrite, filepath.Join(f.work, "dangling")), want: DecisionDeny, by: "thread 1"},
@@ -206,14 +206,14 @@ func TestDecide(t *testing.T) {
 		{name: "path: grantRoot counts as a path", gate: grd(th(thread(DecisionAllow, pathR(EffectWrite, f.out, DecisionDeny)))),
 			call: func() Call { c := fileCall(EffectWrite, filepath.Join(f.work, "a")); c.GrantRoot = f.out; return c }(), want: DecisionDeny, by: "thread 1"},
 		{name: "path: read allow", gate: grd(th(thread(DecisionDeny, pathR(EffectRead, "/usr/**", DecisionAllow)))), call: fileCall(EffectRead, "/usr/share/dict/words"), want: DecisionAllow, by: "thread 1"},
-		{name: "path: write rule does not match a read", gate: grd(th(thread("", pathR(EffectWrite, "/etc/**", DecisionDeny)))), call: fileCall(EffectRead, "/etc/passwd"), want: DecisionAsk},
-		{name: "path: call without a path", gate: grd(th(thread(DecisionAllow, pathR(EffectRead, "/**", DecisionDeny)))), call: fileCall(EffectRead), want: DecisionAllow},
+		{name: "path: write rule does not match a read", gate: grd(th(thread(DecisionAsk, pathR(EffectWrite, "/etc/**", DecisionDeny)))), call: fileCall(EffectRead, "/etc/passwd"), want: DecisionAsk},
+		{name: "path: a call without a path counts as outside, as the worker", gate: grd(th(thread(DecisionAllow, pathR(EffectRead, "/**", DecisionDeny)))), call: fileCall(EffectRead), want: DecisionDeny, by: "thread 1"},
 		{name: "path: read rule without path matches inside too", gate: grd(th(thread(DecisionDeny, effectR(EffectRead, DecisionAllow)))), call: fileCall(EffectRead, filepath.Join(f.work, "a")), want: DecisionAllow, by: "thread 1"},
 
 		// guarded: network, no effect, questions.
 		{name: "network: thread deny", gate: grd(th(thread(DecisionAllow, effectR(EffectNetwork, DecisionDeny)))), call: web("https://x"), want: DecisionDeny, by: "thread 1"},
 		{name: "network: worker allow before thread deny", gate: grd(th(thread("", effectR(EffectNetwork, DecisionDeny)), effectR(EffectNetwork, DecisionAllow))), call: web("https://x"), want: DecisionAllow, by: "worker 1"},
-		{name: "no effect: default ask", gate: grd(th(thread("", effectR(EffectExec, DecisionAllow)))), call: noEffect("Task"), want: DecisionAsk},
+		{name: "no effect: default ask", gate: grd(th(thread(DecisionAsk, effectR(EffectExec, DecisionAllow)))), call: noEffect("Task"), want: DecisionAsk},
 		{name: "no effect: default allow beats every rule", gate: grd(th(thread(DecisionAllow, effectR(EffectExec, DecisionDeny)), effectR(EffectWrite, DecisionDeny))), call: noEffect("mcp__x__y"), want: DecisionAllow},
 		{name: "no effect: default deny", gate: grd(th(thread(DecisionDeny))), call: noEffect("EnterWorktree"), want: DecisionDeny},
 		{name: "guarded: question asks whatever the default", gate: grd(th(thread(DecisionAllow))), call: question(), want: DecisionAsk},
@@ -255,7 +255,7 @@ func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 func TestReasonAndVerdict(t *testing.T) {
 	g := Gate{Posture: PostureGuarded, Worker: []Rule{exR("ls", DecisionAllow), exR("rm -rf *", DecisionDeny)}, Thread: thread(DecisionAllow)}
 	d := g.Decide(bash("echo a && rm -rf build"))
-	want := `denied by worker rule 2 (exec "rm -rf *") for "rm -rf build"`
+	want := `denied by worker rule 2 (exec deny "rm -rf *") for "rm -rf build"`
 	if d.Reason != want {
 		t.Errorf("reason = %q, want %q", d.Reason, want)
 	}
@@ -269,8 +269,10 @@ func TestReasonAndVerdict(t *testing.T) {
 	if v := (Decision{Decision: DecisionAllow}).Verdict(); v.Action != Allow {
 		t.Errorf("allow → %v, want allow", v.Action)
 	}
-	d = Gate{Posture: PostureGuarded, Thread: thread("", pathR(EffectWrite, "/etc/**", DecisionDeny))}.Decide(fileCall(EffectWrite, "/etc/x"))
-	if want := `denied by thread rule 1 (write "/etc/**")`; d.Reason != want {
+	r := pathR(EffectWrite, "", DecisionDeny)
+	r.ID = "stay-home"
+	d = Gate{Posture: PostureGuarded, Thread: thread("", r)}.Decide(fileCall(EffectWrite, "/etc/x"))
+	if want := `denied by thread rule "stay-home" (write deny outside work_folder)`; d.Reason != want {
 		t.Errorf("reason = %q, want %q", d.Reason, want)
 	}
 }
@@ -284,7 +286,7 @@ func TestExplain(t *testing.T) {
 	for _, want := range []string{
 		"posture: guarded",
 		`command parts: "git status", "make"`,
-		`part "git status": allowed by thread rule 1 (exec "git *")`,
+		`part "git status": allowed by thread rule 1 (exec allow "git *")`,
 		`part "make": held for a person by the thread's default`,
 		`decision: ask (held for a person by the thread's default for "make")`,
 		"cannot see", "Codex sandbox",

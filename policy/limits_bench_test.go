@@ -86,3 +86,15 @@ func BenchmarkDecideHostile(b *testing.B) {
 		b.Run(name, func(b *testing.B) { benchDecide(b, g, c) })
 	}
 }
+
+// BenchmarkDecideTypical: a guarded call as agents send them, a compound
+// git line against a handful of rules, both readings (bhw-run's and the
+// worker's).
+func BenchmarkDecideTypical(b *testing.B) {
+	g := Gate{Posture: PostureGuarded, Worker: []Rule{exR("rm -rf *", DecisionDeny)},
+		Thread: thread(DecisionAsk, exR("git push*", DecisionDeny), exR("go test *", DecisionAllow), exR("git status*", DecisionAllow))}
+	c := bash("git -C /repo status --short && go test ./... 2>&1 | tail -20")
+	for b.Loop() {
+		g.Decide(c)
+	}
+}

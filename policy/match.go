@@ -8,9 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"unicode/utf8"
 
-	"github.com/bmatcuk/doublestar/v4"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -19,57 +17,13 @@ func foldSpace(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// MatchCommand reports whether a command pattern matches a command line:
-// `*` matches any run of characters, slashes and spaces
-// included; the match is anchored at both ends; runs of whitespace are folded
-// in both. No other character is special.
+// MatchCommand reports whether a command pattern matches a command line as
+// bhw-run reads it: the worker's glob (fnmatch.go: `*`, `?`, `[…]`,
+// `[!…]`), anchored at both ends, with runs of whitespace folded in both. A
+// pattern the worker cannot read matches (Validate refuses it first).
 func MatchCommand(pattern, command string) bool {
-	p, s := foldSpace(pattern), foldSpace(command)
-	parts := strings.Split(p, "*")
-	if len(parts) == 1 {
-		return p == s
-	}
-	if !strings.HasPrefix(s, parts[0]) {
-		return false
-	}
-	s = s[len(parts[0]):]
-	last := parts[len(parts)-1]
-	// The leftmost match of each middle piece leaves the most room for the
-	// rest, so a greedy scan decides the match.
-	for _, mid := range parts[1 : len(parts)-1] {
-		i := strings.Index(s, mid)
-		if i < 0 {
-			return false
-		}
-		s = s[i+len(mid):]
-	}
-	return strings.HasSuffix(s, last)
-}
-
-// MatchPath reports whether an absolute path pattern matches an absolute path:
-// doublestar syntax, `*` within one segment, `**` across segments. Both are
-// cleaned first so "/etc/" and "/etc" are one path. A bad pattern matches
-// nothing (Validate refuses it before it gets here).
-func MatchPath(pattern, path string) bool {
-	if pattern == "" || path == "" {
-		return false
-	}
-	// filepath.Clean leaves `**` and escapes alone on Unix.
-	pattern, path = filepath.Clean(pattern), filepath.Clean(path)
-	if !hasGlobMeta(pattern) {
-		// Byte for byte: doublestar reads runes, and two different invalid
-		// UTF-8 bytes would both read as U+FFFD and match.
-		return pattern == path
-	}
-	if !utf8.ValidString(pattern) {
-		return false
-	}
-	ok, err := doublestar.Match(pattern, path)
-	return err == nil && ok
-}
-
-func hasGlobMeta(pattern string) bool {
-	return strings.ContainsAny(pattern, `*?[]{}\`)
+	ok, err := Fnmatch(foldSpace(pattern), foldSpace(command))
+	return ok || err != nil
 }
 
 // Limits on the work one command line may cost the gate. Parsing is
@@ -115,6 +69,9 @@ type part struct {
 	// limit) and is judged as one string; it is at best ask. why says so.
 	raw bool
 	why string
+	// assigns: the statement starts with NAME=value assignments, which an
+	// allow rule never reads past.
+	assigns bool
 }
 
 // split is a command line split into parts.
@@ -275,6 +232,7 @@ func (sp *split) add(line string, st *syntax.Stmt, depth int) {
 	budget := maxFormBytes - sp.bytes - len(src)
 	var scripts []string
 	if call, ok := st.Cmd.(*syntax.CallExpr); ok && len(call.Args) > 0 {
+		pt.assigns = len(call.Assigns) > 0
 		scripts = readCall(&pt, line, st, call, &budget)
 	} else {
 		scripts = clauseScripts(st.Cmd) // shells.go: subscripts in declare, let, [[ -v ]]

@@ -162,13 +162,16 @@ func TestCommandReadings(t *testing.T) {
 	}{
 		// Allow rules still allow what they allowed, and the words too.
 		{"allow as written", "go test ./...", g(goTest), DecisionAllow, ""},
-		{"allow past an assignment", "GOFLAGS=-x go test ./...", g(goTest), DecisionAllow, "go test ./..."},
-		{"allow past two assignments", "CGO_ENABLED=0 GOFLAGS=-x go test ./...", g(goTest), DecisionAllow, "go test ./..."},
-		{"allow a quoted name", `"go" test ./...`, g(goTest), DecisionAllow, "go test ./..."},
+		// An allow rule reads the command as written (as the worker): never
+		// past an assignment, which may be GIT_SSH_COMMAND or LD_PRELOAD.
+		{"allow does not read past an assignment", "GOFLAGS=-x go test ./...", g(goTest), DecisionAsk, ""},
+		{"allow does not read past two assignments", "CGO_ENABLED=0 GOFLAGS=-x go test ./...", g(goTest), DecisionAsk, ""},
+		{"allow does not read a quoted name", `"go" test ./...`, g(goTest), DecisionAsk, ""},
 		{"allow with an unknown argument", "go test $PKGS", g(goTest), DecisionAllow, ""},
 		{"allow with a redirection", "go test ./... 2>&1", g(goTest), DecisionAllow, ""},
-		{"allow an exact rule past a redirection", "git status 2>/dev/null", g(exR("git status", DecisionAllow)), DecisionAllow, "git status"},
-		{"allow in a compound line", "GOFLAGS=-x go test ./... && cd x", g(goTest, exR("cd *", DecisionAllow)), DecisionAllow, "go test ./..."},
+		{"an exact allow rule does not read past a redirection", "git status 2>/dev/null", g(exR("git status", DecisionAllow)), DecisionAsk, ""},
+		{"allow in a compound line", "go test ./... && cd x", g(goTest, exR("cd *", DecisionAllow)), DecisionAllow, ""},
+		{"allow a compound line as the worker does", "go test ./... && cd x", g(exR("go test *", DecisionAllow)), DecisionAsk, ""},
 		{"a redirection rule does not read a quoted word", `echo '> /etc/x'`, g(exR("echo *", DecisionAllow)), DecisionAllow, ""},
 		// ... but an allow rule never reads past a wrapper or a folder.
 		{"allow does not read past sudo", "sudo go test ./...", g(goTest), DecisionAsk, ""},
@@ -183,7 +186,9 @@ func TestCommandReadings(t *testing.T) {
 		{"a wrapper's command's unknown argument", "timeout 60 go test $PKGS", g(exR("timeout *", DecisionAllow)), DecisionAllow, ""},
 		{"push without force", "git push origin $BRANCH", g(exR("git push *", DecisionAllow)), DecisionAllow, ""},
 		{"literal star in quotes", `find . -name '*.go'`, g(exR("find *", DecisionAllow)), DecisionAllow, ""},
-		{"a here-document", "cat > notes.md <<'EOF'\nrm -rf / is what we never do\nEOF", g(exR("cat *", DecisionAllow)), DecisionAllow, ""},
+		// The worker splits on every newline, a here-document's included.
+		{"a here-document", "cat > notes.md <<'EOF'\nrm -rf / is what we never do\nEOF", g(exR("cat *", DecisionAllow)), DecisionDeny, ""},
+		{"a here-document without a rule's words", "cat > notes.md <<'EOF'\nwhat we never do\nEOF", g(exR("cat *", DecisionAllow)), DecisionAllow, ""},
 
 		// The owner's deny reads every spelling that may run what it names.
 		{"force push past an unknown remote", "git push $REMOTE --force", g(exR("git *", DecisionAllow)), DecisionDeny, "git push $REMOTE --force"},
@@ -208,10 +213,10 @@ func TestDeniedReadingIsExplained(t *testing.T) {
 	g := Gate{Posture: PostureGuarded, Worker: []Rule{exR("rm -rf *", DecisionDeny)}, Thread: thread(DecisionAllow)}
 	for line, want := range map[string][]string{
 		`\rm -rf /`: {`part "\\rm -rf /": its words read "rm -rf /"`,
-			`decision: deny (denied by worker rule 1 (exec "rm -rf *"), reading "\\rm -rf /" as "rm -rf /" (the words the shell runs))`},
+			`decision: deny (denied by worker rule 1 (exec deny "rm -rf *"), reading "\\rm -rf /" as "rm -rf /" (the words the shell runs))`},
 		`sudo -u root rm -rf /`: {`reading "sudo -u root rm -rf /" as "rm -rf /" (a command sudo may run)`},
 		`$X -rf /`:              {`"$X" is only known when the shell runs, and the rule matches some value of it: write the command out in full`},
-		`rm -rf /`:              {`decision: deny (denied by worker rule 1 (exec "rm -rf *"))`},
+		`rm -rf /`:              {`decision: deny (denied by worker rule 1 (exec deny "rm -rf *"))`},
 	} {
 		ex := Explain(g, bash(line))
 		for _, w := range want {
@@ -253,7 +258,7 @@ func TestMayMatch(t *testing.T) {
 		{"", []seg{anyT}, true},
 		{"x", []seg{lit("  x  "), anyT}, true},
 		{"é*", []seg{lit("\xc3"), anyT}, true},
-		{"é", []seg{lit("\xc3")}, false},
+		{"é", []seg{lit("\xc3")}, true}, // a stretch cut inside a character fails closed
 	}
 	for _, c := range cases {
 		cells := maxMatchCells

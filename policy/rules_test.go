@@ -1,17 +1,22 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 func TestRuleValidate(t *testing.T) {
 	valid := []Rule{
 		exR("rm -rf *", DecisionDeny),
 		effectR(EffectExec, DecisionAsk),
-		pathR(EffectWrite, "/etc/**", DecisionDeny),
-		pathR(EffectRead, "/home/*/.ssh/{id_*,config}", DecisionDeny),
+		pathR(EffectWrite, "", DecisionDeny),
+		{Effect: EffectWrite, Action: DecisionDeny, Outside: OutsideOutbox},
+		{Effect: EffectRead, Action: DecisionAllow, Outside: OutsideWorkFolder},
+		{Effect: EffectExec, Command: []string{"git push*", "git [!s]*", "rm -?f *"}},
 		effectR(EffectNetwork, DecisionAllow),
 		effectR(EffectRead, DecisionAllow),
 	}
@@ -25,20 +30,18 @@ func TestRuleValidate(t *testing.T) {
 		field string
 		says  string
 	}{
-		{Rule{Decision: DecisionDeny}, "effect", "effect is missing"},
-		{Rule{Effect: "delete", Decision: DecisionDeny}, "effect", `unknown effect "delete"; use read, write, exec or network`},
-		{Rule{Effect: "Exec", Decision: DecisionDeny}, "effect", "unknown effect"},
-		{Rule{Effect: EffectExec}, "decision", "decision is missing"},
-		{Rule{Effect: EffectExec, Decision: "block"}, "decision", `unknown decision "block"; use allow, deny or ask`},
-		{Rule{Effect: EffectWrite, Command: "rm *", Decision: DecisionDeny}, "command", "only for exec rules"},
-		{Rule{Effect: EffectNetwork, Command: "curl *", Decision: DecisionDeny}, "command", "only for exec rules"},
-		{Rule{Effect: EffectExec, Command: "   ", Decision: DecisionDeny}, "command", "blank"},
-		{Rule{Effect: EffectExec, Path: "/usr/bin/*", Decision: DecisionDeny}, "path", "use command for an exec rule"},
-		{Rule{Effect: EffectNetwork, Path: "/x", Decision: DecisionDeny}, "path", "only for read and write rules"},
-		{Rule{Effect: EffectWrite, Path: "etc/**", Decision: DecisionDeny}, "path", "relative"},
-		{Rule{Effect: EffectWrite, Path: "~/.ssh/*", Decision: DecisionDeny}, "path", "relative"},
-		{Rule{Effect: EffectWrite, Path: "/etc/[abc", Decision: DecisionDeny}, "path", "not a valid glob"},
-		{Rule{Effect: EffectRead, Path: "/etc/{a,b", Decision: DecisionDeny}, "path", "not a valid glob"},
+		{Rule{Action: DecisionDeny}, "effect", "effect is missing"},
+		{Rule{Effect: "delete", Action: DecisionDeny}, "effect", `effect "delete" is invalid; write one of write, exec, read, network`},
+		{Rule{Effect: "Exec", Action: DecisionDeny}, "effect", "is invalid"},
+		{Rule{Effect: EffectExec, Action: "block"}, "action", `action "block" is invalid; write one of allow, deny, ask`},
+		{Rule{Effect: EffectWrite, Command: []string{"rm *"}, Action: DecisionDeny}, "command", "only for exec rules"},
+		{Rule{Effect: EffectNetwork, Command: []string{"curl *"}, Action: DecisionDeny}, "command", "only for exec rules"},
+		{Rule{Effect: EffectExec, Command: []string{"   "}, Action: DecisionDeny}, "command", "blank"},
+		{Rule{Effect: EffectWrite, Outside: "work-folder", Action: DecisionDeny}, "outside", `outside "work-folder" is invalid`},
+		{Rule{Effect: EffectWrite, Outside: OutsideOutbox, Action: DecisionAllow}, "outside", "not allowed on an allow rule"},
+		{Rule{Effect: EffectWrite, Outside: OutsideOutbox}, "outside", "not allowed on an allow rule"},
+		{Rule{Effect: EffectExec, Outside: OutsideWorkFolder, Action: DecisionDeny}, "outside", "not meaningful on a exec rule"},
+		{Rule{Effect: EffectNetwork, Outside: OutsideWorkFolder, Action: DecisionDeny}, "outside", "carry no path"},
 	}
 	for _, c := range invalid {
 		err := c.rule.Validate()
@@ -54,14 +57,18 @@ func TestRuleValidate(t *testing.T) {
 }
 
 func TestValidateRulesNamesTheRule(t *testing.T) {
-	rules := []Rule{exR("ls", DecisionAllow), {Effect: EffectWrite, Command: "x", Decision: DecisionDeny}, {Effect: "bad"}}
+	rules := []Rule{exR("ls", DecisionAllow), {Effect: EffectWrite, Command: []string{"x"}, Action: DecisionDeny}, {Effect: "bad"}}
 	err := ValidateRules(rules)
 	var ie *InvalidError
 	if !errors.As(err, &ie) || ie.Index != 1 {
 		t.Fatalf("got %v", err)
 	}
-	if !strings.HasPrefix(err.Error(), "policy rule 2: ") {
+	if !strings.HasPrefix(err.Error(), "policy rule 2 (no id): ") {
 		t.Errorf("message %q does not name rule 2", err)
+	}
+	rules[1].ID = "no-writes"
+	if err := ValidateRules(rules); !strings.HasPrefix(err.Error(), `policy rule "no-writes": command is only for exec rules`) {
+		t.Errorf("message %q does not name the rule by its id", err)
 	}
 	if ValidateRules(nil) != nil {
 		t.Error("no rules is valid")
@@ -76,19 +83,81 @@ func TestPolicyValidate(t *testing.T) {
 	}
 	err := Policy{Default: "maybe"}.Validate()
 	var ie *InvalidError
-	if !errors.As(err, &ie) || ie.Field != "default" || ie.Index != -1 || !strings.Contains(err.Error(), `unknown default "maybe"`) {
+	if !errors.As(err, &ie) || ie.Field != "default" || ie.Index != -1 || !strings.Contains(err.Error(), `default "maybe" is invalid`) {
 		t.Errorf("got %v", err)
 	}
-	err = Policy{Default: "ask", Rules: []Rule{{Effect: EffectExec, Decision: "nope"}}}.Validate()
+	err = Policy{Default: "ask", Rules: []Rule{{Effect: EffectExec, Action: "nope"}}}.Validate()
 	if !errors.As(err, &ie) || ie.Index != 0 {
 		t.Errorf("got %v", err)
 	}
-	if got := (Policy{}).DefaultDecision(); got != DecisionAsk {
-		t.Errorf("unset default = %q", got)
+	// As the worker: a policy without a default allows what no rule matched.
+	if got := (Policy{}).DefaultDecision(); got != DecisionAllow {
+		t.Errorf("unset default = %q, want allow", got)
+	}
+	// As the worker: a rule without an action allows.
+	if got := (Rule{Effect: EffectExec}).action(); got != DecisionAllow {
+		t.Errorf("unset action = %q, want allow", got)
 	}
 }
 
-func TestParsePolicy(t *testing.T) {
+func TestParsePolicyWorkerShape(t *testing.T) {
+	p, err := ParsePolicy([]byte(`
+alias: policies/strict
+default: ask
+rules:
+  - id: no-push
+    effect: exec
+    action: deny
+    command: ["git push*", "git [!s]*"]
+  - id: stay-home
+    effect: write
+    action: deny
+    outside: work_folder
+  - id: outbox-only
+    effect: write
+    action: ask
+    outside: outbox
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Alias != "policies/strict" || p.Default != DecisionAsk || len(p.Rules) != 3 || p.Rules[0].ID != "no-push" ||
+		len(p.Rules[0].Command) != 2 || p.Rules[1].Outside != OutsideWorkFolder || len(p.Notes) != 0 {
+		t.Errorf("got %+v", p)
+	}
+	// Written back, it is the worker's shape: no key the worker would ignore.
+	b, _ := json.Marshal(p)
+	for _, k := range []string{`"decision"`, `"path"`, `"Notes"`} {
+		if strings.Contains(string(b), k) {
+			t.Errorf("written %s holds %s", b, k)
+		}
+	}
+	if p, err := ParsePolicy([]byte(`{"rules":[{"id":"n","effect":"network","action":"ask"}]}`)); err != nil || p.Rules[0].Effect != EffectNetwork || p.DefaultDecision() != DecisionAllow {
+		t.Errorf("json: %+v %v", p, err)
+	}
+	for doc, says := range map[string]string{
+		"rules:\n  - id: x\n    effect: exec\n    comand: [rm]\n    action: deny\n": `policy rule "x": unknown key "comand"; a rule's keys are id, effect, action, command, outside`,
+		"":                     "the policy is empty",
+		"{}\n":                 "the policy is empty",
+		"rules: true\n":        "rules is a boolean; write a list of rules",
+		"rules: [3]\n":         "policy rule 1 (no id): is a number",
+		"colour: red\n":        `unknown key "colour"`,
+		"default: sometimes\n": `default "sometimes" is invalid`,
+		"rules:\n  - {id: a, effect: exec, action: allow}\n  - {id: b, effect: read, outside: nowhere, action: deny}\n": `policy rule "b": outside "nowhere" is invalid`,
+		"rules:\n  - {id: a, effect: exec, command: [1]}\n":                                                             `policy rule "a": command holds a number`,
+		"rules:\n  - {id: a, effect: exec, action: deny, decision: deny}\n":                                             "keep action",
+	} {
+		_, err := ParsePolicy([]byte(doc))
+		var ie *InvalidError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), says) {
+			t.Errorf("%q: got %v, want an *InvalidError saying %q", doc, err, says)
+		}
+	}
+}
+
+// TestParsePolicyOlderSpelling: bhw-run's own older rules are read, each
+// into a rule the worker reads no wider, with a note per rule.
+func TestParsePolicyOlderSpelling(t *testing.T) {
 	p, err := ParsePolicy([]byte(`
 rules:
   - effect: exec
@@ -97,30 +166,56 @@ rules:
   - effect: write
     path: "/etc/**"
     decision: deny
-default: allow
+  - effect: write
+    path: "/tmp/**"
+    decision: allow
+  - effect: network
+    decision: ask
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Default != DecisionAllow || len(p.Rules) != 2 || p.Rules[0].Command != "rm -rf *" || p.Rules[1].Path != "/etc/**" {
-		t.Errorf("got %+v", p)
+	want := []Rule{
+		{ID: "rule-1", Effect: EffectExec, Action: DecisionDeny, Command: []string{"rm -rf *"}},
+		{ID: "rule-2", Effect: EffectWrite, Action: DecisionDeny, Outside: OutsideWorkFolder},
+		{ID: "rule-4", Effect: EffectNetwork, Action: DecisionAsk},
 	}
-	if p, err := ParsePolicy([]byte(`{"default":"deny","rules":[{"effect":"network","decision":"ask"}]}`)); err != nil || p.Rules[0].Effect != EffectNetwork {
-		t.Errorf("json: %+v %v", p, err)
+	if len(p.Rules) != len(want) {
+		t.Fatalf("rules %+v, want %+v", p.Rules, want)
 	}
-	if p, err := ParsePolicy(nil); err != nil || p.DefaultDecision() != DecisionAsk {
-		t.Errorf("empty: %+v %v", p, err)
-	}
-	for doc, says := range map[string]string{
-		"rules:\n  - effect: exec\n    comand: rm\n    decision: deny\n": "comand",
-		"rules: yes\n": "cannot read",
-		"rules:\n  - effect: exec\n    decision: allow\n  - effect: read\n    path: relative\n    decision: deny\n": "policy rule 2",
-		"default: sometimes\n": "unknown default",
-	} {
-		_, err := ParsePolicy([]byte(doc))
-		var ie *InvalidError
-		if !errors.As(err, &ie) || !strings.Contains(err.Error(), says) {
-			t.Errorf("%q: got %v, want an *InvalidError saying %q", doc, err, says)
+	for i, r := range p.Rules {
+		r.legacy = ""
+		if r.ID != want[i].ID || r.Effect != want[i].Effect || r.Action != want[i].Action || r.Outside != want[i].Outside || strings.Join(r.Command, "|") != strings.Join(want[i].Command, "|") {
+			t.Errorf("rule %d = %+v, want %+v", i, r, want[i])
 		}
+	}
+	// The older spelling's missing default meant ask; it is written out.
+	if p.Default != DecisionAsk {
+		t.Errorf("default = %q, want ask", p.Default)
+	}
+	notes := strings.Join(p.Notes, "\n")
+	for _, says := range []string{`rule 1 (rule-1): command "rm -rf *" became the list`, `rule 2 (rule-2): decision "deny" became action "deny"; path "/etc/**" became outside: work_folder`, "rule 3 (rule-3)", "left out", "no default"} {
+		if !strings.Contains(notes, says) {
+			t.Errorf("notes %q do not say %q", notes, says)
+		}
+	}
+}
+
+// TestRuleWrittenAsTheWorkerReadsIt: a rule built without an action is
+// written with it spelled out, in JSON and YAML (the worker refuses an
+// empty action).
+func TestRuleWrittenAsTheWorkerReadsIt(t *testing.T) {
+	r := Rule{Effect: EffectExec, Command: []string{"ls"}}
+	b, _ := json.Marshal(r)
+	if string(b) != `{"effect":"exec","action":"allow","command":["ls"]}` {
+		t.Errorf("json %s", b)
+	}
+	y, _ := yaml.Marshal([]Rule{r})
+	if !strings.Contains(string(y), "action: allow") || strings.Contains(string(y), "id:") {
+		t.Errorf("yaml %s", y)
+	}
+	var back []Rule
+	if err := yaml.Unmarshal(y, &back); err != nil || len(back) != 1 || back[0].Action != DecisionAllow || back[0].Command[0] != "ls" {
+		t.Errorf("read back %+v %v", back, err)
 	}
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -581,8 +582,54 @@ func strictForms(ws, rw []word, tails []tail, budget *int) []form {
 		if b, ok := withBaseName(cmd); ok && !add(b, note) {
 			return out
 		}
+		if g, ok := gitFolded(cmd); ok && !add(g, "git without the options that choose its repository") {
+			return out
+		}
 	}
 	return out
+}
+
+// gitGlobal are git's options before the subcommand: true for those whose
+// value is the next word (unless written --opt=value).
+var gitGlobal = map[string]bool{
+	"-C": true, "-c": true, "--git-dir": true, "--work-tree": true, "--namespace": true,
+	"--exec-path": false, "--config-env": true, "--super-prefix": true, "--list-cmds": true,
+	"--bare": false, "--no-pager": false, "-p": false, "--paginate": false, "-P": false,
+	"--no-replace-objects": false, "--literal-pathspecs": false, "--glob-pathspecs": false,
+	"--noglob-pathspecs": false, "--icase-pathspecs": false, "--no-optional-locks": false,
+	"--no-lazy-fetch": false, "--no-advice": false,
+}
+
+// gitFolded is a git command without the global options before its
+// subcommand (`git -C x -c k=v push` reads `git push`), which relocate the
+// repository or the configuration and leave the subcommand the same.
+func gitFolded(ws []word) ([]word, bool) {
+	if len(ws) < 2 {
+		return nil, false
+	}
+	if name, ok := ws[0].value(); !ok || path.Base(name) != "git" {
+		return nil, false
+	}
+	i := 1
+	for i < len(ws) {
+		v, ok := ws[i].value()
+		if !ok {
+			break
+		}
+		opt, _, withValue := strings.Cut(v, "=")
+		takes, known := gitGlobal[opt]
+		if !known || withValue && !strings.HasPrefix(opt, "--") {
+			break
+		}
+		i++
+		if takes && !withValue {
+			i++
+		}
+	}
+	if i == 1 || i >= len(ws) {
+		return nil, false
+	}
+	return append([]word{knownWord("git")}, ws[i:]...), true
 }
 
 // wrappedScripts are the shell scripts a call runs other than a shell's
@@ -724,20 +771,26 @@ func foldSegs(segs []seg) []seg {
 // pattern position for one character of the form). When the budget runs out
 // it answers true: a rule that holds calls back fails closed.
 //
-// The pattern's `*` matches any run; a wild stretch produces any run without
+// The pattern's `*` matches any run, `?` and a set one character (a set
+// is taken to match some character a wild stretch produces, which only
+// ever makes a deny or ask rule match more); a wild stretch produces any
+// run without
 // an operator character (a wordText one, without a space either), and a
 // space beside it may vanish with it, as folding would drop it. The two meet
 // where the pattern and the form can spell one same string: a walk over the
 // pattern positions reachable after each piece of the form.
 func mayMatch(pattern string, f form, cells *int) bool {
-	p := foldSpace(pattern)
+	p, err := compiledGlob(foldSpace(pattern))
+	if err != nil {
+		return true
+	}
 	segs := foldSegs(f.segs)
 	reach := make([]bool, len(p)+1)
 	next := make([]bool, len(p)+1)
 	reach[0] = true
 	closeStars := func(r []bool) {
 		for i := 0; i < len(p); i++ {
-			if r[i] && p[i] == '*' {
+			if r[i] && p[i].kind == globStar {
 				r[i+1] = true
 			}
 		}
@@ -758,9 +811,11 @@ func mayMatch(pattern string, f form, cells *int) bool {
 				if !next[i] {
 					continue
 				}
-				switch c := p[i]; {
-				case c == '*':
-				case strings.IndexByte(opChars, c) >= 0, s.wild == wordText && c == ' ':
+				switch t := p[i]; {
+				case t.kind == globStar:
+				case t.kind == globLit && strings.ContainsRune(opChars, t.r), s.wild == wordText && t.kind == globLit && t.r == ' ':
+					continue
+				case t.kind == globNever:
 					continue
 				}
 				next[i+1] = true
@@ -768,12 +823,17 @@ func mayMatch(pattern string, f form, cells *int) bool {
 			reach, next = next, reach
 			continue
 		}
-		for k := 0; k < len(s.text); k++ {
+		if !utf8.ValidString(s.text) {
+			// A stretch cut inside a character: its rest may come from the
+			// wild one beside it. Fails closed.
+			return true
+		}
+		runes := []rune(s.text)
+		for k, c := range runes {
 			if !spend() {
 				return true
 			}
-			c := s.text[k]
-			optional := c == ' ' && (k == 0 && wildAt(j-1) || k == len(s.text)-1 && wildAt(j+1))
+			optional := c == ' ' && (k == 0 && wildAt(j-1) || k == len(runes)-1 && wildAt(j+1))
 			if optional {
 				copy(next, reach)
 			} else {
@@ -784,10 +844,10 @@ func mayMatch(pattern string, f form, cells *int) bool {
 				if !reach[i] {
 					continue
 				}
-				if p[i] == '*' {
+				if p[i].kind == globStar {
 					next[i] = true
 					alive = true
-				} else if p[i] == c {
+				} else if p[i].one(c) {
 					next[i+1] = true
 					alive = true
 				}

@@ -305,10 +305,12 @@ func (r *Runner) posture(env *envelope.Envelope, ac *setup.AgentConfig) (string,
 	var pol policy.Policy
 	if env.Policy != nil {
 		pol = *env.Policy
+		if len(pol.Notes) > 0 && r.Logger != nil {
+			r.Logger.Warn("the thread's policy is in bhw-run's older spelling, read as blobhub-worker's shape (and written so with the thread's next state): "+strings.Join(pol.Notes, "; "), "see", "docs/configuration.md, Policy")
+		}
 	}
-	if pol.Default == "" {
-		pol.Default = policy.DecisionAsk
-	}
+	// A default left out allows, as the worker reads it; bhw-run's older
+	// spelling (which meant ask) was given ask when it was read.
 	return perm, pol, nil
 }
 
@@ -374,8 +376,8 @@ func CheckHandOff(s *setup.Setup, env *envelope.Envelope) error {
 }
 
 // gate is the gate a turn of this thread runs under.
-func (r *Runner) gate(perm string, pol policy.Policy, workFolder string) policy.Gate {
-	return policy.Gate{Posture: perm, Worker: r.Setup.Config.Policy.Rules, Thread: pol, WorkFolder: workFolder}
+func (r *Runner) gate(perm string, pol policy.Policy, workFolder, outbox string) policy.Gate {
+	return policy.Gate{Posture: perm, Worker: r.Setup.Config.Policy.Rules, Thread: pol, WorkFolder: workFolder, Outbox: outbox}
 }
 
 func lookPath(exe string) (string, error) {
@@ -492,4 +494,15 @@ func (r *Runner) environ() []string {
 		return r.Environ
 	}
 	return os.Environ()
+}
+
+// policyOutbox is the thread's artifacts outbox, relative to the work
+// folder, that an `outside: outbox` rule compares paths with ("" when the
+// thread has none: every path is then outside it). The one place that
+// reads it from the envelope.
+func policyOutbox(env *envelope.Envelope) string {
+	if env == nil || env.Artifacts == nil {
+		return ""
+	}
+	return env.Artifacts.Source
 }

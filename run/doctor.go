@@ -259,6 +259,7 @@ func (d *doctor) config() {
 		agents = []string{"none"}
 	}
 	d.ok("config", "%s parses: %d section(s), agents %s, max_agents %d", s.ConfigPath, len(s.Config.Sections), strings.Join(agents, ", "), s.Config.Concurrency.MaxAgents)
+	d.configWorkerKeys()
 }
 
 // section: a section (or --revision/--session) names the session, and

@@ -67,6 +67,6 @@ func (r *Runner) Explain(ctx context.Context, alias, effect, command, path strin
 	if ad := r.Setup.Adapter(env.Agent.Type); ad != nil && ad.Describe != nil {
 		c = ad.Describe(effect, t)
 	}
-	d, lines := policy.ExplainLines(r.gate(perm, pol, env.WorkFolder), c)
+	d, lines := policy.ExplainLines(r.gate(perm, pol, env.WorkFolder, policyOutbox(env)), c)
 	return &Explanation{Alias: alias, Posture: perm, WorkFolder: env.WorkFolder, Call: c.Describe(), Decision: d, Lines: lines}, nil
 }

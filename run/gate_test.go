@@ -45,18 +45,18 @@ func gateActivation(t *testing.T, h *harness, alias string) *activation {
 func TestGuardedDecide(t *testing.T) {
 	h := newHarness(t, false)
 	outside := t.TempDir()
-	h.cfg = "  rules:\n    - {effect: write, path: \"" + outside + "/**\", decision: deny}\n"
+	h.cfg = "  rules:\n    - {id: stay-home, effect: write, action: deny, outside: work_folder}\n"
 	h.writeConfig()
 	const alias = "projects/p1/gate"
 	h.handOff(alias, setup.PermGuarded, "")
 	a := gateActivation(t, h, alias)
 	pol := policy.Policy{Default: policy.DecisionAsk, Rules: []policy.Rule{
-		{Effect: policy.EffectRead, Decision: policy.DecisionAllow},
-		{Effect: policy.EffectExec, Command: "echo *", Decision: policy.DecisionAllow},
-		{Effect: policy.EffectWrite, Path: outside + "/**", Decision: policy.DecisionAllow},
-		{Effect: policy.EffectExec, Command: "rm -rf *", Decision: policy.DecisionDeny},
+		{Effect: policy.EffectRead, Action: policy.DecisionAllow},
+		{Effect: policy.EffectExec, Command: []string{"echo *"}, Action: policy.DecisionAllow},
+		{ID: "write-anywhere", Effect: policy.EffectWrite, Outside: policy.OutsideWorkFolder, Action: policy.DecisionAllow},
+		{ID: "no-rm", Effect: policy.EffectExec, Command: []string{"rm -rf *"}, Action: policy.DecisionDeny},
 	}}
-	th := &turnHandler{a: a, gate: a.r.gate(setup.PermGuarded, pol, h.work), posture: setup.PermGuarded}
+	th := &turnHandler{a: a, gate: a.r.gate(setup.PermGuarded, pol, h.work, ""), posture: setup.PermGuarded}
 
 	bash := func(cmd, fp string) policy.Call {
 		in, _ := json.Marshal(map[string]string{"command": cmd})
@@ -69,12 +69,13 @@ func TestGuardedDecide(t *testing.T) {
 		Target: policy.Target{Paths: []string{denied}}, Fingerprint: "sha256:write", Kind: policy.KindApproval}
 
 	type deniedMeta struct {
-		Type string `json:"type"`
-		Rule struct {
-			Source string `json:"source"`
-			Index  int    `json:"index"`
-		} `json:"rule"`
-		Call struct {
+		Type   string `json:"type"`
+		Rule   string `json:"rule"`
+		Origin string `json:"origin"`
+		Index  int    `json:"index"`
+		Effect string `json:"effect"`
+		Detail string `json:"detail"`
+		Call   struct {
 			Tool   string         `json:"tool"`
 			Effect string         `json:"effect"`
 			Target policy.Target  `json:"target"`
@@ -95,11 +96,11 @@ func TestGuardedDecide(t *testing.T) {
 	// The worker's deny beats the thread's allow: refused with a message
 	// naming the rule, and one policy_denied.
 	v := th.Decide(write)
-	if v.Action != policy.Deny || !strings.Contains(v.Message, "worker rule 1") || !strings.Contains(v.Message, outside+"/**") {
+	if v.Action != policy.Deny || !strings.Contains(v.Message, `worker rule "stay-home"`) {
 		t.Fatalf("write outside: %+v, want a deny naming worker rule 1", v)
 	}
 	pd := policyDenied()
-	if len(pd) != 1 || pd[0].Rule.Source != "worker" || pd[0].Rule.Index != 0 ||
+	if len(pd) != 1 || pd[0].Rule != "stay-home" || pd[0].Origin != "worker" || pd[0].Index != 0 || pd[0].Effect != policy.EffectWrite || pd[0].Detail != denied ||
 		pd[0].Call.Effect != policy.EffectWrite || !slices.Equal(pd[0].Call.Target.Paths, []string{denied}) || pd[0].Call.Tool != "Write" {
 		t.Fatalf("policy_denied %+v", pd)
 	}
@@ -117,10 +118,10 @@ func TestGuardedDecide(t *testing.T) {
 	}
 
 	// The thread's own deny rule: policy_denied names the thread's rule.
-	if v := th.Decide(bash("rm -rf build", "sha256:rm")); v.Action != policy.Deny || !strings.Contains(v.Message, "thread rule 4") {
+	if v := th.Decide(bash("rm -rf build", "sha256:rm")); v.Action != policy.Deny || !strings.Contains(v.Message, `thread rule "no-rm"`) {
 		t.Fatalf("rm -rf: %+v", v)
 	}
-	if pd := policyDenied(); len(pd) != 3 || pd[2].Rule.Source != "thread" || pd[2].Rule.Index != 3 || pd[2].Call.Target.Command != "rm -rf build" {
+	if pd := policyDenied(); len(pd) != 3 || pd[2].Rule != "no-rm" || pd[2].Origin != "thread" || pd[2].Index != 3 || pd[2].Detail != "rm -rf build" || pd[2].Call.Target.Command != "rm -rf build" {
 		t.Fatalf("policy_denied %+v", pd)
 	}
 

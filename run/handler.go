@@ -2,7 +2,6 @@ package run
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -189,14 +188,7 @@ func (h *turnHandler) decide(c policy.Call) (policy.Verdict, *policy.Decision) {
 		}
 		return policy.Verdict{Action: policy.Allow}, &d
 	case policy.DecisionDeny:
-		if d.By != nil {
-			a.emit(agent.Item{
-				Brief: fmt.Sprintf("⛔ %s %s denied by %s rule %d", c.Effect, c.What(), d.By.Source, d.By.Index+1),
-				Meta: map[string]any{"type": agent.ItemPolicyDenied, "call": agent.CallMeta(c),
-					"rule": map[string]any{"source": d.By.Source, "index": d.By.Index, "effect": d.By.Rule.Effect,
-						"path": d.By.Rule.Path, "command": d.By.Rule.Command, "decision": d.By.Rule.Decision}},
-			})
-		}
+		a.emit(policyDeniedItem(c, d))
 		return d.Verdict(), &d
 	}
 	return h.park(c), &d

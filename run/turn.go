@@ -130,7 +130,7 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 	// write less per turn.
 
 	a.res = res
-	gate := a.r.gate(res.Permissions, res.Policy, res.WorkFolder)
+	gate := a.r.gate(res.Permissions, res.Policy, res.WorkFolder, policyOutbox(a.env))
 	if res.Permissions == setup.PermGuarded {
 		a.emitPolicyApplied(gate, res.Policy)
 	}
@@ -301,15 +301,11 @@ func (a *activation) turnFailed(code, token, msg string) {
 }
 
 // emitPolicyApplied posts the rules in force before a guarded turn.
-func (a *activation) emitPolicyApplied(g policy.Gate, p policy.Policy) {
-	var rules []map[string]any
-	for _, m := range g.RulesInForce() {
-		rules = append(rules, map[string]any{"source": m.Source, "index": m.Index, "effect": m.Rule.Effect,
-			"path": m.Rule.Path, "command": m.Rule.Command, "decision": m.Rule.Decision})
+func (a *activation) emitPolicyApplied(g policy.Gate, _ policy.Policy) {
+	if why := outboxRulesUnusable(g); why != "" {
+		a.log.Warn("the policy has outside: outbox rules but the outbox is unusable; every read or write counts as outside it", "why", why)
 	}
-	a.emit(agent.Item{Brief: fmt.Sprintf("policy: %d rules in force", len(rules)), Meta: map[string]any{
-		"type": agent.ItemPolicyApplied, "policy": map[string]any{"default": p.Default, "rules": rules},
-	}})
+	a.emit(policyAppliedItem(g))
 }
 
 // composeMessage joins the notes and the person items into one user

@@ -74,6 +74,9 @@ type Config struct {
 	} `yaml:"polling"`
 	Concurrency struct {
 		MaxAgents int `yaml:"max_agents"`
+		// HeldWaitsMax is the daemon's cap on agents held waiting for a
+		// person; bhw-run parks instead, so it is read and not used.
+		HeldWaitsMax *int `yaml:"held_waits_max,omitempty"`
 	} `yaml:"concurrency"`
 	// Agents is agents.<type>: one block per agent type a listed adapter
 	// handles.
@@ -91,6 +94,13 @@ type Config struct {
 		// go in one archive (run/outboxbound.go).
 		MaxFiles int `yaml:"max_files"`
 	} `yaml:"artifacts"`
+	// Attachments is the daemon's attachments block (its inbox), read and
+	// not used: bhw-run has no inbox yet. Keys the daemon may add later are
+	// kept in Rest, never refused.
+	Attachments *struct {
+		Inbox string         `yaml:"inbox"`
+		Rest  map[string]any `yaml:",inline"`
+	} `yaml:"attachments,omitempty"`
 	Sections  []Section `yaml:"sections"`
 	Discovery Discovery `yaml:"discovery"` // discovery.go
 	// Confine is the kernel boundary around the agents (confine_config.go).
@@ -112,6 +122,13 @@ type AgentConfig struct {
 	Budget envelope.Budget `yaml:"budget,omitempty"`
 	// Confine is on or off for this agent type, over confine.mode.
 	Confine string `yaml:"confine,omitempty"`
+	// TurnRetries, Debug and Wait are the daemon's: resumes after a
+	// transient failure, the agent's debug log, and how a wait for a
+	// person is held. Read and checked as the daemon checks them; a
+	// one-shot run does not use them (doctor says so).
+	TurnRetries *int   `yaml:"turn_retries,omitempty"`
+	Debug       bool   `yaml:"debug,omitempty"`
+	Wait        string `yaml:"wait,omitempty"`
 	// Own holds every other key as written: the home under the adapter's
 	// HomeKey (config_dir, codex_home, …) and the adapter's own options.
 	Own map[string]any `yaml:",inline"`
@@ -123,7 +140,11 @@ type AgentConfig struct {
 }
 
 // commonAgentKeys are the keys of agents.<type> every agent has.
-var commonAgentKeys = []string{"budget", "confine", "effort", "env", "executable", "executables", "extra_args", "model", "permissions"}
+var commonAgentKeys = []string{"budget", "confine", "debug", "effort", "env", "executable", "executables", "extra_args", "model", "permissions", "turn_retries", "wait"}
+
+// workerAgentTypes are agent types blobhub-worker documents that this build
+// cannot run: their agents.<type> block is read, not refused.
+var workerAgentTypes = []string{"antigravity", "test_double"}
 
 // Section is one configured session a state tree watches.
 type Section struct {
@@ -176,6 +197,9 @@ type Setup struct {
 	// Ignored names the config.yaml blocks the daemon documents that mean
 	// nothing to a one-shot run (polling); a run logs them at debug.
 	Ignored []string
+	// PolicyNotes say how policy.rules in bhw-run's older spelling were
+	// read (policy.Migrate); a run logs them as one warning.
+	PolicyNotes []string
 }
 
 type credentialsFile struct {
@@ -436,6 +460,7 @@ func (s *Setup) ReadConfig(o Options) error {
 	if s.Config.Polling != nil {
 		s.Ignored = append(s.Ignored, "polling")
 	}
+	s.Ignored = append(s.Ignored, workerOnlyKeys(&s.Config)...)
 	return validateConfig(&s.Config, s)
 }
 
@@ -509,8 +534,16 @@ func validateConfig(c *Config, s *Setup) error {
 			return err
 		}
 	}
+	var notes []string
+	c.Policy.Rules, notes = policy.Migrate(c.Policy.Rules)
+	if s != nil {
+		s.PolicyNotes = notes
+	}
 	if err := policy.ValidateRules(c.Policy.Rules); err != nil {
 		return exit.Errorf(exit.CodeInvalidConfig, "policy.rules: %v", err)
+	}
+	if n := c.Concurrency.HeldWaitsMax; n != nil && *n < 1 {
+		return exit.Errorf(exit.CodeInvalidConfig, "concurrency.held_waits_max %d is invalid: give 1 or more, or leave it out", *n)
 	}
 	if err := validateConfine(c); err != nil {
 		return err
@@ -546,6 +579,15 @@ func validateConfig(c *Config, s *Setup) error {
 // under the adapter's HomeKey, the rest by the adapter's Options.
 func validateAgent(c *Config, s *Setup, name string) error {
 	ad := s.Adapter(name)
+	if slices.Contains(workerAgentTypes, name) && (ad == nil || ad.Unsupported != "") {
+		// blobhub-worker's own agent type this build cannot run: read,
+		// checked as the worker checks it, named by doctor; a thread of
+		// that type fails AGENT_TYPE_UNSUPPORTED as before.
+		if c.Agents[name] == nil {
+			c.Agents[name] = &AgentConfig{}
+		}
+		return validateWorkerAgentKeys(c.Agents[name], name)
+	}
 	if ad == nil {
 		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s: no such agent type; use %s", name, s.AgentTypes())
 	}
@@ -561,6 +603,9 @@ func validateAgent(c *Config, s *Setup, name string) error {
 	case "", PermAutonomous, PermGuarded, PermApproval:
 	default:
 		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s.permissions %q: use autonomous, guarded or approval", name, a.Permissions)
+	}
+	if err := validateWorkerAgentKeys(a, name); err != nil {
+		return err
 	}
 	if err := a.Budget.Validate("agents." + name + ".budget"); err != nil {
 		return exit.Errorf(exit.CodeInvalidConfig, "%v; give caps above 0, or leave the key out for no cap", err)
@@ -778,4 +823,60 @@ func (s *Setup) LogIgnored(log *slog.Logger) {
 	for _, b := range s.Ignored {
 		log.Debug("config.yaml block read and ignored: it tunes the blobhub-worker daemon, a one-shot run has no use for it", "block", b)
 	}
+	if len(s.PolicyNotes) > 0 {
+		log.Warn("config.yaml policy.rules are in bhw-run's older spelling, read as the worker's: rewrite them as {id, effect, action, command: [globs], outside} (docs/configuration.md)", "how", strings.Join(s.PolicyNotes, " | "))
+	}
+}
+
+// validateWorkerAgentKeys checks agents.<type>'s daemon keys as the daemon
+// does: turn_retries 0 or more, wait "", held or parked.
+func validateWorkerAgentKeys(a *AgentConfig, name string) error {
+	if a == nil {
+		return nil
+	}
+	if a.TurnRetries != nil && *a.TurnRetries < 0 {
+		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s.turn_retries %d is invalid: give 0 or more, or leave it out", name, *a.TurnRetries)
+	}
+	switch a.Wait {
+	case "", "held", "parked":
+	default:
+		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s.wait %q is invalid: write held or parked, or leave it out", name, a.Wait)
+	}
+	switch a.Permissions {
+	case "", PermAutonomous, PermGuarded, PermApproval:
+	default:
+		return exit.Errorf(exit.CodeInvalidConfig, "agents.%s.permissions %q: use autonomous, guarded or approval", name, a.Permissions)
+	}
+	return nil
+}
+
+// workerOnlyKeys names the keys of c that blobhub-worker reads and a
+// one-shot run does not use, for the debug log and doctor.
+func workerOnlyKeys(c *Config) []string {
+	var out []string
+	if c.Concurrency.HeldWaitsMax != nil {
+		out = append(out, "concurrency.held_waits_max")
+	}
+	if c.Attachments != nil {
+		out = append(out, "attachments")
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Agents)) {
+		a := c.Agents[name]
+		if a == nil {
+			continue
+		}
+		if slices.Contains(workerAgentTypes, name) {
+			out = append(out, "agents."+name)
+		}
+		if a.TurnRetries != nil {
+			out = append(out, "agents."+name+".turn_retries")
+		}
+		if a.Debug {
+			out = append(out, "agents."+name+".debug")
+		}
+		if a.Wait != "" {
+			out = append(out, "agents."+name+".wait")
+		}
+	}
+	return out
 }
