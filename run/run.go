@@ -380,12 +380,14 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 		// A new agent type or work folder is a new session.
 		t.Agent.AgentSessionID = ""
 	}
-	t.Workspace = envelope.Workspace{AgentType: res.Type, WorkFolder: a.env.WorkFolder, ResolvedFolder: res.WorkFolder}
+	t.Workspace = envelope.Workspace{AgentType: res.Type, WorkFolder: a.env.WorkFolder, ResolvedFolder: res.WorkFolder, Extra: t.Workspace.Extra}
 	t.Agent.State = envelope.StateActive
 	t.Agent.Error.Clear()
 	t.Agent.FailedOnWire = false
 	t.Agent.Resolved = res.Resolved
-	t.Session = envelope.SessionRef{RevisionID: a.r.Setup.Section.Session.RevisionID, SessionID: a.r.Setup.Section.Session.SessionID}
+	sec := a.r.Setup.Section
+	t.Session = envelope.SessionRef{OrgID: sec.Session.OrgID, BlobID: sec.Session.BlobID, RevisionID: sec.Session.RevisionID,
+		SessionID: sec.Session.SessionID, SessionPrefix: sec.Prefix(), Extra: t.Session.Extra}
 	if err := a.save(); err != nil {
 		return "", err
 	}
