@@ -177,6 +177,9 @@ type Prompt struct {
 	// Subject is what blobhub-worker names an approval by: the tool (or
 	// the request method); empty for a question.
 	Subject string `yaml:"subject,omitempty"`
+	// GrantKey is the grant key the prompt's item showed, kept for a park
+	// the daemon left (bhw-run's own prompts derive it from Call).
+	GrantKey string `yaml:"grant_key,omitempty"`
 	// Extra keeps keys this version does not know.
 	Extra map[string]any `yaml:",inline"`
 }

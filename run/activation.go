@@ -445,7 +445,7 @@ var (
 // past the bound is answered all the same: findAnswer looks past it.
 func (a *activation) readItems(ctx context.Context) error {
 	a.mu.Lock()
-	from := scannedCursor(a.t.Items.Scanned)
+	from := a.scanFrom()
 	held, size := len(a.t.Items.PendingInbound), 0
 	for _, in := range a.t.Items.PendingInbound {
 		size += inboundSize(in)

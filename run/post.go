@@ -362,12 +362,8 @@ func promptQuestions(p *envelope.Prompt) []map[string]any {
 		}
 		return qs
 	}
-	key := c.Tool
-	if d := callDetail(c); d != "" {
-		key += ":" + d
-	}
 	return []map[string]any{{
-		"question": "Approve " + c.Brief() + "?", "header": "permission", "subject": c.Tool, "grant_key": key,
+		"question": "Approve " + c.Brief() + "?", "header": "permission", "subject": c.Tool, "grant_key": promptGrantKey(p),
 		"options": []map[string]any{
 			{"label": "Approve", "description": "run this call"},
 			{"label": "Deny", "description": "refuse this call"},

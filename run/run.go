@@ -202,6 +202,10 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	if err := a.download(ctx); err != nil {
 		return sum, err
 	}
+	// A park the daemon left is completed from the thread's items.
+	if err := a.adoptPark(ctx); err != nil {
+		return sum, err
+	}
 	// 6. The items after items.scanned.
 	if err := a.readItems(ctx); err != nil {
 		return sum, err
