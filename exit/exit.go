@@ -62,6 +62,9 @@ const (
 	// CodeRateLimited: the agent's provider refused the turn for a rate or
 	// usage limit; the messages wait for its reset.
 	CodeRateLimited = "RATE_LIMITED"
+	// CodeWorkerRunning: a live blobhub-worker holds the state tree (its
+	// instance.yaml); the thread waits until it is stopped.
+	CodeWorkerRunning = "WORKER_ALREADY_RUNNING"
 	// CodeAgentAuthFailed: the agent is not logged in, or its provider
 	// refused its key; the messages wait for a person to fix the machine.
 	CodeAgentAuthFailed = "AGENT_AUTH_FAILED"
@@ -144,9 +147,9 @@ var Classes = []Class{
 		Help:      "not_here: an active thread this state tree holds no record of",
 		Scheduler: "an active thread this state tree holds no record of (another host's, or lost)"},
 	{Exit: TempFail, Label: "75", Outcome: "—",
-		Help:      "try again later: THREAD_LOCKED, NO_AGENT_SLOT, BLOBHUB_UNAVAILABLE, ITEMS_UNPOSTED, STATE_CHANGED, RATE_LIMITED (after the reset time it names)",
-		Scheduler: "try again later: lock held, no agent slot (within `--slot-wait`), BlobHub unreachable, items left unposted, the thread changed meanwhile, or `RATE_LIMITED`: the agent's provider refused the turn for a rate or usage limit, the messages wait and a run after the reset (in the message and the summary's `limited_until`) delivers them (systemd: `SuccessExitStatus=75`)",
-		Codes:     []string{CodeLocked, CodeNoSlot, CodeUnavailable, CodeUnposted, CodeStateChanged, CodeRateLimited}},
+		Help:      "try again later: THREAD_LOCKED, NO_AGENT_SLOT, BLOBHUB_UNAVAILABLE, ITEMS_UNPOSTED, STATE_CHANGED, RATE_LIMITED (after the reset time it names), WORKER_ALREADY_RUNNING (stop the daemon)",
+		Scheduler: "try again later: lock held, no agent slot (within `--slot-wait`), BlobHub unreachable, items left unposted, the thread changed meanwhile, or `RATE_LIMITED`: the agent's provider refused the turn for a rate or usage limit, the messages wait and a run after the reset (in the message and the summary's `limited_until`) delivers them, or `WORKER_ALREADY_RUNNING`: a live blobhub-worker holds the state tree, and the thread waits until it is stopped (systemd: `SuccessExitStatus=75`)",
+		Codes:     []string{CodeLocked, CodeNoSlot, CodeUnavailable, CodeUnposted, CodeStateChanged, CodeRateLimited, CodeWorkerRunning}},
 	{Exit: Refused, Label: "77", Outcome: "—",
 		Help:      "refused: AUTH_INVALID, USER_IDENTITY_MISMATCH, SESSION_OWNED_BY_DIFFERENT_USER, SECTION_WORKER_OBJECT_MALFORMED",
 		Scheduler: "refused: `AUTH_INVALID`, `USER_IDENTITY_MISMATCH`, `SESSION_OWNED_BY_DIFFERENT_USER`, `SECTION_WORKER_OBJECT_MALFORMED`",

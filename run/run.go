@@ -140,6 +140,10 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	if err := ctx.Err(); err != nil {
 		return sum, err // a signal already: nothing is written
 	}
+	// A live daemon on this tree runs the same threads: nothing is touched.
+	if err := r.Setup.CheckNoDaemon(); err != nil {
+		return sum, err
+	}
 	a.dir = setup.ThreadDir(r.Setup.JobDir, alias)
 	// A thread this state tree has never run gets its folder only once
 	// BlobHub says it is a job thread, so a misspelled alias leaves nothing
