@@ -38,25 +38,28 @@ const (
 	CodeUnknownJobType         = "UNKNOWN_JOB_TYPE"
 	CodeMissingSessionKeys     = "MISSING_SESSION_KEYS"
 	CodeDuplicateSectionTarget = "DUPLICATE_SECTION_TARGET"
-	CodeSessionNotFound        = "SESSION_NOT_FOUND"
-	CodeAgentNotInstalled      = "AGENT_NOT_INSTALLED"
-	CodeAuthInvalid            = "AUTH_INVALID"
-	CodeUserIdentityMismatch   = "USER_IDENTITY_MISMATCH"
-	CodeSessionOwnedByOther    = "SESSION_OWNED_BY_DIFFERENT_USER"
-	CodeWorkerObjectMalformed  = "SECTION_WORKER_OBJECT_MALFORMED"
-	CodeBadAlias               = "INVALID_ALIAS"
-	CodeThreadExists           = "THREAD_EXISTS"
-	CodeThreadActive           = "THREAD_ACTIVE"
-	CodeNotRetryable           = "NOT_RETRYABLE"
-	CodeLocked                 = "THREAD_LOCKED"
-	CodeNoSlot                 = "NO_AGENT_SLOT"
-	CodeUnavailable            = "BLOBHUB_UNAVAILABLE"
-	CodeStateChanged           = "STATE_CHANGED"
-	CodeNotJob                 = "NOT_A_JOB_THREAD"
-	CodeNoThread               = "THREAD_NOT_FOUND"
-	CodeUnposted               = "ITEMS_UNPOSTED"
-	CodeStateTreeInvalid       = "STATE_INVALID"
-	CodePosterIsRunner         = "POSTER_IS_RUNNER"
+	// CodeOverlappingPrefix: two sections watch prefixes of one session
+	// that share objects ("" overlaps every prefix, "a/" overlaps "a/b/").
+	CodeOverlappingPrefix     = "OVERLAPPING_SECTION_PREFIX"
+	CodeSessionNotFound       = "SESSION_NOT_FOUND"
+	CodeAgentNotInstalled     = "AGENT_NOT_INSTALLED"
+	CodeAuthInvalid           = "AUTH_INVALID"
+	CodeUserIdentityMismatch  = "USER_IDENTITY_MISMATCH"
+	CodeSessionOwnedByOther   = "SESSION_OWNED_BY_DIFFERENT_USER"
+	CodeWorkerObjectMalformed = "SECTION_WORKER_OBJECT_MALFORMED"
+	CodeBadAlias              = "INVALID_ALIAS"
+	CodeThreadExists          = "THREAD_EXISTS"
+	CodeThreadActive          = "THREAD_ACTIVE"
+	CodeNotRetryable          = "NOT_RETRYABLE"
+	CodeLocked                = "THREAD_LOCKED"
+	CodeNoSlot                = "NO_AGENT_SLOT"
+	CodeUnavailable           = "BLOBHUB_UNAVAILABLE"
+	CodeStateChanged          = "STATE_CHANGED"
+	CodeNotJob                = "NOT_A_JOB_THREAD"
+	CodeNoThread              = "THREAD_NOT_FOUND"
+	CodeUnposted              = "ITEMS_UNPOSTED"
+	CodeStateTreeInvalid      = "STATE_INVALID"
+	CodePosterIsRunner        = "POSTER_IS_RUNNER"
 	// CodeInterrupted: a signal ended the run (SIGINT 130, SIGTERM 143).
 	CodeInterrupted = "INTERRUPTED"
 	// CodeRateLimited: the agent's provider refused the turn for a rate or
@@ -156,9 +159,9 @@ var Classes = []Class{
 		Codes:     []string{CodeAuthInvalid, CodeUserIdentityMismatch, CodeSessionOwnedByOther, CodeWorkerObjectMalformed}},
 	{Exit: Config, Label: "78", Outcome: "—",
 		Help:      "configuration: CREDENTIALS_NOT_FOUND, INSECURE_CREDENTIALS_PERMISSIONS, INVALID_CONFIG, SESSION_NOT_FOUND, AGENT_NOT_INSTALLED, AGENT_AUTH_FAILED, STATE_INVALID, INSECURE_STATE_PERMISSIONS, ...",
-		Scheduler: "configuration: `CREDENTIALS_NOT_FOUND`, `INSECURE_CREDENTIALS_PERMISSIONS`, `INVALID_CONFIG`, `UNKNOWN_JOB_TYPE`, `MISSING_SESSION_KEYS`, `DUPLICATE_SECTION_TARGET`, `SESSION_NOT_FOUND`, `AGENT_NOT_INSTALLED`, `AGENT_AUTH_FAILED` (the agent is not logged in or its key was refused: the message names the command that fixes it; the thread stays active and its messages wait), `STATE_INVALID` (the state tree cannot be read or written: a file that is not a regular one, a read-only folder, a full disk), `INSECURE_STATE_PERMISSIONS` (a folder of the state tree or config.yaml that another user owns or may write to), `POSTER_IS_RUNNER`",
+		Scheduler: "configuration: `CREDENTIALS_NOT_FOUND`, `INSECURE_CREDENTIALS_PERMISSIONS`, `INVALID_CONFIG`, `UNKNOWN_JOB_TYPE`, `MISSING_SESSION_KEYS`, `DUPLICATE_SECTION_TARGET`, `OVERLAPPING_SECTION_PREFIX`, `SESSION_NOT_FOUND`, `AGENT_NOT_INSTALLED`, `AGENT_AUTH_FAILED` (the agent is not logged in or its key was refused: the message names the command that fixes it; the thread stays active and its messages wait), `STATE_INVALID` (the state tree cannot be read or written: a file that is not a regular one, a read-only folder, a full disk), `INSECURE_STATE_PERMISSIONS` (a folder of the state tree or config.yaml that another user owns or may write to), `POSTER_IS_RUNNER`",
 		Codes: []string{CodeCredentialsNotFound, CodeInsecureCredentials, CodeInvalidConfig, CodeUnknownJobType, CodeMissingSessionKeys,
-			CodeDuplicateSectionTarget, CodeSessionNotFound, CodeAgentNotInstalled, CodeAgentAuthFailed, CodeStateTreeInvalid, CodeInsecurePermissions, CodePosterIsRunner}},
+			CodeDuplicateSectionTarget, CodeOverlappingPrefix, CodeSessionNotFound, CodeAgentNotInstalled, CodeAgentAuthFailed, CodeStateTreeInvalid, CodeInsecurePermissions, CodePosterIsRunner}},
 	{Exit: Interrupted, Label: "130 / 143", Outcome: "`interrupted`",
 		Help:      "interrupted by SIGINT/SIGTERM; state saved, the next run resumes",
 		Scheduler: "SIGINT / SIGTERM: state saved, the next run resumes (a run stopped before it held the thread lock wrote nothing)",

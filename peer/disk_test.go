@@ -20,7 +20,7 @@ import (
 // peerDisk runs testdata/disk_models.py, which reads and writes state files
 // with blobhub-worker's own models; for read, it returns what the worker
 // reads of them.
-func peerDisk(t *testing.T, args ...string) map[string]any {
+func peerDisk(t *testing.T, args ...string) any {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), peerPython(t), append([]string{filepath.Join("testdata", "disk_models.py")}, args...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C.UTF-8"}
@@ -32,10 +32,10 @@ func peerDisk(t *testing.T, args ...string) map[string]any {
 		}
 		t.Fatalf("disk_models.py %v: %v\n%s", args, err, stderr)
 	}
-	if args[0] != "read" {
+	if args[0] == "write" {
 		return nil
 	}
-	var got map[string]any
+	var got any
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("disk_models.py: %v: %s", err, out)
 	}
@@ -119,7 +119,25 @@ func TestPeerDiskModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := peerDisk(t, "read", thread, notMine)
-	if !reflect.DeepEqual(back["thread"], daemon["thread"]) {
-		t.Errorf("after bhw-run's write the worker reads\n%v\nit wrote\n%v\nbhw-run wrote:\n%s", back["thread"], daemon["thread"], b)
+	if !reflect.DeepEqual(at(back, "thread"), at(daemon, "thread")) {
+		t.Errorf("after bhw-run's write the worker reads\n%v\nit wrote\n%v\nbhw-run wrote:\n%s", at(back, "thread"), at(daemon, "thread"), b)
+	}
+}
+
+// TestPeerJobFolder: a section's folder under jobs/ is the one the worker
+// names for it, with and without a prefix, for prefixes whose slug folds
+// together, is cut, or is empty.
+func TestPeerJobFolder(t *testing.T) {
+	prefixes := []string{"", "jobs/", "a/b/", "a.b/", "~~/", "Projects/very-long-prefix-name-that-goes-past-the-slug/"}
+	args := append([]string{"jobid", "ses_01J"}, prefixes...)
+	want, _ := peerDisk(t, args...).([]any)
+	if len(want) != len(prefixes) {
+		t.Fatalf("the worker named %v", want)
+	}
+	for i, p := range prefixes {
+		got := setup.JobID(setup.Section{JobType: setup.JobType, Session: setup.SessionTuple{SessionID: "ses_01J", SessionPrefix: p}})
+		if got != want[i] {
+			t.Errorf("prefix %q: bhw-run's job folder %q, the worker's %q", p, got, want[i])
+		}
 	}
 }

@@ -164,7 +164,7 @@ type Setup struct {
 	// SectionWhy says how Section was chosen ("from --section", "the only
 	// section of the config", …), for messages.
 	SectionWhy string
-	JobDir     string // {state}/jobs/session_agent_harness-{session_id}
+	JobDir     string // {state}/jobs/{JobID}: session_agent_harness-{session_id}[-{prefix slug}-{8 hex}]
 	Home       string // the user's home
 	// Adapters are the agents this build can run, from Options.
 	Adapters []agent.Adapter
@@ -458,7 +458,7 @@ func (s *Setup) ResolveSection(o Options, alias string) error {
 	if err := ValidateName(sec.Session.SessionID); err != nil {
 		return exit.Errorf(exit.CodeInvalidConfig, "session id %q: %v", sec.Session.SessionID, err)
 	}
-	s.JobDir = filepath.Join(s.StateDir, "jobs", JobType+"-"+sec.Session.SessionID)
+	s.JobDir = jobDirFor(s.StateDir, sec, alias)
 	return nil
 }
 
@@ -539,7 +539,7 @@ func validateConfig(c *Config, s *Setup) error {
 		}
 		seen[key] = s.Name
 	}
-	return nil
+	return overlappingPrefixes(c.Sections)
 }
 
 // validateAgent checks agents.<name> and decodes its own keys: the home

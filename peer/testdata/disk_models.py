@@ -5,6 +5,8 @@ NotMineState, as the worker's statestore.read_model does, and print what the
 worker reads, as JSON.
 write THREAD: write a thread.yaml as the worker writes one (statestore.write_model)
 with a park, a grant, usage totals, the session's fields and last_event.
+jobid SESSION PREFIX...: print, as a JSON list, the job folder the worker names for a
+section of SESSION with each prefix (section_runner.identity.job_id).
 """
 
 import json
@@ -15,7 +17,12 @@ from blobhub_worker import statestore
 from blobhub_worker.models.disk import (AgentState, GrantState, ItemRef, ItemsState, NotMineState,
                                         ParkState, SessionRef, ThreadState, WorkspaceState)
 
-if sys.argv[1] == "read":
+if sys.argv[1] == "jobid":
+    from blobhub_worker.models.disk import SectionConfig
+    from blobhub_worker.section_runner.identity import job_id
+    print(json.dumps([job_id(SectionConfig(job_type="session_agent_harness", session=SessionRef(
+        session_id=sys.argv[2], session_prefix=prefix)), sys.argv[2]) for prefix in sys.argv[3:]]))
+elif sys.argv[1] == "read":
     thread = statestore.read_model(Path(sys.argv[2]), ThreadState)
     not_mine = statestore.read_model(Path(sys.argv[3]), NotMineState)
     print(json.dumps({"thread": thread.model_dump(), "not_mine": not_mine.model_dump()}))
