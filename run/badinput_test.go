@@ -191,7 +191,6 @@ func TestBadCredentialsAndConfig(t *testing.T) {
 		{name: "prefix tie", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "p/", "ses_2"), alias: "p/t", code: exit.CodeInvalidConfig, msg: "--section"},
 		{name: "no section owns the alias", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "q/", "ses_2"), alias: "r/t", code: exit.CodeInvalidConfig, msg: `"r/t"`},
 		{name: "unknown --section", config: "sections:\n" + section("a", "p/", "ses_1"), o: setup.Options{Section: "zz"}, code: exit.CodeInvalidConfig},
-		{name: "session alias instead of id", config: "sections:\n" + section("a", "", "my/session"), code: exit.CodeInvalidConfig, msg: "not supported"},
 		{name: "no session at all", alias: "t", code: exit.CodeInvalidConfig, msg: "--revision"},
 		{name: "explicit config missing", o: setup.Options{ConfigPath: "/nonexistent/config.yaml"}, code: exit.CodeInvalidConfig},
 	}

@@ -1,6 +1,7 @@
 package setup
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/exit"
 )
 
@@ -91,4 +93,30 @@ func jobDirFor(stateDir string, sec Section, alias string) string {
 		return older
 	}
 	return dir
+}
+
+// ResolveSession makes the section's session the ids the data commands
+// take, as blobhub-worker resolves them at attach: revision_id default
+// becomes the blob's default revision, a session alias its session's id
+// (blobhub.Resolve); the section's folder is then named by that id.
+// cfg is the client's configuration with the section's ids as written.
+func (s *Setup) ResolveSession(ctx context.Context, cfg blobhub.Config) error {
+	t := s.Section.Session
+	rev, ses, err := blobhub.Resolve(ctx, cfg, t.OrgID, t.BlobID)
+	switch {
+	case errors.Is(err, blobhub.ErrNotFound):
+		return exit.Errorf(exit.CodeSessionNotFound, "revision %q and session %q of %s were not found on BlobHub; check the section's org_id, blob_id, revision_id and session_id", t.RevisionID, t.SessionID, s.Where())
+	case err != nil:
+		return APIError(err, "resolve the session of "+s.Where())
+	}
+	s.Section.Session.RevisionID = rev
+	if ses == t.SessionID && s.JobDir != "" {
+		return nil
+	}
+	if err := ValidateName(ses); err != nil {
+		return exit.Errorf(exit.CodeInvalidConfig, "session id %q (of session %q): %v", ses, t.SessionID, err)
+	}
+	s.Section.Session.SessionID = ses
+	s.JobDir = jobDirFor(s.StateDir, s.Section, s.alias)
+	return nil
 }
