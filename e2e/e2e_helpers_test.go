@@ -201,6 +201,8 @@ func (e *e2eEnv) environ(key string) []string {
 		"BHW_STATE_DIR=" + e.state,
 		"BHW_CONFIG=" + e.configPath(),
 		"BHW_LOG_FORMAT=json",
+		// A transient API error's resumes wait milliseconds, not minutes.
+		run.RetryDelaysEnv + "=10,20,30",
 	}
 	if len(e.Config.Sections) == 0 {
 		env = append(env, "BHW_REVISION_ID="+bhtest.RevisionID, "BHW_SESSION_ID="+bhtest.SessionID)

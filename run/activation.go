@@ -34,6 +34,9 @@ type activation struct {
 	dir   string
 	log   *slog.Logger
 	sum   *Summary
+	// turnDeadline is when --max-duration ends the turn, whatever attempt
+	// of it runs (zero: no bound); retry.go.
+	turnDeadline time.Time
 
 	// mu guards t and j: the adapter's reading goroutine emits while the
 	// watchdog and the signal handler look on.

@@ -148,6 +148,7 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 		note := "(The earlier conversation could not be resumed; this is a new session.)\n\n"
 		result, err = a.runAgent(ctx, res, gate, note+message, plan, tally)
 	}
+	result, err = a.retryTransient(ctx, res, gate, tally, result, err)
 	if err != nil || result.Outcome != agent.TurnCompleted && result.Outcome != agent.TurnParked {
 		// Cut short: a call still open never gets its result.
 		a.closeOpenCalls(tally)
