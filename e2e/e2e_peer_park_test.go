@@ -38,7 +38,14 @@ func TestPeerHandOverDaemonParkToRun(t *testing.T) {
 	}
 	session := th.Agent.AgentSessionID
 
+	// Waiting on the person, the thread is not runnable; answered, it is.
+	if _, out, _ := e.run("ls", "--runnable"); strings.Contains(out, alias) {
+		t.Errorf("ls --runnable lists the parked thread before its answer: %q", out)
+	}
 	e.post(alias, "yes")
+	if _, out, _ := e.run("ls", "--runnable"); !strings.Contains(out, alias) {
+		t.Errorf("ls --runnable does not list the answered thread: %q", out)
+	}
 	e.model.Push(writeTool(x, "approved content"), claudetest.Text("WRITTEN"))
 	e.activate(alias, 0, run.OutcomeTurnCompleted)
 	fileIs(t, x, "approved content")
