@@ -1,9 +1,14 @@
 package run
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/policy"
+	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestGrantCovers: a grant covers its own call, and the re-attempt of a
@@ -46,5 +51,60 @@ func TestGrantCovers(t *testing.T) {
 	}
 	if grantCovers(stored, "Bash:cd sub && make test", "") {
 		t.Error("a cd is covered with no work folder to check it against")
+	}
+}
+
+// TestDaemonGrantSpent: the one-shot grant the daemon recorded
+// (agent.grant, no fingerprint grant of bhw-run's) lets through, once,
+// the call a person approved, and its `cd <dir> && ` re-attempt, as the
+// worker's does, with an approval_granted item naming the prompt behind
+// it; another call of the same tool still asks, and a call a rule denies
+// stays denied.
+func TestDaemonGrantSpent(t *testing.T) {
+	h := newHarness(t, false)
+	const alias = "projects/p1/daemon-grant"
+	h.handOff(alias, setup.PermApproval, "")
+	a := gateActivation(t, h, alias)
+	a.t.Workspace = envelope.Workspace{WorkFolder: h.work}
+	if err := os.Mkdir(filepath.Join(h.work, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	th := &turnHandler{a: a, gate: a.r.gate(setup.PermApproval, policy.Policy{}, h.work), posture: setup.PermApproval}
+	bash := func(cmd string) policy.Call {
+		in, _ := json.Marshal(map[string]string{"command": cmd})
+		return policy.Call{Tool: "Bash", Effect: policy.EffectExec, InvocationID: "toolu_" + cmd, Input: in,
+			Target: policy.Target{Command: cmd}, Fingerprint: "sha256:" + cmd, Kind: policy.KindApproval}
+	}
+	grant := func() {
+		a.t.Agent.Grant = &envelope.Grant{Subject: "Bash", Verdict: envelope.GrantApprove, GrantedBy: "prm_01DAEMON", GrantKey: "Bash:make test"}
+	}
+
+	grant()
+	if v, _ := th.decide(bash("make install")); v.Action != policy.Park {
+		t.Fatalf("another command under the grant: %v, want a question", v.Action)
+	}
+	th.prompt = nil
+	a.t.Prompt = nil
+	if a.t.Agent.Grant == nil {
+		t.Fatal("a call the grant does not cover spent it")
+	}
+	if v, _ := th.decide(bash("cd sub && make test")); v.Action != policy.Allow {
+		t.Fatalf("the approved command after a cd into the work folder: %v, want allowed", v.Action)
+	}
+	if a.t.Agent.Grant != nil {
+		t.Error("the grant was not spent")
+	}
+	if v, _ := th.decide(bash("make test")); v.Action != policy.Park {
+		t.Errorf("the approved command a second time: %v, want a question (the grant is one-shot)", v.Action)
+	}
+	var granted []map[string]any
+	for _, it := range h.srv.Items(alias) {
+		var m map[string]any
+		if json.Unmarshal(it.Metadata, &m) == nil && m["type"] == itemApprovalGranted {
+			granted = append(granted, m)
+		}
+	}
+	if len(granted) != 1 || granted[0]["granted_by"] != "prm_01DAEMON" || granted[0]["subject"] != "Bash" {
+		t.Errorf("approval_granted items %v, want one naming prm_01DAEMON", granted)
 	}
 }
