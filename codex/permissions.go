@@ -44,7 +44,7 @@ func (t *turn) approvePermissions(m jsonrpc.Message) {
 	if p.Reason != "" {
 		summary += " (" + p.Reason + ")"
 	}
-	call := policy.Call{Tool: methodPermissionsApproval, Kind: policy.KindApproval, InvocationID: p.ItemID,
+	call := policy.Call{Tool: methodPermissionsApproval, Subject: methodPermissionsApproval, Kind: policy.KindApproval, InvocationID: p.ItemID,
 		Input: m.Params, Summary: summary, Fingerprint: "sha256:" + hex.EncodeToString(sum[:])}
 	if t.parked {
 		t.s.respond(m.ID, noPermissions)

@@ -126,7 +126,7 @@ func fillPark(p *envelope.Prompt, it *blobhub.Item) {
 	if p.Kind == "" {
 		p.Kind = m.Prompt.Kind
 	}
-	c := policy.Call{Kind: p.Kind, Tool: p.Subject}
+	c := policy.Call{Kind: p.Kind, Tool: p.Subject, Subject: p.Subject}
 	for _, q := range m.Prompt.Questions {
 		pq := policy.Question{Question: q.Question, Header: q.Header, MultiSelect: q.MultiSelect}
 		for _, o := range q.Options {
@@ -139,7 +139,7 @@ func fillPark(p *envelope.Prompt, it *blobhub.Item) {
 		if c.Tool == "" {
 			c.Tool = q.Subject
 		}
-		p.GrantKey = q.GrantKey
+		p.GrantKey, c.GrantKey, c.Subject = q.GrantKey, q.GrantKey, c.Tool
 		if _, detail, ok := strings.Cut(q.GrantKey, ":"); ok {
 			c.Target.Command = detail
 		}
@@ -148,10 +148,27 @@ func fillPark(p *envelope.Prompt, it *blobhub.Item) {
 	p.Subject, p.Call = c.Tool, c
 }
 
-// grantKey is what blobhub-worker matches a one-shot grant on: the tool, a
-// colon and what the call acts on (its command, else its file, else its
-// path), or the tool alone when the input names none.
+// grantSubject is what blobhub-worker names a call by in its question and
+// grant: the adapter's Subject, else the tool.
+func grantSubject(c policy.Call) string {
+	if c.Subject != "" {
+		return c.Subject
+	}
+	return c.Tool
+}
+
+// grantKey is what blobhub-worker matches a one-shot grant on: the
+// adapter's GrantKey; for a call the adapter names by a Subject of its own
+// and no key, none; else the tool, a colon and what the call acts on (its
+// command, else its file, else its path), or the tool alone when the
+// input names none.
 func grantKey(c policy.Call) string {
+	switch {
+	case c.GrantKey != "":
+		return c.GrantKey
+	case c.Subject != "":
+		return ""
+	}
 	if d := callDetail(c); d != "" {
 		return c.Tool + ":" + d
 	}
@@ -221,7 +238,7 @@ func grantCovers(stored, requested, workFolder string) bool {
 func recordGrant(t *envelope.Thread, p *envelope.Prompt) {
 	subject := p.Subject
 	if subject == "" {
-		subject = p.Call.Tool
+		subject = grantSubject(p.Call)
 	}
 	if subject == "" {
 		return
@@ -230,15 +247,16 @@ func recordGrant(t *envelope.Thread, p *envelope.Prompt) {
 }
 
 // takeGrant spends the worker's grant when it covers c: its subject is
-// c's tool, and its key covers c's (a grant with no key, from a question
-// that named no call, covers any call of its subject). Called with a.mu
-// held; the caller saves.
+// c's, and its key covers c's. A grant with no key (the worker's for a
+// question that named no call: a Codex file change or permissions) covers
+// any call of its subject for the worker; bhw-run does not spend it, and
+// the person is asked again. Called with a.mu held; the caller saves.
 func (a *activation) takeGrant(c policy.Call) (*envelope.Grant, bool) {
 	g := a.t.Agent.Grant
-	if g == nil || g.Verdict != envelope.GrantApprove || c.Tool == "" || g.Subject != c.Tool {
+	if g == nil || g.Verdict != envelope.GrantApprove || g.GrantKey == "" || g.Subject == "" || g.Subject != grantSubject(c) {
 		return nil, false
 	}
-	if g.GrantKey != "" && !grantCovers(g.GrantKey, grantKey(c), a.t.Workspace.Folder()) {
+	if key := grantKey(c); key == "" || !grantCovers(g.GrantKey, key, a.t.Workspace.Folder()) {
 		return nil, false
 	}
 	a.t.Agent.Grant = nil

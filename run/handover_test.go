@@ -107,4 +107,24 @@ func TestDaemonGrantSpent(t *testing.T) {
 	if len(granted) != 1 || granted[0]["granted_by"] != "prm_01DAEMON" || granted[0]["subject"] != "Bash" {
 		t.Errorf("approval_granted items %v, want one naming prm_01DAEMON", granted)
 	}
+
+	// A Codex command: the worker names it by its request's method and
+	// keys it on the command as sent; a grant with no key (a file change)
+	// is not spent by bhw-run.
+	codexCall := func(cmd, subject, key string) policy.Call {
+		c := bash(cmd)
+		c.Tool, c.Subject, c.GrantKey = "exec", subject, key
+		return c
+	}
+	const method = "item/commandExecution/requestApproval"
+	th.prompt, a.t.Prompt = nil, nil
+	a.t.Agent.Grant = &envelope.Grant{Subject: method, Verdict: envelope.GrantApprove, GrantedBy: "prm_02", GrantKey: method + ":make test"}
+	if v, _ := th.decide(codexCall("make test", method, method+":make test")); v.Action != policy.Allow || a.t.Agent.Grant != nil {
+		t.Errorf("the daemon's Codex command grant: %v, grant left %+v", v.Action, a.t.Agent.Grant)
+	}
+	th.prompt, a.t.Prompt = nil, nil
+	a.t.Agent.Grant = &envelope.Grant{Subject: "item/fileChange/requestApproval", Verdict: envelope.GrantApprove, GrantedBy: "prm_03"}
+	if v, _ := th.decide(codexCall("x", "item/fileChange/requestApproval", "")); v.Action != policy.Park || a.t.Agent.Grant == nil {
+		t.Errorf("a keyless grant: %v, grant %+v; want a question and the grant left", v.Action, a.t.Agent.Grant)
+	}
 }
