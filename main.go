@@ -24,7 +24,8 @@ var version string
 
 // adapters are the agents this build runs; the first is `thread new`'s
 // default. Adding an agent is its folder plus one entry here.
-var adapters = append([]agent.Adapter{claude.Adapter, codex.Adapter}, append(acp.Adapters(), antigravity.Adapter)...)
+// claude.TestDouble is blobhub-worker's scripted test_double, last.
+var adapters = append(append([]agent.Adapter{claude.Adapter, codex.Adapter}, append(acp.Adapters(), antigravity.Adapter)...), claude.TestDouble)
 
 func main() {
 	// Not dumpable, first: a process of the same user (an agent's tool)

@@ -268,6 +268,9 @@ const (
 	// FailureBudget: the agent stopped at the budget it was given
 	// (Launch.Budget).
 	FailureBudget = "budget"
+	// FailureTransient: an API error a resumed attempt may clear (a server
+	// error, or one the agent could not class); run resumes the turn.
+	FailureTransient = "transient"
 )
 
 // TurnResult is how one turn ended.

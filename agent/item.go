@@ -168,14 +168,17 @@ func TurnEndItem(outcome string, r TurnResult, tools ToolCounts) Item {
 	return it
 }
 
-// TurnEndStatus is a turn_end's outcome as blobhub-worker words it
-// (completed, failed, aborted, timeout): a turn stopped at the budget was
-// aborted, one stalled or without progress failed. A parked turn, which
-// the worker closes with no turn_end, keeps the word parked.
+// TurnEndStatus is a turn_end's outcome in blobhub-worker's vocabulary
+// (completed, failed, aborted, timeout, cancelled): a turn stopped at the
+// budget was aborted, one stalled or without progress failed. A parked
+// turn, which the worker closes with no turn_end, was cut off at its
+// question: cancelled (its outcome, beside, says parked).
 func TurnEndStatus(outcome string) string {
 	switch outcome {
-	case "completed", "timeout", "parked":
+	case "completed", "timeout":
 		return outcome
+	case "parked":
+		return "cancelled"
 	case "budget":
 		return "aborted"
 	}

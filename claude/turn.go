@@ -244,6 +244,10 @@ func failure(class string, status int) string {
 		return agent.FailureAuth
 	case class == "rate_limit" || status == 429 || status == 529:
 		return agent.FailureRateLimit
+	case class == "server_error" || class == "unknown" || status >= 500:
+		// What blobhub-worker resumes (its transient classes, rate_limit
+		// aside: bhw-run waits for a limit's reset instead).
+		return agent.FailureTransient
 	}
 	return ""
 }

@@ -393,6 +393,12 @@ func (cl *cliState) client(s *setup.Setup, key, userID string) (blobhub.Client, 
 	if cl.term != nil {
 		cfg.OnRetry = cl.term.Retrying
 	}
+	// revision_id default and a session alias become ids first: the data
+	// commands take only ids.
+	if err := s.ResolveSession(context.Background(), cfg); err != nil {
+		return nil, err
+	}
+	cfg.RevisionID, cfg.SessionID = s.Section.Session.RevisionID, s.Section.Session.SessionID
 	c, err := blobhub.New(cfg)
 	if err != nil {
 		return nil, exit.Errorf(exit.CodeInvalidConfig, "%v", err)

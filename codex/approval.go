@@ -120,7 +120,21 @@ func (t *turn) commandCall(p commandApprovalParams) policy.Call {
 		Fingerprint:  fp, // "" never matches a grant
 		Kind:         policy.KindApproval,
 		Summary:      policy.Summary(ToolExec, target),
+		// As blobhub-worker keys a command approval: its method and the
+		// command as sent. Another kind of request (writeStdin, network)
+		// gets no key, so such a grant never covers it.
+		Subject:  methodCommandApproval,
+		GrantKey: commandGrantKey(command, key),
 	}
+}
+
+// commandGrantKey is the worker's grant key of a command approval, "" for
+// a request that is not a plain run of a command.
+func commandGrantKey(command string, key map[string]any) string {
+	if command == "" || len(key) != 2 {
+		return ""
+	}
+	return methodCommandApproval + ":" + command
 }
 
 // fileChangeCall describes a file-change approval. The request carries no
@@ -155,6 +169,9 @@ func (t *turn) fileChangeCall(p fileChangeApprovalParams) policy.Call {
 		fp = policy.Fingerprint(json.RawMessage(changes))
 	}
 	return policy.Call{
+		// The worker names a file change by its method alone (it carries
+		// no path): no grant key.
+		Subject:      methodFileChangeApproval,
 		Tool:         ToolApplyPatch,
 		Effect:       policy.EffectWrite,
 		InvocationID: p.ItemID,

@@ -66,6 +66,9 @@ type Session struct {
 const (
 	methodCommandApproval    = "item/commandExecution/requestApproval"
 	methodFileChangeApproval = "item/fileChange/requestApproval"
+	// methodPermissionsApproval asks to widen the session's sandbox
+	// profile (permissions.go).
+	methodPermissionsApproval = "item/permissions/requestApproval"
 )
 
 // Start spawns `<Executable> app-server` in l.WorkFolder, runs the
@@ -280,6 +283,8 @@ func (s *Session) answerUnread(id jsonrpc.ID, method string) {
 	switch method {
 	case methodCommandApproval, methodFileChangeApproval:
 		s.respond(id, map[string]any{"decision": "decline"})
+	case methodPermissionsApproval:
+		s.respond(id, noPermissions)
 	default:
 		s.respondError(id, jsonrpc.CodeInternalError, "request too large")
 	}
@@ -289,10 +294,14 @@ func (s *Session) answerUnread(id jsonrpc.ID, method string) {
 // anything else is refused at once.
 func (s *Session) onRequest(m jsonrpc.Message) {
 	switch m.Method {
-	case methodCommandApproval, methodFileChangeApproval:
+	case methodCommandApproval, methodFileChangeApproval, methodPermissionsApproval:
 		if !s.q.Push(m) {
 			// No turn is running to put it to the gate, or too much waits
 			// for it already: fail closed.
+			if m.Method == methodPermissionsApproval {
+				s.respond(m.ID, noPermissions)
+				return
+			}
 			s.respond(m.ID, map[string]any{"decision": "decline"})
 		}
 	default:

@@ -274,6 +274,10 @@ func (t *turn) result(outcome string) agent.TurnResult {
 // handle maps one notification or approval request of the turn.
 func (t *turn) handle(m jsonrpc.Message) {
 	if m.Kind == jsonrpc.Request {
+		if m.Method == methodPermissionsApproval {
+			t.approvePermissions(m)
+			return
+		}
 		t.approve(m)
 		return
 	}

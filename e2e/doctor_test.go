@@ -292,7 +292,8 @@ func TestDoctorWorkerCredentials(t *testing.T) {
 
 // TestDoctorRunningWorker: the instance file a running blobhub-worker keeps
 // in its state tree (pid, host) makes the tree shared: ✗; the same file
-// naming a dead pid is stale: ✓.
+// naming a dead pid, or a live one that runs something other than
+// blobhub-worker (a pid used again), is stale: ✓.
 func TestDoctorRunningWorker(t *testing.T) {
 	e := doctorEnv(t)
 	host, _ := os.Hostname()
@@ -303,10 +304,16 @@ func TestDoctorRunningWorker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	marker(os.Getpid())
+	pid := workerLookalike(t)
+	marker(pid)
 	code, checks := e.doctor(bhtest.RunnerKey)
-	wantFailed(t, code, checks, "blobhub_worker", fmt.Sprintf("pid %d", os.Getpid()), "stop that blobhub-worker")
+	wantFailed(t, code, checks, "blobhub_worker", fmt.Sprintf("pid %d", pid), "stop that blobhub-worker")
 	onlyFailed(t, checks, "blobhub_worker")
+
+	marker(os.Getpid())
+	if code, checks := e.doctor(bhtest.RunnerKey); code != 0 || !strings.Contains(checks["blobhub_worker"].Detail, "stale") {
+		t.Errorf("a pid that is no blobhub-worker: exit %d, %+v", code, checks["blobhub_worker"])
+	}
 
 	gone := exec.Command("true")
 	if err := gone.Run(); err != nil {

@@ -378,8 +378,12 @@ func pidsWithCmd(t testing.TB, s, dir string) []int {
 	return out
 }
 
+// TestE2EClaudeAPIErrorTurnFailed: a model that answers every request
+// 500 ends the turn failed once the turn has been resumed turnRetries (3)
+// times, each announced by a retrying status item.
 func TestE2EClaudeAPIErrorTurnFailed(t *testing.T) {
-	e := newClaudeE2E(t, claudetest.Error(500))
+	e := newClaudeE2E(t)
+	e.model.Then(func(claudetest.Request) claudetest.Reply { return claudetest.Reply{Status: 500} })
 	if e.agentConfig(claudeType).Env["CLAUDE_CODE_MAX_RETRIES"] != "0" {
 		t.Fatal("the model env must turn the CLI's retries off")
 	}
@@ -387,8 +391,11 @@ func TestE2EClaudeAPIErrorTurnFailed(t *testing.T) {
 	e.handOff(alias, claudeType, "approval", "hello")
 	e.activate(alias, 3, run.OutcomeTurnFailed)
 	types := e.itemTypes(alias)
-	if types[len(types)-1] != "turn_end" || count(types, "status") == 0 {
-		t.Errorf("items %v, want a status and a final turn_end", types)
+	if types[len(types)-1] != "turn_end" || count(types, "status") != 4 || count(types, "turn_end") != 1 {
+		t.Errorf("items %v, want three retrying statuses, a turn_failed status and one final turn_end", types)
+	}
+	if n := len(e.model.Requests()); n != 4 {
+		t.Errorf("%d model requests, want 4 (the turn and 3 resumes)", n)
 	}
 	if got := meta(t, e.itemsOfType(alias, "turn_end")[0]).Outcome; got != "failed" {
 		t.Errorf("turn_end outcome %q, want failed", got)

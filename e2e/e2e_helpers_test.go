@@ -178,13 +178,13 @@ func (e *e2eEnv) writeConfig() {
 	}
 }
 
-// jobDir is the state tree's folder for the session.
+// jobDir is the state tree's folder for the session (of the first
+// section, with its prefix).
 func (e *e2eEnv) jobDir() string {
-	sid := bhtest.SessionID
 	if len(e.Config.Sections) > 0 {
-		sid = e.Config.Sections[0].Session.SessionID
+		return filepath.Join(e.state, "jobs", setup.JobID(e.Config.Sections[0]))
 	}
-	return filepath.Join(e.state, "jobs", setup.JobType+"-"+sid)
+	return filepath.Join(e.state, "jobs", setup.JobType+"-"+bhtest.SessionID)
 }
 
 // environ is bhw-run's whole environment: nothing of the test process's
@@ -204,6 +204,8 @@ func (e *e2eEnv) environ(key string) []string {
 		"BHW_STATE_DIR=" + e.state,
 		"BHW_CONFIG=" + e.configPath(),
 		"BHW_LOG_FORMAT=json",
+		// A transient API error's resumes wait milliseconds, not minutes.
+		run.RetryDelaysEnv + "=10,20,30",
 	}
 	if len(e.Config.Sections) == 0 {
 		env = append(env, "BHW_REVISION_ID="+bhtest.RevisionID, "BHW_SESSION_ID="+bhtest.SessionID)

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -239,7 +240,7 @@ func TestLegacyParkedClaudeThreadResumes(t *testing.T) {
 	// The resolved work folder was not recorded then: the turn adds it.
 	pinned := before.Workspace
 	pinned.ResolvedFolder, _ = filepath.EvalSymlinks(before.Workspace.WorkFolder)
-	if after.Agent.AgentSessionID != before.Agent.AgentSessionID || after.Workspace != pinned || after.EmissionNonce != before.EmissionNonce {
+	if after.Agent.AgentSessionID != before.Agent.AgentSessionID || !reflect.DeepEqual(after.Workspace, pinned) || after.EmissionNonce != before.EmissionNonce {
 		t.Errorf("after: session %q workspace %+v nonce %q", after.Agent.AgentSessionID, after.Workspace, after.EmissionNonce)
 	}
 	// The published artifacts move to artifacts.yaml, which only a turn

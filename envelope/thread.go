@@ -20,11 +20,15 @@ const (
 // recovery. The names the long-running blobhub-worker documents (agent.state, agent.agent_session_id, agent.error,
 // workspace.agent_type, items.last_consumed, items.last_posted) are kept.
 type Thread struct {
-	Alias         string         `yaml:"alias"`
-	Session       SessionRef     `yaml:"session"`
-	Workspace     Workspace      `yaml:"workspace"`
-	Agent         AgentState     `yaml:"agent"`
-	Turn          TurnState      `yaml:"turn"`
+	Alias     string     `yaml:"alias"`
+	Session   SessionRef `yaml:"session"`
+	Workspace Workspace  `yaml:"workspace"`
+	Agent     AgentState `yaml:"agent"`
+	Turn      TurnState  `yaml:"turn"`
+	// Prompt is the open question of a parked turn. It is written at
+	// agent.park, where blobhub-worker keeps its own (park.go); a
+	// thread.yaml of an earlier bhw-run kept it here, under prompt, which
+	// is still read.
 	Prompt        *Prompt        `yaml:"prompt,omitempty"`
 	Grants        []string       `yaml:"grants"`
 	Items         Cursors        `yaml:"items"`
@@ -38,10 +42,17 @@ type Thread struct {
 	Extra map[string]any `yaml:",inline"`
 }
 
-// SessionRef names the session the thread lives in.
+// SessionRef names the session the thread lives in: the section's session
+// as blobhub-worker records it (org, blob, revision, session and the
+// section's prefix).
 type SessionRef struct {
-	RevisionID string `yaml:"revision_id"`
-	SessionID  string `yaml:"session_id"`
+	OrgID         string `yaml:"org_id,omitempty"`
+	BlobID        string `yaml:"blob_id,omitempty"`
+	RevisionID    string `yaml:"revision_id"`
+	SessionID     string `yaml:"session_id"`
+	SessionPrefix string `yaml:"session_prefix,omitempty"`
+	// Extra keeps keys this version does not know.
+	Extra map[string]any `yaml:",inline"`
 }
 
 // Workspace is fixed at activation.
@@ -53,6 +64,8 @@ type Workspace struct {
 	// whatever a link on the way leads to later. A thread.yaml written
 	// before it existed gets it on its next turn.
 	ResolvedFolder string `yaml:"resolved_work_folder,omitempty"`
+	// Extra keeps keys this version does not know.
+	Extra map[string]any `yaml:",inline"`
 }
 
 // Folder is where the agent runs: ResolvedFolder, or WorkFolder in a
@@ -72,6 +85,18 @@ type AgentState struct {
 	FailedOnWire   bool         `yaml:"failed_on_wire"`
 	Resolved       Resolved     `yaml:"resolved"`
 	Process        *ProcessInfo `yaml:"process,omitempty"`
+	// Park is the open question of a parked turn as it is on disk; in
+	// memory it is Thread.Prompt (park.go moves it on read and write).
+	Park *Prompt `yaml:"park,omitempty"`
+	// Grant is blobhub-worker's one-shot grant: a person approved the call
+	// it names, and its next attempt runs without asking (park.go).
+	Grant *Grant `yaml:"grant,omitempty"`
+	// UsageTotal is the agent's cumulative usage counters where the
+	// daemon's last turn in agent_session_id ended; the daemon measures
+	// its next turn's usage from it. bhw-run keeps it as it is.
+	UsageTotal map[string]int `yaml:"usage_total,omitempty"`
+	// Extra keeps keys this version does not know.
+	Extra map[string]any `yaml:",inline"`
 }
 
 // ErrorRecord is a thread-level error; both fields are null when clear.
@@ -149,6 +174,14 @@ type Prompt struct {
 	CreatedAt  string      `yaml:"created_at"`
 	Call       policy.Call `yaml:"call"`
 	InputJSON  string      `yaml:"input_json,omitempty"`
+	// Subject is what blobhub-worker names an approval by: the tool (or
+	// the request method); empty for a question.
+	Subject string `yaml:"subject,omitempty"`
+	// GrantKey is the grant key the prompt's item showed, kept for a park
+	// the daemon left (bhw-run's own prompts derive it from Call).
+	GrantKey string `yaml:"grant_key,omitempty"`
+	// Extra keeps keys this version does not know.
+	Extra map[string]any `yaml:",inline"`
 }
 
 // Cursors are the four item cursors: the last person item delivered, the
@@ -159,6 +192,8 @@ type Cursors struct {
 	LastPosted     ItemRef       `yaml:"last_posted"`
 	Scanned        Scanned       `yaml:"scanned"`
 	PendingInbound []InboundItem `yaml:"pending_inbound"`
+	// Extra keeps keys this version does not know.
+	Extra map[string]any `yaml:",inline"`
 }
 
 // ItemRef points at one item.

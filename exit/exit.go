@@ -38,30 +38,36 @@ const (
 	CodeUnknownJobType         = "UNKNOWN_JOB_TYPE"
 	CodeMissingSessionKeys     = "MISSING_SESSION_KEYS"
 	CodeDuplicateSectionTarget = "DUPLICATE_SECTION_TARGET"
-	CodeSessionNotFound        = "SESSION_NOT_FOUND"
-	CodeAgentNotInstalled      = "AGENT_NOT_INSTALLED"
-	CodeAuthInvalid            = "AUTH_INVALID"
-	CodeUserIdentityMismatch   = "USER_IDENTITY_MISMATCH"
-	CodeSessionOwnedByOther    = "SESSION_OWNED_BY_DIFFERENT_USER"
-	CodeWorkerObjectMalformed  = "SECTION_WORKER_OBJECT_MALFORMED"
-	CodeBadAlias               = "INVALID_ALIAS"
-	CodeThreadExists           = "THREAD_EXISTS"
-	CodeThreadActive           = "THREAD_ACTIVE"
-	CodeNotRetryable           = "NOT_RETRYABLE"
-	CodeLocked                 = "THREAD_LOCKED"
-	CodeNoSlot                 = "NO_AGENT_SLOT"
-	CodeUnavailable            = "BLOBHUB_UNAVAILABLE"
-	CodeStateChanged           = "STATE_CHANGED"
-	CodeNotJob                 = "NOT_A_JOB_THREAD"
-	CodeNoThread               = "THREAD_NOT_FOUND"
-	CodeUnposted               = "ITEMS_UNPOSTED"
-	CodeStateTreeInvalid       = "STATE_INVALID"
-	CodePosterIsRunner         = "POSTER_IS_RUNNER"
+	// CodeOverlappingPrefix: two sections watch prefixes of one session
+	// that share objects ("" overlaps every prefix, "a/" overlaps "a/b/").
+	CodeOverlappingPrefix     = "OVERLAPPING_SECTION_PREFIX"
+	CodeSessionNotFound       = "SESSION_NOT_FOUND"
+	CodeAgentNotInstalled     = "AGENT_NOT_INSTALLED"
+	CodeAuthInvalid           = "AUTH_INVALID"
+	CodeUserIdentityMismatch  = "USER_IDENTITY_MISMATCH"
+	CodeSessionOwnedByOther   = "SESSION_OWNED_BY_DIFFERENT_USER"
+	CodeWorkerObjectMalformed = "SECTION_WORKER_OBJECT_MALFORMED"
+	CodeBadAlias              = "INVALID_ALIAS"
+	CodeThreadExists          = "THREAD_EXISTS"
+	CodeThreadActive          = "THREAD_ACTIVE"
+	CodeNotRetryable          = "NOT_RETRYABLE"
+	CodeLocked                = "THREAD_LOCKED"
+	CodeNoSlot                = "NO_AGENT_SLOT"
+	CodeUnavailable           = "BLOBHUB_UNAVAILABLE"
+	CodeStateChanged          = "STATE_CHANGED"
+	CodeNotJob                = "NOT_A_JOB_THREAD"
+	CodeNoThread              = "THREAD_NOT_FOUND"
+	CodeUnposted              = "ITEMS_UNPOSTED"
+	CodeStateTreeInvalid      = "STATE_INVALID"
+	CodePosterIsRunner        = "POSTER_IS_RUNNER"
 	// CodeInterrupted: a signal ended the run (SIGINT 130, SIGTERM 143).
 	CodeInterrupted = "INTERRUPTED"
 	// CodeRateLimited: the agent's provider refused the turn for a rate or
 	// usage limit; the messages wait for its reset.
 	CodeRateLimited = "RATE_LIMITED"
+	// CodeWorkerRunning: a live blobhub-worker holds the state tree (its
+	// instance.yaml); the thread waits until it is stopped.
+	CodeWorkerRunning = "WORKER_ALREADY_RUNNING"
 	// CodeAgentAuthFailed: the agent is not logged in, or its provider
 	// refused its key; the messages wait for a person to fix the machine.
 	CodeAgentAuthFailed = "AGENT_AUTH_FAILED"
@@ -144,18 +150,18 @@ var Classes = []Class{
 		Help:      "not_here: an active thread this state tree holds no record of",
 		Scheduler: "an active thread this state tree holds no record of (another host's, or lost)"},
 	{Exit: TempFail, Label: "75", Outcome: "—",
-		Help:      "try again later: THREAD_LOCKED, NO_AGENT_SLOT, BLOBHUB_UNAVAILABLE, ITEMS_UNPOSTED, STATE_CHANGED, RATE_LIMITED (after the reset time it names)",
-		Scheduler: "try again later: lock held, no agent slot (within `--slot-wait`), BlobHub unreachable, items left unposted, the thread changed meanwhile, or `RATE_LIMITED`: the agent's provider refused the turn for a rate or usage limit, the messages wait and a run after the reset (in the message and the summary's `limited_until`) delivers them (systemd: `SuccessExitStatus=75`)",
-		Codes:     []string{CodeLocked, CodeNoSlot, CodeUnavailable, CodeUnposted, CodeStateChanged, CodeRateLimited}},
+		Help:      "try again later: THREAD_LOCKED, NO_AGENT_SLOT, BLOBHUB_UNAVAILABLE, ITEMS_UNPOSTED, STATE_CHANGED, RATE_LIMITED (after the reset time it names), WORKER_ALREADY_RUNNING (stop the daemon)",
+		Scheduler: "try again later: lock held, no agent slot (within `--slot-wait`), BlobHub unreachable, items left unposted, the thread changed meanwhile, or `RATE_LIMITED`: the agent's provider refused the turn for a rate or usage limit, the messages wait and a run after the reset (in the message and the summary's `limited_until`) delivers them, or `WORKER_ALREADY_RUNNING`: a live blobhub-worker holds the state tree, and the thread waits until it is stopped (systemd: `SuccessExitStatus=75`)",
+		Codes:     []string{CodeLocked, CodeNoSlot, CodeUnavailable, CodeUnposted, CodeStateChanged, CodeRateLimited, CodeWorkerRunning}},
 	{Exit: Refused, Label: "77", Outcome: "—",
 		Help:      "refused: AUTH_INVALID, USER_IDENTITY_MISMATCH, SESSION_OWNED_BY_DIFFERENT_USER, SECTION_WORKER_OBJECT_MALFORMED",
 		Scheduler: "refused: `AUTH_INVALID`, `USER_IDENTITY_MISMATCH`, `SESSION_OWNED_BY_DIFFERENT_USER`, `SECTION_WORKER_OBJECT_MALFORMED`",
 		Codes:     []string{CodeAuthInvalid, CodeUserIdentityMismatch, CodeSessionOwnedByOther, CodeWorkerObjectMalformed}},
 	{Exit: Config, Label: "78", Outcome: "—",
 		Help:      "configuration: CREDENTIALS_NOT_FOUND, INSECURE_CREDENTIALS_PERMISSIONS, INVALID_CONFIG, SESSION_NOT_FOUND, AGENT_NOT_INSTALLED, AGENT_AUTH_FAILED, STATE_INVALID, INSECURE_STATE_PERMISSIONS, ...",
-		Scheduler: "configuration: `CREDENTIALS_NOT_FOUND`, `INSECURE_CREDENTIALS_PERMISSIONS`, `INVALID_CONFIG`, `UNKNOWN_JOB_TYPE`, `MISSING_SESSION_KEYS`, `DUPLICATE_SECTION_TARGET`, `SESSION_NOT_FOUND`, `AGENT_NOT_INSTALLED`, `AGENT_AUTH_FAILED` (the agent is not logged in or its key was refused: the message names the command that fixes it; the thread stays active and its messages wait), `STATE_INVALID` (the state tree cannot be read or written: a file that is not a regular one, a read-only folder, a full disk), `INSECURE_STATE_PERMISSIONS` (a folder of the state tree or config.yaml that another user owns or may write to), `POSTER_IS_RUNNER`",
+		Scheduler: "configuration: `CREDENTIALS_NOT_FOUND`, `INSECURE_CREDENTIALS_PERMISSIONS`, `INVALID_CONFIG`, `UNKNOWN_JOB_TYPE`, `MISSING_SESSION_KEYS`, `DUPLICATE_SECTION_TARGET`, `OVERLAPPING_SECTION_PREFIX`, `SESSION_NOT_FOUND`, `AGENT_NOT_INSTALLED`, `AGENT_AUTH_FAILED` (the agent is not logged in or its key was refused: the message names the command that fixes it; the thread stays active and its messages wait), `STATE_INVALID` (the state tree cannot be read or written: a file that is not a regular one, a read-only folder, a full disk), `INSECURE_STATE_PERMISSIONS` (a folder of the state tree or config.yaml that another user owns or may write to), `POSTER_IS_RUNNER`",
 		Codes: []string{CodeCredentialsNotFound, CodeInsecureCredentials, CodeInvalidConfig, CodeUnknownJobType, CodeMissingSessionKeys,
-			CodeDuplicateSectionTarget, CodeSessionNotFound, CodeAgentNotInstalled, CodeAgentAuthFailed, CodeStateTreeInvalid, CodeInsecurePermissions, CodePosterIsRunner}},
+			CodeDuplicateSectionTarget, CodeOverlappingPrefix, CodeSessionNotFound, CodeAgentNotInstalled, CodeAgentAuthFailed, CodeStateTreeInvalid, CodeInsecurePermissions, CodePosterIsRunner}},
 	{Exit: Interrupted, Label: "130 / 143", Outcome: "`interrupted`",
 		Help:      "interrupted by SIGINT/SIGTERM; state saved, the next run resumes",
 		Scheduler: "SIGINT / SIGTERM: state saved, the next run resumes (a run stopped before it held the thread lock wrote nothing)",

@@ -44,6 +44,13 @@ type Call struct {
 	GrantRoot string `json:"grant_root,omitempty" yaml:"grant_root,omitempty"`
 	// Summary is a one-line human description, e.g. "Bash → rm -rf build".
 	Summary string `json:"summary,omitempty" yaml:"summary,omitempty"`
+	// Subject and GrantKey are how blobhub-worker names the call in its
+	// approval question and one-shot grant (its tool, or its request's
+	// method; that and what it acts on), when the adapter's names differ
+	// from Tool and Tool:<command, file or path>: a grant either side
+	// recorded then covers the call on the other. Empty: derived.
+	Subject  string `json:"subject,omitempty" yaml:"subject,omitempty"`
+	GrantKey string `json:"grant_key,omitempty" yaml:"grant_key,omitempty"`
 }
 
 // Target is what a call acts on.

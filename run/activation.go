@@ -34,6 +34,9 @@ type activation struct {
 	dir   string
 	log   *slog.Logger
 	sum   *Summary
+	// turnDeadline is when --max-duration ends the turn, whatever attempt
+	// of it runs (zero: no bound); retry.go.
+	turnDeadline time.Time
 
 	// mu guards t and j: the adapter's reading goroutine emits while the
 	// watchdog and the signal handler look on.
@@ -445,7 +448,7 @@ var (
 // past the bound is answered all the same: findAnswer looks past it.
 func (a *activation) readItems(ctx context.Context) error {
 	a.mu.Lock()
-	from := scannedCursor(a.t.Items.Scanned)
+	from := a.scanFrom()
 	held, size := len(a.t.Items.PendingInbound), 0
 	for _, in := range a.t.Items.PendingInbound {
 		size += inboundSize(in)

@@ -35,8 +35,11 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 	a.stopTurn = cancel
 	a.mu.Unlock()
 	if a.r.MaxDuration > 0 {
+		if a.turnDeadline.IsZero() {
+			a.turnDeadline = time.Now().Add(a.r.MaxDuration)
+		}
 		var stopTimer context.CancelFunc
-		turnCtx, stopTimer = context.WithTimeoutCause(turnCtx, a.r.MaxDuration, errTimeout)
+		turnCtx, stopTimer = context.WithDeadlineCause(turnCtx, a.turnDeadline, errTimeout)
 		defer stopTimer()
 	}
 	stopWatch := h.watch(a.r.StallTimeout, sess.LastOutput, cancel)

@@ -189,10 +189,11 @@ func TestBadCredentialsAndConfig(t *testing.T) {
 		{name: "job_type other", config: "sections:\n  - name: s\n    job_type: other\n    session: {org_id: o, blob_id: b, revision_id: r, session_id: s}\n", code: exit.CodeUnknownJobType},
 		{name: "missing session keys", config: "sections:\n  - name: s\n    session: {revision_id: r, session_id: s}\n", code: exit.CodeMissingSessionKeys, msg: "blob_id, org_id"},
 		{name: "duplicate section", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "p/", "ses_1"), code: exit.CodeDuplicateSectionTarget},
+		{name: "overlapping prefixes", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "p/q/", "ses_1"), code: exit.CodeOverlappingPrefix, msg: `"p/" and "p/q/"`},
+		{name: "the whole session beside a prefix", config: "sections:\n" + section("a", "", "ses_1") + section("b", "p/", "ses_1"), code: exit.CodeOverlappingPrefix},
 		{name: "prefix tie", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "p/", "ses_2"), alias: "p/t", code: exit.CodeInvalidConfig, msg: "--section"},
 		{name: "no section owns the alias", config: "sections:\n" + section("a", "p/", "ses_1") + section("b", "q/", "ses_2"), alias: "r/t", code: exit.CodeInvalidConfig, msg: `"r/t"`},
 		{name: "unknown --section", config: "sections:\n" + section("a", "p/", "ses_1"), o: setup.Options{Section: "zz"}, code: exit.CodeInvalidConfig},
-		{name: "session alias instead of id", config: "sections:\n" + section("a", "", "my/session"), code: exit.CodeInvalidConfig, msg: "not supported"},
 		{name: "no session at all", alias: "t", code: exit.CodeInvalidConfig, msg: "--revision"},
 		{name: "explicit config missing", o: setup.Options{ConfigPath: "/nonexistent/config.yaml"}, code: exit.CodeInvalidConfig},
 	}
@@ -241,7 +242,9 @@ func TestSectionChoice(t *testing.T) {
     session: {org_id: o, blob_id: b, revision_id: rev_1, session_id: ses_p1}
     session_prefix: "projects/p1/"
 `, 0o600)
-	sessionOf := map[string]string{"all": "ses_all", "projects": "ses_proj", "p1": "ses_p1"}
+	// A prefixed section's folder is the worker's: the prefix's slug and
+	// the first 8 hex digits of its SHA-256 after the session.
+	folderOf := map[string]string{"all": "ses_all", "projects": "ses_proj-projects-58b26a88", "p1": "ses_p1-projects_p1-15867fed"}
 	for alias, want := range map[string]string{"projects/p1/t": "p1", "projects/p2/t": "projects", "projects/p1": "projects"} {
 		s, err := setup.Resolve(setup.Options{Home: home, StateDir: state, ConfigPath: cfg}, alias)
 		if err != nil {
@@ -253,7 +256,7 @@ func TestSectionChoice(t *testing.T) {
 		if s.APIKey != "bhk_x" || s.APIURL != "https://api.example.test/v1" || s.StateName != "p" {
 			t.Errorf("credentials resolved to %q %q %q", s.APIKey, s.APIURL, s.StateName)
 		}
-		if wantDir := filepath.Join(state, "jobs", "session_agent_harness-"+sessionOf[want]); s.JobDir != wantDir {
+		if wantDir := filepath.Join(state, "jobs", "session_agent_harness-"+folderOf[want]); s.JobDir != wantDir {
 			t.Errorf("%s: job dir %s, want %s", alias, s.JobDir, wantDir)
 		}
 	}

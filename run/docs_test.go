@@ -455,7 +455,7 @@ func TestLocalTimestamps(t *testing.T) {
 		stamp("section.log time", rec.Time)
 	}
 	nm := readYAML(t, filepath.Join(jobDir, "not_mine.yaml"))
-	stamp("not_mine.yaml updated_at", fmt.Sprint(dig(nm, "aliases", "docs/note", "updated_at")))
+	stamp("not_mine.yaml updated_at", fmt.Sprint(dig(nm, "reasons", "docs/note", "updated_at")))
 	stamp("section.yaml attached_at", fmt.Sprint(dig(readYAML(t, filepath.Join(jobDir, "section.yaml")), "attachment", "attached_at")))
 	stamp("identity.yaml user.recorded_at", fmt.Sprint(dig(readYAML(t, setup.IdentityPath(h.state)), "user", "recorded_at")))
 

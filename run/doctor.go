@@ -11,10 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/proc"
@@ -348,23 +345,11 @@ func (d *doctor) stateDir() {
 	d.ok("state_dir", "%s%s, mode 0700, writable", dir, made)
 }
 
-// workerInstance is the instance.yaml the Python blobhub-worker writes
-// (with O_EXCL) while it runs on a state tree, and removes when it stops
-// cleanly: a file whose pid is dead is stale.
-type workerInstance struct {
-	Instance struct {
-		InstanceID string `yaml:"instance_id"`
-		PID        int    `yaml:"pid"`
-		Host       string `yaml:"host"`
-		StartedAt  string `yaml:"started_at"`
-	} `yaml:"instance"`
-}
-
 // blobhubWorker: no blobhub-worker runs on this state tree. Both would
 // run the same threads from the same records, each unaware of the other.
 func (d *doctor) blobhubWorker() {
 	dir := d.s.StateDir
-	running, detail := workerRunning(filepath.Join(dir, "instance.yaml"))
+	running, detail := setup.WorkerRunning(filepath.Join(dir, "instance.yaml"))
 	if running {
 		d.fail("blobhub_worker", detail+" on this state tree", "stop that blobhub-worker, or give bhw-run a state tree of its own (--state-dir or another profile)")
 		return
@@ -376,33 +361,11 @@ func (d *doctor) blobhubWorker() {
 	// The v1 daemon's own tree is ~/.blobhub-worker itself: a live one
 	// there does not share our records, but it works its sessions too.
 	if root := filepath.Join(d.s.Home, ".blobhub-worker"); root != dir {
-		if live, other := workerRunning(filepath.Join(root, "instance.yaml")); live {
+		if live, other := setup.WorkerRunning(filepath.Join(root, "instance.yaml")); live {
 			msg += "; " + other + " with its own tree " + root + ": give it other sessions or session_prefixes than bhw-run's"
 		}
 	}
 	d.ok("blobhub_worker", "%s", msg)
-}
-
-// workerRunning reads a blobhub-worker instance file: running when it names
-// a live process of this host; detail says what was found.
-func workerRunning(path string) (running bool, detail string) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, ""
-	}
-	var wi workerInstance
-	if err != nil || yaml.Unmarshal(b, &wi) != nil || wi.Instance.PID <= 0 {
-		return true, fmt.Sprintf("%s exists but cannot be read as a blobhub-worker instance (%v): a blobhub-worker may run", path, err)
-	}
-	in := wi.Instance
-	who := fmt.Sprintf("a blobhub-worker (pid %d, instance %s, since %s)", in.PID, in.InstanceID, in.StartedAt)
-	if host, _ := os.Hostname(); in.Host != "" && in.Host != host {
-		return true, fmt.Sprintf("%s of host %s holds %s, which this host cannot check", who, in.Host, path)
-	}
-	if err := syscall.Kill(in.PID, 0); err == nil || errors.Is(err, syscall.EPERM) {
-		return true, who + " runs"
-	}
-	return false, fmt.Sprintf("%s names pid %d, which is not running: stale", path, in.PID)
 }
 
 // agentsToCheck are the agent types a thread of this setup may use: those

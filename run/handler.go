@@ -183,6 +183,8 @@ func (h *turnHandler) decide(c policy.Call) (policy.Verdict, *policy.Decision) {
 					break
 				}
 			}
+			// The same approval, as the worker recorded it, is spent with it.
+			_, _ = a.takeGrant(c)
 			_ = a.saveLocked()
 			a.mu.Unlock()
 		}
@@ -190,6 +192,20 @@ func (h *turnHandler) decide(c policy.Call) (policy.Verdict, *policy.Decision) {
 	case policy.DecisionDeny:
 		a.emit(policyDeniedItem(c, d))
 		return d.Verdict(), &d
+	}
+	// The worker's one-shot grant (a person's approval the daemon, or an
+	// answer to it, recorded) lets through the call it names, once; only
+	// a call the gate would ask a person about.
+	a.mu.Lock()
+	g, ok := a.takeGrant(c)
+	if ok {
+		_ = a.saveLocked()
+	}
+	a.mu.Unlock()
+	if ok {
+		a.logf("gate allow (one-shot grant of %s) %s", g.GrantedBy, c.Brief())
+		a.emit(grantedItem(g, c))
+		return policy.Verdict{Action: policy.Allow}, &d
 	}
 	return h.park(c), &d
 }

@@ -397,6 +397,10 @@ func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope
 	l.Local = a.t.Agent.State
 	if env.State == envelope.StateActive && a.t.Agent.State == envelope.StateActive {
 		read = true
+		// A park the daemon left is answered as a run would find it.
+		if err := a.adoptPark(ctx); err != nil {
+			return l, read, err
+		}
 		if err := a.readItems(ctx); err != nil {
 			return l, read, err
 		}

@@ -362,18 +362,18 @@ func promptQuestions(p *envelope.Prompt) []map[string]any {
 		}
 		return qs
 	}
-	key := c.Tool
-	if d := callDetail(c); d != "" {
-		key += ":" + d
-	}
-	return []map[string]any{{
-		"question": "Approve " + c.Brief() + "?", "header": "permission", "subject": c.Tool, "grant_key": key,
+	q := map[string]any{
+		"question": "Approve " + c.Brief() + "?", "header": "permission", "subject": grantSubject(c),
 		"options": []map[string]any{
 			{"label": "Approve", "description": "run this call"},
 			{"label": "Deny", "description": "refuse this call"},
 		},
 		"multiSelect": false,
-	}}
+	}
+	if key := promptGrantKey(p); key != "" {
+		q["grant_key"] = key // absent, as the worker leaves it, for a call it names by no key
+	}
+	return []map[string]any{q}
 }
 
 // callDetail is what a call acts on as its input names it: the command,

@@ -140,6 +140,10 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	if err := ctx.Err(); err != nil {
 		return sum, err // a signal already: nothing is written
 	}
+	// A live daemon on this tree runs the same threads: nothing is touched.
+	if err := r.Setup.CheckNoDaemon(); err != nil {
+		return sum, err
+	}
 	a.dir = setup.ThreadDir(r.Setup.JobDir, alias)
 	// A thread this state tree has never run gets its folder only once
 	// BlobHub says it is a job thread, so a misspelled alias leaves nothing
@@ -200,6 +204,10 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 
 	// 5. The envelope.
 	if err := a.download(ctx); err != nil {
+		return sum, err
+	}
+	// A park the daemon left is completed from the thread's items.
+	if err := a.adoptPark(ctx); err != nil {
 		return sum, err
 	}
 	// 6. The items after items.scanned.
@@ -380,12 +388,14 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 		// A new agent type or work folder is a new session.
 		t.Agent.AgentSessionID = ""
 	}
-	t.Workspace = envelope.Workspace{AgentType: res.Type, WorkFolder: a.env.WorkFolder, ResolvedFolder: res.WorkFolder}
+	t.Workspace = envelope.Workspace{AgentType: res.Type, WorkFolder: a.env.WorkFolder, ResolvedFolder: res.WorkFolder, Extra: t.Workspace.Extra}
 	t.Agent.State = envelope.StateActive
 	t.Agent.Error.Clear()
 	t.Agent.FailedOnWire = false
 	t.Agent.Resolved = res.Resolved
-	t.Session = envelope.SessionRef{RevisionID: a.r.Setup.Section.Session.RevisionID, SessionID: a.r.Setup.Section.Session.SessionID}
+	sec := a.r.Setup.Section
+	t.Session = envelope.SessionRef{OrgID: sec.Session.OrgID, BlobID: sec.Session.BlobID, RevisionID: sec.Session.RevisionID,
+		SessionID: sec.Session.SessionID, SessionPrefix: sec.Prefix(), Extra: t.Session.Extra}
 	if err := a.save(); err != nil {
 		return "", err
 	}

@@ -56,7 +56,10 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 		note = policy.FormatAnswers(p.Call.Questions, parsed)
 		answers = questionAnswers(p.Call.Questions, parsed)
 	} else if ok, reason := policy.ParseApproval(text); ok {
-		t.Grants = append(t.Grants, p.Call.Fingerprint)
+		if p.Call.Fingerprint != "" {
+			t.Grants = append(t.Grants, p.Call.Fingerprint)
+		}
+		recordGrant(t, p)
 		brief, decision = "✓ approved", "approved"
 		note = fmt.Sprintf("A person approved your call to %s. Run it again now, unchanged.", p.Call.Phrase())
 		answers = approvalAnswers(p, "Approve")
@@ -145,6 +148,7 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 		note := "(The earlier conversation could not be resumed; this is a new session.)\n\n"
 		result, err = a.runAgent(ctx, res, gate, note+message, plan, tally)
 	}
+	result, err = a.retryTransient(ctx, res, gate, tally, result, err)
 	if err != nil || result.Outcome != agent.TurnCompleted && result.Outcome != agent.TurnParked {
 		// Cut short: a call still open never gets its result.
 		a.closeOpenCalls(tally)
@@ -196,7 +200,7 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 		// A one-shot grant serves the call a person approved in this turn;
 		// one the turn never used must not approve a later turn's call
 		// (nor pile up in thread.yaml, which every run reads).
-		t.Grants = nil
+		t.Grants, t.Agent.Grant = nil, nil
 	}
 	// The journal reaches the disk before the record that says the turn
 	// ended, so a power loss cannot keep the state and lose the turn_end.

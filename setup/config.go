@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
@@ -185,8 +186,11 @@ type Setup struct {
 	// SectionWhy says how Section was chosen ("from --section", "the only
 	// section of the config", …), for messages.
 	SectionWhy string
-	JobDir     string // {state}/jobs/session_agent_harness-{session_id}
-	Home       string // the user's home
+	JobDir     string // {state}/jobs/{JobID}: session_agent_harness-{session_id}[-{prefix slug}-{8 hex}]
+	// alias is the thread the section was chosen for ("" for none): the
+	// job folder is named again for it once a session alias is resolved.
+	alias string
+	Home  string // the user's home
 	// Adapters are the agents this build can run, from Options.
 	Adapters []agent.Adapter
 	// Version is bhw-run's, from Options.
@@ -479,11 +483,17 @@ func (s *Setup) ResolveSection(o Options, alias string) error {
 	if err != nil {
 		return err
 	}
-	s.Section, s.SectionWhy = sec, why
+	s.Section, s.SectionWhy, s.alias = sec, why, alias
+	if !blobhub.IsSessionID(sec.Session.SessionID) && !strings.HasPrefix(s.APIURL, "file:") {
+		// A session alias: its folder is named once ResolveSession has
+		// its id, before anything reads or writes there.
+		s.JobDir = ""
+		return nil
+	}
 	if err := ValidateName(sec.Session.SessionID); err != nil {
 		return exit.Errorf(exit.CodeInvalidConfig, "session id %q: %v", sec.Session.SessionID, err)
 	}
-	s.JobDir = filepath.Join(s.StateDir, "jobs", JobType+"-"+sec.Session.SessionID)
+	s.JobDir = jobDirFor(s.StateDir, sec, alias)
 	return nil
 }
 
@@ -563,16 +573,13 @@ func validateConfig(c *Config, s *Setup) error {
 		if len(missing) > 0 {
 			return exit.Errorf(exit.CodeMissingSessionKeys, "sections[%d] (%s): session is missing %s; give all four ids (org_id, blob_id, revision_id, session_id)", i, s.Name, strings.Join(slices.Sorted(slices.Values(missing)), ", "))
 		}
-		if !strings.HasPrefix(t.SessionID, "ses_") && strings.Contains(t.SessionID, "/") {
-			return exit.Errorf(exit.CodeInvalidConfig, "sections[%d] (%s): session_id %q looks like an alias; resolving session aliases is not supported, give the literal id", i, s.Name, t.SessionID)
-		}
 		key := t.RevisionID + "/" + t.SessionID + "/" + s.Prefix()
 		if prev, dup := seen[key]; dup {
 			return exit.Errorf(exit.CodeDuplicateSectionTarget, "sections %q and %q watch the same session and prefix; remove one", prev, s.Name)
 		}
 		seen[key] = s.Name
 	}
-	return nil
+	return overlappingPrefixes(c.Sections)
 }
 
 // validateAgent checks agents.<name> and decodes its own keys: the home

@@ -204,9 +204,13 @@ func UpdateSection(ctx context.Context, jobDir string, sec Section, fn func(*Sec
 	return &out, err
 }
 
-// NotMine is not_mine.yaml: aliases known not to be job threads.
+// NotMine is not_mine.yaml: aliases known not to be job threads. On disk
+// (notmine.go) aliases is the list blobhub-worker reads, and why bhw-run
+// cached each one is beside it, under reasons.
 type NotMine struct {
-	Aliases map[string]NotMineEntry `yaml:"aliases"`
+	Aliases map[string]NotMineEntry
+	// Extra keeps keys this version does not know.
+	Extra map[string]any
 }
 
 // NotMineEntry says why an alias is cached.

@@ -654,6 +654,10 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
 	case req.SessionID == "":
 		writeError(w, http.StatusBadRequest, "invalid_request_body", "session_id is required")
 		return
+	case r.PathValue("revision") == "default":
+		// As the API: only the revision route resolves default.
+		writeError(w, http.StatusNotFound, "revision_not_found", "data commands take a revision id; resolve default first")
+		return
 	}
 	limit := blobhub.DefaultListLimit
 	if req.Limit != nil {
