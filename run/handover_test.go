@@ -69,7 +69,7 @@ func TestDaemonGrantSpent(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(h.work, "sub"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	th := &turnHandler{a: a, gate: a.r.gate(setup.PermApproval, policy.Policy{}, h.work), posture: setup.PermApproval}
+	th := &turnHandler{a: a, gate: a.r.gate(setup.PermApproval, policy.Policy{}, h.work, ""), posture: setup.PermApproval}
 	bash := func(cmd string) policy.Call {
 		in, _ := json.Marshal(map[string]string{"command": cmd})
 		return policy.Call{Tool: "Bash", Effect: policy.EffectExec, InvocationID: "toolu_" + cmd, Input: in,
