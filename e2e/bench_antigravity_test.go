@@ -34,8 +34,9 @@ func BenchmarkE2EAntigravityTurnOverhead(b *testing.B) {
 	e.writeConfig()
 	e.signedIn()
 	pol := &policy.Policy{Default: policy.DecisionDeny, Rules: []policy.Rule{
-		{Effect: policy.EffectWrite, Path: e.work + "/**", Decision: policy.DecisionAllow},
-		{Effect: policy.EffectExec, Command: "echo *", Decision: policy.DecisionAllow}}}
+		{ID: "write-outside", Effect: policy.EffectWrite, Action: policy.DecisionDeny, Outside: policy.OutsideWorkFolder},
+		{ID: "write", Effect: policy.EffectWrite, Action: policy.DecisionAllow},
+		{Effect: policy.EffectExec, ID: "echo", Command: []string{"echo *"}, Action: policy.DecisionAllow}}}
 	var runs overheadRuns
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

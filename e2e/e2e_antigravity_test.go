@@ -127,8 +127,8 @@ func TestE2EAntigravityGuardedDeny(t *testing.T) {
 	}}})
 	const alias = "projects/p1/agy-guarded"
 	e.handOffGuarded(alias, agyType, &policy.Policy{Default: policy.DecisionAsk, Rules: []policy.Rule{
-		{Effect: policy.EffectExec, Command: "echo *", Decision: policy.DecisionAllow},
-		{Effect: policy.EffectExec, Command: "touch *", Decision: policy.DecisionDeny},
+		{Effect: policy.EffectExec, ID: "echo", Command: []string{"echo *"}, Action: policy.DecisionAllow},
+		{Effect: policy.EffectExec, ID: "touch", Command: []string{"touch *"}, Action: policy.DecisionDeny},
 	}}, "try both")
 	e.activate(alias, 0, run.OutcomeTurnCompleted)
 	if _, err := os.Stat(filepath.Join(e.work, "denied.txt")); err == nil {
@@ -225,7 +225,7 @@ func TestE2EAntigravityKill9MidTurn(t *testing.T) {
 	e.writeConfig()
 	const alias = "projects/p1/agy-kill"
 	e.handOffGuarded(alias, agyType, &policy.Policy{Default: policy.DecisionAsk, Rules: []policy.Rule{
-		{Effect: policy.EffectRead, Decision: policy.DecisionAllow}}}, "work")
+		{ID: "read", Effect: policy.EffectRead, Action: policy.DecisionAllow}}}, "work")
 	p := e.start(bhtest.RunnerKey, nil, "--json", alias)
 	waitFor(t, 60*time.Second, "the agent's text", func() bool {
 		for _, it := range e.itemsOfType(alias, agent.ItemText) {
@@ -281,7 +281,7 @@ func TestDoctorAntigravity(t *testing.T) {
 func TestE2EAntigravityTwoThreadsOneFolder(t *testing.T) {
 	e := newAgyE2E(t, agenttest.Script{})
 	pol := &policy.Policy{Default: policy.DecisionDeny, Rules: []policy.Rule{
-		{Effect: policy.EffectExec, Command: "*", Decision: policy.DecisionAllow}}}
+		{Effect: policy.EffectExec, ID: "any", Command: []string{"*"}, Action: policy.DecisionAllow}}}
 	// Each thread its own script: the stand-in's script is in the thread's
 	// agents.antigravity.env, the same for both, so it names a turn per
 	// process: the first process (A) waits for the file "go", the second
