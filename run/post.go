@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -40,9 +41,9 @@ func (a *activation) post(ctx context.Context, e *emission) {
 	}
 	ctx = context.WithoutCancel(ctx)
 	p := a.poster()
-	item, err := p.send(ctx, e, newItem(fitItem(e.Item, ItemBudget)))
+	item, err := p.send(ctx, e, newItem(fitItem(e.Item, ItemBudget, a.logRef())))
 	if errors.Is(err, blobhub.ErrItemTooLarge) {
-		item, err = p.send(ctx, e, newItem(stubItem(e.Item, itemSize(e.Item))))
+		item, err = p.send(ctx, e, newItem(stubItem(e.Item, itemSize(e.Item), a.logRef())))
 	}
 	var api *blobhub.APIError
 	var undecided *exit.Error
@@ -81,6 +82,17 @@ func (a *activation) post(ctx context.Context, e *emission) {
 		a.log.Warn("BlobHub unreachable; items stay journaled for the next run", "emission_id", e.ID, "error", err)
 		a.offline = true
 	}
+}
+
+// logRef names the thread's thread.log as blobhub-worker names it in a
+// cut item's local_log: relative to the state tree,
+// <job>/threads/<alias>/logs/thread.log.
+func (a *activation) logRef() string {
+	dir := a.dir
+	if rel, err := filepath.Rel(a.r.Setup.StateDir, a.dir); err == nil && !strings.HasPrefix(rel, "..") {
+		dir = rel
+	}
+	return filepath.ToSlash(filepath.Join(dir, "logs", "thread.log"))
 }
 
 // stopTurnFor interrupts the running turn, if one runs, with cause: the
