@@ -183,6 +183,9 @@ type InboundItem struct {
 	CreatedAt string         `yaml:"created_at"`
 	UserID    string         `yaml:"user_id"`
 	Content   []ContentBlock `yaml:"content"`
+	// Picked is the item's metadata.answers (answers picked where the
+	// prompt was shown), used before its text to answer a prompt.
+	Picked []policy.PickedAnswer `yaml:"answers,omitempty"`
 }
 
 // ContentBlock is one content block of an item; JSON blocks are kept as text.

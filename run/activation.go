@@ -22,6 +22,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/setup"
 	"github.com/blobhub/bhw-run/statefile"
@@ -586,6 +587,12 @@ func hasType(meta json.RawMessage) bool {
 // block becomes text: its fenced copy would no longer be JSON.
 func inboundOf(it blobhub.Item) envelope.InboundItem {
 	in := envelope.InboundItem{ID: it.ID, CreatedAt: it.CreatedAt, UserID: it.UserID}
+	var meta struct {
+		Answers json.RawMessage `json:"answers"`
+	}
+	if json.Unmarshal(it.Metadata, &meta) == nil {
+		in.Picked, _ = policy.ParsePicked(meta.Answers)
+	}
 	total := 0
 	for _, b := range it.Content {
 		cb := envelope.ContentBlock{Type: b.Type, Text: b.Text}

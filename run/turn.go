@@ -51,19 +51,46 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	text := strings.TrimSpace(inboundText(ans))
 	brief, note, decision := "answered", "", ""
 	var answers []map[string]any
+	// Answers picked where the prompt was shown (metadata.answers) win
+	// over the text when there is one per question, as in blobhub-worker;
+	// they are posted back as they came.
+	nq := 1
 	if p.Kind == policy.KindAskUserQuestion {
+		nq = len(p.Call.Questions)
+	}
+	picked := policy.UsablePicks(ans.Picked, nq)
+	if picked {
+		answers = pickedAnswers(ans.Picked)
+	}
+	approved, reason := policy.ParseApproval(text)
+	if picked {
+		approved = policy.PicksApprove(ans.Picked)
+	}
+	switch {
+	case p.Kind == policy.KindAskUserQuestion:
 		parsed := policy.ParseQuestionAnswers(p.Call.Questions, text)
+		if picked {
+			parsed = policy.PickedToAnswers(p.Call.Questions, ans.Picked)
+		} else {
+			answers = questionAnswers(p.Call.Questions, parsed)
+		}
 		note = policy.FormatAnswers(p.Call.Questions, parsed)
-		answers = questionAnswers(p.Call.Questions, parsed)
-	} else if ok, reason := policy.ParseApproval(text); ok {
+	case approved:
 		t.Grants = append(t.Grants, p.Call.Fingerprint)
 		brief, decision = "✓ approved", "approved"
 		note = fmt.Sprintf("A person approved your call to %s. Run it again now, unchanged.", p.Call.Phrase())
-		answers = approvalAnswers(p, "Approve")
-	} else {
+		if !picked {
+			answers = approvalAnswers(p, "Approve")
+		}
+	default:
 		brief, decision = "✗ denied", "denied"
-		note = fmt.Sprintf("A person denied your call to %s: %s. Do not retry it.", p.Call.Phrase(), strings.TrimRight(reason, "."))
-		answers = approvalAnswers(p, "Deny")
+		note = fmt.Sprintf("A person denied your call to %s. Do not retry it.", p.Call.Phrase())
+		if reason = denialReason(text); reason != "" {
+			note = fmt.Sprintf("A person denied your call to %s: %s. Do not retry it.", p.Call.Phrase(), strings.TrimRight(reason, "."))
+		}
+		if !picked {
+			answers = approvalAnswers(p, "Deny")
+		}
 	}
 	it := resolutionItem(p, "answered", brief, answers, "")
 	it.Meta["answer"] = text
