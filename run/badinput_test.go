@@ -397,6 +397,7 @@ func (h *harness) wantThreadFailed(alias, code string) {
 	if n != 1 {
 		h.t.Errorf("%d thread_failed items for %s on worker, want 1", n, alias)
 	}
+	h.wantFailureReason(alias, code)
 	h.noneTwice(alias, "worker")
 	if open := h.journalOpen(alias); open != 0 {
 		h.t.Errorf("%d emissions left unconfirmed", open)

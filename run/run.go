@@ -474,6 +474,14 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 			"error": map[string]any{"code": te.Code, "message": te.Message}},
 		"instance_id": a.instanceID,
 	}}
+	// The reason, on the thread itself, as blobhub-worker posts it: a
+	// status error {code, detail}, journaled with the rest so it is
+	// posted once, and before failed goes on the wire (a reader acting
+	// on failed finds why; a next run posts what is journaled first).
+	reason, err := a.j.add(a.alias, failureItem(te), "")
+	if err != nil {
+		return err
+	}
 	e, err := a.j.add(setup.WorkerAlias, it, "")
 	if err != nil {
 		return err
@@ -483,14 +491,26 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	}
 	a.sum.Error = &SummaryError{Code: te.Code, Message: te.Message}
 	a.failedThisRun = true
+	a.post(ctx, resolved)
+	a.post(ctx, reason)
 	if a.tooLarge == nil {
 		if err := a.uploadFailed(ctx); err != nil {
 			return err
 		}
 	}
-	a.post(ctx, resolved)
 	a.post(ctx, e)
 	return nil
+}
+
+// failureItem is the reason a thread failed as blobhub-worker posts it on
+// the thread: text "CODE: message", metadata status error {code, detail}.
+func failureItem(te *agent.Error) agent.Item {
+	it := agent.StatusItem("error", te.Message, map[string]any{"code": te.Code})
+	it.Brief = te.Code
+	if te.Message != "" {
+		it.Brief = te.Code + ": " + te.Message
+	}
+	return it
 }
 
 // uploadFailed puts failed on the wire once, and remembers that it landed.
