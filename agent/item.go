@@ -55,6 +55,18 @@ const (
 type Item struct {
 	Brief string         `json:"brief"`
 	Meta  map[string]any `json:"meta"`
+	// Files are file blocks posted after the text block: session files
+	// the item points at (artifacts_published).
+	Files []FileBlock `json:"files,omitempty"`
+}
+
+// FileBlock is a content block of type file: a session file by its
+// alias, with its name, content type and size.
+type FileBlock struct {
+	Alias       string `json:"alias"`
+	Name        string `json:"name"`
+	ContentType string `json:"content_type"`
+	Size        int64  `json:"size"`
 }
 
 // Type is metadata.type.

@@ -120,6 +120,16 @@ type Block struct {
 	Type string          `json:"type"`
 	Text string          `json:"text,omitempty"`
 	JSON json.RawMessage `json:"json,omitempty"`
+	// File is a file block's session file.
+	File *FileRef `json:"file,omitempty"`
+}
+
+// FileRef is what a file block says of its session file.
+type FileRef struct {
+	Alias       string `json:"alias"`
+	Name        string `json:"name,omitempty"`
+	ContentType string `json:"content_type,omitempty"`
+	Size        int64  `json:"size,omitempty"`
 }
 
 // NewItem is what a caller posts; the server stamps id, created_at, user_id.

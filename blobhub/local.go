@@ -352,8 +352,12 @@ func checkItem(p NewItem) error {
 			if !json.Valid(b.JSON) {
 				return bad("a json block must carry valid json")
 			}
+		case "file":
+			if b.File == nil || b.File.Alias == "" {
+				return bad("a file block must carry file.alias")
+			}
 		default:
-			return bad(fmt.Sprintf("content block type %q is not text or json", b.Type))
+			return bad(fmt.Sprintf("content block type %q is not text, json or file", b.Type))
 		}
 	}
 	if len(p.Metadata) > 0 && !json.Valid(p.Metadata) {

@@ -56,6 +56,10 @@ type artifactIntent struct {
 // self-ignoring .gitignore, only in a folder it created. A
 // folder that cannot be created fails the thread.
 func (a *activation) createOutbox(ctx context.Context) error {
+	if a.env.Artifacts.WorkerForm() {
+		a.makeWorkerOutbox()
+		return nil
+	}
 	if a.env.Artifacts == nil || a.env.Artifacts.Source == "" {
 		return nil
 	}

@@ -482,7 +482,8 @@ func TestBadEnvelope(t *testing.T) {
 		{"model a number", env(set("agent.model", 4)), nil, agent.CodeAgentSpawnFailed},
 		{"effort a mapping", env(set("agent.effort", map[string]any{"level": "high"})), nil, agent.CodeAgentSpawnFailed},
 		{"effort true", env(set("agent.effort", true)), nil, agent.CodeAgentSpawnFailed},
-		{"artifacts a string", env(func(md map[string]any) { md["artifacts"] = ".bhw/outbox" }), nil, exit.CodeArtifactsSourceInvalid},
+		// An artifacts block that is no mapping is blobhub-worker's form
+		// unusable: warned, and the thread runs (TestPublishBlockUnusable).
 		{"artifacts dot", env(set("artifacts.source", ".")), nil, exit.CodeArtifactsSourceInvalid},
 		{"artifacts dotdot", env(set("artifacts.source", "../x")), nil, exit.CodeArtifactsSourceInvalid},
 		{"artifacts unclean", env(set("artifacts.source", "a/../b")), nil, exit.CodeArtifactsSourceInvalid},

@@ -25,7 +25,7 @@ const (
 // itemSize is the size of the item as posted, {content: one text block,
 // metadata}, measured as the server measures it.
 func itemSize(it agent.Item) int {
-	return blobhub.EncodedSize(map[string]any{"content": []map[string]any{{"type": "text", "text": it.Brief}}, "metadata": it.Meta})
+	return blobhub.EncodedSize(map[string]any{"content": contentOf(it), "metadata": it.Meta})
 }
 
 // fitItem returns the item fitted to budget the way blobhub-worker fits
@@ -52,7 +52,7 @@ func fitItem(it agent.Item, budget int, localLog string) agent.Item {
 	}
 	root := map[string]any{"brief": it.Brief, "meta": meta}
 	size := func() int {
-		return blobhub.EncodedSize(map[string]any{"content": []map[string]any{{"type": "text", "text": root["brief"]}}, "metadata": meta})
+		return itemSize(agent.Item{Brief: root["brief"].(string), Meta: meta, Files: it.Files})
 	}
 	tool, _ := meta["tool"].(map[string]any)
 	type field struct {
@@ -101,7 +101,7 @@ func fitItem(it agent.Item, budget int, localLog string) agent.Item {
 			meta["local_log"] = localLog
 		}
 	}
-	return agent.Item{Brief: root["brief"].(string), Meta: meta}
+	return agent.Item{Brief: root["brief"].(string), Meta: meta, Files: it.Files}
 }
 
 // empty is a value blobhub-worker does not excerpt: absent, "", an empty

@@ -244,7 +244,7 @@ func (a *activation) reconcile(ctx context.Context) error {
 	var firsts []*emission
 	want := map[string]map[string]bool{}
 	for _, e := range pending {
-		if e.Kind == kindArtifact {
+		if e.Kind == kindArtifact || e.Kind == kindPublish {
 			continue
 		}
 		if want[e.Target] == nil {
@@ -262,10 +262,27 @@ func (a *activation) reconcile(ctx context.Context) error {
 		}
 		seen[e.Target] = found
 	}
-	for _, e := range pending {
+	dropped := map[string]bool{}
+	for i, e := range pending {
+		if dropped[e.ID] {
+			continue
+		}
 		if e.Kind == kindArtifact {
 			// An upload intent, not an item.
 			if err := a.replayArtifact(ctx, e); err != nil {
+				return err
+			}
+			continue
+		}
+		if e.Kind == kindPublish {
+			// A publication the last run left open: its items are
+			// journaled again, and posted, by the replay.
+			for _, d := range pending[i+1:] {
+				if d.Kind == kindPublished {
+					dropped[d.ID] = true
+				}
+			}
+			if err := a.replayPublish(ctx, e); err != nil {
 				return err
 			}
 			continue
@@ -291,7 +308,16 @@ func (a *activation) unposted() int {
 
 func newItem(it agent.Item) blobhub.NewItem {
 	meta, _ := json.Marshal(it.Meta)
-	return blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: it.Brief}}, Metadata: meta}
+	return blobhub.NewItem{Content: contentOf(it), Metadata: meta}
+}
+
+// contentOf is the item's content: its text block, then its file blocks.
+func contentOf(it agent.Item) []blobhub.Block {
+	c := []blobhub.Block{{Type: "text", Text: it.Brief}}
+	for _, f := range it.Files {
+		c = append(c, blobhub.Block{Type: "file", File: &blobhub.FileRef{Alias: f.Alias, Name: f.Name, ContentType: f.ContentType, Size: f.Size}})
+	}
+	return c
 }
 
 // promptItem is the pending_prompt item for a recorded prompt, in

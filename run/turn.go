@@ -198,6 +198,20 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	if turnEnd == "completed" {
 		files, pack = a.boundOutbox(a.scanOutbox())
 	}
+	// In blobhub-worker's form every turn with a turn_end publishes the
+	// whole outbox before it (run/publish.go).
+	var intent *emission
+	var pubItems []agent.Item
+	if a.publishing() {
+		var perr error
+		a.mu.Lock()
+		intent, perr = a.journalPublish()
+		a.mu.Unlock()
+		if perr != nil {
+			return "", perr
+		}
+		pubItems = a.publishOutbox(ctx, intent)
+	}
 	a.mu.Lock()
 	a.turnRan()
 	a.recordSpend(r)
@@ -205,6 +219,10 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	spent := spentCaps(b, t)
 	a.ledger().BudgetSpent = spent
 	intents, jerr := a.journalIntents(files, pack)
+	var published []*emission
+	if jerr == nil && intent != nil {
+		published, jerr = a.journalPublished(intent, pubItems)
+	}
 	var e *emission
 	if jerr == nil {
 		e, jerr = a.j.add(a.alias, agent.TurnEndItem(turnEnd, r, tools), "")
@@ -240,6 +258,9 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	// journal that cannot be written stops the run.
 	if err := a.publishArtifacts(ctx, intents); setup.IsStateInvalid(err) {
 		a.stateFault(err)
+	}
+	for _, p := range published {
+		a.post(ctx, p)
 	}
 	a.post(ctx, e)
 	if len(spent) > 0 {
