@@ -42,6 +42,9 @@ type Envelope struct {
 	Policy *policy.Policy
 	// Artifacts is set when the envelope carries an artifacts block.
 	Artifacts *Artifacts
+	// Inbox is attachments.inbox: where a person's files are put,
+	// relative to the work folder ("" for the default).
+	Inbox string
 	// HasInstance is true when metadata carries instance.state (of any type).
 	HasInstance bool
 	State       string
@@ -128,6 +131,8 @@ type (
 		Agent     json.RawMessage `json:"agent"`
 		Policy    json.RawMessage `json:"policy"`
 		Artifacts json.RawMessage `json:"artifacts"`
+		// Attachments is blobhub-worker's attachments {inbox}.
+		Attachments json.RawMessage `json:"attachments"`
 	}
 )
 
@@ -188,7 +193,7 @@ func Parse(raw []byte) (*Envelope, error) {
 	}
 	// Only the blocks read below, each small, become maps.
 	md := map[string]any{}
-	for key, r := range map[string]json.RawMessage{"instance": m.Instance, "workspace": m.Workspace, "agent": m.Agent, "policy": m.Policy, "artifacts": m.Artifacts} {
+	for key, r := range map[string]json.RawMessage{"instance": m.Instance, "workspace": m.Workspace, "agent": m.Agent, "policy": m.Policy, "artifacts": m.Artifacts, "attachments": m.Attachments} {
 		if r == nil {
 			continue
 		}
@@ -242,6 +247,11 @@ func Parse(raw []byte) (*Envelope, error) {
 	}
 	if v, ok := md["artifacts"]; ok && v != nil {
 		e.Artifacts = e.artifacts(v)
+	}
+	// attachments {inbox}, read as blobhub-worker reads it: a string, else
+	// nothing (the default).
+	if at, ok := md["attachments"].(map[string]any); ok {
+		e.Inbox, _ = at["inbox"].(string)
 	}
 	return e, nil
 }

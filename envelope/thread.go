@@ -193,6 +193,20 @@ type ContentBlock struct {
 	Type string `yaml:"type"`
 	Text string `yaml:"text,omitempty"`
 	JSON string `yaml:"json,omitempty"`
+	// File is a file block's attachment.
+	File *Attachment `yaml:"file,omitempty"`
+}
+
+// Attachment is a file a person attached: the session file (alias, and
+// the name, content type and size the block gave), then where the run
+// put it in the inbox (Path), or why it could not (Unavailable).
+type Attachment struct {
+	Alias       string `yaml:"alias"`
+	Name        string `yaml:"name,omitempty"`
+	ContentType string `yaml:"content_type,omitempty"`
+	Size        int64  `yaml:"size,omitempty"`
+	Path        string `yaml:"path,omitempty"`
+	Unavailable string `yaml:"unavailable,omitempty"`
 }
 
 // OutboxState records whether bhw-run created the outbox folder.

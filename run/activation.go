@@ -595,6 +595,12 @@ func inboundOf(it blobhub.Item) envelope.InboundItem {
 	}
 	total := 0
 	for _, b := range it.Content {
+		if b.Type == "file" {
+			if f, ok := attachmentOf(b); ok {
+				in.Content = append(in.Content, envelope.ContentBlock{Type: "file", File: f})
+			}
+			continue
+		}
 		cb := envelope.ContentBlock{Type: b.Type, Text: b.Text}
 		if len(b.JSON) > 0 {
 			cb.JSON = string(b.JSON)

@@ -145,6 +145,17 @@ func (a *activation) uploadOutbox(ctx context.Context, workFolder, rel, prefix s
 		// Links, folders too deep and what is not a regular file are
 		// not the agent's output: passed over, as blobhub-worker does.
 	}
+	// The inbox, when it lies in the outbox, holds a person's files: never
+	// published.
+	if in := inboxInside(rel, a.inboxRel()); in != "" {
+		kept := files[:0]
+		for _, f := range files {
+			if in != "." && f.Path != in && !strings.HasPrefix(f.Path, in+"/") {
+				kept = append(kept, f)
+			}
+		}
+		files = kept
+	}
 	rels := make([]string, len(files))
 	for i, f := range files {
 		rels[i] = f.Path

@@ -102,6 +102,11 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	if i >= 0 {
 		t.Items.PendingInbound = append(t.Items.PendingInbound[:i:i], t.Items.PendingInbound[i+1:]...)
 	}
+	// Files attached to the answer reach the agent in the same turn, as a
+	// message of their own.
+	if files := answerFiles(ans); files != nil {
+		t.Items.PendingInbound = append([]envelope.InboundItem{*files}, t.Items.PendingInbound...)
+	}
 	if ans.CreatedAt > t.Items.LastConsumed.CreatedAt {
 		t.Items.LastConsumed = envelope.ItemRef{ItemID: ans.ID, CreatedAt: ans.CreatedAt}
 	}
@@ -127,6 +132,9 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 		items = append(items, t.Turn.Inbound...)
 	}
 	items = append(items, t.Items.PendingInbound...)
+	// A person's files are fetched into the inbox before the message
+	// names them (their outcomes are recorded in the items' blocks).
+	a.materialize(ctx, items)
 	message := composeMessage(plan.notes, items)
 	ids := make([]string, 0, len(items))
 	for _, in := range items {
@@ -365,7 +373,11 @@ func (a *activation) emitPolicyApplied(g policy.Gate, p policy.Policy) {
 func composeMessage(notes []string, items []envelope.InboundItem) string {
 	parts := append([]string(nil), notes...)
 	for _, in := range items {
-		if s := inboundText(in); s != "" {
+		s := inboundText(in)
+		if att := attachmentsText(in); att != "" {
+			s = strings.TrimSpace(s + "\n\n" + att)
+		}
+		if s != "" {
 			parts = append(parts, s)
 		}
 	}
