@@ -287,3 +287,16 @@ func newULID(at time.Time) string {
 	}
 	return string(out)
 }
+
+// Image is a picture a person attached, to be given to the agent as a
+// picture with the next message (by a Session that is an ImageTaker).
+type Image struct {
+	MediaType string // image/png, image/jpeg, image/gif or image/webp
+	Data      []byte
+}
+
+// ImageTaker is a Session whose agent takes pictures with a message: the
+// images given are sent with the next Turn's message, then forgotten.
+type ImageTaker interface {
+	AttachImages(imgs []Image)
+}

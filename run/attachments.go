@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -289,4 +290,65 @@ func answerFiles(ans envelope.InboundItem) *envelope.InboundItem {
 	}
 	note := envelope.ContentBlock{Type: "text", Text: fmt.Sprintf("The person attached %d file(s) to their answer.", len(files))}
 	return &envelope.InboundItem{ID: ans.ID, CreatedAt: ans.CreatedAt, UserID: ans.UserID, Content: append([]envelope.ContentBlock{note}, files...)}
+}
+
+// imageTypes are the pictures an agent is given as pictures.
+var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
+
+// turnImages reads the images the turn's messages brought into the
+// inbox, at most MaxAttachments, each read again from the inbox without
+// following a link (the agent may have changed the folder since).
+func (a *activation) turnImages() []agent.Image {
+	var imgs []agent.Image
+	root := -1
+	defer func() {
+		if root >= 0 {
+			unix.Close(root)
+		}
+	}()
+	for _, in := range a.t.Turn.Inbound {
+		for _, b := range in.Content {
+			f := b.File
+			if b.Type != "file" || f == nil || f.Path == "" || !imageTypes[f.ContentType] || len(imgs) >= MaxAttachments {
+				continue
+			}
+			if root < 0 {
+				var err error
+				if root, err = a.openInbox(); err != nil {
+					return imgs
+				}
+			}
+			data, err := readInInbox(root, safeName(in.ID, 0), filepath.Base(f.Path))
+			if err != nil {
+				a.log.Warn("an attached image is not given to the agent as a picture", "path", f.Path, "error", err)
+				continue
+			}
+			imgs = append(imgs, agent.Image{MediaType: f.ContentType, Data: data})
+		}
+	}
+	return imgs
+}
+
+// readInInbox reads <inbox>/<dir>/<name> from the inbox's descriptor,
+// following no link, a regular file of at most blobhub.MaxFileBytes.
+func readInInbox(root int, dir, name string) ([]byte, error) {
+	dfd, err := unix.Openat(root, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dfd)
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > blobhub.MaxFileBytes {
+		return nil, fmt.Errorf("not a regular file of at most %d bytes", blobhub.MaxFileBytes)
+	}
+	return io.ReadAll(io.LimitReader(f, blobhub.MaxFileBytes))
 }
