@@ -45,4 +45,3 @@ func TestRealImageReachesTheModel(t *testing.T) {
 		t.Fatalf("the last request carries the image %d times, want once (in the history)", n)
 	}
 }
-
