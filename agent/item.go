@@ -293,6 +293,9 @@ func newULID(at time.Time) string {
 type Image struct {
 	MediaType string // image/png, image/jpeg, image/gif or image/webp
 	Data      []byte
+	// Path is where the image lies (the inbox), for an agent that reads
+	// pictures from disk itself.
+	Path string
 }
 
 // ImageTaker is a Session whose agent takes pictures with a message: the

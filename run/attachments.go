@@ -323,7 +323,7 @@ func (a *activation) turnImages() []agent.Image {
 				a.log.Warn("an attached image is not given to the agent as a picture", "path", f.Path, "error", err)
 				continue
 			}
-			imgs = append(imgs, agent.Image{MediaType: f.ContentType, Data: data})
+			imgs = append(imgs, agent.Image{MediaType: f.ContentType, Data: data, Path: f.Path})
 		}
 	}
 	return imgs
