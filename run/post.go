@@ -275,15 +275,13 @@ func (a *activation) reconcile(ctx context.Context) error {
 			continue
 		}
 		if e.Kind == kindPublish {
-			// A publication the last run left open: its items are
-			// journaled again, and posted, by the replay.
-			for _, d := range pending[i+1:] {
-				if d.Kind == kindPublished {
-					dropped[d.ID] = true
-				}
-			}
-			if err := a.replayPublish(ctx, e); err != nil {
+			// A publication the last run left open (run/publish.go).
+			d, err := a.replayPublish(e, pending[i+1:])
+			if err != nil {
 				return err
+			}
+			for id := range d {
+				dropped[id] = true
 			}
 			continue
 		}

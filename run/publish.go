@@ -28,13 +28,14 @@ import (
 // and a file published again overwrites its alias in place.
 //
 // Exactly once (docs/state.md): a publish intent is journaled before the
-// first upload; the items are journaled, the intent closed and turn_end
-// journaled in one step after the last; then they are posted. A run killed
-// before that step finds the intent open: it drops whatever items of the
-// intent were journaled (none was posted: posting comes after the step)
-// and publishes again (an upload is an overwrite of the same alias, so
-// doing it twice changes nothing), then posts. A run killed after it
-// finds the items journaled and posts those not yet posted.
+// first upload; after the last, the items, then turn_end are journaled
+// and the intent closed, in one step; then they are posted. A run killed
+// before turn_end was journaled finds the intent open and no turn_end
+// after it: the turn did not end, so it drops the intent and whatever
+// items of it were journaled (none was posted: posting comes after the
+// step), and the turn, run again, publishes (an upload is an overwrite of
+// the same alias, so doing it twice changes nothing). One killed after
+// turn_end was journaled closes the intent and posts the items.
 
 // kindPublish marks a journal emission that is a publish intent, not an
 // item.
@@ -371,9 +372,9 @@ func splitStemExt(base string) (stem, ext string) {
 // open (a kill between their appends), which publishes again.
 const kindPublished = "published"
 
-// journalPublished journals the items of intent and closes it, in one
-// step with the turn's end. The caller holds a.mu.
-func (a *activation) journalPublished(intent *emission, items []agent.Item) ([]*emission, error) {
+// journalPublished journals the items of intent, in one step with the
+// turn's end, which closePublish ends. The caller holds a.mu.
+func (a *activation) journalPublished(items []agent.Item) ([]*emission, error) {
 	var out []*emission
 	for _, it := range items {
 		e, err := a.j.add(a.alias, it, kindPublished)
@@ -382,37 +383,39 @@ func (a *activation) journalPublished(intent *emission, items []agent.Item) ([]*
 		}
 		out = append(out, e)
 	}
-	return out, a.j.confirm(intent.ID, "", "")
+	return out, nil
 }
 
-// replayPublish finishes a publish intent a killed run left open: the
-// items journaled for it are dropped (none was posted), the outbox is
-// published again and its items journaled and posted.
-func (a *activation) replayPublish(ctx context.Context, intent *emission) error {
+// closePublish closes the intent once its items and the turn's end are
+// journaled. The caller holds a.mu.
+func (a *activation) closePublish(intent *emission) error {
+	return a.j.confirm(intent.ID, "", "")
+}
+
+// replayPublish settles a publish intent a killed run left open; later
+// are the emissions journaled after it, still pending. When its turn's
+// turn_end is among them, the step that journals the items and the
+// turn's end was done but for closing the intent: it is closed, and the
+// items are posted as any. Otherwise the turn ended before that step: the
+// items journaled for it are dropped (none was posted) with the intent,
+// and the turn, which is run again, publishes. It returns the ids
+// dropped.
+func (a *activation) replayPublish(intent *emission, later []*emission) (map[string]bool, error) {
 	a.mu.Lock()
-	after := false
-	for _, e := range a.j.pending() {
-		if e == intent {
-			after = true
-			continue
+	defer a.mu.Unlock()
+	for _, e := range later {
+		if e.Item.Type() == agent.ItemTurnEnd {
+			return nil, a.j.confirm(intent.ID, "", "")
 		}
-		if after && e.Kind == kindPublished {
+	}
+	dropped := map[string]bool{}
+	for _, e := range later {
+		if e.Kind == kindPublished {
 			if err := a.j.drop(e.ID); err != nil {
-				a.mu.Unlock()
-				return err
+				return dropped, err
 			}
+			dropped[e.ID] = true
 		}
 	}
-	a.mu.Unlock()
-	items := a.publishOutbox(ctx, intent)
-	a.mu.Lock()
-	es, err := a.journalPublished(intent, items)
-	a.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	for _, e := range es {
-		a.post(ctx, e)
-	}
-	return nil
+	return dropped, a.j.drop(intent.ID)
 }

@@ -43,7 +43,10 @@ func benchWorkerPublish(b *testing.B, n, size int) {
 		}
 		items := p.a.publishOutbox(b.Context(), intent)
 		p.a.mu.Lock()
-		es, err := p.a.journalPublished(intent, items)
+		es, err := p.a.journalPublished(items)
+		if err == nil {
+			err = p.a.closePublish(intent)
+		}
 		p.a.mu.Unlock()
 		if err != nil {
 			b.Fatal(err)

@@ -12,11 +12,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
-	"github.com/blobhub/bhw-run/setup"
 )
 
 const (
@@ -241,77 +239,60 @@ func TestPublishBlockUnusable(t *testing.T) {
 	}
 }
 
-// openPublishIntent leaves the thread's journal as a run killed during
-// its publication leaves it: the intent journaled and, when items > 0,
-// that many of its items journaled (a kill between their appends).
-func (h *publishHarness) openPublishIntent(items int, closed bool) {
-	h.t.Helper()
-	th := h.thread(h.alias)
-	j, err := openJournal(filepath.Join(setup.ThreadDir(h.setup().JobDir, h.alias), "emissions.jsonl"), th.EmissionNonce)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer j.closeFile()
-	in, err := j.add(h.alias, agent.Item{Brief: "publish the outbox", Meta: map[string]any{
-		"prefix": workerPrefix, "outbox": workerOutbox, "work_folder": h.work}}, kindPublish)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	for i := 0; i < items; i++ {
-		it := agent.Item{Brief: "Published 1 artifact(s), skipped 0", Meta: map[string]any{"type": agent.ItemArtifactsPublished,
-			"aliases": []string{workerPrefix + "a.txt"}, "skipped": []any{}, "counts": map[string]any{"published": 1, "skipped": 0}},
-			Files: []agent.FileBlock{{Alias: workerPrefix + "a.txt", Name: "a.txt", ContentType: "text/plain", Size: 1}}}
-		if _, err := j.add(h.alias, it, kindPublished); err != nil {
-			h.t.Fatal(err)
-		}
-	}
-	if closed {
-		if err := j.confirm(in.ID, "", ""); err != nil {
-			h.t.Fatal(err)
-		}
-	}
-	if err := j.sync(); err != nil {
-		h.t.Fatal(err)
-	}
-}
-
-// TestPublishExactlyOnceAfterKill: a run killed during a publication
-// (before its items were journaled, or between their appends) leaves the
-// next run to publish again and post the items once; one killed after the
-// step that journals them posts them, once, and uploads nothing again.
+// TestPublishExactlyOnceAfterKill: bhw-run killed with SIGKILL after
+// each journal write of a turn that publishes, then a normal run: every
+// turn on the thread has exactly one artifacts_published, with the file,
+// right before its turn_end, each posted once; nothing stays open in the
+// journal; the file downloads as written.
 func TestPublishExactlyOnceAfterKill(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		items   int
-		closed  bool
-		uploads int
-	}{
-		{"killed before the items were journaled", 0, false, 1},
-		{"killed between the items' appends", 1, false, 1},
-		{"killed after the step, before the posts", 1, true, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newPublishHarness(t, false, `{"prefix":"`+workerPrefix+`","outbox":"`+workerOutbox+`"}`)
-			want(t, h.run(h.alias), OutcomeIdle, 0)
-			h.write("a.txt", []byte("a"))
-			h.openPublishIntent(tc.items, tc.closed)
-			want(t, h.run(h.alias), OutcomeIdle, 0)
-			want(t, h.run(h.alias), OutcomeIdle, 0)
-			if n := len(h.publishedItems()); n != 1 {
-				t.Fatalf("%d artifacts_published items, want 1", n)
+	steps := 0
+	for n := 1; n < 60; n++ {
+		h := newPublishHarness(t, true, `{"prefix":"`+workerPrefix+`","outbox":"`+workerOutbox+`"}`)
+		want(t, h.run(h.alias), OutcomeIdle, 0)
+		h.write("a.txt", []byte("a"))
+		h.srv.PersonPost(h.alias, "publish it")
+		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "done"}}}})
+		killed, code := h.runKilled(h.alias, n)
+		if !killed {
+			if code != 0 {
+				t.Fatalf("clean run: exit %d", code)
 			}
-			if got := h.uploads[workerPrefix+"a.txt"]; got != tc.uploads {
-				t.Fatalf("%d uploads, want %d", got, tc.uploads)
+			steps = n - 1
+			break
+		}
+		if sum := h.run(h.alias); sum.ExitCode != 0 {
+			t.Fatalf("kill at %d: the next run exits %d (%+v)", n, sum.ExitCode, sum.Error)
+		}
+		h.noneTwice(h.alias)
+		// A kill before thread.yaml recorded the turn's end has the next
+		// run do the turn again: each turn has its own publication, right
+		// before its turn_end, and no turn has two.
+		items := h.items(h.alias)
+		pub := h.publishedItems()
+		if len(pub) == 0 || len(pub) != count(items, "turn_end") {
+			t.Fatalf("kill at %d: %d artifacts_published for %d turn_end; items %v", n, len(pub), count(items, "turn_end"), items)
+		}
+		for i, typ := range items {
+			if typ == "artifacts_published" && (i+1 >= len(items) || items[i+1] != "turn_end") {
+				t.Fatalf("kill at %d: items %v", n, items)
 			}
-			if _, data, err := h.client().DownloadFile(t.Context(), workerPrefix+"a.txt"); tc.uploads > 0 && (err != nil || string(data) != "a") {
-				t.Fatalf("a.txt: %q %v", data, err)
+		}
+		for _, p := range pub {
+			if len(p.Content) != 2 || p.Content[1].File == nil || p.Content[1].File.Alias != workerPrefix+"a.txt" {
+				t.Fatalf("kill at %d: artifacts_published %+v", n, p.Content)
 			}
-			if n := h.journalOpen(h.alias); n != 0 {
-				t.Fatalf("%d journal entries left open", n)
-			}
-			h.noneTwice(h.alias)
-		})
+		}
+		if open := h.journalOpen(h.alias); open != 0 {
+			t.Fatalf("kill at %d: %d journal entries open", n, open)
+		}
+		if _, data, err := h.client().DownloadFile(t.Context(), workerPrefix+"a.txt"); err != nil || string(data) != "a" {
+			t.Fatalf("kill at %d: a.txt %q %v", n, data, err)
+		}
 	}
+	if steps < 5 {
+		t.Fatalf("only %d journal writes in a clean turn", steps)
+	}
+	t.Logf("killed after each of %d journal writes", steps)
 }
 
 // TestWorkerAliases: aliases as blobhub-worker derives them (the values

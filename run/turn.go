@@ -229,11 +229,14 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	intents, jerr := a.journalIntents(files, pack)
 	var published []*emission
 	if jerr == nil && intent != nil {
-		published, jerr = a.journalPublished(intent, pubItems)
+		published, jerr = a.journalPublished(pubItems)
 	}
 	var e *emission
 	if jerr == nil {
 		e, jerr = a.j.add(a.alias, agent.TurnEndItem(turnEnd, r, tools), "")
+	}
+	if jerr == nil && intent != nil {
+		jerr = a.closePublish(intent)
 	}
 	// The delivered messages are kept only while a turn may have to
 	// deliver them again (running, interrupted): every later run would
