@@ -158,8 +158,9 @@ type PickedAnswer struct {
 
 // ParsePicked reads metadata.answers as blobhub-worker reads it: a
 // non-empty list, else none. ok is false when the list is there but not
-// every entry is an object whose answer is a list of strings; such a set
-// is never used (the reply's text is read instead).
+// every entry is an object whose answer is a list; such a set is never
+// used (the reply's text is read instead). An answer's element that is
+// not a string reads as "", which picks nothing and approves nothing.
 func ParsePicked(raw json.RawMessage) (picked []PickedAnswer, ok bool) {
 	var entries []json.RawMessage
 	if json.Unmarshal(raw, &entries) != nil || len(entries) == 0 {
@@ -172,8 +173,13 @@ func ParsePicked(raw json.RawMessage) (picked []PickedAnswer, ok bool) {
 		}
 		var p PickedAnswer
 		_ = json.Unmarshal(m["question"], &p.Question)
-		if json.Unmarshal(m["answer"], &p.Answer) != nil || p.Answer == nil {
+		var elems []json.RawMessage
+		if json.Unmarshal(m["answer"], &elems) != nil || elems == nil {
 			return nil, false
+		}
+		p.Answer = make([]string, len(elems))
+		for i, el := range elems {
+			_ = json.Unmarshal(el, &p.Answer[i])
 		}
 		picked = append(picked, p)
 	}

@@ -19,7 +19,7 @@ func TestPicked(t *testing.T) {
 		`[{"answer":"approve"}]`:                  false,
 		`[{"question":"q"}]`:                      false,
 		`["approve"]`:                             false,
-		`[{"answer":[1]}]`:                        false,
+		`[{"answer":[1]}]`:                        true,
 	} {
 		if _, ok := ParsePicked(json.RawMessage(raw)); ok != wantOK {
 			t.Errorf("ParsePicked(%s) ok = %v, want %v", raw, ok, wantOK)
@@ -35,6 +35,10 @@ func TestPicked(t *testing.T) {
 	}
 	if PicksApprove(nil) || PicksApprove([]PickedAnswer{{}}) {
 		t.Error("no pick approved")
+	}
+	// A pick that is no string approves nothing (the text is not read).
+	if p, ok := ParsePicked(json.RawMessage(`[{"answer":[1]}]`)); !ok || PicksApprove(p) {
+		t.Errorf("a numeric pick: %v %v", p, ok)
 	}
 	qs := []Question{{Question: "Which?", Options: []Option{{Label: "Staging"}, {Label: "Production"}}}}
 	got := PickedToAnswers(qs, []PickedAnswer{{Answer: []string{"production", "my own words"}}})
