@@ -61,3 +61,33 @@ func TestFailureReasonOnThread(t *testing.T) {
 	h.run(alias)
 	h.wantFailureReason(alias, exit.CodeWorkFolderNotFound)
 }
+
+// TestFailureReasonAfterKill: bhw-run killed with SIGKILL after each
+// journal write of a run that fails a thread, then a normal run: the
+// reason is on the thread once, posted before failed went on the wire.
+func TestFailureReasonAfterKill(t *testing.T) {
+	steps := 0
+	for n := 1; n < 30; n++ {
+		h := newHarness(t, true)
+		const alias = "fail/killed"
+		h.srv.Put(alias, envelopeWith("/nonexistent/bhw-run/checkout", nil))
+		h.srv.PersonPost(alias, "please start")
+		killed, code := h.runKilled(alias, n)
+		if !killed {
+			if code != exit.Failed {
+				t.Fatalf("clean run: exit %d", code)
+			}
+			steps = n - 1
+			break
+		}
+		if sum := h.run(alias); sum.ExitCode != exit.OK && sum.ExitCode != exit.Failed {
+			t.Fatalf("kill at %d: the next run exits %d (%+v)", n, sum.ExitCode, sum.Error)
+		}
+		h.wantFailureReason(alias, exit.CodeWorkFolderNotFound)
+		h.noneTwice(alias, "worker")
+	}
+	if steps < 2 {
+		t.Fatalf("only %d journal writes in a failing run", steps)
+	}
+	t.Logf("killed after each of %d journal writes", steps)
+}

@@ -159,6 +159,7 @@ func (a *activation) confirmed(e *emission, item blobhub.Item) {
 		a.stateFault(err)
 	}
 	a.sum.ItemsPosted++
+	a.noteFailurePosted(e)
 	if a.prog.watched() {
 		a.prog.posted(e.Target, shownItem(e, item))
 	}
