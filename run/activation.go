@@ -662,7 +662,7 @@ func (a *activation) facts() Facts {
 	f := Facts{WireState: a.env.State, HasInstance: a.env.HasInstance, Local: local,
 		Inbound: len(t.Items.PendingInbound), Now: time.Now(), Budget: a.budget()}
 	f.Unfinished = len(a.j.pending()) > 0 ||
-		(t.Agent.State == envelope.StateFailed && !t.Agent.FailedOnWire && a.env.State == envelope.StateActive)
+		(t.Agent.State == envelope.StateFailed && !t.Agent.FailedOnWire && (a.env.State == envelope.StateActive || a.env.State == envelope.StatePending))
 	if t.Prompt != nil && t.Prompt.ItemID != "" {
 		f.Answered = a.answerIndex() >= 0 || a.answer != nil
 	}
