@@ -13,6 +13,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -381,4 +382,56 @@ func compareKeys(at string, theirs, ours map[string]any) (missing, extra []strin
 	slices.Sort(missing)
 	slices.Sort(extra)
 	return missing, extra
+}
+
+// TestPeerCutItemsSideBySide: a tool result over the item budget (a Read
+// of 90 KB) is cut by the daemon and by bhw-run alike: the same fields
+// cut, the same excerpt of the output, local_log naming each one's
+// thread.log in the same form, and neither item is refused.
+func TestPeerCutItemsSideBySide(t *testing.T) {
+	e, worker := newPeerE2E(t, 2)
+	in := e.path("big.txt")
+	var b strings.Builder
+	for i := 0; b.Len() < 90_000; i++ {
+		fmt.Fprintf(&b, "line %05d of a long file\n", i)
+	}
+	if err := os.WriteFile(in, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	turn := func() []claudetest.Step {
+		return []claudetest.Step{claudetest.Tool("Read", map[string]any{"file_path": in}), claudetest.Text("READ-DONE")}
+	}
+	const byDaemon, byRun = "peer/cut-daemon", "peer/cut-run"
+	e.model.Push(turn()...)
+	e.handOff(byDaemon, claudeType, "approval", "read big.txt")
+	d := e.startDaemon(worker)
+	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
+	e.stopDaemon(d)
+	e.model.Push(turn()...)
+	e.handOff(byRun, claudeType, "approval", "read big.txt")
+	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+
+	result := func(alias string) map[string]any {
+		for _, m := range agentItems(t, e.items(alias)) {
+			if m["type"] == "tool_result" {
+				return m
+			}
+		}
+		t.Fatalf("no tool_result on %s: %v", alias, e.itemTypes(alias))
+		return nil
+	}
+	theirs, ours := result(byDaemon), result(byRun)
+	if fmt.Sprint(theirs["truncated_fields"]) != fmt.Sprint(ours["truncated_fields"]) || ours["truncated"] != true {
+		t.Fatalf("truncated_fields: the daemon's %v, bhw-run's %v", theirs["truncated_fields"], ours["truncated_fields"])
+	}
+	tl, _ := theirs["local_log"].(string)
+	ol, _ := ours["local_log"].(string)
+	if strings.Replace(tl, byDaemon, byRun, 1) != ol || !strings.HasSuffix(ol, "/threads/"+byRun+"/logs/thread.log") {
+		t.Fatalf("local_log: the daemon's %q, bhw-run's %q", tl, ol)
+	}
+	to, _ := theirs["tool"].(map[string]any)["output"].(string)
+	oo, _ := ours["tool"].(map[string]any)["output"].(string)
+	if strings.ReplaceAll(to, byDaemon, byRun) != oo {
+		t.Fatalf("the cut output differs:\n daemon: %.200q…\nbhw-run: %.200q…", to, oo)
+	}
 }

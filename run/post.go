@@ -85,11 +85,11 @@ func (a *activation) post(ctx context.Context, e *emission) {
 }
 
 // logRef names the thread's thread.log as blobhub-worker names it in a
-// cut item's local_log: relative to the state tree,
+// cut item's local_log: relative to the jobs folder of the state tree,
 // <job>/threads/<alias>/logs/thread.log.
 func (a *activation) logRef() string {
 	dir := a.dir
-	if rel, err := filepath.Rel(a.r.Setup.StateDir, a.dir); err == nil && !strings.HasPrefix(rel, "..") {
+	if rel, err := filepath.Rel(filepath.Dir(a.r.Setup.JobDir), a.dir); err == nil && !strings.HasPrefix(rel, "..") {
 		dir = rel
 	}
 	return filepath.ToSlash(filepath.Join(dir, "logs", "thread.log"))
