@@ -435,3 +435,76 @@ func TestPeerCutItemsSideBySide(t *testing.T) {
 		t.Fatalf("the cut output differs:\n daemon: %.200q…\nbhw-run: %.200q…", to, oo)
 	}
 }
+
+// TestPeerPublishSideBySide: the daemon and bhw-run publish the same
+// outbox of a thread with artifacts {prefix, outbox}: the same aliases
+// (under each one's prefix), the same artifacts_published fields and file
+// blocks, and every file downloads byte-identical from either's upload.
+func TestPeerPublishSideBySide(t *testing.T) {
+	e, worker := newPeerE2E(t, 2)
+	files := map[string]string{"report.md": "# report\n", "my notes.txt": "notes", "sub/data.json": `{"a":1}`}
+	handOff := func(alias, prefix, outbox string) {
+		for rel, body := range files {
+			p := filepath.Join(e.work, outbox, rel)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.handOff(alias, claudeType, "approval", "")
+		o, _ := e.srv.Get(alias)
+		raw, err := envelope.SetPath(o.Value, []string{"thread", "metadata", "artifacts"}, json.RawMessage(`{"prefix":"`+prefix+`","outbox":"`+outbox+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.srv.Put(alias, string(raw))
+		e.post(alias, "publish")
+	}
+	const byDaemon, byRun = "peer/pub-daemon", "peer/pub-run"
+	e.model.Push(claudetest.Text("done"))
+	handOff(byDaemon, "pub/d/", ".out-d")
+	d := e.startDaemon(worker)
+	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
+	e.stopDaemon(d)
+	e.model.Push(claudetest.Text("done"))
+	handOff(byRun, "pub/r/", ".out-r")
+	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+
+	published := func(alias string) (map[string]any, []*blobhub.FileRef) {
+		for _, it := range e.items(alias) {
+			var m map[string]any
+			if json.Unmarshal(it.Metadata, &m) == nil && m["type"] == "artifacts_published" {
+				var refs []*blobhub.FileRef
+				for _, b := range it.Content {
+					if b.Type == "file" {
+						refs = append(refs, b.File)
+					}
+				}
+				return m, refs
+			}
+		}
+		t.Fatalf("no artifacts_published on %s: %v", alias, e.itemTypes(alias))
+		return nil, nil
+	}
+	tm, tf := published(byDaemon)
+	om, of := published(byRun)
+	if missing, _ := compareKeys("", tm, om); len(missing) > 0 {
+		t.Errorf("bhw-run's artifacts_published lacks the daemon's %v\n daemon: %v\nbhw-run: %v", missing, tm, om)
+	}
+	if fmt.Sprint(tm["counts"]) != fmt.Sprint(om["counts"]) || len(tf) != len(of) || len(of) != len(files) {
+		t.Fatalf("the daemon published %v (%d blocks), bhw-run %v (%d blocks)", tm["counts"], len(tf), om["counts"], len(of))
+	}
+	c := e.srv.Client(bhtest.PersonKey)
+	for i := range tf {
+		if strings.Replace(tf[i].Alias, "pub/d/", "pub/r/", 1) != of[i].Alias || tf[i].Name != of[i].Name || tf[i].Size != of[i].Size {
+			t.Errorf("file block %d: the daemon's %+v, bhw-run's %+v", i, *tf[i], *of[i])
+		}
+		_, td, err1 := c.DownloadFile(t.Context(), tf[i].Alias)
+		_, od, err2 := c.DownloadFile(t.Context(), of[i].Alias)
+		if err1 != nil || err2 != nil || !bytes.Equal(td, od) {
+			t.Errorf("%s and %s read back differently: %v %v", tf[i].Alias, of[i].Alias, err1, err2)
+		}
+	}
+}
