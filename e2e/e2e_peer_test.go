@@ -12,6 +12,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -506,5 +507,77 @@ func TestPeerPublishSideBySide(t *testing.T) {
 		if err1 != nil || err2 != nil || !bytes.Equal(td, od) {
 			t.Errorf("%s and %s read back differently: %v %v", tf[i].Alias, of[i].Alias, err1, err2)
 		}
+	}
+}
+
+// TestPeerAttachmentsSideBySide: a person's message with a PDF, an image
+// and a file that is gone reaches Claude from the daemon and from bhw-run
+// alike: the image as an image, the PDF by its path in the same list, the
+// missing file named unavailable, and one attachment_unavailable item with
+// the same fields.
+func TestPeerAttachmentsSideBySide(t *testing.T) {
+	e, worker := newPeerE2E(t, 2)
+	png, _ := base64.StdEncoding.DecodeString("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+	pdf := []byte("%PDF-1.4\nbrief\n")
+	for alias, f := range map[string][2]string{"up/brief.pdf": {string(pdf), "application/pdf"}, "up/shot.png": {string(png), "image/png"}} {
+		if _, err := e.srv.Store().UploadFile(t.Context(), bhtest.SessionID, alias, []byte(f[0]), filepath.Base(alias), f[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func(alias string) {
+		e.handOff(alias, claudeType, "approval", "")
+		e.srv.PostAs(bhtest.PersonUserID, bhtest.SessionID, alias, blobhub.NewItem{Content: []blobhub.Block{
+			{Type: "text", Text: "see attached"},
+			{Type: "file", File: &blobhub.FileRef{Alias: "up/brief.pdf", Name: "brief.pdf", ContentType: "application/pdf", Size: int64(len(pdf))}},
+			{Type: "file", File: &blobhub.FileRef{Alias: "up/shot.png", Name: "shot.png", ContentType: "image/png", Size: int64(len(png))}},
+			{Type: "file", File: &blobhub.FileRef{Alias: "up/gone.bin", Name: "gone.bin", ContentType: "application/octet-stream", Size: 3}},
+		}})
+	}
+	const byDaemon, byRun = "peer/att-daemon", "peer/att-run"
+	e.model.Push(claudetest.Text("seen"))
+	send(byDaemon)
+	d := e.startDaemon(worker)
+	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
+	e.stopDaemon(d)
+	e.model.Push(claudetest.Text("seen"))
+	send(byRun)
+	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+
+	reqs := e.model.Requests()
+	if len(reqs) < 2 {
+		t.Fatalf("%d model requests", len(reqs))
+	}
+	theirs, ours := reqs[0], reqs[len(reqs)-1]
+	// The daemon gives Claude each file where it sat ("[brief.pdf] at
+	// <path>"); bhw-run lists them after the text, with type and size, as
+	// the daemon does for an agent that takes no files (docs/files.md).
+	for who, r := range map[string]claudetest.Request{"the daemon": theirs, "bhw-run": ours} {
+		if !r.Contains(`"type":"image"`) || !r.Contains(base64.StdEncoding.EncodeToString(png)) {
+			t.Errorf("%s's request lacks the image:\n%.1500s", who, r.Body)
+		}
+		if !r.Contains(filepath.Join(e.work, ".blobhub", "inbox")) || !r.Contains("brief.pdf") || !r.Contains("gone.bin — unavailable (") {
+			t.Errorf("%s's request lacks the PDF's path or the missing file:\n%.1500s", who, r.Body)
+		}
+	}
+	unavailable := func(alias string) map[string]any {
+		for _, m := range agentItems(t, e.items(alias)) {
+			if m["status"] == "attachment_unavailable" {
+				return m
+			}
+		}
+		t.Fatalf("no attachment_unavailable on %s: %v", alias, e.itemTypes(alias))
+		return nil
+	}
+	tu, ou := unavailable(byDaemon), unavailable(byRun)
+	if missing, _ := compareKeys("", tu, ou); len(missing) > 0 {
+		t.Errorf("bhw-run's attachment_unavailable lacks the daemon's %v\n daemon: %v\nbhw-run: %v", missing, tu, ou)
+	}
+	tfs, _ := tu["files"].([]any)
+	ofs, _ := ou["files"].([]any)
+	if len(tfs) != 1 || len(ofs) != 1 {
+		t.Fatalf("files: the daemon's %v, bhw-run's %v", tfs, ofs)
+	}
+	if missing, _ := compareKeys("files[0].", tfs[0].(map[string]any), ofs[0].(map[string]any)); len(missing) > 0 {
+		t.Errorf("an unavailable file lacks the daemon's %v: %v vs %v", missing, tfs[0], ofs[0])
 	}
 }
