@@ -581,3 +581,59 @@ func TestPeerAttachmentsSideBySide(t *testing.T) {
 		t.Errorf("an unavailable file lacks the daemon's %v: %v vs %v", missing, tfs[0], ofs[0])
 	}
 }
+
+// TestPeerFailureReasonSideBySide: a thread whose work folder is not on
+// the machine fails on the daemon and on bhw-run alike: a status error
+// item with the same fields and code on the thread, and failed on the
+// wire.
+func TestPeerFailureReasonSideBySide(t *testing.T) {
+	e, worker := newPeerE2E(t, 2)
+	missing := filepath.Join(e.root, "not-here")
+	handOff := func(alias string) {
+		e.handOff(alias, claudeType, "approval", "hello")
+		o, _ := e.srv.Get(alias)
+		raw, err := envelope.SetPath(o.Value, []string{"thread", "metadata", "workspace", "work_folder"}, json.RawMessage(`"`+missing+`"`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.srv.Put(alias, string(raw))
+	}
+	const byDaemon, byRun = "peer/fail-daemon", "peer/fail-run"
+	handOff(byDaemon)
+	d := e.startDaemon(worker)
+	e.waitItems(d, byDaemon, "the failure's reason", func(items []blobhub.Item) bool {
+		for _, m := range agentItems(t, items) {
+			if m["status"] == "error" {
+				return true
+			}
+		}
+		return false
+	})
+	e.stopDaemon(d)
+	handOff(byRun)
+	e.activate(byRun, 1, run.OutcomeFailed)
+
+	reason := func(alias string) map[string]any {
+		var found []map[string]any
+		for _, m := range agentItems(t, e.items(alias)) {
+			if m["status"] == "error" {
+				found = append(found, m)
+			}
+		}
+		if len(found) != 1 {
+			t.Fatalf("%d status error items on %s, want 1", len(found), alias)
+		}
+		return found[0]
+	}
+	theirs, ours := reason(byDaemon), reason(byRun)
+	if missing, _ := compareKeys("", theirs, ours); len(missing) > 0 {
+		t.Errorf("bhw-run's reason lacks the daemon's %v\n daemon: %v\nbhw-run: %v", missing, theirs, ours)
+	}
+	if theirs["code"] != ours["code"] {
+		t.Errorf("code: the daemon's %v, bhw-run's %v", theirs["code"], ours["code"])
+	}
+	t.Logf("the daemon's detail %q; bhw-run's %q", theirs["detail"], ours["detail"])
+	if e.wireState(byRun) != "failed" {
+		t.Errorf("bhw-run left the wire %q", e.wireState(byRun))
+	}
+}
