@@ -637,3 +637,49 @@ func TestPeerFailureReasonSideBySide(t *testing.T) {
 		t.Errorf("bhw-run left the wire %q", e.wireState(byRun))
 	}
 }
+
+// TestPeerPicksSideBySide: the same answer, the text "yes" with the pick
+// "Deny" in metadata.answers, denies a parked Write on the daemon and on
+// bhw-run alike: the pick wins over the text on both.
+func TestPeerPicksSideBySide(t *testing.T) {
+	e, worker := newPeerE2E(t, 2)
+	answer := func(alias string) {
+		e.srv.PostAs(bhtest.PersonUserID, bhtest.SessionID, alias, blobhub.NewItem{
+			Content:  []blobhub.Block{{Type: "text", Text: "yes"}},
+			Metadata: json.RawMessage(`{"answers":[{"question":"Approve?","answer":["Deny"]}]}`)})
+	}
+	const byDaemon, byRun = "peer/picks-daemon", "peer/picks-run"
+	xd, xr := e.path("d.txt"), e.path("r.txt")
+
+	// The daemon: the Write parks, the answer comes, the turn resumes.
+	e.model.Push(writeTool(xd, "content"), claudetest.Text("OK, NOT WRITTEN"))
+	e.handOff(byDaemon, claudeType, "approval", "write d.txt")
+	d := e.startDaemon(worker)
+	e.waitItems(d, byDaemon, "the prompt", func(items []blobhub.Item) bool { return countType(t, items, "pending_prompt") == 1 })
+	answer(byDaemon)
+	e.waitItems(d, byDaemon, "the resolution", func(items []blobhub.Item) bool { return countType(t, items, "pending_prompt_resolved") == 1 })
+	e.stopDaemon(d)
+
+	e.model.Push(writeTool(xr, "content"))
+	e.handOff(byRun, claudeType, "approval", "write r.txt")
+	e.activate(byRun, 0, run.OutcomeParked)
+	answer(byRun)
+	e.model.Push(claudetest.Text("OK, NOT WRITTEN"))
+	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+
+	fileAbsent(t, xd)
+	fileAbsent(t, xr)
+	for _, alias := range []string{byDaemon, byRun} {
+		res := meta(t, e.itemsOfType(alias, "pending_prompt_resolved")[0]).Prompt
+		answers, _ := res["answers"].([]any)
+		if len(answers) != 1 || fmt.Sprint(answers[0].(map[string]any)["answer"]) != "[Deny]" {
+			t.Errorf("%s resolved with %v, want the pick Deny", alias, res)
+		}
+	}
+	if n := countType(t, e.items(byDaemon), "approval_granted"); n != 0 {
+		t.Errorf("the daemon granted the call")
+	}
+	if th := e.threadYAML(byRun); len(th.Grants) != 0 {
+		t.Errorf("bhw-run granted the call: %v", th.Grants)
+	}
+}
