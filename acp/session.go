@@ -76,6 +76,10 @@ type Session struct {
 	mu           sync.Mutex
 	resumeFailed string // the load error that means "no such session"
 	interrupted  bool
+	// takesImages: the agent advertised promptCapabilities.image; images
+	// then go with the next prompt (AttachImages).
+	takesImages bool
+	images      []agent.Image
 
 	// The replay of a loaded session: updates counted while no turn runs.
 	replayMu   sync.Mutex
@@ -192,13 +196,25 @@ func (s *Session) open(ctx context.Context) error {
 	// No fs and no terminal capability: the agent then does its own reads,
 	// writes and commands, after asking, and bhw-run never does the
 	// agent's writes outside the gate.
-	if _, err := s.rpc.Call(ctx, "initialize", map[string]any{
+	init, err := s.rpc.Call(ctx, "initialize", map[string]any{
 		"protocolVersion":    1,
 		"clientCapabilities": map[string]any{},
 		"clientInfo":         map[string]any{"name": "bhw-run", "title": "bhw-run", "version": "1"},
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("initialize: %w", err)
 	}
+	var caps struct {
+		AgentCapabilities struct {
+			PromptCapabilities struct {
+				Image bool `json:"image"`
+			} `json:"promptCapabilities"`
+		} `json:"agentCapabilities"`
+	}
+	_ = json.Unmarshal(init, &caps)
+	s.mu.Lock()
+	s.takesImages = caps.AgentCapabilities.PromptCapabilities.Image
+	s.mu.Unlock()
 	if s.l.Resume {
 		return s.load(ctx)
 	}

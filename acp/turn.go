@@ -3,6 +3,7 @@ package acp
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -43,6 +44,15 @@ type turn struct {
 	noticeErr  string // an "Error: " notice (Copilot's failed turn)
 }
 
+// AttachImages sends imgs with the next prompt as image blocks when the
+// agent advertised that it takes them (agent.ImageTaker); otherwise the
+// message's paths are all it gets.
+func (s *Session) AttachImages(imgs []agent.Image) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.images = imgs
+}
+
 // Turn sends message as one prompt and relays the turn through h until the
 // prompt is answered, the gate parks it, the process ends, or ctx ends.
 func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (agent.TurnResult, error) {
@@ -63,8 +73,16 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 			t.afterEnd(m)
 		}
 	}()
-	id, _, err := s.rpc.Go("session/prompt", map[string]any{"sessionId": sid,
-		"prompt": []any{map[string]any{"type": "text", "text": message}}})
+	prompt := []any{map[string]any{"type": "text", "text": message}}
+	s.mu.Lock()
+	if s.takesImages {
+		for _, img := range s.images {
+			prompt = append(prompt, map[string]any{"type": "image", "mimeType": img.MediaType, "data": base64.StdEncoding.EncodeToString(img.Data)})
+		}
+	}
+	s.images = nil
+	s.mu.Unlock()
+	id, _, err := s.rpc.Go("session/prompt", map[string]any{"sessionId": sid, "prompt": prompt})
 	if err != nil {
 		return t.result(agent.TurnFailed), s.crashed("sending the prompt: " + err.Error())
 	}

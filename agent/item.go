@@ -56,6 +56,18 @@ const (
 type Item struct {
 	Brief string         `json:"brief"`
 	Meta  map[string]any `json:"meta"`
+	// Files are file blocks posted after the text block: session files
+	// the item points at (artifacts_published).
+	Files []FileBlock `json:"files,omitempty"`
+}
+
+// FileBlock is a content block of type file: a session file by its
+// alias, with its name, content type and size.
+type FileBlock struct {
+	Alias       string `json:"alias"`
+	Name        string `json:"name"`
+	ContentType string `json:"content_type"`
+	Size        int64  `json:"size"`
 }
 
 // Type is metadata.type.
@@ -278,4 +290,20 @@ func newULID(at time.Time) string {
 		hi >>= 5
 	}
 	return string(out)
+}
+
+// Image is a picture a person attached, to be given to the agent as a
+// picture with the next message (by a Session that is an ImageTaker).
+type Image struct {
+	MediaType string // image/png, image/jpeg, image/gif or image/webp
+	Data      []byte
+	// Path is where the image lies (the inbox), for an agent that reads
+	// pictures from disk itself.
+	Path string
+}
+
+// ImageTaker is a Session whose agent takes pictures with a message: the
+// images given are sent with the next Turn's message, then forgotten.
+type ImageTaker interface {
+	AttachImages(imgs []Image)
 }

@@ -89,6 +89,12 @@ type Client interface {
 	// ListEvents reads one page of the session's change feed
 	// (list_session_events, docs/wire.md).
 	ListEvents(ctx context.Context, q EventQuery) (EventPage, error)
+	// UploadFile stores data as a session file at alias
+	// (upload_session_file), replacing what it held; a retry sends the
+	// same bytes again, which is harmless.
+	UploadFile(ctx context.Context, alias string, data []byte, name, contentType string) (FileInfo, error)
+	// DownloadFile reads a session file whole (download_session_file).
+	DownloadFile(ctx context.Context, alias string) (FileInfo, []byte, error)
 }
 
 // User is the identity behind an API key.
@@ -114,6 +120,16 @@ type Block struct {
 	Type string          `json:"type"`
 	Text string          `json:"text,omitempty"`
 	JSON json.RawMessage `json:"json,omitempty"`
+	// File is a file block's session file.
+	File *FileRef `json:"file,omitempty"`
+}
+
+// FileRef is what a file block says of its session file.
+type FileRef struct {
+	Alias       string `json:"alias"`
+	Name        string `json:"name,omitempty"`
+	ContentType string `json:"content_type,omitempty"`
+	Size        int64  `json:"size,omitempty"`
 }
 
 // NewItem is what a caller posts; the server stamps id, created_at, user_id.

@@ -46,7 +46,7 @@ const (
 
 // channels: the commands that write go to data/command, the rest to
 // data/query.
-var writes = map[string]bool{CmdUpload: true, CmdDelete: true, CmdPost: true}
+var writes = map[string]bool{CmdUpload: true, CmdDelete: true, CmdPost: true, CmdUploadFile: true}
 
 type httpClient struct {
 	cfg  Config
@@ -85,6 +85,14 @@ type call struct {
 	body           []byte
 	date           time.Time // the Date header of the answer do returned
 	maxValue       int64     // the bound of a download (WithMaxValue), 0 for none
+	// data, when set, is sent as the body (application/octet-stream) and
+	// body as the X-Request-Body header: a session file's upload.
+	data []byte
+	// binaryAnswer asks for application/octet-stream: a 2xx answer of
+	// that type is the bytes, its envelope in answerHeader.
+	binaryAnswer bool
+	answerHeader string
+	gotBinary    bool
 }
 
 func (c *httpClient) sessionCall(cmd, alias string, fields map[string]any) (*call, error) {
@@ -195,6 +203,12 @@ func (c *httpClient) do(ctx context.Context, k *call) ([]byte, error) {
 		return nil, opErr(k.command, k.alias, unavailable(err))
 	}
 	if resp.StatusCode/100 == 2 {
+		if k.gotBinary {
+			return body, nil
+		}
+		if k.binaryAnswer {
+			return nil, opErr(k.command, k.alias, &APIError{Status: resp.StatusCode, Code: "protocol_mismatch", Message: "expected an application/octet-stream answer"})
+		}
 		if e := failed(resp.StatusCode, body); e != nil {
 			return nil, opErr(k.command, k.alias, e)
 		}
@@ -226,17 +240,28 @@ func (c *httpClient) request(ctx context.Context, k *call, body *[]byte) (*retry
 	if k.body != nil {
 		rawBody = k.body
 	}
+	if k.data != nil {
+		rawBody = k.data
+	}
 	req, err := retryablehttp.NewRequestWithContext(ctx, k.method, k.url, rawBody)
 	if err != nil {
 		return nil, err
 	}
 	c.header(req.Header)
+	if k.data != nil {
+		req.Header.Set("Content-Type", "application/octet-stream")
+		req.Header.Set("X-Request-Body", string(k.body))
+	}
+	if k.binaryAnswer {
+		req.Header.Set("Accept", "application/octet-stream")
+	}
 	req.SetResponseHandler(func(resp *http.Response) error {
 		defer resp.Body.Close()
 		limit := int64(maxBody)
 		if k.maxValue > 0 && resp.StatusCode/100 == 2 {
 			limit = k.maxValue + answerSlack
 		}
+		binary := k.binaryAnswer && resp.StatusCode/100 == 2 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/octet-stream")
 		b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 		if err != nil {
 			return err // a body cut by the connection: retry
@@ -249,6 +274,13 @@ func (c *httpClient) request(ctx context.Context, k *call, body *[]byte) (*retry
 		}
 		*body = b
 		k.date, _ = http.ParseTime(resp.Header.Get("Date"))
+		if binary {
+			k.gotBinary, k.answerHeader = true, resp.Header.Get("X-Response-Body")
+			if cl := resp.ContentLength; cl >= 0 && int64(len(b)) != cl {
+				return errBadBody // cut short: retry
+			}
+			return nil
+		}
 		if resp.StatusCode/100 == 2 && !json.Valid(b) {
 			return errBadBody
 		}

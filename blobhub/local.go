@@ -26,10 +26,6 @@ import (
 	"github.com/blobhub/bhw-run/statefile"
 )
 
-// MaxItemBytes is the budget of an item's serialized {content, metadata},
-// as BlobHub's; the local store answers thread_item_too_large above it.
-const MaxItemBytes = 358400
-
 // LocalStore is the file:// store, for use without a BlobHub account: the
 // session operations served
 // from a directory a person can read:
@@ -356,23 +352,33 @@ func checkItem(p NewItem) error {
 			if !json.Valid(b.JSON) {
 				return bad("a json block must carry valid json")
 			}
+		case "file":
+			if b.File == nil || b.File.Alias == "" {
+				return bad("a file block must carry file.alias")
+			}
 		default:
-			return bad(fmt.Sprintf("content block type %q is not text or json", b.Type))
+			return bad(fmt.Sprintf("content block type %q is not text, json or file", b.Type))
 		}
 	}
 	if len(p.Metadata) > 0 && !json.Valid(p.Metadata) {
 		return bad("metadata must be JSON")
 	}
-	size, err := json.Marshal(struct {
-		Content  []Block         `json:"content"`
-		Metadata json.RawMessage `json:"metadata,omitempty"`
-	}{p.Content, p.Metadata})
-	if err != nil {
-		return bad(err.Error())
-	}
-	if len(size) > MaxItemBytes {
+	return nil
+}
+
+// checkStoredSize refuses an item as BlobHub does: measured as stored,
+// wrapped with its id, session, alias, stamp and author, at MaxItemBytes
+// or more.
+func checkStoredSize(sessionID, alias string, it Item) error {
+	n := EncodedSize(struct {
+		Item
+		SessionID  string `json:"session_id"`
+		RevisionID string `json:"revision_id"`
+		Alias      string `json:"alias"`
+	}{it, sessionID, "rev_local", alias})
+	if n < 0 || n >= MaxItemBytes {
 		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeThreadItemTooLarge,
-			Message: fmt.Sprintf("item is %d bytes, the limit is %d", len(size), MaxItemBytes)}
+			Message: fmt.Sprintf("item is %d bytes as stored, the limit is under %d", n, MaxItemBytes)}
 	}
 	return nil
 }
@@ -398,6 +404,12 @@ func (s *LocalStore) post(ctx context.Context, sessionID, userID, alias string, 
 		return Item{}, err
 	}
 	if err := checkItem(p); err != nil {
+		return Item{}, err
+	}
+	// Measured before it is stamped: an id and a stamp as long as those
+	// it gets.
+	if err := checkStoredSize(sessionID, alias, Item{ID: "itm_00000000000000000000", CreatedAt: FormatTime(time.Now()),
+		UserID: userID, Content: p.Content, Metadata: compactRaw(p.Metadata), ParentID: p.ParentID}); err != nil {
 		return Item{}, err
 	}
 	if err := ctx.Err(); err != nil {

@@ -50,6 +50,8 @@ type Session struct {
 	sawInit     bool
 	interrupted bool
 	tools       []string
+	// images go with the next Turn's message (AttachImages).
+	images []agent.Image
 }
 
 // Start launches the agent and returns once the process is spawned. The

@@ -3,6 +3,7 @@ package claude
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"time"
@@ -26,8 +27,28 @@ type userLine struct {
 }
 
 type userContent struct {
-	Role    string      `json:"role"`
-	Content []textBlock `json:"content"`
+	Role    string `json:"role"`
+	Content []any  `json:"content"`
+}
+
+// imageBlock is a picture in a user message, its bytes inline.
+type imageBlock struct {
+	Type   string      `json:"type"`
+	Source imageSource `json:"source"`
+}
+
+type imageSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+}
+
+// AttachImages sends imgs with the next Turn's message as image blocks
+// (agent.ImageTaker).
+func (s *Session) AttachImages(imgs []agent.Image) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.images = imgs
 }
 
 type textBlock struct {
@@ -53,8 +74,14 @@ type turnState struct {
 func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (agent.TurnResult, error) {
 	s.mu.Lock()
 	s.interrupted = false
+	imgs := s.images
+	s.images = nil
 	s.mu.Unlock()
-	msg := userLine{Type: "user", Message: userContent{Role: "user", Content: []textBlock{{Type: "text", Text: message}}}}
+	content := []any{textBlock{Type: "text", Text: message}}
+	for _, img := range imgs {
+		content = append(content, imageBlock{Type: "image", Source: imageSource{Type: "base64", MediaType: img.MediaType, Data: base64.StdEncoding.EncodeToString(img.Data)}})
+	}
+	msg := userLine{Type: "user", Message: userContent{Role: "user", Content: content}}
 	if err := s.writeJSON(msg); err != nil {
 		// The process is probably gone; report how it ended.
 		return agent.TurnResult{}, s.deadError(err)

@@ -60,6 +60,16 @@ type Session struct {
 	haveTotal    bool
 	total        tokenCounts
 	resumeFailed string // the "no rollout found" message
+	// images go with the next Turn's message (AttachImages).
+	images []agent.Image
+}
+
+// AttachImages sends imgs with the next Turn's message as localImage
+// inputs, which Codex reads from their paths (agent.ImageTaker).
+func (s *Session) AttachImages(imgs []agent.Image) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.images = imgs
 }
 
 // Approval methods the gate answers (v2 app-server protocol).

@@ -102,9 +102,18 @@ func (s *Session) turn(ctx context.Context, message string, h agent.Handler) (ag
 		s.mu.Unlock()
 	}()
 
+	input := []any{map[string]any{"type": "text", "text": message, "text_elements": []any{}}}
+	s.mu.Lock()
+	for _, img := range s.images {
+		if img.Path != "" {
+			input = append(input, map[string]any{"type": "localImage", "path": img.Path})
+		}
+	}
+	s.images = nil
+	s.mu.Unlock()
 	_, resp, err := s.rpc.Go("turn/start", map[string]any{
 		"threadId": thread,
-		"input":    []any{map[string]any{"type": "text", "text": message, "text_elements": []any{}}},
+		"input":    input,
 	})
 	if err != nil {
 		return t.result(agent.TurnFailed), s.crashed("turn/start: " + err.Error())

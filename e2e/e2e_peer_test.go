@@ -12,7 +12,9 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -381,4 +383,303 @@ func compareKeys(at string, theirs, ours map[string]any) (missing, extra []strin
 	slices.Sort(missing)
 	slices.Sort(extra)
 	return missing, extra
+}
+
+// TestPeerCutItemsSideBySide: a tool result over the item budget (a Read
+// of 90 KB) is cut by the daemon and by bhw-run alike: the same fields
+// cut, the same excerpt of the output, local_log naming each one's
+// thread.log in the same form, and neither item is refused.
+func TestPeerCutItemsSideBySide(t *testing.T) {
+	e, worker := newPeerE2E(t, 2)
+	in := e.path("big.txt")
+	var b strings.Builder
+	for i := 0; b.Len() < 90_000; i++ {
+		fmt.Fprintf(&b, "line %05d of a long file\n", i)
+	}
+	if err := os.WriteFile(in, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	turn := func() []claudetest.Step {
+		return []claudetest.Step{claudetest.Tool("Read", map[string]any{"file_path": in}), claudetest.Text("READ-DONE")}
+	}
+	const byDaemon, byRun = "peer/cut-daemon", "peer/cut-run"
+	e.model.Push(turn()...)
+	e.handOff(byDaemon, claudeType, "approval", "read big.txt")
+	d := e.startDaemon(worker)
+	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
+	e.stopDaemon(d)
+	e.model.Push(turn()...)
+	e.handOff(byRun, claudeType, "approval", "read big.txt")
+	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+
+	result := func(alias string) map[string]any {
+		for _, m := range agentItems(t, e.items(alias)) {
+			if m["type"] == "tool_result" {
+				return m
+			}
+		}
+		t.Fatalf("no tool_result on %s: %v", alias, e.itemTypes(alias))
+		return nil
+	}
+	theirs, ours := result(byDaemon), result(byRun)
+	if fmt.Sprint(theirs["truncated_fields"]) != fmt.Sprint(ours["truncated_fields"]) || ours["truncated"] != true {
+		t.Fatalf("truncated_fields: the daemon's %v, bhw-run's %v", theirs["truncated_fields"], ours["truncated_fields"])
+	}
+	tl, _ := theirs["local_log"].(string)
+	ol, _ := ours["local_log"].(string)
+	if strings.Replace(tl, byDaemon, byRun, 1) != ol || !strings.HasSuffix(ol, "/threads/"+byRun+"/logs/thread.log") {
+		t.Fatalf("local_log: the daemon's %q, bhw-run's %q", tl, ol)
+	}
+	to, _ := theirs["tool"].(map[string]any)["output"].(string)
+	oo, _ := ours["tool"].(map[string]any)["output"].(string)
+	if strings.ReplaceAll(to, byDaemon, byRun) != oo {
+		t.Fatalf("the cut output differs:\n daemon: %.200q…\nbhw-run: %.200q…", to, oo)
+	}
+}
+
+// TestPeerPublishSideBySide: the daemon and bhw-run publish the same
+// outbox of a thread with artifacts {prefix, outbox}: the same aliases
+// (under each one's prefix), the same artifacts_published fields and file
+// blocks, and every file downloads byte-identical from either's upload.
+func TestPeerPublishSideBySide(t *testing.T) {
+	e, worker := newPeerE2E(t, 2)
+	files := map[string]string{"report.md": "# report\n", "my notes.txt": "notes", "sub/data.json": `{"a":1}`}
+	handOff := func(alias, prefix, outbox string) {
+		for rel, body := range files {
+			p := filepath.Join(e.work, outbox, rel)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.handOff(alias, claudeType, "approval", "")
+		o, _ := e.srv.Get(alias)
+		raw, err := envelope.SetPath(o.Value, []string{"thread", "metadata", "artifacts"}, json.RawMessage(`{"prefix":"`+prefix+`","outbox":"`+outbox+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.srv.Put(alias, string(raw))
+		e.post(alias, "publish")
+	}
+	const byDaemon, byRun = "peer/pub-daemon", "peer/pub-run"
+	e.model.Push(claudetest.Text("done"))
+	handOff(byDaemon, "pub/d/", ".out-d")
+	d := e.startDaemon(worker)
+	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
+	e.stopDaemon(d)
+	e.model.Push(claudetest.Text("done"))
+	handOff(byRun, "pub/r/", ".out-r")
+	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+
+	published := func(alias string) (map[string]any, []*blobhub.FileRef) {
+		for _, it := range e.items(alias) {
+			var m map[string]any
+			if json.Unmarshal(it.Metadata, &m) == nil && m["type"] == "artifacts_published" {
+				var refs []*blobhub.FileRef
+				for _, b := range it.Content {
+					if b.Type == "file" {
+						refs = append(refs, b.File)
+					}
+				}
+				return m, refs
+			}
+		}
+		t.Fatalf("no artifacts_published on %s: %v", alias, e.itemTypes(alias))
+		return nil, nil
+	}
+	tm, tf := published(byDaemon)
+	om, of := published(byRun)
+	if missing, _ := compareKeys("", tm, om); len(missing) > 0 {
+		t.Errorf("bhw-run's artifacts_published lacks the daemon's %v\n daemon: %v\nbhw-run: %v", missing, tm, om)
+	}
+	if fmt.Sprint(tm["counts"]) != fmt.Sprint(om["counts"]) || len(tf) != len(of) || len(of) != len(files) {
+		t.Fatalf("the daemon published %v (%d blocks), bhw-run %v (%d blocks)", tm["counts"], len(tf), om["counts"], len(of))
+	}
+	c := e.srv.Client(bhtest.PersonKey)
+	for i := range tf {
+		if strings.Replace(tf[i].Alias, "pub/d/", "pub/r/", 1) != of[i].Alias || tf[i].Name != of[i].Name || tf[i].Size != of[i].Size {
+			t.Errorf("file block %d: the daemon's %+v, bhw-run's %+v", i, *tf[i], *of[i])
+		}
+		_, td, err1 := c.DownloadFile(t.Context(), tf[i].Alias)
+		_, od, err2 := c.DownloadFile(t.Context(), of[i].Alias)
+		if err1 != nil || err2 != nil || !bytes.Equal(td, od) {
+			t.Errorf("%s and %s read back differently: %v %v", tf[i].Alias, of[i].Alias, err1, err2)
+		}
+	}
+}
+
+// TestPeerAttachmentsSideBySide: a person's message with a PDF, an image
+// and a file that is gone reaches Claude from the daemon and from bhw-run
+// alike: the image as an image, the PDF by its path in the same list, the
+// missing file named unavailable, and one attachment_unavailable item with
+// the same fields.
+func TestPeerAttachmentsSideBySide(t *testing.T) {
+	e, worker := newPeerE2E(t, 2)
+	png, _ := base64.StdEncoding.DecodeString("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+	pdf := []byte("%PDF-1.4\nbrief\n")
+	for alias, f := range map[string][2]string{"up/brief.pdf": {string(pdf), "application/pdf"}, "up/shot.png": {string(png), "image/png"}} {
+		if _, err := e.srv.Store().UploadFile(t.Context(), bhtest.SessionID, alias, []byte(f[0]), filepath.Base(alias), f[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func(alias string) {
+		e.handOff(alias, claudeType, "approval", "")
+		e.srv.PostAs(bhtest.PersonUserID, bhtest.SessionID, alias, blobhub.NewItem{Content: []blobhub.Block{
+			{Type: "text", Text: "see attached"},
+			{Type: "file", File: &blobhub.FileRef{Alias: "up/brief.pdf", Name: "brief.pdf", ContentType: "application/pdf", Size: int64(len(pdf))}},
+			{Type: "file", File: &blobhub.FileRef{Alias: "up/shot.png", Name: "shot.png", ContentType: "image/png", Size: int64(len(png))}},
+			{Type: "file", File: &blobhub.FileRef{Alias: "up/gone.bin", Name: "gone.bin", ContentType: "application/octet-stream", Size: 3}},
+		}})
+	}
+	const byDaemon, byRun = "peer/att-daemon", "peer/att-run"
+	e.model.Push(claudetest.Text("seen"))
+	send(byDaemon)
+	d := e.startDaemon(worker)
+	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
+	e.stopDaemon(d)
+	e.model.Push(claudetest.Text("seen"))
+	send(byRun)
+	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+
+	reqs := e.model.Requests()
+	if len(reqs) < 2 {
+		t.Fatalf("%d model requests", len(reqs))
+	}
+	theirs, ours := reqs[0], reqs[len(reqs)-1]
+	// The daemon gives Claude each file where it sat ("[brief.pdf] at
+	// <path>"); bhw-run lists them after the text, with type and size, as
+	// the daemon does for an agent that takes no files (docs/files.md).
+	for who, r := range map[string]claudetest.Request{"the daemon": theirs, "bhw-run": ours} {
+		if !r.Contains(`"type":"image"`) || !r.Contains(base64.StdEncoding.EncodeToString(png)) {
+			t.Errorf("%s's request lacks the image:\n%.1500s", who, r.Body)
+		}
+		if !r.Contains(filepath.Join(e.work, ".blobhub", "inbox")) || !r.Contains("brief.pdf") || !r.Contains("gone.bin — unavailable (") {
+			t.Errorf("%s's request lacks the PDF's path or the missing file:\n%.1500s", who, r.Body)
+		}
+	}
+	unavailable := func(alias string) map[string]any {
+		for _, m := range agentItems(t, e.items(alias)) {
+			if m["status"] == "attachment_unavailable" {
+				return m
+			}
+		}
+		t.Fatalf("no attachment_unavailable on %s: %v", alias, e.itemTypes(alias))
+		return nil
+	}
+	tu, ou := unavailable(byDaemon), unavailable(byRun)
+	if missing, _ := compareKeys("", tu, ou); len(missing) > 0 {
+		t.Errorf("bhw-run's attachment_unavailable lacks the daemon's %v\n daemon: %v\nbhw-run: %v", missing, tu, ou)
+	}
+	tfs, _ := tu["files"].([]any)
+	ofs, _ := ou["files"].([]any)
+	if len(tfs) != 1 || len(ofs) != 1 {
+		t.Fatalf("files: the daemon's %v, bhw-run's %v", tfs, ofs)
+	}
+	if missing, _ := compareKeys("files[0].", tfs[0].(map[string]any), ofs[0].(map[string]any)); len(missing) > 0 {
+		t.Errorf("an unavailable file lacks the daemon's %v: %v vs %v", missing, tfs[0], ofs[0])
+	}
+}
+
+// TestPeerFailureReasonSideBySide: a thread whose work folder is not on
+// the machine fails on the daemon and on bhw-run alike: a status error
+// item with the same fields and code on the thread, and failed on the
+// wire.
+func TestPeerFailureReasonSideBySide(t *testing.T) {
+	e, worker := newPeerE2E(t, 2)
+	missing := filepath.Join(e.root, "not-here")
+	handOff := func(alias string) {
+		e.handOff(alias, claudeType, "approval", "hello")
+		o, _ := e.srv.Get(alias)
+		raw, err := envelope.SetPath(o.Value, []string{"thread", "metadata", "workspace", "work_folder"}, json.RawMessage(`"`+missing+`"`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.srv.Put(alias, string(raw))
+	}
+	const byDaemon, byRun = "peer/fail-daemon", "peer/fail-run"
+	handOff(byDaemon)
+	d := e.startDaemon(worker)
+	e.waitItems(d, byDaemon, "the failure's reason", func(items []blobhub.Item) bool {
+		for _, m := range agentItems(t, items) {
+			if m["status"] == "error" {
+				return true
+			}
+		}
+		return false
+	})
+	e.stopDaemon(d)
+	handOff(byRun)
+	e.activate(byRun, 1, run.OutcomeFailed)
+
+	reason := func(alias string) map[string]any {
+		var found []map[string]any
+		for _, m := range agentItems(t, e.items(alias)) {
+			if m["status"] == "error" {
+				found = append(found, m)
+			}
+		}
+		if len(found) != 1 {
+			t.Fatalf("%d status error items on %s, want 1", len(found), alias)
+		}
+		return found[0]
+	}
+	theirs, ours := reason(byDaemon), reason(byRun)
+	if missing, _ := compareKeys("", theirs, ours); len(missing) > 0 {
+		t.Errorf("bhw-run's reason lacks the daemon's %v\n daemon: %v\nbhw-run: %v", missing, theirs, ours)
+	}
+	if theirs["code"] != ours["code"] {
+		t.Errorf("code: the daemon's %v, bhw-run's %v", theirs["code"], ours["code"])
+	}
+	t.Logf("the daemon's detail %q; bhw-run's %q", theirs["detail"], ours["detail"])
+	if e.wireState(byRun) != "failed" {
+		t.Errorf("bhw-run left the wire %q", e.wireState(byRun))
+	}
+}
+
+// TestPeerPicksSideBySide: the same answer, the text "yes" with the pick
+// "Deny" in metadata.answers, denies a parked Write on the daemon and on
+// bhw-run alike: the pick wins over the text on both.
+func TestPeerPicksSideBySide(t *testing.T) {
+	e, worker := newPeerE2E(t, 2)
+	answer := func(alias string) {
+		e.srv.PostAs(bhtest.PersonUserID, bhtest.SessionID, alias, blobhub.NewItem{
+			Content:  []blobhub.Block{{Type: "text", Text: "yes"}},
+			Metadata: json.RawMessage(`{"answers":[{"question":"Approve?","answer":["Deny"]}]}`)})
+	}
+	const byDaemon, byRun = "peer/picks-daemon", "peer/picks-run"
+	xd, xr := e.path("d.txt"), e.path("r.txt")
+
+	// The daemon: the Write parks, the answer comes, the turn resumes.
+	e.model.Push(writeTool(xd, "content"), claudetest.Text("OK, NOT WRITTEN"))
+	e.handOff(byDaemon, claudeType, "approval", "write d.txt")
+	d := e.startDaemon(worker)
+	e.waitItems(d, byDaemon, "the prompt", func(items []blobhub.Item) bool { return countType(t, items, "pending_prompt") == 1 })
+	answer(byDaemon)
+	e.waitItems(d, byDaemon, "the resolution", func(items []blobhub.Item) bool { return countType(t, items, "pending_prompt_resolved") == 1 })
+	e.stopDaemon(d)
+
+	e.model.Push(writeTool(xr, "content"))
+	e.handOff(byRun, claudeType, "approval", "write r.txt")
+	e.activate(byRun, 0, run.OutcomeParked)
+	answer(byRun)
+	e.model.Push(claudetest.Text("OK, NOT WRITTEN"))
+	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+
+	fileAbsent(t, xd)
+	fileAbsent(t, xr)
+	for _, alias := range []string{byDaemon, byRun} {
+		res := meta(t, e.itemsOfType(alias, "pending_prompt_resolved")[0]).Prompt
+		answers, _ := res["answers"].([]any)
+		if len(answers) != 1 || fmt.Sprint(answers[0].(map[string]any)["answer"]) != "[Deny]" {
+			t.Errorf("%s resolved with %v, want the pick Deny", alias, res)
+		}
+	}
+	if n := countType(t, e.items(byDaemon), "approval_granted"); n != 0 {
+		t.Errorf("the daemon granted the call")
+	}
+	if th := e.threadYAML(byRun); len(th.Grants) != 0 {
+		t.Errorf("bhw-run granted the call: %v", th.Grants)
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/blobhub/bhw-run/policy"
 )
@@ -40,6 +42,9 @@ type Envelope struct {
 	Policy *policy.Policy
 	// Artifacts is set when the envelope carries an artifacts block.
 	Artifacts *Artifacts
+	// Inbox is attachments.inbox: where a person's files are put,
+	// relative to the work folder ("" for the default).
+	Inbox string
 	// HasInstance is true when metadata carries instance.state (of any type).
 	HasInstance bool
 	State       string
@@ -63,10 +68,26 @@ type Agent struct {
 	Budget Budget
 }
 
-// Artifacts is the envelope's artifacts block.
+// Artifacts is the envelope's artifacts block: blobhub-worker's {prefix,
+// outbox}, or bhw-run's earlier {source}.
 type Artifacts struct {
+	// Source is the earlier form's outbox ({source}): JSON artifact
+	// objects under <thread>/artifacts/.
 	Source string
+	// Prefix and Outbox are blobhub-worker's form: every file of the
+	// outbox (relative to the work folder) published as a session file
+	// at Prefix + its path.
+	Prefix, Outbox string
+	sourceSet      bool // the block has a source key
+	// Unusable says why a block in blobhub-worker's form cannot be used
+	// (publishing is off and the thread runs, as with the worker); "" when
+	// it can.
+	Unusable string
 }
+
+// WorkerForm reports whether the block is blobhub-worker's form: it has no
+// source.
+func (a *Artifacts) WorkerForm() bool { return a != nil && a.Source == "" && !a.sourceSet }
 
 // IsJob reports whether the object is a job thread (docs/state.md): a
 // thread whose metadata carries an agent block or an instance.state.
@@ -110,6 +131,8 @@ type (
 		Agent     json.RawMessage `json:"agent"`
 		Policy    json.RawMessage `json:"policy"`
 		Artifacts json.RawMessage `json:"artifacts"`
+		// Attachments is blobhub-worker's attachments {inbox}.
+		Attachments json.RawMessage `json:"attachments"`
 	}
 )
 
@@ -170,7 +193,7 @@ func Parse(raw []byte) (*Envelope, error) {
 	}
 	// Only the blocks read below, each small, become maps.
 	md := map[string]any{}
-	for key, r := range map[string]json.RawMessage{"instance": m.Instance, "workspace": m.Workspace, "agent": m.Agent, "policy": m.Policy, "artifacts": m.Artifacts} {
+	for key, r := range map[string]json.RawMessage{"instance": m.Instance, "workspace": m.Workspace, "agent": m.Agent, "policy": m.Policy, "artifacts": m.Artifacts, "attachments": m.Attachments} {
 		if r == nil {
 			continue
 		}
@@ -225,13 +248,59 @@ func Parse(raw []byte) (*Envelope, error) {
 		e.Policy = &p
 	}
 	if v, ok := md["artifacts"]; ok && v != nil {
-		a, isMap := v.(map[string]any)
-		if !isMap {
-			e.Bad["artifacts"] = "not a mapping but " + kind(v)
-		}
-		e.Artifacts = &Artifacts{Source: e.str(a, "source", "artifacts.source")}
+		e.Artifacts = e.artifacts(v)
+	}
+	// attachments {inbox}, read as blobhub-worker reads it: a string, else
+	// nothing (the default).
+	if at, ok := md["attachments"].(map[string]any); ok {
+		e.Inbox, _ = at["inbox"].(string)
 	}
 	return e, nil
+}
+
+// artifacts reads the artifacts block. With a source key it is bhw-run's
+// earlier form, whose faults fail the thread (Bad). Otherwise it is
+// blobhub-worker's {prefix, outbox}, read as the worker reads it: both
+// strings required, the prefix ending in "/"; a block that is not a
+// mapping, or misses or mistypes either, is Unusable (warned; publishing
+// off; the thread runs).
+func (e *Envelope) artifacts(v any) *Artifacts {
+	m, isMap := v.(map[string]any)
+	if _, hasSource := m["source"]; isMap && hasSource {
+		return &Artifacts{Source: e.str(m, "source", "artifacts.source"), sourceSet: true}
+	}
+	a := &Artifacts{}
+	if !isMap {
+		a.Unusable = "the artifacts block is " + kind(v) + ", not a mapping of prefix and outbox"
+		return a
+	}
+	prefix, pok := m["prefix"].(string)
+	outbox, ook := m["outbox"].(string)
+	a.Prefix, a.Outbox = prefix, outbox
+	var missing []string
+	switch {
+	case m["prefix"] != nil && !pok, m["outbox"] != nil && !ook:
+		a.Unusable = fmt.Sprintf("artifacts.prefix is %s and artifacts.outbox %s; both must be strings", kindOrNone(m["prefix"]), kindOrNone(m["outbox"]))
+	case prefix == "" || outbox == "":
+		for name, val := range map[string]string{"prefix": prefix, "outbox": outbox} {
+			if val == "" {
+				missing = append(missing, name)
+			}
+		}
+		slices.Sort(missing)
+		a.Unusable = "the artifacts block misses " + strings.Join(missing, " and ")
+	case !strings.HasSuffix(prefix, "/"):
+		a.Unusable = fmt.Sprintf("artifacts.prefix %q must end in /", prefix)
+	}
+	return a
+}
+
+// kindOrNone is kind, or "absent" for nil.
+func kindOrNone(v any) string {
+	if v == nil {
+		return "absent"
+	}
+	return kind(v)
 }
 
 // jsonKind names the kind of a decoded JSON value that is not an object.

@@ -218,6 +218,9 @@ type InboundItem struct {
 	CreatedAt string         `yaml:"created_at"`
 	UserID    string         `yaml:"user_id"`
 	Content   []ContentBlock `yaml:"content"`
+	// Picked is the item's metadata.answers (answers picked where the
+	// prompt was shown), used before its text to answer a prompt.
+	Picked []policy.PickedAnswer `yaml:"answers,omitempty"`
 }
 
 // ContentBlock is one content block of an item; JSON blocks are kept as text.
@@ -225,6 +228,20 @@ type ContentBlock struct {
 	Type string `yaml:"type"`
 	Text string `yaml:"text,omitempty"`
 	JSON string `yaml:"json,omitempty"`
+	// File is a file block's attachment.
+	File *Attachment `yaml:"file,omitempty"`
+}
+
+// Attachment is a file a person attached: the session file (alias, and
+// the name, content type and size the block gave), then where the run
+// put it in the inbox (Path), or why it could not (Unavailable).
+type Attachment struct {
+	Alias       string `yaml:"alias"`
+	Name        string `yaml:"name,omitempty"`
+	ContentType string `yaml:"content_type,omitempty"`
+	Size        int64  `yaml:"size,omitempty"`
+	Path        string `yaml:"path,omitempty"`
+	Unavailable string `yaml:"unavailable,omitempty"`
 }
 
 // OutboxState records whether bhw-run created the outbox folder.

@@ -42,6 +42,7 @@ func runPeer(t *testing.T, srv *bhtest.Server, args ...string) []byte {
 		"BLOBHUB_API_URL=" + srv.URL(), "BLOBHUB_API_KEY=" + bhtest.RunnerKey,
 		"PEER_ORG_ID=" + bhtest.OrgID, "PEER_BLOB_ID=" + bhtest.BlobID,
 		"PEER_REVISION_ID=" + bhtest.RevisionID, "PEER_SESSION=" + bhtest.SessionAlias,
+		"PEER_SESSION_ID=" + bhtest.SessionID,
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

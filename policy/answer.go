@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -145,4 +146,92 @@ func FormatAnswers(qs []Question, answers []Answer) string {
 		fmt.Fprintf(&b, "The person answered: %q = %s\n", q.Question, value)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// PickedAnswer is one question's answer as a surface that showed the
+// prompt relays it in an item's metadata.answers (Mission Control's option
+// picks): the question and the labels picked, or the person's own words.
+type PickedAnswer struct {
+	Question string   `json:"question" yaml:"question"`
+	Answer   []string `json:"answer" yaml:"answer"`
+}
+
+// ParsePicked reads metadata.answers as blobhub-worker reads it: a
+// non-empty list, else none. ok is false when the list is there but not
+// every entry is an object whose answer is a list; such a set is never
+// used (the reply's text is read instead). An answer's element that is
+// not a string reads as "", which picks nothing and approves nothing.
+func ParsePicked(raw json.RawMessage) (picked []PickedAnswer, ok bool) {
+	var entries []json.RawMessage
+	if json.Unmarshal(raw, &entries) != nil || len(entries) == 0 {
+		return nil, false
+	}
+	for _, e := range entries {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(e, &m) != nil || m == nil {
+			return nil, false
+		}
+		var p PickedAnswer
+		_ = json.Unmarshal(m["question"], &p.Question)
+		var elems []json.RawMessage
+		if json.Unmarshal(m["answer"], &elems) != nil || elems == nil {
+			return nil, false
+		}
+		p.Answer = make([]string, len(elems))
+		for i, el := range elems {
+			_ = json.Unmarshal(el, &p.Answer[i])
+		}
+		picked = append(picked, p)
+	}
+	return picked, true
+}
+
+// UsablePicks says whether picked answers a prompt of n questions as it
+// stands: exactly one entry per question. A partial set is not padded;
+// the reply's text is read instead, as blobhub-worker does.
+func UsablePicks(picked []PickedAnswer, n int) bool {
+	return len(picked) > 0 && len(picked) == n
+}
+
+// PicksApprove says whether picked answers approve a call: the first
+// label of the first answer, without surrounding whitespace and in any
+// case, is exactly one of ApprovalReplies. Nothing else approves ("Approve
+// it" does not), as in blobhub-worker.
+func PicksApprove(picked []PickedAnswer) bool {
+	if len(picked) == 0 || len(picked[0].Answer) == 0 {
+		return false
+	}
+	return approvals[strings.ToLower(strings.TrimSpace(picked[0].Answer[0]))]
+}
+
+// PickedToAnswers turns picks for qs into Answers: each pick that is one
+// of the question's option labels (any case) is that label, any other is
+// kept as the person's own words, in the order picked.
+func PickedToAnswers(qs []Question, picked []PickedAnswer) []Answer {
+	out := make([]Answer, len(qs))
+	for i, q := range qs {
+		out[i].Question = q.Question
+		if i >= len(picked) {
+			continue
+		}
+		for _, s := range picked[i].Answer {
+			if l, ok := optionLabel(q, s); ok {
+				s = l
+			}
+			if strings.TrimSpace(s) != "" {
+				out[i].Labels = append(out[i].Labels, s)
+			}
+		}
+	}
+	return out
+}
+
+// optionLabel is the option of q labelled s, in any case.
+func optionLabel(q Question, s string) (string, bool) {
+	for _, o := range q.Options {
+		if strings.EqualFold(strings.TrimSpace(o.Label), strings.TrimSpace(s)) {
+			return o.Label, true
+		}
+	}
+	return "", false
 }

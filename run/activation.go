@@ -22,6 +22,7 @@ import (
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
+	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/setup"
 	"github.com/blobhub/bhw-run/statefile"
@@ -91,6 +92,11 @@ type activation struct {
 	// confined is the rule set of the running agent, nil when it runs
 	// unconfined (confinementRefused).
 	confined *confine.Rules
+	// failurePosted names the failures (their code, on the thread and on
+	// worker) whose items this run confirmed: a run killed after
+	// journaling them fails the thread again on the next run, which then
+	// journals them no second time (failureItems).
+	failurePosted map[string]bool
 }
 
 // load reads thread.yaml, the journal and identity.yaml.
@@ -589,8 +595,20 @@ func hasType(meta json.RawMessage) bool {
 // block becomes text: its fenced copy would no longer be JSON.
 func inboundOf(it blobhub.Item) envelope.InboundItem {
 	in := envelope.InboundItem{ID: it.ID, CreatedAt: it.CreatedAt, UserID: it.UserID}
+	var meta struct {
+		Answers json.RawMessage `json:"answers"`
+	}
+	if json.Unmarshal(it.Metadata, &meta) == nil {
+		in.Picked, _ = policy.ParsePicked(meta.Answers)
+	}
 	total := 0
 	for _, b := range it.Content {
+		if b.Type == "file" {
+			if f, ok := attachmentOf(b); ok {
+				in.Content = append(in.Content, envelope.ContentBlock{Type: "file", File: f})
+			}
+			continue
+		}
 		cb := envelope.ContentBlock{Type: b.Type, Text: b.Text}
 		if len(b.JSON) > 0 {
 			cb.JSON = string(b.JSON)
@@ -647,7 +665,7 @@ func (a *activation) facts() Facts {
 	f := Facts{WireState: a.env.State, HasInstance: a.env.HasInstance, Local: local,
 		Inbound: len(t.Items.PendingInbound), Now: time.Now(), Budget: a.budget()}
 	f.Unfinished = len(a.j.pending()) > 0 ||
-		(t.Agent.State == envelope.StateFailed && !t.Agent.FailedOnWire && a.env.State == envelope.StateActive)
+		(t.Agent.State == envelope.StateFailed && !t.Agent.FailedOnWire && (a.env.State == envelope.StateActive || a.env.State == envelope.StatePending))
 	if t.Prompt != nil && t.Prompt.ItemID != "" {
 		f.Answered = a.answerIndex() >= 0 || a.answer != nil
 	}

@@ -45,6 +45,13 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 	stopWatch := h.watch(a.r.StallTimeout, sess.LastOutput, cancel)
 	defer stopWatch()
 
+	// An agent that takes pictures gets a person's images as pictures
+	// too (the message names them with their paths all the same).
+	if it, ok := sess.(agent.ImageTaker); ok {
+		if imgs := a.turnImages(); len(imgs) > 0 {
+			it.AttachImages(imgs)
+		}
+	}
 	result, err := sess.Turn(turnCtx, message, h)
 	a.prog.stage(StageFinishing)
 	a.mu.Lock()

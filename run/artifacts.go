@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -56,6 +57,10 @@ type artifactIntent struct {
 // self-ignoring .gitignore, only in a folder it created. A
 // folder that cannot be created fails the thread.
 func (a *activation) createOutbox(ctx context.Context) error {
+	if a.env.Artifacts.WorkerForm() {
+		a.makeWorkerOutbox()
+		return nil
+	}
 	if a.env.Artifacts == nil || a.env.Artifacts.Source == "" {
 		return nil
 	}
@@ -103,7 +108,11 @@ func (a *activation) scanOutbox() []outbox.File {
 	}
 	a.skipArtifacts(skips)
 	var out []outbox.File
+	inbox := inboxInside(a.env.Artifacts.Source, a.inboxRel())
 	for _, f := range files {
+		if inbox != "" && (inbox == "." || f.Path == inbox || strings.HasPrefix(f.Path, inbox+"/")) {
+			continue // a person's files, never published
+		}
 		if err := setup.ValidateAlias(a.artifactAlias(f.Path)); err != nil {
 			a.skipArtifact(f.Path, fmt.Sprintf("its alias is invalid: %v", err))
 			continue

@@ -403,6 +403,7 @@ func (h *harness) wantThreadFailed(alias, code string) {
 	if n != 1 {
 		h.t.Errorf("%d thread_failed items for %s on worker, want 1", n, alias)
 	}
+	h.wantFailureReason(alias, code)
 	h.noneTwice(alias, "worker")
 	if open := h.journalOpen(alias); open != 0 {
 		h.t.Errorf("%d emissions left unconfirmed", open)
@@ -490,7 +491,8 @@ func TestBadEnvelope(t *testing.T) {
 		{"model a number", env(set("agent.model", 4)), nil, agent.CodeAgentSpawnFailed},
 		{"effort a mapping", env(set("agent.effort", map[string]any{"level": "high"})), nil, agent.CodeAgentSpawnFailed},
 		{"effort true", env(set("agent.effort", true)), nil, agent.CodeAgentSpawnFailed},
-		{"artifacts a string", env(func(md map[string]any) { md["artifacts"] = ".bhw/outbox" }), nil, exit.CodeArtifactsSourceInvalid},
+		// An artifacts block that is no mapping is blobhub-worker's form
+		// unusable: warned, and the thread runs (TestPublishBlockUnusable).
 		{"artifacts dot", env(set("artifacts.source", ".")), nil, exit.CodeArtifactsSourceInvalid},
 		{"artifacts dotdot", env(set("artifacts.source", "../x")), nil, exit.CodeArtifactsSourceInvalid},
 		{"artifacts unclean", env(set("artifacts.source", "a/../b")), nil, exit.CodeArtifactsSourceInvalid},

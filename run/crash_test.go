@@ -45,7 +45,8 @@ func TestAgentCrash(t *testing.T) {
 		t.Fatalf("turn %q inbound %v, want running with the message", th.Turn.State, th.Turn.InboundIDs)
 	}
 	delivered := th.Turn.InboundIDs
-	if got := h.items(alias); !slices.Equal(got, []string{"person", "text"}) {
+	// The failure's reason (a status error) follows what the agent said.
+	if got := h.items(alias); !slices.Equal(got, []string{"person", "text", "status"}) {
 		t.Fatalf("items %v", got)
 	}
 	// Idle while failed.
@@ -64,7 +65,7 @@ func TestAgentCrash(t *testing.T) {
 	if h.wireState(alias) != envelope.StateActive {
 		t.Fatal("wire not active after retry")
 	}
-	if got := h.items(alias); !slices.Equal(got, []string{"person", "text", "text", "turn_end"}) {
+	if got := h.items(alias); !slices.Equal(got, []string{"person", "text", "status", "text", "turn_end"}) {
 		t.Fatalf("items %v", got)
 	}
 	h.noneTwice(alias, "worker")

@@ -6,24 +6,39 @@ import (
 	"unicode/utf8"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/blobhub"
 )
 
-// ItemBudget is the most an item's serialized {content, metadata} may take:
-// BlobHub refuses larger items.
-const ItemBudget = 350 * 1024
+// ItemBudget is the most an item's {content, metadata} may measure
+// (blobhub.EncodedSize) when it is posted: BlobHub's cap less 4 KiB for
+// what the server wraps around it (id, session, alias, stamp, author), as
+// blobhub-worker budgets.
+const ItemBudget = blobhub.MaxItemBytes - 4*1024
 
-// itemSize is the serialized size of the item as posted: {content: one
-// text block, metadata}.
+// The excerpt of a field cut to fit: its first excerptHead and last
+// excerptTail characters around a pointer to the full text in thread.log.
+const (
+	excerptHead = 4096
+	excerptTail = 2048
+)
+
+// itemSize is the size of the item as posted, {content: one text block,
+// metadata}, measured as the server measures it.
 func itemSize(it agent.Item) int {
-	b, _ := json.Marshal(map[string]any{"content": []map[string]any{{"type": "text", "text": it.Brief}}, "metadata": it.Meta})
-	return len(b)
+	return blobhub.EncodedSize(map[string]any{"content": contentOf(it), "metadata": it.Meta})
 }
 
-// fitItem returns the item shrunk to the budget: the largest strings keep their
-// head and tail around a "…[truncated N bytes]…" marker; when strings alone do
-// not get there, the largest subtree becomes a truncated JSON string. A
-// shrunk item carries metadata.truncated and metadata.original_bytes.
-func fitItem(it agent.Item, budget int) agent.Item {
+// fitItem returns the item fitted to budget the way blobhub-worker fits
+// it: while it is over, the tool's output, the tool's input, metadata.text
+// and the text block, in that order, become an excerpt (head and tail
+// around "…[truncated N bytes; see <localLog>]…"), and the item says which
+// in truncated_fields, with truncated and local_log (thread.log, which
+// holds the whole item). Still over, the excerpted fields become
+// "…[dropped; see <localLog>]…". Where blobhub-worker would then fail the
+// thread, bhw-run goes on cutting the largest strings (and, failing that,
+// subtrees) and adds original_bytes, so the item is posted and the full
+// one stays in thread.log (docs/wire.md).
+func fitItem(it agent.Item, budget int, localLog string) agent.Item {
 	orig := itemSize(it)
 	if orig <= budget {
 		return it
@@ -32,38 +47,129 @@ func fitItem(it agent.Item, budget int) agent.Item {
 	var meta map[string]any
 	b, _ := json.Marshal(it.Meta)
 	_ = json.Unmarshal(b, &meta)
+	if meta == nil {
+		meta = map[string]any{}
+	}
 	root := map[string]any{"brief": it.Brief, "meta": meta}
-	for i := 0; i < 64; i++ {
-		cur := sizeOf(root)
-		if cur <= budget-256 {
+	size := func() int {
+		return itemSize(agent.Item{Brief: root["brief"].(string), Meta: meta, Files: it.Files})
+	}
+	tool, _ := meta["tool"].(map[string]any)
+	type field struct {
+		name string
+		m    map[string]any // the map holding it
+		key  string
+	}
+	var ladder []field
+	if tool != nil {
+		ladder = append(ladder, field{"metadata.tool.output", tool, "output"}, field{"metadata.tool.input", tool, "input"})
+	}
+	ladder = append(ladder, field{"metadata.text", meta, "text"}, field{"content[0].text", root, "brief"})
+	var cut []field
+	for _, f := range ladder {
+		if size() <= budget {
 			break
+		}
+		v, ok := f.m[f.key]
+		if !ok || empty(v) {
+			continue
+		}
+		s, isString := v.(string)
+		if !isString {
+			js, _ := json.Marshal(v)
+			s = string(js)
+		}
+		f.m[f.key] = excerpt(s, localLog)
+		cut = append(cut, f)
+	}
+	if len(cut) > 0 {
+		names := make([]string, len(cut))
+		for i, f := range cut {
+			names[i] = f.name
+		}
+		meta["truncated"], meta["truncated_fields"], meta["local_log"] = true, names, localLog
+	}
+	if size() > budget {
+		for _, f := range cut {
+			f.m[f.key] = fmt.Sprintf("…[dropped; see %s]…", localLog)
+		}
+	}
+	if size() > budget {
+		shrinkRest(root, size, budget)
+		meta["truncated"], meta["original_bytes"] = true, orig
+		if _, ok := meta["local_log"]; !ok {
+			meta["local_log"] = localLog
+		}
+	}
+	return agent.Item{Brief: root["brief"].(string), Meta: meta, Files: it.Files}
+}
+
+// empty is a value blobhub-worker does not excerpt: absent, "", an empty
+// list or map, false or zero.
+func empty(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case string:
+		return x == ""
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		return len(x) == 0
+	case bool:
+		return !x
+	case float64:
+		return x == 0
+	}
+	return false
+}
+
+// excerpt is s as blobhub-worker excerpts it: its first excerptHead and
+// last excerptTail characters around the count of its bytes and where the
+// whole of it is.
+func excerpt(s, localLog string) string {
+	r := []rune(s)
+	head, tail := r, r
+	if len(r) > excerptHead {
+		head = r[:excerptHead]
+	}
+	if len(r) > excerptTail {
+		tail = r[len(r)-excerptTail:]
+	}
+	return fmt.Sprintf("%s…[truncated %d bytes; see %s]…%s", string(head), len(s), localLog, string(tail))
+}
+
+// shrinkRest cuts root until size() is within budget: the largest strings
+// keep their head and tail around a "…[truncated N bytes]…" marker; when
+// strings alone do not get there, the largest subtree becomes a truncated
+// JSON string.
+func shrinkRest(root map[string]any, size func() int, budget int) {
+	for i := 0; i < 64; i++ {
+		cur := size()
+		if cur <= budget-256 {
+			return
 		}
 		over := cur - (budget - 512)
 		ref, s, ok := largestString(root)
-		if !ok || len(s) < 1024 {
+		if !ok || blobhub.EncodedSize(s) < 1024 {
 			// Strings alone cannot get there: flatten the largest subtree.
 			sref, sub := largestSubtree(root)
 			if sref == nil {
-				break
+				return
 			}
 			js, _ := json.Marshal(sub)
 			sref(shrinkString(string(js), len(js)-over))
 			continue
 		}
-		ref(shrinkString(s, len(s)-over))
+		// Cut by the encoded excess, which may be up to six times the
+		// bytes of the string's text.
+		ref(shrinkString(s, len(s)-len(s)*over/blobhub.EncodedSize(s)-1))
 	}
-	out := agent.Item{Brief: root["brief"].(string), Meta: root["meta"].(map[string]any)}
-	if out.Meta == nil {
-		out.Meta = map[string]any{}
-	}
-	out.Meta["truncated"] = true
-	out.Meta["original_bytes"] = orig
-	return out
 }
 
 // stubItem is what is posted when the server still refuses a fitted item.
-func stubItem(it agent.Item, originalBytes int) agent.Item {
-	m := map[string]any{"type": it.Type(), "truncated": true, "original_bytes": originalBytes}
+func stubItem(it agent.Item, originalBytes int, localLog string) agent.Item {
+	m := map[string]any{"type": it.Type(), "truncated": true, "original_bytes": originalBytes, "local_log": localLog}
 	for _, k := range []string{"emission_id", "post_id"} {
 		if id, ok := it.Meta[k]; ok {
 			m[k] = id
@@ -71,7 +177,6 @@ func stubItem(it agent.Item, originalBytes int) agent.Item {
 	}
 	return agent.Item{Brief: shrinkString(it.Brief, 1024), Meta: m}
 }
-
 func sizeOf(v any) int { b, _ := json.Marshal(v); return len(b) }
 
 // shrinkString keeps head and tail of s so the result is about keep bytes

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -40,9 +41,9 @@ func (a *activation) post(ctx context.Context, e *emission) {
 	}
 	ctx = context.WithoutCancel(ctx)
 	p := a.poster()
-	item, err := p.send(ctx, e, newItem(fitItem(e.Item, ItemBudget)))
+	item, err := p.send(ctx, e, newItem(fitItem(e.Item, ItemBudget, a.logRef())))
 	if errors.Is(err, blobhub.ErrItemTooLarge) {
-		item, err = p.send(ctx, e, newItem(stubItem(e.Item, itemSize(e.Item))))
+		item, err = p.send(ctx, e, newItem(stubItem(e.Item, itemSize(e.Item), a.logRef())))
 	}
 	var api *blobhub.APIError
 	var undecided *exit.Error
@@ -81,6 +82,17 @@ func (a *activation) post(ctx context.Context, e *emission) {
 		a.log.Warn("BlobHub unreachable; items stay journaled for the next run", "emission_id", e.ID, "error", err)
 		a.offline = true
 	}
+}
+
+// logRef names the thread's thread.log as blobhub-worker names it in a
+// cut item's local_log: relative to the jobs folder of the state tree,
+// <job>/threads/<alias>/logs/thread.log.
+func (a *activation) logRef() string {
+	dir := a.dir
+	if rel, err := filepath.Rel(filepath.Dir(a.r.Setup.JobDir), a.dir); err == nil && !strings.HasPrefix(rel, "..") {
+		dir = rel
+	}
+	return filepath.ToSlash(filepath.Join(dir, "logs", "thread.log"))
 }
 
 // stopTurnFor interrupts the running turn, if one runs, with cause: the
@@ -147,6 +159,7 @@ func (a *activation) confirmed(e *emission, item blobhub.Item) {
 		a.stateFault(err)
 	}
 	a.sum.ItemsPosted++
+	a.noteFailurePosted(e)
 	if a.prog.watched() {
 		a.prog.posted(e.Target, shownItem(e, item))
 	}
@@ -232,7 +245,7 @@ func (a *activation) reconcile(ctx context.Context) error {
 	var firsts []*emission
 	want := map[string]map[string]bool{}
 	for _, e := range pending {
-		if e.Kind == kindArtifact {
+		if e.Kind == kindArtifact || e.Kind == kindPublish {
 			continue
 		}
 		if want[e.Target] == nil {
@@ -250,11 +263,26 @@ func (a *activation) reconcile(ctx context.Context) error {
 		}
 		seen[e.Target] = found
 	}
-	for _, e := range pending {
+	dropped := map[string]bool{}
+	for i, e := range pending {
+		if dropped[e.ID] {
+			continue
+		}
 		if e.Kind == kindArtifact {
 			// An upload intent, not an item.
 			if err := a.replayArtifact(ctx, e); err != nil {
 				return err
+			}
+			continue
+		}
+		if e.Kind == kindPublish {
+			// A publication the last run left open (run/publish.go).
+			d, err := a.replayPublish(e, pending[i+1:])
+			if err != nil {
+				return err
+			}
+			for id := range d {
+				dropped[id] = true
 			}
 			continue
 		}
@@ -279,7 +307,16 @@ func (a *activation) unposted() int {
 
 func newItem(it agent.Item) blobhub.NewItem {
 	meta, _ := json.Marshal(it.Meta)
-	return blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: it.Brief}}, Metadata: meta}
+	return blobhub.NewItem{Content: contentOf(it), Metadata: meta}
+}
+
+// contentOf is the item's content: its text block, then its file blocks.
+func contentOf(it agent.Item) []blobhub.Block {
+	c := []blobhub.Block{{Type: "text", Text: it.Brief}}
+	for _, f := range it.Files {
+		c = append(c, blobhub.Block{Type: "file", File: &blobhub.FileRef{Alias: f.Alias, Name: f.Name, ContentType: f.ContentType, Size: f.Size}})
+	}
+	return c
 }
 
 // promptItem is the pending_prompt item for a recorded prompt, in

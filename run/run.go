@@ -484,23 +484,74 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 			"error": map[string]any{"code": te.Code, "message": te.Message}},
 		"instance_id": a.instanceID,
 	}}
-	e, err := a.j.add(setup.WorkerAlias, it, "")
-	if err != nil {
-		return err
+	// The reason, on the thread itself, as blobhub-worker posts it: a
+	// status error {code, detail}, journaled with the rest so it is
+	// posted once, and before failed goes on the wire (a reader acting
+	// on failed finds why; a next run posts what is journaled first).
+	// A run killed after journaling them had them posted by this run's
+	// reconcile: the same failure found again adds them no second time.
+	var reason, e *emission
+	if !a.failurePosted["reason:"+te.Code] {
+		if reason, err = a.j.add(a.alias, failureItem(te), ""); err != nil {
+			return err
+		}
+	}
+	if !a.failurePosted["failed:"+te.Code] {
+		if e, err = a.j.add(setup.WorkerAlias, it, ""); err != nil {
+			return err
+		}
 	}
 	if err := a.save(); err != nil {
 		return err
 	}
 	a.sum.Error = &SummaryError{Code: te.Code, Message: te.Message}
 	a.failedThisRun = true
+	a.post(ctx, resolved)
+	a.post(ctx, reason)
 	if a.tooLarge == nil {
 		if err := a.uploadFailed(ctx); err != nil {
 			return err
 		}
 	}
-	a.post(ctx, resolved)
 	a.post(ctx, e)
 	return nil
+}
+
+// noteFailurePosted records that a failure's reason (on the job thread)
+// or its thread_failed (on worker) is confirmed posted. The caller holds
+// a.mu.
+func (a *activation) noteFailurePosted(e *emission) {
+	key := ""
+	switch {
+	case e.Target == a.alias && e.Item.Type() == agent.ItemStatus && e.Item.Meta["status"] == "error":
+		if code, _ := e.Item.Meta["code"].(string); code != "" {
+			key = "reason:" + code
+		}
+	case e.Target == setup.WorkerAlias && e.Item.Type() == agent.ItemThreadFailed:
+		th, _ := e.Item.Meta["thread"].(map[string]any)
+		er, _ := th["error"].(map[string]any)
+		if code, _ := er["code"].(string); code != "" && th["alias"] == a.alias {
+			key = "failed:" + code
+		}
+	}
+	if key == "" {
+		return
+	}
+	if a.failurePosted == nil {
+		a.failurePosted = map[string]bool{}
+	}
+	a.failurePosted[key] = true
+}
+
+// failureItem is the reason a thread failed as blobhub-worker posts it on
+// the thread: text "CODE: message", metadata status error {code, detail}.
+func failureItem(te *agent.Error) agent.Item {
+	it := agent.StatusItem("error", te.Message, map[string]any{"code": te.Code})
+	it.Brief = te.Code
+	if te.Message != "" {
+		it.Brief = te.Code + ": " + te.Message
+	}
+	return it
 }
 
 // uploadFailed puts failed on the wire once, and remembers that it landed.
@@ -520,7 +571,11 @@ func (a *activation) finishUnfinished(ctx context.Context) error {
 	if err := a.reconcile(ctx); err != nil {
 		return err
 	}
-	if a.t.Agent.State == envelope.StateFailed && !a.t.Agent.FailedOnWire && a.env.State == envelope.StateActive {
+	// A run killed after failing the thread, before failed reached the
+	// wire, left it active, or pending when it failed at its activation:
+	// failed goes on the wire now, rather than the thread taken for one a
+	// person handed off again (and failed, and explained, twice).
+	if a.t.Agent.State == envelope.StateFailed && !a.t.Agent.FailedOnWire && (a.env.State == envelope.StateActive || a.env.State == envelope.StatePending) {
 		if err := a.uploadFailed(ctx); err != nil {
 			return err
 		}

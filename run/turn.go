@@ -51,22 +51,49 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	text := strings.TrimSpace(inboundText(ans))
 	brief, note, decision := "answered", "", ""
 	var answers []map[string]any
+	// Answers picked where the prompt was shown (metadata.answers) win
+	// over the text when there is one per question, as in blobhub-worker;
+	// they are posted back as they came.
+	nq := 1
 	if p.Kind == policy.KindAskUserQuestion {
+		nq = len(p.Call.Questions)
+	}
+	picked := policy.UsablePicks(ans.Picked, nq)
+	if picked {
+		answers = pickedAnswers(ans.Picked)
+	}
+	approved, reason := policy.ParseApproval(text)
+	if picked {
+		approved = policy.PicksApprove(ans.Picked)
+	}
+	switch {
+	case p.Kind == policy.KindAskUserQuestion:
 		parsed := policy.ParseQuestionAnswers(p.Call.Questions, text)
+		if picked {
+			parsed = policy.PickedToAnswers(p.Call.Questions, ans.Picked)
+		} else {
+			answers = questionAnswers(p.Call.Questions, parsed)
+		}
 		note = policy.FormatAnswers(p.Call.Questions, parsed)
-		answers = questionAnswers(p.Call.Questions, parsed)
-	} else if ok, reason := policy.ParseApproval(text); ok {
+	case approved:
 		if p.Call.Fingerprint != "" {
 			t.Grants = append(t.Grants, p.Call.Fingerprint)
 		}
 		recordGrant(t, p)
 		brief, decision = "✓ approved", "approved"
 		note = fmt.Sprintf("A person approved your call to %s. Run it again now, unchanged.", p.Call.Phrase())
-		answers = approvalAnswers(p, "Approve")
-	} else {
+		if !picked {
+			answers = approvalAnswers(p, "Approve")
+		}
+	default:
 		brief, decision = "✗ denied", "denied"
-		note = fmt.Sprintf("A person denied your call to %s: %s. Do not retry it.", p.Call.Phrase(), strings.TrimRight(reason, "."))
-		answers = approvalAnswers(p, "Deny")
+		note = fmt.Sprintf("A person denied your call to %s. Do not retry it.", p.Call.Phrase())
+		if reason = denialReason(text); reason != "" {
+			note = fmt.Sprintf("A person denied your call to %s: %s. Do not retry it.", p.Call.Phrase(), strings.TrimRight(reason, "."))
+		}
+		if !picked {
+			answers = approvalAnswers(p, "Deny")
+		}
 	}
 	it := resolutionItem(p, "answered", brief, answers, "")
 	it.Meta["answer"] = text
@@ -77,6 +104,11 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	// into the same turn.
 	if i >= 0 {
 		t.Items.PendingInbound = append(t.Items.PendingInbound[:i:i], t.Items.PendingInbound[i+1:]...)
+	}
+	// Files attached to the answer reach the agent in the same turn, as a
+	// message of their own.
+	if files := answerFiles(ans); files != nil {
+		t.Items.PendingInbound = append([]envelope.InboundItem{*files}, t.Items.PendingInbound...)
 	}
 	if ans.CreatedAt > t.Items.LastConsumed.CreatedAt {
 		t.Items.LastConsumed = envelope.ItemRef{ItemID: ans.ID, CreatedAt: ans.CreatedAt}
@@ -103,6 +135,9 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 		items = append(items, t.Turn.Inbound...)
 	}
 	items = append(items, t.Items.PendingInbound...)
+	// A person's files are fetched into the inbox before the message
+	// names them (their outcomes are recorded in the items' blocks).
+	a.materialize(ctx, items)
 	message := composeMessage(plan.notes, items)
 	ids := make([]string, 0, len(items))
 	for _, in := range items {
@@ -175,6 +210,20 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	if turnEnd == "completed" {
 		files, pack = a.boundOutbox(a.scanOutbox())
 	}
+	// In blobhub-worker's form every turn with a turn_end publishes the
+	// whole outbox before it (run/publish.go).
+	var intent *emission
+	var pubItems []agent.Item
+	if a.publishing() {
+		var perr error
+		a.mu.Lock()
+		intent, perr = a.journalPublish()
+		a.mu.Unlock()
+		if perr != nil {
+			return "", perr
+		}
+		pubItems = a.publishOutbox(ctx, intent)
+	}
 	a.mu.Lock()
 	a.turnRan()
 	a.recordSpend(r)
@@ -182,9 +231,16 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	spent := spentCaps(b, t)
 	a.ledger().BudgetSpent = spent
 	intents, jerr := a.journalIntents(files, pack)
+	var published []*emission
+	if jerr == nil && intent != nil {
+		published, jerr = a.journalPublished(pubItems)
+	}
 	var e *emission
 	if jerr == nil {
 		e, jerr = a.j.add(a.alias, agent.TurnEndItem(turnEnd, r, tools), "")
+	}
+	if jerr == nil && intent != nil {
+		jerr = a.closePublish(intent)
 	}
 	// The delivered messages are kept only while a turn may have to
 	// deliver them again (running, interrupted): every later run would
@@ -217,6 +273,9 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	// journal that cannot be written stops the run.
 	if err := a.publishArtifacts(ctx, intents); setup.IsStateInvalid(err) {
 		a.stateFault(err)
+	}
+	for _, p := range published {
+		a.post(ctx, p)
 	}
 	a.post(ctx, e)
 	if len(spent) > 0 {
@@ -317,7 +376,11 @@ func (a *activation) emitPolicyApplied(g policy.Gate, _ policy.Policy) {
 func composeMessage(notes []string, items []envelope.InboundItem) string {
 	parts := append([]string(nil), notes...)
 	for _, in := range items {
-		if s := inboundText(in); s != "" {
+		s := inboundText(in)
+		if att := attachmentsText(in); att != "" {
+			s = strings.TrimSpace(s + "\n\n" + att)
+		}
+		if s != "" {
 			parts = append(parts, s)
 		}
 	}

@@ -44,6 +44,10 @@ const (
 // MaybeRunFakeAgent plays the fake ACP agent and exits when FakeAgentEnv
 // is set; otherwise it returns at once. Call it first thing in TestMain.
 //
+// FakeNoImagesEnv, set in the fake agent's environment, makes it
+// advertise no promptCapabilities.image.
+const FakeNoImagesEnv = "BHW_FAKE_ACP_NO_IMAGES"
+
 // The fake speaks the part of ACP the adapter uses (initialize,
 // session/new, session/load with a replay, session/prompt,
 // session/request_permission, session/cancel, session/update), with the
@@ -108,9 +112,10 @@ func (f *fakeAgent) request(m jsonrpc.Message) {
 			env[k] = v
 		}
 		_ = f.Conn.Reply(m.ID, map[string]any{"protocolVersion": 1,
-			"agentInfo":         map[string]any{"name": "fake-acp", "version": "1"},
-			"agentCapabilities": map[string]any{"loadSession": true},
-			"_meta":             map[string]any{"env": env, "argv": os.Args[1:], "params": json.RawMessage(m.Params)}})
+			"agentInfo": map[string]any{"name": "fake-acp", "version": "1"},
+			"agentCapabilities": map[string]any{"loadSession": true,
+				"promptCapabilities": map[string]any{"image": os.Getenv(FakeNoImagesEnv) == ""}},
+			"_meta": map[string]any{"env": env, "argv": os.Args[1:], "params": json.RawMessage(m.Params)}})
 	case "session/new":
 		f.sid = f.Script.SessionID
 		if f.sid == "" {
@@ -139,6 +144,24 @@ func (f *fakeAgent) request(m jsonrpc.Message) {
 		steps := []agenttest.Step{{Text: "no more script"}}
 		if f.turn < len(f.Script.Turns) {
 			steps = f.Script.Turns[f.turn]
+		}
+		// Images in the prompt are said first, so a test sees they came.
+		var pr struct {
+			Prompt []struct {
+				Type     string `json:"type"`
+				MimeType string `json:"mimeType"`
+				Data     string `json:"data"`
+			} `json:"prompt"`
+		}
+		_ = json.Unmarshal(m.Params, &pr)
+		var seen []string
+		for _, b := range pr.Prompt {
+			if b.Type == "image" {
+				seen = append(seen, fmt.Sprintf("%s %d", b.MimeType, len(b.Data)))
+			}
+		}
+		if len(seen) > 0 {
+			steps = append([]agenttest.Step{{Text: "images: " + strings.Join(seen, ", ")}}, steps...)
 		}
 		f.turn++
 		f.mu.Lock()

@@ -593,6 +593,7 @@ const (
 
 // channels: the commands each data channel serves.
 var channels = map[string]bool{ // command name → it writes
+	"download_session_file":     false,
 	"download_session_object":   false,
 	"list_session_objects":      false,
 	"list_session_thread_items": false,
@@ -623,6 +624,10 @@ type request struct {
 
 // data serves one data command on its channel (write: data/command).
 func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
+	if write && strings.HasPrefix(r.Header.Get("Content-Type"), "application/octet-stream") {
+		s.uploadFile(w, r)
+		return
+	}
 	var req request
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20))
 	dec.DisallowUnknownFields()
@@ -745,6 +750,11 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
 			next = objs[limit-1].Alias
 		}
 		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"objects": objs, "cursor": next})
+	case "download_session_file":
+		if !needAlias() {
+			return
+		}
+		s.downloadFile(w, r, req.SessionID, alias)
 	case "post_session_thread_item":
 		if !needAlias() {
 			return
