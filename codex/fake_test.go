@@ -83,6 +83,6 @@ func TestFakeOverlongServerRequestIsAnswered(t *testing.T) {
 	texts := h.OfType(agent.ItemText)
 	if len(texts) != 1 || !strings.Contains(texts[0].Brief, "big request answered: decline (<nil>)") ||
 		!strings.Contains(texts[0].Brief, "unknown request answered: bhw-run does not support item/tool/requestUserInput (-32601)") {
-		t.Fatalf("the fake saw %q", texts)
+		t.Fatalf("the fake saw %+v", texts)
 	}
 }
