@@ -44,9 +44,10 @@ sys.stdout.write(yaml.safe_dump(c.model_dump(), sort_keys=False))
 `
 
 // TestWorkerConfigLoads: config.yaml as blobhub-worker writes it loads in
-// bhw-run: the keys it has a feature for are read, the others (held waits,
-// turn retries, debug, wait, attachments, agent types this build cannot
-// run) accepted and named by doctor, never refused.
+// bhw-run: the keys it has a feature for are read (the policy, the agents,
+// antigravity and test_double among them, the inbox), the others (held
+// waits, turn retries, debug, wait) accepted and named by doctor, never
+// refused.
 func TestWorkerConfigLoads(t *testing.T) {
 	w := peerWorker(t)
 	py := filepath.Join(filepath.Dir(w), "python")
@@ -69,10 +70,13 @@ func TestWorkerConfigLoads(t *testing.T) {
 		!slices.Equal(rules[1].Command, []string{"git push*", "git -C * push*"}) || rules[2].EffectiveAction() != policy.DecisionAllow {
 		t.Errorf("policy.rules read as %+v", rules)
 	}
+	if a := s.Config.Attachments; a == nil || a.Inbox != "inbox" {
+		t.Errorf("attachments read as %+v", a)
+	}
 	if cc := s.Config.Agents["claude_code"]; cc == nil || cc.Permissions != "guarded" || cc.TurnRetries == nil || *cc.TurnRetries != 2 || !cc.Debug || cc.Wait != "held" {
 		t.Errorf("agents.claude_code read as %+v", cc)
 	}
-	for _, k := range []string{"polling", "concurrency.held_waits_max", "attachments", "agents.antigravity", "agents.claude_code.turn_retries", "agents.claude_code.debug", "agents.claude_code.wait", "agents.test_double"} {
+	for _, k := range []string{"polling", "concurrency.held_waits_max", "agents.claude_code.turn_retries", "agents.claude_code.debug", "agents.claude_code.wait"} {
 		if !slices.Contains(s.Ignored, k) {
 			t.Errorf("ignored %v lacks %s", s.Ignored, k)
 		}
@@ -86,7 +90,7 @@ func TestWorkerConfigLoads(t *testing.T) {
 			t.Errorf("doctor's config check fails: %s", c.Detail)
 		}
 	}
-	if !strings.Contains(named, "concurrency.held_waits_max") || !strings.Contains(named, "agents.antigravity") {
+	if !strings.Contains(named, "concurrency.held_waits_max") || !strings.Contains(named, "agents.claude_code.turn_retries") {
 		t.Errorf("doctor names %q, want the worker-only keys", named)
 	}
 }

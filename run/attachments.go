@@ -86,10 +86,15 @@ func safeName(name string, ordinal int) string {
 	return s[:maxAttachmentName]
 }
 
-// inboxRel is the thread's inbox relative to the work folder.
+// inboxRel is the thread's inbox relative to the work folder: the
+// envelope's attachments.inbox, else config.yaml's, else the default, an
+// empty string falling through as blobhub-worker's tiers do.
 func (a *activation) inboxRel() string {
 	if a.env != nil && a.env.Inbox != "" {
 		return a.env.Inbox
+	}
+	if c := a.r.Setup.Config.Attachments; c != nil && c.Inbox != "" {
+		return c.Inbox
 	}
 	return defaultInbox
 }

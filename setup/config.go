@@ -95,9 +95,9 @@ type Config struct {
 		// go in one archive (run/outboxbound.go).
 		MaxFiles int `yaml:"max_files"`
 	} `yaml:"artifacts"`
-	// Attachments is the daemon's attachments block (its inbox), read and
-	// not used: bhw-run has no inbox yet. Keys the daemon may add later are
-	// kept in Rest, never refused.
+	// Attachments is the daemon's attachments block: its inbox is the
+	// middle tier of a thread's inbox (run/attachments.go). Keys the daemon
+	// may add later are kept in Rest, never refused.
 	Attachments *struct {
 		Inbox string         `yaml:"inbox"`
 		Rest  map[string]any `yaml:",inline"`
@@ -143,8 +143,9 @@ type AgentConfig struct {
 // commonAgentKeys are the keys of agents.<type> every agent has.
 var commonAgentKeys = []string{"budget", "confine", "debug", "effort", "env", "executable", "executables", "extra_args", "model", "permissions", "turn_retries", "wait"}
 
-// workerAgentTypes are agent types blobhub-worker documents that this build
-// cannot run: their agents.<type> block is read, not refused.
+// workerAgentTypes are agent types blobhub-worker documents: in a build
+// whose adapters lack one (a test's, say), its agents.<type> block is read
+// and checked, not refused.
 var workerAgentTypes = []string{"antigravity", "test_double"}
 
 // Section is one configured session a state tree watches.
@@ -865,15 +866,14 @@ func workerOnlyKeys(c *Config) []string {
 		out = append(out, "concurrency.held_waits_max")
 	}
 	if c.Attachments != nil {
-		out = append(out, "attachments")
+		for _, k := range slices.Sorted(maps.Keys(c.Attachments.Rest)) {
+			out = append(out, "attachments."+k)
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Agents)) {
 		a := c.Agents[name]
 		if a == nil {
 			continue
-		}
-		if slices.Contains(workerAgentTypes, name) {
-			out = append(out, "agents."+name)
 		}
 		if a.TurnRetries != nil {
 			out = append(out, "agents."+name+".turn_retries")
