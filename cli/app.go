@@ -145,7 +145,7 @@ func (cl *cliState) app() *cli.App {
 	app := &cli.App{
 		Name:                   "bhw-run",
 		Usage:                  "run one activation of one BlobHub thread and exit",
-		UsageText:              "bhw-run [flags] <alias>\nbhw-run run [flags] <alias>\nbhw-run ls [--state S,...] [--runnable] [--print0] [--json]\nbhw-run thread new|edit|post|show|stop|retry …\nbhw-run policy explain …\nbhw-run doctor [--json]\nbhw-run completion bash|zsh|fish\nbhw-run version\nbhw-run <command> --help",
+		UsageText:              "bhw-run [flags] <alias>\nbhw-run run [flags] <alias>\nbhw-run ls [--state S,...] [--runnable] [--print0] [--json]\nbhw-run thread new|edit|post|show|stop|retry …\nbhw-run policy explain …\nbhw-run doctor [--json]\nbhw-run login [--profile P] [--api-key-stdin | --api-key-env VAR]\nbhw-run whoami | profile ls\nbhw-run completion bash|zsh|fish\nbhw-run version\nbhw-run <command> --help",
 		ArgsUsage:              "<alias>",
 		Version:                cl.release,
 		HideVersion:            true,
@@ -200,6 +200,7 @@ func (cl *cliState) app() *cli.App {
 				}},
 			},
 			cl.doctorCommand(),
+			cl.loginCommand(), cl.whoamiCommand(), cl.profileCommand(),
 			cl.completionCommand(),
 			cl.manCommand(),
 			{Name: "version", Usage: "print the version", ArgsUsage: " ", Action: cl.version},
