@@ -24,6 +24,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
@@ -494,6 +495,9 @@ func (cl *cliState) exit(err error) int {
 			fmt.Fprintln(cl.stdout, summaryLine(s))
 			if s.Outcome == run.OutcomeParked && cl.human && cl.stdoutTTY {
 				fmt.Fprintln(cl.stdout, parkedHint(s.Alias))
+			}
+			if s.ThreadState == envelope.StateFailed {
+				fmt.Fprintln(cl.stdout, failedHint(s.Alias))
 			}
 		}
 	}

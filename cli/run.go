@@ -87,3 +87,10 @@ func parkedHint(alias string) string {
 	a := redact.Shown(shellQuote(alias))
 	return fmt.Sprintf("%s waits for a person: `bhw-run thread show %s` shows the ❓; answer with `bhw-run thread post %s yes` (or your reason to deny; an option's number for a question), then run `bhw-run %s`", redact.Shown(alias), a, a, a)
 }
+
+// failedHint tells the person why a run of a failed thread did nothing,
+// and how to run it again.
+func failedHint(alias string) string {
+	a := redact.Shown(shellQuote(alias))
+	return fmt.Sprintf("%s is failed, so no run acts on it: `bhw-run thread show %s` says why and the fix; then `bhw-run thread retry %s`", redact.Shown(alias), a, a)
+}

@@ -78,6 +78,10 @@ type Summary struct {
 	// LimitedUntil is when the provider's limit that stopped (or held)
 	// the turn resets (RATE_LIMITED).
 	LimitedUntil string `json:"limited_until,omitempty"`
+	// ThreadState is the thread's state when the run found it finished
+	// (completed, failed) and so did nothing; the command line says how to
+	// retry a failed one.
+	ThreadState string `json:"thread_state,omitempty"`
 }
 
 // SummaryError is the coded error of a run.
@@ -321,6 +325,12 @@ func (a *activation) row(ctx context.Context, d Decision) (string, error) {
 	}
 	switch d.Row {
 	case RowNoInstance, RowFinal, RowLocalDone:
+		switch {
+		case d.Row == RowFinal:
+			a.sum.ThreadState = a.env.State
+		case d.Row == RowLocalDone && a.t != nil:
+			a.sum.ThreadState = a.t.Agent.State
+		}
 		return d.Outcome, nil
 	case RowNotHere:
 		return d.Outcome, notHere(a.alias)
