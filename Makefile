@@ -234,8 +234,13 @@ AGENT ?= claude_code
 demo: tools-$(AGENT) build ## the whole flow offline with the pinned CLI and a scripted model (AGENT=gemini, qwen_code, opencode, copilot)
 	@$(GO_TEST_ENV) go run ./scripts/demo -agent $(AGENT)
 
-model: ## keep the scripted model of make demo up for the README's by-hand walkthrough; prints the exports, Ctrl-C stops it
-	@go run ./scripts/demo -serve
+# MODEL_PORT keeps the stand-in on one port across restarts (a crontab's
+# ANTHROPIC_BASE_URL stays right); empty, each start picks a free one.
+MODEL_PORT ?= 0
+model: ## keep the scripted model of make demo up for the README's by-hand walkthrough (MODEL_PORT=N: a fixed port); prints the exports, Ctrl-C stops it
+	@echo "building the stand-in model (a few seconds the first time)"
+	@go build -o bin/bhw-demo ./scripts/demo
+	@exec bin/bhw-demo -serve -port $(MODEL_PORT)
 
 LIVE_VARS := BHW_LIVE_API_URL BHW_LIVE_API_KEY BHW_LIVE_REVISION_ID BHW_LIVE_SESSION_ID
 
