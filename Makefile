@@ -101,6 +101,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION)
 
 build: ## build bin/bhw-run
+	@test -e bin/bhw-run || echo "building bin/bhw-run (the first build compiles every module: up to a minute)"
 	@go build -ldflags "$(LDFLAGS)" -o bin/bhw-run .
 
 man: build ## write the man page bin/bhw-run.1, made from the command definitions
@@ -118,6 +119,9 @@ install: man completions ## install bhw-run, its man page and shell completions 
 	install -m 0644 bin/bhw-run.bash $(BASHDIR)/bhw-run
 	install -m 0644 bin/_bhw-run $(ZSHDIR)/_bhw-run
 	install -m 0644 bin/bhw-run.fish $(FISHDIR)/bhw-run.fish
+	@echo "installed $(BINDIR)/bhw-run"
+	@[ -n "$(DESTDIR)" ] || case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) \
+		echo "$(PREFIX)/bin is not on your PATH: add it, e.g. echo 'export PATH=\"$(PREFIX)/bin:\$$PATH\"' >> ~/.bashrc, and to the PATH= of a cron or systemd recipe";; esac
 
 tools: $(addprefix tools-,$(AGENT_TYPES)) peer ## install the pinned agent CLIs from npm and the Python peer from PyPI into .tools/ (for the end-to-end and conformance tests)
 
