@@ -17,7 +17,8 @@ import (
 func TestLoginPromptsAtATerminal(t *testing.T) {
 	e := newE2E(t)
 	env := []string{"PATH=" + filepath.Dir(bhwBin) + ":/usr/bin:/bin", "HOME=" + e.home, "LANG=C.UTF-8", "BHW_LOG_FORMAT=auto",
-		"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost"}
+		"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost",
+		"HISTFILE=/dev/null"} // the shell writes no history into HOME as tmux ends it
 	tm := newTmux(t, env)
 	tm.typeLine("bhw-run login --profile tty; echo \"login-exit=$?\"")
 	tm.waitFor("the URL prompt", func(s string) bool { return strings.Contains(s, "API URL [https://api.blobhub.io/v1]: ") })
