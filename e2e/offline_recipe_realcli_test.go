@@ -21,7 +21,8 @@ import (
 // the lines it prints for cron put above the crontab's line (and nothing
 // else of a terminal's environment), then the crontab's command as cron's
 // sh runs it, from a fresh HOME, with the pinned claude on the crontab's
-// PATH. The first tick runs the thread to its first approval, the model
+// PATH; then the systemd unit's ExecStart with the same lines as
+// Environment=. Each first pass runs its thread to its first approval, the model
 // prints a line per request, and a Ctrl-C ends make model cleanly (no make
 // error). Before, the first tick failed CREDENTIALS_NOT_FOUND
 // until six lines were added by hand, and make model's port changed at
@@ -118,6 +119,30 @@ func TestOfflineRecipeFirstTick(t *testing.T) {
 	t.Logf("the first tick: %v\n%s\ncron.log:\n%s", err, out, log)
 	if err != nil || !strings.Contains(string(log), "demo/t1: parked (exit 0)") {
 		t.Errorf("the first tick with make model's lines did not park the thread on its approval")
+	}
+
+	// The systemd unit's ExecStart, with its own Environment= lines and
+	// make model's lines as more of them.
+	svc := parseUnit(t, "contrib/systemd/bhw-run.service")
+	unitEnv := []string{"HOME=" + home, "LANG=C.UTF-8"}
+	for _, kv := range svc["Service"]["Environment"] {
+		if p, ok := strings.CutPrefix(kv, "PATH="); ok {
+			kv = "PATH=" + recipePath(t, "unit", p, prefix)
+		}
+		unitEnv = append(unitEnv, kv)
+	}
+	unitEnv = append(unitEnv, cronVars...)
+	handOff = exec.Command(bhwBin, "thread", "new", "--work-folder", work, "--message", "Add a README.md that says hello", "demo/t2")
+	handOff.Env = unitEnv
+	if out, err := handOff.CombinedOutput(); err != nil {
+		t.Fatalf("thread new demo/t2: %v\n%s", err, out)
+	}
+	argv := systemdArgs(t, svc["Service"]["ExecStart"][0])
+	unit := exec.Command(argv[0], argv[1:]...)
+	unit.Env, unit.Dir = unitEnv, home
+	out, err = unit.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "demo/t2: parked (exit 0)") {
+		t.Errorf("the unit's ExecStart with make model's lines as Environment=: %v\n%s", err, out)
 	}
 
 	_ = syscall.Kill(-model.Process.Pid, syscall.SIGINT)
