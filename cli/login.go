@@ -196,7 +196,7 @@ func (cl *cliState) login(c *cli.Context) error {
 	apiURL = strings.TrimRight(apiURL, "/")
 
 	// The key is checked before anything is written: a refused key leaves
-	// the file as it was.
+	// the file as it was and makes no state tree.
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return exit.Errorf(exit.CodeInvalidConfig, "cannot find the home folder: %v; set HOME", err)
@@ -204,6 +204,9 @@ func (cl *cliState) login(c *cli.Context) error {
 	bh, err := blobhub.New(blobhub.Config{APIURL: apiURL, APIKey: key, Logger: cl.log, RetryBudget: loginRetryBudget})
 	if err != nil {
 		return exit.Errorf(exit.CodeInvalidConfig, "%v", err)
+	}
+	if _, err := bh.Me(c.Context); err != nil {
+		return setup.APIError(err, "users/me")
 	}
 	s := &setup.Setup{Profile: name, Home: home, Secrets: cl.secrets}
 	if err := s.ResolveStateDir(cl.options(c), nil); err != nil {

@@ -152,4 +152,7 @@ func TestLoginRefusesBadSources(t *testing.T) {
 	if code != 77 || !strings.Contains(errOut, "AUTH_INVALID") {
 		t.Errorf("a refused key: exit %d, stderr %q; want 77 AUTH_INVALID", code, errOut)
 	}
+	if _, err := os.Stat(filepath.Join(e.home, ".blobhub-worker")); err == nil {
+		t.Error("a refused key made a state tree")
+	}
 }
