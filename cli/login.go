@@ -356,3 +356,14 @@ func codeOf(err error) string {
 	}
 	return ""
 }
+
+// workerOnly are blobhub-worker's commands bhw-run has no counterpart of,
+// with what a worker user means by them here.
+var workerOnly = map[string]string{
+	"instance": "blobhub-worker's instances are its daemons; bhw-run has none (each run is one process that ends): `bhw-run profile ls` says which state trees a blobhub-worker holds, `bhw-run ls` lists the threads",
+	"start":    "bhw-run runs one activation and ends: `bhw-run <alias>` runs one thread, and the README's Run it on a schedule has the cron, systemd and launchd recipes that take the daemon's place",
+}
+
+// workerHint is what a word of blobhub-worker's means here ("" for
+// another word).
+func workerHint(word string) string { return workerOnly[word] }

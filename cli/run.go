@@ -50,10 +50,14 @@ func (cl *cliState) commandHint(err error, sum *run.Summary, alias string) error
 		return err
 	}
 	near := nearest(alias, commandNames(cl.definitions().Commands))
-	if near == "" || near == alias {
+	hint := fmt.Sprintf("; or did you mean the command `bhw-run %s`?", near)
+	switch {
+	case workerHint(alias) != "":
+		hint = "; if you meant blobhub-worker's command: " + workerHint(alias)
+	case near == "" || near == alias:
 		return err
 	}
-	hinted := &exit.Error{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + fmt.Sprintf("; or did you mean the command `bhw-run %s`?", near), Err: ee.Err}
+	hinted := &exit.Error{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + hint, Err: ee.Err}
 	if sum != nil && sum.Error != nil {
 		sum.Error.Message = hinted.Message
 	}
