@@ -95,19 +95,6 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 	if resume && t.Ledger != nil {
 		l.SessionCostUSD = t.Ledger.SessionCostUSD
 	}
-	if m, err := unreachableModel(ctx, l.Env); m != nil {
-		// Told before the agent starts, not after its minutes of retries:
-		// the messages go back to pending (model.go).
-		unconfine()
-		a.mu.Lock()
-		a.keepInbound()
-		serr := a.saveLocked()
-		a.mu.Unlock()
-		if serr != nil {
-			return nil, nil, serr
-		}
-		return nil, nil, modelUnreachableError(res.Type, m, err)
-	}
 	l.Instructions = a.instructions(res, l.WorkFolder)
 	l.Budget, _ = a.remaining(res.adapter)
 	a.prog.stage(StageStarting)

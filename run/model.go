@@ -18,7 +18,8 @@ import (
 // refused" naming neither. So before an agent starts, every loopback URL
 // its environment points a *_BASE_URL variable at is dialled once; a
 // refusal ends the run at once, MODEL_UNREACHABLE, with the URL and the
-// fix, and the thread's messages wait. A remote URL is not probed: the
+// fix, before the run changes anything: the messages, and a parked
+// thread's answer, wait for the next run. A remote URL is not probed: the
 // network is the agent's to retry, and a probe would cost every run.
 
 // modelProbe bounds one dial of a loopback model URL.
@@ -76,6 +77,16 @@ func unreachableModel(ctx context.Context, env []string) (*localModel, error) {
 	return nil, nil
 }
 
+// modelReachable is the run's check, before a run that will start the
+// agent changes anything (its state, a prompt's answer, a slot): nil, or
+// MODEL_UNREACHABLE, which leaves the thread as it is for the next run.
+func (r *Runner) modelReachable(ctx context.Context, res *resolved) error {
+	if m, err := unreachableModel(ctx, r.agentEnv(res)); m != nil {
+		return modelUnreachableError(res.Type, m, err)
+	}
+	return nil
+}
+
 // model is doctor's check of each local model of the agent's
 // environment: it accepts a connection, as a run's start will ask.
 func (d *doctor) model(ctx context.Context, res *resolved, env []string) {
@@ -100,7 +111,7 @@ func modelFix(m *localModel) string {
 // modelUnreachableError is the run's error for m: the URL, the variable,
 // what the dial said and the fix.
 func modelUnreachableError(agentType string, m *localModel, err error) *exit.Error {
-	return exit.Errorf(exit.CodeModelUnreachable, "%s's model at %s (%s) cannot be reached: %s; %s; the thread's messages wait for the next run",
+	return exit.Errorf(exit.CodeModelUnreachable, "%s's model at %s (%s) cannot be reached: %s; %s; the thread waits for the next run as it is",
 		agentType, m.URL, m.Var, dialSaid(err), modelFix(m))
 }
 

@@ -380,6 +380,9 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 	}
 	inbound := len(a.t.Items.PendingInbound) > 0 || a.turnInterrupted()
 	if inbound {
+		if err := a.r.modelReachable(ctx, res); err != nil {
+			return "", err
+		}
 		if err := a.reserveSlot(ctx); err != nil {
 			return "", err
 		}
@@ -417,6 +420,9 @@ func (a *activation) resumeParked(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", a.failOrExit(ctx, err)
 	}
+	if err := a.r.modelReachable(ctx, res); err != nil {
+		return "", err // the answer stays unread for the next run
+	}
 	if err := a.reserveSlot(ctx); err != nil {
 		return "", err
 	}
@@ -443,6 +449,9 @@ func (a *activation) turn(ctx context.Context, plan turnPlan) (string, error) {
 	res, err := a.r.checklist(ctx, a.env, a.t)
 	if err != nil {
 		return "", a.failOrExit(ctx, err)
+	}
+	if err := a.r.modelReachable(ctx, res); err != nil {
+		return "", err
 	}
 	if err := a.reserveSlot(ctx); err != nil {
 		return "", err
