@@ -101,6 +101,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION)
 
 build: ## build bin/bhw-run
+	@test -e bin/bhw-run || echo "building bin/bhw-run (the first build compiles every module: up to a minute)"
 	@go build -ldflags "$(LDFLAGS)" -o bin/bhw-run .
 
 man: build ## write the man page bin/bhw-run.1, made from the command definitions
@@ -118,6 +119,9 @@ install: man completions ## install bhw-run, its man page and shell completions 
 	install -m 0644 bin/bhw-run.bash $(BASHDIR)/bhw-run
 	install -m 0644 bin/_bhw-run $(ZSHDIR)/_bhw-run
 	install -m 0644 bin/bhw-run.fish $(FISHDIR)/bhw-run.fish
+	@echo "installed $(BINDIR)/bhw-run"
+	@[ -n "$(DESTDIR)" ] || case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) \
+		echo "$(PREFIX)/bin is not on your PATH: add it, e.g. echo 'export PATH=\"$(PREFIX)/bin:\$$PATH\"' >> ~/.bashrc, and to the PATH= of a cron or systemd recipe";; esac
 
 tools: $(addprefix tools-,$(AGENT_TYPES)) peer ## install the pinned agent CLIs from npm and the Python peer from PyPI into .tools/ (for the end-to-end and conformance tests)
 
@@ -234,8 +238,13 @@ AGENT ?= claude_code
 demo: tools-$(AGENT) build ## the whole flow offline with the pinned CLI and a scripted model (AGENT=gemini, qwen_code, opencode, copilot)
 	@$(GO_TEST_ENV) go run ./scripts/demo -agent $(AGENT)
 
-model: ## keep the scripted model of make demo up for the README's by-hand walkthrough; prints the exports, Ctrl-C stops it
-	@go run ./scripts/demo -serve
+# MODEL_PORT keeps the stand-in on one port across restarts (a crontab's
+# ANTHROPIC_BASE_URL stays right); empty, each start picks a free one.
+MODEL_PORT ?= 0
+model: ## keep the scripted model of make demo up for the README's by-hand walkthrough (MODEL_PORT=N: a fixed port); prints the exports, Ctrl-C stops it
+	@echo "building the stand-in model (a few seconds the first time)"
+	@go build -o bin/bhw-demo ./scripts/demo
+	@exec bin/bhw-demo -serve -port $(MODEL_PORT)
 
 LIVE_VARS := BHW_LIVE_API_URL BHW_LIVE_API_KEY BHW_LIVE_REVISION_ID BHW_LIVE_SESSION_ID
 

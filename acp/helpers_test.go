@@ -9,11 +9,12 @@ import (
 	"github.com/blobhub/bhw-run/acp/acptest"
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/internal/hermetic"
 )
 
 func TestMain(m *testing.M) {
 	acptest.MaybeRunFakeAgent()
-	os.Exit(m.Run())
+	hermetic.Main(m.Run)
 }
 
 func presetOf(t testing.TB, typ string) *preset {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -13,11 +12,12 @@ import (
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/claude/claudetest"
+	"github.com/blobhub/bhw-run/internal/hermetic"
 )
 
 func TestMain(m *testing.M) {
 	claudetest.MaybeRunFakeAgent()
-	os.Exit(m.Run())
+	hermetic.Main(m.Run)
 }
 
 func newUUID() string {

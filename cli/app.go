@@ -24,6 +24,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/redact"
 	"github.com/blobhub/bhw-run/run"
@@ -145,7 +146,7 @@ func (cl *cliState) app() *cli.App {
 	app := &cli.App{
 		Name:                   "bhw-run",
 		Usage:                  "run one activation of one BlobHub thread and exit",
-		UsageText:              "bhw-run [flags] <alias>\nbhw-run run [flags] <alias>\nbhw-run ls [--state S,...] [--runnable] [--print0] [--json]\nbhw-run thread new|edit|post|show|stop|retry …\nbhw-run policy explain …\nbhw-run doctor [--json]\nbhw-run completion bash|zsh|fish\nbhw-run version\nbhw-run <command> --help",
+		UsageText:              "bhw-run [flags] <alias>\nbhw-run run [flags] <alias>\nbhw-run ls [--state S,...] [--runnable] [--print0] [--json]\nbhw-run thread new|edit|post|show|stop|retry …\nbhw-run policy explain …\nbhw-run doctor [--json]\nbhw-run login [--profile P] [--api-key-stdin | --api-key-env VAR]\nbhw-run whoami | profile ls\nbhw-run completion bash|zsh|fish\nbhw-run version\nbhw-run <command> --help",
 		ArgsUsage:              "<alias>",
 		Version:                cl.release,
 		HideVersion:            true,
@@ -200,6 +201,7 @@ func (cl *cliState) app() *cli.App {
 				}},
 			},
 			cl.doctorCommand(),
+			cl.loginCommand(), cl.whoamiCommand(), cl.profileCommand(),
 			cl.completionCommand(),
 			cl.manCommand(),
 			{Name: "version", Usage: "print the version", ArgsUsage: " ", Action: cl.version},
@@ -499,6 +501,9 @@ func (cl *cliState) exit(err error) int {
 			fmt.Fprintln(cl.stdout, summaryLine(s))
 			if s.Outcome == run.OutcomeParked && cl.human && cl.stdoutTTY {
 				fmt.Fprintln(cl.stdout, parkedHint(s.Alias))
+			}
+			if s.ThreadState == envelope.StateFailed {
+				fmt.Fprintln(cl.stdout, failedHint(s.Alias))
 			}
 		}
 	}

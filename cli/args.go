@@ -224,7 +224,9 @@ func unknownCommand(path []*cli.Command, cmds []*cli.Command, word string, asAli
 		msg += "; did you mean " + strings.TrimPrefix(where+" "+near, "bhw-run ") + "?"
 	}
 	msg += sep(msg) + "see " + where + " --help"
-	if asAlias {
+	if h := workerHint(word); h != "" && len(path) == 0 {
+		msg += "; " + h
+	} else if asAlias {
 		msg += " (a run takes one alias: bhw-run <alias>, or bhw-run run -- <alias>)"
 	}
 	return exit.Usagef("%s", msg)

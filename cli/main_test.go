@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"os"
 	"testing"
 
 	"github.com/blobhub/bhw-run/acp"
@@ -10,6 +9,7 @@ import (
 	"github.com/blobhub/bhw-run/antigravity"
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/codex"
+	"github.com/blobhub/bhw-run/internal/hermetic"
 )
 
 // adapters are the agents the tests run the command line with: the list
@@ -23,5 +23,5 @@ func TestMain(m *testing.M) {
 	// The test binary doubles as the scripted test agent when its
 	// environment says so (TestThirdAdapterRunsAWholeThread).
 	agenttest.MaybeRunFake()
-	os.Exit(m.Run())
+	hermetic.Main(m.Run)
 }

@@ -50,10 +50,14 @@ func (cl *cliState) commandHint(err error, sum *run.Summary, alias string) error
 		return err
 	}
 	near := nearest(alias, commandNames(cl.definitions().Commands))
-	if near == "" || near == alias {
+	hint := fmt.Sprintf("; or did you mean the command `bhw-run %s`?", near)
+	switch {
+	case workerHint(alias) != "":
+		hint = "; if you meant blobhub-worker's command: " + workerHint(alias)
+	case near == "" || near == alias:
 		return err
 	}
-	hinted := &exit.Error{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + fmt.Sprintf("; or did you mean the command `bhw-run %s`?", near), Err: ee.Err}
+	hinted := &exit.Error{Exit: ee.Exit, Code: ee.Code, Message: ee.Message + hint, Err: ee.Err}
 	if sum != nil && sum.Error != nil {
 		sum.Error.Message = hinted.Message
 	}
@@ -86,4 +90,11 @@ func summaryLine(s *run.Summary) string {
 func parkedHint(alias string) string {
 	a := redact.Shown(shellQuote(alias))
 	return fmt.Sprintf("%s waits for a person: `bhw-run thread show %s` shows the ❓; answer with `bhw-run thread post %s yes` (or your reason to deny; an option's number for a question), then run `bhw-run %s`", redact.Shown(alias), a, a, a)
+}
+
+// failedHint tells the person why a run of a failed thread did nothing,
+// and how to run it again.
+func failedHint(alias string) string {
+	a := redact.Shown(shellQuote(alias))
+	return fmt.Sprintf("%s is failed, so no run acts on it: `bhw-run thread show %s` says why and the fix; then `bhw-run thread retry %s`", redact.Shown(alias), a, a)
 }

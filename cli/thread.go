@@ -62,11 +62,21 @@ func (cl *cliState) threadCommand() *cli.Command {
 				Flags: []cli.Flag{asFlag},
 				Action: func(c *cli.Context) error {
 					return cl.person(c, 2, func(ctx context.Context, s *setup.Setup, bh blobhub.Client, alias string) error {
+						state, open := postContext(ctx, bh, alias)
 						it, err := threadPost(ctx, bh, alias, c.Args().Get(1))
 						if err != nil {
 							return err
 						}
-						return cl.result(fmt.Sprintf("posted %s to %s", redact.Shown(it.ID), redact.Shown(alias)), postResult{Alias: alias, ItemID: it.ID, CreatedAt: it.CreatedAt})
+						res := postResult{Alias: alias, ItemID: it.ID, CreatedAt: it.CreatedAt, Warning: postWarning(alias, state)}
+						line := fmt.Sprintf("posted %s to %s", redact.Shown(it.ID), redact.Shown(alias))
+						if open != nil {
+							res.ReadAs = readAnswer(open, c.Args().Get(1))
+							line += "; " + redact.Shown(res.ReadAs.Line)
+						}
+						if res.Warning != "" {
+							cl.warn(res.Warning)
+						}
+						return cl.result(line, res)
 					})
 				},
 			},
@@ -123,6 +133,11 @@ type postResult struct {
 	Alias     string `json:"alias"`
 	ItemID    string `json:"item_id"`
 	CreatedAt string `json:"created_at"`
+	// ReadAs is how the next run reads the post as the answer to the
+	// thread's waiting question; absent when none waits.
+	ReadAs *answerReading `json:"read_as,omitempty"`
+	// Warning says no run reads the post (a completed or failed thread).
+	Warning string `json:"warning,omitempty"`
 }
 
 // stateResult is what `thread stop|retry --json` prints.

@@ -10,6 +10,7 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/codex/codextest"
+	"github.com/blobhub/bhw-run/internal/hermetic"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -18,7 +19,7 @@ import (
 // over-long server request, and the conformance suite's scenarios.
 func TestMain(m *testing.M) {
 	codextest.MaybeRunFakeAppServer()
-	os.Exit(m.Run())
+	hermetic.Main(m.Run)
 }
 
 func fakeLaunch(t *testing.T, s agenttest.Script) agent.Launch {

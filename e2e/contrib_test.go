@@ -452,8 +452,16 @@ func installPrefix(t *testing.T) string {
 	prefix := t.TempDir()
 	cmd := exec.Command("make", "install")
 	cmd.Env = append(os.Environ(), "PREFIX="+prefix)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	out, err := cmd.CombinedOutput()
+	if err != nil {
 		t.Fatalf("make install PREFIX=%s: %v\n%s", prefix, err, out)
+	}
+	// It says where it installed, and that a PREFIX whose bin is not on
+	// PATH (the test's never is) needs adding there.
+	for _, want := range []string{"installed " + prefix + "/bin/bhw-run", prefix + "/bin is not on your PATH: add it"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("make install PREFIX=%s did not say %q:\n%s", prefix, want, out)
+		}
 	}
 	for rel, mode := range map[string]os.FileMode{
 		"bin/bhw-run":                                  0o755,

@@ -44,6 +44,7 @@ import (
 	"github.com/blobhub/bhw-run/codex"
 	"github.com/blobhub/bhw-run/codex/codextest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/internal/hermetic"
 	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
 	"github.com/blobhub/bhw-run/setup"
@@ -68,11 +69,19 @@ func TestMain(m *testing.M) {
 }
 
 func buildAndRun(m *testing.M) int {
+	// Nothing of the person's machine: no agent CLI on PATH, a HOME of
+	// this process's own, none of their keys (internal/hermetic).
+	cleanup, err := hermetic.Isolate()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer cleanup()
 	// The tests run from the module root, as a person runs make, the
 	// README's commands and the recipes from a checkout: README.md,
 	// contrib/, the Makefile and .tools/ are where they say; this
 	// package's own files are under e2e/testdata.
-	if err := os.Chdir(".."); err != nil {
+	if err = os.Chdir(".."); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}

@@ -71,6 +71,10 @@ const (
 	// CodeAgentAuthFailed: the agent is not logged in, or its provider
 	// refused its key; the messages wait for a person to fix the machine.
 	CodeAgentAuthFailed = "AGENT_AUTH_FAILED"
+	// CodeModelUnreachable: the agent's model is on this machine (a
+	// loopback URL in its environment) and refuses connections; the
+	// messages wait for a person to start it.
+	CodeModelUnreachable = "MODEL_UNREACHABLE"
 )
 
 // Thread failure codes of the activation checklist.
@@ -159,9 +163,9 @@ var Classes = []Class{
 		Codes:     []string{CodeAuthInvalid, CodeUserIdentityMismatch, CodeSessionOwnedByOther, CodeWorkerObjectMalformed}},
 	{Exit: Config, Label: "78", Outcome: "—",
 		Help:      "configuration: CREDENTIALS_NOT_FOUND, INSECURE_CREDENTIALS_PERMISSIONS, INVALID_CONFIG, SESSION_NOT_FOUND, AGENT_NOT_INSTALLED, AGENT_AUTH_FAILED, STATE_INVALID, INSECURE_STATE_PERMISSIONS, ...",
-		Scheduler: "configuration: `CREDENTIALS_NOT_FOUND`, `INSECURE_CREDENTIALS_PERMISSIONS`, `INVALID_CONFIG`, `UNKNOWN_JOB_TYPE`, `MISSING_SESSION_KEYS`, `DUPLICATE_SECTION_TARGET`, `OVERLAPPING_SECTION_PREFIX`, `SESSION_NOT_FOUND`, `AGENT_NOT_INSTALLED`, `AGENT_AUTH_FAILED` (the agent is not logged in or its key was refused: the message names the command that fixes it; the thread stays active and its messages wait), `STATE_INVALID` (the state tree cannot be read or written: a file that is not a regular one, a read-only folder, a full disk), `INSECURE_STATE_PERMISSIONS` (a folder of the state tree or config.yaml that another user owns or may write to), `POSTER_IS_RUNNER`",
+		Scheduler: "configuration: `CREDENTIALS_NOT_FOUND`, `INSECURE_CREDENTIALS_PERMISSIONS`, `INVALID_CONFIG`, `UNKNOWN_JOB_TYPE`, `MISSING_SESSION_KEYS`, `DUPLICATE_SECTION_TARGET`, `OVERLAPPING_SECTION_PREFIX`, `SESSION_NOT_FOUND`, `AGENT_NOT_INSTALLED`, `AGENT_AUTH_FAILED` (the agent is not logged in or its key was refused: the message names the command that fixes it; the thread stays active and its messages wait), `MODEL_UNREACHABLE` (the agent's model is on this machine and refuses connections: the message names its URL and how to start it; the messages wait), `STATE_INVALID` (the state tree cannot be read or written: a file that is not a regular one, a read-only folder, a full disk), `INSECURE_STATE_PERMISSIONS` (a folder of the state tree or config.yaml that another user owns or may write to), `POSTER_IS_RUNNER`",
 		Codes: []string{CodeCredentialsNotFound, CodeInsecureCredentials, CodeInvalidConfig, CodeUnknownJobType, CodeMissingSessionKeys,
-			CodeDuplicateSectionTarget, CodeOverlappingPrefix, CodeSessionNotFound, CodeAgentNotInstalled, CodeAgentAuthFailed, CodeStateTreeInvalid, CodeInsecurePermissions, CodePosterIsRunner}},
+			CodeDuplicateSectionTarget, CodeOverlappingPrefix, CodeSessionNotFound, CodeAgentNotInstalled, CodeAgentAuthFailed, CodeStateTreeInvalid, CodeInsecurePermissions, CodePosterIsRunner, CodeModelUnreachable}},
 	{Exit: Interrupted, Label: "130 / 143", Outcome: "`interrupted`",
 		Help:      "interrupted by SIGINT/SIGTERM; state saved, the next run resumes",
 		Scheduler: "SIGINT / SIGTERM: state saved, the next run resumes (a run stopped before it held the thread lock wrote nothing)",

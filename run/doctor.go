@@ -418,6 +418,7 @@ func (d *doctor) agents(ctx context.Context) {
 			d.ok(name, "%s: %s", abs, version)
 		}
 		d.login(res, l)
+		d.model(ctx, res, l.Env)
 		if ad.Preflight == nil {
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/internal/hermetic"
 	"github.com/blobhub/bhw-run/setup"
 )
 
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 	compactAtBytes = 0
 	agenttest.MaybeRunFake()
 	maybeRunActivation() // crash_test.go: one activation in a subprocess
-	os.Exit(m.Run())
+	hermetic.Main(m.Run)
 }
 
 // harness is one state tree, one work folder and a BlobHub: the httptest

@@ -78,6 +78,10 @@ type Summary struct {
 	// LimitedUntil is when the provider's limit that stopped (or held)
 	// the turn resets (RATE_LIMITED).
 	LimitedUntil string `json:"limited_until,omitempty"`
+	// ThreadState is the thread's state when the run found it finished
+	// (completed, failed) and so did nothing; the command line says how to
+	// retry a failed one.
+	ThreadState string `json:"thread_state,omitempty"`
 }
 
 // SummaryError is the coded error of a run.
@@ -329,6 +333,12 @@ func (a *activation) row(ctx context.Context, d Decision) (string, error) {
 	}
 	switch d.Row {
 	case RowNoInstance, RowFinal, RowLocalDone:
+		switch {
+		case d.Row == RowFinal:
+			a.sum.ThreadState = a.env.State
+		case d.Row == RowLocalDone && a.t != nil:
+			a.sum.ThreadState = a.t.Agent.State
+		}
 		return d.Outcome, nil
 	case RowNotHere:
 		return d.Outcome, notHere(a.alias)
@@ -378,6 +388,9 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 	}
 	inbound := len(a.t.Items.PendingInbound) > 0 || a.turnInterrupted()
 	if inbound {
+		if err := a.r.modelReachable(ctx, res); err != nil {
+			return "", err
+		}
 		if err := a.reserveSlot(ctx); err != nil {
 			return "", err
 		}
@@ -417,6 +430,9 @@ func (a *activation) resumeParked(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", a.failOrExit(ctx, err)
 	}
+	if err := a.r.modelReachable(ctx, res); err != nil {
+		return "", err // the answer stays unread for the next run
+	}
 	if err := a.reserveSlot(ctx); err != nil {
 		return "", err
 	}
@@ -443,6 +459,9 @@ func (a *activation) turn(ctx context.Context, plan turnPlan) (string, error) {
 	res, err := a.r.checklist(ctx, a.env, a.t)
 	if err != nil {
 		return "", a.failOrExit(ctx, err)
+	}
+	if err := a.r.modelReachable(ctx, res); err != nil {
+		return "", err
 	}
 	if err := a.reserveSlot(ctx); err != nil {
 		return "", err

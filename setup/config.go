@@ -383,7 +383,7 @@ func (s *Setup) ResolveAPI(o Options) (*url.URL, error) {
 		}
 		p, ok := creds.Profiles[s.Profile]
 		if !ok && o.Profile != "" {
-			return nil, exit.Errorf(exit.CodeCredentialsNotFound, "profile %q is not in %s; add it or pick another --profile", s.Profile, CredentialsPath(s.Home))
+			return nil, exit.Errorf(exit.CodeCredentialsNotFound, "profile %q is not in %s; add it with `bhw-run login --profile %s`, or pick another --profile (bhw-run profile ls lists them)", s.Profile, CredentialsPath(s.Home), s.Profile)
 		}
 		prof = p
 	}
@@ -410,7 +410,7 @@ func (s *Setup) ResolveAPI(o Options) (*url.URL, error) {
 	}
 	if u.Scheme != "file" && s.APIKey == "" {
 		return nil, exit.Errorf(exit.CodeCredentialsNotFound,
-			"no API key for %s; set BLOBHUB_API_KEY, pass --api-key, or add a profile to %s (or use --api-url file:///abs/dir for a local store)",
+			"no API key for %s; set BLOBHUB_API_KEY, pass --api-key, or add a profile to %s with `bhw-run login --api-key-stdin` (or use --api-url file:///abs/dir for a local store)",
 			ShownURL(s.APIURL), CredentialsPath(s.Home))
 	}
 	return u, nil

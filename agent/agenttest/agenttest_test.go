@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/internal/hermetic"
 )
 
 func TestMain(m *testing.M) {
 	MaybeRunFake()
-	os.Exit(m.Run())
+	hermetic.Main(m.Run)
 }
 
 // FakeLaunch is a launch of this package's fake playing s.

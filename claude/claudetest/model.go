@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -186,6 +187,22 @@ func StartModelServer(script ...Step) *ModelServer {
 	m.Push(script...)
 	m.Server = httptest.NewServer(http.HandlerFunc(m.serve))
 	return m
+}
+
+// StartModelServerAt is StartModelServer on addr (127.0.0.1:PORT), a
+// port that stays the same across restarts (make model MODEL_PORT=…).
+func StartModelServerAt(addr string, script ...Step) (*ModelServer, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	m := &ModelServer{}
+	m.Push(script...)
+	m.Server = httptest.NewUnstartedServer(http.HandlerFunc(m.serve))
+	m.Server.Listener.Close()
+	m.Server.Listener = l
+	m.Server.Start()
+	return m, nil
 }
 
 // Env is the environment the real CLI needs against this server, with

@@ -40,10 +40,11 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the temp folder (store, state tree, work folder) and print where it is")
 	agentType := flag.String("agent", "claude_code", "the agent type: claude_code, gemini, qwen_code, opencode or copilot")
 	serveOnly := flag.Bool("serve", false, "only keep the stand-in model for Claude Code up, and print the exports that point the CLI at it (make model)")
+	port := flag.Int("port", 0, "with -serve: the port on 127.0.0.1 (0: a free one at each start)")
 	flag.Parse()
 	run := func() error { return demo(*keep, *agentType) }
 	if *serveOnly {
-		run = serve
+		run = func() error { return serve(*port) }
 	}
 	if err := run(); err != nil {
 		fmt.Fprintf(os.Stderr, "\ndemo: %v\n", err)
