@@ -174,6 +174,11 @@ func TestHooksWorkerPrepared(t *testing.T) {
 // HolderEnv makes the test binary a holder (HoldForTest).
 const HolderEnv = "ANTIGRAVITY_TEST_HOLD"
 
+// kept holds the holder's hold for as long as the process lives: a hold
+// nothing refers to is collected, and its file's finalizer closes the
+// descriptor that carries the flock, which would let the holder look dead.
+var kept *hold
+
 // HoldForTest makes the test binary a run that acquires the hook of the
 // folder spec names ("<record root>\n<work folder>"), says "held" and
 // waits to be killed (TestMain calls it).
@@ -181,7 +186,7 @@ func HoldForTest(spec string) {
 	root, work, _ := strings.Cut(spec, "\n")
 	h, err := newHooks(root, work, program)
 	if err == nil {
-		_, err = h.acquire()
+		kept, err = h.acquire()
 	}
 	if err != nil {
 		os.Stderr.WriteString(err.Error())
