@@ -189,15 +189,23 @@ func TestCloseWhileAWriteIsStuck(t *testing.T) {
 // notReading starts an agent that never reads its stdin (and ignores
 // SIGTERM, so only the escalation's SIGKILL ends it), with the given write
 // bounds.
+//
+// It returns once the agent says it ignores SIGTERM: the write bounds
+// start counting at the first write, and an agent still starting on a
+// loaded machine would otherwise die of the SIGTERM before its trap, and
+// never need the SIGKILL the tests look for.
 func notReading(t *testing.T, log *logBuf, writeTimeout time.Duration) *Process {
 	t.Helper()
-	p, err := Start(Config{Path: script(t, "trap '' TERM\nexec sleep 60\n"), Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"},
+	p, err := Start(Config{Path: script(t, "trap '' TERM\necho ready\nexec sleep 60\n"), Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"},
 		Log: agent.NewLog(log), StdinGrace: 100 * time.Millisecond, KillGrace: 200 * time.Millisecond,
 		WriteTimeout: writeTimeout, InterruptWrite: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	if l, ok := <-p.Lines(); !ok || string(l.Data) != "ready" {
+		t.Fatalf("the agent did not start: %q", l.Data)
+	}
 	return p
 }
 
@@ -293,14 +301,20 @@ func TestGrandchildHoldsStdout(t *testing.T) {
 // Code are node programs) runs as its interpreter, so the group's leader
 // is /bin/sh here, not the script; it is still the agent's group, and a
 // group running something else is not.
+//
+// The table is read once the script runs (its first line), never between
+// the fork and the exec, when the leader is still a copy of the test.
 func TestIsAgentGroupScript(t *testing.T) {
-	path := script(t, "read x\n")
+	path := script(t, "echo ready\nread x\n")
 	p, err := Start(Config{Path: path, Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"},
 		StdinGrace: 100 * time.Millisecond, KillGrace: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	if l, ok := <-p.Lines(); !ok || string(l.Data) != "ready" {
+		t.Fatalf("the script did not start: %q", l.Data)
+	}
 	if exe, _ := os.Readlink("/proc/" + strconv.Itoa(p.Pid()) + "/exe"); exe == path {
 		t.Fatalf("the leader's exe is the script itself (%s): the test shows nothing", exe)
 	}
