@@ -160,6 +160,11 @@ func reapAll(agent int, status chan<- syscall.WaitStatus) {
 // after grace to what is left, again until none is (a process forking
 // while it is killed).
 func stopBelow(grace time.Duration) {
+	if _, any := peekChild(); !any {
+		// No child, so nothing below (an orphan comes to the supervisor):
+		// the common end, without reading the process table.
+		return
+	}
 	me := os.Getpid()
 	below := func() []procStat { return descendants(procTable(), me) }
 	ps := below()
