@@ -138,7 +138,7 @@ func TestREADMETryOutE2E(t *testing.T) {
 	if resolutions != 1 {
 		t.Errorf("%d pending_prompt_resolved items, want 1: %q", resolutions, seen)
 	}
-	if strings.Contains(text, "could not be resumed") || strings.Count(text, "✓ approved") > 1 {
+	if strings.Contains(text, "could not be resumed") {
 		t.Errorf("the try-out did not resume the parked session:\n%s", text)
 	}
 }
