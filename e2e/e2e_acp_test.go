@@ -698,15 +698,7 @@ func (e *acpE2E) wantResumedAfterSignalKill(alias string) {
 	t := e.t
 	e.beforeResume(alias)
 	e.activate(alias, 0, run.OutcomeTurnCompleted)
-	seen := map[string]bool{}
-	for _, it := range e.items(alias) {
-		if id := meta(t, it).EmissionID; id != "" {
-			if seen[id] {
-				t.Errorf("emission %s posted twice", id)
-			}
-			seen[id] = true
-		}
-	}
+	wantEachEmissionOnce(t, e.e2eEnv, alias)
 	types := e.itemTypes(alias)
 	if count(types, "person") != 1 || count(types, "turn_end") != 1 || types[len(types)-1] != "turn_end" {
 		t.Errorf("items %v: want one person message and one final turn_end", types)

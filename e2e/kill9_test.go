@@ -55,15 +55,7 @@ func kill9MidEscapingCommand(t *testing.T, e *e2eEnv, alias string) int {
 // end once, completed.
 func wantOnceEach(t *testing.T, e *e2eEnv, alias string) {
 	t.Helper()
-	seen := map[string]bool{}
-	for _, it := range e.items(alias) {
-		if id := meta(t, it).EmissionID; id != "" {
-			if seen[id] {
-				t.Errorf("emission %s posted twice", id)
-			}
-			seen[id] = true
-		}
-	}
+	wantEachEmissionOnce(t, e, alias)
 	types := e.itemTypes(alias)
 	if count(types, "turn_end") != 1 || types[len(types)-1] != "turn_end" {
 		t.Errorf("items %v: want one final turn_end", types)
@@ -96,4 +88,18 @@ func TestE2ECodexKill9LeavesNothing(t *testing.T) {
 	e.activate(alias, 0, run.OutcomeTurnCompleted)
 	wantOnceEach(t, e.e2eEnv, alias)
 	noProcessesLeft(t, []int{pgid}, e.work)
+}
+
+// wantEachEmissionOnce fails when the thread holds an emission twice.
+func wantEachEmissionOnce(t *testing.T, e *e2eEnv, alias string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, it := range e.items(alias) {
+		if id := meta(t, it).EmissionID; id != "" {
+			if seen[id] {
+				t.Errorf("emission %s posted twice", id)
+			}
+			seen[id] = true
+		}
+	}
 }

@@ -27,22 +27,12 @@ func TestFailedResumeResolvesOnce(t *testing.T) {
 	h.play(agenttest.Script{ResumeFails: true, Turns: [][]agenttest.Step{{{Text: "done"}}}})
 	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	items := h.items(alias)
-	if n := countOf(items, "pending_prompt_resolved"); n != 1 {
+	if n := count(items, "pending_prompt_resolved"); n != 1 {
 		t.Fatalf("%d pending_prompt_resolved items, want 1: %v", n, items)
 	}
 	if !slices.Contains(items, "status") {
 		t.Fatalf("items %v lack the resume_failed status", items)
 	}
-}
-
-func countOf(items []string, typ string) int {
-	n := 0
-	for _, it := range items {
-		if it == typ {
-			n++
-		}
-	}
-	return n
 }
 
 // TestConfinedAgentHomesMade: on a fresh HOME the agent's folders under it
