@@ -383,7 +383,7 @@ func TestFakeCloseEndsTheReaderBetweenTurns(t *testing.T) {
 	}
 	<-read // the reader holds the control_response and no Turn takes it
 	closeSession(t, s)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for readerRunning() {
 		if time.Now().After(deadline) {
 			t.Fatal("the stdout reader outlived Close")
