@@ -74,7 +74,13 @@ func supervised(cmd *exec.Cmd, r *confine.Rules, grace time.Duration) (*os.File,
 		cmd.Env = os.Environ()
 	}
 	f, err := confine.RulesFile(r)
-	if err != nil {
+	switch {
+	case err != nil && r == nil:
+		// A kernel without memfd_create (before 3.17) has no Landlock
+		// either: an unconfined agent starts as it did before the
+		// supervisor, directly, covered by bhw-run's own subreaper only.
+		return nil, nil
+	case err != nil:
 		return nil, err
 	}
 	n := 3 + len(cmd.ExtraFiles)
