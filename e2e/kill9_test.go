@@ -91,7 +91,7 @@ func TestE2ECodexKill9LeavesNothing(t *testing.T) {
 }
 
 // wantEachEmissionOnce fails when the thread holds an emission twice.
-func wantEachEmissionOnce(t *testing.T, e *e2eEnv, alias string) {
+func wantEachEmissionOnce(t testing.TB, e *e2eEnv, alias string) {
 	t.Helper()
 	seen := map[string]bool{}
 	for _, it := range e.items(alias) {
