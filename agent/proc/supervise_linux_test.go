@@ -165,3 +165,41 @@ func TestSupervisorMirrorsExit(t *testing.T) {
 	}
 	_ = p.Close(context.Background())
 }
+
+// TestLeftoverFoundWithoutSupervisor: when the supervisor is killed too
+// (SIGKILL to it alone, the OOM killer), the agent lives on in the group
+// bhw-run recorded; the next run still recognises that group as the
+// agent's and stops it.
+func TestLeftoverFoundWithoutSupervisor(t *testing.T) {
+	path := script(t, "echo ready\nread x\n")
+	p, err := Start(Config{Path: path, Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"}, StdinGrace: time.Second, KillGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-p.Pid(), syscall.SIGKILL) })
+	if l, ok := <-p.Lines(); !ok || string(l.Data) != "ready" {
+		t.Fatalf("the agent did not start: %q", l.Data)
+	}
+	pgid := p.Pid()
+	var agentPid int
+	for _, m := range Members(pgid) {
+		if m != pgid {
+			agentPid = m
+		}
+	}
+	if agentPid == 0 {
+		t.Fatalf("no agent below the supervisor in group %d", pgid)
+	}
+	_ = syscall.Kill(pgid, syscall.SIGKILL) // the supervisor alone
+	<-p.Done()
+	if !GroupAlive(pgid) {
+		t.Fatal("the agent died with its supervisor: the test shows nothing")
+	}
+	if !IsAgentGroup(pgid, path) {
+		t.Fatal("the group whose supervisor is gone is not recognised as the agent's")
+	}
+	StopGroup(pgid, time.Second)
+	if !waitGone(agentPid, time.Minute) {
+		t.Fatalf("the agent %d outlived StopGroup", agentPid)
+	}
+}
