@@ -55,7 +55,10 @@ func init() {
 	if !ok || err1 != nil || err2 != nil {
 		return
 	}
-	os.Exit(supervise(fd, parent, time.Duration(ms)*time.Millisecond))
+	// syscall.Exit, not os.Exit: a binary built with the race detector
+	// would otherwise sleep a second at every exit (GORACE's
+	// atexit_sleep_ms), after every agent's end.
+	syscall.Exit(supervise(fd, parent, time.Duration(ms)*time.Millisecond))
 }
 
 // supervised makes cmd start the supervisor, which starts cmd's program
