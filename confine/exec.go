@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -27,18 +28,70 @@ const maxRules = 16 << 20
 // The trampoline runs before anything else of the program: every binary
 // that can start a confined agent imports this package through the
 // process layer, so bhw-run and each test binary that re-executes itself
-// as a fake agent carry it without a line in their main.
-//
-// Only a variable that names an in-memory file, as Wrap's does, makes the
-// trampoline: a stray one left in the environment by someone else is
-// dropped, and the program runs as itself.
+// as a fake agent carry it without a line in their main. The variable
+// counts only when it names the in-memory rule set Wrap made: a stray
+// BHW_CONFINE_FD in a person's environment is dropped, and the program
+// runs as itself.
 func init() {
 	if fd, ok := os.LookupEnv(trampolineEnv); ok {
-		if isMemFile(fd) {
-			trampoline(fd)
+		os.Unsetenv(trampolineEnv)
+		if n, ok := RulesFD(fd); ok {
+			trampoline(n)
 		}
-		_ = os.Unsetenv(trampolineEnv)
 	}
+}
+
+// rulesName names the in-memory file that carries a rule set to the
+// process that applies it.
+const rulesName = "bhw-confine"
+
+// RulesFile is an in-memory file holding r (nil: no confinement), for a
+// child started through ExtraFiles to read with ReadRules. The caller
+// closes it once the child has started.
+func RulesFile(r *Rules) (*os.File, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	// An in-memory file, not the environment: one variable may hold only
+	// 128 KiB, and a home of many entries makes a long rule set.
+	f, err := memFile(rulesName)
+	if err != nil {
+		return nil, fmt.Errorf("confine: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("confine: writing the rule set: %w", err)
+	}
+	return f, nil
+}
+
+// RulesFD reads text as the descriptor of a rule set RulesFile made and
+// this process inherited: false for anything else (not a number, a
+// descriptor not open, or open on another file).
+func RulesFD(text string) (int, bool) {
+	fd, err := strconv.Atoi(text)
+	if err != nil || fd < 3 {
+		return 0, false
+	}
+	target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	return fd, err == nil && strings.HasPrefix(target, "/memfd:"+rulesName+" ")
+}
+
+// ReadRules reads and closes the rule set at descriptor fd (RulesFD):
+// nil when the child is to run unconfined.
+func ReadRules(fd int) (*Rules, error) {
+	f := os.NewFile(uintptr(fd), rulesName)
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, maxRules))
+	if err != nil {
+		return nil, fmt.Errorf("reading the rule set: %w", err)
+	}
+	var r *Rules
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("reading the rule set: %w", err)
+	}
+	return r, nil
 }
 
 // Wrap makes cmd start through the trampoline: the program re-executes
@@ -54,19 +107,9 @@ func Wrap(cmd *exec.Cmd, r Rules) (*os.File, error) {
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}
-	b, err := json.Marshal(r)
+	f, err := RulesFile(&r)
 	if err != nil {
 		return nil, err
-	}
-	// An in-memory file, not the environment: one variable may hold only
-	// 128 KiB, and a home of many entries makes a long rule set.
-	f, err := memFile("bhw-confine")
-	if err != nil {
-		return nil, fmt.Errorf("confine: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("confine: writing the rule set: %w", err)
 	}
 	n := 3 + len(cmd.ExtraFiles)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, f)
@@ -83,40 +126,37 @@ func Wrap(cmd *exec.Cmd, r Rules) (*os.File, error) {
 const ExitTrampoline = 126
 
 // trampoline confines this process and execs the agent; it never returns.
-func trampoline(fdText string) {
-	err := confineAndExec(fdText)
+func trampoline(fd int) {
+	err := confineAndExec(fd)
 	fmt.Fprintf(os.Stderr, "bhw-run: the agent was not started: the confinement failed: %v\n", err)
 	os.Exit(ExitTrampoline)
 }
 
-func confineAndExec(fdText string) error {
-	var fd int
-	if _, err := fmt.Sscanf(fdText, "%d", &fd); err != nil || fd < 3 {
-		return fmt.Errorf("%s=%q is not a descriptor", trampolineEnv, fdText)
-	}
-	f := os.NewFile(uintptr(fd), "bhw-confine")
-	b, err := io.ReadAll(io.NewSectionReader(f, 0, maxRules))
-	f.Close()
+func confineAndExec(fd int) error {
+	r, err := ReadRules(fd)
 	if err != nil {
-		return fmt.Errorf("reading the rule set: %w", err)
-	}
-	var r Rules
-	if err := json.Unmarshal(b, &r); err != nil {
-		return fmt.Errorf("reading the rule set: %w", err)
+		return err
 	}
 	if len(os.Args) == 0 || !strings.HasPrefix(os.Args[0], "/") {
 		return errors.New("no program to start")
 	}
-	if err := Apply(r); err != nil {
-		return err
-	}
-	env := make([]string, 0, len(os.Environ()))
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, trampolineEnv+"=") {
-			env = append(env, kv)
+	if r != nil {
+		if err := Apply(*r); err != nil {
+			return err
 		}
 	}
-	return syscall.Exec(os.Args[0], os.Args, env)
+	CloseInherited()
+	return syscall.Exec(os.Args[0], os.Args, os.Environ())
+}
+
+// CloseInherited marks every descriptor above 2 close-on-exec, so the
+// program this process execs or starts next gets stdin, stdout and stderr
+// only. A descriptor bhw-run inherited from whoever started it (a
+// careless `7<~/.blobhub/credentials.yaml`) is open in every child Go
+// starts, and Landlock does not judge files already open: the agent
+// could read through it what the confinement refuses by path.
+func CloseInherited() {
+	closeInherited()
 }
 
 // handled is the file-system access Landlock refuses unless a rule

@@ -18,13 +18,19 @@ func memFile(name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), name), nil
 }
 
-// isMemFile reports whether fdText is an open descriptor of an in-memory
-// file (memfd_create's, which alone answers F_GET_SEALS; no /proc needed).
-func isMemFile(fdText string) bool {
-	fd, err := strconv.Atoi(fdText)
-	if err != nil || fd < 3 {
-		return false
+// closeInherited: close_range(2) with CLOSE_RANGE_CLOEXEC (Linux 5.11),
+// else each descriptor /proc/self/fd lists.
+func closeInherited() {
+	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
 	}
-	_, err = unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	return err == nil
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
 }

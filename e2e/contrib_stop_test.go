@@ -175,7 +175,7 @@ func stopPass(t *testing.T, args []string) {
 
 	// Both runs are in their turn: the agent runs and its first text is
 	// posted.
-	waitFor(t, 60*time.Second, "both runs in their turn", func() bool {
+	waitFor(t, 3*time.Minute, "both runs in their turn", func() bool {
 		for _, a := range aliases {
 			th, err := envelope.LoadThread(filepath.Join(setup.ThreadDir(e.jobDir(), a), "thread.yaml"))
 			if err != nil || th == nil || th.Agent.Process == nil || len(e.items(a)) < 2 {

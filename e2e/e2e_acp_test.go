@@ -593,8 +593,20 @@ const longCommand = "if [ -e started.marker ]; then echo again; else touch start
 // the command runs and its tool_call is posted; it returns the run and
 // the agent's group.
 func (e *acpE2E) midCommand(alias string) (*proc, int) {
+	return e.midCommandOf(alias, longCommand)
+}
+
+// escapingCommand is longCommand with two tools that leave the agent's
+// reach by themselves: a sleep in a process group of its own (bash job
+// control, as OpenCode runs its commands) and a double-forked daemon in a
+// session of its own whose parent is gone. Both keep the work folder as
+// their working folder, so noProcessesLeft finds them.
+const escapingCommand = "if [ -e started.marker ]; then echo again; else bash -c 'set -m; sleep 91 & wait' & setsid sh -c '(sleep 92 &)' & touch started.marker && sleep 90 && touch late.txt; fi"
+
+// midCommandOf is midCommand running command.
+func (e *acpE2E) midCommandOf(alias, command string) (*proc, int) {
 	t := e.t
-	e.handOff(alias, e.typ, "autonomous", "sleep a while "+e.a.Shell(longCommand))
+	e.handOff(alias, e.typ, "autonomous", "sleep a while "+e.a.Shell(command))
 	p := e.start(bhtest.RunnerKey, nil, "--json", alias)
 	waitFor(t, 2*time.Minute, "the command to start", func() bool { return exists(e.file("started.marker")) })
 	waitFor(t, time.Minute, "the tool_call item", func() bool { return count(e.itemTypes(alias), "tool_call") == 1 })
@@ -661,9 +673,18 @@ func acpSIGTERM(t *testing.T, e *acpE2E) {
 // acpKill9: bhw-run killed with -9 mid-command leaves its agent behind;
 // the next run stops that group, finishes what was journaled and runs the
 // turn again: every item is posted once, and one turn_end closes the turn.
+//
+// The command's tools include one in a process group of its own and a
+// double-forked daemon: once bhw-run is killed, only the supervisor it
+// started the agent below can still find them (docs/processes.md).
 func acpKill9(t *testing.T, e *acpE2E) {
 	const alias = "projects/p1/acp-kill9"
-	p, pgid := e.midCommand(alias)
+	p, pgid := e.midCommandOf(alias, escapingCommand)
+	waitFor(t, time.Minute, "the tools that leave the agent's group", func() bool {
+		live := liveProcesses(nil, e.work)
+		return slices.ContainsFunc(live, func(pi procInfo) bool { return strings.Contains(pi.cmd, "sleep 91") }) &&
+			slices.ContainsFunc(live, func(pi procInfo) bool { return strings.Contains(pi.cmd, "sleep 92") })
+	})
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -678,15 +699,7 @@ func (e *acpE2E) wantResumedAfterSignalKill(alias string) {
 	t := e.t
 	e.beforeResume(alias)
 	e.activate(alias, 0, run.OutcomeTurnCompleted)
-	seen := map[string]bool{}
-	for _, it := range e.items(alias) {
-		if id := meta(t, it).EmissionID; id != "" {
-			if seen[id] {
-				t.Errorf("emission %s posted twice", id)
-			}
-			seen[id] = true
-		}
-	}
+	wantEachEmissionOnce(t, e.e2eEnv, alias)
 	types := e.itemTypes(alias)
 	if count(types, "person") != 1 || count(types, "turn_end") != 1 || types[len(types)-1] != "turn_end" {
 		t.Errorf("items %v: want one person message and one final turn_end", types)

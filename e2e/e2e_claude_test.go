@@ -310,7 +310,7 @@ func TestE2EClaudeSIGTERMDuringBashThenResume(t *testing.T) {
 	e.handOff(alias, claudeType, "autonomous", "run the long command")
 
 	p := e.start(bhtest.RunnerKey, nil, "--json", alias)
-	waitFor(t, 60*time.Second, "the Bash command's marker", func() bool {
+	waitFor(t, 2*time.Minute, "the Bash command's marker", func() bool {
 		_, err := os.Stat(marker)
 		return err == nil
 	})

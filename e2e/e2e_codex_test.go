@@ -302,7 +302,7 @@ func TestE2ECodexSIGTERMMidCommandThenResume(t *testing.T) {
 	e.handOff(alias, codexType, "autonomous", "sleep a while")
 
 	p := e.start(bhtest.RunnerKey, nil, "--json", alias)
-	waitFor(t, 30*time.Second, "the command to start", func() bool { return exists(e.file("started.marker")) })
+	waitFor(t, 2*time.Minute, "the command to start", func() bool { return exists(e.file("started.marker")) })
 	th := e.threadYAML(alias)
 	if th.Agent.Process == nil || th.Agent.Process.Pgid <= 0 {
 		t.Fatalf("no agent group recorded while the agent runs: %+v", th.Agent.Process)
@@ -310,7 +310,7 @@ func TestE2ECodexSIGTERMMidCommandThenResume(t *testing.T) {
 	pgid := th.Agent.Process.Pgid
 	// Codex announces the command (item/started) a little after it starts
 	// it: wait for the tool_call, so the signal lands with a call open.
-	waitFor(t, 30*time.Second, "the tool_call item", func() bool { return count(e.itemTypes(alias), "tool_call") == 1 })
+	waitFor(t, 2*time.Minute, "the tool_call item", func() bool { return count(e.itemTypes(alias), "tool_call") == 1 })
 	// The check below can see what it looks for: the agent's group and the
 	// sleeping command are alive now.
 	live := liveProcesses([]int{pgid}, e.work)

@@ -126,6 +126,21 @@ func TestREADMETryOutE2E(t *testing.T) {
 			t.Errorf("the thread's items %q lack %q", seen, want)
 		}
 	}
+	// The approval resumed the parked session for real: one resolution,
+	// and no new session started in place of a lost one (confined Claude
+	// Code once could not make ~/.claude on the empty HOME).
+	resolutions := 0
+	for _, s := range seen {
+		if strings.HasPrefix(s, "pending_prompt_resolved") {
+			resolutions++
+		}
+	}
+	if resolutions != 1 {
+		t.Errorf("%d pending_prompt_resolved items, want 1: %q", resolutions, seen)
+	}
+	if strings.Contains(text, "could not be resumed") {
+		t.Errorf("the try-out did not resume the parked session:\n%s", text)
+	}
 }
 
 // startREADMEModel runs the README's `make model` in the background, as

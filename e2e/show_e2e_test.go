@@ -53,9 +53,9 @@ func TestThreadShowFollowSIGINT(t *testing.T) {
 			return strings.Contains(out.String(), s)
 		}
 	}
-	waitFor(t, 10*time.Second, "the first item", printed("first message"))
+	waitFor(t, time.Minute, "the first item", printed("first message"))
 	e.post(alias, "posted while following")
-	waitFor(t, 10*time.Second, "the item posted after start", printed("posted while following"))
+	waitFor(t, time.Minute, "the item posted after start", printed("posted while following"))
 
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -68,7 +68,7 @@ func TestThreadShowFollowSIGINT(t *testing.T) {
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
 			t.Fatalf("after SIGINT: %v, want exit 130", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("thread show --follow kept running after SIGINT")
 	}
 	if n := strings.Count(out.String(), "posted while following"); n != 1 {

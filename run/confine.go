@@ -88,10 +88,11 @@ func (r *Runner) confinement(res *resolved) (rules *confine.Rules, temp string, 
 	}
 	done = func() { _ = os.RemoveAll(temp) }
 	homes := r.ownHomes(res)
-	if res.AgentHome != "" {
-		// It must exist to be granted; the agent would make it anyway.
-		_ = os.MkdirAll(res.AgentHome, 0o700)
-	}
+	// A home must exist to be granted, and on a fresh HOME none does yet
+	// (~/.claude, ~/.codex, ~/.config/opencode, …): the confined agent
+	// could then make nor save anything there, and a resume after a park
+	// would find no session. Each is made private, as the agent would.
+	makeHomes(homes)
 	spec := confine.Spec{
 		WorkFolder: res.WorkFolder, Temp: temp,
 		Writable: append(homes, r.Setup.Config.Confine.Writable...),
@@ -173,6 +174,17 @@ func (r *Runner) ownHomes(res *resolved) []string {
 		out = append(out, filepath.Join(res.Home, d))
 	}
 	return out
+}
+
+// makeHomes makes each of the agent's homes that does not exist yet,
+// mode 0700 (missing parents too). One that cannot be made is left to
+// the agent, which then fails as it would unconfined, saying why.
+func makeHomes(homes []string) {
+	for _, h := range homes {
+		if _, err := os.Lstat(h); errors.Is(err, fs.ErrNotExist) {
+			_ = os.MkdirAll(h, 0o700)
+		}
+	}
 }
 
 // confineDeny is what the agent may not read: bhw-run's secrets and

@@ -289,6 +289,13 @@ func (j *journal) confirm(id, itemID, createdAt string) error {
 	return j.write(journalRecord{Posted: id, ItemID: itemID, CreatedAt: createdAt})
 }
 
+// settled reports whether the emission is posted or dropped: nothing is
+// left to send of it.
+func (j *journal) settled(id string) bool {
+	_, posted := j.posted[id]
+	return posted || j.dropped[id]
+}
+
 // drop gives up on an emission the server refused for good.
 func (j *journal) drop(id string) error {
 	j.close(id)

@@ -39,6 +39,15 @@ func (a *activation) post(ctx context.Context, e *emission) {
 	if e == nil || a.offline {
 		return
 	}
+	// The journal decides: an emission it already holds as posted (or
+	// dropped) is never sent again, whoever asks twice (a turn started
+	// over after a failed resume acknowledges the same answer again).
+	a.mu.Lock()
+	settled := a.j.settled(e.ID)
+	a.mu.Unlock()
+	if settled {
+		return
+	}
 	ctx = context.WithoutCancel(ctx)
 	p := a.poster()
 	item, err := p.send(ctx, e, newItem(fitItem(e.Item, ItemBudget, a.logRef())))

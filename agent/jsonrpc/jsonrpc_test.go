@@ -37,7 +37,7 @@ func (p *peer) next(t *testing.T) map[string]any {
 			t.Fatalf("the Conn wrote %q: %v", l, err)
 		}
 		return m
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the Conn wrote nothing")
 		return nil
 	}

@@ -49,12 +49,18 @@ func sweepAtClose() bool {
 // sys_darwin.go, and docs/macos.md.
 func NotDumpable() error { return notDumpable() }
 
-// GroupAlive reports whether any process of group pgid exists.
+// GroupAlive reports whether any process of group pgid runs. A group of
+// zombies only is gone: its members have exited, and wait only for a
+// parent to reap them (an agent killed with its supervisor is an orphan
+// until its new parent does).
 func GroupAlive(pgid int) bool {
-	if pgid <= 1 {
+	if pgid <= 1 || syscall.Kill(-pgid, 0) != nil {
 		return false
 	}
-	return syscall.Kill(-pgid, 0) == nil
+	if st, ok := lookup(pgid); ok && !st.zombie {
+		return true // the leader runs: no need to read the whole table
+	}
+	return len(Members(pgid)) > 0
 }
 
 // IsAgentGroup checks that the group's leader still runs executable, so a
@@ -83,9 +89,14 @@ func IsAgentGroup(pgid int, executable string) bool {
 
 // runs reports whether a process whose executable is exe and whose
 // arguments are args runs executable (real: the same with its links
-// resolved), itself or as the script its interpreter was given.
+// resolved), itself or as the script its interpreter was given, or is the
+// supervisor that started it (bhw-run's binary, with the agent's path as
+// its argv[0]: the group's leader since agents start below one).
 func runs(exe string, args []string, executable, real string) bool {
 	if exe == real || exe == executable {
+		return true
+	}
+	if len(args) >= 1 && (args[0] == executable || args[0] == real) {
 		return true
 	}
 	return len(args) >= 2 && (args[1] == executable || args[1] == real)

@@ -204,18 +204,23 @@ func Start(c Config) (*Process, error) {
 	// the grace.
 	cmd.WaitDelay = p.KillGrace
 	p.log.Printf(agent.StreamAdapter, "start: %s", strings.Join(append([]string{c.Path}, c.Args...), " "))
-	if c.Confine != nil {
-		rules, err := confine.Wrap(cmd, *c.Confine)
-		if err != nil {
-			cancel()
-			closeAll()
-			return nil, err
-		}
+	// Below a supervisor that outlives a kill -9 of bhw-run, confined
+	// there when c.Confine is set (supervise_linux.go).
+	rules, err := supervised(cmd, c.Confine, p.KillGrace)
+	if err != nil {
+		cancel()
+		closeAll()
+		p.log.Printf(agent.StreamAdapter, "start failed: %v", err)
+		return nil, err
+	}
+	if rules != nil {
 		defer rules.Close() // the child holds its own copy once started
+	}
+	if c.Confine != nil {
 		p.log.Printf(agent.StreamAdapter, "confined: %d paths granted, the rest refused (docs/security.md)", len(c.Confine.Paths))
 	}
 	ownMu.Lock() // the reaper must not take this child before cmd.Wait does
-	err := cmd.Start()
+	err = cmd.Start()
 	if err == nil {
 		owned[cmd.Process.Pid] = true
 	}
@@ -246,6 +251,12 @@ func (p *Process) wait() {
 	delete(owned, p.pid)
 	ownMu.Unlock()
 	deadline := time.Now().Add(drainGrace)
+	// The leader is the supervisor, which outlives the agent unless it
+	// was killed with it: then the agent may take a moment longer to die.
+	for GroupAlive(p.pid) && time.Now().Before(deadline) {
+		reapOrphans()
+		time.Sleep(5 * time.Millisecond)
+	}
 	if !within(p.errDone, deadline) {
 		p.stderr.Close()
 		<-p.errDone
@@ -542,6 +553,12 @@ func (p *Process) close(ctx context.Context) error {
 	// there) is killed. A group id stays allocated while any member lives,
 	// so this cannot hit a stranger.
 	p.Kill()
+	// The leader is the supervisor: an agent killed with it is an orphan
+	// for a moment, a member of the group until its new parent (bhw-run,
+	// the subreaper, or init) reaps it.
+	for deadline := time.Now().Add(killGrace); GroupAlive(p.pid) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		reapOrphans()
+	}
 	if len(below) > 0 {
 		stopStrays(below, killGrace)
 	}

@@ -136,7 +136,12 @@ exit 3
 // is SIGKILLed after the graces; Close returns once it is gone, in time.
 func TestCloseEscalates(t *testing.T) {
 	var log logBuf
-	p := start(t, "trap '' TERM\nexec sleep 60\n", &log)
+	p := start(t, "trap '' TERM\necho ready\nexec sleep 60\n", &log)
+	// Once the trap is set: a SIGTERM before it would end the shell, and
+	// the escalation this test is about would never come.
+	if l, ok := <-p.Lines(); !ok || string(l.Data) != "ready" {
+		t.Fatalf("the agent did not start: %q", l.Data)
+	}
 	t0 := time.Now()
 	if err := p.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -146,7 +151,7 @@ func TestCloseEscalates(t *testing.T) {
 	default:
 		t.Fatal("Close returned before the process was gone")
 	}
-	if d := time.Since(t0); d < 300*time.Millisecond || d > 5*time.Second {
+	if d := time.Since(t0); d < 300*time.Millisecond || d > 30*time.Second {
 		t.Fatalf("Close took %v, want the two graces (300ms)", d)
 	}
 	if GroupAlive(p.Pid()) {
@@ -189,15 +194,23 @@ func TestCloseWhileAWriteIsStuck(t *testing.T) {
 // notReading starts an agent that never reads its stdin (and ignores
 // SIGTERM, so only the escalation's SIGKILL ends it), with the given write
 // bounds.
+//
+// It returns once the agent says it ignores SIGTERM: the write bounds
+// start counting at the first write, and an agent still starting on a
+// loaded machine would otherwise die of the SIGTERM before its trap, and
+// never need the SIGKILL the tests look for.
 func notReading(t *testing.T, log *logBuf, writeTimeout time.Duration) *Process {
 	t.Helper()
-	p, err := Start(Config{Path: script(t, "trap '' TERM\nexec sleep 60\n"), Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"},
+	p, err := Start(Config{Path: script(t, "trap '' TERM\necho ready\nexec sleep 60\n"), Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"},
 		Log: agent.NewLog(log), StdinGrace: 100 * time.Millisecond, KillGrace: 200 * time.Millisecond,
 		WriteTimeout: writeTimeout, InterruptWrite: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	if l, ok := <-p.Lines(); !ok || string(l.Data) != "ready" {
+		t.Fatalf("the agent did not start: %q", l.Data)
+	}
 	return p
 }
 
@@ -281,7 +294,7 @@ func TestGrandchildHoldsStdout(t *testing.T) {
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	select {
 	case <-p.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("not done while a grandchild holds stdout")
 	}
 	if pid == 0 {
@@ -293,14 +306,20 @@ func TestGrandchildHoldsStdout(t *testing.T) {
 // Code are node programs) runs as its interpreter, so the group's leader
 // is /bin/sh here, not the script; it is still the agent's group, and a
 // group running something else is not.
+//
+// The table is read once the script runs (its first line), never between
+// the fork and the exec, when the leader is still a copy of the test.
 func TestIsAgentGroupScript(t *testing.T) {
-	path := script(t, "read x\n")
+	path := script(t, "echo ready\nread x\n")
 	p, err := Start(Config{Path: path, Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"},
 		StdinGrace: 100 * time.Millisecond, KillGrace: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	if l, ok := <-p.Lines(); !ok || string(l.Data) != "ready" {
+		t.Fatalf("the script did not start: %q", l.Data)
+	}
 	if exe, _ := os.Readlink("/proc/" + strconv.Itoa(p.Pid()) + "/exe"); exe == path {
 		t.Fatalf("the leader's exe is the script itself (%s): the test shows nothing", exe)
 	}

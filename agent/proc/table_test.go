@@ -101,6 +101,10 @@ func TestRuns(t *testing.T) {
 		{"/usr/bin/node", []string{"node", "/usr/bin/other"}, false},
 		{"/usr/bin/node", []string{"node"}, false},
 		{"/usr/bin/vim", []string{"vim", "x"}, false},
+		// The supervisor leading the group: bhw-run's binary, the agent's
+		// path as its argv[0].
+		{"/usr/local/bin/bhw-run", []string{executable, "--acp"}, true},
+		{"/usr/local/bin/bhw-run", []string{"bhw-run", "doctor"}, false},
 	} {
 		if got := runs(c.exe, c.args, executable, real); got != c.want {
 			t.Errorf("runs(%q, %q) = %v, want %v", c.exe, c.args, got, c.want)
