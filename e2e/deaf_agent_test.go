@@ -21,7 +21,7 @@ import (
 )
 
 // TestAgentThatStopsReading: an agent of each adapter that stops reading
-// its stdin once its session is open, given a person's message of 120 KB
+// its stdin once its session is open, given a person's messages of 144 KB
 // (more than the pipe holds), or that floods requests without reading
 // their answers, used to hold bhw-run forever — the thread lock and an
 // agent slot with it — because every way out (the first SIGTERM,
@@ -84,7 +84,12 @@ func TestAgentThatStopsReading(t *testing.T) {
 				ac.Executable, ac.Env = self, map[string]string{a.env: script}
 				e.writeConfig()
 				alias := "deaf/" + strings.ReplaceAll(a.typ, "_", "-")
-				e.handOff(alias, a.typ, a.perm, strings.Repeat("a person's long message ", 5000)) // 120 KB
+				// Three messages of 48 KB, each under BlobHub's item cap,
+				// one turn's input of 144 KB together.
+				long := strings.Repeat("a person's long message ", 2000)
+				e.handOff(alias, a.typ, a.perm, long)
+				e.post(alias, long)
+				e.post(alias, long)
 
 				cmd := e.start(bhtest.RunnerKey, nil, append(end.args, alias)...)
 				// Opened for reading, the pipe wakes the test once the agent

@@ -111,8 +111,19 @@ func (s *guardedScenario) policyMissing(t *testing.T) {
 	if n := s.requests() - before; n != 0 {
 		t.Errorf("the model got %d requests: the agent started without a policy", n)
 	}
-	if got := e.itemTypes(alias); !slices.Equal(got, []string{"person"}) {
-		t.Errorf("items of the failed thread %v, want only the person's", got)
+	// On the thread: the person's message, then the failure's reason in
+	// the worker's shape (status error, the code in it), nothing of an
+	// agent.
+	if got := e.itemTypes(alias); !slices.Equal(got, []string{"person", agent.ItemStatus}) {
+		t.Errorf("items of the failed thread %v, want the person's and the failure's reason", got)
+	}
+	for _, it := range e.itemsOfType(alias, agent.ItemStatus) {
+		var m struct {
+			Status, Code string
+		}
+		if json.Unmarshal(it.Metadata, &m) != nil || m.Status != "error" || m.Code != exit.CodePolicyMissing {
+			t.Errorf("the failure's reason reads %s, want status error with %s", it.Metadata, exit.CodePolicyMissing)
+		}
 	}
 }
 

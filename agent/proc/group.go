@@ -91,7 +91,8 @@ func IsAgentGroup(pgid int, executable string) bool {
 // arguments are args runs executable (real: the same with its links
 // resolved), itself or as the script its interpreter was given, or is the
 // supervisor that started it (bhw-run's binary, with the agent's path as
-// its argv[0]: the group's leader since agents start below one).
+// its argv[0], or a holding shell's argv: the group's leader since agents
+// start below one).
 func runs(exe string, args []string, executable, real string) bool {
 	if exe == real || exe == executable {
 		return true
@@ -99,7 +100,13 @@ func runs(exe string, args []string, executable, real string) bool {
 	if len(args) >= 1 && (args[0] == executable || args[0] == real) {
 		return true
 	}
-	return len(args) >= 2 && (args[1] == executable || args[1] == real)
+	if len(args) >= 2 && (args[1] == executable || args[1] == real) {
+		return true
+	}
+	// A shell that holds the agent's place until its input is written
+	// (sh -c SCRIPT EXECUTABLE ARGS…, Antigravity's turn) names the agent
+	// as the script's $0; under a supervisor the leader keeps that argv.
+	return len(args) >= 4 && args[1] == "-c" && (args[3] == executable || args[3] == real)
 }
 
 // StopGroup sends SIGTERM to the group, waits up to grace for it to go,

@@ -105,6 +105,11 @@ func TestRuns(t *testing.T) {
 		// path as its argv[0].
 		{"/usr/local/bin/bhw-run", []string{executable, "--acp"}, true},
 		{"/usr/local/bin/bhw-run", []string{"bhw-run", "doctor"}, false},
+		// A holding shell under the supervisor (Antigravity's turn): the
+		// agent is the script's $0.
+		{"/usr/local/bin/bhw-run", []string{"/bin/sh", "-c", "read x; exec \"$0\" \"$@\"", executable, "-p"}, true},
+		{"/usr/local/bin/bhw-run", []string{"/bin/sh", "-c", "exec \"$0\"", "/usr/bin/other"}, false},
+		{"/usr/local/bin/bhw-run", []string{"/bin/sh", "-x", "script", executable}, false},
 	} {
 		if got := runs(c.exe, c.args, executable, real); got != c.want {
 			t.Errorf("runs(%q, %q) = %v, want %v", c.exe, c.args, got, c.want)
