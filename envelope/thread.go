@@ -205,10 +205,13 @@ type ItemRef struct {
 // Scanned is how far the thread has been read: the newest created_at not
 // ahead of the server's clock, every id seen at exactly that instant, and
 // the items read while they were stamped ahead of the server's clock (a
-// clock that jumped), which must not be read twice.
+// clock that jumped), which must not be read twice. Since is the
+// created_at read before that instant, where the next read starts (the
+// server's own string: it is sent back as created_since).
 type Scanned struct {
 	CreatedAt string    `yaml:"created_at"`
 	IDs       []string  `yaml:"ids"`
+	Since     string    `yaml:"since,omitempty"`
 	Ahead     []ItemRef `yaml:"ahead,omitempty"`
 }
 
