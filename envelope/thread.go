@@ -91,9 +91,9 @@ type AgentState struct {
 	// Grant is blobhub-worker's one-shot grant: a person approved the call
 	// it names, and its next attempt runs without asking (park.go).
 	Grant *Grant `yaml:"grant,omitempty"`
-	// UsageTotal is the agent's cumulative usage counters where the
-	// daemon's last turn in agent_session_id ended; the daemon measures
-	// its next turn's usage from it. bhw-run keeps it as it is.
+	// UsageTotal is the agent's cumulative usage counters where the last
+	// turn in agent_session_id ended (the daemon's or bhw-run's); the
+	// daemon measures its next turn's usage from it.
 	UsageTotal map[string]int `yaml:"usage_total,omitempty"`
 	// Extra keeps keys this version does not know.
 	Extra map[string]any `yaml:",inline"`

@@ -77,6 +77,9 @@ func (a *activation) retryTransient(ctx context.Context, res *resolved, gate pol
 		result.CostUSD += prev.CostUSD
 		result.NumTurns += prev.NumTurns
 		result.DurationMS += prev.DurationMS + delay.Milliseconds()
+		if result.UsageTotal == nil {
+			result.UsageTotal = prev.UsageTotal
+		}
 	}
 	return result, err
 }
