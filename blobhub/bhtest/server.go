@@ -816,6 +816,9 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
 		}
 		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"items": items, "cursor": next})
 	case "list_session_events":
+		if !s.gaveOut(w, "created_since", req.CreatedSince) {
+			return
+		}
 		q := blobhub.EventQuery{CreatedSince: req.CreatedSince, CreatedBefore: req.CreatedBefore, Limit: limit}
 		if req.Ascending != nil {
 			q.Ascending = *req.Ascending // descending by default, as the other lists
