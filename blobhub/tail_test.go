@@ -491,3 +491,37 @@ func TestTailCursorWithoutSince(t *testing.T) {
 	}
 	assertIDs(t, got, a, b, after)
 }
+
+// TestTailServersSpelling: a server that spells its times another way
+// ("Z", not "+00:00") is sent back its own strings: the tail never
+// re-spells a time (the test hub refuses a created_since it did not give
+// out, byte for byte), over pages of 2 with items sharing an instant.
+func TestTailServersSpelling(t *testing.T) {
+	srv := bhtest.New(t)
+	srv.PageSize(2)
+	srv.RewriteAnswers("list_session_thread_items", func(b []byte) []byte {
+		return []byte(strings.ReplaceAll(string(b), `+00:00"`, `Z"`))
+	})
+	c := srv.Client(bhtest.RunnerKey)
+	const alias = "spelled/z"
+	srv.Thread(alias)
+	var want []blobhub.Item
+	for i := range 7 {
+		srv.EqualTimestamps(i%3 == 2)
+		want = append(want, srv.PersonPost(alias, fmt.Sprint("x", i)))
+	}
+	srv.EqualTimestamps(false)
+	var got []blobhub.Item
+	cur := blobhub.Cursor{}
+	for range 3 {
+		items, next, _, err := blobhub.Tail(t.Context(), c, alias, cur, blobhub.Limits{Items: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, cur = append(got, items...), next
+	}
+	assertIDs(t, got, want...)
+	if !strings.HasSuffix(cur.CreatedAt, "Z") || cur.Since != "" && !strings.HasSuffix(cur.Since, "Z") {
+		t.Errorf("cursor %+v: not the server's spelling", cur)
+	}
+}
