@@ -297,6 +297,12 @@ type TurnResult struct {
 	// session, when it keeps one across a resume (Claude Code); run hands
 	// it to the next Launch.
 	SessionCostUSD float64
+	// UsageTotal is the agent's own running token counters for its whole
+	// session where the turn ended, under blobhub-worker's keys, when the
+	// agent keeps them (Codex: input_tokens, cached_input_tokens,
+	// output_tokens); nil otherwise. run keeps it as thread.yaml's
+	// agent.usage_total, where the worker measures its next turn from.
+	UsageTotal map[string]int
 }
 
 // Usage is token usage of one turn.

@@ -9,11 +9,15 @@ import (
 
 // Cursor is how far a thread has been read (thread.yaml's scanned): the
 // newest created_at read that was not ahead of the server's present, every
-// id read at exactly that instant, and the items read while they were
-// ahead of the present (see Tail).
+// id read at exactly that instant, the created_at of the item read before
+// that instant (where the next read starts; empty when none was, or the
+// cursor was written before it was kept), and the items read while they
+// were ahead of the present (see Tail). Every time is the server's string,
+// as it spelled it.
 type Cursor struct {
 	CreatedAt string   `yaml:"created_at" json:"created_at"`
 	IDs       []string `yaml:"ids" json:"ids"`
+	Since     string   `yaml:"since,omitempty" json:"since,omitempty"`
 	Ahead     []Stamp  `yaml:"ahead,omitempty" json:"ahead,omitempty"`
 }
 
@@ -70,16 +74,24 @@ func Tail(ctx context.Context, c Client, alias string, from Cursor, lim Limits) 
 // TailEach is Tail handing each new item to fn instead of keeping it; fn
 // returns false to stop after that item (more is then true).
 //
-// Paging: the API has no page cursor. Every query, the first one too,
-// asks ascending with created_since = position − 1µs and drops the ids
-// already seen at that instant, so items that share a timestamp with the
-// position or straddle a page boundary are neither lost nor repeated. It
-// ends on an empty page or a page of only seen ids. When a whole page of
-// seen items sits at one instant (more items share it than the server
-// pages), it asks once more strictly after that instant, so it never
-// stalls there; items of that one instant beyond the page can still be
-// missed (BlobHub stamps microseconds, so this does not occur in practice).
-// A page of one seen item — the idle path — costs no extra request.
+// Paging: the tail pages by created_at, not by the API's page cursor, and
+// sends as created_since only a created_at the server gave it, spelled as
+// the server spelled it (as blobhub-worker does), never a time it computed.
+// created_since is strict, so to read the items that share the position's
+// instant every query, the first one too, asks ascending from the item
+// read before that instant (the cursor's Since) and drops the ids already
+// seen at the position: items that share a timestamp with the position or
+// straddle a page boundary are neither lost nor repeated. A cursor without
+// Since (the thread's first instant, or one written before Since was kept)
+// first asks for the newest item before the position (one descending page
+// created_before it); when there is none, it reads from the thread's
+// start. It ends on an empty page or a page of only seen ids. When a whole
+// page of seen items sits at one instant (more items share it than the
+// server pages), it asks once more strictly after that instant (its own
+// created_at), so it never stalls there; items of that one instant beyond
+// the page can still be missed (BlobHub stamps microseconds, so this does
+// not occur in practice). A page of one seen item — the idle path — costs
+// no extra request.
 //
 // The server's present: an item's created_at never moves the cursor past
 // the clock of the server that answered. The present of a page is its
@@ -98,6 +110,11 @@ func TailEach(ctx context.Context, c Client, alias string, from Cursor, lim Limi
 	if err != nil {
 		return from, false, fmt.Errorf("blobhub: tail %q: cursor: %w", alias, err)
 	}
+	if tl.hasPos && tl.prev == "" {
+		if err := tl.lookUpPrev(ctx, c, alias); err != nil {
+			return from, false, err
+		}
+	}
 	read, size := 0, int64(0)
 	strict := false // the next query starts strictly after pos
 	// Pages that read nothing new but move the position over seen items
@@ -112,10 +129,10 @@ func TailEach(ctx context.Context, c Client, alias string, from Cursor, lim Limi
 		var bound time.Time // the query admits nothing before it
 		if tl.hasPos {
 			bound = tl.pos
-			q.CreatedSince = FormatTime(tl.pos.Add(-time.Microsecond))
+			q.CreatedSince = tl.prev // "": nothing before pos, read from the start
 			if strict {
 				bound = tl.pos.Add(time.Microsecond)
-				q.CreatedSince = FormatTime(tl.pos)
+				q.CreatedSince = tl.posAt
 			}
 		}
 		page, err := c.ListItems(ctx, alias, q)
@@ -133,6 +150,7 @@ func TailEach(ctx context.Context, c Client, alias string, from Cursor, lim Limi
 			if err != nil {
 				return tl.cursor(), false, fmt.Errorf("blobhub: tail %q: item %s: %w", alias, it.ID, err)
 			}
+			tl.saw(it, t)
 			if tl.hasPos && t.Before(bound) {
 				continue // outside the query: read before
 			}
@@ -140,7 +158,7 @@ func TailEach(ctx context.Context, c Client, alias string, from Cursor, lim Limi
 				if _, ok := tl.ahead[it.ID]; ok && !t.After(present) {
 					tl.advance(it, t) // the present caught up with it
 				}
-				moved = tl.move(t) || moved
+				moved = tl.move(it, t) || moved
 				continue
 			}
 			sz := ItemSize(it)
@@ -157,7 +175,7 @@ func TailEach(ctx context.Context, c Client, alias string, from Cursor, lim Limi
 			} else {
 				tl.advance(it, t)
 			}
-			moved = tl.move(t) || moved
+			moved = tl.move(it, t) || moved
 			if !fn(it) {
 				return tl.cursor(), true, nil
 			}
@@ -189,6 +207,13 @@ type tailer struct {
 	seen   map[string]bool      // cur.IDs, cur.Ahead and every id this tail read
 	pos    time.Time
 	hasPos bool
+	posAt  string // pos as the server spelled it
+	prev   string // where a query for pos starts: a created_at the server gave before pos ("": the thread's start)
+	// The newest created_at the server gave in this tail, and the newest
+	// one it gave before that instant (at first the cursor's Since).
+	last, beforeLast string
+	lastT            time.Time
+	hasLast          bool
 }
 
 func newTailer(from Cursor) (*tailer, error) {
@@ -203,6 +228,7 @@ func newTailer(from Cursor) (*tailer, error) {
 			return nil, err
 		}
 		tl.curT, tl.hasCur, tl.pos, tl.hasPos = t, true, t, true
+		tl.cur.Since, tl.posAt, tl.prev, tl.beforeLast = from.Since, from.CreatedAt, from.Since, from.Since
 	}
 	for _, id := range from.IDs {
 		tl.seen[id] = true
@@ -228,6 +254,11 @@ func newTailer(from Cursor) (*tailer, error) {
 func (tl *tailer) advance(it Item, t time.Time) {
 	switch {
 	case !tl.hasCur || t.After(tl.curT):
+		if tl.hasLast && t.Equal(tl.lastT) {
+			// Else (an item ahead of the present met before it) the
+			// cursor keeps its Since: earlier, still a server's time.
+			tl.cur.Since = tl.beforeLast
+		}
 		tl.curT, tl.hasCur = t, true
 		tl.cur.CreatedAt, tl.cur.IDs = it.CreatedAt, []string{it.ID}
 	case t.Equal(tl.curT):
@@ -251,18 +282,60 @@ func (tl *tailer) advance(it Item, t time.Time) {
 	tl.cur.Ahead = kept
 }
 
-// move puts the read position at t if t is later; it reports a move.
-func (tl *tailer) move(t time.Time) bool {
+// move puts the read position at it, created at t, if t is later; it
+// reports a move.
+func (tl *tailer) move(it Item, t time.Time) bool {
 	if tl.hasPos && !t.After(tl.pos) {
 		return false
 	}
-	tl.pos, tl.hasPos = t, true
+	tl.prev = tl.beforeLast // saw(it) came first: it is the newest met
+	tl.pos, tl.hasPos, tl.posAt = t, true, it.CreatedAt
 	return true
+}
+
+// saw notes an item a page held, created at t: every created_since the
+// tail sends is one of these, or the cursor's Since, as the server spelled
+// it. An item at pos gives pos the server's spelling.
+func (tl *tailer) saw(it Item, t time.Time) {
+	if !tl.hasLast || t.After(tl.lastT) {
+		if tl.hasLast {
+			tl.beforeLast = tl.last
+		}
+		tl.last, tl.lastT, tl.hasLast = it.CreatedAt, t, true
+	}
+	if tl.hasPos && t.Equal(tl.pos) {
+		tl.posAt = it.CreatedAt
+	}
+}
+
+// lookUpPrev finds the created_at of the newest item before the position
+// (none: prev stays empty, and the read starts at the thread's start). A
+// cursor that was written without Since needs it, and so does one at the
+// thread's first instant, which costs this one more page.
+func (tl *tailer) lookUpPrev(ctx context.Context, c Client, alias string) error {
+	page, err := c.ListItems(ctx, alias, ItemQuery{CreatedBefore: tl.posAt})
+	if err != nil {
+		return err
+	}
+	for _, it := range page.Items {
+		t, err := ParseTime(it.CreatedAt)
+		if err != nil {
+			return fmt.Errorf("blobhub: tail %q: item %s: %w", alias, it.ID, err)
+		}
+		if t.Before(tl.pos) {
+			tl.prev, tl.beforeLast = it.CreatedAt, it.CreatedAt
+			break
+		}
+	}
+	if tl.cur.Since == "" && tl.curT.Equal(tl.pos) {
+		tl.cur.Since = tl.prev
+	}
+	return nil
 }
 
 // cursor is the cursor to return: a copy, Ahead nil when empty.
 func (tl *tailer) cursor() Cursor {
-	c := Cursor{CreatedAt: tl.cur.CreatedAt, IDs: slices.Clone(tl.cur.IDs)}
+	c := Cursor{CreatedAt: tl.cur.CreatedAt, IDs: slices.Clone(tl.cur.IDs), Since: tl.cur.Since}
 	if len(tl.cur.Ahead) > 0 {
 		c.Ahead = slices.Clone(tl.cur.Ahead)
 	}

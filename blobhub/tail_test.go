@@ -225,16 +225,20 @@ func (s *clockServer) add(id string, at time.Time) blobhub.Item {
 
 func (s *clockServer) ListItems(_ context.Context, _ string, q blobhub.ItemQuery) (blobhub.Page, error) {
 	s.queries++
-	if !q.Ascending {
-		return blobhub.Page{}, fmt.Errorf("clockServer serves ascending pages only")
-	}
 	at := func(it blobhub.Item) time.Time { t, _ := blobhub.ParseTime(it.CreatedAt); return t }
 	all := slices.Clone(s.items)
 	slices.SortStableFunc(all, func(a, b blobhub.Item) int { return at(a).Compare(at(b)) })
+	if !q.Ascending {
+		slices.Reverse(all)
+	}
 	page := []blobhub.Item{}
 	since, err := blobhub.ParseTime(q.CreatedSince)
+	before, errBefore := blobhub.ParseTime(q.CreatedBefore)
 	for _, it := range all {
 		if q.CreatedSince != "" && (err != nil || !at(it).After(since)) {
+			continue
+		}
+		if q.CreatedBefore != "" && (errBefore != nil || !at(it).Before(before)) {
 			continue
 		}
 		if page = append(page, it); len(page) == s.size {
@@ -264,7 +268,7 @@ func TestTailPresent(t *testing.T) {
 		t.Fatal(err, more)
 	}
 	assertIDs(t, got, past, equal, slack, future)
-	want := blobhub.Cursor{CreatedAt: slack.CreatedAt, IDs: []string{"slack"}, Ahead: []blobhub.Stamp{{ID: "future", CreatedAt: future.CreatedAt}}}
+	want := blobhub.Cursor{CreatedAt: slack.CreatedAt, IDs: []string{"slack"}, Since: equal.CreatedAt, Ahead: []blobhub.Stamp{{ID: "future", CreatedAt: future.CreatedAt}}}
 	if !reflect.DeepEqual(cur, want) {
 		t.Fatalf("cursor %+v, want %+v", cur, want)
 	}
@@ -277,7 +281,7 @@ func TestTailPresent(t *testing.T) {
 		t.Fatal(err, more)
 	}
 	assertIDs(t, got, later)
-	want = blobhub.Cursor{CreatedAt: later.CreatedAt, IDs: []string{"later"}, Ahead: want.Ahead}
+	want = blobhub.Cursor{CreatedAt: later.CreatedAt, IDs: []string{"later"}, Since: slack.CreatedAt, Ahead: want.Ahead}
 	if !reflect.DeepEqual(cur, want) {
 		t.Fatalf("cursor %+v, want %+v", cur, want)
 	}
@@ -294,7 +298,7 @@ func TestTailPresent(t *testing.T) {
 	if err != nil || more || len(got) != 0 {
 		t.Fatalf("tail = %v, %v, %v", ids(got), more, err)
 	}
-	want = blobhub.Cursor{CreatedAt: future.CreatedAt, IDs: []string{"future"}}
+	want = blobhub.Cursor{CreatedAt: future.CreatedAt, IDs: []string{"future"}, Since: later.CreatedAt}
 	if !reflect.DeepEqual(cur, want) {
 		t.Fatalf("cursor %+v, want %+v", cur, want)
 	}
@@ -441,5 +445,83 @@ func BenchmarkTailEndless(b *testing.B) {
 			b.ReportMetric(float64(len(got)), "items/op")
 			b.ReportMetric(float64(held)/(1<<20), "held_MiB")
 		})
+	}
+}
+
+// TestTailCursorWithoutSince: a cursor kept before Since was (its instant
+// and ids only) is read on without a computed time: the tail asks for the
+// item before the cursor's instant and reads from there, so an item that
+// shares the cursor's instant and was not read yet is found, once. The test
+// hub refuses any created_since it did not give out.
+func TestTailCursorWithoutSince(t *testing.T) {
+	srv := bhtest.New(t)
+	srv.PageSize(2)
+	c := srv.Client(bhtest.RunnerKey)
+	ctx := t.Context()
+	const alias = "old/cursor"
+	srv.Thread(alias)
+	first := srv.PersonPost(alias, "first")
+	a := srv.PersonPost(alias, "a")
+	srv.EqualTimestamps(true)
+	b := srv.PersonPost(alias, "b") // a's instant
+	srv.EqualTimestamps(false)
+	after := srv.PersonPost(alias, "after")
+	if a.CreatedAt != b.CreatedAt {
+		t.Fatalf("setup: stamps %s %s", a.CreatedAt, b.CreatedAt)
+	}
+	// The hub gives the times out as a client reads them.
+	if got, _, _, err := blobhub.Tail(ctx, c, alias, blobhub.Cursor{}, blobhub.Limits{}); err != nil {
+		t.Fatal(err)
+	} else {
+		assertIDs(t, got, first, a, b, after)
+	}
+	got, cur, _, err := blobhub.Tail(ctx, c, alias, blobhub.Cursor{CreatedAt: a.CreatedAt, IDs: []string{a.ID}}, blobhub.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertIDs(t, got, b, after)
+	if cur.CreatedAt != after.CreatedAt || cur.Since != b.CreatedAt {
+		t.Fatalf("cursor = %+v, want at %s since %s", cur, after.CreatedAt, b.CreatedAt)
+	}
+	// At the thread's first instant there is nothing before it: the read
+	// starts at the thread's start, and the first item is not read again.
+	got, _, _, err = blobhub.Tail(ctx, c, alias, blobhub.Cursor{CreatedAt: first.CreatedAt, IDs: []string{first.ID}}, blobhub.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertIDs(t, got, a, b, after)
+}
+
+// TestTailServersSpelling: a server that spells its times another way
+// ("Z", not "+00:00") is sent back its own strings: the tail never
+// re-spells a time (the test hub refuses a created_since it did not give
+// out, byte for byte), over pages of 2 with items sharing an instant.
+func TestTailServersSpelling(t *testing.T) {
+	srv := bhtest.New(t)
+	srv.PageSize(2)
+	srv.RewriteAnswers("list_session_thread_items", func(b []byte) []byte {
+		return []byte(strings.ReplaceAll(string(b), `+00:00"`, `Z"`))
+	})
+	c := srv.Client(bhtest.RunnerKey)
+	const alias = "spelled/z"
+	srv.Thread(alias)
+	var want []blobhub.Item
+	for i := range 7 {
+		srv.EqualTimestamps(i%3 == 2)
+		want = append(want, srv.PersonPost(alias, fmt.Sprint("x", i)))
+	}
+	srv.EqualTimestamps(false)
+	var got []blobhub.Item
+	cur := blobhub.Cursor{}
+	for range 3 {
+		items, next, _, err := blobhub.Tail(t.Context(), c, alias, cur, blobhub.Limits{Items: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, cur = append(got, items...), next
+	}
+	assertIDs(t, got, want...)
+	if !strings.HasSuffix(cur.CreatedAt, "Z") || cur.Since != "" && !strings.HasSuffix(cur.Since, "Z") {
+		t.Errorf("cursor %+v: not the server's spelling", cur)
 	}
 }

@@ -276,6 +276,11 @@ func (t *turn) result(outcome string) agent.TurnResult {
 		u = total.minus(t.startTotal)
 	}
 	r.Usage = agent.Usage{InputTokens: u.InputTokens, InputTokensCached: u.CachedInputTokens, OutputTokens: u.OutputTokens}
+	if have {
+		// The thread's counters as Codex reports them (inputTokens holds
+		// the cached ones too), as blobhub-worker keeps them.
+		r.UsageTotal = map[string]int{"input_tokens": int(total.InputTokens), "cached_input_tokens": int(total.CachedInputTokens), "output_tokens": int(total.OutputTokens)}
+	}
 	r.NumTurns = t.responses
 	return r
 }

@@ -379,8 +379,8 @@ func pidsWithCmd(t testing.TB, s, dir string) []int {
 }
 
 // TestE2EClaudeAPIErrorTurnFailed: a model that answers every request
-// 500 ends the turn failed once the turn has been resumed turnRetries (3)
-// times, each announced by a retrying status item.
+// 500 ends the turn failed once the turn has been resumed turn_retries (3)
+// times (the default), each announced by a retrying status item.
 func TestE2EClaudeAPIErrorTurnFailed(t *testing.T) {
 	e := newClaudeE2E(t)
 	e.model.Then(func(claudetest.Request) claudetest.Reply { return claudetest.Reply{Status: 500} })

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +62,38 @@ func TestE2EClaudeTransientErrorBoundedByMaxDuration(t *testing.T) {
 	}
 	if n := len(e.model.Requests()); n != 1 {
 		t.Errorf("%d model requests, want 1", n)
+	}
+}
+
+// TestE2EClaudeTurnRetriesFromConfig: config.yaml's
+// agents.claude_code.turn_retries is the number of resumes, as
+// blobhub-worker reads it: with 1, a model that answers 500 twice gets the
+// turn and one resume (one retrying item, "attempt 1/1"), and the turn
+// fails; with 0, the first 500 fails the turn, nothing resumed.
+func TestE2EClaudeTurnRetriesFromConfig(t *testing.T) {
+	for _, retries := range []int{1, 0} {
+		t.Run(fmt.Sprint(retries), func(t *testing.T) {
+			e := newClaudeE2E(t, claudetest.Error(500), claudetest.Error(500), claudetest.Text("NEVER"))
+			e.agentConfig(claudeType).TurnRetries = &retries
+			e.writeConfig()
+			alias := fmt.Sprintf("retry/config-%d", retries)
+			e.handOff(alias, claudeType, "approval", "hello")
+			e.activate(alias, 3, run.OutcomeTurnFailed)
+			var retrying []string
+			for _, it := range e.items(alias) {
+				if m := meta(t, it); m.Type == "status" && m.Status == "retrying" {
+					retrying = append(retrying, it.Content[0].Text)
+				}
+			}
+			if len(retrying) != retries || retries == 1 && !strings.Contains(retrying[0], "attempt 1/1") {
+				t.Errorf("retrying items %q, want %d (attempt 1/1)", retrying, retries)
+			}
+			if n := len(e.model.Requests()); n != retries+1 {
+				t.Errorf("%d model requests, want %d (the turn and %d resumes)", n, retries+1, retries)
+			}
+			if ends := e.itemsOfType(alias, "turn_end"); len(ends) != 1 || meta(t, ends[0]).Outcome != "failed" {
+				t.Errorf("turn_end items %v, want one failed", e.itemTypes(alias))
+			}
+		})
 	}
 }

@@ -91,9 +91,9 @@ type AgentState struct {
 	// Grant is blobhub-worker's one-shot grant: a person approved the call
 	// it names, and its next attempt runs without asking (park.go).
 	Grant *Grant `yaml:"grant,omitempty"`
-	// UsageTotal is the agent's cumulative usage counters where the
-	// daemon's last turn in agent_session_id ended; the daemon measures
-	// its next turn's usage from it. bhw-run keeps it as it is.
+	// UsageTotal is the agent's cumulative usage counters where the last
+	// turn in agent_session_id ended (the daemon's or bhw-run's); the
+	// daemon measures its next turn's usage from it.
 	UsageTotal map[string]int `yaml:"usage_total,omitempty"`
 	// Extra keeps keys this version does not know.
 	Extra map[string]any `yaml:",inline"`
@@ -205,10 +205,13 @@ type ItemRef struct {
 // Scanned is how far the thread has been read: the newest created_at not
 // ahead of the server's clock, every id seen at exactly that instant, and
 // the items read while they were stamped ahead of the server's clock (a
-// clock that jumped), which must not be read twice.
+// clock that jumped), which must not be read twice. Since is the
+// created_at read before that instant, where the next read starts (the
+// server's own string: it is sent back as created_since).
 type Scanned struct {
 	CreatedAt string    `yaml:"created_at"`
 	IDs       []string  `yaml:"ids"`
+	Since     string    `yaml:"since,omitempty"`
 	Ahead     []ItemRef `yaml:"ahead,omitempty"`
 }
 

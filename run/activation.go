@@ -554,7 +554,7 @@ func (a *activation) tail(ctx context.Context, cur blobhub.Cursor, keep func(env
 // scannedCursor and scannedOf map thread.yaml's scanned to a tail cursor
 // and back.
 func scannedCursor(s envelope.Scanned) blobhub.Cursor {
-	c := blobhub.Cursor{CreatedAt: s.CreatedAt, IDs: s.IDs}
+	c := blobhub.Cursor{CreatedAt: s.CreatedAt, IDs: s.IDs, Since: s.Since}
 	for _, r := range s.Ahead {
 		c.Ahead = append(c.Ahead, blobhub.Stamp{ID: r.ItemID, CreatedAt: r.CreatedAt})
 	}
@@ -562,7 +562,7 @@ func scannedCursor(s envelope.Scanned) blobhub.Cursor {
 }
 
 func scannedOf(c blobhub.Cursor) envelope.Scanned {
-	s := envelope.Scanned{CreatedAt: c.CreatedAt, IDs: c.IDs}
+	s := envelope.Scanned{CreatedAt: c.CreatedAt, IDs: c.IDs, Since: c.Since}
 	for _, st := range c.Ahead {
 		s.Ahead = append(s.Ahead, envelope.ItemRef{ItemID: st.ID, CreatedAt: st.CreatedAt})
 	}

@@ -34,9 +34,10 @@ import (
 //   - created_since is strict, and two events may share an instant, or
 //     become visible after a later one (the listing is not a consistent
 //     read; feedOverlap bounds how late). So each pass reads again from
-//     feedOverlap before the cursor, and skips the events it handled
-//     already: their keys (created_at, type, alias) are kept in
-//     events.seen. Once a read was made (events.read_at, the server's
+//     feedOverlap before the cursor (from the newest event at or before
+//     it, events.read_since: created_since is only ever a created_at the
+//     server gave), and skips the events it handled already: their keys
+//     (created_at, type, alias) are kept in events.seen. Once a read was made (events.read_at, the server's
 //     time) feedOverlap after the cursor, everything up to the cursor had
 //     settled by then: the next reads start at the cursor itself, so an
 //     idle pass reads no event again, however many came in a burst.
@@ -79,11 +80,12 @@ var (
 
 // feedRead is what one pass read of the feed.
 type feedRead struct {
-	fresh  []blobhub.Event // not handled by an earlier pass
-	cursor string          // the cursor after them
-	seen   []string
-	date   time.Time // the server's clock at the first answer
-	readAt string    // events.read_at after this read
+	fresh     []blobhub.Event // not handled by an earlier pass
+	cursor    string          // the cursor after them
+	seen      []string
+	date      time.Time // the server's clock at the first answer
+	readAt    string    // events.read_at after this read
+	readSince string    // events.read_since after this read
 }
 
 // pass is `ls --runnable` from the feed.
@@ -137,7 +139,7 @@ func (ls *lister) pass(ctx context.Context) ([]Listing, error) {
 		}
 	}
 	out, err = ls.finish(ctx, out)
-	s1 := setup.SectionEvents{LastProcessedAt: read.cursor, Seen: read.seen, Due: ls.due, FullListingAt: s0.FullListingAt, ReadAt: read.readAt}
+	s1 := setup.SectionEvents{LastProcessedAt: read.cursor, Seen: read.seen, Due: ls.due, FullListingAt: s0.FullListingAt, ReadAt: read.readAt, ReadSince: read.readSince}
 	return out, ls.commit(ctx, s0, s1, out, err)
 }
 
@@ -149,7 +151,17 @@ func (ls *lister) readFeed(ctx context.Context, s0 setup.SectionEvents) (read fe
 	if err != nil {
 		return read, fmt.Sprintf("the cursor %q is not a time", s0.LastProcessedAt), nil
 	}
-	q := blobhub.EventQuery{Ascending: true, CreatedSince: blobhub.FormatTime(readFrom(cur, s0.ReadAt)), Limit: blobhub.MaxListLimit}
+	since, err := ls.readSince(ctx, s0, cur)
+	if err != nil {
+		if feedOutage(err) {
+			return read, "", setup.APIError(err, blobhub.CmdListEvents)
+		}
+		return read, fmt.Sprintf("the feed cannot answer before the cursor: %v", err), nil
+	}
+	q := blobhub.EventQuery{Ascending: true, CreatedSince: since, Limit: blobhub.MaxListLimit}
+	if since == feedStart {
+		q.CreatedSince = ""
+	}
 	var all []blobhub.Event
 	// Only the pages that hold changes past the cursor count against
 	// maxFeedPages: the overlap read again must not use up the budget.
@@ -202,7 +214,71 @@ func (ls *lister) readFeed(ctx context.Context, s0 setup.SectionEvents) (read fe
 		}
 	}
 	read.cursor, read.readAt, read.seen = advance(s0.LastProcessedAt, s0.ReadAt, all, read.date)
+	read.readSince = sinceFor(read.cursor, read.readAt, since, all)
 	return read, "", nil
+}
+
+// feedStart is events.read_since when the feed holds no event at or
+// before where the next read starts: the read starts at the feed's start.
+const feedStart = "start"
+
+// readSince is where a read from the cursor cur starts: a created_at the
+// server gave, as it spelled it, never a time computed (blobhub-worker
+// sends back only the server's times), or feedStart. It is the newest
+// event at or before readFrom: events.read_since when it is one, the
+// cursor itself once the read starts there, else the newest such event of
+// one page read back from the cursor (created_before it), newest first.
+// When that page holds none: feedStart if it holds every event before the
+// cursor, else its oldest event, so a burst of more events than a page in
+// feedOverlap narrows the overlap read again to the page's.
+func (ls *lister) readSince(ctx context.Context, s0 setup.SectionEvents, cur time.Time) (string, error) {
+	from := readFrom(cur, s0.ReadAt)
+	if t, err := blobhub.ParseTime(s0.ReadSince); s0.ReadSince == feedStart || err == nil && !t.After(from) {
+		return s0.ReadSince, nil
+	}
+	if from.Equal(cur) {
+		return s0.LastProcessedAt, nil
+	}
+	p, err := ls.r.Client.ListEvents(ctx, blobhub.EventQuery{CreatedBefore: s0.LastProcessedAt, Limit: blobhub.MaxListLimit})
+	if err != nil {
+		return "", err
+	}
+	for _, e := range p.Events {
+		if t, err := blobhub.ParseTime(e.CreatedAt); err == nil && !t.After(from) {
+			return e.CreatedAt, nil
+		}
+	}
+	if p.Cursor == "" || len(p.Events) == 0 {
+		return feedStart, nil
+	}
+	return p.Events[len(p.Events)-1].CreatedAt, nil
+}
+
+// sinceFor is events.read_since for the next read from cursor (with
+// readAt): the newest of events at or before where that read starts, else
+// since (the start of the read that read them, earlier still, or
+// feedStart), or the cursor once the read starts there. "" when none is
+// known.
+func sinceFor(cursor, readAt, since string, events []blobhub.Event) string {
+	cur, err := blobhub.ParseTime(cursor)
+	if err != nil {
+		return ""
+	}
+	from := readFrom(cur, readAt)
+	if from.Equal(cur) {
+		return cursor
+	}
+	var best time.Time
+	found := false
+	for _, e := range events {
+		if t, err := blobhub.ParseTime(e.CreatedAt); err == nil && !t.After(from) && (!found || t.After(best)) {
+			best, since, found = t, e.CreatedAt, true
+		}
+	}
+	if t, err := blobhub.ParseTime(since); since != feedStart && (err != nil || t.After(from)) {
+		return ""
+	}
+	return since
 }
 
 // readFrom is where a read starts (strictly after): feedOverlap before the
@@ -314,6 +390,11 @@ func (ls *lister) fullPass(ctx context.Context, s0 setup.SectionEvents, reason s
 		cursor, readAt, seen := advance("", "", head.Events, head.Date)
 		if cursor != "" {
 			s1.LastProcessedAt, s1.Seen, s1.ReadAt = cursor, seen, readAt
+			since := ""
+			if head.Cursor == "" {
+				since = feedStart // the head holds every event
+			}
+			s1.ReadSince = sinceFor(cursor, readAt, since, head.Events)
 		}
 	}
 	if s1.LastProcessedAt != "" {
@@ -343,6 +424,7 @@ func (ls *lister) head(ctx context.Context) (blobhub.EventPage, error) {
 			out.Date = p.Date
 		}
 		out.Events = append(out.Events, p.Events...)
+		out.Cursor = p.Cursor // "": the head holds every event
 		if p.Cursor == "" || p.Cursor == q.Cursor || len(p.Events) == 0 {
 			break
 		}
@@ -422,7 +504,7 @@ func loadFeed(jobDir string) (setup.SectionEvents, error) {
 
 func feedEqual(a, b setup.SectionEvents) bool {
 	return a.LastProcessedAt == b.LastProcessedAt && slices.Equal(a.Seen, b.Seen) &&
-		maps.Equal(a.Due, b.Due) && a.FullListingAt == b.FullListingAt && a.ReadAt == b.ReadAt
+		maps.Equal(a.Due, b.Due) && a.FullListingAt == b.FullListingAt && a.ReadAt == b.ReadAt && a.ReadSince == b.ReadSince
 }
 
 // mergeFeed joins what two passes wrote: the older cursor and read_at,
@@ -440,6 +522,15 @@ func mergeFeed(a, b setup.SectionEvents) setup.SectionEvents {
 		m.ReadAt = b.ReadAt
 	}
 	from := readFrom(ta, m.ReadAt)
+	// The earlier start, if it is not past the merged one (else the next
+	// read looks it up).
+	m.ReadSince = a.ReadSince
+	if sa, err := blobhub.ParseTime(a.ReadSince); a.ReadSince != feedStart && (err != nil || b.ReadSince == feedStart || keyTime(b.ReadSince+"|").Before(sa)) {
+		m.ReadSince = b.ReadSince
+	}
+	if s, err := blobhub.ParseTime(m.ReadSince); m.ReadSince != feedStart && (err != nil || s.After(from)) {
+		m.ReadSince = ""
+	}
 	have := map[string]bool{}
 	for _, k := range append(slices.Clone(a.Seen), b.Seen...) {
 		if !have[k] && keyTime(k).After(from) {

@@ -434,3 +434,37 @@ func TestFeedCursorAhead(t *testing.T) {
 	f.srv.PersonPost("fleet/t002", "after")
 	wantListed(t, "the next pass", f.runnable(), "fleet/t001", "fleet/t002")
 }
+
+// TestFeedReadSince: every read of the feed starts at a created_at the
+// server gave (the test hub refuses any other created_since), the ten
+// seconds before the cursor read again all the same: events.read_since is
+// the newest event at or before them, or the feed's start while there is
+// none; a section.yaml without it (the daemon's, an older bhw-run's) gets
+// one from a page read back from the cursor.
+func TestFeedReadSince(t *testing.T) {
+	f := activeFleet(t, 3)
+	if got := f.feedState().ReadSince; got != feedStart {
+		t.Errorf("after the full listing of a young feed: read_since %q, want %q", got, feedStart)
+	}
+	f.srv.PersonPost("fleet/t000", "one")
+	wantListed(t, "one", f.runnable(), "fleet/t000")
+	gave := func(what string) {
+		t.Helper()
+		st := f.feedState()
+		for _, e := range f.srv.Events() {
+			if e.CreatedAt == st.ReadSince {
+				return
+			}
+		}
+		t.Errorf("%s: read_since %q is not an event's created_at", what, st.ReadSince)
+	}
+	f.srv.ClockOffset(feedOverlap + time.Second)
+	f.srv.PersonPost("fleet/t001", "two")
+	wantListed(t, "two", f.runnable(), "fleet/t000", "fleet/t001")
+	gave("once the first events are older than the overlap")
+	// The daemon keeps last_processed_at alone.
+	editFeed(t, f, func(ev *setup.SectionEvents) { ev.ReadSince, ev.ReadAt, ev.Seen = "", "", nil })
+	f.srv.PersonPost("fleet/t002", "three")
+	wantListed(t, "three", f.runnable(), "fleet/t000", "fleet/t001", "fleet/t002")
+	gave("from a section.yaml without read_since")
+}

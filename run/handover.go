@@ -248,15 +248,20 @@ func recordGrant(t *envelope.Thread, p *envelope.Prompt) {
 
 // takeGrant spends the worker's grant when it covers c: its subject is
 // c's, and its key covers c's. A grant with no key (the worker's for a
-// question that named no call: a Codex file change or permissions) covers
-// any call of its subject for the worker; bhw-run does not spend it, and
-// the person is asked again. Called with a.mu held; the caller saves.
+// question that named no call: a Codex file change or permissions
+// request) covers the next call of its subject that names no call either,
+// as the worker spends it: the re-attempt raises the same request, which
+// carries nothing more to match. A grant with no key is not spent on a
+// call that names one (an older worker's grant, which the worker spends on
+// the subject alone): the person is asked again. Called with a.mu held;
+// the caller saves.
 func (a *activation) takeGrant(c policy.Call) (*envelope.Grant, bool) {
 	g := a.t.Agent.Grant
-	if g == nil || g.Verdict != envelope.GrantApprove || g.GrantKey == "" || g.Subject == "" || g.Subject != grantSubject(c) {
+	if g == nil || g.Verdict != envelope.GrantApprove || g.Subject == "" || g.Subject != grantSubject(c) {
 		return nil, false
 	}
-	if key := grantKey(c); key == "" || !grantCovers(g.GrantKey, key, a.t.Workspace.Folder()) {
+	key := grantKey(c)
+	if g.GrantKey == "" && key != "" || g.GrantKey != "" && (key == "" || !grantCovers(g.GrantKey, key, a.t.Workspace.Folder())) {
 		return nil, false
 	}
 	a.t.Agent.Grant = nil

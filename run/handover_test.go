@@ -122,9 +122,39 @@ func TestDaemonGrantSpent(t *testing.T) {
 	if v, _ := th.decide(codexCall("make test", method, method+":make test")); v.Action != policy.Allow || a.t.Agent.Grant != nil {
 		t.Errorf("the daemon's Codex command grant: %v, grant left %+v", v.Action, a.t.Agent.Grant)
 	}
-	th.prompt, a.t.Prompt = nil, nil
-	a.t.Agent.Grant = &envelope.Grant{Subject: "item/fileChange/requestApproval", Verdict: envelope.GrantApprove, GrantedBy: "prm_03"}
-	if v, _ := th.decide(codexCall("x", "item/fileChange/requestApproval", "")); v.Action != policy.Park || a.t.Agent.Grant == nil {
-		t.Errorf("a keyless grant: %v, grant %+v; want a question and the grant left", v.Action, a.t.Agent.Grant)
+	// A grant with no key (the worker's for a Codex file change or
+	// permissions request, which name no call) is spent as the worker
+	// spends it: by the next request of its subject, which names no call
+	// either; not by another subject, nor by a call that names one.
+	const fileChange, permissions = "item/fileChange/requestApproval", "item/permissions/requestApproval"
+	keyless := func(subject string) {
+		th.prompt, a.t.Prompt = nil, nil
+		a.t.Agent.Grant = &envelope.Grant{Subject: subject, Verdict: envelope.GrantApprove, GrantedBy: "prm_03"}
+	}
+	keyless(fileChange)
+	if v, _ := th.decide(codexCall("x", permissions, "")); v.Action != policy.Park || a.t.Agent.Grant == nil {
+		t.Errorf("a file change grant and a permissions request: %v, grant %+v; want a question and the grant left", v.Action, a.t.Agent.Grant)
+	}
+	keyless(fileChange)
+	if v, _ := th.decide(codexCall("x", fileChange, "")); v.Action != policy.Allow || a.t.Agent.Grant != nil {
+		t.Errorf("a keyless file change grant: %v, grant %+v; want the change allowed and the grant spent", v.Action, a.t.Agent.Grant)
+	}
+	keyless(permissions)
+	if v, _ := th.decide(codexCall("x", permissions, "")); v.Action != policy.Allow || a.t.Agent.Grant != nil {
+		t.Errorf("a keyless permissions grant: %v, grant %+v; want the request allowed and the grant spent", v.Action, a.t.Agent.Grant)
+	}
+	keyless("Bash")
+	if v, _ := th.decide(bash("rm -rf x")); v.Action != policy.Park || a.t.Agent.Grant == nil {
+		t.Errorf("a keyless Bash grant: %v, grant %+v; want a question (bhw-run spends it on no call that names one)", v.Action, a.t.Agent.Grant)
+	}
+	granted = nil
+	for _, it := range h.srv.Items(alias) {
+		var m map[string]any
+		if json.Unmarshal(it.Metadata, &m) == nil && m["type"] == itemApprovalGranted && m["granted_by"] == "prm_03" {
+			granted = append(granted, m)
+		}
+	}
+	if len(granted) != 2 || granted[0]["subject"] != fileChange || granted[1]["subject"] != permissions {
+		t.Errorf("approval_granted items of the keyless grants %v, want the file change's and the permissions'", granted)
 	}
 }

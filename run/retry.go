@@ -12,10 +12,6 @@ import (
 	"github.com/blobhub/bhw-run/policy"
 )
 
-// turnRetries is how many times a turn a transient API error ended is
-// resumed within the run, as blobhub-worker's turn_retries default.
-const turnRetries = 3
-
 // turnRetryDelays are the waits before the first, second and third resume
 // (the worker's).
 var turnRetryDelays = []time.Duration{15 * time.Second, 60 * time.Second, 180 * time.Second}
@@ -49,13 +45,15 @@ func retryDelay(n int) time.Duration {
 
 // retryTransient resumes, in the same agent session, a turn the agent
 // ended with a transient API error (a server error, or one it could not
-// class), up to turnRetries times after turnRetryDelays, as the worker
-// does: a retrying status item before each wait says so. The turn stays
+// class), up to agents.<type>.turn_retries times (setup.Config.TurnRetries)
+// after turnRetryDelays, as the worker does: a retrying status item before
+// each wait says so. The turn stays
 // one turn: one turn_end, its usage summed over the attempts, each item
 // posted once (each attempt's own). It stops when a resume would not end
 // before --max-duration's deadline, and returns the last attempt's
 // result (or the error that stopped it).
 func (a *activation) retryTransient(ctx context.Context, res *resolved, gate policy.Gate, tally *toolTally, result agent.TurnResult, err error) (agent.TurnResult, error) {
+	turnRetries := a.r.Setup.Config.TurnRetries(res.adapter.Type)
 	for n := 1; err == nil && result.Outcome == agent.TurnFailed && result.Failure == agent.FailureTransient && n <= turnRetries; n++ {
 		delay := retryDelay(n)
 		if !a.turnDeadline.IsZero() && time.Until(a.turnDeadline) <= delay {
@@ -77,6 +75,9 @@ func (a *activation) retryTransient(ctx context.Context, res *resolved, gate pol
 		result.CostUSD += prev.CostUSD
 		result.NumTurns += prev.NumTurns
 		result.DurationMS += prev.DurationMS + delay.Milliseconds()
+		if result.UsageTotal == nil {
+			result.UsageTotal = prev.UsageTotal
+		}
 	}
 	return result, err
 }

@@ -174,6 +174,7 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 	}
 
 	tally := &toolTally{person: plan.deniedByPerson}
+	sessionBefore := t.Agent.AgentSessionID
 	result, err := a.runAgent(ctx, res, gate, message, plan, tally)
 	if err == nil && result.ResumeFailed {
 		a.emit(agent.StatusItem("resume_failed", "the earlier agent session could not be resumed; starting a new one with the same messages", nil))
@@ -184,6 +185,15 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 		result, err = a.runAgent(ctx, res, gate, note+message, plan, tally)
 	}
 	result, err = a.retryTransient(ctx, res, gate, tally, result, err)
+	// agent.usage_total is where blobhub-worker measures the session's next
+	// turn from: it follows the agent's counters as the worker's own turn
+	// leaves them (replaced when the agent reports them or the session
+	// changed), so the daemon's next turn does not count this one's tokens.
+	a.mu.Lock()
+	if result.UsageTotal != nil || t.Agent.AgentSessionID != sessionBefore {
+		t.Agent.UsageTotal = result.UsageTotal
+	}
+	a.mu.Unlock()
 	if err != nil || result.Outcome != agent.TurnCompleted && result.Outcome != agent.TurnParked {
 		// Cut short: a call still open never gets its result.
 		a.closeOpenCalls(tally)

@@ -123,13 +123,15 @@ type AgentConfig struct {
 	Budget envelope.Budget `yaml:"budget,omitempty"`
 	// Confine is on or off for this agent type, over confine.mode.
 	Confine string `yaml:"confine,omitempty"`
-	// TurnRetries, Debug and Wait are the daemon's: resumes after a
-	// transient failure, the agent's debug log, and how a wait for a
-	// person is held. Read and checked as the daemon checks them; a
-	// one-shot run does not use them (doctor says so).
-	TurnRetries *int   `yaml:"turn_retries,omitempty"`
-	Debug       bool   `yaml:"debug,omitempty"`
-	Wait        string `yaml:"wait,omitempty"`
+	// TurnRetries is how many times a turn a transient API error ended
+	// is resumed (0 or more; unset: DefaultTurnRetries), as blobhub-worker
+	// reads it: from config.yaml only, never from a thread.
+	TurnRetries *int `yaml:"turn_retries,omitempty"`
+	// Debug and Wait are the daemon's: the agent's debug log, and how a
+	// wait for a person is held. Read and checked as the daemon checks
+	// them; a one-shot run does not use them (doctor says so).
+	Debug bool   `yaml:"debug,omitempty"`
+	Wait  string `yaml:"wait,omitempty"`
 	// Own holds every other key as written: the home under the adapter's
 	// HomeKey (config_dir, codex_home, …) and the adapter's own options.
 	Own map[string]any `yaml:",inline"`
@@ -858,6 +860,18 @@ func validateWorkerAgentKeys(a *AgentConfig, name string) error {
 	return nil
 }
 
+// DefaultTurnRetries is agents.<type>.turn_retries left out: blobhub-worker's
+// default.
+const DefaultTurnRetries = 3
+
+// TurnRetries is agents.<agentType>.turn_retries, or DefaultTurnRetries.
+func (c *Config) TurnRetries(agentType string) int {
+	if a := c.Agents[agentType]; a != nil && a.TurnRetries != nil {
+		return *a.TurnRetries
+	}
+	return DefaultTurnRetries
+}
+
 // workerOnlyKeys names the keys of c that blobhub-worker reads and a
 // one-shot run does not use, for the debug log and doctor.
 func workerOnlyKeys(c *Config) []string {
@@ -874,9 +888,6 @@ func workerOnlyKeys(c *Config) []string {
 		a := c.Agents[name]
 		if a == nil {
 			continue
-		}
-		if a.TurnRetries != nil {
-			out = append(out, "agents."+name+".turn_retries")
 		}
 		if a.Debug {
 			out = append(out, "agents."+name+".debug")

@@ -168,8 +168,13 @@ type SectionEvents struct {
 	FullListingAt string `yaml:"full_listing_at,omitempty"`
 	// ReadAt is the server's time of a read that saw everything up to the
 	// cursor settle.
-	ReadAt string         `yaml:"read_at,omitempty"`
-	Extra  map[string]any `yaml:",inline"`
+	ReadAt string `yaml:"read_at,omitempty"`
+	// ReadSince is where the next read starts (its created_since): the
+	// newest event's created_at, as the server spelled it, at or before
+	// the feedOverlap before the cursor; "start" when the feed holds none
+	// (the read starts at the feed's start); "" when not known yet.
+	ReadSince string         `yaml:"read_since,omitempty"`
+	Extra     map[string]any `yaml:",inline"`
 }
 
 // UpdateSection changes section.yaml under section.lock.

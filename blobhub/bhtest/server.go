@@ -10,6 +10,7 @@
 package bhtest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,6 +65,7 @@ type Server struct {
 	fabricated int
 	rewrite    map[string]func([]byte) []byte
 	eventsCap  int
+	gave       map[string]bool // every created_at an answer carried, as spelled
 }
 
 // endless is an alias whose list answers are made up: every answer a page
@@ -206,7 +208,8 @@ func (s *Server) PageSize(n int) {
 // perPage new items that the store does not hold, as a server or proxy
 // that never stops answering new items would: each made-up item has a
 // fresh id, is stamped 1µs after the one before it, starting 1µs after
-// created_since (an hour ago without one), so always in the past, and is
+// created_since or the newest item the store holds for alias, whichever is
+// later (an hour ago without either), so always in the past, and is
 // the runner's own status item, so a run reads past it. The store's items
 // are served again once the made-up pages are spent. The feed gets one
 // event for the thread.
@@ -238,17 +241,24 @@ func (s *Server) ServeItem(alias string, it blobhub.Item) {
 
 // madeUp answers a list query from an EndlessList switch; ok is false when
 // none is on for alias.
-func (s *Server) madeUp(alias string, q blobhub.ItemQuery) (items []blobhub.Item, ok bool) {
+// Only ascending pages are made up (a page back from a time is read
+// from the store).
+func (s *Server) madeUp(ctx context.Context, alias string, q blobhub.ItemQuery) (items []blobhub.Item, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.endless[alias]
-	if e == nil || e.pages <= 0 {
+	if e == nil || e.pages <= 0 || !q.Ascending {
 		return nil, false
 	}
 	e.pages--
 	at := time.Now().Add(-time.Hour)
 	if t, err := blobhub.ParseTime(q.CreatedSince); err == nil {
 		at = t
+	}
+	if last, err := s.store.ListItems(ctx, SessionID, alias, blobhub.ItemQuery{}); err == nil && len(last) > 0 {
+		if t, err := blobhub.ParseTime(last[0].CreatedAt); err == nil && t.After(at) {
+			at = t
+		}
 	}
 	for range e.perPage {
 		at = at.Add(time.Microsecond)
@@ -773,6 +783,9 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
 		if !needAlias() {
 			return
 		}
+		if !s.gaveOut(w, "created_since", req.CreatedSince) {
+			return
+		}
 		q := blobhub.ItemQuery{CreatedSince: req.CreatedSince, CreatedBefore: req.CreatedBefore}
 		if req.Ascending != nil {
 			q.Ascending = *req.Ascending // BlobHub's default is descending
@@ -786,7 +799,7 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
 				q.CreatedBefore = *req.Cursor
 			}
 		}
-		if items, ok := s.madeUp(alias, q); ok {
+		if items, ok := s.madeUp(ctx, alias, q); ok {
 			s.answer(w, r, req.Command, http.StatusOK, map[string]any{"items": items, "cursor": nil})
 			return
 		}
@@ -803,6 +816,9 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
 		}
 		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"items": items, "cursor": next})
 	case "list_session_events":
+		if !s.gaveOut(w, "created_since", req.CreatedSince) {
+			return
+		}
 		q := blobhub.EventQuery{CreatedSince: req.CreatedSince, CreatedBefore: req.CreatedBefore, Limit: limit}
 		if req.Ascending != nil {
 			q.Ascending = *req.Ascending // descending by default, as the other lists
@@ -855,6 +871,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, command string, 
 	if rewrite != nil && status/100 == 2 {
 		b = rewrite(b)
 	}
+	s.remember(b)
 	if s.take(faultTruncate, command) != nil {
 		b = b[:len(b)/2]
 	}
@@ -878,6 +895,54 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, command string, 
 		return
 	}
 	w.Write(b[half:])
+}
+
+// remember records every created_at in an answer's body: the times a
+// client may send back as a list's bound.
+func (s *Server) remember(body []byte) {
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gave == nil {
+		s.gave = map[string]bool{}
+	}
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if at, ok := e.(string); ok && k == "created_at" {
+					s.gave[at] = true
+				}
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+}
+
+// gaveOut refuses a list bound that is not a created_at this server gave
+// out, spelled as it spelled it: BlobHub's clients send back only the
+// server's own times (blobhub-worker does), never one they computed. It
+// answers the refusal and reports false.
+func (s *Server) gaveOut(w http.ResponseWriter, field, at string) bool {
+	if at == "" {
+		return true
+	}
+	s.mu.Lock()
+	ok := s.gave[at]
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("%s %q is not a created_at this server gave out", field, at))
+	}
+	return ok
 }
 
 func writeStoreError(w http.ResponseWriter, err error) {
