@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -166,7 +167,7 @@ func TestResultMapping(t *testing.T) {
 	got := s.result(r, &turnState{})
 	want := agent.TurnResult{Outcome: agent.TurnCompleted, Usage: agent.Usage{InputTokens: 35, InputTokensCached: 20, OutputTokens: 7},
 		CostUSD: 0.5, NumTurns: 3, DurationMS: 9, SessionCostUSD: 0.5}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("success: %+v, want %+v", got, want)
 	}
 	// A resumed session reports its running cost: the turn's own is the rest.
