@@ -127,14 +127,14 @@ tools: $(addprefix tools-,$(AGENT_TYPES)) peer ## install the pinned agent CLIs 
 
 peer: $(PEER_STAMP) ## install the pinned blobhub-worker, BlobHub SDK and CLI from PyPI into .tools/peer (for the conformance tests)
 
-# PyPI only: the index is named and any find-links of the machine's pip
-# configuration is switched off. --no-deps with the full pinned list makes
+# PyPI only: pip's own default index, with any find-links of the machine's
+# pip configuration switched off. --no-deps with the full pinned list makes
 # the venv exactly peer/requirements.txt.
 $(PEER_STAMP): peer/requirements.txt
 	@test -n "$(PEER_BASE_PYTHON)" || { echo "the peer needs Python >= 3.12 (blobhub-worker and blobhub-cli require it); install one, or pass PEER_BASE_PYTHON=/path/to/python3.12"; exit 1; }
 	rm -rf $(PEER) && $(PEER_BASE_PYTHON) -m venv $(PEER)
 	PIP_FIND_LINKS= $(PEER_PYTHON) -m pip install --quiet --no-input --disable-pip-version-check \
-		--index-url https://pypi.org/simple --no-deps -r peer/requirements.txt
+		--no-deps -r peer/requirements.txt
 	$(PEER_PYTHON) -m pip check
 	$(PEER_PYTHON) -c 'import importlib.metadata as m; \
 		want = {"blobhub-worker": "$(PEER_WORKER_VERSION)", "blobhub": "$(PEER_SDK_VERSION)", "blobhub-cli": "$(PEER_CLI_VERSION)"}; \
