@@ -56,6 +56,9 @@ func TestAgentTempFolders(t *testing.T) {
 		}
 	}
 	if confine.ABI() == 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("this kernel has no Landlock; the probe needs it")
+		}
 		t.Skip("no Landlock to probe the kernel with")
 	}
 	cmd := exec.Command("/bin/sh", "-c", "cat "+scratch+" "+filepath.Join(copyDir, "CLAUDE.md")+"; echo mine > $TMPDIR/x && cat $TMPDIR/x")

@@ -81,6 +81,9 @@ func TestConfineOtherProfile(t *testing.T) {
 		t.Errorf("the rule set grants %s: read %v write %v", cfg, rd, wr)
 	}
 	if confine.ABI() == 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("this kernel has no Landlock; the probe needs it")
+		}
 		t.Skip("no Landlock to probe the kernel with")
 	}
 	cmd := exec.Command("/bin/sh", "-c", "cat "+cfg+"; echo 'confine: {mode: off}' > "+cfg+"; echo probed")
