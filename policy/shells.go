@@ -579,7 +579,7 @@ func subscriptScripts(name string, args []word) (scripts, unknown []string) {
 				continue
 			}
 			j := strings.IndexByte(v, 'C')
-			if j < 0 || strings.IndexAny(v[1:j], "dnOsuc") >= 0 {
+			if j < 0 || strings.ContainsAny(v[1:j], "dnOsuc") {
 				continue // no callback, or C is another option's argument
 			}
 			cb := v[j+1:]

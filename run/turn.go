@@ -62,7 +62,7 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	if picked {
 		answers = pickedAnswers(ans.Picked)
 	}
-	approved, reason := policy.ParseApproval(text)
+	approved, _ := policy.ParseApproval(text)
 	if picked {
 		approved = policy.PicksApprove(ans.Picked)
 	}
@@ -88,7 +88,7 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	default:
 		brief, decision = "✗ denied", "denied"
 		note = fmt.Sprintf("A person denied your call to %s. Do not retry it.", p.Call.Phrase())
-		if reason = denialReason(text); reason != "" {
+		if reason := denialReason(text); reason != "" {
 			note = fmt.Sprintf("A person denied your call to %s: %s. Do not retry it.", p.Call.Phrase(), strings.TrimRight(reason, "."))
 		}
 		if !picked {

@@ -94,7 +94,6 @@ type stand struct {
 	step      int
 	interrupt chan os.Signal
 	last      string // the last reply
-	calls     []string
 }
 
 // Main plays the script at path with argv args; it returns the exit status.
