@@ -10,14 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/codex/codextest"
+	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
 )
 
-// The kill -9 tests of Claude Code and Codex (the ACP agents' are
-// TestE2EACP's kill9): bhw-run is killed while the agent's command runs
+// The kill -9 tests of Claude Code, Codex and Antigravity (the ACP
+// agents' are TestE2EACP's kill9): bhw-run is killed while the agent's command runs
 // escapingCommand, whose tools leave the agent's group (a process group
 // of their own, a double-forked daemon); none of them outlives the next
 // run, which resumes and completes the turn with every item posted once.
@@ -88,6 +90,23 @@ func TestE2ECodexKill9LeavesNothing(t *testing.T) {
 	e.activate(alias, 0, run.OutcomeTurnCompleted)
 	wantOnceEach(t, e.e2eEnv, alias)
 	noProcessesLeft(t, []int{pgid}, e.work)
+}
+
+// TestE2EAntigravityKill9LeavesNothing: agy runs its commands itself (the
+// stand-in as sh -c in the work folder), so the escaping tools are agy's
+// children, below the supervisor as the other agents' are.
+func TestE2EAntigravityKill9LeavesNothing(t *testing.T) {
+	e := newAgyE2E(t, agenttest.Script{Turns: [][]agenttest.Step{
+		{{Tool: &agenttest.Tool{Effect: policy.EffectExec, Target: policy.Target{Command: escapingCommand}}}, {Hang: true}},
+		{{Text: "picked up where I left off"}},
+	}})
+	const alias = "projects/p1/agy-kill9"
+	e.handOff(alias, agyType, "autonomous", "run the long command")
+	pgid := kill9MidEscapingCommand(t, e.e2eEnv, alias)
+	e.activate(alias, 0, run.OutcomeTurnCompleted)
+	wantOnceEach(t, e.e2eEnv, alias)
+	noProcessesLeft(t, []int{pgid}, e.work)
+	e.wantHooksRestored()
 }
 
 // wantEachEmissionOnce fails when the thread holds an emission twice.
