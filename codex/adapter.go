@@ -142,6 +142,24 @@ func posture(l agent.Launch) (approvalPolicy, sandbox string) {
 	return "on-request", "workspace-write"
 }
 
+// sandboxConfig is the configuration thread/start and thread/resume give
+// Codex with sandbox, outranking the machine owner's config.toml: it pins
+// what a command inside workspace-write may do unasked to what
+// blobhub-worker's sandbox lets it (the built-in ":workspace" profile,
+// which ignores config.toml): no network, and no writable folder beyond the
+// work folder and the temp folders. Without it `[sandbox_workspace_write]
+// network_access = true` or `writable_roots` in config.toml widen the
+// sandbox: measured on codex 0.171.0, a sandboxed connect to 127.0.0.1 and
+// a write to an added root both ran unasked where the worker's failed. The
+// keys that only narrow it (exclude_slash_tmp, exclude_tmpdir_env_var) stay
+// the owner's. Nil for the other sandboxes.
+func sandboxConfig(sandbox string) map[string]any {
+	if sandbox != "workspace-write" {
+		return nil
+	}
+	return map[string]any{"sandbox_workspace_write": map[string]any{"network_access": false, "writable_roots": []any{}}}
+}
+
 // preflight refuses approval and guarded threads that run unconfined in
 // Codex's own sandbox on a machine where it does not work (autonomous and
 // confined threads have none). The check starts Codex once more (some
