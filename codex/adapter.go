@@ -122,13 +122,18 @@ func decodeOptions(raw map[string]any) (any, error) {
 // runs without asking; one that must leave it asks.
 //
 // Approval and guarded, confined: Codex's sandbox cannot run inside the
-// confinement (bubblewrap mounts file systems, which a Landlock domain
-// forbids: "Failed to make / slave: Operation not permitted"; its legacy
+// confinement (bubblewrap sets up namespaces and mounts a Landlock domain
+// refuses: "bwrap: setting up uid map: Permission denied"; its legacy
 // Landlock mode panics without bubblewrap, codex 0.171.0), so the kernel
 // is the boundary and Codex asks before every command and every file
 // change ("untrusted": codex 0.171.0 asks before an ls), as Claude Code
 // and the ACP agents ask: the gate decides each, and the confinement
-// keeps what it allows out of bhw-run's secrets.
+// keeps what it allows out of bhw-run's secrets. That asks more often than
+// blobhub-worker, where commands inside the sandbox run unasked; the one
+// sandbox Codex runs inside the confinement (a profile that shuts only the
+// network) would let an unasked command write Codex's own home, whose
+// config.toml Codex acts on outside its sandbox: looser, so not used
+// (docs/security.md, TestConfinedCodexSandboxes).
 func posture(l agent.Launch) (approvalPolicy, sandbox string) {
 	switch {
 	case l.Permissions == policy.PostureAutonomous:
