@@ -122,13 +122,18 @@ func decodeOptions(raw map[string]any) (any, error) {
 // runs without asking; one that must leave it asks.
 //
 // Approval and guarded, confined: Codex's sandbox cannot run inside the
-// confinement (bubblewrap mounts file systems, which a Landlock domain
-// forbids: "Failed to make / slave: Operation not permitted"; its legacy
+// confinement (bubblewrap sets up namespaces and mounts a Landlock domain
+// refuses: "bwrap: setting up uid map: Permission denied"; its legacy
 // Landlock mode panics without bubblewrap, codex 0.171.0), so the kernel
 // is the boundary and Codex asks before every command and every file
 // change ("untrusted": codex 0.171.0 asks before an ls), as Claude Code
 // and the ACP agents ask: the gate decides each, and the confinement
-// keeps what it allows out of bhw-run's secrets.
+// keeps what it allows out of bhw-run's secrets. That asks more often than
+// blobhub-worker, where commands inside the sandbox run unasked; the one
+// sandbox Codex runs inside the confinement (a profile that shuts only the
+// network) would let an unasked command write Codex's own home, whose
+// config.toml Codex acts on outside its sandbox: looser, so not used
+// (docs/security.md, TestConfinedCodexSandboxes).
 func posture(l agent.Launch) (approvalPolicy, sandbox string) {
 	switch {
 	case l.Permissions == policy.PostureAutonomous:
@@ -140,6 +145,24 @@ func posture(l agent.Launch) (approvalPolicy, sandbox string) {
 		return "on-request", o.Sandbox
 	}
 	return "on-request", "workspace-write"
+}
+
+// sandboxConfig is the configuration thread/start and thread/resume give
+// Codex with sandbox, outranking the machine owner's config.toml: it pins
+// what a command inside workspace-write may do unasked to what
+// blobhub-worker's sandbox lets it (the built-in ":workspace" profile,
+// which ignores config.toml): no network, and no writable folder beyond the
+// work folder and the temp folders. Without it `[sandbox_workspace_write]
+// network_access = true` or `writable_roots` in config.toml widen the
+// sandbox: measured on codex 0.171.0, a sandboxed connect to 127.0.0.1 and
+// a write to an added root both ran unasked where the worker's failed. The
+// keys that only narrow it (exclude_slash_tmp, exclude_tmpdir_env_var) stay
+// the owner's. Nil for the other sandboxes.
+func sandboxConfig(sandbox string) map[string]any {
+	if sandbox != "workspace-write" {
+		return nil
+	}
+	return map[string]any{"sandbox_workspace_write": map[string]any{"network_access": false, "writable_roots": []any{}}}
 }
 
 // preflight refuses approval and guarded threads that run unconfined in

@@ -3,6 +3,7 @@ package codex
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,5 +147,19 @@ func TestPosture(t *testing.T) {
 		if a, s := posture(tc.l); a != tc.approval || s != tc.sbx {
 			t.Errorf("%s confined %v: %s, %s; want %s, %s", tc.l.Permissions, tc.l.Confine != nil, a, s, tc.approval, tc.sbx)
 		}
+	}
+}
+
+// TestSandboxConfig: only workspace-write gets its bounds pinned, to no
+// network and no writable root beyond the work and temp folders.
+func TestSandboxConfig(t *testing.T) {
+	for _, sb := range []string{"read-only", "danger-full-access", ""} {
+		if c := sandboxConfig(sb); c != nil {
+			t.Errorf("%q: %v, want nil", sb, c)
+		}
+	}
+	ww, _ := sandboxConfig("workspace-write")["sandbox_workspace_write"].(map[string]any)
+	if ww["network_access"] != false || fmt.Sprint(ww["writable_roots"]) != "[]" || len(ww) != 2 {
+		t.Errorf("workspace-write: %v", ww)
 	}
 }

@@ -198,17 +198,25 @@ func (s *Session) open(ctx context.Context) error {
 	}
 	l := s.l
 	params := map[string]any{"cwd": l.WorkFolder}
-	params["approvalPolicy"], params["sandbox"] = posture(l)
+	approval, sandbox := posture(l)
+	params["approvalPolicy"], params["sandbox"] = approval, sandbox
+	config := sandboxConfig(sandbox)
 	if l.Model != "" {
 		params["model"] = l.Model
 	}
 	if l.Effort != "" {
-		params["config"] = map[string]any{"model_reasoning_effort": l.Effort}
+		if config == nil {
+			config = map[string]any{}
+		}
+		config["model_reasoning_effort"] = l.Effort
 		if l.Resume && l.Model == "" {
 			// Effort alone on thread/resume drops the thread's persisted
 			// model (measured on 0.171.0).
 			s.logger.Warn("codex resume with an effort but no model; the thread's model may be lost", "agent_session_id", l.SessionID)
 		}
+	}
+	if config != nil {
+		params["config"] = config
 	}
 	method := "thread/start"
 	if l.Resume {
