@@ -64,13 +64,13 @@ func (a *activation) createOutbox(ctx context.Context) error {
 	if a.env.Artifacts == nil || a.env.Artifacts.Source == "" {
 		return nil
 	}
-	created, err := outbox.Create(a.t.Workspace.Folder(), a.env.Artifacts.Source)
+	created, err := outbox.Create(a.rec.t.Workspace.Folder(), a.env.Artifacts.Source)
 	if err != nil {
 		return a.fail(ctx, agent.Errorf(exit.CodeArtifactsSourceInvalid, "cannot create the outbox: %v; fix artifacts.source or the work folder, then `bhw-run thread retry`", err))
 	}
 	if created {
-		a.t.Outbox.CreatedByUs = true
-		return a.save()
+		a.rec.t.Outbox.CreatedByUs = true
+		return a.rec.save()
 	}
 	return nil
 }
@@ -82,22 +82,22 @@ func (a *activation) scanOutbox() []outbox.File {
 	if a.env.Artifacts == nil || a.env.Artifacts.Source == "" {
 		return nil
 	}
-	a.mu.Lock()
+	a.rec.mu.Lock()
 	pub, perr := a.publishedArtifacts()
 	published := map[string]string{}
 	for p, pa := range pub {
 		published[p] = pa.SHA256
 	}
-	if perr == nil && len(a.t.Artifacts.Published) > 0 {
+	if perr == nil && len(a.rec.t.Artifacts.Published) > 0 {
 		// A thread.yaml of an earlier version: its entries move out of it.
 		perr = a.writePublished()
 	}
-	a.mu.Unlock()
+	a.rec.mu.Unlock()
 	if perr != nil {
 		a.skipArtifact("", perr.Error())
 		return nil
 	}
-	files, skips, err := outbox.Scan(a.t.Workspace.Folder(), a.env.Artifacts.Source, a.maxBytes(), published)
+	files, skips, err := outbox.Scan(a.rec.t.Workspace.Folder(), a.env.Artifacts.Source, a.maxBytes(), published)
 	if errors.Is(err, fs.ErrNotExist) {
 		a.log.Warn("the outbox is gone; nothing to publish", "source", a.env.Artifacts.Source)
 		return nil
@@ -143,20 +143,20 @@ func (a *activation) skipArtifact(rel, reason string) {
 }
 
 // journalIntents journals one upload intent per file, and one for the
-// archive of the files beyond artifacts.max_files. The caller holds a.mu
+// archive of the files beyond artifacts.max_files. The caller holds a.rec.mu
 // and journals turn_end in the same step, so the intents and the turn's
 // end reach the journal together.
 func (a *activation) journalIntents(files []outbox.File, pack *outboxPack) ([]*artifactIntent, error) {
 	var out []*artifactIntent
 	for i := range files {
-		in, err := journalIntent(a.j, a.alias, a.t.Workspace.Folder(), a.env.Artifacts.Source, &files[i])
+		in, err := journalIntent(a.rec.j, a.alias, a.rec.t.Workspace.Folder(), a.env.Artifacts.Source, &files[i])
 		if err != nil {
 			return out, err
 		}
 		out = append(out, in)
 	}
 	if pack != nil {
-		in, err := journalPackIntent(a.j, a.alias, a.t.Workspace.Folder(), a.env.Artifacts.Source, pack)
+		in, err := journalPackIntent(a.rec.j, a.alias, a.rec.t.Workspace.Folder(), a.env.Artifacts.Source, pack)
 		if err != nil {
 			return out, err
 		}
@@ -216,17 +216,17 @@ func (a *activation) publishArtifacts(ctx context.Context, intents []*artifactIn
 // replayArtifact finishes an intent a killed run left journaled.
 func (a *activation) replayArtifact(ctx context.Context, e *emission) error {
 	in := intentOf(e)
-	a.mu.Lock()
-	_, open := a.j.byID[in.announceID]
-	_, posted := a.j.posted[in.announceID]
+	a.rec.mu.Lock()
+	_, open := a.rec.j.byID[in.announceID]
+	_, posted := a.rec.j.posted[in.announceID]
 	if open || posted {
 		// The announcement is journaled, so the upload and its record are
 		// done; reconcile posts the announcement if it is not yet posted.
-		err := a.j.confirm(e.ID, "", "")
-		a.mu.Unlock()
+		err := a.rec.j.confirm(e.ID, "", "")
+		a.rec.mu.Unlock()
 		return err
 	}
-	a.mu.Unlock()
+	a.rec.mu.Unlock()
 	if in.alias == "" || in.path == "" || in.announceID == "" {
 		a.log.Error("dropping an unreadable artifact intent", "emission_id", e.ID)
 		return a.dropIntent(in)
@@ -286,13 +286,13 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 		}
 	}
 
-	a.mu.Lock()
+	a.rec.mu.Lock()
 	if in.files != nil {
 		err = a.recordPacked(in.alias, packed)
 	} else {
 		err = a.recordPublished(in.path, envelope.PublishedArtifact{SHA256: meta.SHA256, Alias: in.alias})
 	}
-	a.mu.Unlock()
+	a.rec.mu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -311,12 +311,12 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 		it.Brief = fmt.Sprintf("📎 %s (%s, %d files)", in.path, humanSize(meta.Size), len(packed))
 		it.Meta["artifact"].(map[string]any)["files"] = len(packed)
 	}
-	a.mu.Lock()
-	ann, err := a.j.addID(in.announceID, a.alias, it, "")
+	a.rec.mu.Lock()
+	ann, err := a.rec.j.addID(in.announceID, a.alias, it, "")
 	if err == nil {
-		err = a.j.confirm(in.e.ID, "", "")
+		err = a.rec.j.confirm(in.e.ID, "", "")
 	}
-	a.mu.Unlock()
+	a.rec.mu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -329,7 +329,7 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 // run and only by a run that publishes: the idle path never reads it. The
 // entries a thread.yaml of an earlier version holds count too; the first
 // write of artifacts.yaml takes them over (written before thread.yaml drops
-// them, so no kill loses one). The caller holds a.mu.
+// them, so no kill loses one). The caller holds a.rec.mu.
 func (a *activation) publishedArtifacts() (map[string]envelope.PublishedArtifact, error) {
 	if a.published != nil {
 		return a.published, nil
@@ -338,7 +338,7 @@ func (a *activation) publishedArtifacts() (map[string]envelope.PublishedArtifact
 	if err != nil {
 		return nil, exit.Errorf(exit.CodeStateTreeInvalid, "the published artifacts of %q cannot be read: %v", a.alias, err)
 	}
-	for path, pa := range a.t.Artifacts.Published {
+	for path, pa := range a.rec.t.Artifacts.Published {
 		if _, ok := p.Published[path]; !ok {
 			p.Published[path] = pa
 		}
@@ -349,7 +349,7 @@ func (a *activation) publishedArtifacts() (map[string]envelope.PublishedArtifact
 
 // recordPublished records one upload in artifacts.yaml, atomically, before
 // its announcement is journaled (a replay finds the announcement and knows
-// the record is done). The caller holds a.mu.
+// the record is done). The caller holds a.rec.mu.
 func (a *activation) recordPublished(path string, pa envelope.PublishedArtifact) error {
 	pub, err := a.publishedArtifacts()
 	if err != nil {
@@ -360,7 +360,7 @@ func (a *activation) recordPublished(path string, pa envelope.PublishedArtifact)
 }
 
 // writePublished writes artifacts.yaml, then drops the entries an earlier
-// thread.yaml held, which it now holds too. The caller holds a.mu.
+// thread.yaml held, which it now holds too. The caller holds a.rec.mu.
 func (a *activation) writePublished() error {
 	b, err := yaml.Marshal(&envelope.Published{Published: a.published})
 	if err != nil {
@@ -369,11 +369,11 @@ func (a *activation) writePublished() error {
 	if err := setup.WriteStateFile(filepath.Join(a.dir, publishedFile), b); err != nil {
 		return err
 	}
-	if len(a.t.Artifacts.Published) == 0 {
+	if len(a.rec.t.Artifacts.Published) == 0 {
 		return nil
 	}
-	a.t.Artifacts.Published = nil
-	return a.saveLocked()
+	a.rec.t.Artifacts.Published = nil
+	return a.rec.saveLocked()
 }
 
 // publishedFile is artifacts.yaml in the thread's folder.
@@ -385,8 +385,8 @@ const publishedFile = "artifacts.yaml"
 // Writing it once per artifact rewrote and fsynced the whole cache every
 // time (100 files against 5,000 cached aliases took 17 s).
 func (a *activation) cacheNotMine(alias, reason string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.rec.mu.Lock()
+	defer a.rec.mu.Unlock()
 	if a.notMine == nil {
 		a.notMine = map[string]string{}
 	}
@@ -395,10 +395,10 @@ func (a *activation) cacheNotMine(alias, reason string) {
 
 // flushNotMine writes the aliases noted by cacheNotMine, once.
 func (a *activation) flushNotMine(ctx context.Context) {
-	a.mu.Lock()
+	a.rec.mu.Lock()
 	notes := a.notMine
 	a.notMine = nil
-	a.mu.Unlock()
+	a.rec.mu.Unlock()
 	if len(notes) == 0 {
 		return
 	}
@@ -410,9 +410,9 @@ func (a *activation) flushNotMine(ctx context.Context) {
 }
 
 func (a *activation) dropIntent(in *artifactIntent) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.j.drop(in.e.ID)
+	a.rec.mu.Lock()
+	defer a.rec.mu.Unlock()
+	return a.rec.j.drop(in.e.ID)
 }
 
 // artifactMeta is the artifact block of an artifact object's value.

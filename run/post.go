@@ -21,9 +21,9 @@ import (
 // emit journals an item for the job thread and posts it: every agent event
 // is journaled, written to thread.log, then posted.
 func (a *activation) emit(it agent.Item) *emission {
-	a.mu.Lock()
-	e, err := a.j.add(a.alias, it, "")
-	a.mu.Unlock()
+	a.rec.mu.Lock()
+	e, err := a.rec.j.add(a.alias, it, "")
+	a.rec.mu.Unlock()
 	if err != nil {
 		a.stateFault(err)
 		return nil
@@ -42,9 +42,9 @@ func (a *activation) post(ctx context.Context, e *emission) {
 	// The journal decides: an emission it already holds as posted (or
 	// dropped) is never sent again, whoever asks twice (a turn started
 	// over after a failed resume acknowledges the same answer again).
-	a.mu.Lock()
-	settled := a.j.settled(e.ID)
-	a.mu.Unlock()
+	a.rec.mu.Lock()
+	settled := a.rec.j.settled(e.ID)
+	a.rec.mu.Unlock()
 	if settled {
 		return
 	}
@@ -78,9 +78,9 @@ func (a *activation) post(ctx context.Context, e *emission) {
 		a.offline = true
 	case errors.As(err, &api) && !errors.Is(err, blobhub.ErrAuth):
 		a.log.Error("BlobHub refused an item for good; dropping it", "emission_id", e.ID, "error", err)
-		a.mu.Lock()
-		err := a.j.drop(e.ID)
-		a.mu.Unlock()
+		a.rec.mu.Lock()
+		err := a.rec.j.drop(e.ID)
+		a.rec.mu.Unlock()
 		if err != nil {
 			a.stateFault(err)
 		}
@@ -108,12 +108,12 @@ func (a *activation) logRef() string {
 // person deleted the thread, so the agent stops working in their folder
 // and spending on a turn nobody can read.
 func (a *activation) stopTurnFor(cause error) {
-	a.mu.Lock()
+	a.rec.mu.Lock()
 	stop := a.stopTurn
 	if stop != nil {
 		a.turnStopped = true
 	}
-	a.mu.Unlock()
+	a.rec.mu.Unlock()
 	if stop != nil {
 		a.log.Warn("stopping the agent: its thread is gone")
 		stop(cause)
@@ -137,7 +137,7 @@ type poster struct {
 // poster is the activation's poster.
 func (a *activation) poster() poster {
 	return poster{client: a.r.Client, alias: a.alias, log: a.log,
-		lastPosted: func() string { return a.t.Items.LastPosted.CreatedAt }}
+		lastPosted: func() string { return a.rec.t.Items.LastPosted.CreatedAt }}
 }
 
 // send posts body, the form of e the server is sent; after an ambiguous
@@ -161,9 +161,9 @@ func (p poster) send(ctx context.Context, e *emission, body blobhub.NewItem) (bl
 
 // confirmed records that the server holds e.
 func (a *activation) confirmed(e *emission, item blobhub.Item) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err := a.j.confirm(e.ID, item.ID, item.CreatedAt); err != nil {
+	a.rec.mu.Lock()
+	defer a.rec.mu.Unlock()
+	if err := a.rec.j.confirm(e.ID, item.ID, item.CreatedAt); err != nil {
 		// The next run finds the item by its emission_id: not posted twice.
 		a.stateFault(err)
 	}
@@ -173,11 +173,11 @@ func (a *activation) confirmed(e *emission, item blobhub.Item) {
 		a.prog.posted(e.Target, shownItem(e, item))
 	}
 	if e.Target == a.alias {
-		a.t.Items.LastPosted = envelope.ItemRef{ItemID: item.ID, CreatedAt: item.CreatedAt}
+		a.rec.t.Items.LastPosted = envelope.ItemRef{ItemID: item.ID, CreatedAt: item.CreatedAt}
 	}
-	if p := a.t.Prompt; p != nil && p.EmissionID == e.ID {
+	if p := a.rec.t.Prompt; p != nil && p.EmissionID == e.ID {
 		p.ItemID, p.CreatedAt = item.ID, item.CreatedAt
-		_ = a.saveLocked()
+		_ = a.rec.saveLocked()
 	}
 }
 
@@ -245,7 +245,7 @@ func (p poster) since(ctx context.Context, e *emission, want map[string]bool) (m
 // server already holds, and finishes journaled artifact uploads in journal
 // order (docs/state.md).
 func (a *activation) reconcile(ctx context.Context) error {
-	pending := a.j.pending()
+	pending := a.rec.j.pending()
 	if len(pending) == 0 {
 		return nil
 	}
@@ -309,9 +309,9 @@ func (a *activation) reconcile(ctx context.Context) error {
 
 // unposted counts emissions still not confirmed.
 func (a *activation) unposted() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.j.pending())
+	a.rec.mu.Lock()
+	defer a.rec.mu.Unlock()
+	return len(a.rec.j.pending())
 }
 
 func newItem(it agent.Item) blobhub.NewItem {
@@ -466,7 +466,7 @@ func (a *activation) cancelPrompt(ctx context.Context, reason string) error {
 	if err != nil || e == nil {
 		return err
 	}
-	if err := a.save(); err != nil {
+	if err := a.rec.save(); err != nil {
 		return err
 	}
 	a.post(ctx, e)
@@ -477,12 +477,12 @@ func (a *activation) cancelPrompt(ctx context.Context, reason string) error {
 // and journals its pending_prompt_resolved with resolution, cancelled or
 // failed, and reason; nil when no prompt is open.
 func (a *activation) resolvePrompt(resolution, brief, reason string) (*emission, error) {
-	p := a.t.Prompt
+	p := a.rec.t.Prompt
 	if p == nil {
 		return nil, nil
 	}
-	a.t.Prompt = nil
-	return a.j.resolution(a.alias, p.ItemID, resolutionItem(p, resolution, brief, nil, reason))
+	a.rec.t.Prompt = nil
+	return a.rec.j.resolution(a.alias, p.ItemID, resolutionItem(p, resolution, brief, nil, reason))
 }
 
 // approvalAnswers is the answers block of an approval answered with label
