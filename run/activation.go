@@ -37,29 +37,22 @@ type activation struct {
 	turnDeadline time.Time
 
 	// rec is thread.yaml and the journal (load, peek; nil before).
-	rec     *record
-	env     *envelope.Envelope
-	userID  string
-	tfile   *os.File       // logs/thread.log
-	tlogw   *redact.Writer // tfile, secrets redacted
-	tlog    *agent.Log     // tlogw
-	slot    *lock.Slot
-	offline bool              // a post found BlobHub unreachable: journal only until the end
-	unread  bool              // the last read of the thread stopped at its bound
-	notMine map[string]string // aliases for not_mine.yaml, written once at the end
+	rec    *record
+	env    *envelope.Envelope
+	userID string
+	tfile  *os.File       // logs/thread.log
+	tlogw  *redact.Writer // tfile, secrets redacted
+	tlog   *agent.Log     // tlogw
+	slot   *lock.Slot
+	unread bool // the last read of the thread stopped at its bound
+	// poster posts what rec journals and owns what posting learned (load,
+	// peek; nil before).
+	poster *poster
 	// published is artifacts.yaml once a run that publishes has read it.
 	published map[string]envelope.PublishedArtifact
-	// authRefused: a post got 401/403; the run ends AUTH_INVALID (77).
-	authRefused bool
-	// threadGone: a post to the job thread was answered
-	// invalid_thread_envelope (the thread was deleted); the run ends
-	// THREAD_NOT_FOUND (66) with what it could not post journaled.
-	threadGone bool
 	// stopTurn cancels the running turn's context (set by runAgent, nil
-	// between turns; under rec.mu); turnStopped says it was stopped because
-	// the thread is gone.
-	stopTurn    context.CancelCauseFunc
-	turnStopped bool
+	// between turns; under rec.mu).
+	stopTurn context.CancelCauseFunc
 	// workerRemade: the worker object was made again this run.
 	workerRemade bool
 
@@ -98,6 +91,7 @@ func (a *activation) load() error {
 	if err := a.rec.load(a.r.Setup.Secrets); err != nil {
 		return err
 	}
+	a.usePoster()
 	// A state tree bhw-run cannot use is the machine's fault (78), never a
 	// failed thread (1).
 	if err := a.r.Setup.EnsureDir(filepath.Join(a.dir, "logs")); err != nil {
@@ -126,6 +120,7 @@ func (a *activation) peek() error {
 		return err
 	}
 	a.rec = newRecord(a.dir, a.alias, a.log)
+	a.usePoster()
 	return a.rec.peek()
 }
 

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -200,7 +199,7 @@ func intentOf(e *emission) *artifactIntent {
 // next run finishes them.
 func (a *activation) publishArtifacts(ctx context.Context, intents []*artifactIntent) error {
 	for _, in := range intents {
-		if a.offline {
+		if a.poster.offline {
 			return nil
 		}
 		if err := a.publish(ctx, in); err != nil {
@@ -296,7 +295,7 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 	if err != nil {
 		return err
 	}
-	a.cacheNotMine(in.alias, setup.ReasonArtifact)
+	a.poster.cacheNotMine(in.alias, setup.ReasonArtifact)
 
 	// blobhub-worker's artifacts_published, for one artifact: bhw-run
 	// announces each as it lands (skips are status items), with its own
@@ -321,7 +320,7 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 		return err
 	}
 	a.logf("artifact %s → %s sha256 %s", in.path, in.alias, meta.SHA256)
-	a.post(ctx, ann)
+	a.poster.post(ctx, ann)
 	return nil
 }
 
@@ -378,36 +377,6 @@ func (a *activation) writePublished() error {
 
 // publishedFile is artifacts.yaml in the thread's folder.
 const publishedFile = "artifacts.yaml"
-
-// cacheNotMine notes an alias for not_mine.yaml; flushNotMine writes the
-// run's notes at its end, in one write. The file is only a cache: a run
-// killed before writing it leaves ls to download those aliases once more.
-// Writing it once per artifact rewrote and fsynced the whole cache every
-// time (100 files against 5,000 cached aliases took 17 s).
-func (a *activation) cacheNotMine(alias, reason string) {
-	a.rec.mu.Lock()
-	defer a.rec.mu.Unlock()
-	if a.notMine == nil {
-		a.notMine = map[string]string{}
-	}
-	a.notMine[alias] = reason
-}
-
-// flushNotMine writes the aliases noted by cacheNotMine, once.
-func (a *activation) flushNotMine(ctx context.Context) {
-	a.rec.mu.Lock()
-	notes := a.notMine
-	a.notMine = nil
-	a.rec.mu.Unlock()
-	if len(notes) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := setup.AddNotMines(ctx, a.r.Setup.JobDir, notes); err != nil {
-		a.log.Warn("cannot cache the artifact aliases in not_mine.yaml; ls downloads them once more", "aliases", len(notes), "error", err)
-	}
-}
 
 func (a *activation) dropIntent(in *artifactIntent) error {
 	a.rec.mu.Lock()

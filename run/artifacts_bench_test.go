@@ -53,6 +53,7 @@ func newBenchPublisher(b *testing.B, maxBytes int64) *benchPublisher {
 	th.Workspace.WorkFolder = work
 	a := &activation{r: r, alias: alias, dir: dir, log: r.Logger, sum: &Summary{Alias: alias}, rec: &record{dir: dir, alias: alias, log: r.Logger, t: th, j: j}, tfile: tlog, tlog: agent.NewLog(tlog),
 		env: &envelope.Envelope{Artifacts: &envelope.Artifacts{Source: artifactsSource}}}
+	a.usePoster()
 	p := &benchPublisher{a: a, outbox: filepath.Join(work, artifactsSource), sink: sink}
 	if err := os.MkdirAll(p.outbox, 0o755); err != nil {
 		b.Fatal(err)
@@ -86,7 +87,7 @@ func (p *benchPublisher) publishOutbox(b *testing.B) {
 	if err := p.a.publishArtifacts(b.Context(), intents); err != nil {
 		b.Fatal(err)
 	}
-	p.a.flushNotMine(b.Context())
+	p.a.poster.flushNotMine(b.Context())
 	if n := len(p.a.published); n != len(files) || n == 0 {
 		b.Fatalf("published %d of %d files", n, len(files))
 	}

@@ -27,6 +27,7 @@ func gateActivation(t *testing.T, h *harness, alias string) *activation {
 	dir := t.TempDir()
 	a := &activation{r: r, alias: alias, dir: dir, log: r.Logger, sum: &Summary{},
 		rec: &record{dir: dir, alias: alias, log: r.Logger, t: &envelope.Thread{Alias: alias}}}
+	a.usePoster()
 	var err error
 	if a.rec.j, err = openJournal(filepath.Join(a.dir, "emissions.jsonl"), "gatetest"); err != nil {
 		t.Fatal(err)

@@ -56,7 +56,7 @@ func (h *turnHandler) touch() { h.last.Store(time.Now().UnixNano()) }
 func (h *turnHandler) acknowledge() {
 	h.ackOnce.Do(func() {
 		if h.resolved != nil {
-			h.a.post(context.Background(), h.resolved)
+			h.a.poster.post(context.Background(), h.resolved)
 		}
 	})
 }
@@ -67,7 +67,7 @@ func (h *turnHandler) acknowledge() {
 func (h *turnHandler) postPrompt(ctx context.Context) {
 	h.promptOnce.Do(func() {
 		if h.prompt != nil {
-			h.a.post(ctx, h.prompt)
+			h.a.poster.post(ctx, h.prompt)
 		}
 	})
 }

@@ -199,7 +199,7 @@ func (a *activation) uploadOutbox(ctx context.Context, workFolder, rel, prefix s
 		res.files = append(res.files, agent.FileBlock{Alias: alias, Name: info.Name, ContentType: info.ContentType, Size: info.Size})
 		res.aliases = append(res.aliases, alias)
 		a.logf("artifact %s → %s (%d bytes)", f.Path, alias, len(rf.Data))
-		a.cacheNotMine(alias, "artifact")
+		a.poster.cacheNotMine(alias, "artifact")
 	}
 	return res
 }

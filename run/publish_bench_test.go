@@ -52,7 +52,7 @@ func benchWorkerPublish(b *testing.B, n, size int) {
 			b.Fatal(err)
 		}
 		for _, e := range es {
-			p.a.post(b.Context(), e)
+			p.a.poster.post(b.Context(), e)
 		}
 		if got := len(es); got != (n+publishBlocksPerItem-1)/publishBlocksPerItem {
 			b.Fatalf("%d items for %d files", got, n)

@@ -199,7 +199,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		return sum, err
 	}
 	defer a.close()
-	defer a.flushNotMine(ctx)
+	defer a.poster.flushNotMine(ctx)
 
 	// 4. An agent left behind by a killed bhw-run is stopped first.
 	if err := a.stopLeftover(); err != nil {
@@ -292,18 +292,8 @@ func (a *activation) wrapUp(ctx context.Context, err error) error {
 	if serr := a.rec.saveAndCompact(); serr != nil && err == nil {
 		err = serr
 	}
-	if err == nil && a.threadGone {
-		stopped := ""
-		if a.turnStopped {
-			stopped = "; its agent was stopped mid-turn"
-		}
-		err = exit.Errorf(exit.CodeNoThread, "thread %q was deleted from BlobHub while this run posted to it%s; %d item(s) it could not post stay journaled, and a run posts them if the thread is made again", a.alias, stopped, a.unposted())
-	}
-	if err == nil && a.authRefused {
-		err = exit.Errorf(exit.CodeAuthInvalid, "BlobHub refused the API key while posting; %d item(s) stay journaled for the next run with a valid key", a.unposted())
-	}
-	if err == nil && a.unposted() > 0 {
-		err = exit.Errorf(exit.CodeUnposted, "%d item(s) could not be posted to BlobHub; they are journaled and the next run posts them", a.unposted())
+	if err == nil {
+		err = a.poster.err()
 	}
 	return err
 }
@@ -525,14 +515,14 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	}
 	a.sum.Error = &SummaryError{Code: te.Code, Message: te.Message}
 	a.failedThisRun = true
-	a.post(ctx, resolved)
-	a.post(ctx, reason)
+	a.poster.post(ctx, resolved)
+	a.poster.post(ctx, reason)
 	if a.tooLarge == nil {
 		if err := a.uploadFailed(ctx); err != nil {
 			return err
 		}
 	}
-	a.post(ctx, e)
+	a.poster.post(ctx, e)
 	return nil
 }
 
@@ -587,7 +577,7 @@ func (a *activation) uploadFailed(ctx context.Context) error {
 // finishUnfinished is the first row of the table: post what is journaled,
 // upload the artifacts whose intents are journaled, put failed on the wire.
 func (a *activation) finishUnfinished(ctx context.Context) error {
-	if err := a.reconcile(ctx); err != nil {
+	if err := a.poster.reconcile(ctx); err != nil {
 		return err
 	}
 	// A run killed after failing the thread, before failed reached the

@@ -285,9 +285,9 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 		a.stateFault(err)
 	}
 	for _, p := range published {
-		a.post(ctx, p)
+		a.poster.post(ctx, p)
 	}
-	a.post(ctx, e)
+	a.poster.post(ctx, e)
 	if len(spent) > 0 {
 		// Told with the turn that spent it; the next run holds.
 		a.emit(agent.StatusItem("budget_spent", budgetMessage(a.alias, b, t.Ledger.Total, spent),
