@@ -28,7 +28,7 @@ type poster struct {
 	logRef string // thread.log as a cut item names it (activation.logRef)
 	log    *slog.Logger
 	rec    *record
-	run    postingRun
+	run    postingRun // what a post means for the rest of the run
 
 	// offline: a post found BlobHub unreachable, or could not tell whether
 	// it landed: journal only until the end.
