@@ -78,11 +78,6 @@ type activation struct {
 	// confined is the rule set of the running agent, nil when it runs
 	// unconfined (confinementRefused).
 	confined *confine.Rules
-	// failurePosted names the failures (their code, on the thread and on
-	// worker) whose items this run confirmed: a run killed after
-	// journaling them fails the thread again on the next run, which then
-	// journals them no second time (failureItems).
-	failurePosted map[string]bool
 }
 
 // load reads thread.yaml, the journal and identity.yaml.

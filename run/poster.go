@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
@@ -45,6 +46,11 @@ type poster struct {
 	// (flushNotMine); under notMineMu.
 	notMineMu sync.Mutex
 	notMine   map[string]string
+	// failurePosted names the failures (their code, on the thread and on
+	// worker) whose items this run confirmed: a run killed after
+	// journaling them fails the thread again on the next run, which then
+	// journals them no second time (failureItems). Under rec.mu.
+	failurePosted map[string]bool
 }
 
 // postingRun is what a post means for the rest of the run: the activation.
@@ -150,6 +156,7 @@ func (p *poster) confirmed(e *emission, item blobhub.Item) {
 		// The next run finds the item by its emission_id: not posted twice.
 		p.run.stateFault(err)
 	}
+	p.noteFailurePosted(e)
 	p.run.notePosted(e, item)
 	if e.Target == p.alias {
 		p.rec.t.Items.LastPosted = envelope.ItemRef{ItemID: item.ID, CreatedAt: item.CreatedAt}
@@ -158,6 +165,32 @@ func (p *poster) confirmed(e *emission, item blobhub.Item) {
 		pr.ItemID, pr.CreatedAt = item.ID, item.CreatedAt
 		_ = p.rec.saveLocked()
 	}
+}
+
+// noteFailurePosted records that a failure's reason (on the job thread)
+// or its thread_failed (on worker) is confirmed posted. The caller holds
+// p.rec.mu.
+func (p *poster) noteFailurePosted(e *emission) {
+	key := ""
+	switch {
+	case e.Target == p.alias && e.Item.Type() == agent.ItemStatus && e.Item.Meta["status"] == "error":
+		if code, _ := e.Item.Meta["code"].(string); code != "" {
+			key = "reason:" + code
+		}
+	case e.Target == setup.WorkerAlias && e.Item.Type() == agent.ItemThreadFailed:
+		th, _ := e.Item.Meta["thread"].(map[string]any)
+		er, _ := th["error"].(map[string]any)
+		if code, _ := er["code"].(string); code != "" && th["alias"] == p.alias {
+			key = "failed:" + code
+		}
+	}
+	if key == "" {
+		return
+	}
+	if p.failurePosted == nil {
+		p.failurePosted = map[string]bool{}
+	}
+	p.failurePosted[key] = true
 }
 
 // find lists the target thread after last_posted and looks for the

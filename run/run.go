@@ -500,12 +500,12 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	// A run killed after journaling them had them posted by this run's
 	// reconcile: the same failure found again adds them no second time.
 	var reason, e *emission
-	if !a.failurePosted["reason:"+te.Code] {
+	if !a.poster.failurePosted["reason:"+te.Code] {
 		if reason, err = a.rec.j.add(a.alias, failureItem(te), ""); err != nil {
 			return err
 		}
 	}
-	if !a.failurePosted["failed:"+te.Code] {
+	if !a.poster.failurePosted["failed:"+te.Code] {
 		if e, err = a.rec.j.add(setup.WorkerAlias, it, ""); err != nil {
 			return err
 		}
@@ -524,32 +524,6 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	}
 	a.poster.post(ctx, e)
 	return nil
-}
-
-// noteFailurePosted records that a failure's reason (on the job thread)
-// or its thread_failed (on worker) is confirmed posted. The caller holds
-// a.rec.mu.
-func (a *activation) noteFailurePosted(e *emission) {
-	key := ""
-	switch {
-	case e.Target == a.alias && e.Item.Type() == agent.ItemStatus && e.Item.Meta["status"] == "error":
-		if code, _ := e.Item.Meta["code"].(string); code != "" {
-			key = "reason:" + code
-		}
-	case e.Target == setup.WorkerAlias && e.Item.Type() == agent.ItemThreadFailed:
-		th, _ := e.Item.Meta["thread"].(map[string]any)
-		er, _ := th["error"].(map[string]any)
-		if code, _ := er["code"].(string); code != "" && th["alias"] == a.alias {
-			key = "failed:" + code
-		}
-	}
-	if key == "" {
-		return
-	}
-	if a.failurePosted == nil {
-		a.failurePosted = map[string]bool{}
-	}
-	a.failurePosted[key] = true
 }
 
 // failureItem is the reason a thread failed as blobhub-worker posts it on
