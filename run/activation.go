@@ -1,7 +1,6 @@
 package run
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,8 +12,6 @@ import (
 	"reflect"
 	"sync"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
@@ -39,34 +36,23 @@ type activation struct {
 	// of it runs (zero: no bound); retry.go.
 	turnDeadline time.Time
 
-	// mu guards t and j: the adapter's reading goroutine emits while the
-	// watchdog and the signal handler look on.
-	mu      sync.Mutex
-	t       *envelope.Thread
-	saved   []byte // thread.yaml as last read or written, to skip idle writes
-	j       *journal
-	env     *envelope.Envelope
-	userID  string
-	tfile   *os.File       // logs/thread.log
-	tlogw   *redact.Writer // tfile, secrets redacted
-	tlog    *agent.Log     // tlogw
-	slot    *lock.Slot
-	offline bool              // a post found BlobHub unreachable: journal only until the end
-	unread  bool              // the last read of the thread stopped at its bound
-	notMine map[string]string // aliases for not_mine.yaml, written once at the end
+	// rec is thread.yaml and the journal (load, peek; nil before).
+	rec    *record
+	env    *envelope.Envelope
+	userID string
+	tfile  *os.File       // logs/thread.log
+	tlogw  *redact.Writer // tfile, secrets redacted
+	tlog   *agent.Log     // tlogw
+	slot   *lock.Slot
+	unread bool // the last read of the thread stopped at its bound
+	// poster posts what rec journals and owns what posting learned (load,
+	// peek; nil before).
+	poster *poster
 	// published is artifacts.yaml once a run that publishes has read it.
 	published map[string]envelope.PublishedArtifact
-	// authRefused: a post got 401/403; the run ends AUTH_INVALID (77).
-	authRefused bool
-	// threadGone: a post to the job thread was answered
-	// invalid_thread_envelope (the thread was deleted); the run ends
-	// THREAD_NOT_FOUND (66) with what it could not post journaled.
-	threadGone bool
 	// stopTurn cancels the running turn's context (set by runAgent, nil
-	// between turns; under mu); turnStopped says it was stopped because
-	// the thread is gone.
-	stopTurn    context.CancelCauseFunc
-	turnStopped bool
+	// between turns; under rec.mu).
+	stopTurn context.CancelCauseFunc
 	// workerRemade: the worker object was made again this run.
 	workerRemade bool
 
@@ -92,46 +78,21 @@ type activation struct {
 	// confined is the rule set of the running agent, nil when it runs
 	// unconfined (confinementRefused).
 	confined *confine.Rules
-	// failurePosted names the failures (their code, on the thread and on
-	// worker) whose items this run confirmed: a run killed after
-	// journaling them fails the thread again on the next run, which then
-	// journals them no second time (failureItems).
-	failurePosted map[string]bool
 }
 
 // load reads thread.yaml, the journal and identity.yaml.
 func (a *activation) load() error {
-	path := filepath.Join(a.dir, "thread.yaml")
-	t, raw, err := envelope.ReadThread(path)
-	if err != nil {
-		return exit.Errorf(exit.CodeStateTreeInvalid, "%v", err)
+	a.rec = newRecord(a.dir, a.alias, a.log)
+	if err := a.rec.load(a.r.Setup.Secrets); err != nil {
+		return err
 	}
-	if t == nil {
-		t = &envelope.Thread{Alias: a.alias}
-	} else if t.Alias != a.alias {
-		return exit.Errorf(exit.CodeStateTreeInvalid, "%s records alias %q, not %q (a case-insensitive file system?); refusing to mix two threads", path, t.Alias, a.alias)
-	}
-	// What the disk holds, so a save that would write the same bytes is
-	// skipped (an idle run writes nothing). The file's own bytes, not t
-	// encoded again: a thread.yaml bhw-run wrote is its encoding byte for
-	// byte, and one written otherwise (by an older version, by hand) is
-	// rewritten once, by the run's first save.
-	a.saved = raw
-	if t.EmissionNonce == "" {
-		t.EmissionNonce = randomHex(8)
-	}
-	a.t = t
-	a.j, err = openJournal(filepath.Join(a.dir, "emissions.jsonl"), t.EmissionNonce)
-	if err != nil {
-		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot open the emission journal: %v", err)
-	}
-	a.j.secrets = a.r.Setup.Secrets
-	a.restorePrompt()
+	a.usePoster()
 	// A state tree bhw-run cannot use is the machine's fault (78), never a
 	// failed thread (1).
 	if err := a.r.Setup.EnsureDir(filepath.Join(a.dir, "logs")); err != nil {
 		return err
 	}
+	var err error
 	a.tfile, err = statefile.Open(filepath.Join(a.dir, "logs", "thread.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot open thread.log: %v; fix the state tree", err)
@@ -148,29 +109,14 @@ func (a *activation) load() error {
 	return nil
 }
 
-// peek is load without a lock or a write: thread.yaml (missing = empty)
-// and the journal, read only. A thread.yaml recording another alias is
-// judged as no record, as a run would refuse it.
+// peek is load without a lock or a write (record.peek).
 func (a *activation) peek() error {
 	if err := a.r.Setup.CheckDir(a.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	t, err := envelope.LoadThread(filepath.Join(a.dir, "thread.yaml"))
-	if err != nil {
-		return exit.Errorf(exit.CodeStateTreeInvalid, "%v", err)
-	}
-	if t == nil || t.Alias != a.alias {
-		t = &envelope.Thread{Alias: a.alias}
-	}
-	a.t = t
-	a.j, err = readJournal(filepath.Join(a.dir, "emissions.jsonl"), t.EmissionNonce)
-	if err != nil {
-		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot read the emission journal of %q: %v", a.alias, err)
-	}
-	// The journal is not open for writing: a prompt that never reached
-	// it is only counted as unfinished work, as a run would journal it.
-	a.restorePrompt()
-	return nil
+	a.rec = newRecord(a.dir, a.alias, a.log)
+	a.usePoster()
+	return a.rec.peek()
 }
 
 // stateFault records a state write that failed where the caller cannot
@@ -201,122 +147,17 @@ func (a *activation) faultErr() error {
 	return a.fault
 }
 
-// restorePrompt repairs the one gap between thread.yaml and the journal: a
-// prompt recorded in thread.yaml whose emission never reached the journal
-// (a kill between the two writes) is journaled again from the record.
-func (a *activation) restorePrompt() {
-	p := a.t.Prompt
-	if p == nil || p.ItemID != "" || p.EmissionID == "" {
-		return
-	}
-	if info, ok := a.j.posted[p.EmissionID]; ok {
-		p.ItemID, p.CreatedAt = info.ItemID, info.CreatedAt
-		return
-	}
-	if _, open := a.j.byID[p.EmissionID]; open {
-		return
-	}
-	it := promptItem(p)
-	it.Meta["emission_id"] = p.EmissionID
-	rec := journalRecord{Emission: &emission{ID: p.EmissionID, Target: a.alias, Item: it}}
-	// On ls's read-only journal the write fails and only the in-memory
-	// record counts it as unfinished work, as a run would journal it.
-	_ = a.j.write(rec)
-	a.j.apply(mustJSON(rec))
-}
-
 func (a *activation) close() {
 	if a.slot != nil {
 		_ = a.slot.Release()
 	}
-	if a.j != nil {
-		a.compactJournal()
-		_ = a.j.closeFile()
+	if a.rec != nil {
+		a.rec.close()
 	}
 	if a.tfile != nil {
 		_ = a.tlogw.Flush()
 		_ = a.tfile.Close()
 	}
-}
-
-// compactJournal shrinks the journal at the end of a run that left nothing
-// open (journal.compact), so the next runs and ls read a few lines. Only
-// when thread.yaml on disk is what this run holds: the records kept are
-// chosen by the prompt it names, and a thread.yaml this run failed to write
-// may name another one. A failure only leaves the journal long: the next
-// run compacts it. A run that ends through wrapUp has compacted already
-// (saveAndCompact); this is for the runs that end before it.
-func (a *activation) compactJournal() {
-	if !a.shrinks() {
-		return // the idle path: nothing appended since the last compaction
-	}
-	if b, err := yaml.Marshal(a.t); err != nil || !bytes.Equal(b, a.saved) {
-		return
-	}
-	a.compactLocked()
-}
-
-// saveAndCompact is the run's last save, and the compaction after it: the
-// save has just made thread.yaml on disk what the run holds, so the
-// compaction needs no second encoding of it to know.
-func (a *activation) saveAndCompact() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err := a.saveLocked(); err != nil {
-		return err
-	}
-	if a.shrinks() {
-		a.compactLocked()
-	}
-	return nil
-}
-
-// shrinks reports whether compaction would rewrite an open journal.
-func (a *activation) shrinks() bool {
-	if a.j == nil || a.j.f == nil {
-		return false
-	}
-	emissionID, itemID := a.promptIDs()
-	return a.j.shrinks(emissionID, itemID)
-}
-
-func (a *activation) compactLocked() {
-	emissionID, itemID := a.promptIDs()
-	if _, err := a.j.compact(emissionID, itemID); err != nil {
-		a.log.Warn("could not compact the emission journal; the next run does", "error", err)
-	}
-}
-
-// promptIDs are the emission and item of the open prompt, if any: the
-// records compaction keeps depend on them.
-func (a *activation) promptIDs() (emissionID, itemID string) {
-	if p := a.t.Prompt; p != nil {
-		return p.EmissionID, p.ItemID
-	}
-	return "", ""
-}
-
-// save writes thread.yaml atomically; the journal is synced first so the
-// record never runs ahead of the emissions it names.
-func (a *activation) save() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.saveLocked()
-}
-
-func (a *activation) saveLocked() error {
-	b, err := yaml.Marshal(a.t)
-	if err != nil {
-		return err
-	}
-	if bytes.Equal(b, a.saved) {
-		return nil
-	}
-	if err := setup.WriteStateFile(filepath.Join(a.dir, "thread.yaml"), b); err != nil {
-		return err
-	}
-	a.saved = b
-	return nil
 }
 
 // download reads the envelope: 66 when absent, 65 when not a job.
@@ -388,10 +229,10 @@ func DownloadJob(ctx context.Context, c blobhub.Client, alias string) (blobhub.O
 // bhw-run can read (65).
 func (a *activation) tooLargeEnvelope(err error) error {
 	// The first download of a thread this tree has never run comes before
-	// its record is read (there is none): a.t is nil then.
+	// its record is read (there is none): a.rec is nil then.
 	st := ""
-	if a.t != nil {
-		st = a.t.Agent.State
+	if a.rec != nil && a.rec.t != nil {
+		st = a.rec.t.Agent.State
 	}
 	if !a.holds() || st == "" {
 		return exit.Errorf(exit.CodeNotJob, "%q is not a job thread bhw-run can read: %v (the most bhw-run reads of an envelope is %d bytes); shrink it", a.alias, err, envelope.MaxSize)
@@ -453,18 +294,18 @@ var (
 // bound of the tail stopped it. A prompt waiting for an answer that lies
 // past the bound is answered all the same: findAnswer looks past it.
 func (a *activation) readItems(ctx context.Context) error {
-	a.mu.Lock()
+	a.rec.mu.Lock()
 	from := a.scanFrom()
-	held, size := len(a.t.Items.PendingInbound), 0
-	for _, in := range a.t.Items.PendingInbound {
+	held, size := len(a.rec.t.Items.PendingInbound), 0
+	for _, in := range a.rec.t.Items.PendingInbound {
 		size += inboundSize(in)
 	}
-	awaiting := a.t.Prompt != nil && a.t.Prompt.CreatedAt != "" && a.answerIndex() < 0
-	a.mu.Unlock()
+	awaiting := a.rec.t.Prompt != nil && a.rec.t.Prompt.CreatedAt != "" && a.answerIndex() < 0
+	a.rec.mu.Unlock()
 	full := func() bool { return held >= PendingItems || size >= PendingBytes }
 	var promptAt time.Time
 	if awaiting {
-		promptAt, _ = blobhub.ParseTime(a.t.Prompt.CreatedAt)
+		promptAt, _ = blobhub.ParseTime(a.rec.t.Prompt.CreatedAt)
 	}
 	answers := func(in envelope.InboundItem) bool {
 		t, err := blobhub.ParseTime(in.CreatedAt)
@@ -494,10 +335,10 @@ func (a *activation) readItems(ctx context.Context) error {
 	case more:
 		a.log.Info("read the thread up to the bound of one run; the next run reads on", "items", len(fresh))
 	}
-	a.mu.Lock()
-	a.t.Items.PendingInbound = append(a.t.Items.PendingInbound, fresh...)
-	a.t.Items.Scanned = scannedOf(cur)
-	a.mu.Unlock()
+	a.rec.mu.Lock()
+	a.rec.t.Items.PendingInbound = append(a.rec.t.Items.PendingInbound, fresh...)
+	a.rec.t.Items.Scanned = scannedOf(cur)
+	a.rec.mu.Unlock()
 	if awaiting && stopped {
 		return a.findAnswer(ctx, cur, answers)
 	}
@@ -569,17 +410,17 @@ func scannedOf(c blobhub.Cursor) envelope.Scanned {
 	return s
 }
 
-// consumedLocked is consumed without a.mu: TailEach's callback runs on the
+// consumedLocked is consumed without a.rec.mu: TailEach's callback runs on the
 // reading goroutine while nothing else changes pending_inbound.
 func (a *activation) consumedLocked(id string) bool { return a.consumed(id) }
 
 func (a *activation) consumed(id string) bool {
-	for _, p := range a.t.Items.PendingInbound {
+	for _, p := range a.rec.t.Items.PendingInbound {
 		if p.ID == id {
 			return true
 		}
 	}
-	return id == a.t.Items.LastConsumed.ItemID
+	return id == a.rec.t.Items.LastConsumed.ItemID
 }
 
 func hasType(meta json.RawMessage) bool {
@@ -657,14 +498,14 @@ func inboundSize(in envelope.InboundItem) int {
 
 // facts gathers what the decision table needs.
 func (a *activation) facts() Facts {
-	t := a.t
+	t := a.rec.t
 	local := t
 	if t.Agent.State == "" && t.Workspace.AgentType == "" {
 		local = nil
 	}
 	f := Facts{WireState: a.env.State, HasInstance: a.env.HasInstance, Local: local,
 		Inbound: len(t.Items.PendingInbound), Now: time.Now(), Budget: a.budget()}
-	f.Unfinished = len(a.j.pending()) > 0 ||
+	f.Unfinished = len(a.rec.j.pending()) > 0 ||
 		(t.Agent.State == envelope.StateFailed && !t.Agent.FailedOnWire && (a.env.State == envelope.StateActive || a.env.State == envelope.StatePending))
 	if t.Prompt != nil && t.Prompt.ItemID != "" {
 		f.Answered = a.answerIndex() >= 0 || a.answer != nil
@@ -674,7 +515,7 @@ func (a *activation) facts() Facts {
 
 // answerIndex is the first pending person item after the open prompt.
 func (a *activation) answerIndex() int {
-	p := a.t.Prompt
+	p := a.rec.t.Prompt
 	if p == nil || p.CreatedAt == "" {
 		return -1
 	}
@@ -682,7 +523,7 @@ func (a *activation) answerIndex() int {
 	if err != nil {
 		return -1
 	}
-	for i, in := range a.t.Items.PendingInbound {
+	for i, in := range a.rec.t.Items.PendingInbound {
 		if it, err := blobhub.ParseTime(in.CreatedAt); err == nil && it.After(pt) {
 			return i
 		}
@@ -797,8 +638,8 @@ func (a *activation) lookAgain(ctx context.Context, d Decision) (Decision, error
 }
 
 func (a *activation) turnInterrupted() bool {
-	st := a.t.Turn.State
-	return (st == envelope.TurnStateRunning || st == envelope.TurnStateInterrupted) && len(a.t.Turn.InboundIDs) > 0
+	st := a.rec.t.Turn.State
+	return (st == envelope.TurnStateRunning || st == envelope.TurnStateInterrupted) && len(a.rec.t.Turn.InboundIDs) > 0
 }
 
 // writeSectionLog appends the run's record to logs/section.log.

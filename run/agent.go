@@ -31,9 +31,9 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 	defer cancel(nil)
 	_, h.meter = a.remaining(res.adapter)
 	h.cut = cancel
-	a.mu.Lock()
+	a.rec.mu.Lock()
 	a.stopTurn = cancel
-	a.mu.Unlock()
+	a.rec.mu.Unlock()
 	if a.r.MaxDuration > 0 {
 		if a.turnDeadline.IsZero() {
 			a.turnDeadline = time.Now().Add(a.r.MaxDuration)
@@ -54,12 +54,12 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 	}
 	result, err := sess.Turn(turnCtx, message, h)
 	a.prog.stage(StageFinishing)
-	a.mu.Lock()
+	a.rec.mu.Lock()
 	a.stopTurn = nil // the turn is over: a post failing now stops nothing
 	if id := sess.SessionID(); id != "" {
-		a.t.Agent.AgentSessionID = id
+		a.rec.t.Agent.AgentSessionID = id
 	}
-	a.mu.Unlock()
+	a.rec.mu.Unlock()
 	h.postPrompt(ctx)
 	h.acknowledge()
 	if err != nil && turnCtx.Err() != nil {
@@ -81,7 +81,7 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 // exits), so the next run starts another with the same messages and
 // nothing is lost. One atomic write less for each new session.
 func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.Session, stop func(), err error) {
-	t := a.t
+	t := a.rec.t
 	resume := t.Agent.AgentSessionID != ""
 	sessionID := t.Agent.AgentSessionID
 	if !resume && res.adapter.HostSessionID {
@@ -130,14 +130,14 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 		close(stopHurry)
 		unconfine() // after every descendant is gone
 	}
-	a.mu.Lock()
+	a.rec.mu.Lock()
 	t.Agent.Process = &envelope.ProcessInfo{Pgid: sess.Pgid(), StartedAt: now()}
 	t.Agent.AgentSessionID = sessionID
 	if id := sess.SessionID(); id != "" {
 		t.Agent.AgentSessionID = id
 	}
-	err = a.saveLocked()
-	a.mu.Unlock()
+	err = a.rec.saveLocked()
+	a.rec.mu.Unlock()
 	if err != nil {
 		stop()
 		return nil, nil, err
@@ -170,9 +170,9 @@ func (a *activation) closeAgent(ctx context.Context, sess agent.Session) {
 	// Saved with the turn's end (every path after this saves): a kill
 	// before that leaves a group id that names no process, which the next
 	// run's leftover check finds gone. One atomic write less per turn.
-	a.mu.Lock()
-	a.t.Agent.Process = nil
-	a.mu.Unlock()
+	a.rec.mu.Lock()
+	a.rec.t.Agent.Process = nil
+	a.rec.mu.Unlock()
 }
 
 // maxInstructions bounds the instructions file run reads for the agent.

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -64,13 +63,13 @@ func (a *activation) createOutbox(ctx context.Context) error {
 	if a.env.Artifacts == nil || a.env.Artifacts.Source == "" {
 		return nil
 	}
-	created, err := outbox.Create(a.t.Workspace.Folder(), a.env.Artifacts.Source)
+	created, err := outbox.Create(a.rec.t.Workspace.Folder(), a.env.Artifacts.Source)
 	if err != nil {
 		return a.fail(ctx, agent.Errorf(exit.CodeArtifactsSourceInvalid, "cannot create the outbox: %v; fix artifacts.source or the work folder, then `bhw-run thread retry`", err))
 	}
 	if created {
-		a.t.Outbox.CreatedByUs = true
-		return a.save()
+		a.rec.t.Outbox.CreatedByUs = true
+		return a.rec.save()
 	}
 	return nil
 }
@@ -82,22 +81,22 @@ func (a *activation) scanOutbox() []outbox.File {
 	if a.env.Artifacts == nil || a.env.Artifacts.Source == "" {
 		return nil
 	}
-	a.mu.Lock()
+	a.rec.mu.Lock()
 	pub, perr := a.publishedArtifacts()
 	published := map[string]string{}
 	for p, pa := range pub {
 		published[p] = pa.SHA256
 	}
-	if perr == nil && len(a.t.Artifacts.Published) > 0 {
+	if perr == nil && len(a.rec.t.Artifacts.Published) > 0 {
 		// A thread.yaml of an earlier version: its entries move out of it.
 		perr = a.writePublished()
 	}
-	a.mu.Unlock()
+	a.rec.mu.Unlock()
 	if perr != nil {
 		a.skipArtifact("", perr.Error())
 		return nil
 	}
-	files, skips, err := outbox.Scan(a.t.Workspace.Folder(), a.env.Artifacts.Source, a.maxBytes(), published)
+	files, skips, err := outbox.Scan(a.rec.t.Workspace.Folder(), a.env.Artifacts.Source, a.maxBytes(), published)
 	if errors.Is(err, fs.ErrNotExist) {
 		a.log.Warn("the outbox is gone; nothing to publish", "source", a.env.Artifacts.Source)
 		return nil
@@ -143,20 +142,20 @@ func (a *activation) skipArtifact(rel, reason string) {
 }
 
 // journalIntents journals one upload intent per file, and one for the
-// archive of the files beyond artifacts.max_files. The caller holds a.mu
+// archive of the files beyond artifacts.max_files. The caller holds a.rec.mu
 // and journals turn_end in the same step, so the intents and the turn's
 // end reach the journal together.
 func (a *activation) journalIntents(files []outbox.File, pack *outboxPack) ([]*artifactIntent, error) {
 	var out []*artifactIntent
 	for i := range files {
-		in, err := journalIntent(a.j, a.alias, a.t.Workspace.Folder(), a.env.Artifacts.Source, &files[i])
+		in, err := journalIntent(a.rec.j, a.alias, a.rec.t.Workspace.Folder(), a.env.Artifacts.Source, &files[i])
 		if err != nil {
 			return out, err
 		}
 		out = append(out, in)
 	}
 	if pack != nil {
-		in, err := journalPackIntent(a.j, a.alias, a.t.Workspace.Folder(), a.env.Artifacts.Source, pack)
+		in, err := journalPackIntent(a.rec.j, a.alias, a.rec.t.Workspace.Folder(), a.env.Artifacts.Source, pack)
 		if err != nil {
 			return out, err
 		}
@@ -200,7 +199,7 @@ func intentOf(e *emission) *artifactIntent {
 // next run finishes them.
 func (a *activation) publishArtifacts(ctx context.Context, intents []*artifactIntent) error {
 	for _, in := range intents {
-		if a.offline {
+		if a.poster.offline {
 			return nil
 		}
 		if err := a.publish(ctx, in); err != nil {
@@ -216,17 +215,17 @@ func (a *activation) publishArtifacts(ctx context.Context, intents []*artifactIn
 // replayArtifact finishes an intent a killed run left journaled.
 func (a *activation) replayArtifact(ctx context.Context, e *emission) error {
 	in := intentOf(e)
-	a.mu.Lock()
-	_, open := a.j.byID[in.announceID]
-	_, posted := a.j.posted[in.announceID]
+	a.rec.mu.Lock()
+	_, open := a.rec.j.byID[in.announceID]
+	_, posted := a.rec.j.posted[in.announceID]
 	if open || posted {
 		// The announcement is journaled, so the upload and its record are
 		// done; reconcile posts the announcement if it is not yet posted.
-		err := a.j.confirm(e.ID, "", "")
-		a.mu.Unlock()
+		err := a.rec.j.confirm(e.ID, "", "")
+		a.rec.mu.Unlock()
 		return err
 	}
-	a.mu.Unlock()
+	a.rec.mu.Unlock()
 	if in.alias == "" || in.path == "" || in.announceID == "" {
 		a.log.Error("dropping an unreadable artifact intent", "emission_id", e.ID)
 		return a.dropIntent(in)
@@ -286,17 +285,17 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 		}
 	}
 
-	a.mu.Lock()
+	a.rec.mu.Lock()
 	if in.files != nil {
 		err = a.recordPacked(in.alias, packed)
 	} else {
 		err = a.recordPublished(in.path, envelope.PublishedArtifact{SHA256: meta.SHA256, Alias: in.alias})
 	}
-	a.mu.Unlock()
+	a.rec.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	a.cacheNotMine(in.alias, setup.ReasonArtifact)
+	a.poster.cacheNotMine(in.alias, setup.ReasonArtifact)
 
 	// blobhub-worker's artifacts_published, for one artifact: bhw-run
 	// announces each as it lands (skips are status items), with its own
@@ -311,17 +310,17 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 		it.Brief = fmt.Sprintf("📎 %s (%s, %d files)", in.path, humanSize(meta.Size), len(packed))
 		it.Meta["artifact"].(map[string]any)["files"] = len(packed)
 	}
-	a.mu.Lock()
-	ann, err := a.j.addID(in.announceID, a.alias, it, "")
+	a.rec.mu.Lock()
+	ann, err := a.rec.j.addID(in.announceID, a.alias, it, "")
 	if err == nil {
-		err = a.j.confirm(in.e.ID, "", "")
+		err = a.rec.j.confirm(in.e.ID, "", "")
 	}
-	a.mu.Unlock()
+	a.rec.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	a.logf("artifact %s → %s sha256 %s", in.path, in.alias, meta.SHA256)
-	a.post(ctx, ann)
+	a.poster.post(ctx, ann)
 	return nil
 }
 
@@ -329,7 +328,7 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 // run and only by a run that publishes: the idle path never reads it. The
 // entries a thread.yaml of an earlier version holds count too; the first
 // write of artifacts.yaml takes them over (written before thread.yaml drops
-// them, so no kill loses one). The caller holds a.mu.
+// them, so no kill loses one). The caller holds a.rec.mu.
 func (a *activation) publishedArtifacts() (map[string]envelope.PublishedArtifact, error) {
 	if a.published != nil {
 		return a.published, nil
@@ -338,7 +337,7 @@ func (a *activation) publishedArtifacts() (map[string]envelope.PublishedArtifact
 	if err != nil {
 		return nil, exit.Errorf(exit.CodeStateTreeInvalid, "the published artifacts of %q cannot be read: %v", a.alias, err)
 	}
-	for path, pa := range a.t.Artifacts.Published {
+	for path, pa := range a.rec.t.Artifacts.Published {
 		if _, ok := p.Published[path]; !ok {
 			p.Published[path] = pa
 		}
@@ -349,7 +348,7 @@ func (a *activation) publishedArtifacts() (map[string]envelope.PublishedArtifact
 
 // recordPublished records one upload in artifacts.yaml, atomically, before
 // its announcement is journaled (a replay finds the announcement and knows
-// the record is done). The caller holds a.mu.
+// the record is done). The caller holds a.rec.mu.
 func (a *activation) recordPublished(path string, pa envelope.PublishedArtifact) error {
 	pub, err := a.publishedArtifacts()
 	if err != nil {
@@ -360,7 +359,7 @@ func (a *activation) recordPublished(path string, pa envelope.PublishedArtifact)
 }
 
 // writePublished writes artifacts.yaml, then drops the entries an earlier
-// thread.yaml held, which it now holds too. The caller holds a.mu.
+// thread.yaml held, which it now holds too. The caller holds a.rec.mu.
 func (a *activation) writePublished() error {
 	b, err := yaml.Marshal(&envelope.Published{Published: a.published})
 	if err != nil {
@@ -369,50 +368,20 @@ func (a *activation) writePublished() error {
 	if err := setup.WriteStateFile(filepath.Join(a.dir, publishedFile), b); err != nil {
 		return err
 	}
-	if len(a.t.Artifacts.Published) == 0 {
+	if len(a.rec.t.Artifacts.Published) == 0 {
 		return nil
 	}
-	a.t.Artifacts.Published = nil
-	return a.saveLocked()
+	a.rec.t.Artifacts.Published = nil
+	return a.rec.saveLocked()
 }
 
 // publishedFile is artifacts.yaml in the thread's folder.
 const publishedFile = "artifacts.yaml"
 
-// cacheNotMine notes an alias for not_mine.yaml; flushNotMine writes the
-// run's notes at its end, in one write. The file is only a cache: a run
-// killed before writing it leaves ls to download those aliases once more.
-// Writing it once per artifact rewrote and fsynced the whole cache every
-// time (100 files against 5,000 cached aliases took 17 s).
-func (a *activation) cacheNotMine(alias, reason string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.notMine == nil {
-		a.notMine = map[string]string{}
-	}
-	a.notMine[alias] = reason
-}
-
-// flushNotMine writes the aliases noted by cacheNotMine, once.
-func (a *activation) flushNotMine(ctx context.Context) {
-	a.mu.Lock()
-	notes := a.notMine
-	a.notMine = nil
-	a.mu.Unlock()
-	if len(notes) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := setup.AddNotMines(ctx, a.r.Setup.JobDir, notes); err != nil {
-		a.log.Warn("cannot cache the artifact aliases in not_mine.yaml; ls downloads them once more", "aliases", len(notes), "error", err)
-	}
-}
-
 func (a *activation) dropIntent(in *artifactIntent) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.j.drop(in.e.ID)
+	a.rec.mu.Lock()
+	defer a.rec.mu.Unlock()
+	return a.rec.j.drop(in.e.ID)
 }
 
 // artifactMeta is the artifact block of an artifact object's value.

@@ -51,8 +51,9 @@ func newBenchPublisher(b *testing.B, maxBytes int64) *benchPublisher {
 	b.Cleanup(func() { _ = tlog.Close() })
 	th := &envelope.Thread{Alias: alias, EmissionNonce: "n0"}
 	th.Workspace.WorkFolder = work
-	a := &activation{r: r, alias: alias, dir: dir, log: r.Logger, sum: &Summary{Alias: alias}, t: th, j: j, tfile: tlog, tlog: agent.NewLog(tlog),
+	a := &activation{r: r, alias: alias, dir: dir, log: r.Logger, sum: &Summary{Alias: alias}, rec: &record{dir: dir, alias: alias, log: r.Logger, t: th, j: j}, tfile: tlog, tlog: agent.NewLog(tlog),
 		env: &envelope.Envelope{Artifacts: &envelope.Artifacts{Source: artifactsSource}}}
+	a.usePoster()
 	p := &benchPublisher{a: a, outbox: filepath.Join(work, artifactsSource), sink: sink}
 	if err := os.MkdirAll(p.outbox, 0o755); err != nil {
 		b.Fatal(err)
@@ -77,16 +78,16 @@ func (p *benchPublisher) files(b *testing.B, n, size int) {
 // published record so the next iteration publishes the same files again.
 func (p *benchPublisher) publishOutbox(b *testing.B) {
 	files := p.a.scanOutbox()
-	p.a.mu.Lock()
+	p.a.rec.mu.Lock()
 	intents, err := p.a.journalIntents(files, nil)
-	p.a.mu.Unlock()
+	p.a.rec.mu.Unlock()
 	if err != nil {
 		b.Fatal(err)
 	}
 	if err := p.a.publishArtifacts(b.Context(), intents); err != nil {
 		b.Fatal(err)
 	}
-	p.a.flushNotMine(b.Context())
+	p.a.poster.flushNotMine(b.Context())
 	if n := len(p.a.published); n != len(files) || n == 0 {
 		b.Fatalf("published %d of %d files", n, len(files))
 	}

@@ -154,7 +154,7 @@ func (a *activation) materialize(ctx context.Context, items []envelope.InboundIt
 // openInbox makes the inbox (with a .gitignore of "*") and opens it
 // without following a link.
 func (a *activation) openInbox() (int, error) {
-	work := a.t.Workspace.Folder()
+	work := a.rec.t.Workspace.Folder()
 	rel := a.inboxRel()
 	if err := ensureOutbox(work, rel); err != nil {
 		return -1, err
@@ -223,7 +223,7 @@ func (a *activation) fetchAttachment(ctx context.Context, root int, dir, name st
 		f.Unavailable = "cannot write it in the inbox: " + werr.Error()
 		return
 	}
-	f.Path = filepath.Join(a.t.Workspace.Folder(), a.inboxRel(), dir, name)
+	f.Path = filepath.Join(a.rec.t.Workspace.Folder(), a.inboxRel(), dir, name)
 	if info.ContentType != "" {
 		f.ContentType = info.ContentType
 	}
@@ -311,7 +311,7 @@ func (a *activation) turnImages() []agent.Image {
 			unix.Close(root)
 		}
 	}()
-	for _, in := range a.t.Turn.Inbound {
+	for _, in := range a.rec.t.Turn.Inbound {
 		for _, b := range in.Content {
 			f := b.File
 			if b.Type != "file" || f == nil || f.Path == "" || !imageTypes[f.ContentType] || len(imgs) >= MaxAttachments {

@@ -41,7 +41,7 @@ func BenchmarkMaterialize20(b *testing.B) {
 			}
 		}
 	}
-	if _, err := os.Stat(filepath.Join(p.a.t.Workspace.Folder(), defaultInbox, "itm_bench", "f19.bin")); err != nil {
+	if _, err := os.Stat(filepath.Join(p.a.rec.t.Workspace.Folder(), defaultInbox, "itm_bench", "f19.bin")); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -24,10 +24,12 @@ import (
 func gateActivation(t *testing.T, h *harness, alias string) *activation {
 	t.Helper()
 	r := &Runner{Setup: h.setup(), Client: h.client(), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
-	a := &activation{r: r, alias: alias, dir: t.TempDir(), log: r.Logger, sum: &Summary{},
-		t: &envelope.Thread{Alias: alias}}
+	dir := t.TempDir()
+	a := &activation{r: r, alias: alias, dir: dir, log: r.Logger, sum: &Summary{},
+		rec: &record{dir: dir, alias: alias, log: r.Logger, t: &envelope.Thread{Alias: alias}}}
+	a.usePoster()
 	var err error
-	if a.j, err = openJournal(filepath.Join(a.dir, "emissions.jsonl"), "gatetest"); err != nil {
+	if a.rec.j, err = openJournal(filepath.Join(a.dir, "emissions.jsonl"), "gatetest"); err != nil {
 		t.Fatal(err)
 	}
 	if a.tfile, err = os.Create(filepath.Join(a.dir, "thread.log")); err != nil {
@@ -106,12 +108,12 @@ func TestGuardedDecide(t *testing.T) {
 	}
 
 	// Nor does a grant for the very call relax it; the grant stays.
-	a.t.Grants = []string{write.Fingerprint}
+	a.rec.t.Grants = []string{write.Fingerprint}
 	if v := th.Decide(write); v.Action != policy.Deny {
 		t.Fatalf("write outside with a grant: %+v, want deny", v)
 	}
-	if !slices.Equal(a.t.Grants, []string{write.Fingerprint}) {
-		t.Fatalf("grants %v: the worker's deny consumed the grant", a.t.Grants)
+	if !slices.Equal(a.rec.t.Grants, []string{write.Fingerprint}) {
+		t.Fatalf("grants %v: the worker's deny consumed the grant", a.rec.t.Grants)
 	}
 	if n := len(policyDenied()); n != 2 {
 		t.Fatalf("%d policy_denied, want 2", n)
@@ -133,12 +135,12 @@ func TestGuardedDecide(t *testing.T) {
 	// A grant allows the first identical call and is consumed (persisted);
 	// another grant stays; the same call again is a new question.
 	touch := bash("touch x", "sha256:touch")
-	a.t.Grants = []string{"sha256:other", touch.Fingerprint}
+	a.rec.t.Grants = []string{"sha256:other", touch.Fingerprint}
 	if v := th.Decide(touch); v.Action != policy.Allow {
 		t.Fatalf("granted touch: %+v", v)
 	}
-	if !slices.Equal(a.t.Grants, []string{"sha256:other"}) {
-		t.Fatalf("grants %v after the granted call, want only the other one", a.t.Grants)
+	if !slices.Equal(a.rec.t.Grants, []string{"sha256:other"}) {
+		t.Fatalf("grants %v after the granted call, want only the other one", a.rec.t.Grants)
 	}
 	saved, err := envelope.LoadThread(filepath.Join(a.dir, "thread.yaml"))
 	if err != nil || saved == nil || !slices.Equal(saved.Grants, []string{"sha256:other"}) {
@@ -150,12 +152,12 @@ func TestGuardedDecide(t *testing.T) {
 	if v := th.Decide(touch); v.Action != policy.Park {
 		t.Fatalf("touch again: %+v, want park (the grant is spent)", v)
 	}
-	if th.prompt == nil || a.t.Prompt == nil || a.t.Prompt.Call.Fingerprint != touch.Fingerprint {
-		t.Fatalf("no prompt recorded for the parked call: %+v", a.t.Prompt)
+	if th.prompt == nil || a.rec.t.Prompt == nil || a.rec.t.Prompt.Call.Fingerprint != touch.Fingerprint {
+		t.Fatalf("no prompt recorded for the parked call: %+v", a.rec.t.Prompt)
 	}
 	// One question per turn: a later call is refused without a second prompt.
-	if v := th.Decide(bash("touch y", "sha256:y")); v.Action != policy.Deny || a.t.Prompt.Call.Fingerprint != touch.Fingerprint {
-		t.Fatalf("a call after the park: %+v, prompt %+v", v, a.t.Prompt)
+	if v := th.Decide(bash("touch y", "sha256:y")); v.Action != policy.Deny || a.rec.t.Prompt.Call.Fingerprint != touch.Fingerprint {
+		t.Fatalf("a call after the park: %+v, prompt %+v", v, a.rec.t.Prompt)
 	}
 	if n := len(policyDenied()); n != 3 {
 		t.Fatalf("%d policy_denied, want still 3 (allows, grants and asks post none)", n)

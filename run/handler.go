@@ -56,7 +56,7 @@ func (h *turnHandler) touch() { h.last.Store(time.Now().UnixNano()) }
 func (h *turnHandler) acknowledge() {
 	h.ackOnce.Do(func() {
 		if h.resolved != nil {
-			h.a.post(context.Background(), h.resolved)
+			h.a.poster.post(context.Background(), h.resolved)
 		}
 	})
 }
@@ -67,7 +67,7 @@ func (h *turnHandler) acknowledge() {
 func (h *turnHandler) postPrompt(ctx context.Context) {
 	h.promptOnce.Do(func() {
 		if h.prompt != nil {
-			h.a.post(ctx, h.prompt)
+			h.a.poster.post(ctx, h.prompt)
 		}
 	})
 }
@@ -77,19 +77,19 @@ func (h *turnHandler) postPrompt(ctx context.Context) {
 // person (the adapter's agent.ParkedResultItem).
 func (h *turnHandler) waiting(invocationID string, it agent.Item) agent.Item {
 	a := h.a
-	a.mu.Lock()
-	p := a.t.Prompt
-	a.mu.Unlock()
+	a.rec.mu.Lock()
+	p := a.rec.t.Prompt
+	a.rec.mu.Unlock()
 	if h.prompt == nil || p == nil || p.Call.InvocationID != invocationID {
 		return it
 	}
 	h.postPrompt(context.Background())
-	a.mu.Lock()
+	a.rec.mu.Lock()
 	ref := map[string]any{"emission_id": h.prompt.ID}
 	if p.ItemID != "" {
 		ref["item_id"] = p.ItemID
 	}
-	a.mu.Unlock()
+	a.rec.mu.Unlock()
 	it.Meta["pending_prompt"] = ref
 	it.Brief = "⏸ not run yet: waiting for a person to answer the ❓ question above"
 	return it
@@ -168,25 +168,25 @@ func (h *turnHandler) decide(c policy.Call) (policy.Verdict, *policy.Decision) {
 		a.logf("gate allow (autonomous) %s", c.Brief())
 		return policy.Verdict{Action: policy.Allow}, nil
 	}
-	a.mu.Lock()
-	h.gate.Grants = append([]string(nil), a.t.Grants...)
-	a.mu.Unlock()
+	a.rec.mu.Lock()
+	h.gate.Grants = append([]string(nil), a.rec.t.Grants...)
+	a.rec.mu.Unlock()
 	d := h.gate.Decide(c)
 	a.logf("gate %s %s: %s", d.Decision, c.Brief(), d.Reason)
 	switch d.Decision {
 	case policy.DecisionAllow:
 		if d.Granted {
-			a.mu.Lock()
-			for i, g := range a.t.Grants {
+			a.rec.mu.Lock()
+			for i, g := range a.rec.t.Grants {
 				if g == c.Fingerprint {
-					a.t.Grants = append(a.t.Grants[:i:i], a.t.Grants[i+1:]...)
+					a.rec.t.Grants = append(a.rec.t.Grants[:i:i], a.rec.t.Grants[i+1:]...)
 					break
 				}
 			}
 			// The same approval, as the worker recorded it, is spent with it.
 			_, _ = a.takeGrant(c)
-			_ = a.saveLocked()
-			a.mu.Unlock()
+			_ = a.rec.saveLocked()
+			a.rec.mu.Unlock()
 		}
 		return policy.Verdict{Action: policy.Allow}, &d
 	case policy.DecisionDeny:
@@ -196,12 +196,12 @@ func (h *turnHandler) decide(c policy.Call) (policy.Verdict, *policy.Decision) {
 	// The worker's one-shot grant (a person's approval the daemon, or an
 	// answer to it, recorded) lets through the call it names, once; only
 	// a call the gate would ask a person about.
-	a.mu.Lock()
+	a.rec.mu.Lock()
 	g, ok := a.takeGrant(c)
 	if ok {
-		_ = a.saveLocked()
+		_ = a.rec.saveLocked()
 	}
-	a.mu.Unlock()
+	a.rec.mu.Unlock()
 	if ok {
 		a.logf("gate allow (one-shot grant of %s) %s", g.GrantedBy, c.Brief())
 		a.emit(grantedItem(g, c))
@@ -218,22 +218,22 @@ func (h *turnHandler) park(c policy.Call) policy.Verdict {
 		return policy.Verdict{Action: policy.Deny, Message: "another call of this turn is already waiting for a person"}
 	}
 	a := h.a
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.rec.mu.Lock()
+	defer a.rec.mu.Unlock()
 	kind := c.Kind
 	if kind == "" {
 		kind = policy.KindApproval
 	}
-	id := a.j.nextID()
+	id := a.rec.j.nextID()
 	p := &envelope.Prompt{Kind: kind, PromptID: agent.NewPromptID(), EmissionID: id, Call: c, InputJSON: string(c.Input)}
-	a.t.Prompt = p
-	if err := a.saveLocked(); err != nil {
+	a.rec.t.Prompt = p
+	if err := a.rec.saveLocked(); err != nil {
 		a.log.Error("cannot record the prompt; denying the call", "error", err)
-		a.t.Prompt = nil
+		a.rec.t.Prompt = nil
 		return policy.Verdict{Action: policy.Deny, Message: "bhw-run could not record the question for a person"}
 	}
 	it := promptItem(p)
-	e, err := a.j.addID(id, a.alias, it, "")
+	e, err := a.rec.j.addID(id, a.alias, it, "")
 	if err != nil {
 		a.log.Error("cannot journal the prompt", "error", err)
 	}

@@ -35,9 +35,9 @@ const adoptScanItems = 20000
 // thread.yaml the daemon wrote (it keeps no scanned), the last person item
 // a turn consumed, so what the daemon delivered is not delivered again.
 func (a *activation) scanFrom() blobhub.Cursor {
-	s := a.t.Items.Scanned
-	if s.CreatedAt == "" && len(s.Ahead) == 0 && a.t.Items.LastConsumed.CreatedAt != "" {
-		lc := a.t.Items.LastConsumed
+	s := a.rec.t.Items.Scanned
+	if s.CreatedAt == "" && len(s.Ahead) == 0 && a.rec.t.Items.LastConsumed.CreatedAt != "" {
+		lc := a.rec.t.Items.LastConsumed
 		return blobhub.Cursor{CreatedAt: lc.CreatedAt, IDs: []string{lc.ItemID}}
 	}
 	return scannedCursor(s)
@@ -52,18 +52,18 @@ func (a *activation) scanFrom() blobhub.Cursor {
 // dropped, as the worker drops it: the thread's items say whether the
 // question is still open.
 func (a *activation) adoptPark(ctx context.Context) error {
-	p := a.t.Prompt
+	p := a.rec.t.Prompt
 	if p == nil || p.ItemID != "" || p.EmissionID != "" {
 		return nil // bhw-run's own prompt, or none
 	}
 	if p.PromptID == "" {
 		a.log.Warn("dropping a park that names no prompt")
-		a.t.Prompt = nil
+		a.rec.t.Prompt = nil
 		return nil
 	}
 	var found *blobhub.Item
 	resolved := false
-	from := blobhub.Cursor{CreatedAt: a.t.Items.LastConsumed.CreatedAt}
+	from := blobhub.Cursor{CreatedAt: a.rec.t.Items.LastConsumed.CreatedAt}
 	_, more, err := blobhub.TailEach(ctx, a.r.Client, a.alias, from, blobhub.Limits{Items: adoptScanItems}, func(it blobhub.Item) bool {
 		var m struct {
 			Type   string `json:"type"`
@@ -89,12 +89,12 @@ func (a *activation) adoptPark(ctx context.Context) error {
 	switch {
 	case resolved:
 		a.log.Info("the daemon's prompt is resolved on the thread; the thread is not parked", "prompt_id", p.PromptID)
-		a.t.Prompt = nil
+		a.rec.t.Prompt = nil
 	case found == nil && more:
 		return fmt.Errorf("the prompt %s the daemon parked on is not within the thread's next %d items; run again to read on, or answer it with the daemon", p.PromptID, adoptScanItems)
 	case found == nil:
 		a.log.Warn("the daemon's prompt is not on the thread; the thread is not parked", "prompt_id", p.PromptID)
-		a.t.Prompt = nil
+		a.rec.t.Prompt = nil
 	default:
 		fillPark(p, found)
 		a.logf("adopted the daemon's park on %s (%s)", p.PromptID, p.Kind)
@@ -253,18 +253,18 @@ func recordGrant(t *envelope.Thread, p *envelope.Prompt) {
 // as the worker spends it: the re-attempt raises the same request, which
 // carries nothing more to match. A grant with no key is not spent on a
 // call that names one (an older worker's grant, which the worker spends on
-// the subject alone): the person is asked again. Called with a.mu held;
+// the subject alone): the person is asked again. Called with a.rec.mu held;
 // the caller saves.
 func (a *activation) takeGrant(c policy.Call) (*envelope.Grant, bool) {
-	g := a.t.Agent.Grant
+	g := a.rec.t.Agent.Grant
 	if g == nil || g.Verdict != envelope.GrantApprove || g.Subject == "" || g.Subject != grantSubject(c) {
 		return nil, false
 	}
 	key := grantKey(c)
-	if g.GrantKey == "" && key != "" || g.GrantKey != "" && (key == "" || !grantCovers(g.GrantKey, key, a.t.Workspace.Folder())) {
+	if g.GrantKey == "" && key != "" || g.GrantKey != "" && (key == "" || !grantCovers(g.GrantKey, key, a.rec.t.Workspace.Folder())) {
 		return nil, false
 	}
-	a.t.Agent.Grant = nil
+	a.rec.t.Agent.Grant = nil
 	return g, true
 }
 

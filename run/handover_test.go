@@ -65,7 +65,7 @@ func TestDaemonGrantSpent(t *testing.T) {
 	const alias = "projects/p1/daemon-grant"
 	h.handOff(alias, setup.PermApproval, "")
 	a := gateActivation(t, h, alias)
-	a.t.Workspace = envelope.Workspace{WorkFolder: h.work}
+	a.rec.t.Workspace = envelope.Workspace{WorkFolder: h.work}
 	if err := os.Mkdir(filepath.Join(h.work, "sub"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestDaemonGrantSpent(t *testing.T) {
 			Target: policy.Target{Command: cmd}, Fingerprint: "sha256:" + cmd, Kind: policy.KindApproval}
 	}
 	grant := func() {
-		a.t.Agent.Grant = &envelope.Grant{Subject: "Bash", Verdict: envelope.GrantApprove, GrantedBy: "prm_01DAEMON", GrantKey: "Bash:make test"}
+		a.rec.t.Agent.Grant = &envelope.Grant{Subject: "Bash", Verdict: envelope.GrantApprove, GrantedBy: "prm_01DAEMON", GrantKey: "Bash:make test"}
 	}
 
 	grant()
@@ -84,14 +84,14 @@ func TestDaemonGrantSpent(t *testing.T) {
 		t.Fatalf("another command under the grant: %v, want a question", v.Action)
 	}
 	th.prompt = nil
-	a.t.Prompt = nil
-	if a.t.Agent.Grant == nil {
+	a.rec.t.Prompt = nil
+	if a.rec.t.Agent.Grant == nil {
 		t.Fatal("a call the grant does not cover spent it")
 	}
 	if v, _ := th.decide(bash("cd sub && make test")); v.Action != policy.Allow {
 		t.Fatalf("the approved command after a cd into the work folder: %v, want allowed", v.Action)
 	}
-	if a.t.Agent.Grant != nil {
+	if a.rec.t.Agent.Grant != nil {
 		t.Error("the grant was not spent")
 	}
 	if v, _ := th.decide(bash("make test")); v.Action != policy.Park {
@@ -117,10 +117,10 @@ func TestDaemonGrantSpent(t *testing.T) {
 		return c
 	}
 	const method = "item/commandExecution/requestApproval"
-	th.prompt, a.t.Prompt = nil, nil
-	a.t.Agent.Grant = &envelope.Grant{Subject: method, Verdict: envelope.GrantApprove, GrantedBy: "prm_02", GrantKey: method + ":make test"}
-	if v, _ := th.decide(codexCall("make test", method, method+":make test")); v.Action != policy.Allow || a.t.Agent.Grant != nil {
-		t.Errorf("the daemon's Codex command grant: %v, grant left %+v", v.Action, a.t.Agent.Grant)
+	th.prompt, a.rec.t.Prompt = nil, nil
+	a.rec.t.Agent.Grant = &envelope.Grant{Subject: method, Verdict: envelope.GrantApprove, GrantedBy: "prm_02", GrantKey: method + ":make test"}
+	if v, _ := th.decide(codexCall("make test", method, method+":make test")); v.Action != policy.Allow || a.rec.t.Agent.Grant != nil {
+		t.Errorf("the daemon's Codex command grant: %v, grant left %+v", v.Action, a.rec.t.Agent.Grant)
 	}
 	// A grant with no key (the worker's for a Codex file change or
 	// permissions request, which name no call) is spent as the worker
@@ -128,24 +128,24 @@ func TestDaemonGrantSpent(t *testing.T) {
 	// either; not by another subject, nor by a call that names one.
 	const fileChange, permissions = "item/fileChange/requestApproval", "item/permissions/requestApproval"
 	keyless := func(subject string) {
-		th.prompt, a.t.Prompt = nil, nil
-		a.t.Agent.Grant = &envelope.Grant{Subject: subject, Verdict: envelope.GrantApprove, GrantedBy: "prm_03"}
+		th.prompt, a.rec.t.Prompt = nil, nil
+		a.rec.t.Agent.Grant = &envelope.Grant{Subject: subject, Verdict: envelope.GrantApprove, GrantedBy: "prm_03"}
 	}
 	keyless(fileChange)
-	if v, _ := th.decide(codexCall("x", permissions, "")); v.Action != policy.Park || a.t.Agent.Grant == nil {
-		t.Errorf("a file change grant and a permissions request: %v, grant %+v; want a question and the grant left", v.Action, a.t.Agent.Grant)
+	if v, _ := th.decide(codexCall("x", permissions, "")); v.Action != policy.Park || a.rec.t.Agent.Grant == nil {
+		t.Errorf("a file change grant and a permissions request: %v, grant %+v; want a question and the grant left", v.Action, a.rec.t.Agent.Grant)
 	}
 	keyless(fileChange)
-	if v, _ := th.decide(codexCall("x", fileChange, "")); v.Action != policy.Allow || a.t.Agent.Grant != nil {
-		t.Errorf("a keyless file change grant: %v, grant %+v; want the change allowed and the grant spent", v.Action, a.t.Agent.Grant)
+	if v, _ := th.decide(codexCall("x", fileChange, "")); v.Action != policy.Allow || a.rec.t.Agent.Grant != nil {
+		t.Errorf("a keyless file change grant: %v, grant %+v; want the change allowed and the grant spent", v.Action, a.rec.t.Agent.Grant)
 	}
 	keyless(permissions)
-	if v, _ := th.decide(codexCall("x", permissions, "")); v.Action != policy.Allow || a.t.Agent.Grant != nil {
-		t.Errorf("a keyless permissions grant: %v, grant %+v; want the request allowed and the grant spent", v.Action, a.t.Agent.Grant)
+	if v, _ := th.decide(codexCall("x", permissions, "")); v.Action != policy.Allow || a.rec.t.Agent.Grant != nil {
+		t.Errorf("a keyless permissions grant: %v, grant %+v; want the request allowed and the grant spent", v.Action, a.rec.t.Agent.Grant)
 	}
 	keyless("Bash")
-	if v, _ := th.decide(bash("rm -rf x")); v.Action != policy.Park || a.t.Agent.Grant == nil {
-		t.Errorf("a keyless Bash grant: %v, grant %+v; want a question (bhw-run spends it on no call that names one)", v.Action, a.t.Agent.Grant)
+	if v, _ := th.decide(bash("rm -rf x")); v.Action != policy.Park || a.rec.t.Agent.Grant == nil {
+		t.Errorf("a keyless Bash grant: %v, grant %+v; want a question (bhw-run spends it on no call that names one)", v.Action, a.rec.t.Agent.Grant)
 	}
 	granted = nil
 	for _, it := range h.srv.Items(alias) {

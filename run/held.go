@@ -26,10 +26,10 @@ const limitWait = 5 * time.Minute
 
 // ledger is thread.yaml's ledger, made on first use.
 func (a *activation) ledger() *envelope.Ledger {
-	if a.t.Ledger == nil {
-		a.t.Ledger = &envelope.Ledger{}
+	if a.rec.t.Ledger == nil {
+		a.rec.t.Ledger = &envelope.Ledger{}
 	}
-	return a.t.Ledger
+	return a.rec.t.Ledger
 }
 
 // limitedUntil is when the limit the ledger records resets (zero: none).
@@ -48,7 +48,7 @@ func limitedUntil(t *envelope.Thread) time.Time {
 // the turn did not happen as far as the thread is concerned, and the next
 // run delivers them again.
 func (a *activation) keepInbound() {
-	t := a.t
+	t := a.rec.t
 	t.Turn.State = envelope.TurnStateIdle
 	t.Items.PendingInbound = append(append([]envelope.InboundItem(nil), t.Turn.Inbound...), t.Items.PendingInbound...)
 	t.Turn.Inbound, t.Turn.InboundIDs = nil, nil
@@ -75,13 +75,13 @@ func (a *activation) authFailed(r agent.TurnResult) error {
 		said = "the provider refused the agent's credentials"
 	}
 	msg := fmt.Sprintf("%s could not reach its model: %s; %s, then run the thread again (its messages wait)", res.Type, said, fix)
-	a.mu.Lock()
+	a.rec.mu.Lock()
 	a.keepInbound()
 	l := a.ledger()
 	tell := l.AuthFailed == ""
 	l.AuthFailed = said
-	err := a.saveLocked()
-	a.mu.Unlock()
+	err := a.rec.saveLocked()
+	a.rec.mu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -105,12 +105,12 @@ func (a *activation) rateLimited(r agent.TurnResult) error {
 	if said == "" {
 		said = "the provider's rate limit"
 	}
-	a.mu.Lock()
+	a.rec.mu.Lock()
 	a.keepInbound()
 	l := a.ledger()
 	l.LimitedUntil, l.Limit = at, said
-	err := a.saveLocked()
-	a.mu.Unlock()
+	err := a.rec.saveLocked()
+	a.rec.mu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -123,14 +123,14 @@ func (a *activation) rateLimited(r agent.TurnResult) error {
 // stillLimited is a run before the limit resets: nothing is started and
 // nothing written.
 func (a *activation) stillLimited() error {
-	at := a.t.Ledger.LimitedUntil
+	at := a.rec.t.Ledger.LimitedUntil
 	a.sum.LimitedUntil = at
-	return exit.Errorf(exit.CodeRateLimited, "the agent's provider refused the last turn (%s) until %s; its messages wait, run the thread again after that", a.t.Ledger.Limit, at)
+	return exit.Errorf(exit.CodeRateLimited, "the agent's provider refused the last turn (%s) until %s; its messages wait, run the thread again after that", a.rec.t.Ledger.Limit, at)
 }
 
 // turnRan forgets what held the agent back: a turn ran.
 func (a *activation) turnRan() {
-	if l := a.t.Ledger; l != nil {
+	if l := a.rec.t.Ledger; l != nil {
 		l.LimitedUntil, l.Limit, l.AuthFailed = "", "", ""
 	}
 }

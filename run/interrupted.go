@@ -20,10 +20,10 @@ const interruptedOutput = "interrupted: the turn was cut short before this call'
 // other one an error result marked interrupted. tally, when a turn is
 // ending, counts them with its calls.
 func (a *activation) closeOpenCalls(tally *toolTally) {
-	a.mu.Lock()
-	calls := append([]unresultedCall(nil), a.j.calls...)
-	p := a.t.Prompt
-	a.mu.Unlock()
+	a.rec.mu.Lock()
+	calls := append([]unresultedCall(nil), a.rec.j.calls...)
+	p := a.rec.t.Prompt
+	a.rec.mu.Unlock()
 	for _, c := range calls {
 		it := interruptedResult(c)
 		if p != nil && p.Call.InvocationID == c.InvocationID {

@@ -12,7 +12,7 @@ import (
 
 // budget is the thread's budget.
 func (a *activation) budget() envelope.Budget {
-	typ := a.t.Workspace.AgentType
+	typ := a.rec.t.Workspace.AgentType
 	if typ == "" {
 		typ = a.env.Agent.Type
 	}
@@ -27,8 +27,8 @@ func (a *activation) budget() envelope.Budget {
 func (a *activation) remaining(ad *agent.Adapter) (enforced, metered agent.Budget) {
 	b := a.budget()
 	var total envelope.Spend
-	if a.t.Ledger != nil {
-		total = a.t.Ledger.Total
+	if a.rec.t.Ledger != nil {
+		total = a.rec.t.Ledger.Total
 	}
 	left := agent.Budget{}
 	if b.MaxCostUSD > 0 {
@@ -75,7 +75,7 @@ func (a *activation) recordSpend(r agent.TurnResult) {
 	l := a.ledger()
 	l.Total = l.Total.Add(sp)
 	l.Total.Activations++
-	l.Activations = append(l.Activations, envelope.Activation{At: a.t.Turn.StartedAt, Spend: sp})
+	l.Activations = append(l.Activations, envelope.Activation{At: a.rec.t.Turn.StartedAt, Spend: sp})
 	if n := len(l.Activations) - envelope.LedgerActivations; n > 0 {
 		l.Activations = append([]envelope.Activation(nil), l.Activations[n:]...)
 	}
@@ -97,7 +97,7 @@ func spentCaps(b envelope.Budget, t *envelope.Thread) []string {
 // budgetSpent parks a thread whose budget is spent: it is told once what
 // was spent and how a person raises the budget; nothing runs until then.
 func (a *activation) budgetSpent(b envelope.Budget) (string, error) {
-	spent := spentCaps(b, a.t)
+	spent := spentCaps(b, a.rec.t)
 	l := a.ledger()
 	if slices.Equal(spent, l.BudgetSpent) {
 		return OutcomeParked, nil
@@ -106,7 +106,7 @@ func (a *activation) budgetSpent(b envelope.Budget) (string, error) {
 	msg := budgetMessage(a.alias, b, l.Total, spent)
 	a.emit(agent.StatusItem("budget_spent", msg, map[string]any{"spent": spent, "total": l.Total, "budget": b}))
 	a.log.Warn("budget spent; the thread waits for a person", "caps", strings.Join(spent, ","))
-	return OutcomeParked, a.save()
+	return OutcomeParked, a.rec.save()
 }
 
 // budgetMessage says what was spent against which caps, and the flag that

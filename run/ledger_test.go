@@ -10,13 +10,13 @@ import (
 // TestLedgerBounded: the ledger keeps the last LedgerActivations runs one
 // by one and the total of all.
 func TestLedgerBounded(t *testing.T) {
-	a := &activation{t: &envelope.Thread{}}
+	a := &activation{rec: &record{t: &envelope.Thread{}}}
 	n := envelope.LedgerActivations + 5
 	for i := 0; i < n; i++ {
-		a.t.Turn.StartedAt = string(rune('a' + i))
+		a.rec.t.Turn.StartedAt = string(rune('a' + i))
 		a.recordSpend(agent.TurnResult{CostUSD: 0.5, NumTurns: 2, Usage: agent.Usage{InputTokens: 10, OutputTokens: 1}, DurationMS: 100})
 	}
-	l := a.t.Ledger
+	l := a.rec.t.Ledger
 	if len(l.Activations) != envelope.LedgerActivations || l.Activations[0].At != string(rune('a'+5)) {
 		t.Fatalf("%d activations, first %q; want the last %d", len(l.Activations), l.Activations[0].At, envelope.LedgerActivations)
 	}

@@ -390,12 +390,12 @@ func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope
 	if tooLarge != nil {
 		// The wire as this tree last left it; a run fails the thread only
 		// if it must act (tooLargeEnvelope).
-		env.State = a.t.Agent.State
+		env.State = a.rec.t.Agent.State
 		l.State, l.Error = StateUnknown, fmt.Sprintf("the envelope is larger than the %d bytes bhw-run reads: %v", envelope.MaxSize, tooLarge)
 		r.Logger.Warn("ls: a thread's envelope is too large to read; a run fails the thread if it must act", "alias", alias, "error", tooLarge.Error())
 	}
-	l.Local = a.t.Agent.State
-	if env.State == envelope.StateActive && a.t.Agent.State == envelope.StateActive {
+	l.Local = a.rec.t.Agent.State
+	if env.State == envelope.StateActive && a.rec.t.Agent.State == envelope.StateActive {
 		read = true
 		// A park the daemon left is answered as a run would find it.
 		if err := a.adoptPark(ctx); err != nil {
@@ -408,12 +408,12 @@ func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope
 	d := Decide(a.facts())
 	l.Row = d.Row.String()
 	if d.Held == HeldLimit {
-		l.wake = limitedUntil(a.t)
+		l.wake = limitedUntil(a.rec.t)
 	}
 	// A read that stopped at its bound leaves items a run would read on.
 	l.Runnable = (d.Acts || a.unread) && d.Row != RowNotHere
-	l.Waiting = a.t.Prompt != nil && !l.Runnable && env.State == envelope.StateActive
-	l.WaitingSince = waitingSince(a.t, updatedAt)
+	l.Waiting = a.rec.t.Prompt != nil && !l.Runnable && env.State == envelope.StateActive
+	l.WaitingSince = waitingSince(a.rec.t, updatedAt)
 	return l, read, nil
 }
 

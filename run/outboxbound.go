@@ -57,7 +57,7 @@ func (a *activation) boundOutbox(files []outbox.File) ([]outbox.File, *outboxPac
 	for _, f := range files[limit:] {
 		rest = append(rest, f.Path)
 	}
-	packed, err := outbox.Pack(a.t.Workspace.Folder(), a.env.Artifacts.Source, rest, a.maxBytes(), packMaxFiles)
+	packed, err := outbox.Pack(a.rec.t.Workspace.Folder(), a.env.Artifacts.Source, rest, a.maxBytes(), packMaxFiles)
 	if err != nil {
 		a.log.Warn("the outbox's extra files were not packed", "error", err)
 		packed = &outbox.Packed{}
@@ -65,9 +65,9 @@ func (a *activation) boundOutbox(files []outbox.File) ([]outbox.File, *outboxPac
 	var p *outboxPack
 	name := ""
 	if len(packed.Files) > 0 {
-		a.mu.Lock()
-		p = &outboxPack{announceID: a.j.nextID(), Packed: packed}
-		a.mu.Unlock()
+		a.rec.mu.Lock()
+		p = &outboxPack{announceID: a.rec.j.nextID(), Packed: packed}
+		a.rec.mu.Unlock()
 		name = packName(p.announceID)
 	}
 	left := len(rest) - len(packed.Files)
@@ -155,7 +155,7 @@ func (a *activation) packOf(in *artifactIntent) (*outbox.File, []outbox.File, er
 
 // recordPacked records every file of a published archive in artifacts.yaml,
 // in one write, as published under the archive's alias. The caller holds
-// a.mu.
+// a.rec.mu.
 func (a *activation) recordPacked(alias string, files []outbox.File) error {
 	pub, err := a.publishedArtifacts()
 	if err != nil {

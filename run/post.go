@@ -3,94 +3,29 @@ package run
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
-	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/policy"
-	"github.com/blobhub/bhw-run/setup"
 )
 
 // emit journals an item for the job thread and posts it: every agent event
 // is journaled, written to thread.log, then posted.
 func (a *activation) emit(it agent.Item) *emission {
-	a.mu.Lock()
-	e, err := a.j.add(a.alias, it, "")
-	a.mu.Unlock()
+	a.rec.mu.Lock()
+	e, err := a.rec.j.add(a.alias, it, "")
+	a.rec.mu.Unlock()
 	if err != nil {
 		a.stateFault(err)
 		return nil
 	}
 	a.logf("emit %s %s %s", e.ID, e.Item.Type(), mustJSON(e.Item.Meta))
-	a.post(context.Background(), e)
+	a.poster.post(context.Background(), e)
 	return e
-}
-
-// post sends one journaled emission, never blindly twice: an ambiguous
-// failure is reconciled by listing the thread for its emission_id.
-func (a *activation) post(ctx context.Context, e *emission) {
-	if e == nil || a.offline {
-		return
-	}
-	// The journal decides: an emission it already holds as posted (or
-	// dropped) is never sent again, whoever asks twice (a turn started
-	// over after a failed resume acknowledges the same answer again).
-	a.mu.Lock()
-	settled := a.j.settled(e.ID)
-	a.mu.Unlock()
-	if settled {
-		return
-	}
-	ctx = context.WithoutCancel(ctx)
-	p := a.poster()
-	item, err := p.send(ctx, e, newItem(fitItem(e.Item, ItemBudget, a.logRef())))
-	if errors.Is(err, blobhub.ErrItemTooLarge) {
-		item, err = p.send(ctx, e, newItem(stubItem(e.Item, itemSize(e.Item), a.logRef())))
-	}
-	var api *blobhub.APIError
-	var undecided *exit.Error
-	switch {
-	case err == nil:
-		a.confirmed(e, item)
-	case errors.Is(err, blobhub.ErrNoThread) && e.Target == setup.WorkerAlias && a.remakeWorker(ctx):
-		// The worker object was deleted: made again, the item goes to it.
-		a.post(ctx, e)
-	case errors.Is(err, blobhub.ErrNoThread):
-		// invalid_thread_envelope: the thread is gone, which is no refusal
-		// of the item; it waits in the journal with everything after it.
-		a.log.Error("the thread is gone from BlobHub (deleted?); items stay journaled", "target", e.Target, "emission_id", e.ID, "error", err)
-		a.offline = true
-		if e.Target == a.alias {
-			a.threadGone = true
-			a.stopTurnFor(errThreadGone)
-		}
-	case errors.As(err, &undecided):
-		// The search for an ambiguous post could not tell: posting again
-		// might post it twice, so it waits, with everything after it.
-		a.log.Warn("items stay journaled for the next run", "emission_id", e.ID, "error", undecided.Message)
-		a.offline = true
-	case errors.As(err, &api) && !errors.Is(err, blobhub.ErrAuth):
-		a.log.Error("BlobHub refused an item for good; dropping it", "emission_id", e.ID, "error", err)
-		a.mu.Lock()
-		err := a.j.drop(e.ID)
-		a.mu.Unlock()
-		if err != nil {
-			a.stateFault(err)
-		}
-	case errors.Is(err, blobhub.ErrAuth):
-		a.log.Error("BlobHub refused the API key while posting; items stay journaled", "emission_id", e.ID)
-		a.offline, a.authRefused = true, true
-	default:
-		a.log.Warn("BlobHub unreachable; items stay journaled for the next run", "emission_id", e.ID, "error", err)
-		a.offline = true
-	}
 }
 
 // logRef names the thread's thread.log as blobhub-worker names it in a
@@ -106,79 +41,41 @@ func (a *activation) logRef() string {
 
 // stopTurnFor interrupts the running turn, if one runs, with cause: the
 // person deleted the thread, so the agent stops working in their folder
-// and spending on a turn nobody can read.
-func (a *activation) stopTurnFor(cause error) {
-	a.mu.Lock()
+// and spending on a turn nobody can read. It reports whether a turn ran.
+func (a *activation) stopTurnFor(cause error) bool {
+	a.rec.mu.Lock()
 	stop := a.stopTurn
-	if stop != nil {
-		a.turnStopped = true
-	}
-	a.mu.Unlock()
+	a.rec.mu.Unlock()
 	if stop != nil {
 		a.log.Warn("stopping the agent: its thread is gone")
 		stop(cause)
 	}
+	return stop != nil
 }
 
-// poster is the BlobHub side of posting an emission, never blindly twice:
-// a post whose outcome is unknown is looked for by its emission_id before
-// it is sent again, and a search that cannot tell is an error. What the
-// answer means for the journal and the thread is the activation's (post,
-// confirmed, reconcile).
-type poster struct {
-	client blobhub.Client
-	alias  string // the job thread
-	log    *slog.Logger
-	// lastPosted is the created_at of the job thread's last confirmed item,
-	// where a search of the job thread starts.
-	lastPosted func() string
-}
-
-// poster is the activation's poster.
-func (a *activation) poster() poster {
-	return poster{client: a.r.Client, alias: a.alias, log: a.log,
-		lastPosted: func() string { return a.t.Items.LastPosted.CreatedAt }}
-}
-
-// send posts body, the form of e the server is sent; after an ambiguous
-// failure it looks for e's emission_id and posts the same body again only
-// when the server does not hold it.
-func (p poster) send(ctx context.Context, e *emission, body blobhub.NewItem) (blobhub.Item, error) {
-	item, err := p.client.Post(ctx, e.Target, body)
-	if !errors.Is(err, blobhub.ErrAmbiguous) {
-		return item, err
-	}
-	p.log.Warn("a post's outcome is unknown; looking for it before posting again", "emission_id", e.ID)
-	found, err := p.find(ctx, e)
-	switch {
-	case err != nil:
-		return blobhub.Item{}, err
-	case found != nil:
-		return *found, nil
-	}
-	return p.client.Post(ctx, e.Target, body)
-}
-
-// confirmed records that the server holds e.
-func (a *activation) confirmed(e *emission, item blobhub.Item) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err := a.j.confirm(e.ID, item.ID, item.CreatedAt); err != nil {
-		// The next run finds the item by its emission_id: not posted twice.
-		a.stateFault(err)
-	}
+// notePosted is the run's part of a confirmed post (poster.confirmed,
+// under rec.mu): the summary's count and the observer.
+func (a *activation) notePosted(e *emission, item blobhub.Item) {
 	a.sum.ItemsPosted++
-	a.noteFailurePosted(e)
 	if a.prog.watched() {
 		a.prog.posted(e.Target, shownItem(e, item))
 	}
-	if e.Target == a.alias {
-		a.t.Items.LastPosted = envelope.ItemRef{ItemID: item.ID, CreatedAt: item.CreatedAt}
+}
+
+// replayIntent finishes an intent the journal holds open for reconcile:
+// an artifact upload (replayArtifact) or a publication the last run left
+// open (run/publish.go), returning the later emissions it settled.
+func (a *activation) replayIntent(ctx context.Context, e *emission, later []*emission) (map[string]bool, error) {
+	if e.Kind == kindArtifact {
+		return nil, a.replayArtifact(ctx, e)
 	}
-	if p := a.t.Prompt; p != nil && p.EmissionID == e.ID {
-		p.ItemID, p.CreatedAt = item.ID, item.CreatedAt
-		_ = a.saveLocked()
-	}
+	return a.replayPublish(e, later)
+}
+
+// usePoster makes the activation's poster, once its record is read.
+func (a *activation) usePoster() {
+	a.poster = &poster{client: a.r.Client, alias: a.alias, jobDir: a.r.Setup.JobDir, logRef: a.logRef(),
+		log: a.log, rec: a.rec, run: a}
 }
 
 // shownItem is e as BlobHub now holds it, for the observer: the journaled
@@ -187,131 +84,6 @@ func shownItem(e *emission, answer blobhub.Item) blobhub.Item {
 	it := newItem(e.Item)
 	return blobhub.Item{ID: answer.ID, CreatedAt: answer.CreatedAt, UserID: answer.UserID,
 		Content: it.Content, Metadata: it.Metadata, ParentID: answer.ParentID}
-}
-
-// find lists the target thread after last_posted and looks for the
-// emission's id.
-func (p poster) find(ctx context.Context, e *emission) (*blobhub.Item, error) {
-	posted, err := p.since(ctx, e, map[string]bool{e.ID: true})
-	if it, ok := posted[e.ID]; ok && err == nil {
-		return &it, nil
-	}
-	return nil, err
-}
-
-// postedLimits bounds the search for posted emissions. It keeps only the
-// items it is looking for, so it reads much further than a run's tail.
-var postedLimits = blobhub.Limits{Items: 100000}
-
-// since lists e's target thread from where e may have landed and maps
-// the emission_ids of want found there to their items: after last_posted on
-// the job thread; on worker, which has no cursor of ours, from an hour
-// before e was journaled (clocks may differ). It stops once every id of
-// want is found. A search that ends at postedLimits first cannot tell
-// whether the rest was posted: that is an error, so nothing is posted
-// again blindly; the emissions stay journaled for the next run.
-func (p poster) since(ctx context.Context, e *emission, want map[string]bool) (map[string]blobhub.Item, error) {
-	from := blobhub.Cursor{}
-	if e.Target == p.alias {
-		from.CreatedAt = p.lastPosted()
-	} else if t, err := blobhub.ParseTime(e.At); err == nil {
-		from.CreatedAt = blobhub.FormatTime(t.Add(-time.Hour))
-	}
-	found := map[string]blobhub.Item{}
-	_, more, err := blobhub.TailEach(ctx, p.client, e.Target, from, postedLimits, func(it blobhub.Item) bool {
-		var m struct {
-			EmissionID string `json:"emission_id"`
-		}
-		if json.Unmarshal(it.Metadata, &m) == nil && want[m.EmissionID] {
-			found[m.EmissionID] = it
-		}
-		return len(found) < len(want)
-	})
-	if errors.Is(err, blobhub.ErrNoThread) && e.Target == setup.WorkerAlias {
-		// No worker thread (deleted): it holds none of them; posting one
-		// makes it again.
-		return found, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if more && len(found) < len(want) {
-		return found, exit.Errorf(exit.CodeUnposted, "could not tell whether BlobHub holds %d journaled item(s) of %q: the thread has more than %d items after where they would be; they stay journaled and the next run looks again", len(want)-len(found), e.Target, postedLimits.Items)
-	}
-	return found, nil
-}
-
-// reconcile posts every unconfirmed emission, after looking for those the
-// server already holds, and finishes journaled artifact uploads in journal
-// order (docs/state.md).
-func (a *activation) reconcile(ctx context.Context) error {
-	pending := a.j.pending()
-	if len(pending) == 0 {
-		return nil
-	}
-	// Per target, in journal order: its first emission (the earliest
-	// place to look from) and every emission id to look for.
-	var firsts []*emission
-	want := map[string]map[string]bool{}
-	for _, e := range pending {
-		if e.Kind == kindArtifact || e.Kind == kindPublish {
-			continue
-		}
-		if want[e.Target] == nil {
-			want[e.Target] = map[string]bool{}
-			firsts = append(firsts, e)
-		}
-		want[e.Target][e.ID] = true
-	}
-	seen := map[string]map[string]blobhub.Item{}
-	p := a.poster()
-	for _, e := range firsts {
-		found, err := p.since(ctx, e, want[e.Target])
-		if err != nil {
-			return setup.APIError(err, "reconcile "+e.Target)
-		}
-		seen[e.Target] = found
-	}
-	dropped := map[string]bool{}
-	for i, e := range pending {
-		if dropped[e.ID] {
-			continue
-		}
-		if e.Kind == kindArtifact {
-			// An upload intent, not an item.
-			if err := a.replayArtifact(ctx, e); err != nil {
-				return err
-			}
-			continue
-		}
-		if e.Kind == kindPublish {
-			// A publication the last run left open (run/publish.go).
-			d, err := a.replayPublish(e, pending[i+1:])
-			if err != nil {
-				return err
-			}
-			for id := range d {
-				dropped[id] = true
-			}
-			continue
-		}
-		if it, ok := seen[e.Target][e.ID]; ok {
-			a.confirmed(e, it)
-			continue
-		}
-		a.post(ctx, e)
-		if a.offline {
-			return exit.Errorf(exit.CodeUnavailable, "BlobHub is unreachable while posting journaled items; the next run retries")
-		}
-	}
-	return nil
-}
-
-// unposted counts emissions still not confirmed.
-func (a *activation) unposted() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.j.pending())
 }
 
 func newItem(it agent.Item) blobhub.NewItem {
@@ -466,10 +238,10 @@ func (a *activation) cancelPrompt(ctx context.Context, reason string) error {
 	if err != nil || e == nil {
 		return err
 	}
-	if err := a.save(); err != nil {
+	if err := a.rec.save(); err != nil {
 		return err
 	}
-	a.post(ctx, e)
+	a.poster.post(ctx, e)
 	return nil
 }
 
@@ -477,12 +249,12 @@ func (a *activation) cancelPrompt(ctx context.Context, reason string) error {
 // and journals its pending_prompt_resolved with resolution, cancelled or
 // failed, and reason; nil when no prompt is open.
 func (a *activation) resolvePrompt(resolution, brief, reason string) (*emission, error) {
-	p := a.t.Prompt
+	p := a.rec.t.Prompt
 	if p == nil {
 		return nil, nil
 	}
-	a.t.Prompt = nil
-	return a.j.resolution(a.alias, p.ItemID, resolutionItem(p, resolution, brief, nil, reason))
+	a.rec.t.Prompt = nil
+	return a.rec.j.resolution(a.alias, p.ItemID, resolutionItem(p, resolution, brief, nil, reason))
 }
 
 // approvalAnswers is the answers block of an approval answered with label

@@ -66,7 +66,7 @@ func (a *activation) makeWorkerOutbox() {
 	art := a.env.Artifacts
 	why := art.Unusable
 	if why == "" {
-		if err := ensureOutbox(a.t.Workspace.Folder(), art.Outbox); err != nil {
+		if err := ensureOutbox(a.rec.t.Workspace.Folder(), art.Outbox); err != nil {
 			why = "the outbox cannot be used: " + err.Error()
 		}
 	}
@@ -104,11 +104,11 @@ func (a *activation) publishing() bool {
 	return art.WorkerForm() && art.Unusable == "" && outbox.ValidateSource(art.Outbox) == nil
 }
 
-// journalPublish journals the turn's publish intent. The caller holds a.mu.
+// journalPublish journals the turn's publish intent. The caller holds a.rec.mu.
 func (a *activation) journalPublish() (*emission, error) {
 	art := a.env.Artifacts
-	return a.j.add(a.alias, agent.Item{Brief: "publish the outbox", Meta: map[string]any{
-		"prefix": art.Prefix, "outbox": art.Outbox, "work_folder": a.t.Workspace.Folder(),
+	return a.rec.j.add(a.alias, agent.Item{Brief: "publish the outbox", Meta: map[string]any{
+		"prefix": art.Prefix, "outbox": art.Outbox, "work_folder": a.rec.t.Workspace.Folder(),
 	}}, kindPublish)
 }
 
@@ -199,7 +199,7 @@ func (a *activation) uploadOutbox(ctx context.Context, workFolder, rel, prefix s
 		res.files = append(res.files, agent.FileBlock{Alias: alias, Name: info.Name, ContentType: info.ContentType, Size: info.Size})
 		res.aliases = append(res.aliases, alias)
 		a.logf("artifact %s → %s (%d bytes)", f.Path, alias, len(rf.Data))
-		a.cacheNotMine(alias, "artifact")
+		a.poster.cacheNotMine(alias, "artifact")
 	}
 	return res
 }
@@ -373,11 +373,11 @@ func splitStemExt(base string) (stem, ext string) {
 const kindPublished = "published"
 
 // journalPublished journals the items of intent, in one step with the
-// turn's end, which closePublish ends. The caller holds a.mu.
+// turn's end, which closePublish ends. The caller holds a.rec.mu.
 func (a *activation) journalPublished(items []agent.Item) ([]*emission, error) {
 	var out []*emission
 	for _, it := range items {
-		e, err := a.j.add(a.alias, it, kindPublished)
+		e, err := a.rec.j.add(a.alias, it, kindPublished)
 		if err != nil {
 			return out, err
 		}
@@ -387,9 +387,9 @@ func (a *activation) journalPublished(items []agent.Item) ([]*emission, error) {
 }
 
 // closePublish closes the intent once its items and the turn's end are
-// journaled. The caller holds a.mu.
+// journaled. The caller holds a.rec.mu.
 func (a *activation) closePublish(intent *emission) error {
-	return a.j.confirm(intent.ID, "", "")
+	return a.rec.j.confirm(intent.ID, "", "")
 }
 
 // replayPublish settles a publish intent a killed run left open; later
@@ -401,21 +401,21 @@ func (a *activation) closePublish(intent *emission) error {
 // and the turn, which is run again, publishes. It returns the ids
 // dropped.
 func (a *activation) replayPublish(intent *emission, later []*emission) (map[string]bool, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.rec.mu.Lock()
+	defer a.rec.mu.Unlock()
 	for _, e := range later {
 		if e.Item.Type() == agent.ItemTurnEnd {
-			return nil, a.j.confirm(intent.ID, "", "")
+			return nil, a.rec.j.confirm(intent.ID, "", "")
 		}
 	}
 	dropped := map[string]bool{}
 	for _, e := range later {
 		if e.Kind == kindPublished {
-			if err := a.j.drop(e.ID); err != nil {
+			if err := a.rec.j.drop(e.ID); err != nil {
 				return dropped, err
 			}
 			dropped[e.ID] = true
 		}
 	}
-	return dropped, a.j.drop(intent.ID)
+	return dropped, a.rec.j.drop(intent.ID)
 }

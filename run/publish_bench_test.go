@@ -35,24 +35,24 @@ func benchWorkerPublish(b *testing.B, n, size int) {
 	p.files(b, n, size)
 	p.sink.measure = size >= 1<<20
 	for b.Loop() {
-		p.a.mu.Lock()
+		p.a.rec.mu.Lock()
 		intent, err := p.a.journalPublish()
-		p.a.mu.Unlock()
+		p.a.rec.mu.Unlock()
 		if err != nil {
 			b.Fatal(err)
 		}
 		items := p.a.publishOutbox(b.Context(), intent)
-		p.a.mu.Lock()
+		p.a.rec.mu.Lock()
 		es, err := p.a.journalPublished(items)
 		if err == nil {
 			err = p.a.closePublish(intent)
 		}
-		p.a.mu.Unlock()
+		p.a.rec.mu.Unlock()
 		if err != nil {
 			b.Fatal(err)
 		}
 		for _, e := range es {
-			p.a.post(b.Context(), e)
+			p.a.poster.post(b.Context(), e)
 		}
 		if got := len(es); got != (n+publishBlocksPerItem-1)/publishBlocksPerItem {
 			b.Fatalf("%d items for %d files", got, n)

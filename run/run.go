@@ -113,8 +113,8 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	defer stopNote()
 	defer func() {
 		sum.DurationMS = time.Since(start).Milliseconds()
-		if a.t != nil && sum.AgentSessionID == "" {
-			sum.AgentSessionID = a.t.Agent.AgentSessionID
+		if a.rec != nil && a.rec.t != nil && sum.AgentSessionID == "" {
+			sum.AgentSessionID = a.rec.t.Agent.AgentSessionID
 		}
 		sig := exit.SignalOf(ctx)
 		if fault := a.faultErr(); fault != nil && sig == nil {
@@ -199,7 +199,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		return sum, err
 	}
 	defer a.close()
-	defer a.flushNotMine(ctx)
+	defer a.poster.flushNotMine(ctx)
 
 	// 4. An agent left behind by a killed bhw-run is stopped first.
 	if err := a.stopLeftover(); err != nil {
@@ -222,7 +222,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	// 7. Decide; act at most once.
 	d := Decide(a.facts())
 	a.log.Debug("decided", "row", d.Row.String(), "unfinished", d.Unfinished, "acts", d.Acts)
-	if a.tooLarge != nil && d.Acts && a.t.Agent.State != envelope.StateFailed {
+	if a.tooLarge != nil && d.Acts && a.rec.t.Agent.State != envelope.StateFailed {
 		// Acting needs the envelope bhw-run refuses to read.
 		if err := a.attach(ctx); err != nil {
 			return sum, err
@@ -249,7 +249,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		if err := a.act(ctx, d); err != nil {
 			return sum, err
 		}
-		return sum, a.save()
+		return sum, a.rec.save()
 	}
 	if err := a.attach(ctx); err != nil {
 		return sum, err
@@ -271,16 +271,16 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 // stopLeftover stops the agent a killed bhw-run left behind, when its
 // group still runs the agent's executable, and forgets it.
 func (a *activation) stopLeftover() error {
-	p := a.t.Agent.Process
+	p := a.rec.t.Agent.Process
 	if p == nil {
 		return nil
 	}
-	if proc.GroupAlive(p.Pgid) && proc.IsAgentGroup(p.Pgid, a.t.Agent.Resolved.Executable) {
+	if proc.GroupAlive(p.Pgid) && proc.IsAgentGroup(p.Pgid, a.rec.t.Agent.Resolved.Executable) {
 		a.log.Warn("stopping an agent left behind by an earlier run", "pgid", p.Pgid)
 		proc.StopGroup(p.Pgid, a.r.grace())
 	}
-	a.t.Agent.Process = nil
-	return a.save()
+	a.rec.t.Agent.Process = nil
+	return a.rec.save()
 }
 
 // wrapUp ends a run that acted: a last tail covers our own items, the
@@ -289,21 +289,11 @@ func (a *activation) wrapUp(ctx context.Context, err error) error {
 	if terr := a.readItems(context.WithoutCancel(ctx)); terr != nil && err == nil {
 		a.log.Warn("could not read the thread after the run", "error", terr)
 	}
-	if serr := a.saveAndCompact(); serr != nil && err == nil {
+	if serr := a.rec.saveAndCompact(); serr != nil && err == nil {
 		err = serr
 	}
-	if err == nil && a.threadGone {
-		stopped := ""
-		if a.turnStopped {
-			stopped = "; its agent was stopped mid-turn"
-		}
-		err = exit.Errorf(exit.CodeNoThread, "thread %q was deleted from BlobHub while this run posted to it%s; %d item(s) it could not post stay journaled, and a run posts them if the thread is made again", a.alias, stopped, a.unposted())
-	}
-	if err == nil && a.authRefused {
-		err = exit.Errorf(exit.CodeAuthInvalid, "BlobHub refused the API key while posting; %d item(s) stay journaled for the next run with a valid key", a.unposted())
-	}
-	if err == nil && a.unposted() > 0 {
-		err = exit.Errorf(exit.CodeUnposted, "%d item(s) could not be posted to BlobHub; they are journaled and the next run posts them", a.unposted())
+	if err == nil {
+		err = a.poster.err()
 	}
 	return err
 }
@@ -336,8 +326,8 @@ func (a *activation) row(ctx context.Context, d Decision) (string, error) {
 		switch {
 		case d.Row == RowFinal:
 			a.sum.ThreadState = a.env.State
-		case d.Row == RowLocalDone && a.t != nil:
-			a.sum.ThreadState = a.t.Agent.State
+		case d.Row == RowLocalDone && a.rec.t != nil:
+			a.sum.ThreadState = a.rec.t.Agent.State
 		}
 		return d.Outcome, nil
 	case RowNotHere:
@@ -368,12 +358,12 @@ func (a *activation) stop(ctx context.Context) (string, error) {
 	if err := a.cancelPrompt(ctx, "the thread was stopped"); err != nil {
 		return "", err
 	}
-	a.t.Agent.State = a.env.State
+	a.rec.t.Agent.State = a.env.State
 	if a.env.State == envelope.StateFailed {
-		a.t.Agent.FailedOnWire = true
+		a.rec.t.Agent.FailedOnWire = true
 	}
-	a.t.Turn.State, a.t.Turn.Inbound = envelope.TurnStateIdle, nil
-	return OutcomeStopped, a.save()
+	a.rec.t.Turn.State, a.rec.t.Turn.Inbound = envelope.TurnStateIdle, nil
+	return OutcomeStopped, a.rec.save()
 }
 
 // activate is the pending row: checklist, then local active, upload active,
@@ -386,7 +376,7 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 	if err := a.cancelPrompt(ctx, "the thread was activated again"); err != nil {
 		return "", err
 	}
-	inbound := len(a.t.Items.PendingInbound) > 0 || a.turnInterrupted()
+	inbound := len(a.rec.t.Items.PendingInbound) > 0 || a.turnInterrupted()
 	if inbound {
 		if err := a.r.modelReachable(ctx, res); err != nil {
 			return "", err
@@ -395,7 +385,7 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
-	t := a.t
+	t := a.rec.t
 	if t.Workspace.AgentType != res.Type || t.Workspace.WorkFolder != a.env.WorkFolder ||
 		t.Workspace.ResolvedFolder != "" && t.Workspace.ResolvedFolder != res.WorkFolder {
 		// A new agent type or work folder is a new session.
@@ -409,7 +399,7 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 	sec := a.r.Setup.Section
 	t.Session = envelope.SessionRef{OrgID: sec.Session.OrgID, BlobID: sec.Session.BlobID, RevisionID: sec.Session.RevisionID,
 		SessionID: sec.Session.SessionID, SessionPrefix: sec.Prefix(), Extra: t.Session.Extra}
-	if err := a.save(); err != nil {
+	if err := a.rec.save(); err != nil {
 		return "", err
 	}
 	if err := a.setWireState(ctx, envelope.StatePending, envelope.StateActive); err != nil {
@@ -426,7 +416,7 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 
 // resumeParked hands a person's answer to the parked agent.
 func (a *activation) resumeParked(ctx context.Context) (string, error) {
-	res, err := a.r.checklist(ctx, a.env, a.t)
+	res, err := a.r.checklist(ctx, a.env, a.rec.t)
 	if err != nil {
 		return "", a.failOrExit(ctx, err)
 	}
@@ -456,7 +446,7 @@ func (a *activation) recover(ctx context.Context) (string, error) {
 // turn checks the thread again (permissions, model, policy are resolved
 // afresh on every run) and runs one turn.
 func (a *activation) turn(ctx context.Context, plan turnPlan) (string, error) {
-	res, err := a.r.checklist(ctx, a.env, a.t)
+	res, err := a.r.checklist(ctx, a.env, a.rec.t)
 	if err != nil {
 		return "", a.failOrExit(ctx, err)
 	}
@@ -492,9 +482,9 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	if err != nil {
 		return err
 	}
-	a.t.Agent.State = envelope.StateFailed
-	a.t.Agent.Error.Set(te.Code, te.Message)
-	a.t.Agent.FailedOnWire = false
+	a.rec.t.Agent.State = envelope.StateFailed
+	a.rec.t.Agent.Error.Set(te.Code, te.Message)
+	a.rec.t.Agent.FailedOnWire = false
 	// blobhub-worker's shape, thread {alias, error}; instance_id is
 	// bhw-run's own. An earlier bhw-run put alias and error at the top.
 	it := agent.Item{Brief: fmt.Sprintf("✗ %s failed: %s — %s", a.alias, te.Code, te.Message), Meta: map[string]any{
@@ -510,56 +500,30 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	// A run killed after journaling them had them posted by this run's
 	// reconcile: the same failure found again adds them no second time.
 	var reason, e *emission
-	if !a.failurePosted["reason:"+te.Code] {
-		if reason, err = a.j.add(a.alias, failureItem(te), ""); err != nil {
+	if !a.poster.failurePosted["reason:"+te.Code] {
+		if reason, err = a.rec.j.add(a.alias, failureItem(te), ""); err != nil {
 			return err
 		}
 	}
-	if !a.failurePosted["failed:"+te.Code] {
-		if e, err = a.j.add(setup.WorkerAlias, it, ""); err != nil {
+	if !a.poster.failurePosted["failed:"+te.Code] {
+		if e, err = a.rec.j.add(setup.WorkerAlias, it, ""); err != nil {
 			return err
 		}
 	}
-	if err := a.save(); err != nil {
+	if err := a.rec.save(); err != nil {
 		return err
 	}
 	a.sum.Error = &SummaryError{Code: te.Code, Message: te.Message}
 	a.failedThisRun = true
-	a.post(ctx, resolved)
-	a.post(ctx, reason)
+	a.poster.post(ctx, resolved)
+	a.poster.post(ctx, reason)
 	if a.tooLarge == nil {
 		if err := a.uploadFailed(ctx); err != nil {
 			return err
 		}
 	}
-	a.post(ctx, e)
+	a.poster.post(ctx, e)
 	return nil
-}
-
-// noteFailurePosted records that a failure's reason (on the job thread)
-// or its thread_failed (on worker) is confirmed posted. The caller holds
-// a.mu.
-func (a *activation) noteFailurePosted(e *emission) {
-	key := ""
-	switch {
-	case e.Target == a.alias && e.Item.Type() == agent.ItemStatus && e.Item.Meta["status"] == "error":
-		if code, _ := e.Item.Meta["code"].(string); code != "" {
-			key = "reason:" + code
-		}
-	case e.Target == setup.WorkerAlias && e.Item.Type() == agent.ItemThreadFailed:
-		th, _ := e.Item.Meta["thread"].(map[string]any)
-		er, _ := th["error"].(map[string]any)
-		if code, _ := er["code"].(string); code != "" && th["alias"] == a.alias {
-			key = "failed:" + code
-		}
-	}
-	if key == "" {
-		return
-	}
-	if a.failurePosted == nil {
-		a.failurePosted = map[string]bool{}
-	}
-	a.failurePosted[key] = true
 }
 
 // failureItem is the reason a thread failed as blobhub-worker posts it on
@@ -580,26 +544,26 @@ func (a *activation) uploadFailed(ctx context.Context) error {
 	if err := a.setWireState(ctx, a.env.State, envelope.StateFailed); err != nil {
 		return err
 	}
-	a.t.Agent.FailedOnWire = true
-	return a.save()
+	a.rec.t.Agent.FailedOnWire = true
+	return a.rec.save()
 }
 
 // finishUnfinished is the first row of the table: post what is journaled,
 // upload the artifacts whose intents are journaled, put failed on the wire.
 func (a *activation) finishUnfinished(ctx context.Context) error {
-	if err := a.reconcile(ctx); err != nil {
+	if err := a.poster.reconcile(ctx); err != nil {
 		return err
 	}
 	// A run killed after failing the thread, before failed reached the
 	// wire, left it active, or pending when it failed at its activation:
 	// failed goes on the wire now, rather than the thread taken for one a
 	// person handed off again (and failed, and explained, twice).
-	if a.t.Agent.State == envelope.StateFailed && !a.t.Agent.FailedOnWire && (a.env.State == envelope.StateActive || a.env.State == envelope.StatePending) {
+	if a.rec.t.Agent.State == envelope.StateFailed && !a.rec.t.Agent.FailedOnWire && (a.env.State == envelope.StateActive || a.env.State == envelope.StatePending) {
 		if err := a.uploadFailed(ctx); err != nil {
 			return err
 		}
 		a.failedThisRun = true
-		if code, msg, ok := a.t.Agent.Error.Get(); ok {
+		if code, msg, ok := a.rec.t.Agent.Error.Get(); ok {
 			a.sum.Error = &SummaryError{Code: code, Message: msg}
 		}
 	}

@@ -39,7 +39,7 @@ var (
 // into the resume note, a grant for an approved call, and the journaled
 // pending_prompt_resolved (docs/gate.md).
 func (a *activation) answerPrompt() (turnPlan, error) {
-	t := a.t
+	t := a.rec.t
 	p := t.Prompt
 	i := a.answerIndex()
 	var ans envelope.InboundItem
@@ -114,7 +114,7 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 		t.Items.LastConsumed = envelope.ItemRef{ItemID: ans.ID, CreatedAt: ans.CreatedAt}
 	}
 	t.Prompt = nil
-	e, err := a.j.resolution(a.alias, p.ItemID, it)
+	e, err := a.rec.j.resolution(a.alias, p.ItemID, it)
 	if err != nil {
 		return turnPlan{}, err
 	}
@@ -122,14 +122,14 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	if decision == "denied" {
 		plan.deniedByPerson = 1
 	}
-	return plan, a.save()
+	return plan, a.rec.save()
 }
 
 // turnWith runs one turn: spawn, persist the turn before the message goes
 // out, relay, and end it in the documented order (docs/run.md). It returns
 // the run's outcome.
 func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan) (string, error) {
-	t := a.t
+	t := a.rec.t
 	var items []envelope.InboundItem
 	if plan.redeliver || a.turnInterrupted() {
 		items = append(items, t.Turn.Inbound...)
@@ -178,9 +178,9 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 	result, err := a.runAgent(ctx, res, gate, message, plan, tally)
 	if err == nil && result.ResumeFailed {
 		a.emit(agent.StatusItem("resume_failed", "the earlier agent session could not be resumed; starting a new one with the same messages", nil))
-		a.mu.Lock()
+		a.rec.mu.Lock()
 		t.Agent.AgentSessionID = ""
-		a.mu.Unlock()
+		a.rec.mu.Unlock()
 		note := "(The earlier conversation could not be resumed; this is a new session.)\n\n"
 		result, err = a.runAgent(ctx, res, gate, note+message, plan, tally)
 	}
@@ -189,11 +189,11 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 	// turn from: it follows the agent's counters as the worker's own turn
 	// leaves them (replaced when the agent reports them or the session
 	// changed), so the daemon's next turn does not count this one's tokens.
-	a.mu.Lock()
+	a.rec.mu.Lock()
 	if result.UsageTotal != nil || t.Agent.AgentSessionID != sessionBefore {
 		t.Agent.UsageTotal = result.UsageTotal
 	}
-	a.mu.Unlock()
+	a.rec.mu.Unlock()
 	if err != nil || result.Outcome != agent.TurnCompleted && result.Outcome != agent.TurnParked {
 		// Cut short: a call still open never gets its result.
 		a.closeOpenCalls(tally)
@@ -204,7 +204,7 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 // endTurn closes the turn in the documented order: journal turn_end and
 // the turn state, then post, then confirm. It returns the run's outcome.
 func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *toolTally, err error) (string, error) {
-	t := a.t
+	t := a.rec.t
 	a.sum.AgentSessionID = t.Agent.AgentSessionID
 	a.sum.Usage, a.sum.CostUSD = r.Usage, r.CostUSD
 	tools := tally.counts()
@@ -226,15 +226,15 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	var pubItems []agent.Item
 	if a.publishing() {
 		var perr error
-		a.mu.Lock()
+		a.rec.mu.Lock()
 		intent, perr = a.journalPublish()
-		a.mu.Unlock()
+		a.rec.mu.Unlock()
 		if perr != nil {
 			return "", perr
 		}
 		pubItems = a.publishOutbox(ctx, intent)
 	}
-	a.mu.Lock()
+	a.rec.mu.Lock()
 	a.turnRan()
 	a.recordSpend(r)
 	b := a.budget()
@@ -247,7 +247,7 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	}
 	var e *emission
 	if jerr == nil {
-		e, jerr = a.j.add(a.alias, agent.TurnEndItem(turnEnd, r, tools), "")
+		e, jerr = a.rec.j.add(a.alias, agent.TurnEndItem(turnEnd, r, tools), "")
 	}
 	if jerr == nil && intent != nil {
 		jerr = a.closePublish(intent)
@@ -270,9 +270,9 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	}
 	// The journal reaches the disk before the record that says the turn
 	// ended, so a power loss cannot keep the state and lose the turn_end.
-	_ = a.j.sync()
-	serr := a.saveLocked()
-	a.mu.Unlock()
+	_ = a.rec.j.sync()
+	serr := a.rec.saveLocked()
+	a.rec.mu.Unlock()
 	if jerr != nil {
 		return "", jerr
 	}
@@ -285,9 +285,9 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 		a.stateFault(err)
 	}
 	for _, p := range published {
-		a.post(ctx, p)
+		a.poster.post(ctx, p)
 	}
-	a.post(ctx, e)
+	a.poster.post(ctx, e)
 	if len(spent) > 0 {
 		// Told with the turn that spent it; the next run holds.
 		a.emit(agent.StatusItem("budget_spent", budgetMessage(a.alias, b, t.Ledger.Total, spent),
@@ -300,13 +300,13 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 // turn_end records ("" when it gets none: a signal stopped it, or the
 // thread failed).
 func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *toolTally, err error) (outcome, turnEnd string, _ error) {
-	t := a.t
+	t := a.rec.t
 	var te *agent.Error
 	switch {
 	case errors.Is(err, context.Canceled) && (exit.SignalOf(ctx) != nil || ctx.Err() != nil):
 		// A signal: the next run resumes this turn.
 		t.Turn.State = envelope.TurnStateInterrupted
-		return "", "", a.save()
+		return "", "", a.rec.save()
 	case errors.As(err, &te) && te.Code == agent.CodeAgentCrashed:
 		// turn.state stays running, so `thread retry` delivers it again.
 		return "", "", a.fail(ctx, te)
