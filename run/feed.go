@@ -154,7 +154,7 @@ func (ls *lister) readFeed(ctx context.Context, s0 setup.SectionEvents) (read fe
 	since, err := ls.readSince(ctx, s0, cur)
 	if err != nil {
 		if feedOutage(err) {
-			return read, "", setup.APIError(err, blobhub.CmdListEvents)
+			return read, "", blobhub.AsExit(err, blobhub.CmdListEvents)
 		}
 		return read, fmt.Sprintf("the feed cannot answer before the cursor: %v", err), nil
 	}
@@ -174,7 +174,7 @@ func (ls *lister) readFeed(ctx context.Context, s0 setup.SectionEvents) (read fe
 		p, err := ls.r.Client.ListEvents(ctx, q)
 		if err != nil {
 			if feedOutage(err) {
-				return read, "", setup.APIError(err, blobhub.CmdListEvents)
+				return read, "", blobhub.AsExit(err, blobhub.CmdListEvents)
 			}
 			return read, fmt.Sprintf("the feed cannot answer from the cursor: %v", err), nil
 		}
@@ -374,7 +374,7 @@ func (ls *lister) fullPass(ctx context.Context, s0 setup.SectionEvents, reason s
 	head, err := ls.head(ctx)
 	switch {
 	case err != nil && feedOutage(err):
-		return []Listing{}, setup.APIError(err, blobhub.CmdListEvents)
+		return []Listing{}, blobhub.AsExit(err, blobhub.CmdListEvents)
 	case err != nil:
 		// The listing answers for itself (a session not found, say); the
 		// next pass lists everything again.

@@ -97,7 +97,7 @@ func writeIdentity(stateDir string, id *Identity) error {
 func CheckIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Identity, error) {
 	u, err := c.Me(ctx)
 	if err != nil {
-		return nil, APIError(err, "users/me")
+		return nil, blobhub.AsExit(err, "users/me")
 	}
 	rec, err := LoadIdentity(stateDir)
 	if err != nil {
@@ -303,12 +303,12 @@ func (s *Setup) EnsureWorker(ctx context.Context, c blobhub.Client, userID strin
 		obj, err := c.Download(ctx, WorkerAlias)
 		if errors.Is(err, blobhub.ErrNotFound) {
 			if err := c.Upload(ctx, WorkerAlias, workerValue(userID, st.InstanceID, s.Version)); err != nil {
-				return nil, APIError(err, "worker")
+				return nil, blobhub.AsExit(err, "worker")
 			}
 			continue
 		}
 		if err != nil {
-			return nil, APIError(err, "worker")
+			return nil, blobhub.AsExit(err, "worker")
 		}
 		owner, ok := WorkerUserID(obj.Value)
 		if !ok {
@@ -368,37 +368,6 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// APIError is a BlobHub error as the exit a command ends with: an
-// *exit.Error as it is, a refused key AUTH_INVALID (77), a host that does
-// not resolve INVALID_CONFIG (78), a cancelled context as it is, anything
-// else BLOBHUB_UNAVAILABLE (75).
-func APIError(err error, what string) error {
-	var ee *exit.Error
-	switch {
-	case errors.As(err, &ee):
-		return err
-	case errors.Is(err, blobhub.ErrAuth):
-		return exit.Errorf(exit.CodeAuthInvalid, "BlobHub refused the API key (%s); check the key or profile", what)
-	case errors.Is(err, blobhub.ErrNoSuchHost):
-		// A wrong URL: no later run mends it, so it is configuration, not
-		// a BlobHub that is down.
-		var nsh *blobhub.NoSuchHostError
-		errors.As(err, &nsh)
-		return exit.Errorf(exit.CodeInvalidConfig, "%v (%s); check --api-url, BLOBHUB_API_URL or the url of the credentials profile", nsh, what)
-	case errors.Is(err, blobhub.ErrNoThread):
-		// invalid_thread_envelope: BlobHub's final word that the alias is
-		// not a thread (deleted, say), not a reason to try again later.
-		return exit.Errorf(exit.CodeNoThread, "BlobHub has no such thread (%s): the alias does not exist or is not a thread; check the alias, or create the thread with `bhw-run thread new`", what)
-	case errors.Is(err, blobhub.ErrTooLarge):
-		return exit.Errorf(exit.CodeEnvelopeTooLarge, "%s: %v; the most bhw-run reads of an envelope is %d bytes: shrink it", what, err, envelope.MaxSize)
-	case errors.Is(err, context.Canceled):
-		return err
-	case errors.Is(err, blobhub.ErrUnavailable), errors.Is(err, blobhub.ErrAmbiguous):
-		return exit.Errorf(exit.CodeUnavailable, "BlobHub is unreachable (%s): %v; the next run retries", what, err)
-	}
-	return exit.Errorf(exit.CodeUnavailable, "BlobHub answered an error (%s): %v", what, err)
 }
 
 // workerSeenEvery is how stale the worker object's last_seen_at may get
