@@ -218,8 +218,8 @@ func (cl *cliState) login(c *cli.Context) error {
 	id, err := setup.CheckIdentity(c.Context, bh, s.StateDir)
 	if codeOf(err) == exit.CodeUserIdentityMismatch && c.Bool("force") {
 		// --force: the user of this key replaces the recorded one.
-		if rmErr := os.Remove(setup.IdentityPath(s.StateDir)); rmErr != nil {
-			return setup.StateWriteError(setup.IdentityPath(s.StateDir), rmErr)
+		if rmErr := setup.ForgetIdentity(s.StateDir); rmErr != nil {
+			return rmErr
 		}
 		id, err = setup.CheckIdentity(c.Context, bh, s.StateDir)
 	}

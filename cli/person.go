@@ -38,10 +38,7 @@ func checkPoster(ctx context.Context, s *setup.Setup, c blobhub.Client, log func
 	if err != nil {
 		return blobhub.AsExit(err, "users/me")
 	}
-	runner := ""
-	if obj, err := c.Download(ctx, "worker"); err == nil {
-		runner, _ = setup.WorkerUserID(obj.Value)
-	}
+	runner := setup.WorkerOwner(ctx, c)
 	if runner == "" {
 		if id, _ := setup.LoadIdentity(s.StateDir); id != nil {
 			runner = id.UserID
@@ -443,7 +440,7 @@ func threadFailure(ctx context.Context, c blobhub.Client, jobDir, alias string) 
 		}
 	}
 	var last *failure
-	_, _, _ = blobhub.TailEach(ctx, c, "worker", blobhub.Cursor{}, showLimits, func(it blobhub.Item) bool {
+	_, _, _ = blobhub.TailEach(ctx, c, setup.WorkerAlias, blobhub.Cursor{}, showLimits, func(it blobhub.Item) bool {
 		// blobhub-worker's shape has thread {alias, error}; an earlier
 		// bhw-run put alias and error at the top of the metadata.
 		type failed struct {
