@@ -248,7 +248,7 @@ func UpdateSection(ctx context.Context, jobDir string, sec Section, fn func(*Sec
 }
 
 // NotMine is not_mine.yaml: aliases known not to be job threads. On disk
-// (notmine.go) aliases is the list blobhub-worker reads, and why bhw-run
+// (notMineFile, below) aliases is the list blobhub-worker reads, and why bhw-run
 // cached each one is beside it, under reasons.
 type NotMine struct {
 	Aliases map[string]NotMineEntry
