@@ -206,7 +206,7 @@ func (cl *cliState) login(c *cli.Context) error {
 		return exit.Errorf(exit.CodeInvalidConfig, "%v", err)
 	}
 	if _, err := bh.Me(c.Context); err != nil {
-		return setup.APIError(err, "users/me")
+		return blobhub.AsExit(err, "users/me")
 	}
 	s := &setup.Setup{Profile: name, Home: home, Secrets: cl.secrets}
 	if err := s.ResolveStateDir(cl.options(c), nil); err != nil {
@@ -218,8 +218,8 @@ func (cl *cliState) login(c *cli.Context) error {
 	id, err := setup.CheckIdentity(c.Context, bh, s.StateDir)
 	if codeOf(err) == exit.CodeUserIdentityMismatch && c.Bool("force") {
 		// --force: the user of this key replaces the recorded one.
-		if rmErr := os.Remove(setup.IdentityPath(s.StateDir)); rmErr != nil {
-			return setup.StateWriteError(setup.IdentityPath(s.StateDir), rmErr)
+		if rmErr := setup.ForgetIdentity(s.StateDir); rmErr != nil {
+			return rmErr
 		}
 		id, err = setup.CheckIdentity(c.Context, bh, s.StateDir)
 	}
@@ -274,7 +274,7 @@ func (cl *cliState) whoami(c *cli.Context) error {
 	defer cancel()
 	user, err := bh.Me(ctx)
 	if err != nil {
-		return setup.APIError(err, "users/me")
+		return blobhub.AsExit(err, "users/me")
 	}
 	label := s.Profile
 	switch {

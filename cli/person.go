@@ -36,12 +36,9 @@ func checkPoster(ctx context.Context, s *setup.Setup, c blobhub.Client, log func
 	}
 	me, err := c.Me(ctx)
 	if err != nil {
-		return setup.APIError(err, "users/me")
+		return blobhub.AsExit(err, "users/me")
 	}
-	runner := ""
-	if obj, err := c.Download(ctx, "worker"); err == nil {
-		runner, _ = setup.WorkerUserID(obj.Value)
-	}
+	runner := setup.WorkerOwner(ctx, c)
 	if runner == "" {
 		if id, _ := setup.LoadIdentity(s.StateDir); id != nil {
 			runner = id.UserID
@@ -242,10 +239,10 @@ func threadNew(ctx context.Context, s *setup.Setup, c blobhub.Client, alias stri
 	if _, err := c.Download(ctx, alias); err == nil {
 		return res, exit.Errorf(exit.CodeThreadExists, "thread %q already exists; post to it with `bhw-run thread post`, change it with `bhw-run thread edit`, or pick another alias", alias)
 	} else if !errors.Is(err, blobhub.ErrNotFound) {
-		return res, setup.APIError(err, "download "+alias)
+		return res, blobhub.AsExit(err, "download "+alias)
 	}
 	if err := c.Upload(ctx, alias, raw); err != nil {
-		return res, setup.APIError(err, "upload "+alias)
+		return res, blobhub.AsExit(err, "upload "+alias)
 	}
 	if message != "" {
 		it, err := threadPost(ctx, c, alias, message)
@@ -332,7 +329,7 @@ func threadEdit(ctx context.Context, s *setup.Setup, c blobhub.Client, alias str
 		}
 	}
 	if err := c.Upload(ctx, alias, raw); err != nil {
-		return res, setup.APIError(err, "upload "+alias)
+		return res, blobhub.AsExit(err, "upload "+alias)
 	}
 	return res, nil
 }
@@ -443,7 +440,7 @@ func threadFailure(ctx context.Context, c blobhub.Client, jobDir, alias string) 
 		}
 	}
 	var last *failure
-	_, _, _ = blobhub.TailEach(ctx, c, "worker", blobhub.Cursor{}, showLimits, func(it blobhub.Item) bool {
+	_, _, _ = blobhub.TailEach(ctx, c, setup.WorkerAlias, blobhub.Cursor{}, showLimits, func(it blobhub.Item) bool {
 		// blobhub-worker's shape has thread {alias, error}; an earlier
 		// bhw-run put alias and error at the top of the metadata.
 		type failed struct {
@@ -505,7 +502,7 @@ func threadPost(ctx context.Context, c blobhub.Client, alias, text string) (blob
 	}
 	it, err := c.Post(ctx, alias, blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: text}}, Metadata: json.RawMessage("{}")})
 	if err != nil {
-		return it, setup.APIError(err, "post to "+alias)
+		return it, blobhub.AsExit(err, "post to "+alias)
 	}
 	return it, nil
 }
@@ -534,7 +531,7 @@ func threadSetState(ctx context.Context, s *setup.Setup, c blobhub.Client, alias
 		return "", err
 	}
 	if err := c.Upload(ctx, alias, nv); err != nil {
-		return "", setup.APIError(err, "upload "+alias)
+		return "", blobhub.AsExit(err, "upload "+alias)
 	}
 	return env.State, nil
 }
@@ -574,7 +571,7 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 		return exit.Errorf(exit.CodeNoThread, "there is no thread %q", alias)
 	}
 	if err != nil {
-		return setup.APIError(err, "download "+alias)
+		return blobhub.AsExit(err, "download "+alias)
 	}
 	env, _ := envelope.Parse(obj.Value)
 	if !jsonOut && env != nil {
@@ -604,7 +601,7 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 		case err != nil && ctx.Err() != nil:
 			return nil
 		case err != nil:
-			return setup.APIError(err, "read items of "+alias)
+			return blobhub.AsExit(err, "read items of "+alias)
 		case more:
 			return exit.Errorf(exit.CodeUnavailable, "stopped after %d items of %q without reaching the end (a server that keeps answering new items?); pass --follow to read on", showLimits.Items, alias)
 		}
@@ -621,7 +618,7 @@ func threadShow(ctx context.Context, c blobhub.Client, alias string, o showOptio
 			if ctx.Err() != nil {
 				return nil
 			}
-			return setup.APIError(err, "read items of "+alias)
+			return blobhub.AsExit(err, "read items of "+alias)
 		}
 		cur = next
 		if more && shown > 0 {

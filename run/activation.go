@@ -173,7 +173,7 @@ func (a *activation) download(ctx context.Context) error {
 		return exit.Errorf(exit.CodeNoThread, "there is no thread %q in %s; check the alias or create it with `bhw-run thread new`", a.alias, a.r.Setup.Where())
 	}
 	if err != nil {
-		return setup.APIError(err, "download "+a.alias)
+		return blobhub.AsExit(err, "download "+a.alias)
 	}
 	env, err := envelope.Parse(obj.Value)
 	if err != nil && a.holds() {
@@ -211,7 +211,7 @@ func DownloadJob(ctx context.Context, c blobhub.Client, alias string) (blobhub.O
 		return obj, nil, exit.Errorf(exit.CodeNoThread, "there is no thread %q", alias)
 	}
 	if err != nil {
-		return obj, nil, setup.APIError(err, "download "+alias)
+		return obj, nil, blobhub.AsExit(err, "download "+alias)
 	}
 	env, err := envelope.Parse(obj.Value)
 	if err != nil || !env.IsJob() {
@@ -387,7 +387,7 @@ func (a *activation) tail(ctx context.Context, cur blobhub.Cursor, keep func(env
 		return cur, false, idErr
 	}
 	if err != nil {
-		return cur, false, setup.APIError(err, "read items of "+a.alias)
+		return cur, false, blobhub.AsExit(err, "read items of "+a.alias)
 	}
 	return next, more, nil
 }
@@ -557,7 +557,7 @@ func (a *activation) setWireState(ctx context.Context, from, to string) error {
 		return exit.Errorf(exit.CodeNoThread, "thread %q was deleted from BlobHub while this run worked on it; nothing was written to it", a.alias)
 	}
 	if err != nil {
-		return setup.APIError(err, "download "+a.alias)
+		return blobhub.AsExit(err, "download "+a.alias)
 	}
 	cur, err := envelope.Parse(obj.Value)
 	if err != nil {
@@ -571,7 +571,7 @@ func (a *activation) setWireState(ctx context.Context, from, to string) error {
 		return exit.Errorf(exit.CodeUnavailable, "cannot set instance.state: %v", err)
 	}
 	if err := a.r.Client.Upload(ctx, a.alias, nv); err != nil {
-		return setup.APIError(err, "upload "+a.alias)
+		return blobhub.AsExit(err, "upload "+a.alias)
 	}
 	back, err := downloadEnvelope(ctx, a.r.Client, a.alias)
 	if err == nil && !jsonEqual(back.Value, nv) {

@@ -280,7 +280,7 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 					a.skipArtifact(in.path, fmt.Sprintf("BlobHub refused it: %v", err))
 					return a.dropIntent(in)
 				}
-				return setup.APIError(err, "upload "+in.alias)
+				return blobhub.AsExit(err, "upload "+in.alias)
 			}
 		}
 	}
@@ -403,7 +403,7 @@ func (a *activation) heldArtifact(ctx context.Context, alias string) (*artifactM
 		return nil, nil
 	}
 	if err != nil {
-		return nil, setup.APIError(err, "download "+alias)
+		return nil, blobhub.AsExit(err, "download "+alias)
 	}
 	var v struct {
 		Type     string        `json:"type"`

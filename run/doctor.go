@@ -223,7 +223,7 @@ func (d *doctor) api(ctx context.Context) blobhub.Client {
 		if errors.Is(err, blobhub.ErrAuth) {
 			fix = "check the key: BLOBHUB_API_KEY, --api-key or the profile in " + setup.CredentialsPath(s.Home) + " (a revoked key needs a new one)"
 		}
-		d.failErr("api", setup.APIError(err, "users/me"), fix)
+		d.failErr("api", blobhub.AsExit(err, "users/me"), fix)
 		return nil
 	}
 	if rec, err := setup.LoadIdentity(s.StateDir); err == nil && rec != nil && rec.UserID != "" && rec.UserID != me.UserID {
@@ -295,7 +295,7 @@ func (d *doctor) section(ctx context.Context, client blobhub.Client) {
 	case errors.Is(err, blobhub.ErrNotFound):
 		d.fail("section", fmt.Sprintf("%s: %s was not found on BlobHub", exit.CodeSessionNotFound, what), "check the section's revision_id and session_id (or --revision/--session)")
 	case err != nil:
-		d.failErr("section", setup.APIError(err, "list_session_objects"), "")
+		d.failErr("section", blobhub.AsExit(err, "list_session_objects"), "")
 	default:
 		d.ok("section", "%s: %d object(s)", what, len(aliases))
 	}

@@ -4,18 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/blobhub/bhw-run/blobhub"
-	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/setup"
-	"github.com/blobhub/bhw-run/statefile"
 )
 
 // Discovery from the session's change feed (docs/operating.md, Discovery;
@@ -154,7 +150,7 @@ func (ls *lister) readFeed(ctx context.Context, s0 setup.SectionEvents) (read fe
 	since, err := ls.readSince(ctx, s0, cur)
 	if err != nil {
 		if feedOutage(err) {
-			return read, "", setup.APIError(err, blobhub.CmdListEvents)
+			return read, "", blobhub.AsExit(err, blobhub.CmdListEvents)
 		}
 		return read, fmt.Sprintf("the feed cannot answer before the cursor: %v", err), nil
 	}
@@ -174,7 +170,7 @@ func (ls *lister) readFeed(ctx context.Context, s0 setup.SectionEvents) (read fe
 		p, err := ls.r.Client.ListEvents(ctx, q)
 		if err != nil {
 			if feedOutage(err) {
-				return read, "", setup.APIError(err, blobhub.CmdListEvents)
+				return read, "", blobhub.AsExit(err, blobhub.CmdListEvents)
 			}
 			return read, fmt.Sprintf("the feed cannot answer from the cursor: %v", err), nil
 		}
@@ -374,7 +370,7 @@ func (ls *lister) fullPass(ctx context.Context, s0 setup.SectionEvents, reason s
 	head, err := ls.head(ctx)
 	switch {
 	case err != nil && feedOutage(err):
-		return []Listing{}, setup.APIError(err, blobhub.CmdListEvents)
+		return []Listing{}, blobhub.AsExit(err, blobhub.CmdListEvents)
 	case err != nil:
 		// The listing answers for itself (a session not found, say); the
 		// next pass lists everything again.
@@ -484,22 +480,10 @@ func (ls *lister) info(msg string, args ...any) {
 	ls.r.Logger.Info(msg, args...)
 }
 
-// loadFeed reads section.yaml's events block (no lock: it is replaced by
-// a rename, never written in place).
+// loadFeed reads section.yaml's events block.
 func loadFeed(jobDir string) (setup.SectionEvents, error) {
-	path := filepath.Join(jobDir, "section.yaml")
-	b, err := statefile.Read(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return setup.SectionEvents{}, nil
-	}
-	if err != nil {
-		return setup.SectionEvents{}, exit.Errorf(exit.CodeStateTreeInvalid, "cannot read %s: %v", path, err)
-	}
-	var st setup.SectionState
-	if err := envelope.DecodeYAML(b, &st, false); err != nil {
-		return setup.SectionEvents{}, exit.Errorf(exit.CodeStateTreeInvalid, "%s %v; fix or remove it", path, err)
-	}
-	return st.Events, nil
+	st, err := setup.ReadSection(jobDir)
+	return st.Events, err
 }
 
 func feedEqual(a, b setup.SectionEvents) bool {

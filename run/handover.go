@@ -21,7 +21,6 @@ import (
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
-	"github.com/blobhub/bhw-run/setup"
 )
 
 // itemApprovalGranted is the item that says a call ran on a person's
@@ -84,7 +83,7 @@ func (a *activation) adoptPark(ctx context.Context) error {
 		return true
 	})
 	if err != nil {
-		return setup.APIError(err, "read items of "+a.alias)
+		return blobhub.AsExit(err, "read items of "+a.alias)
 	}
 	switch {
 	case resolved:

@@ -3,7 +3,6 @@ package run_test
 import (
 	"bufio"
 	"bytes"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -22,15 +21,7 @@ const module = "github.com/blobhub/bhw-run"
 // everything.
 func importRules(t *testing.T) map[string][]string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "docs", "design.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(b), "## Which way dependencies point")
-	if !ok {
-		t.Fatal(`docs/design.md has no "## Which way dependencies point" section`)
-	}
-	section, _, _ := strings.Cut(after, "\n## ")
+	section := designSection(t, "Which way dependencies point")
 	row := regexp.MustCompile("^\\| (`[^|]+`) \\| ([^|]+) \\|$")
 	name := regexp.MustCompile("`([^`]+)`")
 	rules := map[string][]string{}

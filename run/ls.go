@@ -263,7 +263,7 @@ func (ls *lister) objects(ctx context.Context) (aliases []string, found bool, er
 		return nil, false, exit.Errorf(exit.CodeSessionNotFound, "session %s was not found on BlobHub; check the revision_id and session_id of %s", r.Setup.Section.Session.SessionID, r.Setup.Where())
 	}
 	if err != nil {
-		return nil, false, setup.APIError(err, "list_session_objects")
+		return nil, false, blobhub.AsExit(err, "list_session_objects")
 	}
 	slices.Sort(aliases)
 	return aliases, true, nil
@@ -304,7 +304,7 @@ func (ls *lister) job(ctx context.Context, alias string) (*envelope.Envelope, st
 		return nil, "", nil // deleted since the list
 	}
 	if err != nil {
-		return nil, "", setup.APIError(err, "download "+alias)
+		return nil, "", blobhub.AsExit(err, "download "+alias)
 	}
 	env, perr := envelope.Parse(obj.Value)
 	holds := holdsThread(r.Setup.JobDir, alias)

@@ -271,7 +271,7 @@ func (p *poster) reconcile(ctx context.Context) error {
 	for _, e := range firsts {
 		found, err := p.since(ctx, e, want[e.Target])
 		if err != nil {
-			return setup.APIError(err, "reconcile "+e.Target)
+			return blobhub.AsExit(err, "reconcile "+e.Target)
 		}
 		seen[e.Target] = found
 	}

@@ -107,7 +107,7 @@ func (s *Setup) ResolveSession(ctx context.Context, cfg blobhub.Config) error {
 	case errors.Is(err, blobhub.ErrNotFound):
 		return exit.Errorf(exit.CodeSessionNotFound, "revision %q and session %q of %s were not found on BlobHub; check the section's org_id, blob_id, revision_id and session_id", t.RevisionID, t.SessionID, s.Where())
 	case err != nil:
-		return APIError(err, "resolve the session of "+s.Where())
+		return blobhub.AsExit(err, "resolve the session of "+s.Where())
 	}
 	s.Section.Session.RevisionID = rev
 	if ses == t.SessionID && s.JobDir != "" {

@@ -632,7 +632,9 @@ type request struct {
 	Limit         *int            `json:"limit"`
 }
 
-// data serves one data command on its channel (write: data/command).
+// data serves one data command on its channel (write: data/command): the
+// request read and checked as the API checks it, then the command's own
+// step.
 func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
 	if write && strings.HasPrefix(r.Header.Get("Content-Type"), "application/octet-stream") {
 		s.uploadFile(w, r)
@@ -646,204 +648,269 @@ func (s *Server) data(w http.ResponseWriter, r *http.Request, write bool) {
 	if !s.gate(w, r, req.Command) {
 		return
 	}
+	if !checkRequest(w, r, req, decErr, write) {
+		return
+	}
+	c := s.newCall(w, r, req)
+	switch req.Command {
+	case "get_session":
+		s.getSession(c)
+	case "download_session_object":
+		s.downloadObject(c)
+	case "upload_session_object":
+		s.uploadObject(c)
+	case "delete_session_object":
+		s.deleteObject(c)
+	case "list_session_objects":
+		s.listObjects(c)
+	case "download_session_file":
+		if c.needAlias() {
+			s.downloadFile(w, r, req.SessionID, c.alias)
+		}
+	case "post_session_thread_item":
+		s.postItem(c)
+	case "list_session_thread_items":
+		s.listItems(c)
+	case "list_session_events":
+		s.listEvents(c)
+	default:
+		writeError(w, http.StatusBadRequest, "unknown_command", fmt.Sprintf("unknown command %q", req.Command))
+	}
+}
+
+// checkRequest refuses, as the API does, a body that is not a command of
+// this channel or carries an argument out of its range; false when it has
+// answered.
+func checkRequest(w http.ResponseWriter, r *http.Request, req request, decErr error, write bool) bool {
 	writes, known := channels[req.Command]
 	switch {
 	case decErr != nil:
 		writeError(w, http.StatusBadRequest, "invalid_request_body", "the body is not a command this API takes: "+decErr.Error())
-		return
 	case !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json"):
 		writeError(w, http.StatusUnsupportedMediaType, "invalid_request_body", "Content-Type must be application/json")
-		return
 	case !known:
 		writeError(w, http.StatusBadRequest, "unknown_command", fmt.Sprintf("unknown command %q", req.Command))
-		return
 	case writes != write:
 		writeError(w, http.StatusBadRequest, "unknown_command", fmt.Sprintf("command %q is not served on this channel", req.Command))
-		return
 	case req.Cursor != nil && *req.Cursor == "":
 		writeError(w, http.StatusBadRequest, "invalid_request_body", "cursor must be a non-empty string")
-		return
 	case req.Limit != nil && (*req.Limit < 1 || *req.Limit > blobhub.MaxListLimit):
 		writeError(w, http.StatusBadRequest, "invalid_request_body", fmt.Sprintf("limit must be 1..%d", blobhub.MaxListLimit))
-		return
 	case req.SessionID == "":
 		writeError(w, http.StatusBadRequest, "invalid_request_body", "session_id is required")
-		return
 	case r.PathValue("revision") == "default":
 		// As the API: only the revision route resolves default.
 		writeError(w, http.StatusNotFound, "revision_not_found", "data commands take a revision id; resolve default first")
-		return
-	}
-	limit := blobhub.DefaultListLimit
-	if req.Limit != nil {
-		limit = *req.Limit
-	}
-	alias := ""
-	if req.Alias != nil {
-		alias = *req.Alias
-	}
-	needAlias := func() bool {
-		if req.Alias == nil {
-			writeError(w, http.StatusBadRequest, "invalid_request", "alias is required")
-			return false
-		}
+	default:
 		return true
 	}
-	u, _ := s.user(r)
-	ctx := r.Context()
-	rev := r.PathValue("revision")
-	switch req.Command {
-	case "get_session":
-		if req.SessionID != SessionID && req.SessionID != SessionAlias {
-			writeError(w, http.StatusOK, "not_found", "no session "+req.SessionID)
-			return
-		}
-		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"session": map[string]any{
-			"id": SessionID, "alias": SessionAlias, "status": "open",
-		}})
-	case "download_session_object":
-		if !needAlias() {
-			return
-		}
-		o, err := s.store.Download(ctx, req.SessionID, alias)
-		if errors.Is(err, blobhub.ErrNotFound) {
-			// The API answers an object that does not exist as one the
-			// key may not read.
-			writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("session object %q does not exist, or is not readable with this key", alias))
-			return
-		}
-		if err != nil {
-			writeStoreError(w, err)
-			return
-		}
-		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"object": map[string]any{
-			"revision_id": rev, "session_id": req.SessionID, "alias": o.Alias, "updated_at": o.UpdatedAt, "value": o.Value,
-		}})
-	case "upload_session_object":
-		if !needAlias() {
-			return
-		}
-		if err := s.store.Upload(ctx, req.SessionID, alias, req.Value); err != nil {
-			writeStoreError(w, err)
-			return
-		}
-		s.answer(w, r, req.Command, http.StatusOK, map[string]any{})
-	case "delete_session_object":
-		if !needAlias() {
-			return
-		}
-		if err := s.store.Delete(ctx, req.SessionID, alias); err != nil {
-			writeStoreError(w, err)
-			return
-		}
-		s.answer(w, r, req.Command, http.StatusOK, map[string]any{})
-	case "list_session_objects":
-		objs, err := s.store.Objects(ctx, req.SessionID)
-		if err != nil {
-			writeStoreError(w, err)
-			return
-		}
-		objs = slices.DeleteFunc(objs, func(o blobhub.ObjectInfo) bool { return !strings.HasPrefix(o.Alias, req.Prefix) })
-		slices.SortFunc(objs, func(a, b blobhub.ObjectInfo) int { return strings.Compare(a.Alias, b.Alias) })
-		// The cursor is the last alias of the page before (opaque to a
-		// client): the next page starts after it.
-		if req.Cursor != nil {
-			i, _ := slices.BinarySearchFunc(objs, *req.Cursor, func(o blobhub.ObjectInfo, a string) int { return strings.Compare(o.Alias, a) })
-			if i < len(objs) && objs[i].Alias == *req.Cursor {
-				i++
-			}
-			objs = objs[i:]
-		}
-		var next any // null on the last page
-		if len(objs) > limit {
-			objs = objs[:limit]
-			next = objs[limit-1].Alias
-		}
-		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"objects": objs, "cursor": next})
-	case "download_session_file":
-		if !needAlias() {
-			return
-		}
-		s.downloadFile(w, r, req.SessionID, alias)
-	case "post_session_thread_item":
-		if !needAlias() {
-			return
-		}
-		it, err := s.store.Post(ctx, req.SessionID, u.UserID, alias, blobhub.NewItem{Content: req.Content, Metadata: req.Metadata, ParentID: req.ParentID})
-		if err != nil {
-			writeStoreError(w, err)
-			return
-		}
-		if s.takeDropStored() {
-			hangUp(w)
-			return
-		}
-		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"item": it})
-	case "list_session_thread_items":
-		if !needAlias() {
-			return
-		}
-		if !s.gaveOut(w, "created_since", req.CreatedSince) {
-			return
-		}
-		q := blobhub.ItemQuery{CreatedSince: req.CreatedSince, CreatedBefore: req.CreatedBefore}
-		if req.Ascending != nil {
-			q.Ascending = *req.Ascending // BlobHub's default is descending
-		}
-		if req.Cursor != nil {
-			// The cursor is the created_at of the page before's last item
-			// (opaque to a client): the next page is past it.
-			if q.Ascending {
-				q.CreatedSince = *req.Cursor
-			} else {
-				q.CreatedBefore = *req.Cursor
-			}
-		}
-		if items, ok := s.madeUp(ctx, alias, q); ok {
-			s.answer(w, r, req.Command, http.StatusOK, map[string]any{"items": items, "cursor": nil})
-			return
-		}
-		items, err := s.store.ListItems(ctx, req.SessionID, alias, q)
-		if err != nil {
-			writeStoreError(w, err)
-			return
-		}
-		items = s.withServed(alias, q, items)
-		var next any // null on the last page
-		if len(items) >= limit {
-			items = items[:limit]
-			next = items[limit-1].CreatedAt
-		}
-		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"items": items, "cursor": next})
-	case "list_session_events":
-		if !s.gaveOut(w, "created_since", req.CreatedSince) {
-			return
-		}
-		q := blobhub.EventQuery{CreatedSince: req.CreatedSince, CreatedBefore: req.CreatedBefore, Limit: limit}
-		if req.Ascending != nil {
-			q.Ascending = *req.Ascending // descending by default, as the other lists
-		}
-		if req.Cursor != nil {
-			q.Cursor = *req.Cursor
-		}
-		s.mu.Lock()
-		if s.eventsCap > 0 && q.Limit > s.eventsCap {
-			q.Limit = s.eventsCap
-		}
-		s.mu.Unlock()
-		p, err := s.store.ListEvents(ctx, req.SessionID, q)
-		if err != nil {
-			writeStoreError(w, err)
-			return
-		}
-		var next any // null on the last page
-		if p.Cursor != "" {
-			next = p.Cursor
-		}
-		s.answer(w, r, req.Command, http.StatusOK, map[string]any{"session_events": p.Events, "cursor": next})
-	default:
-		writeError(w, http.StatusBadRequest, "unknown_command", fmt.Sprintf("unknown command %q", req.Command))
+	return false
+}
+
+// call is one checked data command: the request with its defaults, and
+// where its answer goes.
+type call struct {
+	w     http.ResponseWriter
+	r     *http.Request
+	req   request
+	ctx   context.Context
+	alias string // "" when the request names none
+	limit int    // the page size asked, or the API's default
+	user  blobhub.User
+}
+
+func (s *Server) newCall(w http.ResponseWriter, r *http.Request, req request) *call {
+	c := &call{w: w, r: r, req: req, ctx: r.Context(), limit: blobhub.DefaultListLimit}
+	if req.Limit != nil {
+		c.limit = *req.Limit
 	}
+	if req.Alias != nil {
+		c.alias = *req.Alias
+	}
+	c.user, _ = s.user(r)
+	return c
+}
+
+// needAlias refuses a command that names no alias; false when it has
+// answered.
+func (c *call) needAlias() bool {
+	if c.req.Alias == nil {
+		writeError(c.w, http.StatusBadRequest, "invalid_request", "alias is required")
+		return false
+	}
+	return true
+}
+
+// reply answers the command with v.
+func (s *Server) reply(c *call, v map[string]any) {
+	s.answer(c.w, c.r, c.req.Command, http.StatusOK, v)
+}
+
+func (s *Server) getSession(c *call) {
+	if c.req.SessionID != SessionID && c.req.SessionID != SessionAlias {
+		writeError(c.w, http.StatusOK, "not_found", "no session "+c.req.SessionID)
+		return
+	}
+	s.reply(c, map[string]any{"session": map[string]any{
+		"id": SessionID, "alias": SessionAlias, "status": "open",
+	}})
+}
+
+func (s *Server) downloadObject(c *call) {
+	if !c.needAlias() {
+		return
+	}
+	o, err := s.store.Download(c.ctx, c.req.SessionID, c.alias)
+	if errors.Is(err, blobhub.ErrNotFound) {
+		// The API answers an object that does not exist as one the
+		// key may not read.
+		writeError(c.w, http.StatusForbidden, "forbidden", fmt.Sprintf("session object %q does not exist, or is not readable with this key", c.alias))
+		return
+	}
+	if err != nil {
+		writeStoreError(c.w, err)
+		return
+	}
+	s.reply(c, map[string]any{"object": map[string]any{
+		"revision_id": c.r.PathValue("revision"), "session_id": c.req.SessionID, "alias": o.Alias, "updated_at": o.UpdatedAt, "value": o.Value,
+	}})
+}
+
+func (s *Server) uploadObject(c *call) {
+	if !c.needAlias() {
+		return
+	}
+	if err := s.store.Upload(c.ctx, c.req.SessionID, c.alias, c.req.Value); err != nil {
+		writeStoreError(c.w, err)
+		return
+	}
+	s.reply(c, map[string]any{})
+}
+
+func (s *Server) deleteObject(c *call) {
+	if !c.needAlias() {
+		return
+	}
+	if err := s.store.Delete(c.ctx, c.req.SessionID, c.alias); err != nil {
+		writeStoreError(c.w, err)
+		return
+	}
+	s.reply(c, map[string]any{})
+}
+
+// listObjects answers a page of the objects under the request's prefix,
+// in alias order.
+func (s *Server) listObjects(c *call) {
+	objs, err := s.store.Objects(c.ctx, c.req.SessionID)
+	if err != nil {
+		writeStoreError(c.w, err)
+		return
+	}
+	objs = slices.DeleteFunc(objs, func(o blobhub.ObjectInfo) bool { return !strings.HasPrefix(o.Alias, c.req.Prefix) })
+	slices.SortFunc(objs, func(a, b blobhub.ObjectInfo) int { return strings.Compare(a.Alias, b.Alias) })
+	// The cursor is the last alias of the page before (opaque to a
+	// client): the next page starts after it.
+	if c.req.Cursor != nil {
+		i, _ := slices.BinarySearchFunc(objs, *c.req.Cursor, func(o blobhub.ObjectInfo, a string) int { return strings.Compare(o.Alias, a) })
+		if i < len(objs) && objs[i].Alias == *c.req.Cursor {
+			i++
+		}
+		objs = objs[i:]
+	}
+	var next any // null on the last page
+	if len(objs) > c.limit {
+		objs = objs[:c.limit]
+		next = objs[c.limit-1].Alias
+	}
+	s.reply(c, map[string]any{"objects": objs, "cursor": next})
+}
+
+// postItem stores the item as the key's user, and hangs up after storing
+// it when DropAfterStore says so.
+func (s *Server) postItem(c *call) {
+	if !c.needAlias() {
+		return
+	}
+	it, err := s.store.Post(c.ctx, c.req.SessionID, c.user.UserID, c.alias, blobhub.NewItem{Content: c.req.Content, Metadata: c.req.Metadata, ParentID: c.req.ParentID})
+	if err != nil {
+		writeStoreError(c.w, err)
+		return
+	}
+	if s.takeDropStored() {
+		hangUp(c.w)
+		return
+	}
+	s.reply(c, map[string]any{"item": it})
+}
+
+// listItems answers a page of a thread's items: the ones a test made up
+// (EndlessList), or the store's with the ones a test serves (ServeItem).
+func (s *Server) listItems(c *call) {
+	if !c.needAlias() {
+		return
+	}
+	if !s.gaveOut(c.w, "created_since", c.req.CreatedSince) {
+		return
+	}
+	q := blobhub.ItemQuery{CreatedSince: c.req.CreatedSince, CreatedBefore: c.req.CreatedBefore}
+	if c.req.Ascending != nil {
+		q.Ascending = *c.req.Ascending // BlobHub's default is descending
+	}
+	if c.req.Cursor != nil {
+		// The cursor is the created_at of the page before's last item
+		// (opaque to a client): the next page is past it.
+		if q.Ascending {
+			q.CreatedSince = *c.req.Cursor
+		} else {
+			q.CreatedBefore = *c.req.Cursor
+		}
+	}
+	if items, ok := s.madeUp(c.ctx, c.alias, q); ok {
+		s.reply(c, map[string]any{"items": items, "cursor": nil})
+		return
+	}
+	items, err := s.store.ListItems(c.ctx, c.req.SessionID, c.alias, q)
+	if err != nil {
+		writeStoreError(c.w, err)
+		return
+	}
+	items = s.withServed(c.alias, q, items)
+	var next any // null on the last page
+	if len(items) >= c.limit {
+		items = items[:c.limit]
+		next = items[c.limit-1].CreatedAt
+	}
+	s.reply(c, map[string]any{"items": items, "cursor": next})
+}
+
+// listEvents answers a page of the session's events, no larger than
+// EventsPageCap allows.
+func (s *Server) listEvents(c *call) {
+	if !s.gaveOut(c.w, "created_since", c.req.CreatedSince) {
+		return
+	}
+	q := blobhub.EventQuery{CreatedSince: c.req.CreatedSince, CreatedBefore: c.req.CreatedBefore, Limit: c.limit}
+	if c.req.Ascending != nil {
+		q.Ascending = *c.req.Ascending // descending by default, as the other lists
+	}
+	if c.req.Cursor != nil {
+		q.Cursor = *c.req.Cursor
+	}
+	s.mu.Lock()
+	if s.eventsCap > 0 && q.Limit > s.eventsCap {
+		q.Limit = s.eventsCap
+	}
+	s.mu.Unlock()
+	p, err := s.store.ListEvents(c.ctx, c.req.SessionID, q)
+	if err != nil {
+		writeStoreError(c.w, err)
+		return
+	}
+	var next any // null on the last page
+	if p.Cursor != "" {
+		next = p.Cursor
+	}
+	s.reply(c, map[string]any{"session_events": p.Events, "cursor": next})
 }
 
 func (s *Server) takeDropStored() bool {

@@ -1,5 +1,12 @@
 package setup
 
+// This file is the one owner of the section's records: identity.yaml (the
+// state tree's), section.yaml and not_mine.yaml (the section's folder,
+// under section.lock) and the value of the session's worker object on
+// BlobHub. Nothing else in bhw-run reads or writes them by hand: run, cli
+// and the doctor call the functions here (docs/design.md, Who owns a
+// record; checked by TestRecordsHaveOneOwner).
+
 import (
 	"bytes"
 	"context"
@@ -9,7 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -90,6 +99,15 @@ func writeIdentity(stateDir string, id *Identity) error {
 	return WriteStateFile(IdentityPath(stateDir), b)
 }
 
+// ForgetIdentity removes identity.yaml, so that the next CheckIdentity
+// records the user the key belongs to (login --force).
+func ForgetIdentity(stateDir string) error {
+	if err := os.Remove(IdentityPath(stateDir)); err != nil {
+		return StateWriteError(IdentityPath(stateDir), err)
+	}
+	return nil
+}
+
 // CheckIdentity asks BlobHub who the key belongs to and compares it with
 // identity.yaml, writing the file when it is missing. Our user id is what
 // tells our own items from a person's. A recorded user is never replaced:
@@ -97,7 +115,7 @@ func writeIdentity(stateDir string, id *Identity) error {
 func CheckIdentity(ctx context.Context, c blobhub.Client, stateDir string) (*Identity, error) {
 	u, err := c.Me(ctx)
 	if err != nil {
-		return nil, APIError(err, "users/me")
+		return nil, blobhub.AsExit(err, "users/me")
 	}
 	rec, err := LoadIdentity(stateDir)
 	if err != nil {
@@ -177,20 +195,40 @@ type SectionEvents struct {
 	Extra     map[string]any `yaml:",inline"`
 }
 
+// sectionPath is section.yaml in the section's folder.
+func sectionPath(jobDir string) string { return filepath.Join(jobDir, "section.yaml") }
+
+// ReadSection reads section.yaml without its lock (it is replaced by a
+// rename, never written in place); a missing file is the zero state.
+func ReadSection(jobDir string) (SectionState, error) {
+	st, _, err := readSection(sectionPath(jobDir))
+	return st, err
+}
+
+// readSection reads section.yaml at path, and its bytes (nil when missing).
+func readSection(path string) (SectionState, []byte, error) {
+	var st SectionState
+	old, err := statefile.Read(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil, nil
+	}
+	if err != nil {
+		return st, nil, exit.Errorf(exit.CodeStateTreeInvalid, "cannot read %s: %v", path, err)
+	}
+	if err := envelope.DecodeYAML(old, &st, false); err != nil {
+		return SectionState{}, nil, exit.Errorf(exit.CodeStateTreeInvalid, "%s %v; fix or remove it", path, err)
+	}
+	return st, old, nil
+}
+
 // UpdateSection changes section.yaml under section.lock.
 func UpdateSection(ctx context.Context, jobDir string, sec Section, fn func(*SectionState)) (*SectionState, error) {
 	var out SectionState
 	err := lock.WithLock(ctx, filepath.Join(jobDir, "section.lock"), func() error {
-		path := filepath.Join(jobDir, "section.yaml")
-		var st SectionState
-		old, err := statefile.Read(path)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return exit.Errorf(exit.CodeStateTreeInvalid, "cannot read %s: %v", path, err)
-		}
-		if err == nil {
-			if err := envelope.DecodeYAML(old, &st, false); err != nil {
-				return exit.Errorf(exit.CodeStateTreeInvalid, "%s %v; fix or remove it", path, err)
-			}
+		path := sectionPath(jobDir)
+		st, old, err := readSection(path)
+		if err != nil {
+			return err
 		}
 		st.Name, st.JobType, st.Session = sec.Name, JobType, sec.Session
 		if st.InstanceID == "" {
@@ -210,7 +248,7 @@ func UpdateSection(ctx context.Context, jobDir string, sec Section, fn func(*Sec
 }
 
 // NotMine is not_mine.yaml: aliases known not to be job threads. On disk
-// (notmine.go) aliases is the list blobhub-worker reads, and why bhw-run
+// (notMineFile, below) aliases is the list blobhub-worker reads, and why bhw-run
 // cached each one is beside it, under reasons.
 type NotMine struct {
 	Aliases map[string]NotMineEntry
@@ -278,6 +316,60 @@ func (e NotMineEntry) Cached(t time.Time) bool {
 	return err == nil && t.Sub(at) < notMineRecheck
 }
 
+// notMineFile is not_mine.yaml as it is on disk: aliases, the list
+// blobhub-worker's section reads (every alias in it is skipped), and
+// reasons, bhw-run's own (why and when it cached each alias, which decides
+// when ls looks again), which the worker ignores and drops when it writes
+// the file. An alias in the list with no reason (the worker cached it) is
+// checked again by ls, as a cache entry past its day is.
+type notMineFile struct {
+	Aliases []string                `yaml:"aliases"`
+	Reasons map[string]NotMineEntry `yaml:"reasons,omitempty"`
+	Extra   map[string]any          `yaml:",inline"`
+}
+
+// MarshalYAML writes the worker's list, sorted, and the reasons beside it.
+func (nm NotMine) MarshalYAML() (any, error) {
+	f := notMineFile{Aliases: make([]string, 0, len(nm.Aliases)), Reasons: nm.Aliases, Extra: nm.Extra}
+	for alias := range nm.Aliases {
+		f.Aliases = append(f.Aliases, alias)
+	}
+	slices.Sort(f.Aliases)
+	return f, nil
+}
+
+// UnmarshalYAML reads the worker's list with bhw-run's reasons, or the
+// mapping alias → reason an earlier bhw-run wrote under aliases.
+func (nm *NotMine) UnmarshalYAML(n *yaml.Node) error {
+	var f struct {
+		Aliases yaml.Node               `yaml:"aliases"`
+		Reasons map[string]NotMineEntry `yaml:"reasons"`
+		Extra   map[string]any          `yaml:",inline"`
+	}
+	if err := n.Decode(&f); err != nil {
+		return err
+	}
+	nm.Aliases, nm.Extra = map[string]NotMineEntry{}, f.Extra
+	switch f.Aliases.Kind {
+	case 0: // no aliases key
+	case yaml.SequenceNode:
+		var list []string
+		if err := f.Aliases.Decode(&list); err != nil {
+			return err
+		}
+		for _, alias := range list {
+			nm.Aliases[alias] = f.Reasons[alias]
+		}
+	case yaml.MappingNode:
+		if err := f.Aliases.Decode(&nm.Aliases); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("line %d: aliases is neither a list nor a mapping", f.Aliases.Line)
+	}
+	return nil
+}
+
 // WorkerAlias is the session's worker object: the affinity lock and the
 // activity thread thread_failed items go to.
 const WorkerAlias = "worker"
@@ -303,14 +395,14 @@ func (s *Setup) EnsureWorker(ctx context.Context, c blobhub.Client, userID strin
 		obj, err := c.Download(ctx, WorkerAlias)
 		if errors.Is(err, blobhub.ErrNotFound) {
 			if err := c.Upload(ctx, WorkerAlias, workerValue(userID, st.InstanceID, s.Version)); err != nil {
-				return nil, APIError(err, "worker")
+				return nil, blobhub.AsExit(err, "worker")
 			}
 			continue
 		}
 		if err != nil {
-			return nil, APIError(err, "worker")
+			return nil, blobhub.AsExit(err, "worker")
 		}
-		owner, ok := WorkerUserID(obj.Value)
+		owner, ok := workerUserID(obj.Value)
 		if !ok {
 			return nil, refuse(exit.CodeWorkerObjectMalformed, "the object \"worker\" of session %s is not a worker object (a thread whose metadata.user.user_id names the user who works the session; it holds %s); delete it, and the next run makes it again, or restore it", sec.Session.SessionID, workerShape(obj.Value))
 		}
@@ -370,37 +462,6 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// APIError is a BlobHub error as the exit a command ends with: an
-// *exit.Error as it is, a refused key AUTH_INVALID (77), a host that does
-// not resolve INVALID_CONFIG (78), a cancelled context as it is, anything
-// else BLOBHUB_UNAVAILABLE (75).
-func APIError(err error, what string) error {
-	var ee *exit.Error
-	switch {
-	case errors.As(err, &ee):
-		return err
-	case errors.Is(err, blobhub.ErrAuth):
-		return exit.Errorf(exit.CodeAuthInvalid, "BlobHub refused the API key (%s); check the key or profile", what)
-	case errors.Is(err, blobhub.ErrNoSuchHost):
-		// A wrong URL: no later run mends it, so it is configuration, not
-		// a BlobHub that is down.
-		var nsh *blobhub.NoSuchHostError
-		errors.As(err, &nsh)
-		return exit.Errorf(exit.CodeInvalidConfig, "%v (%s); check --api-url, BLOBHUB_API_URL or the url of the credentials profile", nsh, what)
-	case errors.Is(err, blobhub.ErrNoThread):
-		// invalid_thread_envelope: BlobHub's final word that the alias is
-		// not a thread (deleted, say), not a reason to try again later.
-		return exit.Errorf(exit.CodeNoThread, "BlobHub has no such thread (%s): the alias does not exist or is not a thread; check the alias, or create the thread with `bhw-run thread new`", what)
-	case errors.Is(err, blobhub.ErrTooLarge):
-		return exit.Errorf(exit.CodeEnvelopeTooLarge, "%s: %v; the most bhw-run reads of an envelope is %d bytes: shrink it", what, err, envelope.MaxSize)
-	case errors.Is(err, context.Canceled):
-		return err
-	case errors.Is(err, blobhub.ErrUnavailable), errors.Is(err, blobhub.ErrAmbiguous):
-		return exit.Errorf(exit.CodeUnavailable, "BlobHub is unreachable (%s): %v; the next run retries", what, err)
-	}
-	return exit.Errorf(exit.CodeUnavailable, "BlobHub answered an error (%s): %v", what, err)
-}
-
 // workerSeenEvery is how stale the worker object's last_seen_at may get
 // before a run that acts refreshes it (one upload).
 const workerSeenEvery = 5 * time.Minute
@@ -432,11 +493,23 @@ func lastSeenAt(value json.RawMessage) string {
 	return w.Thread.Metadata.Instance.LastSeenAt
 }
 
-// WorkerUserID is the user a session's worker object names as the one that
+// WorkerOwner is the user the session's worker object names as the one
+// that works the session; "" when it cannot be read or is not a worker
+// object.
+func WorkerOwner(ctx context.Context, c blobhub.Client) string {
+	obj, err := c.Download(ctx, WorkerAlias)
+	if err != nil {
+		return ""
+	}
+	owner, _ := workerUserID(obj.Value)
+	return owner
+}
+
+// workerUserID is the user a session's worker object names as the one that
 // works the session; ok is false when the object is not a worker object: a
 // thread whose metadata.user.user_id is a non-empty string (a job envelope
 // written over it has none).
-func WorkerUserID(value json.RawMessage) (userID string, ok bool) {
+func workerUserID(value json.RawMessage) (userID string, ok bool) {
 	var w struct {
 		Type   string `json:"type"`
 		Thread *struct {
