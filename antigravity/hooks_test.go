@@ -193,7 +193,11 @@ func HoldForTest(spec string) {
 		os.Exit(1)
 	}
 	os.Stdout.WriteString("held\n")
-	select {}
+	// Until killed: a sleep, not select{}, which the runtime ends as a
+	// deadlock (exit 2) once no other goroutine is left, letting the hold go.
+	for {
+		time.Sleep(time.Hour)
+	}
 }
 
 // TestHooksAfterKill: a run killed with -9 while it held the hook leaves

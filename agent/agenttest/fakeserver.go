@@ -124,16 +124,13 @@ func ServeFake(path string, version bool, setup func(f *FakeServer) jsonrpc.Opti
 			f.Conn.Receive(l.Data)
 		}
 		if f.deaf.Load() {
-			// The pipe fills; only a signal ends it (a sleep, not select{}:
-			// the runtime would call a process of sleeping goroutines dead).
-			for {
-				time.Sleep(time.Hour)
-			}
+			// The pipe fills; only a signal ends it.
+			Forever()
 		}
 		if err != nil {
 			// stdin closed: exit, as the real agents do, unless hanging.
 			if f.hanging.Load() {
-				select {}
+				Forever()
 			}
 			f.wmu.Lock()
 			f.out.Flush()
@@ -148,7 +145,7 @@ func (f *FakeServer) WriteLine(b []byte) error {
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
 	if f.hanging.Load() {
-		select {} // a hung agent writes nothing more
+		Forever() // a hung agent writes nothing more
 	}
 	f.out.Write(b)
 	f.out.WriteByte('\n')
@@ -159,7 +156,15 @@ func (f *FakeServer) WriteLine(b []byte) error {
 // its stdin, and keeps running.
 func (f *FakeServer) Hang() {
 	f.hanging.Store(true)
-	select {}
+	Forever()
+}
+
+// Forever blocks for good: a sleep, not select{}, which the runtime ends as
+// a deadlock (exit 2) once every goroutine waits on the others.
+func Forever() {
+	for {
+		time.Sleep(time.Hour)
+	}
 }
 
 // Crash exits with code after printing stderr.

@@ -49,7 +49,11 @@ func TestHolder(t *testing.T) {
 	for l := range p.Lines() {
 		os.Stdout.WriteString(string(l.Data) + "\n")
 	}
-	select {} // until killed
+	// Until killed: a sleep, not select{}, which the runtime may end as a
+	// deadlock (exit 2) once no other goroutine is left.
+	for {
+		time.Sleep(time.Hour)
+	}
 }
 
 // TestKill9LeavesNothing: bhw-run killed with SIGKILL while its agent's

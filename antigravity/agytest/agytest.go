@@ -155,7 +155,7 @@ func Main(path string, args []string) int {
 		}
 		fmt.Fprintln(os.Stderr, "agy: writing nothing more")
 		agenttest.Tell(sc.Deaf)
-		select {}
+		agenttest.Forever()
 	}
 	s.print(map[string]any{"event": "init", "conversation_id": s.cid, "init": map[string]any{
 		"model": flags["--model"], "effort": flags["--effort"], "tools": []string{"run_command", "write_to_file", "view_file", "read_url_content"}}})
@@ -184,7 +184,7 @@ play:
 			}
 			return st.Crash
 		case st.Hang:
-			select {}
+			agenttest.Forever()
 		case st.WaitInterrupt:
 			<-s.interrupt
 			status = "INTERRUPTED"
