@@ -419,7 +419,7 @@ func (a *activation) stop(ctx context.Context) (string, error) {
 // activate is the pending row: checklist, then local active, upload active,
 // the outbox, and the first turn when there is something to say.
 func (a *activation) activate(ctx context.Context) (string, error) {
-	res, err := a.r.checklist(ctx, a.env, nil)
+	l, err := a.r.checklist(ctx, a.env, nil, a.dir)
 	if err != nil {
 		return "", a.failOrExit(ctx, err)
 	}
@@ -428,7 +428,7 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 	}
 	inbound := len(a.t.Items.PendingInbound) > 0 || a.turnInterrupted()
 	if inbound {
-		if err := a.r.modelReachable(ctx, res); err != nil {
+		if err := a.r.modelReachable(ctx, l); err != nil {
 			return "", err
 		}
 		if err := a.reserveSlot(ctx); err != nil {
@@ -436,16 +436,19 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 		}
 	}
 	t := a.t
-	if t.Workspace.AgentType != res.Type || t.Workspace.WorkFolder != a.env.WorkFolder ||
-		t.Workspace.ResolvedFolder != "" && t.Workspace.ResolvedFolder != res.WorkFolder {
+	if t.Workspace.AgentType != l.Type || t.Workspace.WorkFolder != a.env.WorkFolder ||
+		t.Workspace.ResolvedFolder != "" && t.Workspace.ResolvedFolder != l.WorkFolder {
 		// A new agent type or work folder is a new session.
 		t.Agent.AgentSessionID = ""
 	}
-	t.Workspace = envelope.Workspace{AgentType: res.Type, WorkFolder: a.env.WorkFolder, ResolvedFolder: res.WorkFolder, Extra: t.Workspace.Extra}
+	t.Workspace = envelope.Workspace{AgentType: l.Type, WorkFolder: a.env.WorkFolder, ResolvedFolder: l.WorkFolder, Extra: t.Workspace.Extra}
 	t.Agent.State = envelope.StateActive
 	t.Agent.Error.Clear()
 	t.Agent.FailedOnWire = false
-	t.Agent.Resolved = res.Resolved
+	t.Agent.Resolved = l.Resolved
+	if l.ownHome {
+		t.Agent.Resolved.AgentHome = "" // recorded with the first turn (turnWith)
+	}
 	sec := a.r.Setup.Section
 	t.Session = envelope.SessionRef{OrgID: sec.Session.OrgID, BlobID: sec.Session.BlobID, RevisionID: sec.Session.RevisionID,
 		SessionID: sec.Session.SessionID, SessionPrefix: sec.Prefix(), Extra: t.Session.Extra}
@@ -461,16 +464,16 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 	if !inbound {
 		return OutcomeIdle, nil
 	}
-	return a.turnWith(ctx, res, turnPlan{})
+	return a.turnWith(ctx, l, turnPlan{})
 }
 
 // resumeParked hands a person's answer to the parked agent.
 func (a *activation) resumeParked(ctx context.Context) (string, error) {
-	res, err := a.r.checklist(ctx, a.env, a.t)
+	l, err := a.r.checklist(ctx, a.env, a.t, a.dir)
 	if err != nil {
 		return "", a.failOrExit(ctx, err)
 	}
-	if err := a.r.modelReachable(ctx, res); err != nil {
+	if err := a.r.modelReachable(ctx, l); err != nil {
 		return "", err // the answer stays unread for the next run
 	}
 	if err := a.reserveSlot(ctx); err != nil {
@@ -480,7 +483,7 @@ func (a *activation) resumeParked(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return a.turnWith(ctx, res, plan)
+	return a.turnWith(ctx, l, plan)
 }
 
 // recover resumes after a turn that was running or interrupted when the
@@ -496,17 +499,17 @@ func (a *activation) recover(ctx context.Context) (string, error) {
 // turn checks the thread again (permissions, model, policy are resolved
 // afresh on every run) and runs one turn.
 func (a *activation) turn(ctx context.Context, plan turnPlan) (string, error) {
-	res, err := a.r.checklist(ctx, a.env, a.t)
+	l, err := a.r.checklist(ctx, a.env, a.t, a.dir)
 	if err != nil {
 		return "", a.failOrExit(ctx, err)
 	}
-	if err := a.r.modelReachable(ctx, res); err != nil {
+	if err := a.r.modelReachable(ctx, l); err != nil {
 		return "", err
 	}
 	if err := a.reserveSlot(ctx); err != nil {
 		return "", err
 	}
-	return a.turnWith(ctx, res, plan)
+	return a.turnWith(ctx, l, plan)
 }
 
 // failOrExit turns a checklist error into a thread failure, or passes an
