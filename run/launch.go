@@ -67,22 +67,6 @@ func (r *Runner) configured(ad *agent.Adapter) *resolved {
 	return res
 }
 
-// typeLaunch is doctor's seam: the launch of ad's agent for a thread that
-// asks nothing of its own, as config.yaml resolves it, in bhw-run's temp
-// folder. exe is the executable it names; err says it is not found (the
-// launch then has no executable).
-func (r *Runner) typeLaunch(ad *agent.Adapter) (l *launch, exe string, err error) {
-	res := r.configured(ad)
-	res.WorkFolder = os.TempDir()
-	exe = cmp.Or(r.Setup.AgentConfig(ad.Type).Executable, ad.Executable)
-	abs, err := lookPath(exe)
-	if err == nil {
-		res.Executable = abs
-		res.Confined = r.confined(res)
-	}
-	return r.newLaunch(res, ""), exe, err
-}
-
 // preflight runs the adapter's Preflight, if it has one. Its Launch's
 // Confine says whether the agent will run confined, not in what: an
 // empty rule set (the rules are built for each start, from the state
