@@ -124,7 +124,7 @@ func (d *doctor) run(ctx context.Context) {
 	d.stateDir()
 	d.blobhubWorker()
 	d.agents(ctx)
-	d.confinement()
+	d.confine()
 	d.slots()
 }
 
@@ -159,7 +159,7 @@ func (d *doctor) withoutCredentials(ctx context.Context) {
 		d.skip(c, why)
 	}
 	d.agents(ctx)
-	d.confinement()
+	d.confine()
 	d.skip("slots", why)
 }
 
@@ -371,7 +371,7 @@ func (d *doctor) blobhubWorker() {
 
 // confinement:  whether the agents this config
 // confines can be confined on this kernel.
-func (d *doctor) confinement() {
+func (d *doctor) confine() {
 	s := d.s
 	on := s.Config.Confine.Mode != "off"
 	for _, ac := range s.Config.Agents {
