@@ -20,7 +20,8 @@ import (
 )
 
 // resolved is the agent launch resolved per field: envelope agent.* →
-// agents.<type>.* → built-in default.
+// agents.<type>.* → built-in default (configured, then the checklist). The
+// thread's launch (launch.go) is built from it once.
 type resolved struct {
 	envelope.Resolved
 	Type      string
