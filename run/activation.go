@@ -15,7 +15,6 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
-	"github.com/blobhub/bhw-run/confine"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
@@ -73,11 +72,13 @@ type activation struct {
 	faultMu sync.Mutex
 	fault   error
 	abort   context.CancelCauseFunc
-	// res is the agent of the turn running (turnWith).
-	res *resolved
-	// confined is the rule set of the running agent, nil when it runs
-	// unconfined (confinementRefused).
-	confined *confine.Rules
+	// launch is how the agent of the turn running starts (turnWith).
+	launch *launch
+	// failurePosted names the failures (their code, on the thread and on
+	// worker) whose items this run confirmed: a run killed after
+	// journaling them fails the thread again on the next run, which then
+	// journals them no second time (failureItems).
+	failurePosted map[string]bool
 }
 
 // load reads thread.yaml, the journal and identity.yaml.

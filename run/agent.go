@@ -9,6 +9,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/proc"
+	"github.com/blobhub/bhw-run/confine"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/outbox"
 	"github.com/blobhub/bhw-run/policy"
@@ -19,17 +20,17 @@ import (
 // run knows each one only by its descriptor, never by name.
 
 // runAgent starts the agent and runs the turn, with the watchdogs.
-func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Gate, message string, plan turnPlan, tally *toolTally) (agent.TurnResult, error) {
-	sess, stop, err := a.startAgent(ctx, res)
+func (a *activation) runAgent(ctx context.Context, l *launch, gate policy.Gate, message string, plan turnPlan, tally *toolTally) (agent.TurnResult, error) {
+	sess, rules, stop, err := a.startAgent(ctx, l)
 	if err != nil {
 		return agent.TurnResult{}, err
 	}
 	defer stop()
-	h := &turnHandler{a: a, gate: gate, posture: res.Permissions, resolved: plan.resolved, tally: tally}
+	h := &turnHandler{a: a, gate: gate, posture: l.Permissions, resolved: plan.resolved, tally: tally, confined: rules}
 	h.touch()
 	turnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	_, h.meter = a.remaining(res.adapter)
+	_, h.meter = a.remaining(l.adapter)
 	h.cut = cancel
 	a.rec.mu.Lock()
 	a.stopTurn = cancel
@@ -73,18 +74,19 @@ func (a *activation) runAgent(ctx context.Context, res *resolved, gate policy.Ga
 	return result, err
 }
 
-// startAgent starts the agent of res and records its process, with the
+// startAgent starts l's agent and records its process, with the
 // turn turnWith set up and the session id, before any message goes out;
 // stop ends it (on a second signal at once) and every descendant. A
 // host-picked session id is recorded in that same write: a crash before it
 // has sent the new session nothing (its agent reads end of input and
 // exits), so the next run starts another with the same messages and
-// nothing is lost. One atomic write less for each new session.
-func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.Session, stop func(), err error) {
+// nothing is lost. One atomic write less for each new session. rules is
+// the rule set the agent runs in, nil unconfined.
+func (a *activation) startAgent(ctx context.Context, l *launch) (sess agent.Session, rules *confine.Rules, stop func(), err error) {
 	t := a.rec.t
 	resume := t.Agent.AgentSessionID != ""
 	sessionID := t.Agent.AgentSessionID
-	if !resume && res.adapter.HostSessionID {
+	if !resume && l.adapter.HostSessionID {
 		sessionID = newUUID()
 	}
 	if a.r.OwnProcess {
@@ -92,27 +94,22 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 			a.log.Warn("cannot become a child subreaper; orphaned tool processes may survive", "error", err)
 		}
 	}
-	l := a.r.launch(res, res.WorkFolder)
-	l.SessionID, l.Resume, l.Log, l.Logger = sessionID, resume, a.tlog, a.log
-	rules, temp, unconfine, err := a.r.confinement(res)
+	al, rules, unconfine, err := a.r.startLaunch(l, l.WorkFolder)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if rules != nil {
-		l.Confine, l.Env = rules, setEnv(l.Env, "TMPDIR", temp)
-	}
-	a.confined = rules
+	al.SessionID, al.Resume, al.Log, al.Logger = sessionID, resume, a.tlog, a.log
 	if resume && t.Ledger != nil {
-		l.SessionCostUSD = t.Ledger.SessionCostUSD
+		al.SessionCostUSD = t.Ledger.SessionCostUSD
 	}
-	l.Instructions = a.instructions(res, l.WorkFolder)
-	l.Budget, _ = a.remaining(res.adapter)
+	al.Instructions = a.instructions(l)
+	al.Budget, _ = a.remaining(l.adapter)
 	a.prog.stage(StageStarting)
-	sess, err = res.adapter.Start(ctx, l)
+	sess, err = l.adapter.Start(ctx, al)
 	if err != nil {
 		unconfine()
 		a.prog.stage(StageFinishing)
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	a.prog.stage(StageModel)
 	// A second signal skips the politeness for as long as the agent lives,
@@ -140,9 +137,9 @@ func (a *activation) startAgent(ctx context.Context, res *resolved) (sess agent.
 	a.rec.mu.Unlock()
 	if err != nil {
 		stop()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return sess, stop, nil
+	return sess, rules, stop, nil
 }
 
 // closeAgent ends the agent process and every descendant, on a context
@@ -184,12 +181,12 @@ const maxInstructions = 1 << 20
 // linked to a file outside — any file the user can read — never reaches
 // the model. A file it will not pass on gets one status item per run
 // saying why; a missing one is nothing.
-func (a *activation) instructions(res *resolved, workFolder string) []byte {
-	name := res.adapter.Instructions
-	if name == "" || res.Permissions == setup.PermAutonomous {
+func (a *activation) instructions(l *launch) []byte {
+	name := l.adapter.Instructions
+	if name == "" || l.Permissions == setup.PermAutonomous {
 		return nil
 	}
-	f, err := outbox.ReadInside(workFolder, name, maxInstructions)
+	f, err := outbox.ReadInside(l.WorkFolder, name, maxInstructions)
 	if err == nil {
 		return f.Data
 	}

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/blobhub/bhw-run/agent"
-	"github.com/blobhub/bhw-run/confine"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/outbox"
@@ -21,7 +20,8 @@ import (
 )
 
 // resolved is the agent launch resolved per field: envelope agent.* →
-// agents.<type>.* → built-in default.
+// agents.<type>.* → built-in default (configured, then the checklist). The
+// thread's launch (launch.go) is built from it once.
 type resolved struct {
 	envelope.Resolved
 	Type      string
@@ -42,8 +42,9 @@ type resolved struct {
 // fixed order where the first failure wins (docs/run.md). An *agent.Error
 // fails the thread; an *exit.Error (AGENT_NOT_INSTALLED) leaves it as it is.
 // fixed, when set, holds the values fixed at activation (work folder, type,
-// executable, homes).
-func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *envelope.Thread) (*resolved, error) {
+// executable, homes); threadDir is the thread's folder. It returns the
+// thread's launch.
+func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *envelope.Thread, threadDir string) (*launch, error) {
 	wf, pinned := env.WorkFolder, ""
 	agentType := env.Agent.Type
 	if fixed != nil && fixed.Workspace.WorkFolder != "" {
@@ -64,7 +65,8 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 		return nil, agent.Errorf(exit.CodeAgentTypeUnsupported, "agent.type %q: %s; use %s", agentType, ad.Unsupported, r.Setup.AgentTypes())
 	}
 	ac := r.Setup.AgentConfig(agentType)
-	res := &resolved{Type: agentType, adapter: ad, ExtraArgs: ac.ExtraArgs, Env: ac.Env, Options: ac.Options, WorkFolder: real}
+	res := r.configured(ad)
+	res.WorkFolder = real
 	// 3. Permissions and policy.
 	if res.Permissions, res.Policy, err = r.posture(env, ac); err != nil {
 		return nil, err
@@ -82,32 +84,19 @@ func (r *Runner) checklist(ctx context.Context, env *envelope.Envelope, fixed *e
 	}
 	// 6. The confinement.
 	res.Confined = r.confined(res)
-	if err := r.checkConfine(res); err != nil {
+	l := r.newLaunch(res, threadDir)
+	if err := r.checkConfine(l); err != nil {
 		return nil, err
 	}
 	// 7. The adapter's own preflight (the Codex sandbox).
-	if err := r.preflight(ctx, res, r.launch(res, real)); err != nil {
+	if err := l.preflight(ctx); err != nil {
 		var te *agent.Error
 		if errors.As(err, &te) {
 			return nil, te
 		}
 		return nil, agent.Errorf(agent.CodeAgentSpawnFailed, "the %s check before start failed: %v", agentType, err)
 	}
-	return res, nil
-}
-
-// preflight runs res's adapter's Preflight, if it has one. l.Confine
-// says whether the agent will run confined, not in what: an empty rule
-// set (the rules are built for each start, from the state tree as it is
-// then).
-func (r *Runner) preflight(ctx context.Context, res *resolved, l agent.Launch) error {
-	if res.adapter.Preflight == nil {
-		return nil
-	}
-	if res.Confined {
-		l.Confine = &confine.Rules{}
-	}
-	return res.adapter.Preflight(ctx, l)
+	return l, nil
 }
 
 // checkWorkFolder is step 1: an absolute, existing, readable directory,
@@ -213,11 +202,8 @@ func (r *Runner) resolveLaunch(res *resolved, env *envelope.Envelope, ac *setup.
 	if err := launchValues(res.Model, res.Effort); err != nil {
 		return err
 	}
-	res.Home = r.Setup.Home
-	if ad.HomeEnv != "" {
-		res.AgentHome = os.Getenv(ad.HomeEnv)
-	}
-	res.AgentHome = cmp.Or(ac.Home, res.AgentHome)
+	// The homes as configured (configured) give way to those fixed at
+	// activation.
 	if fixed != nil {
 		rr := fixed.Agent.Resolved
 		res.Home = cmp.Or(rr.Home, res.Home)
@@ -283,17 +269,6 @@ func artifactsShape(env *envelope.Envelope) error {
 		return agent.Errorf(exit.CodeArtifactsSourceInvalid, "%v; use a relative subfolder such as .bhw/outbox", err)
 	}
 	return nil
-}
-
-// launch is what the adapter's Start (and Preflight) get for res, without
-// a session.
-func (r *Runner) launch(res *resolved, workFolder string) agent.Launch {
-	return agent.Launch{
-		Executable: res.Executable, WorkFolder: workFolder, Env: r.agentEnv(res),
-		Model: res.Model, Effort: res.Effort, Permissions: res.Permissions, ExtraArgs: res.ExtraArgs,
-		Home: res.AgentHome, Options: res.Options, Logger: r.Logger, KillGrace: r.grace(),
-		CacheDir: filepath.Join(r.Setup.StateDir, "cache"),
-	}
 }
 
 // posture resolves the thread's permissions and policy (the checklist's
@@ -442,60 +417,6 @@ func (r *Runner) workFolderAllowed(real string) error {
 		}
 	}
 	return nil
-}
-
-// agentEnv builds the agent's environment from an allowlist: the basics
-// every program needs, proxies, locale, the adapter's own prefixes and
-// agents.<type>.env; never BLOBHUB_*, so the agent never sees bhw-run's key.
-func (r *Runner) agentEnv(res *resolved) []string {
-	keep := func(k string) bool {
-		switch k {
-		case "PATH", "HOME", "LANG", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL", "TERM",
-			"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
-			"DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER", "DISABLE_ERROR_REPORTING", "SSL_CERT_FILE", "SSL_CERT_DIR":
-			return true
-		}
-		if strings.HasPrefix(k, "LC_") {
-			return true
-		}
-		for _, p := range res.adapter.EnvPrefixes {
-			if strings.HasPrefix(k, p) {
-				return true
-			}
-		}
-		return false
-	}
-	m := map[string]string{}
-	for _, kv := range r.environ() {
-		k, v, _ := strings.Cut(kv, "=")
-		if keep(k) && !strings.HasPrefix(k, "BLOBHUB_") {
-			m[k] = v
-		}
-	}
-	for k, v := range res.Env {
-		if !strings.HasPrefix(k, "BLOBHUB_") {
-			m[k] = v
-		}
-	}
-	if res.Home != "" {
-		m["HOME"] = res.Home
-	}
-	if res.adapter.HomeEnv != "" && res.AgentHome != "" {
-		m[res.adapter.HomeEnv] = res.AgentHome
-	}
-	out := make([]string, 0, len(m))
-	for k, v := range m {
-		out = append(out, k+"="+v)
-	}
-	slices.Sort(out)
-	return out
-}
-
-func (r *Runner) environ() []string {
-	if r.Environ != nil {
-		return r.Environ
-	}
-	return os.Environ()
 }
 
 // policyOutbox is the thread's artifacts outbox, relative to the work

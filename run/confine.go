@@ -28,10 +28,10 @@ func (r *Runner) confined(res *resolved) bool {
 	return cmp.Or(r.Setup.AgentConfig(res.Type).Confine, r.Setup.Config.Confine.Mode) != "off"
 }
 
-// checkConfine is the checklist's step 5: a thread whose agent must be
+// checkConfine is the checklist's step 6: a thread whose agent must be
 // confined fails on a kernel that cannot confine it, never runs without.
-func (r *Runner) checkConfine(res *resolved) error {
-	if !res.Confined {
+func (r *Runner) checkConfine(l *launch) error {
+	if !l.Confined {
 		return nil
 	}
 	if err := confine.Check(confine.Spec{Ports: r.Setup.Config.Confine.Ports}); err != nil {
@@ -42,30 +42,6 @@ func (r *Runner) checkConfine(res *resolved) error {
 
 // confineFix is what a machine owner does about CONFINEMENT_UNAVAILABLE.
 const confineFix = "upgrade the kernel or enable Landlock at boot (or remove confine.ports), or set confine.mode: off (or agents.<type>.confine: off) in config.yaml to run the agents unconfined"
-
-// confinement is the doctor's line: whether the agents this config
-// confines can be confined on this kernel.
-func (d *doctor) confinement() {
-	s := d.s
-	on := s.Config.Confine.Mode != "off"
-	for _, ac := range s.Config.Agents {
-		on = on || (ac != nil && ac.Confine == "on")
-	}
-	if !on {
-		d.ok("confine", "off in %s: the agents run unconfined (docs/security.md)", s.ConfigPath)
-		return
-	}
-	if err := confine.Check(confine.Spec{Ports: s.Config.Confine.Ports}); err != nil {
-		d.fail("confine", exit.CodeConfinementUnavailable+": "+err.Error(), confineFix)
-		return
-	}
-	net := "the network left alone"
-	if p := s.Config.Confine.Ports; len(p) > 0 {
-		net = fmt.Sprintf("TCP connects only to ports %v", p)
-	}
-	abi := confine.ABI()
-	d.ok("confine", "Landlock ABI %d in force: the agents run confined, %s, %s (docs/security.md)", abi, confine.Scopes(abi), net)
-}
 
 // confinement is the rule set of res's agent and its private temp folder
 // (TMPDIR), made new for this start; done removes the folder. nil rules
@@ -112,14 +88,15 @@ func (r *Runner) confinement(res *resolved) (rules *confine.Rules, temp string, 
 // confinement accounts for (confine.Rules.Refused): the agent's own tool
 // says only "Permission denied", which reads like the file's own
 // permissions. Whether the tool marked its result failed does not count:
-// a shell line that goes on after the refusal ends well.
-func (a *activation) confinementRefused(it agent.Item) {
-	if a.confined == nil {
+// a shell line that goes on after the refusal ends well. rules is the
+// rule set the agent runs in, nil when it runs unconfined.
+func (a *activation) confinementRefused(rules *confine.Rules, it agent.Item) {
+	if rules == nil {
 		return
 	}
 	tool, _ := it.Meta["tool"].(map[string]any)
 	out, _ := tool["output"].(string)
-	for _, r := range a.confined.Refused(out) {
+	for _, r := range rules.Refused(out) {
 		why, access := "bhw-run keeps the agent out of it", "denied"
 		if !r.Denied {
 			why, access = "the agent may write only its work folder, its home, its temp folder and confine.writable", "read_only"

@@ -1,12 +1,12 @@
 package run
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,6 +16,7 @@ import (
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/proc"
 	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/confine"
 	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/lock"
 	"github.com/blobhub/bhw-run/setup"
@@ -123,7 +124,7 @@ func (d *doctor) run(ctx context.Context) {
 	d.stateDir()
 	d.blobhubWorker()
 	d.agents(ctx)
-	d.confinement()
+	d.confine()
 	d.slots()
 }
 
@@ -158,7 +159,7 @@ func (d *doctor) withoutCredentials(ctx context.Context) {
 		d.skip(c, why)
 	}
 	d.agents(ctx)
-	d.confinement()
+	d.confine()
 	d.skip("slots", why)
 }
 
@@ -368,6 +369,30 @@ func (d *doctor) blobhubWorker() {
 	d.ok("blobhub_worker", "%s", msg)
 }
 
+// confinement:  whether the agents this config
+// confines can be confined on this kernel.
+func (d *doctor) confine() {
+	s := d.s
+	on := s.Config.Confine.Mode != "off"
+	for _, ac := range s.Config.Agents {
+		on = on || (ac != nil && ac.Confine == "on")
+	}
+	if !on {
+		d.ok("confine", "off in %s: the agents run unconfined (docs/security.md)", s.ConfigPath)
+		return
+	}
+	if err := confine.Check(confine.Spec{Ports: s.Config.Confine.Ports}); err != nil {
+		d.fail("confine", exit.CodeConfinementUnavailable+": "+err.Error(), confineFix)
+		return
+	}
+	net := "the network left alone"
+	if p := s.Config.Confine.Ports; len(p) > 0 {
+		net = fmt.Sprintf("TCP connects only to ports %v", p)
+	}
+	abi := confine.ABI()
+	d.ok("confine", "Landlock ABI %d in force: the agents run confined, %s, %s (docs/security.md)", abi, confine.Scopes(abi), net)
+}
+
 // agentsToCheck are the agent types a thread of this setup may use: those
 // config.yaml configures, else the one `thread new` hands off to.
 func (d *doctor) agentsToCheck() []*agent.Adapter {
@@ -384,46 +409,35 @@ func (d *doctor) agentsToCheck() []*agent.Adapter {
 }
 
 // agents: each agent's executable is found (as a run resolves it) and
-// tells its version; then its preflight (the Codex sandbox) passes.
+// tells its version; then its preflight (the Codex sandbox) passes. Each
+// is checked through the launch a thread that asks nothing of its own
+// gets (typeLaunch).
 func (d *doctor) agents(ctx context.Context) {
 	r := &Runner{Setup: d.s, Logger: slog.New(slog.DiscardHandler)}
 	for _, ad := range d.agentsToCheck() {
 		name := "agent " + ad.Type
-		ac := d.s.AgentConfig(ad.Type)
-		exe := cmp.Or(ac.Executable, ad.Executable)
-		perm := cmp.Or(ac.Permissions, setup.PermApproval)
-		res := &resolved{Type: ad.Type, adapter: ad, ExtraArgs: ac.ExtraArgs, Env: ac.Env, Options: ac.Options}
-		res.Permissions, res.Model, res.Effort = perm, ac.Model, ac.Effort
-		res.Home = d.s.Home
-		if ad.HomeEnv != "" {
-			res.AgentHome = os.Getenv(ad.HomeEnv)
-		}
-		res.AgentHome = cmp.Or(ac.Home, res.AgentHome)
-		abs, err := lookPath(exe)
+		l, exe, err := r.typeLaunch(ad)
 		if err != nil {
 			d.fail(name, fmt.Sprintf("%s: the %s executable %q is not found or not executable: %v", exit.CodeAgentNotInstalled, ad.Type, exe, err),
 				fmt.Sprintf("install the %s CLI (README: Set up), or set agents.%s.executable to its absolute path", ad.Type, ad.Type))
-			d.login(res, r.launch(res, os.TempDir()))
+			d.login(l)
 			if ad.Preflight != nil {
 				d.skip(name+" preflight", "the executable was not found")
 			}
 			continue
 		}
-		res.Executable = abs
-		res.Confined = r.confined(res)
-		l := r.launch(res, os.TempDir())
-		if version, err := d.probeVersion(ctx, r, res, l); err != nil {
-			d.fail(name, fmt.Sprintf("%s was found but does not tell its version: %v", abs, err), "run "+abs+" --version yourself; reinstall it if it fails")
+		if version, err := d.probeVersion(ctx, r, l); err != nil {
+			d.fail(name, fmt.Sprintf("%s was found but does not tell its version: %v", l.Executable, err), "run "+l.Executable+" --version yourself; reinstall it if it fails")
 		} else {
-			d.ok(name, "%s: %s", abs, version)
+			d.ok(name, "%s: %s", l.Executable, version)
 		}
-		d.login(res, l)
-		d.model(ctx, res, l.Env)
+		d.login(l)
+		d.model(ctx, l)
 		if ad.Preflight == nil {
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, DoctorProbe)
-		err = r.preflight(pctx, res, l)
+		err = l.preflight(pctx)
 		cancel()
 		if err != nil {
 			var te *agent.Error
@@ -434,7 +448,7 @@ func (d *doctor) agents(ctx context.Context) {
 			d.fail(name+" preflight", detail, fmt.Sprintf("fix what it says, or run %s threads autonomous (policy.allow_autonomous) where that is acceptable", ad.Type))
 			continue
 		}
-		d.ok(name+" preflight", "passes for %s threads", perm)
+		d.ok(name+" preflight", "passes for %s threads", l.Permissions)
 	}
 }
 
@@ -442,29 +456,45 @@ func (d *doctor) agents(ctx context.Context) {
 // environment a run gives it, or a login file in its home), as its
 // adapter tells without asking the model; the fix is what a run that
 // ends AGENT_AUTH_FAILED would say.
-func (d *doctor) login(res *resolved, l agent.Launch) {
-	if res.adapter.LoginCheck == nil {
+func (d *doctor) login(l *launch) {
+	if l.adapter.LoginCheck == nil {
 		return
 	}
-	name := "agent " + res.Type + " login"
-	ok, detail := res.adapter.LoginCheck(l)
+	name := "agent " + l.Type + " login"
+	ok, detail := l.adapter.LoginCheck(l.Agent)
 	if !ok {
-		d.fail(name, fmt.Sprintf("%s: %s", exit.CodeAgentAuthFailed, detail), loginFix(res))
+		d.fail(name, fmt.Sprintf("%s: %s", exit.CodeAgentAuthFailed, detail), l.loginFix())
 		return
 	}
 	d.ok(name, "%s", detail)
 }
 
-// probeVersion asks res's agent for its version (agentVersion) the way a
+// model is each local model of the agent's environment: it accepts a
+// connection, as a run's start will ask (localModels).
+func (d *doctor) model(ctx context.Context, l *launch) {
+	for _, m := range localModels(l.Agent.Env) {
+		name := "agent " + l.Type + " model"
+		dl := net.Dialer{Timeout: modelProbe}
+		c, err := dl.DialContext(ctx, "tcp", m.addr)
+		if err != nil {
+			d.fail(name, fmt.Sprintf("%s: %s (%s) cannot be reached: %s", exit.CodeModelUnreachable, m.URL, m.Var, dialSaid(err)), modelFix(&m))
+			continue
+		}
+		c.Close()
+		d.ok(name, "%s (%s) accepts connections", m.URL, m.Var)
+	}
+}
+
+// probeVersion asks l's agent for its version (agentVersion) the way a
 // run starts it: confined, unless the machine owner turned that off, in
 // an empty work folder of its own, since the executable (or its #!
 // interpreter) may be one an agent could rewrite. An agent that must be
 // confined and cannot be is not started.
-func (d *doctor) probeVersion(ctx context.Context, r *Runner, res *resolved, l agent.Launch) (string, error) {
-	if !res.Confined {
-		return agentVersion(ctx, res.adapter, l)
+func (d *doctor) probeVersion(ctx context.Context, r *Runner, l *launch) (string, error) {
+	if !l.Confined {
+		return agentVersion(ctx, l.adapter, l.Agent)
 	}
-	if err := r.checkConfine(res); err != nil {
+	if err := r.checkConfine(l); err != nil {
 		return "", fmt.Errorf("not started: it cannot be confined on this machine (the confine line says why)")
 	}
 	work, err := os.MkdirTemp("", "bhw-doctor-")
@@ -472,15 +502,12 @@ func (d *doctor) probeVersion(ctx context.Context, r *Runner, res *resolved, l a
 		return "", err
 	}
 	defer os.RemoveAll(work)
-	probe := *res
-	probe.WorkFolder = work
-	rules, temp, done, err := r.confinement(&probe)
+	al, _, done, err := r.startLaunch(l, work)
 	if err != nil {
 		return "", err
 	}
 	defer done()
-	l.WorkFolder, l.Confine, l.Env = work, rules, setEnv(l.Env, "TMPDIR", temp)
-	return agentVersion(ctx, res.adapter, l)
+	return agentVersion(ctx, l.adapter, al)
 }
 
 // agentVersion asks the agent for its version: the adapter's Version, or

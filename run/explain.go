@@ -47,7 +47,7 @@ func (r *Runner) Explain(ctx context.Context, alias, effect, command, path strin
 	if err != nil {
 		return nil, err
 	}
-	perm, pol, err := r.posture(env, r.Setup.AgentConfig(env.Agent.Type))
+	perm, gate, err := r.threadGate(env)
 	var te *agent.Error
 	if errors.As(err, &te) {
 		// For a command that only reads the thread, settings that would
@@ -67,6 +67,6 @@ func (r *Runner) Explain(ctx context.Context, alias, effect, command, path strin
 	if ad := r.Setup.Adapter(env.Agent.Type); ad != nil && ad.Describe != nil {
 		c = ad.Describe(effect, t)
 	}
-	d, lines := policy.ExplainLines(r.gate(perm, pol, env.WorkFolder, policyOutbox(env)), c)
+	d, lines := policy.ExplainLines(gate, c)
 	return &Explanation{Alias: alias, Posture: perm, WorkFolder: env.WorkFolder, Call: c.Describe(), Decision: d, Lines: lines}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/confine"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/setup"
@@ -18,6 +19,9 @@ type turnHandler struct {
 	gate     policy.Gate
 	posture  string
 	resolved *emission // posted once the agent shows it took the message
+	// confined is the rule set the agent runs in, nil unconfined
+	// (confinementRefused).
+	confined *confine.Rules
 	prompt   *emission // the pending_prompt of a parked turn
 
 	last       atomic.Int64 // unix nanos of the last sign of life
@@ -123,7 +127,7 @@ func (h *turnHandler) Emit(it agent.Item) {
 		h.a.prog.callOpened(toolID(it), h.a.r.Setup.Secrets.String(it.Brief))
 	case agent.ItemToolResult:
 		h.a.prog.callClosed(toolID(it))
-		h.a.confinementRefused(it)
+		h.a.confinementRefused(h.confined, it)
 	}
 }
 

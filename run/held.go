@@ -54,22 +54,13 @@ func (a *activation) keepInbound() {
 	t.Turn.Inbound, t.Turn.InboundIDs = nil, nil
 }
 
-// loginFix is how a person fixes res's agent's login or key on this
-// machine: its adapter's Login for the agent's home, else a generic hint.
-func loginFix(res *resolved) string {
-	if res.adapter.Login != nil {
-		return res.adapter.Login(res.AgentHome)
-	}
-	return fmt.Sprintf("log %s in on this machine", res.Type)
-}
-
 // authFailed ends a turn the agent could not run because its login or key
 // was refused: the machine needs a person, not the thread. The messages
 // are kept, the thread stays active, and it is told once (until a turn
 // runs again) what to fix; the run ends AGENT_AUTH_FAILED (78).
 func (a *activation) authFailed(r agent.TurnResult) error {
-	res := a.res
-	fix := loginFix(res)
+	res := a.launch
+	fix := res.loginFix()
 	said := r.ErrorText
 	if said == "" {
 		said = "the provider refused the agent's credentials"
@@ -116,7 +107,7 @@ func (a *activation) rateLimited(r agent.TurnResult) error {
 	}
 	a.sum.LimitedUntil = at
 	msg := fmt.Sprintf("the agent's provider refused the turn for a rate or usage limit (%s); the turn's messages wait, and the first run after %s delivers them again", said, at)
-	a.emit(agent.StatusItem("rate_limited", "⏳ rate limited: "+msg, map[string]any{"limited_until": at, "agent": a.res.Type}))
+	a.emit(agent.StatusItem("rate_limited", "⏳ rate limited: "+msg, map[string]any{"limited_until": at, "agent": a.launch.Type}))
 	return exit.Errorf(exit.CodeRateLimited, "%s", msg)
 }
 

@@ -376,44 +376,43 @@ func oldestFirst(out []Listing) {
 
 // judge reads what a run would read of a job thread — thread.yaml, the
 // journal and, for a thread active on the wire and here, the items after
-// scanned — in memory only, and asks Decide. read says whether the items
-// were read.
+// scanned — in memory only (peekThread), and asks the decision table.
+// read says whether the items were read.
 func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope, updatedAt string, id *setup.Identity, tooLarge error) (l Listing, read bool, err error) {
 	l = Listing{Alias: alias, State: listedState(env)}
-	a := &activation{r: r, alias: alias, dir: setup.ThreadDir(r.Setup.JobDir, alias), env: env, log: r.Logger.With("alias", alias), sum: &Summary{Alias: alias}}
+	userID := ""
 	if id != nil {
-		a.userID = id.UserID
+		userID = id.UserID
 	}
-	if err := a.peek(); err != nil {
+	p, err := r.peekThread(alias, env, userID)
+	if err != nil {
 		return l, false, err
 	}
+	t := p.Thread
 	if tooLarge != nil {
 		// The wire as this tree last left it; a run fails the thread only
 		// if it must act (tooLargeEnvelope).
-		env.State = a.rec.t.Agent.State
+		env.State = t.Agent.State
 		l.State, l.Error = StateUnknown, fmt.Sprintf("the envelope is larger than the %d bytes bhw-run reads: %v", envelope.MaxSize, tooLarge)
 		r.Logger.Warn("ls: a thread's envelope is too large to read; a run fails the thread if it must act", "alias", alias, "error", tooLarge.Error())
 	}
-	l.Local = a.rec.t.Agent.State
-	if env.State == envelope.StateActive && a.rec.t.Agent.State == envelope.StateActive {
+	l.Local = t.Agent.State
+	unread := false
+	if env.State == envelope.StateActive && t.Agent.State == envelope.StateActive {
 		read = true
-		// A park the daemon left is answered as a run would find it.
-		if err := a.adoptPark(ctx); err != nil {
-			return l, read, err
-		}
-		if err := a.readItems(ctx); err != nil {
+		if unread, err = p.readItems(ctx); err != nil {
 			return l, read, err
 		}
 	}
-	d := Decide(a.facts())
+	d := p.decide()
 	l.Row = d.Row.String()
 	if d.Held == HeldLimit {
-		l.wake = limitedUntil(a.rec.t)
+		l.wake = limitedUntil(t)
 	}
 	// A read that stopped at its bound leaves items a run would read on.
-	l.Runnable = (d.Acts || a.unread) && d.Row != RowNotHere
-	l.Waiting = a.rec.t.Prompt != nil && !l.Runnable && env.State == envelope.StateActive
-	l.WaitingSince = waitingSince(a.rec.t, updatedAt)
+	l.Runnable = (d.Acts || unread) && d.Row != RowNotHere
+	l.Waiting = t.Prompt != nil && !l.Runnable && env.State == envelope.StateActive
+	l.WaitingSince = waitingSince(t, updatedAt)
 	return l, read, nil
 }
 

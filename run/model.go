@@ -80,27 +80,11 @@ func unreachableModel(ctx context.Context, env []string) (*localModel, error) {
 // modelReachable is the run's check, before a run that will start the
 // agent changes anything (its state, a prompt's answer, a slot): nil, or
 // MODEL_UNREACHABLE, which leaves the thread as it is for the next run.
-func (r *Runner) modelReachable(ctx context.Context, res *resolved) error {
-	if m, err := unreachableModel(ctx, r.agentEnv(res)); m != nil {
-		return modelUnreachableError(res.Type, m, err)
+func (r *Runner) modelReachable(ctx context.Context, l *launch) error {
+	if m, err := unreachableModel(ctx, l.Agent.Env); m != nil {
+		return modelUnreachableError(l.Type, m, err)
 	}
 	return nil
-}
-
-// model is doctor's check of each local model of the agent's
-// environment: it accepts a connection, as a run's start will ask.
-func (d *doctor) model(ctx context.Context, res *resolved, env []string) {
-	for _, m := range localModels(env) {
-		name := "agent " + res.Type + " model"
-		dl := net.Dialer{Timeout: modelProbe}
-		c, err := dl.DialContext(ctx, "tcp", m.addr)
-		if err != nil {
-			d.fail(name, fmt.Sprintf("%s: %s (%s) cannot be reached: %s", exit.CodeModelUnreachable, m.URL, m.Var, dialSaid(err)), modelFix(&m))
-			continue
-		}
-		c.Close()
-		d.ok(name, "%s (%s) accepts connections", m.URL, m.Var)
-	}
 }
 
 // modelFix is what a person does about a local model that is down.

@@ -52,8 +52,8 @@ func retryDelay(n int) time.Duration {
 // posted once (each attempt's own). It stops when a resume would not end
 // before --max-duration's deadline, and returns the last attempt's
 // result (or the error that stopped it).
-func (a *activation) retryTransient(ctx context.Context, res *resolved, gate policy.Gate, tally *toolTally, result agent.TurnResult, err error) (agent.TurnResult, error) {
-	turnRetries := a.r.Setup.Config.TurnRetries(res.adapter.Type)
+func (a *activation) retryTransient(ctx context.Context, l *launch, gate policy.Gate, tally *toolTally, result agent.TurnResult, err error) (agent.TurnResult, error) {
+	turnRetries := a.r.Setup.Config.TurnRetries(l.adapter.Type)
 	for n := 1; err == nil && result.Outcome == agent.TurnFailed && result.Failure == agent.FailureTransient && n <= turnRetries; n++ {
 		delay := retryDelay(n)
 		if !a.turnDeadline.IsZero() && time.Until(a.turnDeadline) <= delay {
@@ -68,7 +68,7 @@ func (a *activation) retryTransient(ctx context.Context, res *resolved, gate pol
 		case <-time.After(delay):
 		}
 		prev := result
-		result, err = a.runAgent(ctx, res, gate, resumeAfterAPIError, turnPlan{}, tally)
+		result, err = a.runAgent(ctx, l, gate, resumeAfterAPIError, turnPlan{}, tally)
 		result.Usage.InputTokens += prev.Usage.InputTokens
 		result.Usage.InputTokensCached += prev.Usage.InputTokensCached
 		result.Usage.OutputTokens += prev.Usage.OutputTokens

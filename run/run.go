@@ -96,44 +96,9 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	start := time.Now()
 	sum = &Summary{Alias: alias}
 	a := &activation{r: r, alias: alias, sum: sum, log: r.Logger.With("alias", alias), prog: &progress{obs: r.Observer}}
-	// Signals, from the first instruction: the first cancels the run, the
-	// signal its cause — before the thread lock the run ends at once and
-	// writes nothing, after it the agent is interrupted politely and state
-	// is saved; a second skips the politeness.
-	ctx, hurry, stopSignals := exit.WatchSignals(ctx, r.Signals)
+	ctx, stopSignals := a.watchSignals(ctx)
 	defer stopSignals()
-	a.hurry = hurry
-	ctx, a.abort = context.WithCancelCause(ctx)
-	defer a.abort(nil)
-	stopNote := context.AfterFunc(ctx, func() {
-		if s := exit.SignalOf(ctx); s != nil && a.locked {
-			a.log.Warn("signal received; stopping the agent and saving state", "signal", s.String())
-		}
-	})
-	defer stopNote()
-	defer func() {
-		sum.DurationMS = time.Since(start).Milliseconds()
-		if a.rec != nil && a.rec.t != nil && sum.AgentSessionID == "" {
-			sum.AgentSessionID = a.rec.t.Agent.AgentSessionID
-		}
-		sig := exit.SignalOf(ctx)
-		if fault := a.faultErr(); fault != nil && sig == nil {
-			err = fault // what stopped the run, whatever it was doing then
-		}
-		finish(sum, err, sig)
-		if sig != nil {
-			// What was cut short (a wait on BlobHub, the agent) is the
-			// signal's doing, not an error of its own.
-			ee := &exit.Error{Exit: sum.ExitCode, Code: exit.CodeInterrupted, Message: interruptedMessage(sig, a.locked)}
-			if sum.Error == nil {
-				sum.Error = &SummaryError{Code: ee.Code, Message: ee.Message}
-			}
-			err = ee
-		}
-		if sig == nil || a.locked {
-			a.writeSectionLog(sum)
-		}
-	}()
+	defer func() { err = a.summarize(ctx, start, err) }()
 
 	r.Setup.LogIgnored(a.log)
 	// 1. The alias, before anything touches disk or network.
@@ -148,49 +113,14 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 	if err := r.Setup.CheckNoDaemon(); err != nil {
 		return sum, err
 	}
-	a.dir = setup.ThreadDir(r.Setup.JobDir, alias)
-	// A thread this state tree has never run gets its folder only once
-	// BlobHub says it is a job thread, so a misspelled alias leaves nothing
-	// behind. This read only decides whether to make the folder; the one
-	// under the lock (step 5) decides the run. Two first runs of one thread
-	// both read, then queue on the lock as every run does: the lock file
-	// is never deleted, so both lock the same one.
-	// The tree is checked first (owner, modes, links): the download of a
-	// thread that is not a job writes not_mine.yaml.
-	if err := r.Setup.EnsureDir(r.Setup.JobDir); err != nil {
-		return sum, err
-	}
-	if _, err := os.Lstat(a.dir); errors.Is(err, fs.ErrNotExist) {
-		if err := a.download(ctx); err != nil {
-			return sum, err
-		}
-	}
-	if err := r.Setup.EnsureDir(a.dir); err != nil {
+	if err := a.makeThreadDir(ctx); err != nil {
 		return sum, err
 	}
 
 	// 3. The thread lock: fail fast, or wait up to --lock-wait.
-	lockPath := filepath.Join(a.dir, "thread.lock")
-	lk, err := lock.Acquire(ctx, lockPath, 0)
-	if held := (*lock.HeldError)(nil); errors.As(err, &held) && r.LockWait > 0 {
-		a.log.Info("the thread lock is held; waiting for it", "holder_pid", held.Holder.PID, "lock_wait", r.LockWait.String())
-		lk, err = lock.Acquire(ctx, lockPath, r.LockWait)
-	}
+	lk, err := a.lockThread(ctx)
 	if err != nil {
-		var held *lock.HeldError
-		switch {
-		case exit.SignalOf(ctx) != nil:
-			return sum, err // interrupted while waiting: nothing is written
-		case errors.As(err, &held) && r.LockWait > 0:
-			return sum, exit.Errorf(exit.CodeLocked, "thread %q is %v; waited %v for it (--lock-wait); retry later, or pass a longer --lock-wait", alias, held, r.LockWait)
-		case errors.As(err, &held):
-			return sum, exit.Errorf(exit.CodeLocked, "thread %q is %v; retry later or pass --lock-wait", alias, held)
-		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-			return sum, exit.Errorf(exit.CodeLocked, "gave up waiting for the lock of thread %q: %v; retry later", alias, err)
-		}
-		// Not contention: the lock file cannot be opened or locked, which
-		// waiting will not mend.
-		return sum, exit.Errorf(exit.CodeStateTreeInvalid, "cannot lock thread %q: %v; check the state tree", alias, err)
+		return sum, err
 	}
 	defer lk.Unlock()
 	a.locked = true
@@ -219,19 +149,130 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		return sum, err
 	}
 
-	// 7. Decide; act at most once.
+	// 7. Decide; act at most once. 8. Wrap up; the deferred calls release
+	// the lock and write the summary.
+	return sum, a.decideAndAct(ctx)
+}
+
+// watchSignals watches the signals from the run's first instruction: the
+// first cancels the run, the signal its cause — before the thread lock
+// the run ends at once and writes nothing, after it the agent is
+// interrupted politely and state is saved; a second skips the politeness.
+// The context it returns also ends with the run's first state fault
+// (a.abort); stop releases it all.
+func (a *activation) watchSignals(ctx context.Context) (_ context.Context, stop func()) {
+	ctx, hurry, stopSignals := exit.WatchSignals(ctx, a.r.Signals)
+	a.hurry = hurry
+	ctx, a.abort = context.WithCancelCause(ctx)
+	stopNote := context.AfterFunc(ctx, func() {
+		if s := exit.SignalOf(ctx); s != nil && a.locked {
+			a.log.Warn("signal received; stopping the agent and saving state", "signal", s.String())
+		}
+	})
+	return ctx, func() {
+		stopNote()
+		a.abort(nil)
+		stopSignals()
+	}
+}
+
+// summarize ends the run's summary whatever ended the run: its duration,
+// the session, the exit code from err (or from the state fault that
+// stopped the run, or the signal), and section.log's record. It returns
+// the run's error.
+func (a *activation) summarize(ctx context.Context, start time.Time, err error) error {
+	sum := a.sum
+	sum.DurationMS = time.Since(start).Milliseconds()
+	if a.rec != nil && a.rec.t != nil && sum.AgentSessionID == "" {
+		sum.AgentSessionID = a.rec.t.Agent.AgentSessionID
+	}
+	sig := exit.SignalOf(ctx)
+	if fault := a.faultErr(); fault != nil && sig == nil {
+		err = fault // what stopped the run, whatever it was doing then
+	}
+	finish(sum, err, sig)
+	if sig != nil {
+		// What was cut short (a wait on BlobHub, the agent) is the
+		// signal's doing, not an error of its own.
+		ee := &exit.Error{Exit: sum.ExitCode, Code: exit.CodeInterrupted, Message: interruptedMessage(sig, a.locked)}
+		if sum.Error == nil {
+			sum.Error = &SummaryError{Code: ee.Code, Message: ee.Message}
+		}
+		err = ee
+	}
+	if sig == nil || a.locked {
+		a.writeSectionLog(sum)
+	}
+	return err
+}
+
+// makeThreadDir makes the thread's folder in the state tree. A thread this
+// state tree has never run gets its folder only once BlobHub says it is a
+// job thread, so a misspelled alias leaves nothing behind. This read only
+// decides whether to make the folder; the one under the lock (step 5)
+// decides the run. Two first runs of one thread both read, then queue on
+// the lock as every run does: the lock file is never deleted, so both lock
+// the same one. The tree is checked first (owner, modes, links): the
+// download of a thread that is not a job writes not_mine.yaml.
+func (a *activation) makeThreadDir(ctx context.Context) error {
+	s := a.r.Setup
+	a.dir = setup.ThreadDir(s.JobDir, a.alias)
+	if err := s.EnsureDir(s.JobDir); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(a.dir); errors.Is(err, fs.ErrNotExist) {
+		if err := a.download(ctx); err != nil {
+			return err
+		}
+	}
+	return s.EnsureDir(a.dir)
+}
+
+// lockThread takes the thread lock: at once, or waiting up to --lock-wait
+// when it is held.
+func (a *activation) lockThread(ctx context.Context) (*lock.Lock, error) {
+	r, alias := a.r, a.alias
+	lockPath := filepath.Join(a.dir, "thread.lock")
+	lk, err := lock.Acquire(ctx, lockPath, 0)
+	if held := (*lock.HeldError)(nil); errors.As(err, &held) && r.LockWait > 0 {
+		a.log.Info("the thread lock is held; waiting for it", "holder_pid", held.Holder.PID, "lock_wait", r.LockWait.String())
+		lk, err = lock.Acquire(ctx, lockPath, r.LockWait)
+	}
+	if err == nil {
+		return lk, nil
+	}
+	var held *lock.HeldError
+	switch {
+	case exit.SignalOf(ctx) != nil:
+		return nil, err // interrupted while waiting: nothing is written
+	case errors.As(err, &held) && r.LockWait > 0:
+		return nil, exit.Errorf(exit.CodeLocked, "thread %q is %v; waited %v for it (--lock-wait); retry later, or pass a longer --lock-wait", alias, held, r.LockWait)
+	case errors.As(err, &held):
+		return nil, exit.Errorf(exit.CodeLocked, "thread %q is %v; retry later or pass --lock-wait", alias, held)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return nil, exit.Errorf(exit.CodeLocked, "gave up waiting for the lock of thread %q: %v; retry later", alias, err)
+	}
+	// Not contention: the lock file cannot be opened or locked, which
+	// waiting will not mend.
+	return nil, exit.Errorf(exit.CodeStateTreeInvalid, "cannot lock thread %q: %v; check the state tree", alias, err)
+}
+
+// decideAndAct is steps 7 and 8: decide on what the run has read, act at
+// most once (after the agent slot, when the row starts the agent, and
+// after unfinished work), and wrap up a run that acted.
+func (a *activation) decideAndAct(ctx context.Context) error {
 	d := Decide(a.facts())
 	a.log.Debug("decided", "row", d.Row.String(), "unfinished", d.Unfinished, "acts", d.Acts)
 	if a.tooLarge != nil && d.Acts && a.rec.t.Agent.State != envelope.StateFailed {
 		// Acting needs the envelope bhw-run refuses to read.
 		if err := a.attach(ctx); err != nil {
-			return sum, err
+			return err
 		}
 		err := a.failTooLarge(ctx)
 		if a.failedThisRun {
-			sum.Outcome = OutcomeFailed
+			a.sum.Outcome = OutcomeFailed
 		}
-		return sum, a.wrapUp(ctx, err)
+		return a.wrapUp(ctx, err)
 	}
 	if d.Spawns {
 		// The agent slot comes before the run's first write: a wait that ends
@@ -239,33 +280,32 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		// was. The thread lock is held meanwhile, so no second run of this
 		// thread queues behind this one.
 		if err := a.reserveSlot(ctx); err != nil {
-			return sum, err
+			return err
 		}
+		var err error
 		if d, err = a.lookAgain(ctx, d); err != nil {
-			return sum, err
+			return err
 		}
 	}
 	if !d.Acts {
 		if err := a.act(ctx, d); err != nil {
-			return sum, err
+			return err
 		}
-		return sum, a.rec.save()
+		return a.rec.save()
 	}
 	if err := a.attach(ctx); err != nil {
-		return sum, err
+		return err
 	}
-
 	if d.Unfinished {
 		if err := a.finishUnfinished(ctx); err != nil {
-			return sum, err
+			return err
 		}
 		d = Decide(a.facts())
 	}
 	// A tool call a killed run left open gets its result before anything
 	// follows it on the thread.
 	a.closeOpenCalls(nil)
-	// 8. Wrap up; the deferred calls release the lock and write the summary.
-	return sum, a.wrapUp(ctx, a.act(ctx, d))
+	return a.wrapUp(ctx, a.act(ctx, d))
 }
 
 // stopLeftover stops the agent a killed bhw-run left behind, when its
@@ -369,7 +409,7 @@ func (a *activation) stop(ctx context.Context) (string, error) {
 // activate is the pending row: checklist, then local active, upload active,
 // the outbox, and the first turn when there is something to say.
 func (a *activation) activate(ctx context.Context) (string, error) {
-	res, err := a.r.checklist(ctx, a.env, nil)
+	l, err := a.r.checklist(ctx, a.env, nil, a.dir)
 	if err != nil {
 		return "", a.failOrExit(ctx, err)
 	}
@@ -378,7 +418,7 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 	}
 	inbound := len(a.rec.t.Items.PendingInbound) > 0 || a.turnInterrupted()
 	if inbound {
-		if err := a.r.modelReachable(ctx, res); err != nil {
+		if err := a.r.modelReachable(ctx, l); err != nil {
 			return "", err
 		}
 		if err := a.reserveSlot(ctx); err != nil {
@@ -386,16 +426,19 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 		}
 	}
 	t := a.rec.t
-	if t.Workspace.AgentType != res.Type || t.Workspace.WorkFolder != a.env.WorkFolder ||
-		t.Workspace.ResolvedFolder != "" && t.Workspace.ResolvedFolder != res.WorkFolder {
+	if t.Workspace.AgentType != l.Type || t.Workspace.WorkFolder != a.env.WorkFolder ||
+		t.Workspace.ResolvedFolder != "" && t.Workspace.ResolvedFolder != l.WorkFolder {
 		// A new agent type or work folder is a new session.
 		t.Agent.AgentSessionID = ""
 	}
-	t.Workspace = envelope.Workspace{AgentType: res.Type, WorkFolder: a.env.WorkFolder, ResolvedFolder: res.WorkFolder, Extra: t.Workspace.Extra}
+	t.Workspace = envelope.Workspace{AgentType: l.Type, WorkFolder: a.env.WorkFolder, ResolvedFolder: l.WorkFolder, Extra: t.Workspace.Extra}
 	t.Agent.State = envelope.StateActive
 	t.Agent.Error.Clear()
 	t.Agent.FailedOnWire = false
-	t.Agent.Resolved = res.Resolved
+	t.Agent.Resolved = l.Resolved
+	if l.ownHome {
+		t.Agent.Resolved.AgentHome = "" // recorded with the first turn (turnWith)
+	}
 	sec := a.r.Setup.Section
 	t.Session = envelope.SessionRef{OrgID: sec.Session.OrgID, BlobID: sec.Session.BlobID, RevisionID: sec.Session.RevisionID,
 		SessionID: sec.Session.SessionID, SessionPrefix: sec.Prefix(), Extra: t.Session.Extra}
@@ -411,16 +454,16 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 	if !inbound {
 		return OutcomeIdle, nil
 	}
-	return a.turnWith(ctx, res, turnPlan{})
+	return a.turnWith(ctx, l, turnPlan{})
 }
 
 // resumeParked hands a person's answer to the parked agent.
 func (a *activation) resumeParked(ctx context.Context) (string, error) {
-	res, err := a.r.checklist(ctx, a.env, a.rec.t)
+	l, err := a.r.checklist(ctx, a.env, a.rec.t, a.dir)
 	if err != nil {
 		return "", a.failOrExit(ctx, err)
 	}
-	if err := a.r.modelReachable(ctx, res); err != nil {
+	if err := a.r.modelReachable(ctx, l); err != nil {
 		return "", err // the answer stays unread for the next run
 	}
 	if err := a.reserveSlot(ctx); err != nil {
@@ -430,7 +473,7 @@ func (a *activation) resumeParked(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return a.turnWith(ctx, res, plan)
+	return a.turnWith(ctx, l, plan)
 }
 
 // recover resumes after a turn that was running or interrupted when the
@@ -446,17 +489,17 @@ func (a *activation) recover(ctx context.Context) (string, error) {
 // turn checks the thread again (permissions, model, policy are resolved
 // afresh on every run) and runs one turn.
 func (a *activation) turn(ctx context.Context, plan turnPlan) (string, error) {
-	res, err := a.r.checklist(ctx, a.env, a.rec.t)
+	l, err := a.r.checklist(ctx, a.env, a.rec.t, a.dir)
 	if err != nil {
 		return "", a.failOrExit(ctx, err)
 	}
-	if err := a.r.modelReachable(ctx, res); err != nil {
+	if err := a.r.modelReachable(ctx, l); err != nil {
 		return "", err
 	}
 	if err := a.reserveSlot(ctx); err != nil {
 		return "", err
 	}
-	return a.turnWith(ctx, res, plan)
+	return a.turnWith(ctx, l, plan)
 }
 
 // failOrExit turns a checklist error into a thread failure, or passes an

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/blobhub/bhw-run/agent"
@@ -128,7 +127,7 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 // turnWith runs one turn: spawn, persist the turn before the message goes
 // out, relay, and end it in the documented order (docs/run.md). It returns
 // the run's outcome.
-func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan) (string, error) {
+func (a *activation) turnWith(ctx context.Context, l *launch, plan turnPlan) (string, error) {
 	t := a.rec.t
 	var items []envelope.InboundItem
 	if plan.redeliver || a.turnInterrupted() {
@@ -148,43 +147,39 @@ func (a *activation) turnWith(ctx context.Context, res *resolved, plan turnPlan)
 	}
 	t.Turn = envelope.TurnState{State: envelope.TurnStateRunning, StartedAt: now(), InboundIDs: ids, Inbound: items}
 	t.Items.PendingInbound = nil
-	t.Agent.Resolved.Permissions, t.Agent.Resolved.Model, t.Agent.Resolved.Effort = res.Permissions, res.Model, res.Effort
-	// An agent that wants a home of its own gets one in the thread's folder
-	// when none is configured; recorded below, it stays the thread's.
-	if res.AgentHome == "" && res.adapter.ThreadHome {
-		res.AgentHome = filepath.Join(a.dir, setup.ThreadHomeDir)
-	}
-	// A thread.yaml of an earlier version named the home under the agent's
-	// own key: from now on it is agent_home too (the old key stays for an
-	// older bhw-run).
-	t.Agent.Resolved.AgentHome = res.AgentHome
+	t.Agent.Resolved.Permissions, t.Agent.Resolved.Model, t.Agent.Resolved.Effort = l.Permissions, l.Model, l.Effort
+	// The agent's home, the thread's own included (newLaunch): recorded,
+	// it stays the thread's. A thread.yaml of an earlier version named the
+	// home under the agent's own key: from now on it is agent_home too
+	// (the old key stays for an older bhw-run).
+	t.Agent.Resolved.AgentHome = l.AgentHome
 	// A thread.yaml of an earlier version did not pin the resolved folder:
 	// from now on it does.
-	t.Workspace.ResolvedFolder = res.WorkFolder
+	t.Workspace.ResolvedFolder = l.WorkFolder
 	// Not saved here: startAgent saves the turn with the agent's process
 	// group, after the spawn and before the message goes out (and, for a
 	// session id the host picks, before the spawn too). A kill before that
 	// finds the messages still pending and runs the turn again. One atomic
 	// write less per turn.
 
-	a.res = res
-	gate := a.r.gate(res.Permissions, res.Policy, res.WorkFolder, policyOutbox(a.env))
-	if res.Permissions == setup.PermGuarded {
-		a.emitPolicyApplied(gate, res.Policy)
+	a.launch = l
+	gate := a.r.gate(l.Permissions, l.Policy, l.WorkFolder, policyOutbox(a.env))
+	if l.Permissions == setup.PermGuarded {
+		a.emitPolicyApplied(gate, l.Policy)
 	}
 
 	tally := &toolTally{person: plan.deniedByPerson}
 	sessionBefore := t.Agent.AgentSessionID
-	result, err := a.runAgent(ctx, res, gate, message, plan, tally)
+	result, err := a.runAgent(ctx, l, gate, message, plan, tally)
 	if err == nil && result.ResumeFailed {
 		a.emit(agent.StatusItem("resume_failed", "the earlier agent session could not be resumed; starting a new one with the same messages", nil))
 		a.rec.mu.Lock()
 		t.Agent.AgentSessionID = ""
 		a.rec.mu.Unlock()
 		note := "(The earlier conversation could not be resumed; this is a new session.)\n\n"
-		result, err = a.runAgent(ctx, res, gate, note+message, plan, tally)
+		result, err = a.runAgent(ctx, l, gate, note+message, plan, tally)
 	}
-	result, err = a.retryTransient(ctx, res, gate, tally, result, err)
+	result, err = a.retryTransient(ctx, l, gate, tally, result, err)
 	// agent.usage_total is where blobhub-worker measures the session's next
 	// turn from: it follows the agent's counters as the worker's own turn
 	// leaves them (replaced when the agent reports them or the session
