@@ -572,22 +572,7 @@ func (s *LocalStore) ItemsFile(sessionID, alias string) (string, error) {
 
 // AllItems reads every item of a thread in stored order (no paging).
 func (s *LocalStore) AllItems(ctx context.Context, sessionID, alias string) ([]Item, error) {
-	return s.readItems(sessionID, alias, func(f *os.File) ([]Item, error) {
-		items := []Item{}
-		r := bufio.NewReader(f)
-		for {
-			line, err := r.ReadBytes('\n')
-			if it, ok := decodeItem(line); ok {
-				items = append(items, it)
-			}
-			if err == io.EOF {
-				return items, nil
-			}
-			if err != nil {
-				return nil, err
-			}
-		}
-	})
+	return s.readItems(sessionID, alias, readAll)
 }
 
 // readItems opens a thread's file, has read read it and closes it; a file
@@ -597,6 +582,11 @@ func (s *LocalStore) readItems(sessionID, alias string, read func(f *os.File) ([
 	if err != nil {
 		return nil, err
 	}
+	return readItemsFile(path, read)
+}
+
+// readItemsFile is readItems for the thread file at path.
+func readItemsFile(path string, read func(f *os.File) ([]Item, error)) ([]Item, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return []Item{}, nil
@@ -606,6 +596,24 @@ func (s *LocalStore) readItems(sessionID, alias string, read func(f *os.File) ([
 	}
 	defer f.Close()
 	return read(f)
+}
+
+// readAll decodes every item of a thread file, in file order.
+func readAll(f *os.File) ([]Item, error) {
+	items := []Item{}
+	r := bufio.NewReader(f)
+	for {
+		line, err := r.ReadBytes('\n')
+		if it, ok := decodeItem(line); ok {
+			items = append(items, it)
+		}
+		if err == io.EOF {
+			return items, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // decodeItem reads one line of a thread file: blank lines, lines torn by a
