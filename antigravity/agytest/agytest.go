@@ -56,11 +56,7 @@ const Version = "agy 1.0.0 (bhw-run stand-in)"
 func Command(t testing.TB, s agenttest.Script) (exe string, env []string, script string) {
 	t.Helper()
 	script = agenttest.WriteScript(t, s)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return exe, []string{ScriptEnv + "=" + script}, script
+	return agenttest.Executable(t), []string{ScriptEnv + "=" + script}, script
 }
 
 // MaybeRun plays the stand-in and exits when ScriptEnv is set; otherwise it

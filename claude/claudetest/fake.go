@@ -111,11 +111,7 @@ func FakeAgentCommand(t testing.TB, script FakeScript) (exe string, env []string
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	exe, err = os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return exe, append(os.Environ(), FakeAgentEnv+"="+p)
+	return agenttest.Executable(t), append(os.Environ(), FakeAgentEnv+"="+p)
 }
 
 // MaybeRunFakeAgent runs the fake agent and exits when FakeAgentEnv is set;
