@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,16 +20,8 @@ import (
 // fakeLaunch is a launch of the fake ACP agent (this test binary) playing
 // s with the habits of agent type typ, in a fresh work folder and home.
 func fakeLaunch(t *testing.T, typ string, s agenttest.Script) agent.Launch {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log agenttest.LogBuffer
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("thread.log:\n%s", log.String())
-		}
-	})
+	exe := agenttest.Executable(t)
+	log := agenttest.FailureLog(t)
 	return agent.Launch{
 		Executable: exe, WorkFolder: t.TempDir(), Home: t.TempDir(), CacheDir: t.TempDir(),
 		Env: []string{acptest.FakeAgentEnv + "=" + agenttest.WriteScript(t, s), acptest.FakeDialectEnv + "=" + typ,

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/blobhub/bhw-run/internal/yamlkeys"
 )
 
 // UnknownKeyError is a key under agents.<type> that neither run nor the
@@ -28,7 +30,8 @@ func (e *UnknownKeyError) Error() string {
 // into dst, a pointer to a struct with yaml tags. A key dst has no field
 // for is an *UnknownKeyError.
 func DecodeOptions(raw map[string]any, dst any) error {
-	known := yamlKeys(reflect.TypeOf(dst))
+	known := yamlkeys.Of(reflect.TypeOf(dst))
+	slices.Sort(known)
 	var unknown []string
 	for k := range raw {
 		if !slices.Contains(known, k) {
@@ -49,27 +52,4 @@ func DecodeOptions(raw map[string]any, dst any) error {
 		return err
 	}
 	return nil
-}
-
-// yamlKeys lists the yaml keys of the struct t points to.
-func yamlKeys(t reflect.Type) []string {
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == nil || t.Kind() != reflect.Struct {
-		return nil
-	}
-	var keys []string
-	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name == "-" || !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
-		keys = append(keys, name)
-	}
-	slices.Sort(keys)
-	return keys
 }

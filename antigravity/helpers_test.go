@@ -41,12 +41,7 @@ func TestMain(m *testing.M) {
 func launch(t *testing.T, s agenttest.Script, permissions string) (agent.Launch, *agenttest.LogBuffer) {
 	t.Helper()
 	exe, env, _ := agytest.Command(t, s)
-	log := &agenttest.LogBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("thread.log:\n%s", log.String())
-		}
-	})
+	log := agenttest.FailureLog(t)
 	env = append(append(os.Environ(), env...), agytest.ConversationsEnv+"="+conversations)
 	return agent.Launch{Executable: exe, WorkFolder: t.TempDir(), Env: env, Permissions: permissions, Log: log.Log(),
 		CacheDir: filepath.Join(t.TempDir(), "cache")}, log

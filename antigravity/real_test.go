@@ -27,12 +27,7 @@ func realAgy(t *testing.T, permissions string) agent.Launch {
 	if bin == "" {
 		t.Fatal("BHW_AGY_BIN names no agy; make live-check sets it when agy is on PATH")
 	}
-	log := &agenttest.LogBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("thread.log:\n%s", log.String())
-		}
-	})
+	log := agenttest.FailureLog(t)
 	return agent.Launch{Executable: bin, WorkFolder: t.TempDir(), Env: os.Environ(), Permissions: permissions, Log: log.Log(),
 		Model: os.Getenv("BHW_AGY_MODEL"), CacheDir: filepath.Join(t.TempDir(), "cache")}
 }

@@ -249,17 +249,9 @@ func (d *decoder) flush() []agent.Item {
 }
 
 // indexString is a step index as the worker spells it: str() of the JSON
-// value (a number as written, a string as it is, none as "").
-func indexString(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return string(raw)
-}
+// value (a number as written, a string as it is, none as ""), which is how
+// text reads any value.
+func indexString(raw json.RawMessage) string { return text(raw) }
 
 // text is a tool's output as a string: a string as it is, anything else
 // as its JSON, none as "".

@@ -89,11 +89,7 @@ func (c *httpClient) ListEvents(ctx context.Context, q EventQuery) (EventPage, e
 	if q.Limit > 0 {
 		f["limit"] = q.Limit
 	}
-	k, err := c.sessionCall(CmdListEvents, "", f)
-	if err != nil {
-		return EventPage{}, err
-	}
-	b, err := c.do(ctx, k)
+	b, date, err := c.sessionDo(ctx, CmdListEvents, "", f)
 	if err != nil {
 		return EventPage{}, err
 	}
@@ -104,7 +100,7 @@ func (c *httpClient) ListEvents(ctx context.Context, q EventQuery) (EventPage, e
 	if err := json.Unmarshal(b, &ans); err != nil || ans.Events == nil {
 		return EventPage{}, opErr(CmdListEvents, "", errors.New(`answer carries no "session_events" list`))
 	}
-	p := EventPage{Events: ans.Events, Date: k.date}
+	p := EventPage{Events: ans.Events, Date: date}
 	if ans.Cursor != nil {
 		p.Cursor = *ans.Cursor
 	}

@@ -118,6 +118,17 @@ func (c *httpClient) sessionCall(cmd, alias string, fields map[string]any) (*cal
 	}, nil
 }
 
+// sessionDo sends one session command (sessionCall): the answer, and the
+// server's clock when it gave it (its Date header; zero when it said none).
+func (c *httpClient) sessionDo(ctx context.Context, cmd, alias string, fields map[string]any) ([]byte, time.Time, error) {
+	k, err := c.sessionCall(cmd, alias, fields)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	b, err := c.do(ctx, k)
+	return b, k.date, err
+}
+
 // header: the key travels in X-API-Key, as the SDK, the CLI and the
 // worker send it.
 func (c *httpClient) header(h http.Header) {
@@ -514,21 +525,13 @@ func (c *httpClient) Upload(ctx context.Context, alias string, value json.RawMes
 	if !json.Valid(value) {
 		return opErr(CmdUpload, alias, errors.New("value is not JSON"))
 	}
-	k, err := c.sessionCall(CmdUpload, alias, map[string]any{"alias": alias, "value": value})
-	if err != nil {
-		return err
-	}
-	_, err = c.do(ctx, k)
+	_, _, err := c.sessionDo(ctx, CmdUpload, alias, map[string]any{"alias": alias, "value": value})
 	return err
 }
 
 // Delete sends delete_session_object {session_id, alias} on data/command.
 func (c *httpClient) Delete(ctx context.Context, alias string) error {
-	k, err := c.sessionCall(CmdDelete, alias, map[string]any{"alias": alias})
-	if err != nil {
-		return err
-	}
-	_, err = c.do(ctx, k)
+	_, _, err := c.sessionDo(ctx, CmdDelete, alias, map[string]any{"alias": alias})
 	return err
 }
 
@@ -546,11 +549,7 @@ func (c *httpClient) List(ctx context.Context) ([]string, error) {
 		if cursor != "" {
 			f["cursor"] = cursor // never null: the server refuses one
 		}
-		k, err := c.sessionCall(CmdList, "", f)
-		if err != nil {
-			return nil, err
-		}
-		b, err := c.do(ctx, k)
+		b, _, err := c.sessionDo(ctx, CmdList, "", f)
 		if err != nil {
 			return nil, err
 		}
@@ -592,11 +591,7 @@ func (c *httpClient) ListItems(ctx context.Context, alias string, q ItemQuery) (
 	if q.CreatedBefore != "" {
 		f["created_before"] = q.CreatedBefore
 	}
-	k, err := c.sessionCall(CmdListItems, alias, f)
-	if err != nil {
-		return Page{}, err
-	}
-	b, err := c.do(ctx, k)
+	b, date, err := c.sessionDo(ctx, CmdListItems, alias, f)
 	if err != nil {
 		return Page{}, err
 	}
@@ -609,7 +604,7 @@ func (c *httpClient) ListItems(ctx context.Context, alias string, q ItemQuery) (
 	if ans.Items == nil {
 		ans.Items = []Item{}
 	}
-	return Page{Items: ans.Items, Date: k.date}, nil
+	return Page{Items: ans.Items, Date: date}, nil
 }
 
 // Post sends one item, once. Only a failure known to come before the

@@ -572,14 +572,34 @@ func (s *LocalStore) ItemsFile(sessionID, alias string) (string, error) {
 
 // AllItems reads every item of a thread in stored order (no paging).
 func (s *LocalStore) AllItems(ctx context.Context, sessionID, alias string) ([]Item, error) {
-	f, err := s.openItems(sessionID, alias)
+	return s.readItems(sessionID, alias, readAll)
+}
+
+// readItems opens a thread's file, has read read it and closes it; a file
+// that does not exist yet holds no items.
+func (s *LocalStore) readItems(sessionID, alias string, read func(f *os.File) ([]Item, error)) ([]Item, error) {
+	path, err := s.ItemsFile(sessionID, alias)
 	if err != nil {
 		return nil, err
 	}
-	if f == nil {
+	return readItemsFile(path, read)
+}
+
+// readItemsFile is readItems for the thread file at path.
+func readItemsFile(path string, read func(f *os.File) ([]Item, error)) ([]Item, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return []Item{}, nil
 	}
+	if err != nil {
+		return nil, err
+	}
 	defer f.Close()
+	return read(f)
+}
+
+// readAll decodes every item of a thread file, in file order.
+func readAll(f *os.File) ([]Item, error) {
 	items := []Item{}
 	r := bufio.NewReader(f)
 	for {
@@ -594,20 +614,6 @@ func (s *LocalStore) AllItems(ctx context.Context, sessionID, alias string) ([]I
 			return nil, err
 		}
 	}
-}
-
-// openItems opens a thread's file; nil without an error when it does not
-// exist yet.
-func (s *LocalStore) openItems(sessionID, alias string) (*os.File, error) {
-	path, err := s.ItemsFile(sessionID, alias)
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	return f, err
 }
 
 // decodeItem reads one line of a thread file: blank lines, lines torn by a
@@ -673,24 +679,18 @@ func (s *LocalStore) ListItems(ctx context.Context, sessionID, alias string, q I
 	if err := s.checkThread(ctx, sessionID, alias); err != nil {
 		return nil, err
 	}
-	f, err := s.openItems(sessionID, alias)
-	if err != nil {
-		return nil, err
-	}
-	if f == nil {
-		return []Item{}, nil
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	n := int(s.pageSize.Load())
-	page, err := listSorted(f, st.Size(), q.Ascending, b, n, decodeListed)
-	if errors.Is(err, errUnsorted) {
-		return listLinear(f, q.Ascending, b, n, decodeListed)
-	}
-	return page, err
+	return s.readItems(sessionID, alias, func(f *os.File) ([]Item, error) {
+		st, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		n := int(s.pageSize.Load())
+		page, err := listSorted(f, st.Size(), q.Ascending, b, n, decodeListed)
+		if errors.Is(err, errUnsorted) {
+			return listLinear(f, q.Ascending, b, n, decodeListed)
+		}
+		return page, err
+	})
 }
 
 // lineDecoder reads one line of an append-only log (a thread's items, the

@@ -1,14 +1,12 @@
 package blobhub
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -29,34 +27,9 @@ func listItemsLinear(path string, q ItemQuery, n int) ([]Item, error) {
 	return pageLinear(all, q, n)
 }
 
-// readLinear decodes every item of a thread file, in file order.
-func readLinear(path string) ([]Item, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return []Item{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	all := []Item{}
-	r := bufio.NewReader(f)
-	for {
-		line, err := r.ReadBytes('\n')
-		if len(bytes.TrimSpace(line)) > 0 {
-			var it Item
-			if json.Unmarshal(line, &it) == nil && it.ID != "" {
-				all = append(all, it)
-			}
-		}
-		if err == io.EOF {
-			return all, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-}
+// readLinear decodes every item of a thread file, in file order, as
+// AllItems does.
+func readLinear(path string) ([]Item, error) { return readItemsFile(path, readAll) }
 
 // pageLinear filters all, the items of a thread file in file order.
 func pageLinear(all []Item, q ItemQuery, n int) ([]Item, error) {

@@ -61,11 +61,7 @@ func Resolve(ctx context.Context, cfg Config, orgID, blobID string) (revisionID,
 		h.cfg.RevisionID = revisionID
 	}
 	if sessionID != "" && !IsSessionID(sessionID) {
-		k, err := h.sessionCall(CmdGetSession, "", nil)
-		if err != nil {
-			return "", "", err
-		}
-		b, err := h.do(ctx, k)
+		b, _, err := h.sessionDo(ctx, CmdGetSession, "", nil)
 		if err != nil {
 			return "", "", err
 		}

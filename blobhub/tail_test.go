@@ -20,12 +20,9 @@ import (
 // instant. Nothing is lost, nothing repeated, and an idle tail costs one page
 // of already-seen ids.
 func TestTailEqualTimestampsAcrossPages(t *testing.T) {
-	srv := bhtest.New(t)
-	srv.PageSize(3)
-	c := srv.Client(bhtest.RunnerKey)
-	ctx := t.Context()
 	const alias = "projects/p/thread"
-	srv.Thread(alias)
+	srv, c := pagedThread(t, 3, alias)
+	ctx := t.Context()
 
 	x0 := srv.PersonPost(alias, "x0")
 	x1 := srv.PersonPost(alias, "x1")
@@ -86,12 +83,9 @@ func TestTailEqualTimestampsAcrossPages(t *testing.T) {
 // later must still be read (the tail asks once more strictly after that
 // instant) and an idle tail stays cheap.
 func TestTailFullPageAtCursor(t *testing.T) {
-	srv := bhtest.New(t)
-	srv.PageSize(2)
-	c := srv.Client(bhtest.RunnerKey)
-	ctx := t.Context()
 	const alias = "full/page"
-	srv.Thread(alias)
+	srv, c := pagedThread(t, 2, alias)
+	ctx := t.Context()
 	srv.EqualTimestamps(true)
 	a := srv.PersonPost(alias, "a")
 	b := srv.PersonPost(alias, "b")
@@ -120,12 +114,9 @@ func TestTailFullPageAtCursor(t *testing.T) {
 // smaller than a page) while tailing in between, over pages of 4, and checks
 // the tail saw exactly the stored items in order.
 func TestTailInterleaved(t *testing.T) {
-	srv := bhtest.New(t)
-	srv.PageSize(4)
-	c := srv.Client(bhtest.RunnerKey)
-	r := rand.New(rand.NewPCG(1, 2))
 	const alias = "t"
-	srv.Thread(alias)
+	srv, c := pagedThread(t, 4, alias)
+	r := rand.New(rand.NewPCG(1, 2))
 	var seen []blobhub.Item
 	var cur blobhub.Cursor
 	n := 0
@@ -171,6 +162,16 @@ func TestTailLocalStore(t *testing.T) {
 	if cur.CreatedAt != want[6].CreatedAt {
 		t.Errorf("cursor %+v", cur)
 	}
+}
+
+// pagedThread is a test hub answering pages of pageSize items, with the
+// thread alias, and a runner's client of it.
+func pagedThread(t *testing.T, pageSize int, alias string) (*bhtest.Server, blobhub.Client) {
+	t.Helper()
+	srv := bhtest.New(t)
+	srv.PageSize(pageSize)
+	srv.Thread(alias)
+	return srv, srv.Client(bhtest.RunnerKey)
 }
 
 func assertIDs(t *testing.T, got []blobhub.Item, want ...blobhub.Item) {
@@ -367,11 +368,8 @@ func (s *repeater) ListItems(context.Context, string, blobhub.ItemQuery) (blobhu
 // last item it returns, also inside a run of equal timestamps and a page,
 // and the tails that follow read the rest: nothing lost, nothing repeated.
 func TestTailLimits(t *testing.T) {
-	srv := bhtest.New(t)
-	srv.PageSize(3)
-	c := srv.Client(bhtest.RunnerKey)
 	const alias = "limits"
-	srv.Thread(alias)
+	srv, c := pagedThread(t, 3, alias)
 	var all []blobhub.Item
 	for i := range 14 {
 		srv.EqualTimestamps(i%4 == 1 || i%4 == 2) // pairs and triples sharing an instant
@@ -454,12 +452,9 @@ func BenchmarkTailEndless(b *testing.B) {
 // shares the cursor's instant and was not read yet is found, once. The test
 // hub refuses any created_since it did not give out.
 func TestTailCursorWithoutSince(t *testing.T) {
-	srv := bhtest.New(t)
-	srv.PageSize(2)
-	c := srv.Client(bhtest.RunnerKey)
-	ctx := t.Context()
 	const alias = "old/cursor"
-	srv.Thread(alias)
+	srv, c := pagedThread(t, 2, alias)
+	ctx := t.Context()
 	first := srv.PersonPost(alias, "first")
 	a := srv.PersonPost(alias, "a")
 	srv.EqualTimestamps(true)

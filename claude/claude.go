@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/jsonrpc"
 	"github.com/blobhub/bhw-run/agent/proc"
 )
 
@@ -249,7 +250,7 @@ func (s *Session) Close(ctx context.Context) error {
 }
 
 func (s *Session) writeJSON(v any) error {
-	b, err := marshal(v)
+	b, err := jsonrpc.Marshal(v)
 	if err != nil {
 		return err
 	}

@@ -170,30 +170,12 @@ func decodeLine(raw []byte) (line, error) {
 		return line{Raw: raw}, fmt.Errorf("not a JSON object: %w", err)
 	}
 	l := line{Kind: h.Type, Subtype: h.Subtype, Raw: raw}
-	var target any
-	switch h.Type {
-	case kindSystem:
-		l.System = new(systemMsg)
-		target = l.System
-	case kindAssistant:
-		l.Assistant = new(assistantMsg)
-		target = l.Assistant
-	case kindUser:
-		l.User = new(userMsg)
-		target = l.User
-	case kindResult:
-		l.Result = new(resultMsg)
-		target = l.Result
-	case kindControlReq:
-		l.Control = new(controlRequest)
-		target = l.Control
-	case kindControlCancel:
-		l.Cancel = new(controlCancel)
-		target = l.Cancel
-	case kindRateLimit:
-		l.RateLimit = new(rateLimitEvent)
-		target = l.RateLimit
-	default:
+	// The message a known type decodes into: Unmarshal allocates it.
+	target, known := map[string]any{
+		kindSystem: &l.System, kindAssistant: &l.Assistant, kindUser: &l.User, kindResult: &l.Result,
+		kindControlReq: &l.Control, kindControlCancel: &l.Cancel, kindRateLimit: &l.RateLimit,
+	}[h.Type]
+	if !known {
 		return l, nil
 	}
 	if err := json.Unmarshal(raw, target); err != nil {

@@ -1,7 +1,6 @@
 package claude
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -412,15 +411,4 @@ func (s *Session) call(r *controlRequest) policy.Call {
 		c.Questions = qs
 	}
 	return c
-}
-
-// marshal is json.Marshal without HTML escaping (prompts hold <, > and &).
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }

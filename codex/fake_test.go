@@ -2,7 +2,6 @@ package codex
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -23,16 +22,8 @@ func TestMain(m *testing.M) {
 }
 
 func fakeLaunch(t *testing.T, s agenttest.Script) agent.Launch {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log agenttest.LogBuffer
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("thread.log:\n%s", log.String())
-		}
-	})
+	exe := agenttest.Executable(t)
+	log := agenttest.FailureLog(t)
 	return agent.Launch{
 		Executable: exe, WorkFolder: t.TempDir(),
 		Env:         []string{codextest.FakeEnv + "=" + agenttest.WriteScript(t, s), "PATH=/usr/bin:/bin"},

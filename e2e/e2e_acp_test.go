@@ -493,24 +493,9 @@ func acpGuarded(t *testing.T, e *acpE2E) {
 // command, which did not run.
 func acpCheckExecDenied(t *testing.T, e *acpE2E, alias, cmd string) {
 	t.Helper()
-	denied := e.itemsOfType(alias, agent.ItemPolicyDenied)
-	if len(denied) != 1 {
-		t.Fatalf("%d policy_denied items, want 1: %v", len(denied), e.itemTypes(alias))
-	}
-	var m struct {
-		Rule   string `json:"rule"`
-		Origin string `json:"origin"`
-		Detail string `json:"detail"`
-		Call   struct {
-			Effect string        `json:"effect"`
-			Target policy.Target `json:"target"`
-		} `json:"call"`
-	}
-	if err := json.Unmarshal(denied[0].Metadata, &m); err != nil {
-		t.Fatal(err)
-	}
+	denied, m := e.oneDenied(t, alias)
 	if m.Rule != "no-rm-rf" || m.Origin != "worker" || m.Detail != cmd || m.Call.Effect != policy.EffectExec || m.Call.Target.Command != cmd {
-		t.Errorf("policy_denied %s", denied[0].Metadata)
+		t.Errorf("policy_denied %s", denied.Metadata)
 	}
 	if !exists(e.file("denied-dir")) {
 		t.Error("the denied command ran")

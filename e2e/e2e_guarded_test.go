@@ -183,33 +183,14 @@ func (s *guardedScenario) checkPolicyFirst(t *testing.T, alias string, from int)
 // checkDenied (b): one policy_denied by the worker's rule for the write.
 func (s *guardedScenario) checkDenied(t *testing.T, alias string) {
 	t.Helper()
-	denied := s.e.itemsOfType(alias, agent.ItemPolicyDenied)
-	if len(denied) != 1 {
-		t.Fatalf("%d policy_denied items, want 1: %v", len(denied), s.e.itemTypes(alias))
-	}
-	// blobhub-worker's shape: {rule: <id>, effect, detail}, bhw-run's
-	// origin, index and call beside.
-	var m struct {
-		Rule   string `json:"rule"`
-		Effect string `json:"effect"`
-		Detail string `json:"detail"`
-		Origin string `json:"origin"`
-		Index  int    `json:"index"`
-		Call   struct {
-			Effect string        `json:"effect"`
-			Target policy.Target `json:"target"`
-		} `json:"call"`
-	}
-	if err := json.Unmarshal(denied[0].Metadata, &m); err != nil {
-		t.Fatal(err)
-	}
+	denied, m := s.e.oneDenied(t, alias)
 	if m.Rule != "stay-home" || m.Origin != "worker" || m.Index != 0 || m.Effect != policy.EffectWrite || m.Detail != s.deniedPath {
-		t.Errorf("policy_denied %s, want rule stay-home (worker) for the write of %s", denied[0].Metadata, s.deniedPath)
+		t.Errorf("policy_denied %s, want rule stay-home (worker) for the write of %s", denied.Metadata, s.deniedPath)
 	}
 	if m.Call.Effect != policy.EffectWrite || !slices.Contains(m.Call.Target.Paths, s.deniedPath) {
 		t.Errorf("policy_denied call %+v, want the write of %s", m.Call, s.deniedPath)
 	}
-	if brief := denied[0].Content[0].Text; !strings.Contains(brief, `denied by worker rule "stay-home"`) {
+	if brief := denied.Content[0].Text; !strings.Contains(brief, `denied by worker rule "stay-home"`) {
 		t.Errorf("policy_denied brief %q", brief)
 	}
 	if exists(s.deniedPath) {

@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/blobhub/bhw-run/internal/yamlkeys"
 	"github.com/blobhub/bhw-run/policy"
 )
 
@@ -86,7 +87,7 @@ func shapeProblem(root *yaml.Node, t reflect.Type, msg string) string {
 		path := keyPath(root, line, "", m[2])
 		meant := ""
 		if len(path) > 0 {
-			if k := ClosestKey(m[2], yamlKeys(typeAt(t, path[:len(path)-1]))); k != "" {
+			if k := ClosestKey(m[2], yamlkeys.Of(typeAt(t, path[:len(path)-1]))); k != "" {
 				meant = "; did you mean " + k + "?"
 			}
 		}
@@ -296,32 +297,6 @@ func tabIndented(b []byte) int {
 		}
 	}
 	return 0
-}
-
-// yamlKeys are the keys a mapping decoded into t may hold: a struct's
-// fields by their yaml names.
-func yamlKeys(t reflect.Type) []string {
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == nil || t.Kind() != reflect.Struct {
-		return nil
-	}
-	var keys []string
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		switch {
-		case name == "-":
-		case strings.Contains(opts, "inline"):
-			keys = append(keys, yamlKeys(f.Type)...)
-		case name != "":
-			keys = append(keys, name)
-		case f.IsExported():
-			keys = append(keys, strings.ToLower(f.Name))
-		}
-	}
-	return keys
 }
 
 // ClosestKey is the word of known a mistyped one most likely meant: the

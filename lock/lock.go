@@ -182,21 +182,8 @@ func (l *Lock) Unlock() error {
 // WithLock runs fn under an exclusive lock on path (section.lock), for read-modify-write of
 // section files. It waits as long as the lock is held, until ctx is done. No Holder is recorded:
 // the lock is held for milliseconds and nobody reports who holds it.
-func WithLock(ctx context.Context, path string, fn func() error) (err error) {
-	f, err := open(path)
-	if err != nil {
-		return err
-	}
-	if _, err := tryUntil(ctx, f, -1); err != nil {
-		f.close()
-		return fmt.Errorf("lock %s: %w", path, err)
-	}
-	defer func() {
-		if errUnlock := f.close(); errUnlock != nil {
-			err = errors.Join(err, fmt.Errorf("unlock %s: %w", path, errUnlock))
-		}
-	}()
-	return fn()
+func WithLock(ctx context.Context, path string, fn func() error) error {
+	return withLockEvery(ctx, path, pollInterval, fn)
 }
 
 // open opens (and creates, 0600) the lock file at path, creating its parent folders (0700). The

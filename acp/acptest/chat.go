@@ -26,9 +26,7 @@ type ChatServer struct {
 
 // NewChatServer starts the server; it is closed at test cleanup.
 func NewChatServer(t testing.TB) *ChatServer {
-	s := StartChatServer()
-	t.Cleanup(s.Close)
-	return s
+	return closedAtCleanup(t, StartChatServer())
 }
 
 // StartChatServer starts the server outside a test; the caller closes it.
@@ -129,34 +127,26 @@ func (s *ChatServer) serve(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimSuffix(r.URL.Path, "/")
 	switch {
 	case r.Method == http.MethodGet && strings.HasSuffix(path, "/models"):
-		req.Op, req.Rule, req.Status = "models", "models", 200
-		s.record(req)
-		writeJSON(w, 200, map[string]any{"object": "list", "data": []any{
+		req.Op = "models"
+		s.reply(w, req, "models", 200, map[string]any{"object": "list", "data": []any{
 			map[string]any{"id": s.Model, "object": "model", "owned_by": "fake"}}})
 		return
 	case r.Method == http.MethodPost && strings.HasSuffix(path, "/chat/completions"):
 	default:
-		req.Rule, req.Status = RuleNotFound, 404
-		s.record(req)
-		writeJSON(w, 404, chatError("fake: no such endpoint "+r.Method+" "+r.URL.Path, "invalid_request_error", ""))
+		s.reply(w, req, RuleNotFound, 404, chatError("fake: no such endpoint "+r.Method+" "+r.URL.Path, "invalid_request_error", ""))
 		return
 	}
 	req.Op = "chat.completions"
 	var cb chatBody
 	if err := json.Unmarshal(body, &cb); err != nil {
-		req.Rule, req.Status = RuleBadBody, 400
-		s.record(req)
-		writeJSON(w, 400, chatError("fake: bad body: "+err.Error(), "invalid_request_error", ""))
+		s.reply(w, req, RuleBadBody, 400, chatError("fake: bad body: "+err.Error(), "invalid_request_error", ""))
 		return
 	}
 	req.Model, req.Stream, req.Turns = cb.Model, cb.Stream, chatTurns(cb)
 	for _, t := range cb.Tools {
 		req.Tools = append(req.Tools, t.Function.Name)
 	}
-	if status, retry, rule := s.fault(req); status != 0 {
-		req.Rule, req.Status = rule, status
-		s.record(req)
-		s.fail(w, status, retry)
+	if s.faulted(w, req, s.fail) {
 		return
 	}
 	var schema json.RawMessage
@@ -164,12 +154,8 @@ func (s *ChatServer) serve(w http.ResponseWriter, r *http.Request) {
 	if jsonMode && cb.ResponseFormat.JSONSchema != nil {
 		schema = cb.ResponseFormat.JSONSchema.Schema
 	}
-	d := s.answerFor(req, jsonMode, schema)
-	req.Rule, req.Text, req.Answer = d.rule, d.text, d.call
-	if d.status != 0 {
-		req.Status = d.status
-		s.record(req)
-		s.fail(w, d.status, d.retryAfter)
+	d, ok := s.scripted(w, &req, jsonMode, schema, s.fail)
+	if !ok {
 		return
 	}
 	var callID string
@@ -267,19 +253,6 @@ func (s *ChatServer) answer(w http.ResponseWriter, req Request, d decision, call
 		"choices": []any{}, "usage": usage}
 	chunks = append(chunks, usageChunk)
 
-	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(200)
-	fl, _ := w.(http.Flusher)
-	for _, c := range chunks {
-		b, _ := json.Marshal(c)
-		fmt.Fprintf(w, "data: %s\n\n", b)
-		if fl != nil {
-			fl.Flush()
-		}
-	}
-	fmt.Fprint(w, "data: [DONE]\n\n")
-	if fl != nil {
-		fl.Flush()
-	}
+	writeSSE(w, chunks, "\n", "[DONE]")
 }

@@ -57,9 +57,7 @@ const FakeNoImagesEnv = "BHW_FAKE_ACP_NO_IMAGES"
 // after an allowed write. It plays what the real CLIs cannot be made to
 // show on demand: a crash mid-turn, a hang, garbage and over-long lines.
 func MaybeRunFakeAgent() {
-	if p := os.Getenv(FakeAgentEnv); p != "" {
-		os.Exit(fakeAgentMain(p))
-	}
+	agenttest.RunIfSet(FakeAgentEnv, fakeAgentMain)
 }
 
 type fakeAgent struct {

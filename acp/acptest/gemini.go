@@ -26,9 +26,7 @@ type GeminiServer struct {
 
 // NewGeminiServer starts the server; it is closed at test cleanup.
 func NewGeminiServer(t testing.TB) *GeminiServer {
-	s := StartGeminiServer()
-	t.Cleanup(s.Close)
-	return s
+	return closedAtCleanup(t, StartGeminiServer())
 }
 
 // StartGeminiServer starts the server outside a test (the offline demo);
@@ -137,18 +135,14 @@ func (s *GeminiServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	m := geminiPath.FindStringSubmatch(r.URL.Path)
 	if r.Method != http.MethodPost || m == nil {
-		req.Rule, req.Status = RuleNotFound, 404
-		s.record(req)
-		writeJSON(w, 404, geminiError(404, "fake: no such endpoint "+r.Method+" "+r.URL.Path, 0))
+		s.reply(w, req, RuleNotFound, 404, geminiError(404, "fake: no such endpoint "+r.Method+" "+r.URL.Path, 0))
 		return
 	}
 	req.Model, req.Op = m[2], m[3]
 	req.Stream = req.Op == "streamGenerateContent"
 	var gb geminiBody
 	if err := json.Unmarshal(body, &gb); err != nil {
-		req.Rule, req.Status = RuleBadBody, 400
-		s.record(req)
-		writeJSON(w, 400, geminiError(400, "fake: bad body: "+err.Error(), 0))
+		s.reply(w, req, RuleBadBody, 400, geminiError(400, "fake: bad body: "+err.Error(), 0))
 		return
 	}
 	req.Turns = geminiTurns(gb)
@@ -157,23 +151,16 @@ func (s *GeminiServer) serve(w http.ResponseWriter, r *http.Request) {
 			req.Tools = append(req.Tools, f.Name)
 		}
 	}
-	if status, retry, rule := s.fault(req); status != 0 {
-		req.Rule, req.Status = rule, status
-		s.record(req)
-		s.fail(w, status, retry)
+	if s.faulted(w, req, s.fail) {
 		return
 	}
 	switch req.Op {
 	case "countTokens":
-		req.Rule, req.Status = RuleCountTokens, 200
-		s.record(req)
-		writeJSON(w, 200, map[string]any{"totalTokens": UsageInput})
+		s.reply(w, req, RuleCountTokens, 200, map[string]any{"totalTokens": UsageInput})
 		return
 	case "streamGenerateContent", "generateContent":
 	default:
-		req.Rule, req.Status = RuleNotFound, 404
-		s.record(req)
-		writeJSON(w, 404, geminiError(404, "fake: no such method "+req.Op, 0))
+		s.reply(w, req, RuleNotFound, 404, geminiError(404, "fake: no such method "+req.Op, 0))
 		return
 	}
 
@@ -185,12 +172,8 @@ func (s *GeminiServer) serve(w http.ResponseWriter, r *http.Request) {
 			schema = gb.GenerationConfig.ResponseSchema
 		}
 	}
-	d := s.answerFor(req, jsonMode, schema)
-	req.Rule, req.Text, req.Answer = d.rule, d.text, d.call
-	if d.status != 0 {
-		req.Status = d.status
-		s.record(req)
-		s.fail(w, d.status, d.retryAfter)
+	d, ok := s.scripted(w, &req, jsonMode, schema, s.fail)
+	if !ok {
 		return
 	}
 	req.Status = 200
@@ -289,14 +272,5 @@ func (s *GeminiServer) answer(w http.ResponseWriter, req Request, d decision) {
 		writeJSON(w, 200, cand(parts, true))
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.WriteHeader(200)
-	fl, _ := w.(http.Flusher)
-	for _, c := range chunks {
-		b, _ := json.Marshal(c)
-		fmt.Fprintf(w, "data: %s\r\n\r\n", b)
-		if fl != nil {
-			fl.Flush()
-		}
-	}
+	writeSSE(w, chunks, "\r\n", "")
 }

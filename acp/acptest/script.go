@@ -40,6 +40,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/blobhub/bhw-run/agent/agenttest"
@@ -438,6 +439,46 @@ func (c *core) record(r Request) {
 	c.Record(func(n int) Request { r.Seq = n; return r })
 }
 
+// reply records req as answered with status by rule and writes body.
+func (c *core) reply(w http.ResponseWriter, req Request, rule string, status int, body any) {
+	req.Rule, req.Status = rule, status
+	c.record(req)
+	writeJSON(w, status, body)
+}
+
+// faulted answers req with the injected fault that matches it, if one
+// does, through fail (the server's own error shape); true when it did.
+func (c *core) faulted(w http.ResponseWriter, req Request, fail func(http.ResponseWriter, int, time.Duration)) bool {
+	status, retry, rule := c.fault(req)
+	if status == 0 {
+		return false
+	}
+	req.Rule, req.Status = rule, status
+	c.record(req)
+	fail(w, status, retry)
+	return true
+}
+
+// scripted is the script's answer to req, noted in req; a scripted
+// failure is recorded and answered through fail, and ok is false.
+func (c *core) scripted(w http.ResponseWriter, req *Request, jsonMode bool, schema json.RawMessage, fail func(http.ResponseWriter, int, time.Duration)) (d decision, ok bool) {
+	d = c.answerFor(*req, jsonMode, schema)
+	req.Rule, req.Text, req.Answer = d.rule, d.text, d.call
+	if d.status != 0 {
+		req.Status = d.status
+		c.record(*req)
+		fail(w, d.status, d.retryAfter)
+		return d, false
+	}
+	return d, true
+}
+
+// closedAtCleanup has t close s when the test ends.
+func closedAtCleanup[S interface{ Close() }](t testing.TB, s S) S {
+	t.Cleanup(s.Close)
+	return s
+}
+
 // ModelRequests are the requests that offered tools (the scripted turns).
 func (c *core) ModelRequests() []Request {
 	var out []Request
@@ -548,6 +589,28 @@ func fillValue(s map[string]any) any {
 		return false
 	}
 	return "fake"
+}
+
+// writeSSE answers 200 with each chunk as a server-sent event, its lines
+// ended by eol (the APIs differ), flushed one by one; done, when not "",
+// is the data of a last event.
+func writeSSE(w http.ResponseWriter, chunks []map[string]any, eol, done string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(200)
+	fl, _ := w.(http.Flusher)
+	event := func(data []byte) {
+		fmt.Fprintf(w, "data: %s%s%s", data, eol, eol)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	for _, c := range chunks {
+		b, _ := json.Marshal(c)
+		event(b)
+	}
+	if done != "" {
+		event([]byte(done))
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

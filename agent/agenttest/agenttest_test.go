@@ -16,16 +16,8 @@ func TestMain(m *testing.M) {
 
 // FakeLaunch is a launch of this package's fake playing s.
 func fakeLaunch(t *testing.T, s Script) agent.Launch {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log LogBuffer
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("thread.log:\n%s", log.String())
-		}
-	})
+	exe := Executable(t)
+	log := FailureLog(t)
 	return agent.Launch{Executable: exe, WorkFolder: t.TempDir(), Log: log.Log(),
 		Env: []string{"PATH=" + os.Getenv("PATH"), ScriptEnv + "=" + WriteScript(t, s)}}
 }

@@ -19,9 +19,7 @@ const ScriptEnv = "AGENTTEST_SCRIPT"
 // MaybeRunFake plays the fake agent and exits when ScriptEnv is set;
 // otherwise it returns at once. Call it first thing in TestMain.
 func MaybeRunFake() {
-	if p := os.Getenv(ScriptEnv); p != "" {
-		os.Exit(fakeMain(p))
-	}
+	RunIfSet(ScriptEnv, fakeMain)
 }
 
 // The test agent's protocol, JSON-RPC 2.0 over stdio:

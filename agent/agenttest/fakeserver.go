@@ -97,6 +97,29 @@ func Tell(path string) {
 	}()
 }
 
+// Begin plays what a fake agent's script says of its start: a
+// startupError is printed on stderr and Begin is false (the fake exits 1 at
+// once); ignoreSIGTERM leaves only SIGKILL to end the process.
+func Begin(startupError string, ignoreSIGTERM bool) bool {
+	if startupError != "" {
+		fmt.Fprintln(os.Stderr, startupError)
+		return false
+	}
+	if ignoreSIGTERM {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	return true
+}
+
+// RunIfSet plays a fake and exits with its status when the variable env
+// names its script; otherwise it returns at once. A fake's MaybeRun calls
+// it first thing in TestMain.
+func RunIfSet(env string, fake func(script string) int) {
+	if p := os.Getenv(env); p != "" {
+		os.Exit(fake(p))
+	}
+}
+
 // ServeFake plays the fake whose script is at path until its stdin ends,
 // and returns its exit status. setup makes the connection's handlers
 // (version: send "jsonrpc":"2.0"). A StartupError exits 1 at once.
@@ -106,12 +129,8 @@ func ServeFake(path string, version bool, setup func(f *FakeServer) jsonrpc.Opti
 		fmt.Fprintln(os.Stderr, "fake agent:", err)
 		return 2
 	}
-	if sc.StartupError != "" {
-		fmt.Fprintln(os.Stderr, sc.StartupError)
+	if !Begin(sc.StartupError, sc.IgnoreSIGTERM) {
 		return 1
-	}
-	if sc.IgnoreSIGTERM {
-		signal.Ignore(syscall.SIGTERM)
 	}
 	f := &FakeServer{Script: sc, out: bufio.NewWriterSize(os.Stdout, 1<<20)}
 	o := setup(f)

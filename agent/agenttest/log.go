@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/blobhub/bhw-run/agent"
 )
@@ -32,6 +33,17 @@ func (l *LogBuffer) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// FailureLog is a LogBuffer that t logs as its thread.log when it fails.
+func FailureLog(t testing.TB) *LogBuffer {
+	log := &LogBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("thread.log:\n%s", log.String())
+		}
+	})
+	return log
 }
 
 // String is the whole log.

@@ -28,15 +28,7 @@ type Recorder struct {
 }
 
 // Progress records a report of the running turn's use.
-func (r *Recorder) Progress(p agent.Progress) {
-	r.mu.Lock()
-	r.progress = append(r.progress, p)
-	f := r.OnProgress
-	r.mu.Unlock()
-	if f != nil {
-		f(p)
-	}
-}
+func (r *Recorder) Progress(p agent.Progress) { keep(&r.mu, &r.progress, &r.OnProgress, p) }
 
 // Reports are the Progress reports so far.
 func (r *Recorder) Reports() []agent.Progress {
@@ -46,13 +38,16 @@ func (r *Recorder) Reports() []agent.Progress {
 }
 
 // Emit records an item.
-func (r *Recorder) Emit(it agent.Item) {
-	r.mu.Lock()
-	r.items = append(r.items, it)
-	f := r.OnItem
-	r.mu.Unlock()
+func (r *Recorder) Emit(it agent.Item) { keep(&r.mu, &r.items, &r.OnItem, it) }
+
+// keep appends v to list under mu, then shows it to the hook set then.
+func keep[T any](mu *sync.Mutex, list *[]T, hook *func(T), v T) {
+	mu.Lock()
+	*list = append(*list, v)
+	f := *hook
+	mu.Unlock()
 	if f != nil {
-		f(it)
+		f(v)
 	}
 }
 

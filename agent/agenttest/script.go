@@ -143,6 +143,17 @@ func WriteScript(t testing.TB, s Script) string {
 	return p
 }
 
+// Executable is the test binary itself, which plays a fake agent when its
+// TestMain is told to by the environment.
+func Executable(t testing.TB) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
 // Play (re)writes the script at path: the next agent started plays it.
 func Play(t testing.TB, path string, s Script) {
 	t.Helper()

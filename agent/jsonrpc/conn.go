@@ -224,7 +224,7 @@ func (c *Conn) Notify(method string, params any) error {
 
 // Reply answers the peer's request id with result.
 func (c *Conn) Reply(id ID, result any) error {
-	b, err := marshal(result)
+	b, err := Marshal(result)
 	if err != nil {
 		return err
 	}
@@ -243,7 +243,7 @@ func (c *Conn) ReplyError(id ID, code int64, message string) error {
 func (c *Conn) ReplyErrorData(id ID, code int64, message string, data any) error {
 	e := &Error{Code: code, Message: message}
 	if data != nil {
-		b, err := marshal(data)
+		b, err := Marshal(data)
 		if err != nil {
 			return err
 		}
@@ -292,16 +292,17 @@ func (c *Conn) send(w wire) error {
 	if c.o.Version {
 		w.Version = "2.0"
 	}
-	b, err := marshal(w)
+	b, err := Marshal(w)
 	if err != nil {
 		return err
 	}
 	return c.o.Write(b)
 }
 
-// marshal is json.Marshal without HTML escaping (prompts hold <, > and &,
-// and thread.log is read by people).
-func marshal(v any) ([]byte, error) {
+// Marshal is json.Marshal without HTML escaping (prompts hold <, > and &,
+// and thread.log is read by people): one line of JSON for an agent that
+// reads lines, whether it speaks JSON-RPC or not.
+func Marshal(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

@@ -56,19 +56,13 @@ const Version = "agy 1.0.0 (bhw-run stand-in)"
 func Command(t testing.TB, s agenttest.Script) (exe string, env []string, script string) {
 	t.Helper()
 	script = agenttest.WriteScript(t, s)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return exe, []string{ScriptEnv + "=" + script}, script
+	return agenttest.Executable(t), []string{ScriptEnv + "=" + script}, script
 }
 
 // MaybeRun plays the stand-in and exits when ScriptEnv is set; otherwise it
 // returns at once. Call it first thing in TestMain.
 func MaybeRun() {
-	if p := os.Getenv(ScriptEnv); p != "" {
-		os.Exit(Main(p, os.Args[1:]))
-	}
+	agenttest.RunIfSet(ScriptEnv, func(p string) int { return Main(p, os.Args[1:]) })
 }
 
 // ConversationsEnv names the folder the stand-in keeps its conversations
@@ -107,17 +101,13 @@ func Main(path string, args []string) int {
 		fmt.Fprintln(os.Stderr, "agy:", err)
 		return 2
 	}
-	if sc.StartupError != "" {
-		fmt.Fprintln(os.Stderr, sc.StartupError)
+	if !agenttest.Begin(sc.StartupError, sc.IgnoreSIGTERM) {
 		return 1
 	}
 	flags, err := parse(args)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agy: "+err.Error())
 		return 2
-	}
-	if sc.IgnoreSIGTERM {
-		signal.Ignore(syscall.SIGTERM)
 	}
 	s := &stand{sc: sc, workspace: flags["--add-dir"], interrupt: make(chan os.Signal, 1)}
 	signal.Notify(s.interrupt, syscall.SIGINT)

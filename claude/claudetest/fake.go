@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -111,21 +110,13 @@ func FakeAgentCommand(t testing.TB, script FakeScript) (exe string, env []string
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	exe, err = os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return exe, append(os.Environ(), FakeAgentEnv+"="+p)
+	return agenttest.Executable(t), append(os.Environ(), FakeAgentEnv+"="+p)
 }
 
 // MaybeRunFakeAgent runs the fake agent and exits when FakeAgentEnv is set;
 // otherwise it returns at once. Call it first thing in TestMain.
 func MaybeRunFakeAgent() {
-	p := os.Getenv(FakeAgentEnv)
-	if p == "" {
-		return
-	}
-	os.Exit(FakeAgentMain(p))
+	agenttest.RunIfSet(FakeAgentEnv, FakeAgentMain)
 }
 
 // FakeAgentMain plays the script at path over stdin/stdout and returns
@@ -145,12 +136,8 @@ func FakeAgentMain(path string) int {
 		fmt.Fprintln(os.Stderr, "fake claude:", err)
 		return 2
 	}
-	if sc.StartupError != "" {
-		fmt.Fprintln(os.Stderr, sc.StartupError)
+	if !agenttest.Begin(sc.StartupError, sc.IgnoreSIGTERM) {
 		return 1
-	}
-	if sc.IgnoreSIGTERM {
-		signal.Ignore(syscall.SIGTERM)
 	}
 	if sc.SessionID == "" {
 		for _, a := range os.Args[1:] {

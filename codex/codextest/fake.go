@@ -28,9 +28,7 @@ const FakeEnv = "BHW_FAKE_CODEX_SCRIPT"
 // cannot be made to show on demand: a crash mid-turn, a hang, an over-long
 // request.
 func MaybeRunFakeAppServer() {
-	if p := os.Getenv(FakeEnv); p != "" {
-		os.Exit(fakeMain(p))
-	}
+	agenttest.RunIfSet(FakeEnv, fakeMain)
 }
 
 type fakeServer struct {
