@@ -1,0 +1,295 @@
+//go:build realcli
+
+package e2e
+
+// Hand-over tests with the real daemon on one thread, daemon → bhw-run →
+// daemon, played by blobhub-worker's scripted agent type test_double on
+// both sides (the worker's script format, TEST_DOUBLE_SCRIPT, re-read by
+// both each turn): a park made by each side answered on the other, for a
+// question and for a gated call; a one-shot grant each side leaves spent
+// by the other; active and pending threads in a section with a
+// session_prefix. Each ends with wantHandedOver: nothing lost, nothing
+// posted or asked twice, nothing left open.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/claude"
+	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/run"
+)
+
+// doubleType is the agent type of these tests.
+var doubleType = claude.TestDouble.Type
+
+// doublePeer is a peer env whose threads run test_double: bhw-run reads
+// the script's path from agents.test_double.env, the daemon from its own
+// environment.
+type doublePeer struct {
+	*claudeE2E
+	worker string
+	script string
+}
+
+// newDoublePeer is a peer env for test_double threads, its section
+// watching prefix ("" for the whole session).
+func newDoublePeer(t *testing.T, prefix string) *doublePeer {
+	e, worker := newPeerE2E(t, 2)
+	p := &doublePeer{claudeE2E: e, worker: worker, script: filepath.Join(e.root, "double.json")}
+	e.agentConfig(doubleType).Env = map[string]string{claude.TestDoubleScriptEnv: p.script}
+	e.Config.Sections[0].Session.SessionPrefix = prefix
+	e.writePeerConfig(2)
+	return p
+}
+
+// play makes turns the script both sides play from their next turn on.
+func (p *doublePeer) play(turns ...map[string]any) {
+	p.t.Helper()
+	b, err := json.Marshal(map[string]any{"turns": turns})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if err := os.WriteFile(p.script, b, 0o600); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// daemon starts the daemon with the script.
+func (p *doublePeer) daemon() *daemon {
+	return p.startDaemon(p.worker, claude.TestDoubleScriptEnv+"="+p.script)
+}
+
+// daemonUntil starts the daemon, waits until the thread's items satisfy
+// ok, and stops it.
+func (p *doublePeer) daemonUntil(alias, what string, ok func([]blobhub.Item) bool) {
+	p.t.Helper()
+	d := p.daemon()
+	p.waitItems(d, alias, what, ok)
+	p.stopDaemon(d)
+}
+
+// question is a script turn that says text, then asks one question with
+// options (the worker's prompt, kind ask_user_question).
+func question(match, text, q string, options ...string) map[string]any {
+	var opts []any
+	for _, o := range options {
+		opts = append(opts, map[string]any{"label": o, "description": ""})
+	}
+	t := map[string]any{"prompt": map[string]any{"kind": "ask_user_question", "questions": []any{
+		map[string]any{"question": q, "header": "pick", "options": opts, "multiSelect": false}}}}
+	if match != "" {
+		t["match"] = match
+	}
+	if text != "" {
+		t["text"] = text
+	}
+	return t
+}
+
+// says is a script turn that says text; with match "", it plays for any
+// message.
+func says(match, text string) map[string]any {
+	t := map[string]any{"text": text}
+	if match != "" {
+		t["match"] = match
+	}
+	return t
+}
+
+// writes is a script turn that writes path (a call the gate asks a
+// person about under approval), then says text.
+func writes(match, path, text string) map[string]any {
+	t := says(match, text)
+	t["tools"] = []any{map[string]any{"name": "Write", "input": map[string]any{"file_path": path, "content": "c"}, "output": "written " + path}}
+	return t
+}
+
+// countTurnEnds counts the thread's turn_end items.
+func (p *doublePeer) turnEnds(alias string) func([]blobhub.Item) bool {
+	n := countType(p.t, p.items(alias), "turn_end")
+	return func(items []blobhub.Item) bool { return countType(p.t, items, "turn_end") > n }
+}
+
+// prompts counts the thread's pending_prompt items.
+func (p *doublePeer) prompts(alias string) func([]blobhub.Item) bool {
+	n := countType(p.t, p.items(alias), "pending_prompt")
+	return func(items []blobhub.Item) bool { return countType(p.t, items, "pending_prompt") > n }
+}
+
+// handedOver is what the thread must hold at the end: the agent's texts,
+// each once and in this order, and how many prompts were asked.
+type handedOver struct {
+	texts   []string
+	prompts int
+	// granted are the prompt ids whose grant a call ran on, each once.
+	granted []string
+}
+
+// wantHandedOver checks the thread after the hand-overs: every text the
+// script said is there once and in order (a message delivered twice
+// plays its turn twice; one lost, never); no item id or emission posted
+// twice; each question asked once and each prompt resolved once, none
+// left open (on the thread or in thread.yaml's park); each grant spent
+// once, on the call it was given for.
+func (p *doublePeer) wantHandedOver(alias string, want handedOver) {
+	t := p.t
+	t.Helper()
+	items := p.items(alias)
+	var texts []string
+	ids := map[string]bool{}
+	asked := map[string]int{}   // question text → pending_prompt items
+	prompts := map[string]int{} // prompt_id → pending_prompt items
+	resolved := map[string]int{}
+	granted := map[string]int{}
+	for _, it := range items {
+		if ids[it.ID] {
+			t.Errorf("item %s is on the thread twice", it.ID)
+		}
+		ids[it.ID] = true
+		m := meta(t, it)
+		switch m.Type {
+		case "text":
+			texts = append(texts, it.Content[0].Text)
+		case "pending_prompt":
+			id, _ := m.Prompt["prompt_id"].(string)
+			prompts[id]++
+			qs, _ := m.Prompt["questions"].([]any)
+			for _, q := range qs {
+				text, _ := q.(map[string]any)["question"].(string)
+				asked[text]++
+			}
+		case "pending_prompt_resolved":
+			id, _ := m.Prompt["prompt_id"].(string)
+			resolved[id]++
+		case "approval_granted":
+			by, _ := m.All["granted_by"].(string)
+			granted[by]++
+		}
+	}
+	wantEachEmissionOnce(t, p.e2eEnv, alias)
+	if strings.Join(texts, "|") != strings.Join(want.texts, "|") {
+		t.Errorf("the agent's texts on the thread %q, want %q (each once, in order)\nitems %v", texts, want.texts, p.itemTypes(alias))
+	}
+	if len(prompts) != want.prompts {
+		t.Errorf("%d prompts asked, want %d: %v", len(prompts), want.prompts, prompts)
+	}
+	for q, n := range asked {
+		if n != 1 {
+			t.Errorf("the question %q was asked %d times", q, n)
+		}
+	}
+	for id, n := range prompts {
+		if n != 1 || resolved[id] != 1 {
+			t.Errorf("prompt %s: %d pending_prompt, %d pending_prompt_resolved items; want one of each", id, n, resolved[id])
+		}
+	}
+	for id, n := range resolved {
+		if prompts[id] == 0 {
+			t.Errorf("prompt %s resolved %d times and never asked", id, n)
+		}
+	}
+	if fmt.Sprint(granted) != fmt.Sprint(countOnce(want.granted)) {
+		t.Errorf("calls run on a grant, by prompt: %v, want %v", granted, countOnce(want.granted))
+	}
+	th := p.threadYAML(alias)
+	if th.Prompt != nil || th.Agent.Grant != nil {
+		t.Errorf("thread.yaml leaves open: park %+v, grant %+v", th.Prompt, th.Agent.Grant)
+	}
+}
+
+// countOnce maps each of ids to 1.
+func countOnce(ids []string) map[string]int {
+	m := map[string]int{}
+	for _, id := range ids {
+		m[id] = 1
+	}
+	return m
+}
+
+// promptID is the prompt_id of the thread's last pending_prompt.
+func (p *doublePeer) promptID(alias string) string {
+	p.t.Helper()
+	ps := p.itemsOfType(alias, "pending_prompt")
+	if len(ps) == 0 {
+		p.t.Fatalf("no pending_prompt on %s: %v", alias, p.itemTypes(alias))
+	}
+	id, _ := meta(p.t, ps[len(ps)-1]).Prompt["prompt_id"].(string)
+	return id
+}
+
+// wantParkedOn fails unless thread.yaml parks on the prompt id.
+func (p *doublePeer) wantParkedOn(alias, id, who string) {
+	p.t.Helper()
+	if th := p.threadYAML(alias); th.Prompt == nil || th.Prompt.PromptID != id {
+		p.t.Fatalf("after %s, thread.yaml parks on %+v; want prompt %s", who, th.Prompt, id)
+	}
+}
+
+// TestPeerHandOverQuestionBothWays: on one test_double thread the daemon
+// asks a question and is stopped while it waits; bhw-run takes the
+// person's answer to it (the daemon's prompt resolved once, the answer
+// delivered as the next message) and its turn asks a second question
+// and parks; the daemon, started again, takes the answer to bhw-run's
+// question and finishes. Each question asked once, each resolved once
+// with the person's pick, every text said once, nothing open.
+func TestPeerHandOverQuestionBothWays(t *testing.T) {
+	p := newDoublePeer(t, "")
+	const alias = "peer/questions"
+	p.play(
+		question("COLOUR-PLEASE", "ASKING-COLOUR", "Which colour?", "Red", "Blue"),
+		question("Blue", "BLUE-CHOSEN", "Which size?", "Small", "Large"),
+		says("Large", "LARGE-CHOSEN"),
+	)
+	p.handOff(alias, doubleType, "approval", "COLOUR-PLEASE")
+
+	// The daemon asks, holds the wait, and parks on SIGTERM.
+	p.daemonUntil(alias, "the colour question", p.prompts(alias))
+	colour := p.promptID(alias)
+	p.wantParkedOn(alias, colour, "the daemon")
+
+	// bhw-run adopts the daemon's park; the answer resumes the agent.
+	p.post(alias, "2")
+	p.activate(alias, 0, run.OutcomeParked)
+	size := p.promptID(alias)
+	if size == colour {
+		t.Fatalf("bhw-run's turn asked nothing new: %v", p.itemTypes(alias))
+	}
+	p.wantParkedOn(alias, size, "bhw-run")
+
+	// The daemon adopts bhw-run's park and takes the answer.
+	d := p.daemon()
+	p.recovered(d, alias)
+	p.post(alias, "Large")
+	p.waitItems(d, alias, "the last turn_end", func(items []blobhub.Item) bool {
+		for _, it := range items {
+			if m := meta(t, it); m.Type == "text" && it.Content[0].Text == "LARGE-CHOSEN" {
+				return countType(t, items, "turn_end") > 0 && meta(t, items[len(items)-1]).Type == "turn_end"
+			}
+		}
+		return false
+	})
+	p.stopDaemon(d)
+
+	p.wantHandedOver(alias, handedOver{texts: []string{"ASKING-COLOUR", "BLUE-CHOSEN", "LARGE-CHOSEN"}, prompts: 2})
+	for id, pick := range map[string]string{colour: "[Blue]", size: "[Large]"} {
+		for _, it := range p.itemsOfType(alias, "pending_prompt_resolved") {
+			m := meta(t, it).Prompt
+			if m["prompt_id"] != id {
+				continue
+			}
+			answers, _ := m["answers"].([]any)
+			if m["prompt_state"] != "answered" || len(answers) != 1 || fmt.Sprint(answers[0].(map[string]any)["answer"]) != pick {
+				t.Errorf("prompt %s resolved %v, want answered %s", id, m, pick)
+			}
+		}
+	}
+	if th := p.threadYAML(alias); th.Agent.State != envelope.StateActive {
+		t.Errorf("the thread ends %q, want active", th.Agent.State)
+	}
+}
