@@ -106,6 +106,9 @@ func says(match, text string) map[string]any {
 // person about under approval), then says text.
 func writes(match, path, text string) map[string]any {
 	t := says(match, text)
+	if text == "" {
+		delete(t, "text")
+	}
 	t["tools"] = []any{map[string]any{"name": "Write", "input": map[string]any{"file_path": path, "content": "c"}, "output": "written " + path}}
 	return t
 }
@@ -291,5 +294,89 @@ func TestPeerHandOverQuestionBothWays(t *testing.T) {
 	}
 	if th := p.threadYAML(alias); th.Agent.State != envelope.StateActive {
 		t.Errorf("the thread ends %q, want active", th.Agent.State)
+	}
+}
+
+// wantGrant fails unless thread.yaml holds the one-shot grant of prompt
+// id for the Write of path, in the worker's shape.
+func (p *doublePeer) wantGrant(alias, id, path, who string) {
+	p.t.Helper()
+	g := p.threadYAML(alias).Agent.Grant
+	if g == nil || g.Subject != "Write" || g.Verdict != envelope.GrantApprove || g.GrantedBy != id || g.GrantKey != "Write:"+path {
+		p.t.Fatalf("after %s, thread.yaml's grant is %+v; want Write's for %s, granted by %s", who, g, path, id)
+	}
+}
+
+// TestPeerHandOverGrantsBothWays: on one test_double thread under
+// approval, the daemon asks about a Write and is stopped while it waits;
+// bhw-run takes the person's yes, and its resumed agent asks a question
+// before retrying the call: the one-shot grant bhw-run leaves in
+// thread.yaml beside its park is spent by the daemon, which takes the
+// answer and writes without asking (approval_granted naming the daemon's
+// prompt). Then bhw-run parks on a second Write; the daemon takes the
+// yes, and its turn ends without retrying (the worker keeps the grant
+// past the turn): bhw-run's next turn spends it. Every call asked about
+// once, every grant spent once, every message played once, nothing open.
+func TestPeerHandOverGrantsBothWays(t *testing.T) {
+	p := newDoublePeer(t, "")
+	const alias = "peer/grants"
+	a, b := p.path("a.txt"), p.path("b.txt")
+
+	p.play(writes("WRITE-A", a, ""))
+	p.handOff(alias, doubleType, "approval", "WRITE-A")
+	p.daemonUntil(alias, "the question about a.txt", p.prompts(alias))
+	first := p.promptID(alias)
+	p.wantParkedOn(alias, first, "the daemon")
+
+	// bhw-run: the yes answers the daemon's prompt; the agent asks
+	// before it retries, so the grant stays with the park.
+	p.play(question("", "A-LATER", "Which branch?", "main", "dev"))
+	p.post(alias, "yes")
+	p.activate(alias, 0, run.OutcomeParked)
+	branch := p.promptID(alias)
+	p.wantParkedOn(alias, branch, "bhw-run's answer")
+	p.wantGrant(alias, first, a, "bhw-run's answer")
+
+	// The daemon takes the answer and spends bhw-run's grant.
+	p.play(writes("main", a, "A-WRITTEN"))
+	d := p.daemon()
+	p.recovered(d, alias)
+	ends := p.turnEnds(alias)
+	p.post(alias, "main")
+	p.waitItems(d, alias, "the turn that writes a.txt", ends)
+	p.stopDaemon(d)
+	if g := p.threadYAML(alias).Agent.Grant; g != nil {
+		t.Fatalf("the daemon left the grant %+v", g)
+	}
+
+	// bhw-run parks on b.txt; the daemon takes the yes.
+	p.play(writes("WRITE-B", b, ""))
+	p.post(alias, "WRITE-B")
+	p.activate(alias, 0, run.OutcomeParked)
+	second := p.promptID(alias)
+	p.wantParkedOn(alias, second, "bhw-run")
+	p.play(says("", "B-LATER"))
+	d = p.daemon()
+	p.recovered(d, alias)
+	ends = p.turnEnds(alias)
+	p.post(alias, "yes")
+	p.waitItems(d, alias, "the turn the yes resumes", ends)
+	p.stopDaemon(d)
+	p.wantGrant(alias, second, b, "the daemon's answer")
+
+	// bhw-run spends the daemon's grant.
+	p.play(writes("NOW-B", b, "B-WRITTEN"))
+	p.post(alias, "NOW-B")
+	p.activate(alias, 0, run.OutcomeTurnCompleted)
+
+	p.wantHandedOver(alias, handedOver{texts: []string{"A-LATER", "A-WRITTEN", "B-LATER", "B-WRITTEN"}, prompts: 3, granted: []string{first, second}})
+	var outputs []string
+	for _, it := range p.itemsOfType(alias, "tool_result") {
+		if out, _ := meta(t, it).Tool["output"].(string); strings.HasPrefix(out, "written ") {
+			outputs = append(outputs, out)
+		}
+	}
+	if strings.Join(outputs, "|") != "written "+a+"|written "+b {
+		t.Errorf("the Writes that ran: %q, want a.txt's then b.txt's, once each", outputs)
 	}
 }
