@@ -16,10 +16,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/run"
@@ -378,5 +380,68 @@ func TestPeerHandOverGrantsBothWays(t *testing.T) {
 	}
 	if strings.Join(outputs, "|") != "written "+a+"|written "+b {
 		t.Errorf("the Writes that ran: %q, want a.txt's then b.txt's, once each", outputs)
+	}
+}
+
+// TestPeerHandOverPrefixedSection: in a section with a session_prefix,
+// whose records live in the worker's job folder
+// jobs/{type}-{session}-{slug}-{8 hex}, an active thread goes daemon →
+// bhw-run → daemon → bhw-run, and a pending one (handed off while no
+// daemon runs, its message not yet consumed) bhw-run → daemon. Each side
+// finds the other's thread.yaml there; every message a person posted
+// between runs is delivered once, by whichever runs next; nothing is
+// posted twice or left open.
+func TestPeerHandOverPrefixedSection(t *testing.T) {
+	p := newDoublePeer(t, "team/")
+	const active, pending = "team/active", "team/pending"
+	p.play(says("A-ONE", "A-1"), says("A-TWO", "A-2"), says("A-THREE", "A-3"), says("A-FOUR", "A-4"),
+		says("B-ONE", "B-1"), says("B-TWO", "B-2"))
+
+	p.handOff(active, doubleType, "approval", "A-ONE")
+	p.daemonUntil(active, "the first turn", p.turnEnds(active))
+	jobs, err := os.ReadDir(filepath.Join(p.state, "jobs"))
+	if err != nil || len(jobs) != 1 || !regexp.MustCompile(`^session_agent_harness-`+bhtest.SessionID+`-team-[0-9a-f]{8}$`).MatchString(jobs[0].Name()) {
+		t.Fatalf("the daemon's job folders %v (%v), want one named for the prefix", jobs, err)
+	}
+	if filepath.Base(p.jobDir()) != jobs[0].Name() {
+		t.Fatalf("bhw-run's job folder %s, the daemon's %s", filepath.Base(p.jobDir()), jobs[0].Name())
+	}
+
+	// No daemon: bhw-run answers the active thread and takes up the
+	// pending one.
+	p.post(active, "A-TWO")
+	p.activate(active, 0, run.OutcomeTurnCompleted)
+	p.handOff(pending, doubleType, "approval", "B-ONE")
+	p.activate(pending, 0, run.OutcomeTurnCompleted)
+
+	// Messages posted while nobody runs; the daemon delivers each once.
+	p.post(active, "A-THREE")
+	p.post(pending, "B-TWO")
+	d := p.daemon()
+	for _, alias := range []string{active, pending} {
+		want := map[string]string{active: "A-3", pending: "B-2"}[alias]
+		p.waitItems(d, alias, "the turn that says "+want, func(items []blobhub.Item) bool {
+			for i, it := range items {
+				if meta(t, it).Type == "text" && it.Content[0].Text == want {
+					return countType(t, items[i:], "turn_end") > 0
+				}
+			}
+			return false
+		})
+	}
+	p.stopDaemon(d)
+
+	p.post(active, "A-FOUR")
+	p.activate(active, 0, run.OutcomeTurnCompleted)
+
+	p.wantHandedOver(active, handedOver{texts: []string{"A-1", "A-2", "A-3", "A-4"}})
+	p.wantHandedOver(pending, handedOver{texts: []string{"B-1", "B-2"}})
+	if jobs, _ := os.ReadDir(filepath.Join(p.state, "jobs")); len(jobs) != 1 {
+		t.Errorf("job folders %v, want the prefixed section's only", jobs)
+	}
+	for _, alias := range []string{active, pending} {
+		if th := p.threadYAML(alias); th.Session.SessionPrefix != "team/" || th.Agent.State != envelope.StateActive {
+			t.Errorf("%s: session_prefix %q, state %q", alias, th.Session.SessionPrefix, th.Agent.State)
+		}
 	}
 }
