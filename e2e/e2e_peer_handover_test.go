@@ -76,22 +76,34 @@ func (p *doublePeer) daemonUntil(alias, what string, ok func([]blobhub.Item) boo
 	p.stopDaemon(d)
 }
 
-// question is a script turn that says text, then asks one question with
-// options (the worker's prompt, kind ask_user_question).
-func question(match, text, q string, options ...string) map[string]any {
-	var opts []any
+// ask is one question of a script's prompt.
+func ask(q string, multi bool, options ...string) map[string]any {
+	opts := []any{}
 	for _, o := range options {
 		opts = append(opts, map[string]any{"label": o, "description": ""})
 	}
-	t := map[string]any{"prompt": map[string]any{"kind": "ask_user_question", "questions": []any{
-		map[string]any{"question": q, "header": "pick", "options": opts, "multiSelect": false}}}}
-	if match != "" {
-		t["match"] = match
+	return map[string]any{"question": q, "header": "pick", "options": opts, "multiSelect": multi}
+}
+
+// asks is a script turn that says text (none if ""), then puts the
+// questions to a person as one prompt of kind.
+func asks(match, text, kind string, questions ...map[string]any) map[string]any {
+	t := says(match, text)
+	if text == "" {
+		delete(t, "text")
 	}
-	if text != "" {
-		t["text"] = text
+	qs := make([]any, len(questions))
+	for i, q := range questions {
+		qs[i] = q
 	}
+	t["prompt"] = map[string]any{"kind": kind, "questions": qs}
 	return t
+}
+
+// question is a script turn that says text, then asks one question with
+// options (kind ask_user_question).
+func question(match, text, q string, options ...string) map[string]any {
+	return asks(match, text, "ask_user_question", ask(q, false, options...))
 }
 
 // says is a script turn that says text; with match "", it plays for any
@@ -237,61 +249,73 @@ func (p *doublePeer) wantParkedOn(alias, id, who string) {
 }
 
 // TestPeerHandOverQuestionBothWays: on one test_double thread the daemon
-// asks a question and is stopped while it waits; bhw-run takes the
-// person's answer to it (the daemon's prompt resolved once, the answer
-// delivered as the next message) and its turn asks a second question
-// and parks; the daemon, started again, takes the answer to bhw-run's
-// question and finishes. Each question asked once, each resolved once
-// with the person's pick, every text said once, nothing open.
+// asks two questions in one prompt (one of them multiple choice) and is
+// stopped while it waits; bhw-run takes the person's picks (the daemon's
+// prompt resolved once with them, the answer delivered as the next
+// message) and its turn asks a question and parks; the daemon, started
+// again, takes the answer to bhw-run's question, and its turn asks for
+// free text (the worker's kind text) and is stopped while it waits;
+// bhw-run takes that answer as an answer, not as an approval. Each
+// question asked once, each prompt resolved once with the person's
+// answer, every text said once, nothing open.
 func TestPeerHandOverQuestionBothWays(t *testing.T) {
 	p := newDoublePeer(t, "")
 	const alias = "peer/questions"
 	p.play(
-		question("COLOUR-PLEASE", "ASKING-COLOUR", "Which colour?", "Red", "Blue"),
-		question("Blue", "BLUE-CHOSEN", "Which size?", "Small", "Large"),
-		says("Large", "LARGE-CHOSEN"),
+		asks("ORDER-PLEASE", "ASKING", "ask_user_question", ask("Which colour?", false, "Red", "Blue"),
+			ask("Which toppings?", true, "Nuts", "Cream", "Fruit")),
+		question("Nuts, Fruit", "ORDER-TAKEN", "Which size?", "Small", "Large"),
+		asks("Large", "LARGE-CHOSEN", "text", map[string]any{"question": "Any notes for the baker?"}),
+		says("no nuts after all", "NOTED"),
 	)
-	p.handOff(alias, doubleType, "approval", "COLOUR-PLEASE")
+	p.handOff(alias, doubleType, "approval", "ORDER-PLEASE")
 
 	// The daemon asks, holds the wait, and parks on SIGTERM.
-	p.daemonUntil(alias, "the colour question", p.prompts(alias))
-	colour := p.promptID(alias)
-	p.wantParkedOn(alias, colour, "the daemon")
+	p.daemonUntil(alias, "the order's questions", p.prompts(alias))
+	order := p.promptID(alias)
+	p.wantParkedOn(alias, order, "the daemon")
 
-	// bhw-run adopts the daemon's park; the answer resumes the agent.
-	p.post(alias, "2")
+	// bhw-run adopts the daemon's park; the picks answer it and resume
+	// the agent.
+	p.srv.PostAs(bhtest.PersonUserID, bhtest.SessionID, alias, blobhub.NewItem{
+		Content: []blobhub.Block{{Type: "text", Text: "Blue; Nuts, Fruit"}},
+		Metadata: json.RawMessage(`{"answers":[{"question":"Which colour?","answer":["Blue"]},` +
+			`{"question":"Which toppings?","answer":["Nuts","Fruit"]}]}`)})
 	p.activate(alias, 0, run.OutcomeParked)
 	size := p.promptID(alias)
-	if size == colour {
+	if size == order {
 		t.Fatalf("bhw-run's turn asked nothing new: %v", p.itemTypes(alias))
 	}
 	p.wantParkedOn(alias, size, "bhw-run")
 
-	// The daemon adopts bhw-run's park and takes the answer.
+	// The daemon adopts bhw-run's park and takes the answer; its turn
+	// asks for free text and holds that wait.
 	d := p.daemon()
 	p.recovered(d, alias)
+	asked := p.prompts(alias)
 	p.post(alias, "Large")
-	p.waitItems(d, alias, "the last turn_end", func(items []blobhub.Item) bool {
-		for _, it := range items {
-			if m := meta(t, it); m.Type == "text" && it.Content[0].Text == "LARGE-CHOSEN" {
-				return countType(t, items, "turn_end") > 0 && meta(t, items[len(items)-1]).Type == "turn_end"
-			}
-		}
-		return false
-	})
+	p.waitItems(d, alias, "the notes question", asked)
 	p.stopDaemon(d)
+	notes := p.promptID(alias)
+	p.wantParkedOn(alias, notes, "the daemon")
 
-	p.wantHandedOver(alias, handedOver{texts: []string{"ASKING-COLOUR", "BLUE-CHOSEN", "LARGE-CHOSEN"}, prompts: 2})
-	for id, pick := range map[string]string{colour: "[Blue]", size: "[Large]"} {
-		for _, it := range p.itemsOfType(alias, "pending_prompt_resolved") {
-			m := meta(t, it).Prompt
-			if m["prompt_id"] != id {
-				continue
-			}
-			answers, _ := m["answers"].([]any)
-			if m["prompt_state"] != "answered" || len(answers) != 1 || fmt.Sprint(answers[0].(map[string]any)["answer"]) != pick {
-				t.Errorf("prompt %s resolved %v, want answered %s", id, m, pick)
-			}
+	// bhw-run takes the free text.
+	p.post(alias, "no nuts after all")
+	p.activate(alias, 0, run.OutcomeTurnCompleted)
+
+	p.wantHandedOver(alias, handedOver{texts: []string{"ASKING", "ORDER-TAKEN", "LARGE-CHOSEN", "NOTED"}, prompts: 3})
+	want := map[string]string{order: "ask_user_question [[Blue] [Nuts Fruit]]", size: "ask_user_question [[Large]]",
+		notes: "text [[no nuts after all]]"}
+	for _, it := range p.itemsOfType(alias, "pending_prompt_resolved") {
+		m := meta(t, it)
+		var picked []string
+		answers, _ := m.Prompt["answers"].([]any)
+		for _, a := range answers {
+			picked = append(picked, fmt.Sprint(a.(map[string]any)["answer"]))
+		}
+		got := fmt.Sprintf("%v [%s]", m.Prompt["kind"], strings.Join(picked, " "))
+		if id, _ := m.Prompt["prompt_id"].(string); m.Prompt["prompt_state"] != "answered" || got != want[id] || m.Decision != "" {
+			t.Errorf("prompt %s resolved %s (%v, decision %q), want answered %s", id, got, m.Prompt["prompt_state"], m.Decision, want[id])
 		}
 	}
 	if th := p.threadYAML(alias); th.Agent.State != envelope.StateActive {
@@ -320,8 +344,8 @@ func (p *doublePeer) wantGrant(alias, id, path, who string) {
 // past the turn): bhw-run's next turn spends it. Every call asked about
 // once, every grant spent once, every message played once, nothing open.
 func TestPeerHandOverGrantsBothWays(t *testing.T) {
-	p := newDoublePeer(t, "")
-	const alias = "peer/grants"
+	p := newDoublePeer(t, "team/")
+	const alias = "team/grants"
 	a, b := p.path("a.txt"), p.path("b.txt")
 
 	p.play(writes("WRITE-A", a, ""))
