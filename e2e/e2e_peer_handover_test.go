@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -252,7 +253,8 @@ func (p *doublePeer) wantParkedOn(alias, id, who string) {
 // asks two questions in one prompt (one of them multiple choice) and is
 // stopped while it waits; bhw-run takes the person's picks (the daemon's
 // prompt resolved once with them, the answer delivered as the next
-// message) and its turn asks a question and parks; the daemon, started
+// message with the message posted after it) and its turn asks a question
+// and parks; the daemon, started
 // again, takes the answer to bhw-run's question, and its turn asks for
 // free text (the worker's kind text) and is stopped while it waits;
 // bhw-run takes that answer as an answer, not as an approval. Each
@@ -267,6 +269,8 @@ func TestPeerHandOverQuestionBothWays(t *testing.T) {
 		question("Nuts, Fruit", "ORDER-TAKEN", "Which size?", "Small", "Large"),
 		asks("Large", "LARGE-CHOSEN", "text", map[string]any{"question": "Any notes for the baker?"}),
 		says("no nuts after all", "NOTED"),
+		// Only a message delivered a second time, alone, plays this.
+		says("ALSO-CHERRY", "CHERRY-AGAIN"),
 	)
 	p.handOff(alias, doubleType, "approval", "ORDER-PLEASE")
 
@@ -281,7 +285,12 @@ func TestPeerHandOverQuestionBothWays(t *testing.T) {
 		Content: []blobhub.Block{{Type: "text", Text: "Blue; Nuts, Fruit"}},
 		Metadata: json.RawMessage(`{"answers":[{"question":"Which colour?","answer":["Blue"]},` +
 			`{"question":"Which toppings?","answer":["Nuts","Fruit"]}]}`)})
+	p.post(alias, "ALSO-CHERRY") // pending behind the answer: the same turn takes it
+	cherry := p.items(alias)[len(p.items(alias))-1].ID
 	p.activate(alias, 0, run.OutcomeParked)
+	if ids := p.threadYAML(alias).Turn.InboundIDs; !slices.Contains(ids, cherry) {
+		t.Errorf("bhw-run's turn delivered %v, not the message %s posted after the answer", ids, cherry)
+	}
 	size := p.promptID(alias)
 	if size == order {
 		t.Fatalf("bhw-run's turn asked nothing new: %v", p.itemTypes(alias))
@@ -339,8 +348,8 @@ func (p *doublePeer) wantGrant(alias, id, path, who string) {
 // before retrying the call: the one-shot grant bhw-run leaves in
 // thread.yaml beside its park is spent by the daemon, which takes the
 // answer and writes without asking (approval_granted naming the daemon's
-// prompt). Then bhw-run parks on a second Write; the daemon takes the
-// yes, and its turn ends without retrying (the worker keeps the grant
+// prompt). Then bhw-run parks on a second Write; the daemon, started
+// after the person said yes, takes it, and its turn ends without retrying (the worker keeps the grant
 // past the turn): bhw-run's next turn spends it. Every call asked about
 // once, every grant spent once, every message played once, nothing open.
 func TestPeerHandOverGrantsBothWays(t *testing.T) {
@@ -382,10 +391,9 @@ func TestPeerHandOverGrantsBothWays(t *testing.T) {
 	second := p.promptID(alias)
 	p.wantParkedOn(alias, second, "bhw-run")
 	p.play(says("", "B-LATER"))
-	d = p.daemon()
-	p.recovered(d, alias)
 	ends = p.turnEnds(alias)
-	p.post(alias, "yes")
+	p.post(alias, "yes") // while nobody runs: the daemon finds it when it starts
+	d = p.daemon()
 	p.waitItems(d, alias, "the turn the yes resumes", ends)
 	p.stopDaemon(d)
 	p.wantGrant(alias, second, b, "the daemon's answer")
