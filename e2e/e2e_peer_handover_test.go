@@ -337,6 +337,18 @@ func TestPeerHandOverQuestionBothWays(t *testing.T) {
 	}
 }
 
+// writesRun are the results of the scripted Writes that ran, in order,
+// joined by |.
+func (p *doublePeer) writesRun(alias string) string {
+	var outputs []string
+	for _, it := range p.itemsOfType(alias, "tool_result") {
+		if out, _ := meta(p.t, it).Tool["output"].(string); strings.HasPrefix(out, "written ") {
+			outputs = append(outputs, out)
+		}
+	}
+	return strings.Join(outputs, "|")
+}
+
 // wantGrant fails unless thread.yaml holds the one-shot grant of prompt
 // id for the Write of path, in the worker's shape.
 func (p *doublePeer) wantGrant(alias, id, path, who string) {
@@ -409,13 +421,7 @@ func TestPeerHandOverGrantsBothWays(t *testing.T) {
 	p.activate(alias, 0, run.OutcomeTurnCompleted)
 
 	p.wantHandedOver(alias, handedOver{texts: []string{"A-LATER", "A-WRITTEN", "B-LATER", "B-WRITTEN"}, prompts: 3, granted: []string{first, second}})
-	var outputs []string
-	for _, it := range p.itemsOfType(alias, "tool_result") {
-		if out, _ := meta(t, it).Tool["output"].(string); strings.HasPrefix(out, "written ") {
-			outputs = append(outputs, out)
-		}
-	}
-	if strings.Join(outputs, "|") != "written "+a+"|written "+b {
+	if outputs := p.writesRun(alias); outputs != "written "+a+"|written "+b {
 		t.Errorf("the Writes that ran: %q, want a.txt's then b.txt's, once each", outputs)
 	}
 }
@@ -547,13 +553,7 @@ func TestPeerHandOverDenialsBothWays(t *testing.T) {
 	// bhw-run's own grant lets the Write through with no approval_granted
 	// item (docs/wire.md): none is expected.
 	p.wantHandedOver(alias, handedOver{texts: []string{"C-SKIPPED", "D-SKIPPED", "D-WRITTEN"}, prompts: 3, reasked: 1})
-	var outputs []string
-	for _, it := range p.itemsOfType(alias, "tool_result") {
-		if out, _ := meta(t, it).Tool["output"].(string); strings.HasPrefix(out, "written ") {
-			outputs = append(outputs, out)
-		}
-	}
-	if strings.Join(outputs, "|") != "written "+dPath {
+	if outputs := p.writesRun(alias); outputs != "written "+dPath {
 		t.Errorf("the Writes that ran: %q, want d.txt's once", outputs)
 	}
 }
