@@ -557,3 +557,44 @@ func TestPeerHandOverDenialsBothWays(t *testing.T) {
 		t.Errorf("the Writes that ran: %q, want d.txt's once", outputs)
 	}
 }
+
+// wantCancelled fails unless the thread's one prompt was resolved
+// cancelled, once, and thread.yaml says completed with no park.
+func (p *doublePeer) wantCancelled(alias, who string) {
+	p.t.Helper()
+	res := p.itemsOfType(alias, "pending_prompt_resolved")
+	if len(res) != 1 || meta(p.t, res[0]).Prompt["prompt_state"] != "cancelled" {
+		p.t.Errorf("after %s stopped %s: resolutions %v, want one cancelled: %v", who, alias, len(res), p.itemTypes(alias))
+	}
+	if th := p.threadYAML(alias); th.Agent.State != envelope.StateCompleted || th.Prompt != nil {
+		p.t.Errorf("after %s stopped %s: state %q park %+v", who, alias, th.Agent.State, th.Prompt)
+	}
+}
+
+// TestPeerHandOverStopWhileParked: a person stops a thread while it
+// waits on a question the other side asked: bhw-run stops the thread the
+// daemon parked, the daemon the one bhw-run parked; each retires the
+// other's question (cancelled, once) and leaves the thread completed,
+// nothing open.
+func TestPeerHandOverStopWhileParked(t *testing.T) {
+	p := newDoublePeer(t, "")
+	const byDaemon, byRun = "peer/stop-daemon", "peer/stop-run"
+	p.play(question("X-START", "X-ASKS", "Proceed?", "Go", "Wait"), question("Y-START", "Y-ASKS", "Proceed?", "Go", "Wait"))
+
+	p.handOff(byDaemon, doubleType, "approval", "X-START")
+	p.daemonUntil(byDaemon, "the question", p.prompts(byDaemon))
+	p.asPerson("thread", "stop", byDaemon)
+	p.activate(byDaemon, 0, run.OutcomeStopped)
+	p.wantCancelled(byDaemon, "bhw-run")
+
+	p.handOff(byRun, doubleType, "approval", "Y-START")
+	p.activate(byRun, 0, run.OutcomeParked)
+	p.asPerson("thread", "stop", byRun)
+	p.daemonUntil(byRun, "the question's cancellation", func(items []blobhub.Item) bool {
+		return countType(t, items, "pending_prompt_resolved") > 0
+	})
+	p.wantCancelled(byRun, "the daemon")
+
+	p.wantHandedOver(byDaemon, handedOver{texts: []string{"X-ASKS"}, prompts: 1})
+	p.wantHandedOver(byRun, handedOver{texts: []string{"Y-ASKS"}, prompts: 1})
+}
