@@ -177,7 +177,7 @@ func (s *doubleSession) echo(ctx context.Context, v any) error {
 }
 
 // Turn plays one turn of the script: its files are written, then its
-// thinking, each tool call through the gate, its question, its text.
+// thinking, each tool call through the gate, its text, its question.
 func (s *doubleSession) Turn(ctx context.Context, message string, h agent.Handler) (agent.TurnResult, error) {
 	start := time.Now()
 	t, err := s.loadTurn(message)
@@ -226,6 +226,13 @@ func (s *doubleSession) Turn(ctx context.Context, message string, h agent.Handle
 			return agent.TurnResult{Outcome: agent.TurnInterrupted}, err
 		}
 	}
+	// The text comes before the question, as the worker plays them: what
+	// the agent said is on the thread when it waits for the answer.
+	if t.Text != "" {
+		if err := step(agent.TextItem(t.Text)); err != nil {
+			return agent.TurnResult{Outcome: agent.TurnInterrupted}, err
+		}
+	}
 	if t.Prompt != nil {
 		c := policy.Call{Tool: "AskUserQuestion", InvocationID: "scripted-question", Kind: policy.KindAskUserQuestion,
 			Questions: t.Prompt.Questions, Input: json.RawMessage("{}")}
@@ -234,11 +241,6 @@ func (s *doubleSession) Turn(ctx context.Context, message string, h agent.Handle
 		}
 		if v := h.Decide(c); v.Action == policy.Park {
 			return s.result(t, agent.TurnParked, start), nil
-		}
-	}
-	if t.Text != "" {
-		if err := step(agent.TextItem(t.Text)); err != nil {
-			return agent.TurnResult{Outcome: agent.TurnInterrupted}, err
 		}
 	}
 	outcome := agent.TurnCompleted

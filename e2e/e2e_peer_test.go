@@ -72,28 +72,11 @@ func newPeerE2E(t testing.TB, maxAgents int) (*claudeE2E, string) {
 	e.Config.Sections = []setup.Section{{Name: "test", JobType: setup.JobType, Session: setup.SessionTuple{
 		OrgID: bhtest.OrgID, BlobID: bhtest.BlobID, RevisionID: bhtest.RevisionID, SessionID: bhtest.SessionID}}}
 	e.agentConfig(claudeType).Permissions = "approval"
-	e.writeConfig()
-	// What setup.Config marshals leaves out nothing: the daemon refuses its
-	// polling: null, and reads max_agents: 0 as no agent at all.
-	var cfg map[string]any
-	b, err := os.ReadFile(e.configPath())
-	if err == nil {
-		err = yaml.Unmarshal(b, &cfg)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	delete(cfg, "polling")
-	cfg["concurrency"] = map[string]any{"max_agents": maxAgents}
-	if b, err = yaml.Marshal(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(e.configPath(), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e.writePeerConfig(maxAgents)
 	creds := map[string]any{"default": peerProfile, "profiles": map[string]any{
 		peerProfile: map[string]any{"key": bhtest.RunnerKey, "url": e.srv.URL()}}}
-	if b, err = yaml.Marshal(creds); err != nil {
+	b, err := yaml.Marshal(creds)
+	if err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(e.home, ".blobhub")
@@ -106,6 +89,30 @@ func newPeerE2E(t testing.TB, maxAgents int) (*claudeE2E, string) {
 	return e, worker
 }
 
+// writePeerConfig writes e.Config as config.yaml for both programs. What
+// setup.Config marshals leaves out nothing: the daemon refuses its
+// polling: null, and reads max_agents: 0 as no agent at all.
+func (e *claudeE2E) writePeerConfig(maxAgents int) {
+	e.t.Helper()
+	e.writeConfig()
+	var cfg map[string]any
+	b, err := os.ReadFile(e.configPath())
+	if err == nil {
+		err = yaml.Unmarshal(b, &cfg)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	delete(cfg, "polling")
+	cfg["concurrency"] = map[string]any{"max_agents": maxAgents}
+	if b, err = yaml.Marshal(cfg); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(e.configPath(), b, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // daemon is a running blobhub-worker.
 type daemon struct {
 	cmd  *exec.Cmd
@@ -116,8 +123,9 @@ type daemon struct {
 
 // startDaemon starts `blobhub-worker start --profile peer` with the env's
 // HOME and the scripted model's variables, so its Claude Code keeps its
-// sessions in the same config folder as bhw-run's.
-func (e *claudeE2E) startDaemon(worker string) *daemon {
+// sessions in the same config folder as bhw-run's; env is added to its
+// environment.
+func (e *claudeE2E) startDaemon(worker string, env ...string) *daemon {
 	e.t.Helper()
 	d := &daemon{out: &bytes.Buffer{}, done: make(chan struct{})}
 	d.cmd = exec.Command(worker, "--verbose", "start", "--profile", peerProfile)
@@ -127,6 +135,7 @@ func (e *claudeE2E) startDaemon(worker string) *daemon {
 			d.cmd.Env = append(d.cmd.Env, kv)
 		}
 	}
+	d.cmd.Env = append(d.cmd.Env, env...)
 	d.cmd.Dir = e.root
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -178,6 +187,26 @@ func (e *claudeE2E) waitItems(d *daemon, alias, what string, ok func([]blobhub.I
 		case <-tick.C:
 		}
 	}
+}
+
+// recovered waits until the daemon has adopted alias from the tree (its
+// thread_recovered item on the worker's thread).
+func (e *claudeE2E) recovered(d *daemon, alias string) {
+	e.t.Helper()
+	e.waitItems(d, "worker", "thread_recovered of "+alias, func(items []blobhub.Item) bool {
+		for _, it := range items {
+			var m struct {
+				Type   string `json:"type"`
+				Thread struct {
+					Alias string `json:"alias"`
+				} `json:"thread"`
+			}
+			if json.Unmarshal(it.Metadata, &m) == nil && m.Type == "thread_recovered" && m.Thread.Alias == alias {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // countType counts the items of metadata.type typ.
@@ -253,20 +282,7 @@ func TestPeerHandOverRunToDaemon(t *testing.T) {
 
 	e.model.Push(writeTool(x, "approved content"), claudetest.Text("WRITTEN"))
 	d := e.startDaemon(worker)
-	e.waitItems(d, "worker", "thread_recovered", func(items []blobhub.Item) bool {
-		for _, it := range items {
-			var m struct {
-				Type   string `json:"type"`
-				Thread struct {
-					Alias string `json:"alias"`
-				} `json:"thread"`
-			}
-			if json.Unmarshal(it.Metadata, &m) == nil && m.Type == "thread_recovered" && m.Thread.Alias == alias {
-				return true
-			}
-		}
-		return false
-	})
+	e.recovered(d, alias)
 	e.post(alias, "yes")
 	items := e.waitItems(d, alias, "a second turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 2 })
 	e.stopDaemon(d)

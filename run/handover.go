@@ -103,6 +103,9 @@ func (a *activation) adoptPark(ctx context.Context) error {
 
 // fillPark completes p from its pending_prompt item: the worker's
 // questions (for an approval one, naming the subject and the grant key).
+// Only a prompt of kind approval is about a call; any other kind (the
+// worker's ask_user_question, or text, a question with no options) is
+// answered as a question, as the worker answers it.
 func fillPark(p *envelope.Prompt, it *blobhub.Item) {
 	var m struct {
 		Prompt struct {
@@ -133,7 +136,7 @@ func fillPark(p *envelope.Prompt, it *blobhub.Item) {
 		}
 		c.Questions = append(c.Questions, pq)
 	}
-	if p.Kind != policy.KindAskUserQuestion && len(m.Prompt.Questions) > 0 {
+	if p.Kind == policy.KindApproval && len(m.Prompt.Questions) > 0 {
 		q := m.Prompt.Questions[0]
 		if c.Tool == "" {
 			c.Tool = q.Subject

@@ -54,7 +54,7 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	// over the text when there is one per question, as in blobhub-worker;
 	// they are posted back as they came.
 	nq := 1
-	if p.Kind == policy.KindAskUserQuestion {
+	if p.Kind != policy.KindApproval {
 		nq = len(p.Call.Questions)
 	}
 	picked := policy.UsablePicks(ans.Picked, nq)
@@ -66,7 +66,7 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 		approved = policy.PicksApprove(ans.Picked)
 	}
 	switch {
-	case p.Kind == policy.KindAskUserQuestion:
+	case p.Kind != policy.KindApproval: // a question, of whatever kind the daemon asked it
 		parsed := policy.ParseQuestionAnswers(p.Call.Questions, text)
 		if picked {
 			parsed = policy.PickedToAnswers(p.Call.Questions, ans.Picked)
