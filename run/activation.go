@@ -74,11 +74,6 @@ type activation struct {
 	abort   context.CancelCauseFunc
 	// launch is how the agent of the turn running starts (turnWith).
 	launch *launch
-	// failurePosted names the failures (their code, on the thread and on
-	// worker) whose items this run confirmed: a run killed after
-	// journaling them fails the thread again on the next run, which then
-	// journals them no second time (failureItems).
-	failurePosted map[string]bool
 }
 
 // load reads thread.yaml, the journal and identity.yaml.
