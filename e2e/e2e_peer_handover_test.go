@@ -77,6 +77,35 @@ func (p *doublePeer) daemonUntil(alias, what string, ok func([]blobhub.Item) boo
 	p.stopDaemon(d)
 }
 
+// runnable reports whether `bhw-run ls --runnable`, the cron line's
+// discovery, lists alias.
+func (p *doublePeer) runnable(alias string) bool {
+	p.t.Helper()
+	code, out, _ := p.run("ls", "--runnable")
+	if code != 0 {
+		p.t.Fatalf("ls --runnable exit %d", code)
+	}
+	return slices.Contains(strings.Fields(out), alias)
+}
+
+// cron is the cron line's pass for alias: discovery lists it, and its
+// run ends with outcome.
+func (p *doublePeer) cron(alias, outcome string) {
+	p.t.Helper()
+	if !p.runnable(alias) {
+		p.t.Fatalf("ls --runnable does not list %s, which has work: %v", alias, p.itemTypes(alias))
+	}
+	p.activate(alias, 0, outcome)
+}
+
+// waiting fails when discovery lists alias, which waits on a person.
+func (p *doublePeer) waiting(alias string) {
+	p.t.Helper()
+	if p.runnable(alias) {
+		p.t.Errorf("ls --runnable lists %s, which waits on a person", alias)
+	}
+}
+
 // ask is one question of a script's prompt.
 func ask(q string, multi bool, options ...string) map[string]any {
 	opts := []any{}
@@ -283,6 +312,7 @@ func TestPeerHandOverQuestionBothWays(t *testing.T) {
 	p.daemonUntil(alias, "the order's questions", p.prompts(alias))
 	order := p.promptID(alias)
 	p.wantParkedOn(alias, order, "the daemon")
+	p.waiting(alias)
 
 	// bhw-run adopts the daemon's park; the picks answer it and resume
 	// the agent.
@@ -292,7 +322,7 @@ func TestPeerHandOverQuestionBothWays(t *testing.T) {
 			`{"question":"Which toppings?","answer":["Nuts","Fruit"]}]}`)})
 	p.post(alias, "ALSO-CHERRY") // pending behind the answer: the same turn takes it
 	cherry := p.items(alias)[len(p.items(alias))-1].ID
-	p.activate(alias, 0, run.OutcomeParked)
+	p.cron(alias, run.OutcomeParked)
 	if ids := p.threadYAML(alias).Turn.InboundIDs; !slices.Contains(ids, cherry) {
 		t.Errorf("bhw-run's turn delivered %v, not the message %s posted after the answer", ids, cherry)
 	}
@@ -312,10 +342,11 @@ func TestPeerHandOverQuestionBothWays(t *testing.T) {
 	p.stopDaemon(d)
 	notes := p.promptID(alias)
 	p.wantParkedOn(alias, notes, "the daemon")
+	p.waiting(alias)
 
 	// bhw-run takes the free text.
 	p.post(alias, "no nuts after all")
-	p.activate(alias, 0, run.OutcomeTurnCompleted)
+	p.cron(alias, run.OutcomeTurnCompleted)
 
 	p.wantHandedOver(alias, handedOver{texts: []string{"ASKING", "ORDER-TAKEN", "LARGE-CHOSEN", "NOTED"}, prompts: 3})
 	want := map[string]string{order: "ask_user_question [[Blue] [Nuts Fruit]]", size: "ask_user_question [[Large]]",
@@ -379,12 +410,13 @@ func TestPeerHandOverGrantsBothWays(t *testing.T) {
 	p.daemonUntil(alias, "the question about a.txt", p.prompts(alias))
 	first := p.promptID(alias)
 	p.wantParkedOn(alias, first, "the daemon")
+	p.waiting(alias)
 
 	// bhw-run: the yes answers the daemon's prompt; the agent asks
 	// before it retries, so the grant stays with the park.
 	p.play(question("", "A-LATER", "Which branch?", "main", "dev"))
 	p.post(alias, "yes")
-	p.activate(alias, 0, run.OutcomeParked)
+	p.cron(alias, run.OutcomeParked)
 	branch := p.promptID(alias)
 	p.wantParkedOn(alias, branch, "bhw-run's answer")
 	p.wantGrant(alias, first, a, "bhw-run's answer")
@@ -404,7 +436,7 @@ func TestPeerHandOverGrantsBothWays(t *testing.T) {
 	// bhw-run parks on b.txt; the daemon takes the yes.
 	p.play(writes("WRITE-B", b, ""))
 	p.post(alias, "WRITE-B")
-	p.activate(alias, 0, run.OutcomeParked)
+	p.cron(alias, run.OutcomeParked)
 	second := p.promptID(alias)
 	p.wantParkedOn(alias, second, "bhw-run")
 	p.play(says("", "B-LATER"))
@@ -418,7 +450,7 @@ func TestPeerHandOverGrantsBothWays(t *testing.T) {
 	// bhw-run spends the daemon's grant.
 	p.play(writes("NOW-B", b, "B-WRITTEN"))
 	p.post(alias, "NOW-B")
-	p.activate(alias, 0, run.OutcomeTurnCompleted)
+	p.cron(alias, run.OutcomeTurnCompleted)
 
 	p.wantHandedOver(alias, handedOver{texts: []string{"A-LATER", "A-WRITTEN", "B-LATER", "B-WRITTEN"}, prompts: 3, granted: []string{first, second}})
 	if outputs := p.writesRun(alias); outputs != "written "+a+"|written "+b {
@@ -453,9 +485,9 @@ func TestPeerHandOverPrefixedSection(t *testing.T) {
 	// No daemon: bhw-run answers the active thread and takes up the
 	// pending one.
 	p.post(active, "A-TWO")
-	p.activate(active, 0, run.OutcomeTurnCompleted)
+	p.cron(active, run.OutcomeTurnCompleted)
 	p.handOff(pending, doubleType, "approval", "B-ONE")
-	p.activate(pending, 0, run.OutcomeTurnCompleted)
+	p.cron(pending, run.OutcomeTurnCompleted)
 
 	// Messages posted while nobody runs; the daemon delivers each once.
 	p.post(active, "A-THREE")
@@ -475,7 +507,7 @@ func TestPeerHandOverPrefixedSection(t *testing.T) {
 	p.stopDaemon(d)
 
 	p.post(active, "A-FOUR")
-	p.activate(active, 0, run.OutcomeTurnCompleted)
+	p.cron(active, run.OutcomeTurnCompleted)
 
 	p.wantHandedOver(active, handedOver{texts: []string{"A-1", "A-2", "A-3", "A-4"}})
 	p.wantHandedOver(pending, handedOver{texts: []string{"B-1", "B-2"}})
@@ -525,12 +557,12 @@ func TestPeerHandOverDenialsBothWays(t *testing.T) {
 	first := p.promptID(alias)
 	p.play(says("", "C-SKIPPED"))
 	p.post(alias, "no")
-	p.activate(alias, 0, run.OutcomeTurnCompleted)
+	p.cron(alias, run.OutcomeTurnCompleted)
 	p.wantDenied(alias, first, "bhw-run")
 
 	p.play(writes("WRITE-D", dPath, ""))
 	p.post(alias, "WRITE-D")
-	p.activate(alias, 0, run.OutcomeParked)
+	p.cron(alias, run.OutcomeParked)
 	second := p.promptID(alias)
 	p.play(says("", "D-SKIPPED"))
 	ends := p.turnEnds(alias)
@@ -541,14 +573,14 @@ func TestPeerHandOverDenialsBothWays(t *testing.T) {
 	// Asked again, the same call is a new question.
 	p.play(writes("WRITE-D-AGAIN", dPath, ""))
 	p.post(alias, "WRITE-D-AGAIN")
-	p.activate(alias, 0, run.OutcomeParked)
+	p.cron(alias, run.OutcomeParked)
 	third := p.promptID(alias)
 	if third == second {
 		t.Fatalf("the denied call ran without a question: %v", p.itemTypes(alias))
 	}
 	p.play(writes("", dPath, "D-WRITTEN"))
 	p.post(alias, "yes")
-	p.activate(alias, 0, run.OutcomeTurnCompleted)
+	p.cron(alias, run.OutcomeTurnCompleted)
 
 	// bhw-run's own grant lets the Write through with no approval_granted
 	// item (docs/wire.md): none is expected.
@@ -584,11 +616,11 @@ func TestPeerHandOverStopWhileParked(t *testing.T) {
 	p.handOff(byDaemon, doubleType, "approval", "X-START")
 	p.daemonUntil(byDaemon, "the question", p.prompts(byDaemon))
 	p.asPerson("thread", "stop", byDaemon)
-	p.activate(byDaemon, 0, run.OutcomeStopped)
+	p.cron(byDaemon, run.OutcomeStopped)
 	p.wantCancelled(byDaemon, "bhw-run")
 
 	p.handOff(byRun, doubleType, "approval", "Y-START")
-	p.activate(byRun, 0, run.OutcomeParked)
+	p.cron(byRun, run.OutcomeParked)
 	p.asPerson("thread", "stop", byRun)
 	p.daemonUntil(byRun, "the question's cancellation", func(items []blobhub.Item) bool {
 		return countType(t, items, "pending_prompt_resolved") > 0

@@ -699,3 +699,44 @@ func TestPeerPicksSideBySide(t *testing.T) {
 		t.Errorf("bhw-run granted the call: %v", th.Grants)
 	}
 }
+
+// TestPeerHandOverInterruptedRunToDaemon: bhw-run is stopped (SIGTERM)
+// in the middle of a turn, its agent running a long command; the daemon,
+// started on the tree instead of the next cron pass, finishes what the
+// person asked: the interrupted turn's message is not lost between the
+// two (the daemon takes it up again, as after its own crash), and the
+// thread ends its turn with a turn_end.
+func TestPeerHandOverInterruptedRunToDaemon(t *testing.T) {
+	e, worker := newPeerE2E(t, 2)
+	e.Config.Policy.AllowAutonomous = true
+	e.writePeerConfig(2)
+	const alias = "peer/interrupted"
+	marker := e.path("started.marker")
+	e.model.Push(claudetest.Tool("Bash", map[string]any{"command": "touch " + marker + " && sleep 300", "description": "wait a long time"}))
+	e.handOff(alias, claudeType, "autonomous", "LONG-COMMAND")
+	p := e.start(bhtest.RunnerKey, nil, "--json", alias)
+	waitFor(t, 2*time.Minute, "the Bash command's marker", func() bool {
+		_, err := os.Stat(marker)
+		return err == nil
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 143 {
+		t.Fatalf("exit %d after SIGTERM, want 143\n%s", code, tail(p.stderr.String(), 4000))
+	}
+	if th := e.threadYAML(alias); th.Turn.State != "interrupted" {
+		t.Fatalf("thread.yaml's turn after SIGTERM: %+v", th.Turn)
+	}
+
+	e.model.Push(claudetest.Text("DAEMON-FINISHED"))
+	d := e.startDaemon(worker)
+	items := e.waitItems(d, alias, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") > 0 })
+	e.stopDaemon(d)
+	if n := countType(t, items, "turn_end"); n != 1 {
+		t.Errorf("%d turn_end items, want the daemon's one: %v", n, e.itemTypes(alias))
+	}
+	if body := string(e.lastRequest().Body); !strings.Contains(body, "LONG-COMMAND") {
+		t.Errorf("the daemon's request lacks the interrupted turn's message:\n%s", tail(body, 4000))
+	}
+}

@@ -124,6 +124,15 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	return plan, a.rec.save()
 }
 
+// consumedUpTo moves items.last_consumed to the newest of items.
+func consumedUpTo(t *envelope.Thread, items []envelope.InboundItem) {
+	for _, in := range items {
+		if in.CreatedAt >= t.Items.LastConsumed.CreatedAt {
+			t.Items.LastConsumed = envelope.ItemRef{ItemID: in.ID, CreatedAt: in.CreatedAt}
+		}
+	}
+}
+
 // turnWith runs one turn: spawn, persist the turn before the message goes
 // out, relay, and end it in the documented order (docs/run.md). It returns
 // the run's outcome.
@@ -141,9 +150,6 @@ func (a *activation) turnWith(ctx context.Context, l *launch, plan turnPlan) (st
 	ids := make([]string, 0, len(items))
 	for _, in := range items {
 		ids = append(ids, in.ID)
-		if in.CreatedAt >= t.Items.LastConsumed.CreatedAt {
-			t.Items.LastConsumed = envelope.ItemRef{ItemID: in.ID, CreatedAt: in.CreatedAt}
-		}
 	}
 	t.Turn = envelope.TurnState{State: envelope.TurnStateRunning, StartedAt: now(), InboundIDs: ids, Inbound: items}
 	t.Items.PendingInbound = nil
@@ -252,6 +258,13 @@ func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *too
 	// read and write them for nothing (a flood of 20,000 made each idle run
 	// of its thread cost hundreds of MiB). Their ids stay.
 	t.Turn.State, t.Turn.Inbound = envelope.TurnStateIdle, nil
+	// items.last_consumed passes the turn's messages only now that the
+	// turn has ended, as blobhub-worker moves it: a turn cut short leaves
+	// it before them, so a daemon that takes the thread over delivers them
+	// again (bhw-run's own next run resumes the turn from turn.inbound).
+	if jerr == nil {
+		consumedUpTo(t, inbound)
+	}
 	switch {
 	case jerr != nil:
 		// The turn's end is not journaled: the next run resumes the turn
