@@ -39,9 +39,7 @@ type activation struct {
 	rec    *record
 	env    *envelope.Envelope
 	userID string
-	tfile  *os.File       // logs/thread.log
-	tlogw  *redact.Writer // tfile, secrets redacted
-	tlog   *agent.Log     // tlogw
+	tlog   *threadLog // logs/thread.log (load; nil before)
 	slot   *lock.Slot
 	unread bool // the last read of the thread stopped at its bound
 	// poster posts what rec journals and owns what posting learned (load,
@@ -89,12 +87,9 @@ func (a *activation) load() error {
 		return err
 	}
 	var err error
-	a.tfile, err = statefile.Open(filepath.Join(a.dir, "logs", "thread.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot open thread.log: %v; fix the state tree", err)
+	if a.tlog, err = openThreadLog(a.dir, a.r.Setup.Secrets); err != nil {
+		return err
 	}
-	a.tlogw = a.r.Setup.Secrets.Writer(a.tfile)
-	a.tlog = agent.NewLog(a.tlogw)
 	id, err := setup.LoadIdentity(a.r.Setup.StateDir)
 	if err != nil {
 		return err
@@ -150,9 +145,8 @@ func (a *activation) close() {
 	if a.rec != nil {
 		a.rec.close()
 	}
-	if a.tfile != nil {
-		_ = a.tlogw.Flush()
-		_ = a.tfile.Close()
+	if a.tlog != nil {
+		a.tlog.close()
 	}
 }
 

@@ -98,7 +98,7 @@ func (a *activation) startAgent(ctx context.Context, l *launch) (sess agent.Sess
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	al.SessionID, al.Resume, al.Log, al.Logger = sessionID, resume, a.tlog, a.log
+	al.SessionID, al.Resume, al.Log, al.Logger = sessionID, resume, a.tlog.Log, a.log
 	if resume && t.Ledger != nil {
 		al.SessionCostUSD = t.Ledger.SessionCostUSD
 	}

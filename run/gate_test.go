@@ -32,10 +32,11 @@ func gateActivation(t *testing.T, h *harness, alias string) *activation {
 	if a.rec.j, err = openJournal(filepath.Join(a.dir, "emissions.jsonl"), "gatetest"); err != nil {
 		t.Fatal(err)
 	}
-	if a.tfile, err = os.Create(filepath.Join(a.dir, "thread.log")); err != nil {
+	f, err := os.Create(filepath.Join(a.dir, "thread.log"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	a.tlog = agent.NewLog(a.tfile)
+	a.tlog = &threadLog{file: f, Log: agent.NewLog(f)}
 	t.Cleanup(a.close)
 	return a
 }
