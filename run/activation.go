@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sync"
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
@@ -65,11 +64,8 @@ type activation struct {
 	// answer is the open prompt's answer findAnswer met past the bound of
 	// pending_inbound, when none of pending_inbound answers it.
 	answer *envelope.InboundItem
-	// fault is the first state write that failed mid-run (stateFault);
-	// abort ends the run's context with it.
-	faultMu sync.Mutex
-	fault   error
-	abort   context.CancelCauseFunc
+	// faults is the first state write that failed mid-run (stateFault).
+	faults stateFaults
 	// launch is how the agent of the turn running starts (turnWith).
 	launch *launch
 }
@@ -108,34 +104,6 @@ func (a *activation) peek() error {
 	a.rec = newRecord(a.dir, a.alias, a.log)
 	a.usePoster()
 	return a.rec.peek()
-}
-
-// stateFault records a state write that failed where the caller cannot
-// return it (an item journaled from the agent's output, a post confirmed)
-// and stops the run: the turn is interrupted, so the next run resumes it,
-// and the run ends with the first such error (STATE_INVALID) whatever it
-// was doing. Going on would lose items: nothing journaled is posted.
-func (a *activation) stateFault(err error) {
-	a.faultMu.Lock()
-	first := a.fault == nil
-	if first {
-		a.fault = err
-	}
-	a.faultMu.Unlock()
-	if !first {
-		return
-	}
-	a.log.Error("a state file cannot be written; stopping the run", "error", err)
-	if a.abort != nil {
-		a.abort(err)
-	}
-}
-
-// faultErr is the fault stateFault recorded, or nil.
-func (a *activation) faultErr() error {
-	a.faultMu.Lock()
-	defer a.faultMu.Unlock()
-	return a.fault
 }
 
 func (a *activation) close() {

@@ -159,11 +159,11 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 // the run ends at once and writes nothing, after it the agent is
 // interrupted politely and state is saved; a second skips the politeness.
 // The context it returns also ends with the run's first state fault
-// (a.abort); stop releases it all.
+// (a.faults.abort); stop releases it all.
 func (a *activation) watchSignals(ctx context.Context) (_ context.Context, stop func()) {
 	ctx, hurry, stopSignals := exit.WatchSignals(ctx, a.r.Signals)
 	a.hurry = hurry
-	ctx, a.abort = context.WithCancelCause(ctx)
+	ctx, a.faults.abort = context.WithCancelCause(ctx)
 	stopNote := context.AfterFunc(ctx, func() {
 		if s := exit.SignalOf(ctx); s != nil && a.locked {
 			a.log.Warn("signal received; stopping the agent and saving state", "signal", s.String())
@@ -171,7 +171,7 @@ func (a *activation) watchSignals(ctx context.Context) (_ context.Context, stop 
 	})
 	return ctx, func() {
 		stopNote()
-		a.abort(nil)
+		a.faults.abort(nil)
 		stopSignals()
 	}
 }
@@ -187,7 +187,7 @@ func (a *activation) summarize(ctx context.Context, start time.Time, err error) 
 		sum.AgentSessionID = a.rec.t.Agent.AgentSessionID
 	}
 	sig := exit.SignalOf(ctx)
-	if fault := a.faultErr(); fault != nil && sig == nil {
+	if fault := a.faults.err(); fault != nil && sig == nil {
 		err = fault // what stopped the run, whatever it was doing then
 	}
 	finish(sum, err, sig)
