@@ -44,8 +44,6 @@ type activation struct {
 	// poster posts what rec journals and owns what posting learned (load,
 	// peek; nil before).
 	poster *poster
-	// published is artifacts.yaml once a run that publishes has read it.
-	published map[string]envelope.PublishedArtifact
 	// stopTurn cancels the running turn's context (set by runAgent, nil
 	// between turns; under rec.mu).
 	stopTurn context.CancelCauseFunc

@@ -88,10 +88,10 @@ func (p *benchPublisher) publishOutbox(b *testing.B) {
 		b.Fatal(err)
 	}
 	p.a.poster.flushNotMine(b.Context())
-	if n := len(p.a.published); n != len(files) || n == 0 {
+	if n := len(p.a.rec.published); n != len(files) || n == 0 {
 		b.Fatalf("published %d of %d files", n, len(files))
 	}
-	p.a.published = map[string]envelope.PublishedArtifact{}
+	p.a.rec.published = map[string]envelope.PublishedArtifact{}
 }
 
 // sinkClient answers uploads and posts without keeping them; Download
