@@ -37,7 +37,7 @@ type activation struct {
 	// rec is thread.yaml and the journal (load, peek; nil before).
 	rec    *record
 	env    *envelope.Envelope
-	userID string
+	self   self       // who the run is on BlobHub
 	tlog   *threadLog // logs/thread.log (load; nil before)
 	slot   *lock.Slot
 	unread bool // the last read of the thread stopped at its bound
@@ -46,12 +46,8 @@ type activation struct {
 	poster *poster
 	// stopTurn cancels the running turn's context (set by runAgent, nil
 	// between turns; under rec.mu).
-	stopTurn context.CancelCauseFunc
-	// workerRemade: the worker object was made again this run.
-	workerRemade bool
-
+	stopTurn      context.CancelCauseFunc
 	prog          *progress // what the Observer is told
-	instanceID    string
 	failedThisRun bool
 	// instructionsNoted: the status item saying the instructions file was
 	// skipped is posted (once per run, whatever the agent starts).
@@ -89,7 +85,7 @@ func (a *activation) load() error {
 		return err
 	}
 	if id != nil {
-		a.userID = id.UserID
+		a.self.userID = id.UserID
 	}
 	return nil
 }
@@ -325,16 +321,16 @@ func (a *activation) findAnswer(ctx context.Context, cur blobhub.Cursor, answers
 func (a *activation) tail(ctx context.Context, cur blobhub.Cursor, keep func(envelope.InboundItem) bool) (blobhub.Cursor, bool, error) {
 	var idErr error
 	next, more, err := blobhub.TailEach(ctx, a.r.Client, a.alias, cur, blobhub.TailLimits, func(it blobhub.Item) bool {
-		if a.userID == "" {
+		if a.self.userID == "" {
 			// No identity.yaml yet: who we are tells our own items from a
 			// person's. Asked once; without it the read is dropped.
 			var id *setup.Identity
 			if id, idErr = setup.CheckIdentity(ctx, a.r.Client, a.r.Setup.StateDir); idErr != nil {
 				return false
 			}
-			a.userID = id.UserID
+			a.self.userID = id.UserID
 		}
-		if it.UserID == a.userID || hasType(it.Metadata) || a.consumedLocked(it.ID) {
+		if it.UserID == a.self.userID || hasType(it.Metadata) || a.consumedLocked(it.ID) {
 			return true
 		}
 		return keep(inboundOf(it))
@@ -485,23 +481,6 @@ func (a *activation) answerIndex() int {
 		}
 	}
 	return -1
-}
-
-// attach checks identity and the session's worker object before the
-// run's first side effect, so a run with the wrong key or in another
-// user's session changes nothing.
-func (a *activation) attach(ctx context.Context) error {
-	id, err := setup.CheckIdentity(ctx, a.r.Client, a.r.Setup.StateDir)
-	if err != nil {
-		return err
-	}
-	a.userID = id.UserID
-	st, err := a.r.Setup.EnsureWorker(ctx, a.r.Client, a.userID)
-	if err != nil {
-		return err
-	}
-	a.instanceID = st.InstanceID
-	return nil
 }
 
 // setWireState is the runner's read-modify-write of instance.state

@@ -282,22 +282,3 @@ func questionAnswers(qs []policy.Question, parsed []policy.Answer) []map[string]
 	}
 	return out
 }
-
-// remakeWorker makes the session's worker object again, once per run,
-// after a post to it found it gone (deleted while the run worked), with
-// the same check of its owner as at the run's start. false when it was
-// made again already or could not be.
-func (a *activation) remakeWorker(ctx context.Context) bool {
-	if a.workerRemade {
-		return false
-	}
-	a.workerRemade = true
-	a.log.Warn("the worker object is gone from BlobHub (deleted?); making it again")
-	st, err := a.r.Setup.EnsureWorker(ctx, a.r.Client, a.userID)
-	if err != nil {
-		a.log.Error("could not make the worker object again; its items stay journaled", "error", err)
-		return false
-	}
-	a.instanceID = st.InstanceID
-	return true
-}

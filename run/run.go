@@ -534,7 +534,7 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 		"type": agent.ItemThreadFailed,
 		"thread": map[string]any{"alias": a.alias,
 			"error": map[string]any{"code": te.Code, "message": te.Message}},
-		"instance_id": a.instanceID,
+		"instance_id": a.self.instanceID,
 	}}
 	// The reason, on the thread itself, as blobhub-worker posts it: a
 	// status error {code, detail}, journaled with the rest so it is
