@@ -35,12 +35,12 @@ type activation struct {
 	turnDeadline time.Time
 
 	// rec is thread.yaml and the journal (load, peek; nil before).
-	rec    *record
-	env    *envelope.Envelope
-	self   self       // who the run is on BlobHub
-	tlog   *threadLog // logs/thread.log (load; nil before)
-	slot   *lock.Slot
-	unread bool // the last read of the thread stopped at its bound
+	rec  *record
+	env  *envelope.Envelope
+	self self       // who the run is on BlobHub
+	tlog *threadLog // logs/thread.log (load; nil before)
+	slot *lock.Slot
+	read threadRead // what reading the thread found beyond thread.yaml
 	// poster posts what rec journals and owns what posting learned (load,
 	// peek; nil before).
 	poster *poster
@@ -54,10 +54,6 @@ type activation struct {
 	instructionsNoted bool
 	hurry             <-chan struct{} // closed on a second signal
 	locked            bool            // the run holds the thread lock
-	tooLarge          error           // the envelope is too large to read (tooLargeEnvelope)
-	// answer is the open prompt's answer findAnswer met past the bound of
-	// pending_inbound, when none of pending_inbound answers it.
-	answer *envelope.InboundItem
 	// faults is the first state write that failed mid-run (stateFault).
 	faults stateFaults
 	// launch is how the agent of the turn running starts (turnWith).
@@ -190,7 +186,7 @@ func (a *activation) tooLargeEnvelope(err error) error {
 		return exit.Errorf(exit.CodeNotJob, "%q is not a job thread bhw-run can read: %v (the most bhw-run reads of an envelope is %d bytes); shrink it", a.alias, err, envelope.MaxSize)
 	}
 	a.log.Warn("the thread's envelope is too large to read; the run goes on as the thread was, and fails it if it must act", "error", err.Error(), "max_bytes", envelope.MaxSize)
-	a.tooLarge = err
+	a.read.tooLarge = err
 	a.env = &envelope.Envelope{Type: "thread", HasAgent: true, HasInstance: true, State: st, Bad: map[string]string{}}
 	return nil
 }
@@ -199,7 +195,7 @@ func (a *activation) tooLargeEnvelope(err error) error {
 // and with its thread_failed item; not on the wire, where failed would mean
 // rewriting the value bhw-run refuses to read.
 func (a *activation) failTooLarge(ctx context.Context) error {
-	return a.fail(ctx, agent.Errorf(exit.CodeEnvelopeTooLarge, "the thread's envelope is larger than the %d bytes bhw-run reads (%v); shrink it (keep large data in items or artifacts): the next run then marks the thread failed on BlobHub, and `bhw-run thread retry` hands it off again", envelope.MaxSize, a.tooLarge))
+	return a.fail(ctx, agent.Errorf(exit.CodeEnvelopeTooLarge, "the thread's envelope is larger than the %d bytes bhw-run reads (%v); shrink it (keep large data in items or artifacts): the next run then marks the thread failed on BlobHub, and `bhw-run thread retry` hands it off again", envelope.MaxSize, a.read.tooLarge))
 }
 
 // holds reports whether this state tree has a record of the thread.
@@ -224,6 +220,18 @@ func malformed(alias string, err error) error {
 // errMalformed is the cause of malformed's error.
 var errMalformed = errors.New("a garbled envelope of a thread this state tree holds")
 
+// threadRead is what this run's reads of the thread (download, readItems)
+// found that thread.yaml does not keep, for the run to decide and act on.
+type threadRead struct {
+	// tooLarge: the envelope is too large to read (tooLargeEnvelope).
+	tooLarge error
+	// unread: the last read of the thread stopped at its bound.
+	unread bool
+	// answer is the open prompt's answer findAnswer met past the bound of
+	// pending_inbound, when none of pending_inbound answers it.
+	answer *envelope.InboundItem
+}
+
 // Bounds on a person's messages. A thread keeps the messages it has read
 // but not delivered in thread.yaml (pending_inbound), which every run of
 // it reads and writes, so what a flood may make a run carry is bounded:
@@ -241,7 +249,7 @@ var (
 
 // readItems tails the thread after items.scanned, keeping person items not
 // yet delivered in pending_inbound and skipping our own. One read stops at
-// blobhub.TailLimits, or once pending_inbound holds its bound; a.unread
+// blobhub.TailLimits, or once pending_inbound holds its bound; a.read.unread
 // then says the next run reads on from the cursor saved here, when the
 // bound of the tail stopped it. A prompt waiting for an answer that lies
 // past the bound is answered all the same: findAnswer looks past it.
@@ -280,7 +288,7 @@ func (a *activation) readItems(ctx context.Context) error {
 			return err
 		}
 	}
-	a.unread = more && !stopped
+	a.read.unread = more && !stopped
 	switch {
 	case stopped:
 		a.log.Info("read the thread up to the person messages one run keeps; the next runs read on", "pending", held)
@@ -306,7 +314,7 @@ func (a *activation) readItems(ctx context.Context) error {
 func (a *activation) findAnswer(ctx context.Context, cur blobhub.Cursor, answers func(envelope.InboundItem) bool) error {
 	_, _, err := a.tail(ctx, cur, func(in envelope.InboundItem) bool {
 		if answers(in) {
-			a.answer = &in
+			a.read.answer = &in
 			return false
 		}
 		return true
@@ -460,7 +468,7 @@ func (a *activation) facts() Facts {
 	f.Unfinished = len(a.rec.j.pending()) > 0 ||
 		(t.Agent.State == envelope.StateFailed && !t.Agent.FailedOnWire && (a.env.State == envelope.StateActive || a.env.State == envelope.StatePending))
 	if t.Prompt != nil && t.Prompt.ItemID != "" {
-		f.Answered = a.answerIndex() >= 0 || a.answer != nil
+		f.Answered = a.answerIndex() >= 0 || a.read.answer != nil
 	}
 	return f
 }

@@ -50,7 +50,7 @@ func (p *threadPeek) readItems(ctx context.Context) (unread bool, err error) {
 	if err := p.a.readItems(ctx); err != nil {
 		return false, err
 	}
-	return p.a.unread, nil
+	return p.a.read.unread, nil
 }
 
 // decide is the row of the decision table a run would take now, on what

@@ -263,7 +263,7 @@ func (a *activation) lockThread(ctx context.Context) (*lock.Lock, error) {
 func (a *activation) decideAndAct(ctx context.Context) error {
 	d := Decide(a.facts())
 	a.log.Debug("decided", "row", d.Row.String(), "unfinished", d.Unfinished, "acts", d.Acts)
-	if a.tooLarge != nil && d.Acts && a.rec.t.Agent.State != envelope.StateFailed {
+	if a.read.tooLarge != nil && d.Acts && a.rec.t.Agent.State != envelope.StateFailed {
 		// Acting needs the envelope bhw-run refuses to read.
 		if err := a.attach(ctx); err != nil {
 			return err
@@ -560,7 +560,7 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	a.failedThisRun = true
 	a.poster.post(ctx, resolved)
 	a.poster.post(ctx, reason)
-	if a.tooLarge == nil {
+	if a.read.tooLarge == nil {
 		if err := a.uploadFailed(ctx); err != nil {
 			return err
 		}

@@ -45,7 +45,7 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	if i >= 0 {
 		ans = t.Items.PendingInbound[i]
 	} else {
-		ans = *a.answer // past the bound of pending_inbound
+		ans = *a.read.answer // past the bound of pending_inbound
 	}
 	text := strings.TrimSpace(inboundText(ans))
 	brief, note, decision := "answered", "", ""
