@@ -30,9 +30,6 @@ type activation struct {
 	dir   string
 	log   *slog.Logger
 	sum   *Summary
-	// turnDeadline is when --max-duration ends the turn, whatever attempt
-	// of it runs (zero: no bound); retry.go.
-	turnDeadline time.Time
 
 	// rec is thread.yaml and the journal (load, peek; nil before).
 	rec  *record
@@ -43,21 +40,15 @@ type activation struct {
 	read threadRead // what reading the thread found beyond thread.yaml
 	// poster posts what rec journals and owns what posting learned (load,
 	// peek; nil before).
-	poster *poster
-	// stopTurn cancels the running turn's context (set by runAgent, nil
-	// between turns; under rec.mu).
-	stopTurn      context.CancelCauseFunc
+	poster        *poster
 	prog          *progress // what the Observer is told
 	failedThisRun bool
-	// instructionsNoted: the status item saying the instructions file was
-	// skipped is posted (once per run, whatever the agent starts).
-	instructionsNoted bool
-	hurry             <-chan struct{} // closed on a second signal
-	locked            bool            // the run holds the thread lock
+	locked        bool // the run holds the thread lock
 	// faults is the first state write that failed mid-run (stateFault).
 	faults stateFaults
-	// launch is how the agent of the turn running starts (turnWith).
-	launch *launch
+	// agentTurn is the agent's turn as the run drives it: how it starts,
+	// when it must end, how it is stopped.
+	agentTurn agentTurn
 }
 
 // load reads thread.yaml, the journal and identity.yaml.

@@ -44,7 +44,7 @@ func (a *activation) logRef() string {
 // and spending on a turn nobody can read. It reports whether a turn ran.
 func (a *activation) stopTurnFor(cause error) bool {
 	a.rec.mu.Lock()
-	stop := a.stopTurn
+	stop := a.agentTurn.stop
 	a.rec.mu.Unlock()
 	if stop != nil {
 		a.log.Warn("stopping the agent: its thread is gone")

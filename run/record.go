@@ -27,7 +27,7 @@ type record struct {
 
 	// mu guards t, j and published: the adapter's reading goroutine emits
 	// while the watchdog and the signal handler look on. It also guards the
-	// activation's stopTurn, which the same goroutines reach.
+	// activation's agentTurn.stop, which the same goroutines reach.
 	mu    sync.Mutex
 	t     *envelope.Thread
 	saved []byte // thread.yaml as last read or written, to skip idle writes

@@ -162,7 +162,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 // (a.faults.abort); stop releases it all.
 func (a *activation) watchSignals(ctx context.Context) (_ context.Context, stop func()) {
 	ctx, hurry, stopSignals := exit.WatchSignals(ctx, a.r.Signals)
-	a.hurry = hurry
+	a.agentTurn.hurry = hurry
 	ctx, a.faults.abort = context.WithCancelCause(ctx)
 	stopNote := context.AfterFunc(ctx, func() {
 		if s := exit.SignalOf(ctx); s != nil && a.locked {

@@ -162,7 +162,7 @@ func (a *activation) turnWith(ctx context.Context, l *launch, plan turnPlan) (st
 	// finds the messages still pending and runs the turn again. One atomic
 	// write less per turn.
 
-	a.launch = l
+	a.agentTurn.launch = l
 	gate := a.r.gate(l.Permissions, l.Policy, l.WorkFolder, policyOutbox(a.env))
 	if l.Permissions == setup.PermGuarded {
 		a.emitPolicyApplied(gate, l.Policy)
