@@ -32,18 +32,17 @@ type activation struct {
 	sum   *Summary
 
 	// rec is thread.yaml and the journal (load, peek; nil before).
-	rec  *record
-	env  *envelope.Envelope
-	self self       // who the run is on BlobHub
-	tlog *threadLog // logs/thread.log (load; nil before)
-	slot *lock.Slot
-	read threadRead // what reading the thread found beyond thread.yaml
+	rec   *record
+	env   *envelope.Envelope
+	self  self       // who the run is on BlobHub
+	tlog  *threadLog // logs/thread.log (load; nil before)
+	locks heldLocks  // what the run holds of the state tree's locks
+	read  threadRead // what reading the thread found beyond thread.yaml
 	// poster posts what rec journals and owns what posting learned (load,
 	// peek; nil before).
 	poster        *poster
 	prog          *progress // what the Observer is told
 	failedThisRun bool
-	locked        bool // the run holds the thread lock
 	// faults is the first state write that failed mid-run (stateFault).
 	faults stateFaults
 	// agentTurn is the agent's turn as the run drives it: how it starts,
@@ -88,8 +87,8 @@ func (a *activation) peek() error {
 }
 
 func (a *activation) close() {
-	if a.slot != nil {
-		_ = a.slot.Release()
+	if a.locks.slot != nil {
+		_ = a.locks.slot.Release()
 	}
 	if a.rec != nil {
 		a.rec.close()
@@ -520,10 +519,18 @@ func jsonEqual(x, y []byte) bool {
 	return json.Unmarshal(x, &a) == nil && json.Unmarshal(y, &b) == nil && reflect.DeepEqual(a, b)
 }
 
+// heldLocks is what a run holds of the state tree's locks: the thread
+// lock (lockThread; Run releases it) and an agent slot (reserveSlot; close
+// releases it).
+type heldLocks struct {
+	thread bool       // the run holds the thread lock
+	slot   *lock.Slot // nil until reserveSlot
+}
+
 // reserveSlot takes an agent slot of the state tree (concurrency.max_agents), waiting up
 // to --slot-wait behind the runs that queued earlier.
 func (a *activation) reserveSlot(ctx context.Context) error {
-	if a.slot != nil {
+	if a.locks.slot != nil {
 		return nil
 	}
 	dir, maxAgents := filepath.Join(a.r.Setup.StateDir, "slots"), a.r.Setup.Config.Concurrency.MaxAgents
@@ -549,7 +556,7 @@ func (a *activation) reserveSlot(ctx context.Context) error {
 	if s.Waited() > 0 {
 		a.log.Info("took an agent slot after waiting", "slot", s.Index(), "waited_ms", s.Waited().Milliseconds())
 	}
-	a.slot = s
+	a.locks.slot = s
 	return nil
 }
 
@@ -557,7 +564,7 @@ func (a *activation) reserveSlot(ctx context.Context) error {
 // slot, and decides again: a person may have stopped the thread or written
 // more while the run waited. Without a wait, d stands.
 func (a *activation) lookAgain(ctx context.Context, d Decision) (Decision, error) {
-	if a.slot.Waited() == 0 {
+	if a.locks.slot.Waited() == 0 {
 		return d, nil
 	}
 	if err := a.download(ctx); err != nil {

@@ -123,7 +123,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		return sum, err
 	}
 	defer lk.Unlock()
-	a.locked = true
+	a.locks.thread = true
 
 	if err := a.load(); err != nil {
 		return sum, err
@@ -165,7 +165,7 @@ func (a *activation) watchSignals(ctx context.Context) (_ context.Context, stop 
 	a.agentTurn.hurry = hurry
 	ctx, a.faults.abort = context.WithCancelCause(ctx)
 	stopNote := context.AfterFunc(ctx, func() {
-		if s := exit.SignalOf(ctx); s != nil && a.locked {
+		if s := exit.SignalOf(ctx); s != nil && a.locks.thread {
 			a.log.Warn("signal received; stopping the agent and saving state", "signal", s.String())
 		}
 	})
@@ -194,13 +194,13 @@ func (a *activation) summarize(ctx context.Context, start time.Time, err error) 
 	if sig != nil {
 		// What was cut short (a wait on BlobHub, the agent) is the
 		// signal's doing, not an error of its own.
-		ee := &exit.Error{Exit: sum.ExitCode, Code: exit.CodeInterrupted, Message: interruptedMessage(sig, a.locked)}
+		ee := &exit.Error{Exit: sum.ExitCode, Code: exit.CodeInterrupted, Message: interruptedMessage(sig, a.locks.thread)}
 		if sum.Error == nil {
 			sum.Error = &SummaryError{Code: ee.Code, Message: ee.Message}
 		}
 		err = ee
 	}
-	if sig == nil || a.locked {
+	if sig == nil || a.locks.thread {
 		a.writeSectionLog(sum)
 	}
 	return err
