@@ -29,7 +29,8 @@ type activation struct {
 	alias string
 	dir   string
 	log   *slog.Logger
-	sum   *Summary
+	// report is what the run tells its caller about itself.
+	report report
 
 	// rec is thread.yaml and the journal (load, peek; nil before).
 	rec   *record
@@ -40,14 +41,22 @@ type activation struct {
 	read  threadRead // what reading the thread found beyond thread.yaml
 	// poster posts what rec journals and owns what posting learned (load,
 	// peek; nil before).
-	poster        *poster
-	prog          *progress // what the Observer is told
-	failedThisRun bool
+	poster *poster
 	// faults is the first state write that failed mid-run (stateFault).
 	faults stateFaults
 	// agentTurn is the agent's turn as the run drives it: how it starts,
 	// when it must end, how it is stopped.
 	agentTurn agentTurn
+}
+
+// report is what a run tells its caller about itself: the summary it
+// returns at its end, the progress the Observer is told meanwhile, and
+// whether the thread failed in this run (the summary's outcome is then
+// failed, whatever the row returns).
+type report struct {
+	sum    *Summary
+	prog   *progress // nil: no Observer is told
+	failed bool
 }
 
 // load reads thread.yaml, the journal and identity.yaml.

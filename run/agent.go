@@ -73,7 +73,7 @@ func (a *activation) runAgent(ctx context.Context, l *launch, gate policy.Gate, 
 		}
 	}
 	result, err := sess.Turn(turnCtx, message, h)
-	a.prog.stage(StageFinishing)
+	a.report.prog.stage(StageFinishing)
 	a.rec.mu.Lock()
 	a.agentTurn.stop = nil // the turn is over: a post failing now stops nothing
 	if id := sess.SessionID(); id != "" {
@@ -123,14 +123,14 @@ func (a *activation) startAgent(ctx context.Context, l *launch) (sess agent.Sess
 	}
 	al.Instructions = a.instructions(l)
 	al.Budget, _ = a.remaining(l.adapter)
-	a.prog.stage(StageStarting)
+	a.report.prog.stage(StageStarting)
 	sess, err = l.adapter.Start(ctx, al)
 	if err != nil {
 		unconfine()
-		a.prog.stage(StageFinishing)
+		a.report.prog.stage(StageFinishing)
 		return nil, nil, nil, err
 	}
-	a.prog.stage(StageModel)
+	a.report.prog.stage(StageModel)
 	// A second signal skips the politeness for as long as the agent lives,
 	// closing included.
 	stopHurry := make(chan struct{})

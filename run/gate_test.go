@@ -25,7 +25,7 @@ func gateActivation(t *testing.T, h *harness, alias string) *activation {
 	t.Helper()
 	r := &Runner{Setup: h.setup(), Client: h.client(), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
 	dir := t.TempDir()
-	a := &activation{r: r, alias: alias, dir: dir, log: r.Logger, sum: &Summary{},
+	a := &activation{r: r, alias: alias, dir: dir, log: r.Logger, report: report{sum: &Summary{}},
 		rec: &record{dir: dir, alias: alias, log: r.Logger, t: &envelope.Thread{Alias: alias}}}
 	a.usePoster()
 	var err error

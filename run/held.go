@@ -105,7 +105,7 @@ func (a *activation) rateLimited(r agent.TurnResult) error {
 	if err != nil {
 		return err
 	}
-	a.sum.LimitedUntil = at
+	a.report.sum.LimitedUntil = at
 	msg := fmt.Sprintf("the agent's provider refused the turn for a rate or usage limit (%s); the turn's messages wait, and the first run after %s delivers them again", said, at)
 	a.emit(agent.StatusItem("rate_limited", "⏳ rate limited: "+msg, map[string]any{"limited_until": at, "agent": a.agentTurn.launch.Type}))
 	return exit.Errorf(exit.CodeRateLimited, "%s", msg)
@@ -115,7 +115,7 @@ func (a *activation) rateLimited(r agent.TurnResult) error {
 // nothing written.
 func (a *activation) stillLimited() error {
 	at := a.rec.t.Ledger.LimitedUntil
-	a.sum.LimitedUntil = at
+	a.report.sum.LimitedUntil = at
 	return exit.Errorf(exit.CodeRateLimited, "the agent's provider refused the last turn (%s) until %s; its messages wait, run the thread again after that", a.rec.t.Ledger.Limit, at)
 }
 

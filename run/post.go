@@ -56,9 +56,9 @@ func (a *activation) stopTurnFor(cause error) bool {
 // notePosted is the run's part of a confirmed post (poster.confirmed,
 // under rec.mu): the summary's count and the observer.
 func (a *activation) notePosted(e *emission, item blobhub.Item) {
-	a.sum.ItemsPosted++
-	if a.prog.watched() {
-		a.prog.posted(e.Target, shownItem(e, item))
+	a.report.sum.ItemsPosted++
+	if a.report.prog.watched() {
+		a.report.prog.posted(e.Target, shownItem(e, item))
 	}
 }
 

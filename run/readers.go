@@ -32,7 +32,7 @@ type threadPeek struct {
 // state tree's user (identity.yaml), "" when none is recorded. env stays
 // the peek's: a change to it counts in what it reads and decides after.
 func (r *Runner) peekThread(alias string, env *envelope.Envelope, userID string) (*threadPeek, error) {
-	a := &activation{r: r, alias: alias, dir: setup.ThreadDir(r.Setup.JobDir, alias), env: env, log: r.Logger.With("alias", alias), sum: &Summary{Alias: alias}, self: self{userID: userID}}
+	a := &activation{r: r, alias: alias, dir: setup.ThreadDir(r.Setup.JobDir, alias), env: env, log: r.Logger.With("alias", alias), report: report{sum: &Summary{Alias: alias}}, self: self{userID: userID}}
 	if err := a.peek(); err != nil {
 		return nil, err
 	}

@@ -95,7 +95,7 @@ type SummaryError struct {
 func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error) {
 	start := time.Now()
 	sum = &Summary{Alias: alias}
-	a := &activation{r: r, alias: alias, sum: sum, log: r.Logger.With("alias", alias), prog: &progress{obs: r.Observer}}
+	a := &activation{r: r, alias: alias, log: r.Logger.With("alias", alias), report: report{sum: sum, prog: &progress{obs: r.Observer}}}
 	ctx, stopSignals := a.watchSignals(ctx)
 	defer stopSignals()
 	defer func() { err = a.summarize(ctx, start, err) }()
@@ -181,7 +181,7 @@ func (a *activation) watchSignals(ctx context.Context) (_ context.Context, stop 
 // stopped the run, or the signal), and section.log's record. It returns
 // the run's error.
 func (a *activation) summarize(ctx context.Context, start time.Time, err error) error {
-	sum := a.sum
+	sum := a.report.sum
 	sum.DurationMS = time.Since(start).Milliseconds()
 	if a.rec != nil && a.rec.t != nil && sum.AgentSessionID == "" {
 		sum.AgentSessionID = a.rec.t.Agent.AgentSessionID
@@ -269,8 +269,8 @@ func (a *activation) decideAndAct(ctx context.Context) error {
 			return err
 		}
 		err := a.failTooLarge(ctx)
-		if a.failedThisRun {
-			a.sum.Outcome = OutcomeFailed
+		if a.report.failed {
+			a.report.sum.Outcome = OutcomeFailed
 		}
 		return a.wrapUp(ctx, err)
 	}
@@ -343,11 +343,11 @@ func (a *activation) wrapUp(ctx context.Context, err error) error {
 // this run whatever the row.
 func (a *activation) act(ctx context.Context, d Decision) error {
 	outcome, err := a.row(ctx, d)
-	if a.failedThisRun {
+	if a.report.failed {
 		outcome = OutcomeFailed
 	}
 	if outcome != "" {
-		a.sum.Outcome = outcome
+		a.report.sum.Outcome = outcome
 	}
 	return err
 }
@@ -365,9 +365,9 @@ func (a *activation) row(ctx context.Context, d Decision) (string, error) {
 	case RowNoInstance, RowFinal, RowLocalDone:
 		switch {
 		case d.Row == RowFinal:
-			a.sum.ThreadState = a.env.State
+			a.report.sum.ThreadState = a.env.State
 		case d.Row == RowLocalDone && a.rec.t != nil:
-			a.sum.ThreadState = a.rec.t.Agent.State
+			a.report.sum.ThreadState = a.rec.t.Agent.State
 		}
 		return d.Outcome, nil
 	case RowNotHere:
@@ -448,7 +448,7 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 	if err := a.setWireState(ctx, envelope.StatePending, envelope.StateActive); err != nil {
 		return "", err
 	}
-	if err := a.createOutbox(ctx); err != nil || a.failedThisRun {
+	if err := a.createOutbox(ctx); err != nil || a.report.failed {
 		return "", err
 	}
 	if !inbound {
@@ -556,8 +556,8 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	if err := a.rec.save(); err != nil {
 		return err
 	}
-	a.sum.Error = &SummaryError{Code: te.Code, Message: te.Message}
-	a.failedThisRun = true
+	a.report.sum.Error = &SummaryError{Code: te.Code, Message: te.Message}
+	a.report.failed = true
 	a.poster.post(ctx, resolved)
 	a.poster.post(ctx, reason)
 	if a.read.tooLarge == nil {
@@ -605,9 +605,9 @@ func (a *activation) finishUnfinished(ctx context.Context) error {
 		if err := a.uploadFailed(ctx); err != nil {
 			return err
 		}
-		a.failedThisRun = true
+		a.report.failed = true
 		if code, msg, ok := a.rec.t.Agent.Error.Get(); ok {
-			a.sum.Error = &SummaryError{Code: code, Message: msg}
+			a.report.sum.Error = &SummaryError{Code: code, Message: msg}
 		}
 	}
 	return nil

@@ -200,10 +200,10 @@ func (a *activation) turnWith(ctx context.Context, l *launch, plan turnPlan) (st
 // the turn state, then post, then confirm. It returns the run's outcome.
 func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *toolTally, err error) (string, error) {
 	t := a.rec.t
-	a.sum.AgentSessionID = t.Agent.AgentSessionID
-	a.sum.Usage, a.sum.CostUSD = r.Usage, r.CostUSD
+	a.report.sum.AgentSessionID = t.Agent.AgentSessionID
+	a.report.sum.Usage, a.report.sum.CostUSD = r.Usage, r.CostUSD
 	tools := tally.counts()
-	a.sum.Tools = &tools
+	a.report.sum.Tools = &tools
 	outcome, turnEnd, err := a.judgeTurn(ctx, r, tally, err)
 	if turnEnd == "" {
 		return outcome, err
@@ -364,7 +364,7 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *t
 // turnFailed records a turn that did not complete: the summary's error and
 // a status item saying why.
 func (a *activation) turnFailed(code, token, msg string) {
-	a.sum.Error = &SummaryError{Code: code, Message: msg}
+	a.report.sum.Error = &SummaryError{Code: code, Message: msg}
 	a.emit(agent.StatusItem(token, msg, nil))
 }
 
