@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sync"
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
@@ -30,50 +29,34 @@ type activation struct {
 	alias string
 	dir   string
 	log   *slog.Logger
-	sum   *Summary
-	// turnDeadline is when --max-duration ends the turn, whatever attempt
-	// of it runs (zero: no bound); retry.go.
-	turnDeadline time.Time
+	// report is what the run tells its caller about itself.
+	report report
 
 	// rec is thread.yaml and the journal (load, peek; nil before).
-	rec    *record
-	env    *envelope.Envelope
-	userID string
-	tfile  *os.File       // logs/thread.log
-	tlogw  *redact.Writer // tfile, secrets redacted
-	tlog   *agent.Log     // tlogw
-	slot   *lock.Slot
-	unread bool // the last read of the thread stopped at its bound
+	rec   *record
+	env   *envelope.Envelope
+	self  self       // who the run is on BlobHub
+	tlog  *threadLog // logs/thread.log (load; nil before)
+	locks heldLocks  // what the run holds of the state tree's locks
+	read  threadRead // what reading the thread found beyond thread.yaml
 	// poster posts what rec journals and owns what posting learned (load,
 	// peek; nil before).
 	poster *poster
-	// published is artifacts.yaml once a run that publishes has read it.
-	published map[string]envelope.PublishedArtifact
-	// stopTurn cancels the running turn's context (set by runAgent, nil
-	// between turns; under rec.mu).
-	stopTurn context.CancelCauseFunc
-	// workerRemade: the worker object was made again this run.
-	workerRemade bool
+	// faults is the first state write that failed mid-run (stateFault).
+	faults stateFaults
+	// agentTurn is the agent's turn as the run drives it: how it starts,
+	// when it must end, how it is stopped.
+	agentTurn agentTurn
+}
 
-	prog          *progress // what the Observer is told
-	instanceID    string
-	failedThisRun bool
-	// instructionsNoted: the status item saying the instructions file was
-	// skipped is posted (once per run, whatever the agent starts).
-	instructionsNoted bool
-	hurry             <-chan struct{} // closed on a second signal
-	locked            bool            // the run holds the thread lock
-	tooLarge          error           // the envelope is too large to read (tooLargeEnvelope)
-	// answer is the open prompt's answer findAnswer met past the bound of
-	// pending_inbound, when none of pending_inbound answers it.
-	answer *envelope.InboundItem
-	// fault is the first state write that failed mid-run (stateFault);
-	// abort ends the run's context with it.
-	faultMu sync.Mutex
-	fault   error
-	abort   context.CancelCauseFunc
-	// launch is how the agent of the turn running starts (turnWith).
-	launch *launch
+// report is what a run tells its caller about itself: the summary it
+// returns at its end, the progress the Observer is told meanwhile, and
+// whether the thread failed in this run (the summary's outcome is then
+// failed, whatever the row returns).
+type report struct {
+	sum    *Summary
+	prog   *progress // nil: no Observer is told
+	failed bool
 }
 
 // load reads thread.yaml, the journal and identity.yaml.
@@ -89,18 +72,15 @@ func (a *activation) load() error {
 		return err
 	}
 	var err error
-	a.tfile, err = statefile.Open(filepath.Join(a.dir, "logs", "thread.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return exit.Errorf(exit.CodeStateTreeInvalid, "cannot open thread.log: %v; fix the state tree", err)
+	if a.tlog, err = openThreadLog(a.dir, a.r.Setup.Secrets); err != nil {
+		return err
 	}
-	a.tlogw = a.r.Setup.Secrets.Writer(a.tfile)
-	a.tlog = agent.NewLog(a.tlogw)
 	id, err := setup.LoadIdentity(a.r.Setup.StateDir)
 	if err != nil {
 		return err
 	}
 	if id != nil {
-		a.userID = id.UserID
+		a.self.userID = id.UserID
 	}
 	return nil
 }
@@ -115,44 +95,15 @@ func (a *activation) peek() error {
 	return a.rec.peek()
 }
 
-// stateFault records a state write that failed where the caller cannot
-// return it (an item journaled from the agent's output, a post confirmed)
-// and stops the run: the turn is interrupted, so the next run resumes it,
-// and the run ends with the first such error (STATE_INVALID) whatever it
-// was doing. Going on would lose items: nothing journaled is posted.
-func (a *activation) stateFault(err error) {
-	a.faultMu.Lock()
-	first := a.fault == nil
-	if first {
-		a.fault = err
-	}
-	a.faultMu.Unlock()
-	if !first {
-		return
-	}
-	a.log.Error("a state file cannot be written; stopping the run", "error", err)
-	if a.abort != nil {
-		a.abort(err)
-	}
-}
-
-// faultErr is the fault stateFault recorded, or nil.
-func (a *activation) faultErr() error {
-	a.faultMu.Lock()
-	defer a.faultMu.Unlock()
-	return a.fault
-}
-
 func (a *activation) close() {
-	if a.slot != nil {
-		_ = a.slot.Release()
+	if a.locks.slot != nil {
+		_ = a.locks.slot.Release()
 	}
 	if a.rec != nil {
 		a.rec.close()
 	}
-	if a.tfile != nil {
-		_ = a.tlogw.Flush()
-		_ = a.tfile.Close()
+	if a.tlog != nil {
+		a.tlog.close()
 	}
 }
 
@@ -234,7 +185,7 @@ func (a *activation) tooLargeEnvelope(err error) error {
 		return exit.Errorf(exit.CodeNotJob, "%q is not a job thread bhw-run can read: %v (the most bhw-run reads of an envelope is %d bytes); shrink it", a.alias, err, envelope.MaxSize)
 	}
 	a.log.Warn("the thread's envelope is too large to read; the run goes on as the thread was, and fails it if it must act", "error", err.Error(), "max_bytes", envelope.MaxSize)
-	a.tooLarge = err
+	a.read.tooLarge = err
 	a.env = &envelope.Envelope{Type: "thread", HasAgent: true, HasInstance: true, State: st, Bad: map[string]string{}}
 	return nil
 }
@@ -243,7 +194,7 @@ func (a *activation) tooLargeEnvelope(err error) error {
 // and with its thread_failed item; not on the wire, where failed would mean
 // rewriting the value bhw-run refuses to read.
 func (a *activation) failTooLarge(ctx context.Context) error {
-	return a.fail(ctx, agent.Errorf(exit.CodeEnvelopeTooLarge, "the thread's envelope is larger than the %d bytes bhw-run reads (%v); shrink it (keep large data in items or artifacts): the next run then marks the thread failed on BlobHub, and `bhw-run thread retry` hands it off again", envelope.MaxSize, a.tooLarge))
+	return a.fail(ctx, agent.Errorf(exit.CodeEnvelopeTooLarge, "the thread's envelope is larger than the %d bytes bhw-run reads (%v); shrink it (keep large data in items or artifacts): the next run then marks the thread failed on BlobHub, and `bhw-run thread retry` hands it off again", envelope.MaxSize, a.read.tooLarge))
 }
 
 // holds reports whether this state tree has a record of the thread.
@@ -268,6 +219,18 @@ func malformed(alias string, err error) error {
 // errMalformed is the cause of malformed's error.
 var errMalformed = errors.New("a garbled envelope of a thread this state tree holds")
 
+// threadRead is what this run's reads of the thread (download, readItems)
+// found that thread.yaml does not keep, for the run to decide and act on.
+type threadRead struct {
+	// tooLarge: the envelope is too large to read (tooLargeEnvelope).
+	tooLarge error
+	// unread: the last read of the thread stopped at its bound.
+	unread bool
+	// answer is the open prompt's answer findAnswer met past the bound of
+	// pending_inbound, when none of pending_inbound answers it.
+	answer *envelope.InboundItem
+}
+
 // Bounds on a person's messages. A thread keeps the messages it has read
 // but not delivered in thread.yaml (pending_inbound), which every run of
 // it reads and writes, so what a flood may make a run carry is bounded:
@@ -285,7 +248,7 @@ var (
 
 // readItems tails the thread after items.scanned, keeping person items not
 // yet delivered in pending_inbound and skipping our own. One read stops at
-// blobhub.TailLimits, or once pending_inbound holds its bound; a.unread
+// blobhub.TailLimits, or once pending_inbound holds its bound; a.read.unread
 // then says the next run reads on from the cursor saved here, when the
 // bound of the tail stopped it. A prompt waiting for an answer that lies
 // past the bound is answered all the same: findAnswer looks past it.
@@ -324,7 +287,7 @@ func (a *activation) readItems(ctx context.Context) error {
 			return err
 		}
 	}
-	a.unread = more && !stopped
+	a.read.unread = more && !stopped
 	switch {
 	case stopped:
 		a.log.Info("read the thread up to the person messages one run keeps; the next runs read on", "pending", held)
@@ -350,7 +313,7 @@ func (a *activation) readItems(ctx context.Context) error {
 func (a *activation) findAnswer(ctx context.Context, cur blobhub.Cursor, answers func(envelope.InboundItem) bool) error {
 	_, _, err := a.tail(ctx, cur, func(in envelope.InboundItem) bool {
 		if answers(in) {
-			a.answer = &in
+			a.read.answer = &in
 			return false
 		}
 		return true
@@ -365,16 +328,16 @@ func (a *activation) findAnswer(ctx context.Context, cur blobhub.Cursor, answers
 func (a *activation) tail(ctx context.Context, cur blobhub.Cursor, keep func(envelope.InboundItem) bool) (blobhub.Cursor, bool, error) {
 	var idErr error
 	next, more, err := blobhub.TailEach(ctx, a.r.Client, a.alias, cur, blobhub.TailLimits, func(it blobhub.Item) bool {
-		if a.userID == "" {
+		if a.self.userID == "" {
 			// No identity.yaml yet: who we are tells our own items from a
 			// person's. Asked once; without it the read is dropped.
 			var id *setup.Identity
 			if id, idErr = setup.CheckIdentity(ctx, a.r.Client, a.r.Setup.StateDir); idErr != nil {
 				return false
 			}
-			a.userID = id.UserID
+			a.self.userID = id.UserID
 		}
-		if it.UserID == a.userID || hasType(it.Metadata) || a.consumedLocked(it.ID) {
+		if it.UserID == a.self.userID || hasType(it.Metadata) || a.consumedLocked(it.ID) {
 			return true
 		}
 		return keep(inboundOf(it))
@@ -504,7 +467,7 @@ func (a *activation) facts() Facts {
 	f.Unfinished = len(a.rec.j.pending()) > 0 ||
 		(t.Agent.State == envelope.StateFailed && !t.Agent.FailedOnWire && (a.env.State == envelope.StateActive || a.env.State == envelope.StatePending))
 	if t.Prompt != nil && t.Prompt.ItemID != "" {
-		f.Answered = a.answerIndex() >= 0 || a.answer != nil
+		f.Answered = a.answerIndex() >= 0 || a.read.answer != nil
 	}
 	return f
 }
@@ -525,23 +488,6 @@ func (a *activation) answerIndex() int {
 		}
 	}
 	return -1
-}
-
-// attach checks identity and the session's worker object before the
-// run's first side effect, so a run with the wrong key or in another
-// user's session changes nothing.
-func (a *activation) attach(ctx context.Context) error {
-	id, err := setup.CheckIdentity(ctx, a.r.Client, a.r.Setup.StateDir)
-	if err != nil {
-		return err
-	}
-	a.userID = id.UserID
-	st, err := a.r.Setup.EnsureWorker(ctx, a.r.Client, a.userID)
-	if err != nil {
-		return err
-	}
-	a.instanceID = st.InstanceID
-	return nil
 }
 
 // setWireState is the runner's read-modify-write of instance.state
@@ -582,10 +528,18 @@ func jsonEqual(x, y []byte) bool {
 	return json.Unmarshal(x, &a) == nil && json.Unmarshal(y, &b) == nil && reflect.DeepEqual(a, b)
 }
 
+// heldLocks is what a run holds of the state tree's locks: the thread
+// lock (lockThread; Run releases it) and an agent slot (reserveSlot; close
+// releases it).
+type heldLocks struct {
+	thread bool       // the run holds the thread lock
+	slot   *lock.Slot // nil until reserveSlot
+}
+
 // reserveSlot takes an agent slot of the state tree (concurrency.max_agents), waiting up
 // to --slot-wait behind the runs that queued earlier.
 func (a *activation) reserveSlot(ctx context.Context) error {
-	if a.slot != nil {
+	if a.locks.slot != nil {
 		return nil
 	}
 	dir, maxAgents := filepath.Join(a.r.Setup.StateDir, "slots"), a.r.Setup.Config.Concurrency.MaxAgents
@@ -611,7 +565,7 @@ func (a *activation) reserveSlot(ctx context.Context) error {
 	if s.Waited() > 0 {
 		a.log.Info("took an agent slot after waiting", "slot", s.Index(), "waited_ms", s.Waited().Milliseconds())
 	}
-	a.slot = s
+	a.locks.slot = s
 	return nil
 }
 
@@ -619,7 +573,7 @@ func (a *activation) reserveSlot(ctx context.Context) error {
 // slot, and decides again: a person may have stopped the thread or written
 // more while the run waited. Without a wait, d stands.
 func (a *activation) lookAgain(ctx context.Context, d Decision) (Decision, error) {
-	if a.slot.Waited() == 0 {
+	if a.locks.slot.Waited() == 0 {
 		return d, nil
 	}
 	if err := a.download(ctx); err != nil {

@@ -19,6 +19,25 @@ import (
 // The agents a run can start are the adapters main lists (setup.Options.Adapters):
 // run knows each one only by its descriptor, never by name.
 
+// agentTurn is the agent's turn as the run drives it: how its agent starts,
+// when --max-duration ends it, and the two ways it is stopped early.
+type agentTurn struct {
+	// launch is how the agent of the turn running starts (turnWith).
+	launch *launch
+	// deadline is when --max-duration ends the turn, whatever attempt of
+	// it runs (zero: no bound); retry.go.
+	deadline time.Time
+	// stop cancels the running turn's context when its thread is deleted
+	// (stopTurnFor); set by runAgent, nil between turns; under rec.mu.
+	stop context.CancelCauseFunc
+	// hurry is closed on a second signal: the agent is stopped without
+	// the politeness (watchSignals).
+	hurry <-chan struct{}
+	// instructionsNoted: the status item saying the instructions file was
+	// skipped is posted (once per run, whatever the agent starts).
+	instructionsNoted bool
+}
+
 // runAgent starts the agent and runs the turn, with the watchdogs.
 func (a *activation) runAgent(ctx context.Context, l *launch, gate policy.Gate, message string, plan turnPlan, tally *toolTally) (agent.TurnResult, error) {
 	sess, rules, stop, err := a.startAgent(ctx, l)
@@ -33,14 +52,14 @@ func (a *activation) runAgent(ctx context.Context, l *launch, gate policy.Gate, 
 	_, h.meter = a.remaining(l.adapter)
 	h.cut = cancel
 	a.rec.mu.Lock()
-	a.stopTurn = cancel
+	a.agentTurn.stop = cancel
 	a.rec.mu.Unlock()
 	if a.r.MaxDuration > 0 {
-		if a.turnDeadline.IsZero() {
-			a.turnDeadline = time.Now().Add(a.r.MaxDuration)
+		if a.agentTurn.deadline.IsZero() {
+			a.agentTurn.deadline = time.Now().Add(a.r.MaxDuration)
 		}
 		var stopTimer context.CancelFunc
-		turnCtx, stopTimer = context.WithDeadlineCause(turnCtx, a.turnDeadline, errTimeout)
+		turnCtx, stopTimer = context.WithDeadlineCause(turnCtx, a.agentTurn.deadline, errTimeout)
 		defer stopTimer()
 	}
 	stopWatch := h.watch(a.r.StallTimeout, sess.LastOutput, cancel)
@@ -54,9 +73,9 @@ func (a *activation) runAgent(ctx context.Context, l *launch, gate policy.Gate, 
 		}
 	}
 	result, err := sess.Turn(turnCtx, message, h)
-	a.prog.stage(StageFinishing)
+	a.report.prog.stage(StageFinishing)
 	a.rec.mu.Lock()
-	a.stopTurn = nil // the turn is over: a post failing now stops nothing
+	a.agentTurn.stop = nil // the turn is over: a post failing now stops nothing
 	if id := sess.SessionID(); id != "" {
 		a.rec.t.Agent.AgentSessionID = id
 	}
@@ -98,26 +117,26 @@ func (a *activation) startAgent(ctx context.Context, l *launch) (sess agent.Sess
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	al.SessionID, al.Resume, al.Log, al.Logger = sessionID, resume, a.tlog, a.log
+	al.SessionID, al.Resume, al.Log, al.Logger = sessionID, resume, a.tlog.Log, a.log
 	if resume && t.Ledger != nil {
 		al.SessionCostUSD = t.Ledger.SessionCostUSD
 	}
 	al.Instructions = a.instructions(l)
 	al.Budget, _ = a.remaining(l.adapter)
-	a.prog.stage(StageStarting)
+	a.report.prog.stage(StageStarting)
 	sess, err = l.adapter.Start(ctx, al)
 	if err != nil {
 		unconfine()
-		a.prog.stage(StageFinishing)
+		a.report.prog.stage(StageFinishing)
 		return nil, nil, nil, err
 	}
-	a.prog.stage(StageModel)
+	a.report.prog.stage(StageModel)
 	// A second signal skips the politeness for as long as the agent lives,
 	// closing included.
 	stopHurry := make(chan struct{})
 	go func() {
 		select {
-		case <-a.hurry:
+		case <-a.agentTurn.hurry:
 			proc.StopGroup(sess.Pgid(), 0)
 		case <-stopHurry:
 		}
@@ -152,7 +171,7 @@ func (a *activation) closeAgent(ctx context.Context, sess agent.Session) {
 	}
 	grace := a.r.grace()
 	select {
-	case <-a.hurry:
+	case <-a.agentTurn.hurry:
 		grace = 0
 	default:
 	}
@@ -202,8 +221,8 @@ func (a *activation) instructions(l *launch) []byte {
 		}
 	}
 	a.log.Warn("not passing the work folder's instructions to the agent", "path", name, "reason", why)
-	if !a.instructionsNoted {
-		a.instructionsNoted = true
+	if !a.agentTurn.instructionsNoted {
+		a.agentTurn.instructionsNoted = true
 		a.emit(agent.StatusItem("instructions_skipped", fmt.Sprintf("%s was not passed to the agent: %s", name, why),
 			map[string]any{"path": name, "reason": why}))
 	}

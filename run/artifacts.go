@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"strings"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
@@ -82,14 +79,14 @@ func (a *activation) scanOutbox() []outbox.File {
 		return nil
 	}
 	a.rec.mu.Lock()
-	pub, perr := a.publishedArtifacts()
+	pub, perr := a.rec.publishedArtifacts()
 	published := map[string]string{}
 	for p, pa := range pub {
 		published[p] = pa.SHA256
 	}
 	if perr == nil && len(a.rec.t.Artifacts.Published) > 0 {
 		// A thread.yaml of an earlier version: its entries move out of it.
-		perr = a.writePublished()
+		perr = a.rec.writePublished()
 	}
 	a.rec.mu.Unlock()
 	if perr != nil {
@@ -289,7 +286,7 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 	if in.files != nil {
 		err = a.recordPacked(in.alias, packed)
 	} else {
-		err = a.recordPublished(in.path, envelope.PublishedArtifact{SHA256: meta.SHA256, Alias: in.alias})
+		err = a.rec.recordPublished(in.path, envelope.PublishedArtifact{SHA256: meta.SHA256, Alias: in.alias})
 	}
 	a.rec.mu.Unlock()
 	if err != nil {
@@ -323,60 +320,6 @@ func (a *activation) publish(ctx context.Context, in *artifactIntent) error {
 	a.poster.post(ctx, ann)
 	return nil
 }
-
-// publishedArtifacts is artifacts.yaml (envelope.Published), read once per
-// run and only by a run that publishes: the idle path never reads it. The
-// entries a thread.yaml of an earlier version holds count too; the first
-// write of artifacts.yaml takes them over (written before thread.yaml drops
-// them, so no kill loses one). The caller holds a.rec.mu.
-func (a *activation) publishedArtifacts() (map[string]envelope.PublishedArtifact, error) {
-	if a.published != nil {
-		return a.published, nil
-	}
-	p, err := envelope.LoadPublished(filepath.Join(a.dir, publishedFile))
-	if err != nil {
-		return nil, exit.Errorf(exit.CodeStateTreeInvalid, "the published artifacts of %q cannot be read: %v", a.alias, err)
-	}
-	for path, pa := range a.rec.t.Artifacts.Published {
-		if _, ok := p.Published[path]; !ok {
-			p.Published[path] = pa
-		}
-	}
-	a.published = p.Published
-	return a.published, nil
-}
-
-// recordPublished records one upload in artifacts.yaml, atomically, before
-// its announcement is journaled (a replay finds the announcement and knows
-// the record is done). The caller holds a.rec.mu.
-func (a *activation) recordPublished(path string, pa envelope.PublishedArtifact) error {
-	pub, err := a.publishedArtifacts()
-	if err != nil {
-		return err
-	}
-	pub[path] = pa
-	return a.writePublished()
-}
-
-// writePublished writes artifacts.yaml, then drops the entries an earlier
-// thread.yaml held, which it now holds too. The caller holds a.rec.mu.
-func (a *activation) writePublished() error {
-	b, err := yaml.Marshal(&envelope.Published{Published: a.published})
-	if err != nil {
-		return err
-	}
-	if err := setup.WriteStateFile(filepath.Join(a.dir, publishedFile), b); err != nil {
-		return err
-	}
-	if len(a.rec.t.Artifacts.Published) == 0 {
-		return nil
-	}
-	a.rec.t.Artifacts.Published = nil
-	return a.rec.saveLocked()
-}
-
-// publishedFile is artifacts.yaml in the thread's folder.
-const publishedFile = "artifacts.yaml"
 
 func (a *activation) dropIntent(in *artifactIntent) error {
 	a.rec.mu.Lock()

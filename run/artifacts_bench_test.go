@@ -51,7 +51,7 @@ func newBenchPublisher(b *testing.B, maxBytes int64) *benchPublisher {
 	b.Cleanup(func() { _ = tlog.Close() })
 	th := &envelope.Thread{Alias: alias, EmissionNonce: "n0"}
 	th.Workspace.WorkFolder = work
-	a := &activation{r: r, alias: alias, dir: dir, log: r.Logger, sum: &Summary{Alias: alias}, rec: &record{dir: dir, alias: alias, log: r.Logger, t: th, j: j}, tfile: tlog, tlog: agent.NewLog(tlog),
+	a := &activation{r: r, alias: alias, dir: dir, log: r.Logger, report: report{sum: &Summary{Alias: alias}}, rec: &record{dir: dir, alias: alias, log: r.Logger, t: th, j: j}, tlog: &threadLog{file: tlog, Log: agent.NewLog(tlog)},
 		env: &envelope.Envelope{Artifacts: &envelope.Artifacts{Source: artifactsSource}}}
 	a.usePoster()
 	p := &benchPublisher{a: a, outbox: filepath.Join(work, artifactsSource), sink: sink}
@@ -88,10 +88,10 @@ func (p *benchPublisher) publishOutbox(b *testing.B) {
 		b.Fatal(err)
 	}
 	p.a.poster.flushNotMine(b.Context())
-	if n := len(p.a.published); n != len(files) || n == 0 {
+	if n := len(p.a.rec.published); n != len(files) || n == 0 {
 		b.Fatalf("published %d of %d files", n, len(files))
 	}
-	p.a.published = map[string]envelope.PublishedArtifact{}
+	p.a.rec.published = map[string]envelope.PublishedArtifact{}
 }
 
 // sinkClient answers uploads and posts without keeping them; Download

@@ -25,17 +25,18 @@ func gateActivation(t *testing.T, h *harness, alias string) *activation {
 	t.Helper()
 	r := &Runner{Setup: h.setup(), Client: h.client(), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
 	dir := t.TempDir()
-	a := &activation{r: r, alias: alias, dir: dir, log: r.Logger, sum: &Summary{},
+	a := &activation{r: r, alias: alias, dir: dir, log: r.Logger, report: report{sum: &Summary{}},
 		rec: &record{dir: dir, alias: alias, log: r.Logger, t: &envelope.Thread{Alias: alias}}}
 	a.usePoster()
 	var err error
 	if a.rec.j, err = openJournal(filepath.Join(a.dir, "emissions.jsonl"), "gatetest"); err != nil {
 		t.Fatal(err)
 	}
-	if a.tfile, err = os.Create(filepath.Join(a.dir, "thread.log")); err != nil {
+	f, err := os.Create(filepath.Join(a.dir, "thread.log"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	a.tlog = agent.NewLog(a.tfile)
+	a.tlog = &threadLog{file: f, Log: agent.NewLog(f)}
 	t.Cleanup(a.close)
 	return a
 }

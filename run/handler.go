@@ -124,9 +124,9 @@ func (h *turnHandler) Emit(it agent.Item) {
 	// line names it.
 	switch it.Type() {
 	case agent.ItemToolCall:
-		h.a.prog.callOpened(toolID(it), h.a.r.Setup.Secrets.String(it.Brief))
+		h.a.report.prog.callOpened(toolID(it), h.a.r.Setup.Secrets.String(it.Brief))
 	case agent.ItemToolResult:
-		h.a.prog.callClosed(toolID(it))
+		h.a.report.prog.callClosed(toolID(it))
 		h.a.confinementRefused(h.confined, it)
 	}
 }
@@ -145,12 +145,12 @@ func (h *turnHandler) Decide(c policy.Call) policy.Verdict {
 	h.mu.Lock()
 	h.inGate = true
 	h.mu.Unlock()
-	h.a.prog.deciding(true)
+	h.a.report.prog.deciding(true)
 	defer func() {
 		h.mu.Lock()
 		h.inGate = false
 		h.mu.Unlock()
-		h.a.prog.deciding(false)
+		h.a.report.prog.deciding(false)
 		h.touch()
 	}()
 	h.acknowledge()

@@ -59,7 +59,7 @@ func (a *activation) keepInbound() {
 // are kept, the thread stays active, and it is told once (until a turn
 // runs again) what to fix; the run ends AGENT_AUTH_FAILED (78).
 func (a *activation) authFailed(r agent.TurnResult) error {
-	res := a.launch
+	res := a.agentTurn.launch
 	fix := res.loginFix()
 	said := r.ErrorText
 	if said == "" {
@@ -105,9 +105,9 @@ func (a *activation) rateLimited(r agent.TurnResult) error {
 	if err != nil {
 		return err
 	}
-	a.sum.LimitedUntil = at
+	a.report.sum.LimitedUntil = at
 	msg := fmt.Sprintf("the agent's provider refused the turn for a rate or usage limit (%s); the turn's messages wait, and the first run after %s delivers them again", said, at)
-	a.emit(agent.StatusItem("rate_limited", "⏳ rate limited: "+msg, map[string]any{"limited_until": at, "agent": a.launch.Type}))
+	a.emit(agent.StatusItem("rate_limited", "⏳ rate limited: "+msg, map[string]any{"limited_until": at, "agent": a.agentTurn.launch.Type}))
 	return exit.Errorf(exit.CodeRateLimited, "%s", msg)
 }
 
@@ -115,7 +115,7 @@ func (a *activation) rateLimited(r agent.TurnResult) error {
 // nothing written.
 func (a *activation) stillLimited() error {
 	at := a.rec.t.Ledger.LimitedUntil
-	a.sum.LimitedUntil = at
+	a.report.sum.LimitedUntil = at
 	return exit.Errorf(exit.CodeRateLimited, "the agent's provider refused the last turn (%s) until %s; its messages wait, run the thread again after that", a.rec.t.Ledger.Limit, at)
 }
 

@@ -157,12 +157,12 @@ func (a *activation) packOf(in *artifactIntent) (*outbox.File, []outbox.File, er
 // in one write, as published under the archive's alias. The caller holds
 // a.rec.mu.
 func (a *activation) recordPacked(alias string, files []outbox.File) error {
-	pub, err := a.publishedArtifacts()
+	pub, err := a.rec.publishedArtifacts()
 	if err != nil {
 		return err
 	}
 	for _, f := range files {
 		pub[f.Path] = envelope.PublishedArtifact{SHA256: f.SHA256, Alias: alias}
 	}
-	return a.writePublished()
+	return a.rec.writePublished()
 }

@@ -44,7 +44,7 @@ func (a *activation) logRef() string {
 // and spending on a turn nobody can read. It reports whether a turn ran.
 func (a *activation) stopTurnFor(cause error) bool {
 	a.rec.mu.Lock()
-	stop := a.stopTurn
+	stop := a.agentTurn.stop
 	a.rec.mu.Unlock()
 	if stop != nil {
 		a.log.Warn("stopping the agent: its thread is gone")
@@ -56,9 +56,9 @@ func (a *activation) stopTurnFor(cause error) bool {
 // notePosted is the run's part of a confirmed post (poster.confirmed,
 // under rec.mu): the summary's count and the observer.
 func (a *activation) notePosted(e *emission, item blobhub.Item) {
-	a.sum.ItemsPosted++
-	if a.prog.watched() {
-		a.prog.posted(e.Target, shownItem(e, item))
+	a.report.sum.ItemsPosted++
+	if a.report.prog.watched() {
+		a.report.prog.posted(e.Target, shownItem(e, item))
 	}
 }
 
@@ -281,23 +281,4 @@ func questionAnswers(qs []policy.Question, parsed []policy.Answer) []map[string]
 		out = append(out, map[string]any{"question": q.Question, "answer": picked})
 	}
 	return out
-}
-
-// remakeWorker makes the session's worker object again, once per run,
-// after a post to it found it gone (deleted while the run worked), with
-// the same check of its owner as at the run's start. false when it was
-// made again already or could not be.
-func (a *activation) remakeWorker(ctx context.Context) bool {
-	if a.workerRemade {
-		return false
-	}
-	a.workerRemade = true
-	a.log.Warn("the worker object is gone from BlobHub (deleted?); making it again")
-	st, err := a.r.Setup.EnsureWorker(ctx, a.r.Client, a.userID)
-	if err != nil {
-		a.log.Error("could not make the worker object again; its items stay journaled", "error", err)
-		return false
-	}
-	a.instanceID = st.InstanceID
-	return true
 }

@@ -32,7 +32,7 @@ type threadPeek struct {
 // state tree's user (identity.yaml), "" when none is recorded. env stays
 // the peek's: a change to it counts in what it reads and decides after.
 func (r *Runner) peekThread(alias string, env *envelope.Envelope, userID string) (*threadPeek, error) {
-	a := &activation{r: r, alias: alias, dir: setup.ThreadDir(r.Setup.JobDir, alias), env: env, log: r.Logger.With("alias", alias), sum: &Summary{Alias: alias}, userID: userID}
+	a := &activation{r: r, alias: alias, dir: setup.ThreadDir(r.Setup.JobDir, alias), env: env, log: r.Logger.With("alias", alias), report: report{sum: &Summary{Alias: alias}}, self: self{userID: userID}}
 	if err := a.peek(); err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (p *threadPeek) readItems(ctx context.Context) (unread bool, err error) {
 	if err := p.a.readItems(ctx); err != nil {
 		return false, err
 	}
-	return p.a.unread, nil
+	return p.a.read.unread, nil
 }
 
 // decide is the row of the decision table a run would take now, on what

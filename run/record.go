@@ -16,21 +16,25 @@ import (
 
 // record is a thread's local state: thread.yaml and its emission journal
 // (docs/state.md), read together, saved in one order (the journal before
-// the record that names its emissions) and compacted together. It is the
-// only writer of both; the activation and its poster change t and j under
-// mu and ask the record to save.
+// the record that names its emissions) and compacted together, and
+// artifacts.yaml, the record of what was published. It is the only writer
+// of all three; the activation and its poster change t and j under mu and
+// ask the record to save.
 type record struct {
 	dir   string // the thread's folder in the state tree
 	alias string
 	log   *slog.Logger
 
-	// mu guards t and j: the adapter's reading goroutine emits while the
-	// watchdog and the signal handler look on. It also guards the
-	// activation's stopTurn, which the same goroutines reach.
+	// mu guards t, j and published: the adapter's reading goroutine emits
+	// while the watchdog and the signal handler look on. It also guards the
+	// activation's agentTurn.stop, which the same goroutines reach.
 	mu    sync.Mutex
 	t     *envelope.Thread
 	saved []byte // thread.yaml as last read or written, to skip idle writes
 	j     *journal
+	// published is artifacts.yaml once a run that publishes has read it
+	// (publishedArtifacts).
+	published map[string]envelope.PublishedArtifact
 }
 
 // newRecord is the record of alias in dir, not read yet (load, peek).
@@ -203,3 +207,57 @@ func (rec *record) saveLocked() error {
 	rec.saved = b
 	return nil
 }
+
+// publishedArtifacts is artifacts.yaml (envelope.Published), read once per
+// run and only by a run that publishes: the idle path never reads it. The
+// entries a thread.yaml of an earlier version holds count too; the first
+// write of artifacts.yaml takes them over (written before thread.yaml drops
+// them, so no kill loses one). The caller holds rec.mu.
+func (rec *record) publishedArtifacts() (map[string]envelope.PublishedArtifact, error) {
+	if rec.published != nil {
+		return rec.published, nil
+	}
+	p, err := envelope.LoadPublished(filepath.Join(rec.dir, publishedFile))
+	if err != nil {
+		return nil, exit.Errorf(exit.CodeStateTreeInvalid, "the published artifacts of %q cannot be read: %v", rec.alias, err)
+	}
+	for path, pa := range rec.t.Artifacts.Published {
+		if _, ok := p.Published[path]; !ok {
+			p.Published[path] = pa
+		}
+	}
+	rec.published = p.Published
+	return rec.published, nil
+}
+
+// recordPublished records one upload in artifacts.yaml, atomically, before
+// its announcement is journaled (a replay finds the announcement and knows
+// the record is done). The caller holds rec.mu.
+func (rec *record) recordPublished(path string, pa envelope.PublishedArtifact) error {
+	pub, err := rec.publishedArtifacts()
+	if err != nil {
+		return err
+	}
+	pub[path] = pa
+	return rec.writePublished()
+}
+
+// writePublished writes artifacts.yaml, then drops the entries an earlier
+// thread.yaml held, which it now holds too. The caller holds rec.mu.
+func (rec *record) writePublished() error {
+	b, err := yaml.Marshal(&envelope.Published{Published: rec.published})
+	if err != nil {
+		return err
+	}
+	if err := setup.WriteStateFile(filepath.Join(rec.dir, publishedFile), b); err != nil {
+		return err
+	}
+	if len(rec.t.Artifacts.Published) == 0 {
+		return nil
+	}
+	rec.t.Artifacts.Published = nil
+	return rec.saveLocked()
+}
+
+// publishedFile is artifacts.yaml in the thread's folder.
+const publishedFile = "artifacts.yaml"

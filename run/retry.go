@@ -56,7 +56,7 @@ func (a *activation) retryTransient(ctx context.Context, l *launch, gate policy.
 	turnRetries := a.r.Setup.Config.TurnRetries(l.adapter.Type)
 	for n := 1; err == nil && result.Outcome == agent.TurnFailed && result.Failure == agent.FailureTransient && n <= turnRetries; n++ {
 		delay := retryDelay(n)
-		if !a.turnDeadline.IsZero() && time.Until(a.turnDeadline) <= delay {
+		if !a.agentTurn.deadline.IsZero() && time.Until(a.agentTurn.deadline) <= delay {
 			a.logf("no resume after the transient API error: --max-duration ends the turn first")
 			break
 		}

@@ -95,7 +95,7 @@ type SummaryError struct {
 func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error) {
 	start := time.Now()
 	sum = &Summary{Alias: alias}
-	a := &activation{r: r, alias: alias, sum: sum, log: r.Logger.With("alias", alias), prog: &progress{obs: r.Observer}}
+	a := &activation{r: r, alias: alias, log: r.Logger.With("alias", alias), report: report{sum: sum, prog: &progress{obs: r.Observer}}}
 	ctx, stopSignals := a.watchSignals(ctx)
 	defer stopSignals()
 	defer func() { err = a.summarize(ctx, start, err) }()
@@ -123,7 +123,7 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 		return sum, err
 	}
 	defer lk.Unlock()
-	a.locked = true
+	a.locks.thread = true
 
 	if err := a.load(); err != nil {
 		return sum, err
@@ -159,19 +159,19 @@ func (r *Runner) Run(ctx context.Context, alias string) (sum *Summary, err error
 // the run ends at once and writes nothing, after it the agent is
 // interrupted politely and state is saved; a second skips the politeness.
 // The context it returns also ends with the run's first state fault
-// (a.abort); stop releases it all.
+// (a.faults.abort); stop releases it all.
 func (a *activation) watchSignals(ctx context.Context) (_ context.Context, stop func()) {
 	ctx, hurry, stopSignals := exit.WatchSignals(ctx, a.r.Signals)
-	a.hurry = hurry
-	ctx, a.abort = context.WithCancelCause(ctx)
+	a.agentTurn.hurry = hurry
+	ctx, a.faults.abort = context.WithCancelCause(ctx)
 	stopNote := context.AfterFunc(ctx, func() {
-		if s := exit.SignalOf(ctx); s != nil && a.locked {
+		if s := exit.SignalOf(ctx); s != nil && a.locks.thread {
 			a.log.Warn("signal received; stopping the agent and saving state", "signal", s.String())
 		}
 	})
 	return ctx, func() {
 		stopNote()
-		a.abort(nil)
+		a.faults.abort(nil)
 		stopSignals()
 	}
 }
@@ -181,26 +181,26 @@ func (a *activation) watchSignals(ctx context.Context) (_ context.Context, stop 
 // stopped the run, or the signal), and section.log's record. It returns
 // the run's error.
 func (a *activation) summarize(ctx context.Context, start time.Time, err error) error {
-	sum := a.sum
+	sum := a.report.sum
 	sum.DurationMS = time.Since(start).Milliseconds()
 	if a.rec != nil && a.rec.t != nil && sum.AgentSessionID == "" {
 		sum.AgentSessionID = a.rec.t.Agent.AgentSessionID
 	}
 	sig := exit.SignalOf(ctx)
-	if fault := a.faultErr(); fault != nil && sig == nil {
+	if fault := a.faults.err(); fault != nil && sig == nil {
 		err = fault // what stopped the run, whatever it was doing then
 	}
 	finish(sum, err, sig)
 	if sig != nil {
 		// What was cut short (a wait on BlobHub, the agent) is the
 		// signal's doing, not an error of its own.
-		ee := &exit.Error{Exit: sum.ExitCode, Code: exit.CodeInterrupted, Message: interruptedMessage(sig, a.locked)}
+		ee := &exit.Error{Exit: sum.ExitCode, Code: exit.CodeInterrupted, Message: interruptedMessage(sig, a.locks.thread)}
 		if sum.Error == nil {
 			sum.Error = &SummaryError{Code: ee.Code, Message: ee.Message}
 		}
 		err = ee
 	}
-	if sig == nil || a.locked {
+	if sig == nil || a.locks.thread {
 		a.writeSectionLog(sum)
 	}
 	return err
@@ -263,14 +263,14 @@ func (a *activation) lockThread(ctx context.Context) (*lock.Lock, error) {
 func (a *activation) decideAndAct(ctx context.Context) error {
 	d := Decide(a.facts())
 	a.log.Debug("decided", "row", d.Row.String(), "unfinished", d.Unfinished, "acts", d.Acts)
-	if a.tooLarge != nil && d.Acts && a.rec.t.Agent.State != envelope.StateFailed {
+	if a.read.tooLarge != nil && d.Acts && a.rec.t.Agent.State != envelope.StateFailed {
 		// Acting needs the envelope bhw-run refuses to read.
 		if err := a.attach(ctx); err != nil {
 			return err
 		}
 		err := a.failTooLarge(ctx)
-		if a.failedThisRun {
-			a.sum.Outcome = OutcomeFailed
+		if a.report.failed {
+			a.report.sum.Outcome = OutcomeFailed
 		}
 		return a.wrapUp(ctx, err)
 	}
@@ -343,11 +343,11 @@ func (a *activation) wrapUp(ctx context.Context, err error) error {
 // this run whatever the row.
 func (a *activation) act(ctx context.Context, d Decision) error {
 	outcome, err := a.row(ctx, d)
-	if a.failedThisRun {
+	if a.report.failed {
 		outcome = OutcomeFailed
 	}
 	if outcome != "" {
-		a.sum.Outcome = outcome
+		a.report.sum.Outcome = outcome
 	}
 	return err
 }
@@ -365,9 +365,9 @@ func (a *activation) row(ctx context.Context, d Decision) (string, error) {
 	case RowNoInstance, RowFinal, RowLocalDone:
 		switch {
 		case d.Row == RowFinal:
-			a.sum.ThreadState = a.env.State
+			a.report.sum.ThreadState = a.env.State
 		case d.Row == RowLocalDone && a.rec.t != nil:
-			a.sum.ThreadState = a.rec.t.Agent.State
+			a.report.sum.ThreadState = a.rec.t.Agent.State
 		}
 		return d.Outcome, nil
 	case RowNotHere:
@@ -448,7 +448,7 @@ func (a *activation) activate(ctx context.Context) (string, error) {
 	if err := a.setWireState(ctx, envelope.StatePending, envelope.StateActive); err != nil {
 		return "", err
 	}
-	if err := a.createOutbox(ctx); err != nil || a.failedThisRun {
+	if err := a.createOutbox(ctx); err != nil || a.report.failed {
 		return "", err
 	}
 	if !inbound {
@@ -534,7 +534,7 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 		"type": agent.ItemThreadFailed,
 		"thread": map[string]any{"alias": a.alias,
 			"error": map[string]any{"code": te.Code, "message": te.Message}},
-		"instance_id": a.instanceID,
+		"instance_id": a.self.instanceID,
 	}}
 	// The reason, on the thread itself, as blobhub-worker posts it: a
 	// status error {code, detail}, journaled with the rest so it is
@@ -556,11 +556,11 @@ func (a *activation) fail(ctx context.Context, te *agent.Error) error {
 	if err := a.rec.save(); err != nil {
 		return err
 	}
-	a.sum.Error = &SummaryError{Code: te.Code, Message: te.Message}
-	a.failedThisRun = true
+	a.report.sum.Error = &SummaryError{Code: te.Code, Message: te.Message}
+	a.report.failed = true
 	a.poster.post(ctx, resolved)
 	a.poster.post(ctx, reason)
-	if a.tooLarge == nil {
+	if a.read.tooLarge == nil {
 		if err := a.uploadFailed(ctx); err != nil {
 			return err
 		}
@@ -605,9 +605,9 @@ func (a *activation) finishUnfinished(ctx context.Context) error {
 		if err := a.uploadFailed(ctx); err != nil {
 			return err
 		}
-		a.failedThisRun = true
+		a.report.failed = true
 		if code, msg, ok := a.rec.t.Agent.Error.Get(); ok {
-			a.sum.Error = &SummaryError{Code: code, Message: msg}
+			a.report.sum.Error = &SummaryError{Code: code, Message: msg}
 		}
 	}
 	return nil

@@ -45,7 +45,7 @@ func (a *activation) answerPrompt() (turnPlan, error) {
 	if i >= 0 {
 		ans = t.Items.PendingInbound[i]
 	} else {
-		ans = *a.answer // past the bound of pending_inbound
+		ans = *a.read.answer // past the bound of pending_inbound
 	}
 	text := strings.TrimSpace(inboundText(ans))
 	brief, note, decision := "answered", "", ""
@@ -168,7 +168,7 @@ func (a *activation) turnWith(ctx context.Context, l *launch, plan turnPlan) (st
 	// finds the messages still pending and runs the turn again. One atomic
 	// write less per turn.
 
-	a.launch = l
+	a.agentTurn.launch = l
 	gate := a.r.gate(l.Permissions, l.Policy, l.WorkFolder, policyOutbox(a.env))
 	if l.Permissions == setup.PermGuarded {
 		a.emitPolicyApplied(gate, l.Policy)
@@ -206,10 +206,10 @@ func (a *activation) turnWith(ctx context.Context, l *launch, plan turnPlan) (st
 // the turn state, then post, then confirm. It returns the run's outcome.
 func (a *activation) endTurn(ctx context.Context, r agent.TurnResult, tally *toolTally, err error) (string, error) {
 	t := a.rec.t
-	a.sum.AgentSessionID = t.Agent.AgentSessionID
-	a.sum.Usage, a.sum.CostUSD = r.Usage, r.CostUSD
+	a.report.sum.AgentSessionID = t.Agent.AgentSessionID
+	a.report.sum.Usage, a.report.sum.CostUSD = r.Usage, r.CostUSD
 	tools := tally.counts()
-	a.sum.Tools = &tools
+	a.report.sum.Tools = &tools
 	outcome, turnEnd, err := a.judgeTurn(ctx, r, tally, err)
 	if turnEnd == "" {
 		return outcome, err
@@ -377,7 +377,7 @@ func (a *activation) judgeTurn(ctx context.Context, r agent.TurnResult, tally *t
 // turnFailed records a turn that did not complete: the summary's error and
 // a status item saying why.
 func (a *activation) turnFailed(code, token, msg string) {
-	a.sum.Error = &SummaryError{Code: code, Message: msg}
+	a.report.sum.Error = &SummaryError{Code: code, Message: msg}
 	a.emit(agent.StatusItem(token, msg, nil))
 }
 
