@@ -53,8 +53,8 @@ func TestConfinedCodexSandboxes(t *testing.T) {
 	}
 	env := append(codextest.Env(home), "TMPDIR="+temp)
 	// run runs `codex sandbox args -- sh -c script` in work, confined or
-	// not, and returns its exit error and output.
-	run := func(confined bool, script string, args ...string) (error, string) {
+	// not, and returns its output and exit error.
+	run := func(confined bool, script string, args ...string) (string, error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -70,15 +70,15 @@ func TestConfinedCodexSandboxes(t *testing.T) {
 			defer f.Close()
 		}
 		err := cmd.Run()
-		return err, out.String()
+		return out.String(), err
 	}
 
 	// The worker's sandbox, bubblewrap: nothing runs inside the confinement.
-	if err, out := run(true, "echo ran", "-c", `sandbox_mode="workspace-write"`); err == nil || strings.Contains(out, "ran") || !strings.Contains(out, "bwrap") {
+	if out, err := run(true, "echo ran", "-c", `sandbox_mode="workspace-write"`); err == nil || strings.Contains(out, "ran") || !strings.Contains(out, "bwrap") {
 		t.Errorf("workspace-write inside the confinement: %v, %q; want bubblewrap failing", err, out)
 	}
 	// Codex's legacy Landlock mode panics, confined or not.
-	if err, out := run(false, "echo ran", "-c", `sandbox_mode="workspace-write"`, "-c", "features.use_legacy_landlock=true"); err == nil || !strings.Contains(out, "requires bubblewrap") {
+	if out, err := run(false, "echo ran", "-c", `sandbox_mode="workspace-write"`, "-c", "features.use_legacy_landlock=true"); err == nil || !strings.Contains(out, "requires bubblewrap") {
 		t.Errorf("legacy Landlock: %v, %q; want its panic", err, out)
 	}
 
@@ -103,7 +103,7 @@ func TestConfinedCodexSandboxes(t *testing.T) {
 	}()
 	script := fmt.Sprintf("echo ran; echo '# probe' >> %s && echo home-written; bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d' && echo connected",
 		filepath.Join(home, "config.toml"), ln.Addr().(*net.TCPAddr).Port)
-	err, out := run(true, script, "-P", "netoff")
+	out, err := run(true, script, "-P", "netoff")
 	if !strings.Contains(out, "ran") || strings.Contains(out, "connected") || accepted.Load() != 0 {
 		t.Errorf("network-only profile inside the confinement: %v, %q (%d accepted); want it to run with no network", err, out, accepted.Load())
 	}
