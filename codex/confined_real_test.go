@@ -6,12 +6,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,24 +83,9 @@ func TestConfinedCodexSandboxes(t *testing.T) {
 	// The network-only profile runs inside the confinement and shuts the
 	// network, but its commands write the agent home unasked: Codex's
 	// config.toml there runs hooks and servers at its next start.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
+	port, accepted := countingListener(t)
 	script := fmt.Sprintf("echo ran; echo '# probe' >> %s && echo home-written; bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d' && echo connected",
-		filepath.Join(home, "config.toml"), ln.Addr().(*net.TCPAddr).Port)
+		filepath.Join(home, "config.toml"), port)
 	out, err := run(true, script, "-P", "netoff")
 	if !strings.Contains(out, "ran") || strings.Contains(out, "connected") || accepted.Load() != 0 {
 		t.Errorf("network-only profile inside the confinement: %v, %q (%d accepted); want it to run with no network", err, out, accepted.Load())

@@ -15,20 +15,17 @@ import (
 	"github.com/blobhub/bhw-run/policy"
 )
 
-// TestSandboxKeepsTheWorkersBounds: an unconfined approval thread runs
-// Codex in its workspace-write sandbox, which the machine owner's
-// config.toml could widen (network_access, writable_roots) where
-// blobhub-worker's ":workspace" profile ignores both. bhw-run pins them:
-// a sandboxed connect to a listener on 127.0.0.1 and a write to the
-// owner's extra root both fail, unasked, as under the worker, while a
-// write in the work folder runs.
-func TestSandboxKeepsTheWorkersBounds(t *testing.T) {
+// countingListener listens on 127.0.0.1 until the test ends and counts
+// the connections it accepts: a sandbox that shuts the network leaves it
+// at zero.
+func countingListener(t *testing.T) (port int, accepted *atomic.Int32) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	var accepted atomic.Int32
+	t.Cleanup(func() { ln.Close() })
+	accepted = new(atomic.Int32)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -39,7 +36,18 @@ func TestSandboxKeepsTheWorkersBounds(t *testing.T) {
 			c.Close()
 		}
 	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	return ln.Addr().(*net.TCPAddr).Port, accepted
+}
+
+// TestSandboxKeepsTheWorkersBounds: an unconfined approval thread runs
+// Codex in its workspace-write sandbox, which the machine owner's
+// config.toml could widen (network_access, writable_roots) where
+// blobhub-worker's ":workspace" profile ignores both. bhw-run pins them:
+// a sandboxed connect to a listener on 127.0.0.1 and a write to the
+// owner's extra root both fail, unasked, as under the worker, while a
+// write in the work folder runs.
+func TestSandboxKeepsTheWorkersBounds(t *testing.T) {
+	port, accepted := countingListener(t)
 	extra := t.TempDir()
 	r := newRig(t,
 		codextest.Run(fmt.Sprintf("bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d && echo connected'", port)),
