@@ -2,11 +2,8 @@ package run_test
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -25,22 +22,10 @@ var (
 // So how each works reads in its own file.
 func TestReadersUseTheirSeams(t *testing.T) {
 	fset := token.NewFileSet()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	allowed := map[string]bool{"checkConfine": true, "appendSectionLog": true}
 	internal := map[string]string{} // unexported Runner methods → their file
-	parsed := map[string]*ast.File{}
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		parsed[name] = f
+	parsed := parseRunFiles(t, fset)
+	for name, f := range parsed {
 		for _, d := range f.Decls {
 			fd, ok := d.(*ast.FuncDecl)
 			if !ok || fd.Recv == nil || ast.IsExported(fd.Name.Name) {
