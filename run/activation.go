@@ -626,7 +626,11 @@ func (r *Runner) appendSectionLog(rec map[string]any) {
 
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
 
-// logf writes one of run's own lines to thread.log.
+// logf writes one of run's own lines to thread.log; a peek (ls, which
+// opens no thread.log) writes none.
 func (a *activation) logf(format string, args ...any) {
+	if a.tlog == nil {
+		return
+	}
 	a.tlog.Printf(agent.StreamRun, format, args...)
 }
