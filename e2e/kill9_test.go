@@ -14,7 +14,6 @@ import (
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/claude/claudetest"
 	"github.com/blobhub/bhw-run/codex/codextest"
-	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/run"
 )
 
@@ -53,6 +52,16 @@ func kill9MidEscapingCommand(t *testing.T, e *e2eEnv, alias string) int {
 	return th.Agent.Process.Pgid
 }
 
+// resumeLeavesNothing runs alias again after kill9MidEscapingCommand
+// killed the run whose agent led group pgid: the turn completes with every
+// emission posted once, and nothing of the killed run is left.
+func resumeLeavesNothing(t *testing.T, e *e2eEnv, alias string, pgid int) {
+	t.Helper()
+	e.activate(alias, 0, run.OutcomeTurnCompleted)
+	wantOnceEach(t, e, alias)
+	noProcessesLeft(t, []int{pgid}, e.work)
+}
+
 // wantOnceEach fails when an emission was posted twice or the turn did not
 // end once, completed.
 func wantOnceEach(t *testing.T, e *e2eEnv, alias string) {
@@ -74,9 +83,7 @@ func TestE2EClaudeKill9LeavesNothing(t *testing.T) {
 	const alias = "projects/p1/claude-kill9"
 	e.handOff(alias, claudeType, "autonomous", "run the long command")
 	pgid := kill9MidEscapingCommand(t, e.e2eEnv, alias)
-	e.activate(alias, 0, run.OutcomeTurnCompleted)
-	wantOnceEach(t, e.e2eEnv, alias)
-	noProcessesLeft(t, []int{pgid}, e.work)
+	resumeLeavesNothing(t, e.e2eEnv, alias, pgid)
 }
 
 func TestE2ECodexKill9LeavesNothing(t *testing.T) {
@@ -87,9 +94,7 @@ func TestE2ECodexKill9LeavesNothing(t *testing.T) {
 	e.handOff(alias, codexType, "autonomous", "sleep a while")
 	pgid := kill9MidEscapingCommand(t, e.e2eEnv, alias)
 	e.model.Push(codextest.Say("picked up where I left off"))
-	e.activate(alias, 0, run.OutcomeTurnCompleted)
-	wantOnceEach(t, e.e2eEnv, alias)
-	noProcessesLeft(t, []int{pgid}, e.work)
+	resumeLeavesNothing(t, e.e2eEnv, alias, pgid)
 }
 
 // TestE2EAntigravityKill9LeavesNothing: agy runs its commands itself (the
@@ -97,15 +102,13 @@ func TestE2ECodexKill9LeavesNothing(t *testing.T) {
 // children, below the supervisor as the other agents' are.
 func TestE2EAntigravityKill9LeavesNothing(t *testing.T) {
 	e := newAgyE2E(t, agenttest.Script{Turns: [][]agenttest.Step{
-		{{Tool: &agenttest.Tool{Effect: policy.EffectExec, Target: policy.Target{Command: escapingCommand}}}, {Hang: true}},
+		{{Tool: agenttest.Exec(escapingCommand)}, {Hang: true}},
 		{{Text: "picked up where I left off"}},
 	}})
 	const alias = "projects/p1/agy-kill9"
 	e.handOff(alias, agyType, "autonomous", "run the long command")
 	pgid := kill9MidEscapingCommand(t, e.e2eEnv, alias)
-	e.activate(alias, 0, run.OutcomeTurnCompleted)
-	wantOnceEach(t, e.e2eEnv, alias)
-	noProcessesLeft(t, []int{pgid}, e.work)
+	resumeLeavesNothing(t, e.e2eEnv, alias, pgid)
 	e.wantHooksRestored()
 }
 
