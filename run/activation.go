@@ -144,12 +144,6 @@ func (a *activation) download(ctx context.Context) error {
 	return nil
 }
 
-// downloadEnvelope reads alias's envelope, refusing one larger than
-// envelope.MaxSize before it is read whole (blobhub.ErrTooLarge).
-func downloadEnvelope(ctx context.Context, c blobhub.Client, alias string) (blobhub.Object, error) {
-	return c.Download(blobhub.WithMaxValue(ctx, envelope.MaxSize), alias)
-}
-
 // DownloadJob reads a job thread's envelope for the person's commands and
 // explain: 66 when absent, 65 when not a job.
 func DownloadJob(ctx context.Context, c blobhub.Client, alias string) (blobhub.Object, *envelope.Envelope, error) {
@@ -199,25 +193,6 @@ func (a *activation) failTooLarge(ctx context.Context) error {
 
 // holds reports whether this state tree has a record of the thread.
 func (a *activation) holds() bool { return holdsThread(a.r.Setup.JobDir, a.alias) }
-
-// holdsThread reports whether the state tree has a thread.yaml for alias
-// (of any kind: a bad one is still this tree's record).
-func holdsThread(jobDir, alias string) bool {
-	_, err := os.Lstat(filepath.Join(setup.ThreadDir(jobDir, alias), "thread.yaml"))
-	return err == nil
-}
-
-// malformed is the exit of a download of a thread this state tree holds
-// whose value is not even a JSON object: the wire's fault (a proxy, a
-// truncated answer), not a reason to forget the thread.
-func malformed(alias string, err error) error {
-	e := exit.Errorf(exit.CodeUnavailable, "BlobHub answered the thread %q with a value that is not a JSON object (%v), yet this state tree holds the thread; taking it for a fault of the wire: the next run reads it again", alias, err)
-	e.Err = errMalformed
-	return e
-}
-
-// errMalformed is the cause of malformed's error.
-var errMalformed = errors.New("a garbled envelope of a thread this state tree holds")
 
 // threadRead is what this run's reads of the thread (download, readItems)
 // found that thread.yaml does not keep, for the run to decide and act on.

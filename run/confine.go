@@ -34,8 +34,8 @@ func (r *Runner) checkConfine(l *launch) error {
 	if !l.Confined {
 		return nil
 	}
-	if err := confine.Check(confine.Spec{Ports: r.Setup.Config.Confine.Ports}); err != nil {
-		return agent.Errorf(exit.CodeConfinementUnavailable, "the agent cannot be confined: %v; %s", err, confineFix)
+	if fix, err := confineCheck(r.Setup); err != nil {
+		return agent.Errorf(exit.CodeConfinementUnavailable, "the agent cannot be confined: %v; %s", err, fix)
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -381,8 +380,8 @@ func (d *doctor) confine() {
 		d.ok("confine", "off in %s: the agents run unconfined (docs/security.md)", s.ConfigPath)
 		return
 	}
-	if err := confine.Check(confine.Spec{Ports: s.Config.Confine.Ports}); err != nil {
-		d.fail("confine", exit.CodeConfinementUnavailable+": "+err.Error(), confineFix)
+	if fix, err := confineCheck(s); err != nil {
+		d.fail("confine", exit.CodeConfinementUnavailable+": "+err.Error(), fix)
 		return
 	}
 	net := "the network left alone"
@@ -472,15 +471,12 @@ func (d *doctor) login(l *launch) {
 // model is each local model of the agent's environment: it accepts a
 // connection, as a run's start will ask (localModels).
 func (d *doctor) model(ctx context.Context, l *launch) {
-	for _, m := range localModels(l.Agent.Env) {
+	for _, m := range modelChecks(ctx, l) {
 		name := "agent " + l.Type + " model"
-		dl := net.Dialer{Timeout: modelProbe}
-		c, err := dl.DialContext(ctx, "tcp", m.addr)
-		if err != nil {
-			d.fail(name, fmt.Sprintf("%s: %s (%s) cannot be reached: %s", exit.CodeModelUnreachable, m.URL, m.Var, dialSaid(err)), modelFix(&m))
+		if m.Err != nil {
+			d.fail(name, fmt.Sprintf("%s: %s (%s) cannot be reached: %s", exit.CodeModelUnreachable, m.URL, m.Var, m.Said), m.Fix)
 			continue
 		}
-		c.Close()
 		d.ok(name, "%s (%s) accepts connections", m.URL, m.Var)
 	}
 }

@@ -407,7 +407,7 @@ func (r *Runner) judge(ctx context.Context, alias string, env *envelope.Envelope
 	d := p.decide()
 	l.Row = d.Row.String()
 	if d.Held == HeldLimit {
-		l.wake = limitedUntil(t)
+		l.wake = p.wake()
 	}
 	// A read that stopped at its bound leaves items a run would read on.
 	l.Runnable = (d.Acts || unread) && d.Row != RowNotHere

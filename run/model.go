@@ -67,14 +67,21 @@ func loopbackHost(h string) bool {
 // connection, with the dial's error; nil when all do (or there is none).
 func unreachableModel(ctx context.Context, env []string) (*localModel, error) {
 	for _, m := range localModels(env) {
-		d := net.Dialer{Timeout: modelProbe}
-		c, err := d.DialContext(ctx, "tcp", m.addr)
-		if err != nil {
+		if err := m.dial(ctx); err != nil {
 			return &m, err
 		}
-		c.Close()
 	}
 	return nil, nil
+}
+
+// dial connects to m once, within modelProbe, and hangs up.
+func (m *localModel) dial(ctx context.Context) error {
+	d := net.Dialer{Timeout: modelProbe}
+	c, err := d.DialContext(ctx, "tcp", m.addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }
 
 // modelReachable is the run's check, before a run that will start the
