@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,9 +36,26 @@ func newTmux(t *testing.T, env []string) *tmuxTerm {
 	t.Helper()
 	tm := &tmuxTerm{t: t, bin: sysdeps.Path(t, "tmux"), sock: filepath.Join(t.TempDir(), "tmux.sock")}
 	shell := append([]string{"env", "-i"}, env...)
-	shell = append(shell, "TERM=screen", "PS1=$ ", "bash", "--norc", "--noprofile", "-i")
+	// HISTFILE empty: bash saves no history into the test's HOME when
+	// the server hangs up on it, which would race the removal of the
+	// test's folders.
+	shell = append(shell, "TERM=screen", "PS1=$ ", "HISTFILE=", "bash", "--norc", "--noprofile", "-i")
 	tm.cmd(append([]string{"-f", "/dev/null", "new-session", "-d", "-s", "bhw", "-x", "160", "-y", "50"}, shell...)...)
-	t.Cleanup(func() { _ = exec.Command(tm.bin, "-S", tm.sock, "kill-server").Run() })
+	pid, err := strconv.Atoi(strings.TrimSpace(tm.cmd("display-message", "-p", "-t", "bhw", "#{pane_pid}")))
+	if err != nil {
+		t.Fatalf("tmux's shell has no pid: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command(tm.bin, "-S", tm.sock, "kill-server").Run()
+		// kill-server returns before the shell has gone: wait for it, so
+		// nothing of the window's outlives the test.
+		for deadline := time.Now().Add(30 * time.Second); alive(pid); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Errorf("tmux's shell (pid %d) still runs 30s after the server was killed", pid)
+				return
+			}
+		}
+	})
 	tm.waitFor("the shell's prompt", func(s string) bool { return strings.Contains(s, "$ ") })
 	return tm
 }
@@ -235,4 +253,10 @@ func lineWith(s, sub string) string {
 		}
 	}
 	return ""
+}
+
+// alive says pid is a process that has not ended (a zombie has).
+func alive(pid int) bool {
+	pi, ok := readProc(pid)
+	return ok && pi.state != 'Z'
 }
