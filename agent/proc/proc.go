@@ -53,6 +53,10 @@ const (
 	// interrupt itself, or a line it waits behind, that the agent does not
 	// take within it is abandoned and the process stopped.
 	DefaultInterruptWrite = 2 * time.Second
+	// ExitDrain is how long a turn still reads stdout once Done is closed:
+	// lines already in the pipe still count, and a grandchild may hold the
+	// pipe open, so the turn ends after this short drain.
+	ExitDrain = 500 * time.Millisecond
 	// maxQueued bounds the bytes of lines waiting for the writer; a single
 	// line is always taken. More than this unread is an agent that stopped
 	// reading (one flooding requests without reading their answers).
