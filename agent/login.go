@@ -33,3 +33,13 @@ func LoginFile(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Size() > 0
 }
+
+// HomeCommand is the command line a person runs for an agent whose home
+// (its config folder) is home: command itself, or prefixed by variable=home
+// when bhw-run gives the agent a home of its own.
+func HomeCommand(variable, home, command string) string {
+	if home == "" {
+		return command
+	}
+	return variable + "=" + home + " " + command
+}

@@ -386,10 +386,7 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 			s.Proc.Logf("no result %v after the interrupt", s.TurnGrace)
 			return finish(agent.TurnResult{Outcome: agent.TurnInterrupted})
 		case <-exited:
-			exited = nil
-			timer := time.NewTimer(500 * time.Millisecond)
-			defer timer.Stop()
-			drain = timer.C
+			exited, drain = nil, time.After(proc.ExitDrain)
 		case <-drain:
 			return ended()
 		}

@@ -8,6 +8,7 @@
 package blobhub
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -164,25 +165,19 @@ type Page struct {
 	Date time.Time
 }
 
+// positiveOr is v, or d where v is zero or negative: a Config field left
+// unset takes its default.
+func positiveOr[T ~int | ~int64](v, d T) T { return cmp.Or(max(v, 0), d) }
+
 // New picks the HTTP client or the local store by the URL's scheme.
 // http:// is accepted only for loopback hosts, so a key never crosses a
 // network in clear text.
 func New(cfg Config) (Client, error) {
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.RetryBudget <= 0 {
-		cfg.RetryBudget = DefaultRetryBudget
-	}
-	if cfg.RetryWaitMin <= 0 {
-		cfg.RetryWaitMin = DefaultRetryWaitMin
-	}
-	if cfg.RetryWaitMax <= 0 {
-		cfg.RetryWaitMax = DefaultRetryWaitMax
-	}
-	if cfg.PageSize <= 0 {
-		cfg.PageSize = DefaultPageSize
-	}
+	cfg.Timeout = positiveOr(cfg.Timeout, DefaultTimeout)
+	cfg.RetryBudget = positiveOr(cfg.RetryBudget, DefaultRetryBudget)
+	cfg.RetryWaitMin = positiveOr(cfg.RetryWaitMin, DefaultRetryWaitMin)
+	cfg.RetryWaitMax = positiveOr(cfg.RetryWaitMax, DefaultRetryWaitMax)
+	cfg.PageSize = positiveOr(cfg.PageSize, DefaultPageSize)
 	if cfg.RetryWaitMax < cfg.RetryWaitMin {
 		cfg.RetryWaitMax = cfg.RetryWaitMin
 	}

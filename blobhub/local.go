@@ -752,67 +752,57 @@ var bisectSpan int64 = 16 << 10
 // caller can read the whole file instead. Disorder in lines it never reads
 // goes unseen: only a hand edit can put it there.
 func listSorted[T any](f io.ReaderAt, size int64, ascending bool, b itemBounds, n int, decode lineDecoder[T]) ([]T, error) {
-	var err error
-	page := []T{}
 	at := func(line []byte) (time.Time, bool) { _, t, ok := decode(line); return t, ok }
+	// The read goes one way from where the page starts. An item that goes
+	// back against that way is out of order; one past the page's far bound
+	// ends the page, and so would every later one.
+	var sp span
+	var err error
+	var prev time.Time
+	var hasPrev bool
+	outOfOrder := func(t time.Time) bool { return t.Before(prev) }
+	past := func(t time.Time) bool { return b.hasBefore && !t.Before(b.before) }
 	if ascending {
-		sp := span{hi: size}
+		sp = span{hi: size}
 		if b.hasSince {
-			if sp, err = bisect(f, size, at, func(t time.Time) bool { return t.After(b.since) }); err != nil {
-				return nil, err
-			}
+			sp, err = bisect(f, size, at, func(t time.Time) bool { return t.After(b.since) })
 		}
-		// Read on to the end of the file as it is now, not as it was at Stat.
-		r := bufio.NewReaderSize(io.NewSectionReader(f, sp.lo, math.MaxInt64-sp.lo), 64<<10)
-		prev, hasPrev := sp.loT, sp.hasLoT
-		for {
-			line, rerr := r.ReadBytes('\n')
-			if it, t, ok := decode(line); ok {
-				if hasPrev && t.Before(prev) {
-					return nil, errUnsorted
-				}
-				prev, hasPrev = t, true
-				if b.hasBefore && !t.Before(b.before) {
-					return page, nil // and so is every later item
-				}
-				if b.admits(t) {
-					if page = append(page, it); len(page) == n {
-						return page, nil
-					}
-				}
-			}
-			if rerr == io.EOF {
-				return page, nil
-			}
-			if rerr != nil {
-				return nil, rerr
-			}
+		prev, hasPrev = sp.loT, sp.hasLoT
+	} else {
+		outOfOrder = func(t time.Time) bool { return prev.Before(t) }
+		past = func(t time.Time) bool { return b.hasSince && !t.After(b.since) }
+		sp = span{lo: 0, hi: size}
+		if b.hasBefore {
+			sp, err = bisect(f, size, at, func(t time.Time) bool { return !t.Before(b.before) })
 		}
+		prev, hasPrev = sp.hiT, sp.hasHiT
 	}
-	sp := span{lo: 0, hi: size}
-	if b.hasBefore {
-		if sp, err = bisect(f, size, at, func(t time.Time) bool { return !t.Before(b.before) }); err != nil {
-			return nil, err
-		}
+	if err != nil {
+		return nil, err
 	}
-	prev, hasPrev := sp.hiT, sp.hasHiT
-	err = linesBackward(f, sp.hi, func(line []byte) (bool, error) {
+	page := []T{}
+	take := func(line []byte) (bool, error) {
 		it, t, ok := decode(line)
 		if !ok {
 			return true, nil
 		}
-		if hasPrev && prev.Before(t) {
+		if hasPrev && outOfOrder(t) {
 			return false, errUnsorted
 		}
 		prev, hasPrev = t, true
-		if b.hasSince && !t.After(b.since) {
-			return false, nil // and so is every earlier item
+		if past(t) {
+			return false, nil
 		}
 		if b.admits(t) {
 			page = append(page, it)
 		}
 		return len(page) < n, nil
-	})
+	}
+	if ascending {
+		err = linesForward(f, sp.lo, take)
+	} else {
+		err = linesBackward(f, sp.hi, take)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -907,6 +897,26 @@ func probe(f io.ReaderAt, off int64, atStart bool, hi int64, at func([]byte) (ti
 		}
 	}
 	return p, nil
+}
+
+// linesForward calls fn with the lines of f from start, first first, each
+// with its newline (the last one may have none, or be empty), until fn
+// returns false or an error. It reads on to the end of the file as it is
+// now, not as it was at Stat.
+func linesForward(f io.ReaderAt, start int64, fn func(line []byte) (bool, error)) error {
+	r := bufio.NewReaderSize(io.NewSectionReader(f, start, math.MaxInt64-start), 64<<10)
+	for {
+		line, rerr := r.ReadBytes('\n')
+		if more, err := fn(line); err != nil || !more {
+			return err
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
 }
 
 // linesBackward calls fn with the lines of f[0:end), last first, without

@@ -29,11 +29,7 @@ var Adapter = agent.Adapter{
 
 // login says how a person logs Claude Code in for the config dir home.
 func login(home string) string {
-	cmd := "claude"
-	if home != "" {
-		cmd = "CLAUDE_CONFIG_DIR=" + home + " claude"
-	}
-	return "log Claude Code in as the user bhw-run runs as: run `" + cmd + "` and type /login, " +
+	return "log Claude Code in as the user bhw-run runs as: run `" + agent.HomeCommand("CLAUDE_CONFIG_DIR", home, "claude") + "` and type /login, " +
 		"or set ANTHROPIC_API_KEY under agents.claude_code.env in config.yaml"
 }
 

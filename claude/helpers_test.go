@@ -2,9 +2,7 @@ package claude_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -20,13 +18,8 @@ func TestMain(m *testing.M) {
 	hermetic.Main(m.Run)
 }
 
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
+// newUUID is a new session id, as run picks one.
+func newUUID() string { return agent.NewSessionID() }
 
 // syncBuf is a thread.log in memory.
 type syncBuf = agenttest.LogBuffer

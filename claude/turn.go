@@ -122,12 +122,7 @@ func (s *Session) Turn(ctx context.Context, message string, h agent.Handler) (ag
 			s.logf("no result %v after the interrupt", s.TurnGrace)
 			return agent.TurnResult{Outcome: agent.TurnInterrupted}, ctx.Err()
 		case <-exited:
-			// Lines already in the pipe still count; a grandchild may hold the
-			// pipe open, so stop after a short drain.
-			exited = nil
-			t := time.NewTimer(500 * time.Millisecond)
-			defer t.Stop()
-			drain = t.C
+			exited, drain = nil, time.After(proc.ExitDrain)
 		case <-drain:
 			return s.endWithoutResult(ctx, st)
 		}

@@ -98,32 +98,26 @@ func (cl *cliState) threadCommand() *cli.Command {
 					})
 				},
 			},
-			{
-				Name: "stop", Usage: "stop the thread (instance.state = completed)", ArgsUsage: "<alias>",
-				Flags: []cli.Flag{asFlag},
-				Action: func(c *cli.Context) error {
-					return cl.person(c, 1, func(ctx context.Context, s *setup.Setup, bh blobhub.Client, alias string) error {
-						from, err := threadSetState(ctx, s, bh, alias, "completed")
-						if err != nil {
-							return err
-						}
-						return cl.result(fmt.Sprintf("thread %s: %s → completed; the next run stops it", redact.Shown(alias), redact.Shown(orNone(from))), stateResult{Alias: alias, From: from, State: "completed"})
-					})
-				},
-			},
-			{
-				Name: "retry", Usage: "failed → pending (also: an active thread with no local state)", ArgsUsage: "<alias>",
-				Flags: []cli.Flag{asFlag},
-				Action: func(c *cli.Context) error {
-					return cl.person(c, 1, func(ctx context.Context, s *setup.Setup, bh blobhub.Client, alias string) error {
-						from, err := threadSetState(ctx, s, bh, alias, "pending")
-						if err != nil {
-							return err
-						}
-						return cl.result(fmt.Sprintf("thread %s: %s → pending; the next run activates it", redact.Shown(alias), redact.Shown(orNone(from))), stateResult{Alias: alias, From: from, State: "pending"})
-					})
-				},
-			},
+			cl.stateCommand(asFlag, "stop", "stop the thread (instance.state = completed)", "completed", "stops it"),
+			cl.stateCommand(asFlag, "retry", "failed → pending (also: an active thread with no local state)", "pending", "activates it"),
+		},
+	}
+}
+
+// stateCommand is thread stop or retry: the person's write of the thread's
+// instance.state to state; next says what the next run does with it.
+func (cl *cliState) stateCommand(asFlag cli.Flag, name, usage, state, next string) *cli.Command {
+	return &cli.Command{
+		Name: name, Usage: usage, ArgsUsage: "<alias>",
+		Flags: []cli.Flag{asFlag},
+		Action: func(c *cli.Context) error {
+			return cl.person(c, 1, func(ctx context.Context, s *setup.Setup, bh blobhub.Client, alias string) error {
+				from, err := threadSetState(ctx, s, bh, alias, state)
+				if err != nil {
+					return err
+				}
+				return cl.result(fmt.Sprintf("thread %s: %s → %s; the next run %s", redact.Shown(alias), redact.Shown(orNone(from)), state, next), stateResult{Alias: alias, From: from, State: state})
+			})
 		},
 	}
 }

@@ -37,11 +37,7 @@ var Adapter = agent.Adapter{
 
 // login says how a person logs Codex in for the home home.
 func login(home string) string {
-	cmd := "codex login"
-	if home != "" {
-		cmd = "CODEX_HOME=" + home + " codex login"
-	}
-	return "log Codex in as the user bhw-run runs as: run `" + cmd + "`, " +
+	return "log Codex in as the user bhw-run runs as: run `" + agent.HomeCommand("CODEX_HOME", home, "codex login") + "`, " +
 		"or set the provider's key (OPENAI_API_KEY, or the env_key its model_providers entry names) under agents.codex.env in config.yaml"
 }
 

@@ -18,18 +18,14 @@ func (t *turn) approve(m jsonrpc.Message) {
 	var call policy.Call
 	isFile := m.Method == methodFileChangeApproval
 	if isFile {
-		var p fileChangeApprovalParams
-		if err := json.Unmarshal(m.Params, &p); err != nil {
-			t.s.logger.Warn("codex: undecodable file change approval declined", "error", err)
-			t.s.respond(m.ID, map[string]any{"decision": "decline"})
+		p, ok := approvalParams[fileChangeApprovalParams](t, m, "file change")
+		if !ok {
 			return
 		}
 		call = t.fileChangeCall(p)
 	} else {
-		var p commandApprovalParams
-		if err := json.Unmarshal(m.Params, &p); err != nil {
-			t.s.logger.Warn("codex: undecodable command approval declined", "error", err)
-			t.s.respond(m.ID, map[string]any{"decision": "decline"})
+		p, ok := approvalParams[commandApprovalParams](t, m, "command")
+		if !ok {
 			return
 		}
 		call = t.commandCall(p)
@@ -53,6 +49,17 @@ func (t *turn) approve(m jsonrpc.Message) {
 		// field for it): the model reads "rejected by user".
 		t.s.respond(m.ID, map[string]any{"decision": "decline"})
 	}
+}
+
+// approvalParams decodes the params of an approval request for what (a
+// file change, a command); one it cannot read is declined, and ok is false.
+func approvalParams[P any](t *turn, m jsonrpc.Message, what string) (p P, ok bool) {
+	if err := json.Unmarshal(m.Params, &p); err != nil {
+		t.s.logger.Warn("codex: undecodable "+what+" approval declined", "error", err)
+		t.s.respond(m.ID, map[string]any{"decision": "decline"})
+		return p, false
+	}
+	return p, true
 }
 
 // cancel answers cancel and closes the call at once with result: a

@@ -235,7 +235,7 @@ func Parse(raw []byte) (*Envelope, error) {
 		}
 		e.parseBudget(ag["budget"])
 	}
-	if v, ok := md["policy"]; ok && !emptyValue(v) {
+	if v, ok := md["policy"]; ok && !EmptyValue(v) {
 		// An empty policy block is no policy, as the worker reads it: a
 		// guarded thread then fails POLICY_MISSING.
 		b, _ := json.Marshal(v)
@@ -467,9 +467,11 @@ func NewThread(workFolder, agentType, permissions, name string) json.RawMessage 
 	return b
 }
 
-// emptyValue reports whether a decoded JSON value is one Python reads as
-// false: null, "", 0, false, an empty list or mapping.
-func emptyValue(v any) bool {
+// EmptyValue reports whether a decoded JSON value is one Python reads as
+// false: null, "", 0, false, an empty list or mapping. It is how
+// blobhub-worker reads an envelope's policy, and which fields of an item
+// too large to post it leaves alone.
+func EmptyValue(v any) bool {
 	switch x := v.(type) {
 	case nil:
 		return true

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"slices"
 )
 
@@ -46,30 +47,14 @@ func Canonical(raw []byte) ([]byte, error) {
 func writeCanonical(buf *bytes.Buffer, v any) {
 	switch x := v.(type) {
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		buf.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeString(buf, k)
+		keys := slices.Sorted(maps.Keys(x))
+		writeList(buf, '{', '}', len(keys), func(i int) {
+			writeString(buf, keys[i])
 			buf.WriteByte(':')
-			writeCanonical(buf, x[k])
-		}
-		buf.WriteByte('}')
+			writeCanonical(buf, x[keys[i]])
+		})
 	case []any:
-		buf.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeCanonical(buf, e)
-		}
-		buf.WriteByte(']')
+		writeList(buf, '[', ']', len(x), func(i int) { writeCanonical(buf, x[i]) })
 	case string:
 		writeString(buf, x)
 	case json.Number:
@@ -83,6 +68,19 @@ func writeCanonical(buf *bytes.Buffer, v any) {
 	default: // nil
 		buf.WriteString("null")
 	}
+}
+
+// writeList writes n elements, each by elem, comma-separated between open
+// and end: an object's members or an array's values.
+func writeList(buf *bytes.Buffer, open, end byte, n int, elem func(i int)) {
+	buf.WriteByte(open)
+	for i := range n {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		elem(i)
+	}
+	buf.WriteByte(end)
 }
 
 func writeString(buf *bytes.Buffer, s string) {

@@ -390,16 +390,19 @@ const maxLinks = 40
 // it creates its target there. ok is false when the path cannot be resolved:
 // relative with no base, a symlink loop, an unreadable folder.
 func resolvePath(p, base string) (string, bool) {
-	if p == "" {
+	if unanchored(p, base) {
 		return "", false
 	}
 	if !filepath.IsAbs(p) {
-		if base == "" || !filepath.IsAbs(base) {
-			return "", false
-		}
 		p = filepath.Join(base, p)
 	}
 	return resolveAbs(filepath.Clean(p), 0)
+}
+
+// unanchored reports a path that cannot be resolved: empty, or relative
+// with no absolute base to resolve it against.
+func unanchored(p, base string) bool {
+	return p == "" || !filepath.IsAbs(p) && !filepath.IsAbs(base)
 }
 
 func resolveAbs(p string, hops int) (string, bool) {
@@ -454,13 +457,10 @@ func resolveAbs(p string, hops int) (string, bool) {
 // taken as written. ok is false for a relative path with no base, a loop or
 // an unreadable folder.
 func resolveWalk(p, base string) (string, bool) {
-	if p == "" {
+	if unanchored(p, base) {
 		return "", false
 	}
 	if !filepath.IsAbs(p) {
-		if base == "" || !filepath.IsAbs(base) {
-			return "", false
-		}
 		p = base + string(filepath.Separator) + p // not Join: it cleans ".." away
 	}
 	todo := strings.Split(p, string(filepath.Separator))

@@ -106,7 +106,7 @@ func (a *activation) startAgent(ctx context.Context, l *launch) (sess agent.Sess
 	resume := t.Agent.AgentSessionID != ""
 	sessionID := t.Agent.AgentSessionID
 	if !resume && l.adapter.HostSessionID {
-		sessionID = newUUID()
+		sessionID = agent.NewSessionID()
 	}
 	if a.r.OwnProcess {
 		if err := proc.BecomeSubreaper(); err != nil {

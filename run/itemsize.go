@@ -7,6 +7,7 @@ import (
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/blobhub"
+	"github.com/blobhub/bhw-run/envelope"
 )
 
 // ItemBudget is the most an item's {content, metadata} may measure
@@ -71,7 +72,7 @@ func fitItem(it agent.Item, budget int, localLog string) agent.Item {
 			break
 		}
 		v, ok := f.m[f.key]
-		if !ok || empty(v) {
+		if !ok || envelope.EmptyValue(v) { // blobhub-worker excerpts no empty value
 			continue
 		}
 		s, isString := v.(string)
@@ -102,26 +103,6 @@ func fitItem(it agent.Item, budget int, localLog string) agent.Item {
 		}
 	}
 	return agent.Item{Brief: root["brief"].(string), Meta: meta, Files: it.Files}
-}
-
-// empty is a value blobhub-worker does not excerpt: absent, "", an empty
-// list or map, false or zero.
-func empty(v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return true
-	case string:
-		return x == ""
-	case []any:
-		return len(x) == 0
-	case map[string]any:
-		return len(x) == 0
-	case bool:
-		return !x
-	case float64:
-		return x == 0
-	}
-	return false
 }
 
 // excerpt is s as blobhub-worker excerpts it: its first excerptHead and

@@ -18,6 +18,7 @@ package proc
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,10 @@ const (
 	// interrupt itself, or a line it waits behind, that the agent does not
 	// take within it is abandoned and the process stopped.
 	DefaultInterruptWrite = 2 * time.Second
+	// ExitDrain is how long a turn still reads stdout once Done is closed:
+	// lines already in the pipe still count, and a grandchild may hold the
+	// pipe open, so the turn ends after this short drain.
+	ExitDrain = 500 * time.Millisecond
 	// maxQueued bounds the bytes of lines waiting for the writer; a single
 	// line is always taken. More than this unread is an agent that stopped
 	// reading (one flooding requests without reading their answers).
@@ -139,6 +144,10 @@ type Process struct {
 	closeErr  error
 }
 
+// positiveOr is v, or d where v is zero or negative: a Config field left
+// unset takes its default.
+func positiveOr[T ~int | ~int64](v, d T) T { return cmp.Or(max(v, 0), d) }
+
 // Start spawns the process in its own group. Its context is not the
 // caller's: a cancelled activation must first stop the agent politely, so
 // only Close signals it.
@@ -147,26 +156,12 @@ func Start(c Config) (*Process, error) {
 		return nil, errors.New("no executable given")
 	}
 	p := &Process{
-		StdinGrace: c.StdinGrace, KillGrace: c.KillGrace,
-		log: c.Log, maxLine: c.MaxLine, writeTimeout: c.WriteTimeout, interruptWrite: c.InterruptWrite,
+		StdinGrace: positiveOr(c.StdinGrace, DefaultStdinGrace), KillGrace: positiveOr(c.KillGrace, DefaultKillGrace),
+		log: c.Log, maxLine: positiveOr(c.MaxLine, DefaultMaxLine),
+		writeTimeout: positiveOr(c.WriteTimeout, DefaultWriteTimeout), interruptWrite: positiveOr(c.InterruptWrite, DefaultInterruptWrite),
 		wake: make(chan struct{}, 1), shut: make(chan struct{}),
 		lines: make(chan Line), quit: make(chan struct{}),
 		readDone: make(chan struct{}), errDone: make(chan struct{}), done: make(chan struct{}),
-	}
-	if p.StdinGrace <= 0 {
-		p.StdinGrace = DefaultStdinGrace
-	}
-	if p.KillGrace <= 0 {
-		p.KillGrace = DefaultKillGrace
-	}
-	if p.maxLine <= 0 {
-		p.maxLine = DefaultMaxLine
-	}
-	if p.writeTimeout <= 0 {
-		p.writeTimeout = DefaultWriteTimeout
-	}
-	if p.interruptWrite <= 0 {
-		p.interruptWrite = DefaultInterruptWrite
 	}
 	// Our own pipes, not cmd.StdoutPipe: Wait then never closes our read
 	// ends under the readers, and the leader can be waited for while a
