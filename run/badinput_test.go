@@ -645,9 +645,7 @@ func TestAgentNotInstalled(t *testing.T) {
 func TestThreadLocked(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "locked/t"
-	h.handOff(alias, "approval", "start")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+	h.firstTurn(alias, "start", agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 	h.srv.PersonPost(alias, "more")
 
 	dir := setup.ThreadDir(h.setup().JobDir, alias)
@@ -683,9 +681,7 @@ func TestIdleRequests(t *testing.T) {
 	for _, local := range []bool{false} {
 		h := newHarness(t, local)
 		const alias = "idle/t"
-		h.handOff(alias, "approval", "start")
-		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-		want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+		h.firstTurn(alias, "start", agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 
 		// Every slot taken: an idle run does not care.
 		var slots []*lock.Slot

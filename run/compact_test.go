@@ -54,7 +54,6 @@ func (h *harness) idsOnce(aliases ...string) {
 	}
 }
 
-// talk has a person post and the test agent answer with one text: one
 // stat is path's file info, failing the test when there is none.
 func (h *harness) stat(path string) os.FileInfo {
 	h.t.Helper()
@@ -73,6 +72,7 @@ func (h *harness) rewritten(path string, before os.FileInfo) bool {
 	return !os.SameFile(before, st) || st.ModTime() != before.ModTime()
 }
 
+// talk has a person post and the test agent answer with one text: one
 // completed turn.
 func (h *harness) talk(alias string, n int) {
 	h.t.Helper()
@@ -89,9 +89,7 @@ func (h *harness) talk(alias string, n int) {
 func TestIdleRunLeavesThreadYAML(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "idle/yaml"
-	h.handOff(alias, "approval", "start")
-	h.play(oneTurn())
-	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+	h.firstTurn(alias, "start", oneTurn())
 	path := filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.yaml")
 	before := h.stat(path)
 	want(t, h.run(alias), OutcomeIdle, exit.OK)
@@ -124,9 +122,7 @@ func TestIdleRunLeavesThreadYAML(t *testing.T) {
 func TestJournalCompactedAfterEachRun(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "compact/t"
-	h.handOff(alias, "approval", "start")
-	h.play(oneTurn())
-	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+	h.firstTurn(alias, "start", oneTurn())
 	if n := h.journalRecords(alias); n != 2 {
 		t.Fatalf("the journal holds %d records after a completed turn, want 2 (the counter)", n)
 	}
@@ -175,9 +171,7 @@ func TestJournalCompactedOnceItHasGrown(t *testing.T) {
 	compactAtBytes = compactThreshold
 	h := newHarness(t, false)
 	const alias = "grown/t"
-	h.handOff(alias, "approval", "start")
-	h.play(oneTurn())
-	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+	h.firstTurn(alias, "start", oneTurn())
 	first, err := os.Stat(h.journalPath(alias))
 	if err != nil {
 		t.Fatal(err)
@@ -221,9 +215,7 @@ func TestJournalCompactedOnceItHasGrown(t *testing.T) {
 func TestCompactedManyTimesReconciles(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "compactmany/t"
-	h.handOff(alias, "approval", "start")
-	h.play(oneTurn())
-	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+	h.firstTurn(alias, "start", oneTurn())
 	turn := 0
 	turns := func(n int) {
 		for range n {

@@ -89,9 +89,7 @@ func TestDocsSectionYAML(t *testing.T) {
 		t.Fatal(err)
 	}
 	const alias = "docs/section"
-	h.handOff(alias, "approval", "hello")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, 0)
+	h.firstTurn(alias, "hello", agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 
 	m := readYAML(t, path)
 	if got := dig(m, "events", "last_processed_at"); got != "2026-05-27T12:40:00Z" {
@@ -276,9 +274,7 @@ func TestDocsConfigYAML(t *testing.T) {
 		r.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	const alias = "docs/config"
-	h.handOff(alias, "approval", "hello")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, 0)
+	h.firstTurn(alias, "hello", agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 	if !strings.Contains(logs.String(), `"level":"DEBUG","msg":"config.yaml block read and ignored`) || !strings.Contains(logs.String(), `"block":"polling"`) {
 		t.Fatalf("no debug record of the ignored block:\n%s", logs.String())
 	}
@@ -477,9 +473,7 @@ func TestLocalTimestamps(t *testing.T) {
 func TestDocsWorkerObject(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "docs/worker"
-	h.handOff(alias, "approval", "hello")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, 0)
+	h.firstTurn(alias, "hello", agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 	w, ok := h.srv.Get("worker")
 	if !ok {
 		t.Fatal("no worker object")
