@@ -298,8 +298,7 @@ func TestCompactedManyTimesReconciles(t *testing.T) {
 func TestCompactedPromptRestored(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "compactprompt/t"
-	h.handOff(alias, "approval", "write x")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "let me write"}, {Call: writeCall(h)}}}})
+	write := h.handOffWrite(alias, "write x", agenttest.Step{Text: "let me write"})
 	want(t, h.run(alias), OutcomeParked, exit.OK)
 	if n := h.journalRecords(alias); n > 3 {
 		t.Fatalf("the parked thread's journal holds %d records, want the counter and the prompt's", n)
@@ -316,7 +315,7 @@ func TestCompactedPromptRestored(t *testing.T) {
 		t.Fatalf("%d pending_prompt items", c)
 	}
 	h.srv.PersonPost(alias, "yes")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: writeCall(h)}, {Text: "written"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}, {Text: "written"}}}})
 	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	if got := h.items(alias); count(got, "pending_prompt_resolved") != 1 {
 		t.Fatalf("items %v", got)
@@ -327,6 +326,17 @@ func TestCompactedPromptRestored(t *testing.T) {
 
 func writeCall(h *harness) *agenttest.Tool {
 	return &agenttest.Tool{Effect: policy.EffectWrite, Target: policy.Target{Paths: []string{filepath.Join(h.work, "x.txt")}}, Result: "File created"}
+}
+
+// handOffWrite hands alias off with message and scripts a turn of steps
+// then a writeCall, which the approval policy holds for a person; it
+// returns the call, for the script of the turn the answer resumes.
+func (h *harness) handOffWrite(alias, message string, steps ...agenttest.Step) *agenttest.Tool {
+	h.t.Helper()
+	write := writeCall(h)
+	h.handOff(alias, "approval", message)
+	h.play(agenttest.Turn(append(steps, agenttest.Step{Call: write})...))
+	return write
 }
 
 func writeThread(t *testing.T, h *harness, alias string, th *envelope.Thread) {
@@ -470,8 +480,7 @@ func TestCompactionKeepsJournalOpenEmissions(t *testing.T) {
 func TestGrantsEndWithTheTurn(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "grants/t"
-	h.handOff(alias, "approval", "write x")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: writeCall(h)}}}})
+	h.handOffWrite(alias, "write x")
 	want(t, h.run(alias), OutcomeParked, exit.OK)
 	h.srv.PersonPost(alias, "yes")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{WaitInterrupt: true}}}})

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -421,10 +420,7 @@ func TestKill9Parked(t *testing.T) {
 	for n := 1; n < 40; n++ {
 		h := newHarness(t, true)
 		const alias = "killpark/t"
-		target := filepath.Join(h.work, "x.txt")
-		write := &agenttest.Tool{Effect: policy.EffectWrite, Target: policy.Target{Paths: []string{target}}, Result: "File created"}
-		h.handOff(alias, "approval", "write x")
-		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "let me write"}, {Call: write}}}})
+		write := h.handOffWrite(alias, "write x", agenttest.Step{Text: "let me write"})
 		killed, exitCode := h.runKilled(alias, n)
 		if killed {
 			sum := h.run(alias)
@@ -473,10 +469,7 @@ func TestKill9Answered(t *testing.T) {
 	for n := 1; n < 40; n++ {
 		h := newHarness(t, true)
 		const alias = "killanswer/t"
-		target := filepath.Join(h.work, "x.txt")
-		write := &agenttest.Tool{Effect: policy.EffectWrite, Target: policy.Target{Paths: []string{target}}, Result: "File created"}
-		h.handOff(alias, "approval", "write x")
-		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}}}})
+		write := h.handOffWrite(alias, "write x")
 		want(t, h.run(alias), OutcomeParked, exit.OK)
 		h.srv.PersonPost(alias, "yes")
 		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}, {Text: "written"}}}})
