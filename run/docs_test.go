@@ -207,6 +207,20 @@ func TestDocsIdentityYAML(t *testing.T) {
 		}
 	}
 
+	// refused runs with identity.yaml holding body: the run ends exitCode
+	// with code, its message names named, and the file is left as it was.
+	refused := func(t *testing.T, body []byte, exitCode int, code, named string) *harness {
+		t.Helper()
+		h := withIdentity(t, body)
+		sum := h.run(alias)
+		wantExitCode(t, sum, exitCode, code)
+		if !strings.Contains(sum.Error.Message, named) {
+			t.Fatalf("message %q does not name %s", sum.Error.Message, named)
+		}
+		wantFile(t, setup.IdentityPath(h.state), body)
+		return h
+	}
+
 	t.Run("documented, same user", func(t *testing.T) {
 		body := docsFixture(t, "identity.yaml", "usr_01J...", bhtest.RunnerUserID)
 		h := withIdentity(t, body)
@@ -216,14 +230,8 @@ func TestDocsIdentityYAML(t *testing.T) {
 		want(t, h.run(alias), OutcomeIdle, 0)
 	})
 	t.Run("documented, another user", func(t *testing.T) {
-		body := docsFixture(t, "identity.yaml")
-		h := withIdentity(t, body)
-		sum := h.run(alias)
-		wantExitCode(t, sum, exit.Refused, exit.CodeUserIdentityMismatch)
-		if !strings.Contains(sum.Error.Message, "usr_01J...") {
-			t.Fatalf("message %q does not name the recorded user", sum.Error.Message)
-		}
-		wantFile(t, setup.IdentityPath(h.state), body)
+		// The message names the recorded user.
+		h := refused(t, docsFixture(t, "identity.yaml"), exit.Refused, exit.CodeUserIdentityMismatch, "usr_01J...")
 		if got := h.wireState(alias); got != "pending" {
 			t.Fatalf("wire state %q after a refusal", got)
 		}
@@ -246,14 +254,7 @@ func TestDocsIdentityYAML(t *testing.T) {
 		}
 	})
 	t.Run("no user recorded", func(t *testing.T) {
-		body := []byte("user:\n  name: Somebody\n")
-		h := withIdentity(t, body)
-		sum := h.run(alias)
-		wantExitCode(t, sum, exit.Config, exit.CodeStateTreeInvalid)
-		if !strings.Contains(sum.Error.Message, "user_id") {
-			t.Fatalf("message %q", sum.Error.Message)
-		}
-		wantFile(t, setup.IdentityPath(h.state), body)
+		refused(t, []byte("user:\n  name: Somebody\n"), exit.Config, exit.CodeStateTreeInvalid, "user_id")
 	})
 }
 
