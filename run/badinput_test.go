@@ -19,30 +19,39 @@ import (
 	"github.com/blobhub/bhw-run/setup"
 )
 
-// tree lists every file and folder under dir with its size, so two
-// listings differ when anything was created, removed or rewritten.
-func tree(t *testing.T, dir string) map[string]int64 {
+// walk maps every file and folder under dir, by its path relative to
+// dir, to what of makes of it (p is its path as walked).
+func walk[V any](t *testing.T, dir string, of func(p string, info fs.FileInfo) V) map[string]V {
 	t.Helper()
-	out := map[string]int64{}
+	out := map[string]V{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		fi, err := d.Info()
+		info, err := d.Info()
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		out[rel] = fi.Size()
-		if d.IsDir() {
-			out[rel] = -1
-		}
+		out[rel] = of(p, info)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// tree lists every file and folder under dir with its size, so two
+// listings differ when anything was created, removed or rewritten.
+func tree(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	return walk(t, dir, func(_ string, info fs.FileInfo) int64 {
+		if info.IsDir() {
+			return -1
+		}
+		return info.Size()
+	})
 }
 
 func sameTree(t *testing.T, before, after map[string]int64, ignore ...string) {

@@ -106,30 +106,16 @@ func scannedAt(it blobhub.Item) envelope.Scanned {
 // snapshot is every file under dir with its bytes and modification time.
 func snapshot(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			out[p] = "dir"
-			return nil
+	return walk(t, dir, func(p string, info fs.FileInfo) string {
+		if info.IsDir() {
+			return "dir"
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		out[p] = fmt.Sprintf("%s@%d", b, info.ModTime().UnixNano())
-		return nil
+		return fmt.Sprintf("%s@%d", b, info.ModTime().UnixNano())
 	})
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // TestLsTable lists one thread of every kind: which are listed with which
