@@ -260,20 +260,14 @@ type activationSpec struct {
 // maybeRunActivation runs one activation on a file:// store and exits,
 // killing itself with SIGKILL after KillAt journal writes.
 func maybeRunActivation() {
-	v := os.Getenv(activationEnv)
-	if v == "" {
+	s, ok := subprocessSpec[activationSpec](activationEnv)
+	if !ok {
 		return
-	}
-	var s activationSpec
-	if err := json.Unmarshal([]byte(v), &s); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
 	}
 	n := 0
 	testHookAfterJournal = func() {
 		if n++; n == s.KillAt {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
+			killSelf()
 		}
 	}
 	r := subprocessRunner(s.State, s.Config, s.Store)
@@ -284,8 +278,7 @@ func maybeRunActivation() {
 			return func(ctx context.Context, l agent.Launch) (agent.Session, error) {
 				sess, err := next(ctx, l)
 				if err == nil {
-					_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-					select {}
+					killSelf()
 				}
 				return sess, err
 			}
@@ -536,6 +529,29 @@ func TestKill9AfterStartNewHostSession(t *testing.T) {
 	if len(launches) != 1 || launches[0].Resume || th.Agent.AgentSessionID != launches[0].SessionID {
 		t.Fatalf("launches %+v, thread.yaml session %q: want one new session, recorded", launches, th.Agent.AgentSessionID)
 	}
+}
+
+// subprocessSpec is the spec a re-executed test binary finds in the
+// environment variable env, as JSON; false when env is unset (a test
+// binary run as such). A spec it cannot read exits 2.
+func subprocessSpec[S any](env string) (S, bool) {
+	var s S
+	v := os.Getenv(env)
+	if v == "" {
+		return s, false
+	}
+	if err := json.Unmarshal([]byte(v), &s); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	return s, true
+}
+
+// killSelf ends the re-executed test binary with SIGKILL, as a kill -9
+// from outside would, and never returns.
+func killSelf() {
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
 }
 
 // subprocessRunner is the Runner of a re-executed test binary on the
