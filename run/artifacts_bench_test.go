@@ -110,16 +110,23 @@ func (c *sinkClient) Download(context.Context, string) (blobhub.Object, error) {
 }
 
 func (c *sinkClient) Upload(_ context.Context, _ string, v json.RawMessage) error {
-	if c.measure {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		c.mu.Lock()
-		c.peakLive = max(c.peakLive, ms.HeapAlloc)
-		c.mu.Unlock()
-	}
+	c.notePeak()
 	runtime.KeepAlive(v)
 	return nil
+}
+
+// notePeak records the live heap after a collection, when measure is set,
+// and keeps the largest seen in peakLive.
+func (c *sinkClient) notePeak() {
+	if !c.measure {
+		return
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	c.mu.Lock()
+	c.peakLive = max(c.peakLive, ms.HeapAlloc)
+	c.mu.Unlock()
 }
 
 func (c *sinkClient) Post(context.Context, string, blobhub.NewItem) (blobhub.Item, error) {

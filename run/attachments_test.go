@@ -51,9 +51,7 @@ func fileBlock(alias, name, ct string, size int) blobhub.Block {
 func TestAttachmentsMaterialized(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "files/t1"
-	h.handOff(alias, "approval", "hello")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, 0)
+	h.firstTurn(alias, "hello", agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 
 	pdf := append([]byte("%PDF-1.7\n"), bytes.Repeat([]byte{0xff, 0}, 50_000)...)
 	png := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{1}, 5000)...)

@@ -19,30 +19,39 @@ import (
 	"github.com/blobhub/bhw-run/setup"
 )
 
-// tree lists every file and folder under dir with its size, so two
-// listings differ when anything was created, removed or rewritten.
-func tree(t *testing.T, dir string) map[string]int64 {
+// walk maps every file and folder under dir, by its path relative to
+// dir, to what of makes of it (p is its path as walked).
+func walk[V any](t *testing.T, dir string, of func(p string, info fs.FileInfo) V) map[string]V {
 	t.Helper()
-	out := map[string]int64{}
+	out := map[string]V{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		fi, err := d.Info()
+		info, err := d.Info()
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		out[rel] = fi.Size()
-		if d.IsDir() {
-			out[rel] = -1
-		}
+		out[rel] = of(p, info)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// tree lists every file and folder under dir with its size, so two
+// listings differ when anything was created, removed or rewritten.
+func tree(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	return walk(t, dir, func(_ string, info fs.FileInfo) int64 {
+		if info.IsDir() {
+			return -1
+		}
+		return info.Size()
+	})
 }
 
 func sameTree(t *testing.T, before, after map[string]int64, ignore ...string) {
@@ -645,9 +654,7 @@ func TestAgentNotInstalled(t *testing.T) {
 func TestThreadLocked(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "locked/t"
-	h.handOff(alias, "approval", "start")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+	h.firstTurn(alias, "start", agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 	h.srv.PersonPost(alias, "more")
 
 	dir := setup.ThreadDir(h.setup().JobDir, alias)
@@ -683,9 +690,7 @@ func TestIdleRequests(t *testing.T) {
 	for _, local := range []bool{false} {
 		h := newHarness(t, local)
 		const alias = "idle/t"
-		h.handOff(alias, "approval", "start")
-		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-		want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+		h.firstTurn(alias, "start", agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 
 		// Every slot taken: an idle run does not care.
 		var slots []*lock.Slot

@@ -21,12 +21,14 @@ import (
 	"github.com/blobhub/bhw-run/setup"
 )
 
-// activeIdle hands off alias without a message and activates it: an active
-// thread with nothing to say.
-func activeIdle(t *testing.T, h *harness, alias string) {
+// newActiveIdle is a harness whose alias is handed off without a message
+// and activated: an active thread with nothing to say.
+func newActiveIdle(t *testing.T, local bool, alias string) *harness {
 	t.Helper()
+	h := newHarness(t, local)
 	h.handOff(alias, "approval", "")
 	want(t, h.run(alias), OutcomeIdle, 0)
+	return h
 }
 
 // TestEndlessListBoundedPerRun: a server that answers every list query
@@ -35,9 +37,8 @@ func activeIdle(t *testing.T, h *harness, alias string) {
 // reads on from there and a person's message behind the flood is
 // delivered once, nothing lost.
 func TestEndlessListBoundedPerRun(t *testing.T) {
-	h := newHarness(t, false)
 	const alias = "projects/p1/endless"
-	activeIdle(t, h, alias)
+	h := newActiveIdle(t, false, alias)
 	const perPage, pages = 50, 400 // 20,000 made-up items, twice the bound
 	h.srv.EndlessList(alias, perPage, pages)
 	pagesPerRun := 10000 / perPage
@@ -79,9 +80,8 @@ func TestEndlessListBoundedPerRun(t *testing.T) {
 func TestFutureItemDoesNotStallThread(t *testing.T) {
 	for _, local := range []bool{false, true} {
 		t.Run(map[bool]string{false: "http", true: "file"}[local], func(t *testing.T) {
-			h := newHarness(t, local)
 			const alias = "projects/p1/future"
-			activeIdle(t, h, alias)
+			h := newActiveIdle(t, local, alias)
 			const y2099 = "2099-01-01T00:00:00.000000+00:00"
 			var future blobhub.Item
 			if local {

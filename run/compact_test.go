@@ -54,7 +54,6 @@ func (h *harness) idsOnce(aliases ...string) {
 	}
 }
 
-// talk has a person post and the test agent answer with one text: one
 // stat is path's file info, failing the test when there is none.
 func (h *harness) stat(path string) os.FileInfo {
 	h.t.Helper()
@@ -73,6 +72,7 @@ func (h *harness) rewritten(path string, before os.FileInfo) bool {
 	return !os.SameFile(before, st) || st.ModTime() != before.ModTime()
 }
 
+// talk has a person post and the test agent answer with one text: one
 // completed turn.
 func (h *harness) talk(alias string, n int) {
 	h.t.Helper()
@@ -89,9 +89,7 @@ func (h *harness) talk(alias string, n int) {
 func TestIdleRunLeavesThreadYAML(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "idle/yaml"
-	h.handOff(alias, "approval", "start")
-	h.play(oneTurn())
-	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+	h.firstTurn(alias, "start", oneTurn())
 	path := filepath.Join(setup.ThreadDir(h.setup().JobDir, alias), "thread.yaml")
 	before := h.stat(path)
 	want(t, h.run(alias), OutcomeIdle, exit.OK)
@@ -124,9 +122,7 @@ func TestIdleRunLeavesThreadYAML(t *testing.T) {
 func TestJournalCompactedAfterEachRun(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "compact/t"
-	h.handOff(alias, "approval", "start")
-	h.play(oneTurn())
-	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+	h.firstTurn(alias, "start", oneTurn())
 	if n := h.journalRecords(alias); n != 2 {
 		t.Fatalf("the journal holds %d records after a completed turn, want 2 (the counter)", n)
 	}
@@ -175,9 +171,7 @@ func TestJournalCompactedOnceItHasGrown(t *testing.T) {
 	compactAtBytes = compactThreshold
 	h := newHarness(t, false)
 	const alias = "grown/t"
-	h.handOff(alias, "approval", "start")
-	h.play(oneTurn())
-	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+	h.firstTurn(alias, "start", oneTurn())
 	first, err := os.Stat(h.journalPath(alias))
 	if err != nil {
 		t.Fatal(err)
@@ -221,9 +215,7 @@ func TestJournalCompactedOnceItHasGrown(t *testing.T) {
 func TestCompactedManyTimesReconciles(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "compactmany/t"
-	h.handOff(alias, "approval", "start")
-	h.play(oneTurn())
-	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+	h.firstTurn(alias, "start", oneTurn())
 	turn := 0
 	turns := func(n int) {
 		for range n {
@@ -306,8 +298,7 @@ func TestCompactedManyTimesReconciles(t *testing.T) {
 func TestCompactedPromptRestored(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "compactprompt/t"
-	h.handOff(alias, "approval", "write x")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "let me write"}, {Call: writeCall(h)}}}})
+	write := h.handOffWrite(alias, "write x", agenttest.Step{Text: "let me write"})
 	want(t, h.run(alias), OutcomeParked, exit.OK)
 	if n := h.journalRecords(alias); n > 3 {
 		t.Fatalf("the parked thread's journal holds %d records, want the counter and the prompt's", n)
@@ -324,7 +315,7 @@ func TestCompactedPromptRestored(t *testing.T) {
 		t.Fatalf("%d pending_prompt items", c)
 	}
 	h.srv.PersonPost(alias, "yes")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: writeCall(h)}, {Text: "written"}}}})
+	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}, {Text: "written"}}}})
 	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 	if got := h.items(alias); count(got, "pending_prompt_resolved") != 1 {
 		t.Fatalf("items %v", got)
@@ -335,6 +326,17 @@ func TestCompactedPromptRestored(t *testing.T) {
 
 func writeCall(h *harness) *agenttest.Tool {
 	return &agenttest.Tool{Effect: policy.EffectWrite, Target: policy.Target{Paths: []string{filepath.Join(h.work, "x.txt")}}, Result: "File created"}
+}
+
+// handOffWrite hands alias off with message and scripts a turn of steps
+// then a writeCall, which the approval policy holds for a person; it
+// returns the call, for the script of the turn the answer resumes.
+func (h *harness) handOffWrite(alias, message string, steps ...agenttest.Step) *agenttest.Tool {
+	h.t.Helper()
+	write := writeCall(h)
+	h.handOff(alias, "approval", message)
+	h.play(agenttest.Turn(append(steps, agenttest.Step{Call: write})...))
+	return write
 }
 
 func writeThread(t *testing.T, h *harness, alias string, th *envelope.Thread) {
@@ -478,8 +480,7 @@ func TestCompactionKeepsJournalOpenEmissions(t *testing.T) {
 func TestGrantsEndWithTheTurn(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "grants/t"
-	h.handOff(alias, "approval", "write x")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: writeCall(h)}}}})
+	h.handOffWrite(alias, "write x")
 	want(t, h.run(alias), OutcomeParked, exit.OK)
 	h.srv.PersonPost(alias, "yes")
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{WaitInterrupt: true}}}})

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -261,20 +260,14 @@ type activationSpec struct {
 // maybeRunActivation runs one activation on a file:// store and exits,
 // killing itself with SIGKILL after KillAt journal writes.
 func maybeRunActivation() {
-	v := os.Getenv(activationEnv)
-	if v == "" {
+	s, ok := subprocessSpec[activationSpec](activationEnv)
+	if !ok {
 		return
-	}
-	var s activationSpec
-	if err := json.Unmarshal([]byte(v), &s); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
 	}
 	n := 0
 	testHookAfterJournal = func() {
 		if n++; n == s.KillAt {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
+			killSelf()
 		}
 	}
 	r := subprocessRunner(s.State, s.Config, s.Store)
@@ -285,8 +278,7 @@ func maybeRunActivation() {
 			return func(ctx context.Context, l agent.Launch) (agent.Session, error) {
 				sess, err := next(ctx, l)
 				if err == nil {
-					_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-					select {}
+					killSelf()
 				}
 				return sess, err
 			}
@@ -421,10 +413,7 @@ func TestKill9Parked(t *testing.T) {
 	for n := 1; n < 40; n++ {
 		h := newHarness(t, true)
 		const alias = "killpark/t"
-		target := filepath.Join(h.work, "x.txt")
-		write := &agenttest.Tool{Effect: policy.EffectWrite, Target: policy.Target{Paths: []string{target}}, Result: "File created"}
-		h.handOff(alias, "approval", "write x")
-		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "let me write"}, {Call: write}}}})
+		write := h.handOffWrite(alias, "write x", agenttest.Step{Text: "let me write"})
 		killed, exitCode := h.runKilled(alias, n)
 		if killed {
 			sum := h.run(alias)
@@ -473,10 +462,7 @@ func TestKill9Answered(t *testing.T) {
 	for n := 1; n < 40; n++ {
 		h := newHarness(t, true)
 		const alias = "killanswer/t"
-		target := filepath.Join(h.work, "x.txt")
-		write := &agenttest.Tool{Effect: policy.EffectWrite, Target: policy.Target{Paths: []string{target}}, Result: "File created"}
-		h.handOff(alias, "approval", "write x")
-		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}}}})
+		write := h.handOffWrite(alias, "write x")
 		want(t, h.run(alias), OutcomeParked, exit.OK)
 		h.srv.PersonPost(alias, "yes")
 		h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}, {Text: "written"}}}})
@@ -543,6 +529,29 @@ func TestKill9AfterStartNewHostSession(t *testing.T) {
 	if len(launches) != 1 || launches[0].Resume || th.Agent.AgentSessionID != launches[0].SessionID {
 		t.Fatalf("launches %+v, thread.yaml session %q: want one new session, recorded", launches, th.Agent.AgentSessionID)
 	}
+}
+
+// subprocessSpec is the spec a re-executed test binary finds in the
+// environment variable env, as JSON; false when env is unset (a test
+// binary run as such). A spec it cannot read exits 2.
+func subprocessSpec[S any](env string) (S, bool) {
+	var s S
+	v := os.Getenv(env)
+	if v == "" {
+		return s, false
+	}
+	if err := json.Unmarshal([]byte(v), &s); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	return s, true
+}
+
+// killSelf ends the re-executed test binary with SIGKILL, as a kill -9
+// from outside would, and never returns.
+func killSelf() {
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
 }
 
 // subprocessRunner is the Runner of a re-executed test binary on the

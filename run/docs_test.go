@@ -89,9 +89,7 @@ func TestDocsSectionYAML(t *testing.T) {
 		t.Fatal(err)
 	}
 	const alias = "docs/section"
-	h.handOff(alias, "approval", "hello")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, 0)
+	h.firstTurn(alias, "hello", agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 
 	m := readYAML(t, path)
 	if got := dig(m, "events", "last_processed_at"); got != "2026-05-27T12:40:00Z" {
@@ -209,6 +207,20 @@ func TestDocsIdentityYAML(t *testing.T) {
 		}
 	}
 
+	// refused runs with identity.yaml holding body: the run ends exitCode
+	// with code, its message names named, and the file is left as it was.
+	refused := func(t *testing.T, body []byte, exitCode int, code, named string) *harness {
+		t.Helper()
+		h := withIdentity(t, body)
+		sum := h.run(alias)
+		wantExitCode(t, sum, exitCode, code)
+		if !strings.Contains(sum.Error.Message, named) {
+			t.Fatalf("message %q does not name %s", sum.Error.Message, named)
+		}
+		wantFile(t, setup.IdentityPath(h.state), body)
+		return h
+	}
+
 	t.Run("documented, same user", func(t *testing.T) {
 		body := docsFixture(t, "identity.yaml", "usr_01J...", bhtest.RunnerUserID)
 		h := withIdentity(t, body)
@@ -218,14 +230,8 @@ func TestDocsIdentityYAML(t *testing.T) {
 		want(t, h.run(alias), OutcomeIdle, 0)
 	})
 	t.Run("documented, another user", func(t *testing.T) {
-		body := docsFixture(t, "identity.yaml")
-		h := withIdentity(t, body)
-		sum := h.run(alias)
-		wantExitCode(t, sum, exit.Refused, exit.CodeUserIdentityMismatch)
-		if !strings.Contains(sum.Error.Message, "usr_01J...") {
-			t.Fatalf("message %q does not name the recorded user", sum.Error.Message)
-		}
-		wantFile(t, setup.IdentityPath(h.state), body)
+		// The message names the recorded user.
+		h := refused(t, docsFixture(t, "identity.yaml"), exit.Refused, exit.CodeUserIdentityMismatch, "usr_01J...")
 		if got := h.wireState(alias); got != "pending" {
 			t.Fatalf("wire state %q after a refusal", got)
 		}
@@ -248,14 +254,7 @@ func TestDocsIdentityYAML(t *testing.T) {
 		}
 	})
 	t.Run("no user recorded", func(t *testing.T) {
-		body := []byte("user:\n  name: Somebody\n")
-		h := withIdentity(t, body)
-		sum := h.run(alias)
-		wantExitCode(t, sum, exit.Config, exit.CodeStateTreeInvalid)
-		if !strings.Contains(sum.Error.Message, "user_id") {
-			t.Fatalf("message %q", sum.Error.Message)
-		}
-		wantFile(t, setup.IdentityPath(h.state), body)
+		refused(t, []byte("user:\n  name: Somebody\n"), exit.Config, exit.CodeStateTreeInvalid, "user_id")
 	})
 }
 
@@ -276,9 +275,7 @@ func TestDocsConfigYAML(t *testing.T) {
 		r.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	const alias = "docs/config"
-	h.handOff(alias, "approval", "hello")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, 0)
+	h.firstTurn(alias, "hello", agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 	if !strings.Contains(logs.String(), `"level":"DEBUG","msg":"config.yaml block read and ignored`) || !strings.Contains(logs.String(), `"block":"polling"`) {
 		t.Fatalf("no debug record of the ignored block:\n%s", logs.String())
 	}
@@ -477,9 +474,7 @@ func TestLocalTimestamps(t *testing.T) {
 func TestDocsWorkerObject(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "docs/worker"
-	h.handOff(alias, "approval", "hello")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, 0)
+	h.firstTurn(alias, "hello", agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}}})
 	w, ok := h.srv.Get("worker")
 	if !ok {
 		t.Fatal("no worker object")

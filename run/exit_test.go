@@ -2,7 +2,6 @@ package run
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,10 +52,7 @@ type onText struct {
 
 func (c *onText) Post(ctx context.Context, alias string, p blobhub.NewItem) (blobhub.Item, error) {
 	it, err := c.Client.Post(ctx, alias, p)
-	var m struct {
-		Type string `json:"type"`
-	}
-	if err == nil && json.Unmarshal(p.Metadata, &m) == nil && m.Type == agent.ItemText {
+	if err == nil && metaType(p) == agent.ItemText {
 		c.once.Do(c.do)
 	}
 	return it, err

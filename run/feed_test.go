@@ -323,19 +323,13 @@ func init() { maybeRunFeedPass() }
 // printing each alias as ls does, and SIGKILLs itself at Stage of the
 // cursor's move.
 func maybeRunFeedPass() {
-	v := os.Getenv(feedKillEnv)
-	if v == "" {
+	s, ok := subprocessSpec[feedKillSpec](feedKillEnv)
+	if !ok {
 		return
-	}
-	var s feedKillSpec
-	if err := json.Unmarshal([]byte(v), &s); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
 	}
 	testHookFeedCommit = func(stage string) {
 		if stage == s.Stage {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
+			killSelf()
 		}
 	}
 	r := subprocessRunner(s.State, s.Config, s.Store)

@@ -43,9 +43,8 @@ func TestFloodIsDeliveredInBoundedTurns(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			shrinkPending(t, tc.items, tc.bytes)
-			h := newHarness(t, false)
 			const alias = "flood/t"
-			activeIdle(t, h, alias)
+			h := newActiveIdle(t, false, alias)
 			var posted []string
 			for i := range 25 {
 				it := h.srv.PersonPost(alias, fmt.Sprintf("message %02d", i))
@@ -87,9 +86,8 @@ func TestFloodIsDeliveredInBoundedTurns(t *testing.T) {
 // once, and the answer is not delivered again as a message.
 func TestParkedThreadReadsPastTheBoundForItsAnswer(t *testing.T) {
 	shrinkPending(t, 5, 1<<20)
-	h := newHarness(t, false)
 	const alias = "flood/parked"
-	activeIdle(t, h, alias)
+	h := newActiveIdle(t, false, alias)
 	h.srv.PersonPost(alias, "run it")
 	call := &agenttest.Tool{Effect: policy.EffectExec, Target: policy.Target{Command: "make deploy"}, Result: "deployed"}
 	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: call}}}})
@@ -209,9 +207,8 @@ func bigEnvelope(t *testing.T, h *harness, alias string, size int) (big, small s
 func TestEnvelopeTooLarge(t *testing.T) {
 	for _, local := range []bool{false, true} {
 		t.Run(map[bool]string{false: "http", true: "file"}[local], func(t *testing.T) {
-			h := newHarness(t, local)
 			const alias = "big/t"
-			activeIdle(t, h, alias)
+			h := newActiveIdle(t, local, alias)
 			big, small := bigEnvelope(t, h, alias, envelope.MaxSize+1)
 			h.srv.Put(alias, big)
 			want(t, h.run(alias), OutcomeIdle, 0)

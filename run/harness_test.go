@@ -16,6 +16,7 @@ import (
 	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
+	"github.com/blobhub/bhw-run/exit"
 	"github.com/blobhub/bhw-run/internal/hermetic"
 	"github.com/blobhub/bhw-run/setup"
 )
@@ -135,6 +136,16 @@ func (h *harness) handOffTo(alias, agentType, permissions, message string) {
 	if message != "" {
 		h.srv.PersonPost(alias, message)
 	}
+}
+
+// firstTurn hands alias off with message, as a person does, and runs the
+// test agent's script to a completed turn: the start of a test about a
+// thread that has run.
+func (h *harness) firstTurn(alias, message string, script agenttest.Script) {
+	h.t.Helper()
+	h.handOff(alias, "approval", message)
+	h.play(script)
+	want(h.t, h.run(alias), OutcomeTurnCompleted, exit.OK)
 }
 
 // items returns the metadata types of the thread's items, in order; a

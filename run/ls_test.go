@@ -106,30 +106,16 @@ func scannedAt(it blobhub.Item) envelope.Scanned {
 // snapshot is every file under dir with its bytes and modification time.
 func snapshot(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			out[p] = "dir"
-			return nil
+	return walk(t, dir, func(p string, info fs.FileInfo) string {
+		if info.IsDir() {
+			return "dir"
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		out[p] = fmt.Sprintf("%s@%d", b, info.ModTime().UnixNano())
-		return nil
+		return fmt.Sprintf("%s@%d", b, info.ModTime().UnixNano())
 	})
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // TestLsTable lists one thread of every kind: which are listed with which
@@ -142,6 +128,15 @@ func TestLsTable(t *testing.T) {
 	}
 	cases := map[string]want{}
 	add := func(alias, state, row string, runnable bool) { cases[alias] = want{state, row, runnable} }
+	// plain adds a thread in state wire on the wire, in state local here
+	// (none here when local is empty), and nothing else: listed in wire.
+	plain := func(alias, wire, local, row string, runnable bool) {
+		f.thread(alias, wire)
+		if local != "" {
+			f.local(alias, local, nil)
+		}
+		add(alias, wire, row, runnable)
+	}
 
 	f.thread("t/pending", "pending")
 	f.srv.PersonPost("t/pending", "start")
@@ -156,8 +151,7 @@ func TestLsTable(t *testing.T) {
 	defer lk.Unlock()
 	add("t/pending-locked", "pending", "activate", false)
 
-	f.thread("t/not-here", "active")
-	add("t/not-here", "active", "not_here", false)
+	plain("t/not-here", "active", "", "not_here", false)
 
 	// Active here, everything read: nothing to do.
 	f.thread("t/idle", "active")
@@ -214,33 +208,22 @@ func TestLsTable(t *testing.T) {
 	add("t/running", "active", "recover", true)
 
 	// The person stopped a thread that is active here.
-	f.thread("t/stopped", "completed")
-	f.local("t/stopped", "active", nil)
-	add("t/stopped", "completed", "stop", true)
+	plain("t/stopped", "completed", "active", "stop", true)
 
-	f.thread("t/done", "completed")
-	f.local("t/done", "completed", nil)
-	add("t/done", "completed", "final", false)
-
-	f.thread("t/failed", "failed")
-	add("t/failed", "failed", "final", false)
+	plain("t/done", "completed", "completed", "final", false)
+	plain("t/failed", "failed", "", "final", false)
 
 	// Unfinished work: failed here but not yet on the wire.
-	f.thread("t/fail-unposted", "active")
-	f.local("t/fail-unposted", "failed", nil)
-	add("t/fail-unposted", "active", "local_done", true)
+	plain("t/fail-unposted", "active", "failed", "local_done", true)
 
 	// Unfinished work: a journaled emission never confirmed.
-	f.thread("t/journal", "completed")
-	f.local("t/journal", "completed", nil)
+	plain("t/journal", "completed", "completed", "final", true)
 	line := `{"emission":{"emission_id":"n0:1","target":"t/journal","item":{"brief":"x","meta":{"type":"text"}}}}` + "\n"
 	if err := os.WriteFile(filepath.Join(setup.ThreadDir(f.s.JobDir, "t/journal"), "emissions.jsonl"), []byte(line), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	add("t/journal", "completed", "final", true)
 
-	f.thread("t/no-instance", StateNone)
-	add("t/no-instance", StateNone, "no_instance", false)
+	plain("t/no-instance", StateNone, "", "no_instance", false)
 
 	// Not listed: the worker, objects outside the prefix, non-jobs, a
 	// thread without an agent block, and the artifacts of a job thread.

@@ -17,7 +17,6 @@ import (
 	"github.com/blobhub/bhw-run/blobhub/bhtest"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
-	"github.com/blobhub/bhw-run/policy"
 	"github.com/blobhub/bhw-run/setup"
 	"github.com/blobhub/bhw-run/statefile"
 )
@@ -226,10 +225,7 @@ func (h *harness) unpostedCount(alias string) int {
 func TestParkedThreadFailsResolvesPrompt(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "gone/parked"
-	target := filepath.Join(h.work, "x.txt")
-	write := &agenttest.Tool{Effect: policy.EffectWrite, Target: policy.Target{Paths: []string{target}}}
-	h.handOff(alias, "approval", "write x.txt")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Call: write}}}})
+	h.handOffWrite(alias, "write x.txt")
 	want(t, h.run(alias), OutcomeParked, 0)
 	prompt := h.thread(alias).Prompt
 	if prompt == nil || prompt.ItemID == "" {

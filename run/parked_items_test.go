@@ -2,7 +2,6 @@ package run
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -21,10 +20,7 @@ import (
 func TestParkedCallReadsAsWaiting(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "parked/items"
-	target := filepath.Join(h.work, "x.txt")
-	write := &agenttest.Tool{Effect: policy.EffectWrite, Target: policy.Target{Paths: []string{target}}}
-	h.handOff(alias, "approval", "write x.txt")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "on it"}, {Call: write}}}})
+	write := h.handOffWrite(alias, "write x.txt", agenttest.Step{Text: "on it"})
 	want(t, h.run(alias), OutcomeParked, 0)
 	wantParkedItems(t, h, alias, []string{"person", "text", "tool_call", "pending_prompt", "tool_result", "turn_end"})
 

@@ -13,14 +13,7 @@ import (
 // UploadFile answers a session file's upload without keeping it; with
 // measure set it records the live heap first, as Upload does.
 func (c *sinkClient) UploadFile(_ context.Context, _ string, data []byte, name, ct string) (blobhub.FileInfo, error) {
-	if c.measure {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		c.mu.Lock()
-		c.peakLive = max(c.peakLive, ms.HeapAlloc)
-		c.mu.Unlock()
-	}
+	c.notePeak()
 	runtime.KeepAlive(data)
 	return blobhub.FileInfo{Name: name, ContentType: ct, Size: int64(len(data))}, nil
 }

@@ -1,18 +1,13 @@
 package run
 
 import (
-	"context"
-	"encoding/json"
 	"os"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/agent/proc"
-	"github.com/blobhub/bhw-run/blobhub"
 	"github.com/blobhub/bhw-run/envelope"
 	"github.com/blobhub/bhw-run/exit"
 )
@@ -29,31 +24,13 @@ func (h *harness) runWithSignals(alias string, sigs ...os.Signal) *Summary {
 			prev(r)
 		}
 		r.Signals = ch
-		r.Client = &signalOnText{Client: r.Client, send: func() {
+		r.Client = &onText{Client: r.Client, do: func() {
 			for _, s := range sigs {
 				ch <- s
 			}
 		}}
 	}
 	return h.run(alias)
-}
-
-// signalOnText calls send once, right after the first text item is posted.
-type signalOnText struct {
-	blobhub.Client
-	once sync.Once
-	send func()
-}
-
-func (c *signalOnText) Post(ctx context.Context, alias string, p blobhub.NewItem) (blobhub.Item, error) {
-	it, err := c.Client.Post(ctx, alias, p)
-	var m struct {
-		Type string `json:"type"`
-	}
-	if err == nil && json.Unmarshal(p.Metadata, &m) == nil && m.Type == agent.ItemText {
-		c.once.Do(c.send)
-	}
-	return it, err
 }
 
 // TestSIGINTMidTurn: the first SIGINT interrupts the agent politely,

@@ -133,9 +133,7 @@ func TestSlotWaitTakesTheFreedSlot(t *testing.T) {
 func TestSlotWaitSeesAStop(t *testing.T) {
 	h := newHarness(t, false)
 	const alias = "wait/stop"
-	h.handOff(alias, "approval", "start")
-	h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}, {{Text: "again"}}}})
-	want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+	h.firstTurn(alias, "start", agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}, {{Text: "again"}}}})
 	h.srv.PersonPost(alias, "more")
 	slot := h.takeOnlySlot()
 
@@ -165,9 +163,7 @@ func TestSlotWaitSignal(t *testing.T) {
 		t.Run(tc.sig.String(), func(t *testing.T) {
 			h := newHarness(t, false)
 			const alias = "wait/sig"
-			h.handOff(alias, "approval", "start")
-			h.play(agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}, {{Text: "again"}}}})
-			want(t, h.run(alias), OutcomeTurnCompleted, exit.OK)
+			h.firstTurn(alias, "start", agenttest.Script{Turns: [][]agenttest.Step{{{Text: "hi"}}, {{Text: "again"}}}})
 			h.srv.PersonPost(alias, "more")
 			h.takeOnlySlot()
 			before := tree(t, h.state)
