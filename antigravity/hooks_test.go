@@ -26,6 +26,16 @@ func newTestHooks(t *testing.T) (*hooks, string) {
 	return h, work
 }
 
+// mustAcquire is a hold of h's hook, failing the test without one.
+func mustAcquire(t *testing.T, h *hooks) *hold {
+	t.Helper()
+	o, err := h.acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
 func hookInstalled(t *testing.T, work string) bool {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(work, ".agents", "hooks.json"))
@@ -53,10 +63,7 @@ func TestHooksMergedAndRestored(t *testing.T) {
 	if err := os.WriteFile(file, orig, 0o640); err != nil {
 		t.Fatal(err)
 	}
-	o, err := h.acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := mustAcquire(t, h)
 	b, _ := os.ReadFile(file)
 	if !hookInstalled(t, work) || !strings.Contains(string(b), `"mine"`) || !strings.Contains(string(b), "if [ -x '/opt/bhw run/bhw-run' ]") {
 		t.Fatalf("merged:\n%s", b)
@@ -71,7 +78,7 @@ func TestHooksMergedAndRestored(t *testing.T) {
 	}
 
 	h2, work2 := newTestHooks(t)
-	o, err = h2.acquire()
+	o, err := h2.acquire()
 	if err != nil || !hookInstalled(t, work2) {
 		t.Fatalf("acquire in an empty folder: %v", err)
 	}
@@ -97,14 +104,7 @@ func TestHooksMergedAndRestored(t *testing.T) {
 // the last leaves.
 func TestHooksShared(t *testing.T) {
 	h, work := newTestHooks(t)
-	a, err := h.acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := h.acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := mustAcquire(t, h), mustAcquire(t, h)
 	if err := a.release(); err != nil || !hookInstalled(t, work) {
 		t.Fatalf("the first run out took the hook from the second: %v", err)
 	}
@@ -235,11 +235,7 @@ func TestHooksAfterKill(t *testing.T) {
 			t.Fatal("the hook went with the killed run")
 		}
 		if gated {
-			o, err := h.acquire()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := o.release(); err != nil {
+			if err := mustAcquire(t, h).release(); err != nil {
 				t.Fatal(err)
 			}
 		} else if err := h.recoverLeft(); err != nil {

@@ -6,8 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -28,7 +26,6 @@ import (
 // always false, with its error in the status item after it), and a text
 // item past the 64 KiB a thread item keeps.
 func TestTranslatorMatchesWorker(t *testing.T) {
-	python := agenttest.PinnedCLI(t, "Python peer", "BHW_PEER_PYTHON", ".tools/peer/bin/python")
 	cases := streamCases()
 	cases = append(cases, streamCase{name: "a 64 MiB line", lines: []string{initLine("c64"),
 		reply(1, "DONE", strings.Repeat("z", 64<<20-200)), resultLine("SUCCESS", "z", "", nil)}})
@@ -49,15 +46,7 @@ func TestTranslatorMatchesWorker(t *testing.T) {
 		req.Cases = append(req.Cases, in{Name: c.name, Lines: c.lines, Mode: mode, GateCalls: c.hookCalls})
 	}
 	body, _ := json.Marshal(req)
-	cmd := exec.CommandContext(t.Context(), python, filepath.Join("testdata", "worker_translate.py"))
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C.UTF-8"}
-	cmd.Stdin = bytes.NewReader(body)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("the worker's translator: %v\n%s", err, stderr.String())
-	}
+	out, stderr := agenttest.RunPeer(t, "the worker's translator", bytes.NewReader(body), filepath.Join("testdata", "worker_translate.py"))
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(nil, 256<<20)
 	i := 0
@@ -118,7 +107,7 @@ func TestTranslatorMatchesWorker(t *testing.T) {
 		})
 	}
 	if i != len(cases) {
-		t.Fatalf("the worker answered %d of %d cases (%v)\n%s", i, len(cases), sc.Err(), stderr.String())
+		t.Fatalf("the worker answered %d of %d cases (%v)\n%s", i, len(cases), sc.Err(), stderr)
 	}
 }
 

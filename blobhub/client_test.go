@@ -28,6 +28,22 @@ func newClient(t *testing.T, cfg blobhub.Config) blobhub.Client {
 	return c
 }
 
+// hubWithThread is a test hub holding one thread object, "a".
+func hubWithThread(t *testing.T) *bhtest.Server {
+	srv := bhtest.New(t)
+	srv.Put("a", `{"type":"thread"}`)
+	return srv
+}
+
+// wantCalls checks that the hub answered command n times; what names the
+// calls in the message.
+func wantCalls(t *testing.T, srv *bhtest.Server, command, what string, n int) {
+	t.Helper()
+	if got := srv.Count(command); got != n {
+		t.Errorf("%s = %d, want %d", what, got, n)
+	}
+}
+
 func text(s string) blobhub.NewItem {
 	return blobhub.NewItem{Content: []blobhub.Block{{Type: "text", Text: s}}}
 }
@@ -260,8 +276,7 @@ func TestNewURLs(t *testing.T) {
 }
 
 func TestRetry5xxThenSuccess(t *testing.T) {
-	srv := bhtest.New(t)
-	srv.Put("a", `{"type":"thread"}`)
+	srv := hubWithThread(t)
 	c := srv.Client(bhtest.RunnerKey)
 	srv.FailNext("download_session_object", 2, 500, "")
 	srv.FailNext("upload_session_object", 1, 503, "")
@@ -271,17 +286,12 @@ func TestRetry5xxThenSuccess(t *testing.T) {
 	if err := c.Upload(t.Context(), "a", json.RawMessage(`{"type":"thread","v":2}`)); err != nil {
 		t.Fatalf("Upload: %v", err)
 	}
-	if n := srv.Count("download_session_object"); n != 3 {
-		t.Errorf("downloads = %d, want 3", n)
-	}
-	if n := srv.Count("upload_session_object"); n != 2 {
-		t.Errorf("uploads = %d, want 2", n)
-	}
+	wantCalls(t, srv, "download_session_object", "downloads", 3)
+	wantCalls(t, srv, "upload_session_object", "uploads", 2)
 }
 
 func TestRetryAfter(t *testing.T) {
-	srv := bhtest.New(t)
-	srv.Put("a", `{"type":"thread"}`)
+	srv := hubWithThread(t)
 
 	// Retry-After "0": retried at once.
 	c := srv.Client(bhtest.RunnerKey)
@@ -289,9 +299,7 @@ func TestRetryAfter(t *testing.T) {
 	if _, err := c.List(t.Context()); err != nil {
 		t.Fatalf("List: %v", err)
 	}
-	if n := srv.Count("list_session_objects"); n != 2 {
-		t.Errorf("lists = %d, want 2", n)
-	}
+	wantCalls(t, srv, "list_session_objects", "lists", 2)
 
 	// Retry-After "60" with a budget smaller than that: the header is
 	// honoured, so the client gives up instead of retrying early.
@@ -315,8 +323,7 @@ func TestRetryAfter(t *testing.T) {
 }
 
 func TestTruncatedBodyRetried(t *testing.T) {
-	srv := bhtest.New(t)
-	srv.Put("a", `{"type":"thread"}`)
+	srv := hubWithThread(t)
 	c := srv.Client(bhtest.RunnerKey)
 	srv.TruncateNext("download_session_object", 1)
 	srv.TruncateNext("list_session_thread_items", 2)
@@ -332,21 +339,17 @@ func TestTruncatedBodyRetried(t *testing.T) {
 }
 
 func TestDroppedConnectionRetried(t *testing.T) {
-	srv := bhtest.New(t)
-	srv.Put("a", `{"type":"thread"}`)
+	srv := hubWithThread(t)
 	c := srv.Client(bhtest.RunnerKey)
 	srv.DropBefore("download_session_object", 2)
 	if _, err := c.Download(t.Context(), "a"); err != nil {
 		t.Fatalf("Download: %v", err)
 	}
-	if n := srv.Count("download_session_object"); n != 3 {
-		t.Errorf("downloads = %d, want 3", n)
-	}
+	wantCalls(t, srv, "download_session_object", "downloads", 3)
 }
 
 func TestSlowBody(t *testing.T) {
-	srv := bhtest.New(t)
-	srv.Put("a", `{"type":"thread"}`)
+	srv := hubWithThread(t)
 	srv.SlowBody(20 * time.Millisecond)
 	if _, err := srv.Client(bhtest.RunnerKey).Download(t.Context(), "a"); err != nil {
 		t.Fatalf("slow but in time: %v", err)
@@ -424,9 +427,7 @@ func TestCancelStopsAtOnce(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("took %v", d)
 	}
-	if n := srv.Count("list_session_objects"); n != 1 {
-		t.Errorf("lists = %d, want 1", n)
-	}
+	wantCalls(t, srv, "list_session_objects", "lists", 1)
 	if _, err := c.Download(ctx, "a"); !errors.Is(err, blobhub.ErrUnavailable) {
 		t.Errorf("Download on a cancelled context = %v", err)
 	}
@@ -487,9 +488,7 @@ func TestPostNeverRetried(t *testing.T) {
 			if !strings.Contains(err.Error(), "post_session_thread_item") || !strings.Contains(err.Error(), alias) {
 				t.Errorf("message %q does not name command and alias", err)
 			}
-			if n := srv.Count("post_session_thread_item"); n != 1 {
-				t.Errorf("posts = %d, want 1", n)
-			}
+			wantCalls(t, srv, "post_session_thread_item", "posts", 1)
 			if n := len(srv.Items(alias)); n != tc.stored {
 				t.Errorf("stored = %d, want %d", n, tc.stored)
 			}
@@ -634,9 +633,7 @@ func TestRetryAfterOverflow(t *testing.T) {
 	if !errors.Is(err, blobhub.ErrUnavailable) {
 		t.Fatalf("List = %v, want ErrUnavailable", err)
 	}
-	if n := srv.Count("list_session_objects"); n != 1 {
-		t.Errorf("lists = %d, want 1", n)
-	}
+	wantCalls(t, srv, "list_session_objects", "lists", 1)
 }
 
 // Credentials written into the URL must not come back in New's errors.

@@ -27,9 +27,7 @@ func TestTailEqualTimestampsAcrossPages(t *testing.T) {
 	x0 := srv.PersonPost(alias, "x0")
 	x1 := srv.PersonPost(alias, "x1")
 	x2 := srv.PersonPost(alias, "x2")
-	srv.EqualTimestamps(true)
-	x3 := srv.PersonPost(alias, "x3") // same instant as x2: x2 ends page 1, x3 starts page 2
-	srv.EqualTimestamps(false)
+	x3 := postAtLastInstant(srv, alias, "x3") // x2 ends page 1, x3 starts page 2
 	x4 := srv.PersonPost(alias, "x4")
 	if x2.CreatedAt != x3.CreatedAt || x3.CreatedAt == x4.CreatedAt {
 		t.Fatalf("setup: stamps %s %s %s", x2.CreatedAt, x3.CreatedAt, x4.CreatedAt)
@@ -61,9 +59,7 @@ func TestTailEqualTimestampsAcrossPages(t *testing.T) {
 
 	// An item at the cursor's own instant is found, and the cursor keeps
 	// both ids.
-	srv.EqualTimestamps(true)
-	x5 := srv.PersonPost(alias, "x5")
-	srv.EqualTimestamps(false)
+	x5 := postAtLastInstant(srv, alias, "x5")
 	got, cur3, _, err := blobhub.Tail(ctx, c, alias, cur, blobhub.Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +168,14 @@ func pagedThread(t *testing.T, pageSize int, alias string) (*bhtest.Server, blob
 	srv.PageSize(pageSize)
 	srv.Thread(alias)
 	return srv, srv.Client(bhtest.RunnerKey)
+}
+
+// postAtLastInstant has the person post text at the instant of the item
+// posted last.
+func postAtLastInstant(srv *bhtest.Server, alias, text string) blobhub.Item {
+	srv.EqualTimestamps(true)
+	defer srv.EqualTimestamps(false)
+	return srv.PersonPost(alias, text)
 }
 
 func assertIDs(t *testing.T, got []blobhub.Item, want ...blobhub.Item) {
@@ -457,9 +461,7 @@ func TestTailCursorWithoutSince(t *testing.T) {
 	ctx := t.Context()
 	first := srv.PersonPost(alias, "first")
 	a := srv.PersonPost(alias, "a")
-	srv.EqualTimestamps(true)
-	b := srv.PersonPost(alias, "b") // a's instant
-	srv.EqualTimestamps(false)
+	b := postAtLastInstant(srv, alias, "b")
 	after := srv.PersonPost(alias, "after")
 	if a.CreatedAt != b.CreatedAt {
 		t.Fatalf("setup: stamps %s %s", a.CreatedAt, b.CreatedAt)

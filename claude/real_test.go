@@ -20,6 +20,16 @@ import (
 	"github.com/blobhub/bhw-run/policy"
 )
 
+// turnThenClose starts a session of l, runs one turn of msg with h and
+// closes the session.
+func turnThenClose(t *testing.T, l agent.Launch, msg string, h agent.Handler) (*claude.Session, agent.TurnResult) {
+	t.Helper()
+	s := start(t, l)
+	res := turn(t, s, msg, h)
+	closeSession(t, s)
+	return s, res
+}
+
 func TestRealAutonomousWrite(t *testing.T) {
 	e := newEnv(t)
 	x := filepath.Join(e.work, "x.txt")
@@ -30,10 +40,8 @@ func TestRealAutonomousWrite(t *testing.T) {
 	)
 	id := newUUID()
 	l, log := e.launch("autonomous", id, false)
-	s := start(t, l)
 	h := &recorder{}
-	res := turn(t, s, "please write x.txt", h)
-	closeSession(t, s)
+	s, res := turnThenClose(t, l, "please write x.txt", h)
 	record(t, "autonomous-write", log)
 
 	if res.Outcome != agent.TurnCompleted || res.ErrorText != "" {
@@ -102,10 +110,8 @@ func TestRealParkThenResumeAllowed(t *testing.T) {
 	e.model.Push(write, write, claudetest.Text("written"))
 	id := newUUID()
 	l, log1 := e.launch("approval", id, false)
-	s := start(t, l)
 	h := &recorder{}
-	res := turn(t, s, "write x.txt", h)
-	closeSession(t, s)
+	_, res := turnThenClose(t, l, "write x.txt", h)
 	if res.Outcome != agent.TurnParked || res.ErrorText != "" {
 		t.Fatalf("result = %+v, want parked\n%s", res, log1)
 	}
@@ -123,15 +129,13 @@ func TestRealParkThenResumeAllowed(t *testing.T) {
 	}
 
 	l, log2 := e.launch("approval", id, true)
-	s = start(t, l)
 	h2 := &recorder{Gate: func(c policy.Call) policy.Verdict {
 		if c.Fingerprint == parked.Fingerprint {
 			return policy.Verdict{Action: policy.Allow}
 		}
 		return policy.Verdict{Action: policy.Deny, Message: "not the granted call"}
 	}}
-	res = turn(t, s, "A person approved your call to Write "+x+". Run it again now, unchanged.", h2)
-	closeSession(t, s)
+	_, res = turnThenClose(t, l, "A person approved your call to Write "+x+". Run it again now, unchanged.", h2)
 	record(t, "park-resume-allow", log1, log2)
 	if res.Outcome != agent.TurnCompleted {
 		t.Fatalf("resumed result = %+v\n%s", res, log2)
@@ -153,10 +157,8 @@ func TestRealDenyMessageReachesModel(t *testing.T) {
 	x := filepath.Join(e.work, "x.txt")
 	e.model.Push(claudetest.Tool("Write", map[string]any{"file_path": x, "content": "hi"}), claudetest.Text("ok, not writing"))
 	l, log := e.launch("guarded", newUUID(), false)
-	s := start(t, l)
 	h := &recorder{Answers: map[string]policy.Verdict{"Write": {Action: policy.Deny, Message: "denied by worker rule 2"}}}
-	res := turn(t, s, "write x.txt", h)
-	closeSession(t, s)
+	_, res := turnThenClose(t, l, "write x.txt", h)
 	record(t, "deny", log)
 	if res.Outcome != agent.TurnCompleted {
 		t.Fatalf("result = %+v", res)
@@ -181,10 +183,8 @@ func TestRealAskUserQuestion(t *testing.T) {
 		"options": []any{map[string]any{"label": "staging", "description": "s"}, map[string]any{"label": "production", "description": "p"}},
 	}}}))
 	l, log := e.launch("autonomous", newUUID(), false)
-	s := start(t, l)
 	h := &recorder{}
-	res := turn(t, s, "ask me", h)
-	closeSession(t, s)
+	_, res := turnThenClose(t, l, "ask me", h)
 	record(t, "ask", log)
 	if res.Outcome != agent.TurnParked {
 		t.Fatalf("result = %+v", res)

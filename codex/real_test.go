@@ -122,22 +122,50 @@ func allowByFingerprint(grant string) func(policy.Call) policy.Verdict {
 	}
 }
 
-func TestApprovalEscalationParkThenGrant(t *testing.T) {
-	r := newRig(t, codextest.Escalate("touch esc.txt", "needs to leave the sandbox"))
-	s := r.start(r.launch("approval", ""))
+// parkOnlyCall starts a session under approval and sandbox and runs msg
+// with a gate that parks every call: the turn must park on one call and
+// leave name unwritten. It returns the session, its thread, the recorder
+// and that call.
+func parkOnlyCall(t *testing.T, r *rig, sandbox, msg, name string) (*Session, string, *recorder, policy.Call) {
+	t.Helper()
+	s := r.start(r.launch("approval", sandbox))
 	thread := s.SessionID()
 	h := &recorder{Gate: allowByFingerprint("")}
-	res := runTurn(t, s, "touch it", h)
+	res := runTurn(t, s, msg, h)
 	if res.Outcome != agent.TurnParked {
 		t.Fatalf("outcome %q", res.Outcome)
 	}
-	if exists(r.path("esc.txt")) {
-		t.Fatal("esc.txt exists after a park")
+	if exists(r.path(name)) {
+		t.Fatalf("%s exists after a park", name)
 	}
 	if len(h.Calls()) != 1 {
 		t.Fatalf("%d gate calls", len(h.Calls()))
 	}
-	c := h.Calls()[0]
+	return s, thread, h, h.Calls()[0]
+}
+
+// resumeGranted resumes thread in a new process whose gate allows only
+// the parked call's fingerprint and runs msg: the turn must complete,
+// the gate asked once about the same fingerprint. It returns the recorder.
+func resumeGranted(t *testing.T, r *rig, sandbox, thread, msg string, parked policy.Call) *recorder {
+	t.Helper()
+	l := r.launch("approval", sandbox)
+	l.Resume, l.SessionID = true, thread
+	s := r.start(l)
+	h := &recorder{Gate: allowByFingerprint(parked.Fingerprint)}
+	res := runTurn(t, s, msg, h)
+	if res.Outcome != agent.TurnCompleted {
+		t.Fatalf("resumed outcome %q", res.Outcome)
+	}
+	if len(h.Calls()) != 1 || h.Calls()[0].Fingerprint != parked.Fingerprint {
+		t.Fatalf("resumed gate calls %+v", h.Calls())
+	}
+	return h
+}
+
+func TestApprovalEscalationParkThenGrant(t *testing.T) {
+	r := newRig(t, codextest.Escalate("touch esc.txt", "needs to leave the sandbox"))
+	s, thread, h, c := parkOnlyCall(t, r, "", "touch it", "esc.txt")
 	if c.Tool != ToolExec || c.Effect != policy.EffectExec || c.Target.Command != "touch esc.txt" ||
 		c.Target.Cwd != r.work || c.Kind != policy.KindApproval || !strings.HasPrefix(c.Fingerprint, "sha256:") || c.InvocationID == "" {
 		t.Fatalf("call %+v", c)
@@ -151,15 +179,8 @@ func TestApprovalEscalationParkThenGrant(t *testing.T) {
 	// The person approved: a new process resumes; the identical command is
 	// asked again, allowed by its fingerprint, and runs once.
 	r.model.Push(codextest.Escalate("touch esc.txt", "needs to leave the sandbox"), codextest.Say("done"))
-	l := r.launch("approval", "")
-	l.Resume, l.SessionID = true, thread
-	s2 := r.start(l)
-	h2 := &recorder{Gate: allowByFingerprint(c.Fingerprint)}
-	res2 := runTurn(t, s2, "A person approved your call. Run it again now, unchanged.", h2)
-	if res2.Outcome != agent.TurnCompleted {
-		t.Fatalf("resumed outcome %q", res2.Outcome)
-	}
-	if len(h2.Calls()) != 1 || h2.Calls()[0].Fingerprint != c.Fingerprint || h2.Calls()[0].InvocationID == c.InvocationID {
+	h2 := resumeGranted(t, r, "", thread, "A person approved your call. Run it again now, unchanged.", c)
+	if h2.Calls()[0].InvocationID == c.InvocationID {
 		t.Fatalf("resumed gate calls %+v", h2.Calls())
 	}
 	if !exists(r.path("esc.txt")) {
@@ -206,20 +227,7 @@ func TestApprovalDenyDeclines(t *testing.T) {
 func TestReadOnlyFileChangeParkThenGrant(t *testing.T) {
 	patch := codextest.AddFile("p.txt", "hello from the fake")
 	r := newRig(t, codextest.Patch(patch))
-	s := r.start(r.launch("approval", "read-only"))
-	thread := s.SessionID()
-	h := &recorder{Gate: allowByFingerprint("")}
-	res := runTurn(t, s, "write p.txt", h)
-	if res.Outcome != agent.TurnParked {
-		t.Fatalf("outcome %q", res.Outcome)
-	}
-	if exists(r.path("p.txt")) {
-		t.Fatal("p.txt exists after a park")
-	}
-	if len(h.Calls()) != 1 {
-		t.Fatalf("%d gate calls", len(h.Calls()))
-	}
-	c := h.Calls()[0]
+	s, thread, h, c := parkOnlyCall(t, r, "read-only", "write p.txt", "p.txt")
 	if c.Tool != ToolApplyPatch || c.Effect != policy.EffectWrite || len(c.Target.Paths) != 1 ||
 		c.Target.Paths[0] != r.path("p.txt") || c.Fingerprint == "" || c.GrantRoot != "" {
 		t.Fatalf("call %+v", c)
@@ -235,17 +243,7 @@ func TestReadOnlyFileChangeParkThenGrant(t *testing.T) {
 	closeNow(t, s)
 
 	r.model.Push(codextest.Patch(patch), codextest.Say("written"))
-	l := r.launch("approval", "read-only")
-	l.Resume, l.SessionID = true, thread
-	s2 := r.start(l)
-	h2 := &recorder{Gate: allowByFingerprint(c.Fingerprint)}
-	res2 := runTurn(t, s2, "A person approved your patch. Run it again now, unchanged.", h2)
-	if res2.Outcome != agent.TurnCompleted {
-		t.Fatalf("resumed outcome %q", res2.Outcome)
-	}
-	if len(h2.Calls()) != 1 || h2.Calls()[0].Fingerprint != c.Fingerprint {
-		t.Fatalf("resumed gate calls %+v", h2.Calls())
-	}
+	resumeGranted(t, r, "read-only", thread, "A person approved your patch. Run it again now, unchanged.", c)
 	if b, err := os.ReadFile(r.path("p.txt")); err != nil || string(b) != "hello from the fake\n" {
 		t.Fatalf("p.txt = %q, %v", b, err)
 	}

@@ -145,29 +145,43 @@ func waitingSignal(t *testing.T) <-chan struct{} {
 	return ch
 }
 
-type acquired struct {
-	l   *Lock
-	err error
+// taken is what a call that takes a lock or a slot returned.
+type taken[T comparable] struct {
+	held T
+	err  error
 }
 
-// acquireAsync runs Acquire in its own goroutine.
-func acquireAsync(ctx context.Context, path string, wait time.Duration) <-chan acquired {
-	ch := make(chan acquired, 1)
+// takeAsync runs take in its own goroutine.
+func takeAsync[T comparable](take func() (T, error)) <-chan taken[T] {
+	ch := make(chan taken[T], 1)
 	go func() {
-		l, err := Acquire(ctx, path, wait)
-		ch <- acquired{l, err}
+		held, err := take()
+		ch <- taken[T]{held, err}
 	}()
 	return ch
 }
 
-// result waits for an acquireAsync, failing the test if it takes far too long.
-func result(t *testing.T, ch <-chan acquired) acquired {
+// awaitTaken waits for a takeAsync, failing the test if it takes far too
+// long; what it took is given back by give when the test ends.
+func awaitTaken[T comparable](t *testing.T, ch <-chan taken[T], what string, give func(T) error) taken[T] {
 	t.Helper()
-	r := await(t, ch, "Acquire")
-	if r.l != nil {
-		t.Cleanup(func() { _ = r.l.Unlock() })
+	r := await(t, ch, what)
+	var none T
+	if r.held != none {
+		t.Cleanup(func() { _ = give(r.held) })
 	}
 	return r
+}
+
+// acquireAsync runs Acquire in its own goroutine.
+func acquireAsync(ctx context.Context, path string, wait time.Duration) <-chan taken[*Lock] {
+	return takeAsync(func() (*Lock, error) { return Acquire(ctx, path, wait) })
+}
+
+// result waits for an acquireAsync, failing the test if it takes far too long.
+func result(t *testing.T, ch <-chan taken[*Lock]) taken[*Lock] {
+	t.Helper()
+	return awaitTaken(t, ch, "Acquire", (*Lock).Unlock)
 }
 
 // await is what ch carries, failing the test if what is waited for takes far too long.
@@ -181,6 +195,15 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 		var zero T
 		return zero
 	}
+}
+
+// heldLock polls fast and takes a lock file named name in a new folder:
+// where the tests of a waiter start.
+func heldLock(t *testing.T, name string) (string, *Lock) {
+	t.Helper()
+	fastPolling(t)
+	path := filepath.Join(t.TempDir(), name)
+	return path, mustAcquire(t, path)
 }
 
 func mustAcquire(t *testing.T, path string) *Lock {
@@ -250,9 +273,7 @@ func TestAcquireHeldInProcess(t *testing.T) {
 }
 
 func TestAcquireWaitElapses(t *testing.T) {
-	fastPolling(t)
-	path := filepath.Join(t.TempDir(), "thread.lock")
-	mustAcquire(t, path)
+	path, _ := heldLock(t, "thread.lock")
 	waited := false
 	onWaiting(t, func() { waited = true })
 
@@ -264,9 +285,7 @@ func TestAcquireWaitElapses(t *testing.T) {
 }
 
 func TestAcquireWaitsUntilUnlocked(t *testing.T) {
-	fastPolling(t)
-	path := filepath.Join(t.TempDir(), "thread.lock")
-	first := mustAcquire(t, path)
+	path, first := heldLock(t, "thread.lock")
 	waiting := waitingSignal(t)
 
 	done := acquireAsync(context.Background(), path, time.Minute)
@@ -283,9 +302,7 @@ func TestAcquireWaitsUntilUnlocked(t *testing.T) {
 }
 
 func TestAcquireCancelStopsWaiting(t *testing.T) {
-	fastPolling(t)
-	path := filepath.Join(t.TempDir(), "thread.lock")
-	mustAcquire(t, path)
+	path, _ := heldLock(t, "thread.lock")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	waiting := waitingSignal(t)
@@ -432,9 +449,7 @@ func TestWithLockReturnsFnErrorAndUnlocks(t *testing.T) {
 }
 
 func TestWithLockCancelWhileHeld(t *testing.T) {
-	fastPolling(t)
-	path := filepath.Join(t.TempDir(), "section.lock")
-	mustAcquire(t, path)
+	path, _ := heldLock(t, "section.lock")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	onWaiting(t, cancel)

@@ -19,27 +19,13 @@ func queuedSignal(t *testing.T) <-chan struct{} {
 	return ch
 }
 
-type waited struct {
-	s   *Slot
-	err error
+func waitSlotAsync(ctx context.Context, dir string, maxAgents int, wait time.Duration) <-chan taken[*Slot] {
+	return takeAsync(func() (*Slot, error) { return WaitSlot(ctx, dir, maxAgents, wait) })
 }
 
-func waitSlotAsync(ctx context.Context, dir string, maxAgents int, wait time.Duration) <-chan waited {
-	ch := make(chan waited, 1)
-	go func() {
-		s, err := WaitSlot(ctx, dir, maxAgents, wait)
-		ch <- waited{s, err}
-	}()
-	return ch
-}
-
-func waitResult(t *testing.T, ch <-chan waited) waited {
+func waitResult(t *testing.T, ch <-chan taken[*Slot]) taken[*Slot] {
 	t.Helper()
-	r := await(t, ch, "WaitSlot")
-	if r.s != nil {
-		t.Cleanup(func() { _ = r.s.Release() })
-	}
-	return r
+	return awaitTaken(t, ch, "WaitSlot", (*Slot).Release)
 }
 
 func mustTrySlot(t *testing.T, dir string, maxAgents int) *Slot {

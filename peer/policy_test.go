@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -57,7 +56,6 @@ type answer struct {
 // answers in order.
 func judge(t *testing.T, lines []any) []answer {
 	t.Helper()
-	python := agenttest.PinnedCLI(t, "Python peer", "BHW_PEER_PYTHON", ".tools/peer/bin/python")
 	var in bytes.Buffer
 	enc := json.NewEncoder(&in)
 	for _, l := range lines {
@@ -65,15 +63,7 @@ func judge(t *testing.T, lines []any) []answer {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.CommandContext(t.Context(), python, filepath.Join("testdata", "policy_judge.py"))
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C.UTF-8"}
-	cmd.Stdin = &in
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("the worker's judge: %v\n%s", err, stderr.String())
-	}
+	out, stderr := agenttest.RunPeer(t, "the worker's judge", &in, filepath.Join("testdata", "policy_judge.py"))
 	var answers []answer
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -85,7 +75,7 @@ func judge(t *testing.T, lines []any) []answer {
 		answers = append(answers, a)
 	}
 	if len(answers) != len(lines) {
-		t.Fatalf("the judge answered %d lines of %d\n%s", len(answers), len(lines), stderr.String())
+		t.Fatalf("the judge answered %d lines of %d\n%s", len(answers), len(lines), stderr)
 	}
 	return answers
 }

@@ -1,15 +1,15 @@
 //go:build realcli
 
-package policy
+package policy_test
 
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/blobhub/bhw-run/agent/agenttest"
+	"github.com/blobhub/bhw-run/policy"
 )
 
 // peerPicks asks blobhub-worker, for each answers set, whether it stands
@@ -28,13 +28,6 @@ for line in sys.stdin:
 // TestPicksAsPeer: metadata.answers is read as blobhub-worker reads it:
 // the same sets stand for a prompt and the same sets approve.
 func TestPicksAsPeer(t *testing.T) {
-	py := os.Getenv("BHW_PEER_PYTHON")
-	if py == "" {
-		py = filepath.Join("..", ".tools", "peer", "bin", "python")
-	}
-	if _, err := os.Stat(py); err != nil {
-		t.Fatalf("the Python peer is missing at %s (%v); run make tools, or set BHW_PEER_PYTHON", py, err)
-	}
 	cases := []struct {
 		answers string
 		n       int
@@ -53,27 +46,20 @@ func TestPicksAsPeer(t *testing.T) {
 		b, _ := json.Marshal(map[string]any{"answers": json.RawMessage(c.answers), "n": c.n})
 		in.Write(append(b, '\n'))
 	}
-	cmd := exec.CommandContext(t.Context(), py, "-c", peerPicks)
-	cmd.Stdin = &in
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("peer: %v\n%s", err, stderr.Bytes())
-	}
+	out, _ := agenttest.RunPeer(t, "peer", &in, "-c", peerPicks)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	for i, c := range cases {
 		var peer struct{ Usable, Approves bool }
 		if err := json.Unmarshal([]byte(lines[i]), &peer); err != nil {
 			t.Fatal(err)
 		}
-		picked, ok := ParsePicked(json.RawMessage(c.answers))
-		usable := ok && UsablePicks(picked, c.n)
+		picked, ok := policy.ParsePicked(json.RawMessage(c.answers))
+		usable := ok && policy.UsablePicks(picked, c.n)
 		if usable != peer.Usable {
 			t.Errorf("%s for %d question(s): usable %v, the peer's %v", c.answers, c.n, usable, peer.Usable)
 		}
-		if usable && PicksApprove(picked) != peer.Approves {
-			t.Errorf("%s: approves %v, the peer's %v", c.answers, PicksApprove(picked), peer.Approves)
+		if usable && policy.PicksApprove(picked) != peer.Approves {
+			t.Errorf("%s: approves %v, the peer's %v", c.answers, policy.PicksApprove(picked), peer.Approves)
 		}
 	}
 }

@@ -154,29 +154,15 @@ var subscriptNonScripts = []string{
 }
 
 func TestSubscriptRespellingsDenied(t *testing.T) {
-	for name, g := range ownerDeniesRm() {
-		for _, line := range subscriptRespellings {
-			if d := g.Decide(bash(line)); d.Decision != DecisionDeny || d.By == nil || d.By.Source != SourceWorker {
-				t.Errorf("%s: %q = %s (%s), want deny by the worker rule", name, line, d.Decision, d.Reason)
-			}
-		}
-	}
-	g := ownerDeniesRm()["guarded, allow all"]
-	for _, line := range subscriptNonScripts {
-		if d := g.Decide(bash(line)); d.Decision != DecisionAllow {
-			t.Errorf("%q = %s (%s), want allow: bash does not run rm there", line, d.Decision, d.Reason)
-		}
-	}
+	wantOwnerDenies(t, subscriptRespellings)
+	wantOwnerAllows(t, subscriptNonScripts, "bash")
 }
 
 // TestSubscriptTablesAgreeWithBash: each subscript respelling makes bash
 // run its command (a file made in place of `rm -rf x`), and no
 // non-script does.
 func TestSubscriptTablesAgreeWithBash(t *testing.T) {
-	bashBin, err := exec.LookPath("bash")
-	if err != nil {
-		t.Fatalf("bash is needed to check the tables: %v", err)
-	}
+	bashBin := bashForTables(t)
 	runs := func(line string) bool {
 		dir := t.TempDir()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -246,15 +232,44 @@ func ownerDeniesRm() map[string]Gate {
 	}
 }
 
-func TestShellRespellingsDenied(t *testing.T) {
+// wantOwnerDenies checks that each gate of ownerDeniesRm denies every
+// line, by the machine owner's rule.
+func wantOwnerDenies(t *testing.T, lines []string) {
+	t.Helper()
 	for name, g := range ownerDeniesRm() {
-		for _, line := range shellRespellings {
-			d := g.Decide(bash(line))
-			if d.Decision != DecisionDeny || d.By == nil || d.By.Source != SourceWorker {
+		for _, line := range lines {
+			if d := g.Decide(bash(line)); d.Decision != DecisionDeny || d.By == nil || d.By.Source != SourceWorker {
 				t.Errorf("%s: %q = %s (%s), want deny by the worker rule", name, line, d.Decision, d.Reason)
 			}
 		}
 	}
+}
+
+// wantOwnerAllows checks that the owner's "rm *" leaves every line alone
+// under a thread that allows all: shell, the one reading the line, does
+// not run rm there.
+func wantOwnerAllows(t *testing.T, lines []string, shell string) {
+	t.Helper()
+	g := ownerDeniesRm()["guarded, allow all"]
+	for _, line := range lines {
+		if d := g.Decide(bash(line)); d.Decision != DecisionAllow {
+			t.Errorf("%q = %s (%s), want allow: %s does not run rm there", line, d.Decision, d.Reason, shell)
+		}
+	}
+}
+
+// bashForTables is the path of bash, which the tables are checked against.
+func bashForTables(t *testing.T) string {
+	t.Helper()
+	bashBin, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatalf("bash is needed to check the tables: %v", err)
+	}
+	return bashBin
+}
+
+func TestShellRespellingsDenied(t *testing.T) {
+	wantOwnerDenies(t, shellRespellings)
 }
 
 // Under a thread's allow list with default ask, the scripts found are judged
@@ -275,12 +290,7 @@ func TestShellRespellingsRefusedUnderDefaultAsk(t *testing.T) {
 }
 
 func TestShellNonScriptsAllowed(t *testing.T) {
-	g := ownerDeniesRm()["guarded, allow all"]
-	for _, line := range shellNonScripts {
-		if d := g.Decide(bash(line)); d.Decision != DecisionAllow {
-			t.Errorf("%q = %s (%s), want allow: the shell does not run rm there", line, d.Decision, d.Reason)
-		}
-	}
+	wantOwnerAllows(t, shellNonScripts, "the shell")
 }
 
 // The tables above are how bash reads its words: each respelling that is a
@@ -288,10 +298,7 @@ func TestShellNonScriptsAllowed(t *testing.T) {
 // does (`echo $((6*7))RAN` in place of `rm -rf x`, so an error message
 // quoting the line does not count).
 func TestShellTablesAgreeWithBash(t *testing.T) {
-	bashBin, err := exec.LookPath("bash")
-	if err != nil {
-		t.Fatalf("bash is needed to check the tables: %v", err)
-	}
+	bashBin := bashForTables(t)
 	runs := func(line string) (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -10,20 +10,27 @@ import (
 	"testing"
 )
 
+// linkToKept writes "keep" to dir/target with mode perm and makes dir/name
+// a symbolic link to it; it returns both paths.
+func linkToKept(t *testing.T, dir, name string, perm os.FileMode) (target, link string) {
+	t.Helper()
+	target, link = filepath.Join(dir, "target"), filepath.Join(dir, name)
+	if err := os.WriteFile(target, []byte("keep"), perm); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	return target, link
+}
+
 // TestOpenRefusesWhatIsNotARegularFile: a link, a folder and a named pipe
 // are a *NotRegularError naming what is there, opened for reading or
 // writing, and the pipe does not block open(2); a missing file is
 // fs.ErrNotExist; a regular file opens.
 func TestOpenRefusesWhatIsNotARegularFile(t *testing.T) {
 	dir := t.TempDir()
-	target := filepath.Join(dir, "target")
-	if err := os.WriteFile(target, []byte("keep"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	link := filepath.Join(dir, "link")
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
+	target, link := linkToKept(t, dir, "link", 0o600)
 	fifo := filepath.Join(dir, "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
@@ -55,14 +62,7 @@ func TestOpenRefusesWhatIsNotARegularFile(t *testing.T) {
 // path is replaced rather than written through, and no temp file is left.
 func TestWriteAtomic(t *testing.T) {
 	dir := t.TempDir()
-	target := filepath.Join(dir, "target")
-	if err := os.WriteFile(target, []byte("keep"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "state.yaml")
-	if err := os.Symlink(target, path); err != nil {
-		t.Fatal(err)
-	}
+	target, path := linkToKept(t, dir, "state.yaml", 0o644)
 	if err := WriteAtomic(path, []byte("new"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -28,9 +28,8 @@ type recipe struct {
 	setup func(t testing.TB, h *home, modelURL, bin string) []string
 
 	// park stops the turn at an open permission request so the call never
-	// runs; parkStop is the stopReason the prompt then ends with.
-	park     func(a *agentProc, sessionID string, perm *rpcMsg)
-	parkStop string
+	// runs; the prompt then ends "cancelled".
+	park func(a *agentProc, sessionID string, perm *rpcMsg)
 
 	// noSession reports whether a session/load error means "no such
 	// session" (the fresh-session rule), as opposed to any other failure.
@@ -51,6 +50,11 @@ type recipe struct {
 	// permissiveWorkspace writes the agent's own workspace config that
 	// would allow every call, were it obeyed.
 	permissiveWorkspace func(t testing.TB, work string)
+}
+
+// messageSays reports whether an error has code and a message holding text.
+func messageSays(code int, text string) func(e *rpcError) bool {
+	return func(e *rpcError) bool { return e.Code == code && strings.Contains(e.Message, text) }
 }
 
 // rpcFailed: the prompt ended in a JSON-RPC error.
@@ -161,7 +165,6 @@ priority = 900
 		a.notify("session/cancel", map[string]any{"sessionId": sid})
 		a.replyError(perm, -32000, "parked: waiting for a person")
 	},
-	parkStop: "cancelled",
 	noSession: func(e *rpcError) bool {
 		return e.Code == -32603 && (strings.Contains(string(e.Data), "No previous sessions found") ||
 			strings.Contains(string(e.Data), "Invalid session identifier"))
@@ -208,11 +211,8 @@ var qwen = &recipe{
 			"OPENAI_MODEL=fake-model",
 		)
 	},
-	park:     cancelThenCancelled,
-	parkStop: "cancelled",
-	noSession: func(e *rpcError) bool {
-		return e.Code == -32002 && strings.Contains(e.Message, "Resource not found")
-	},
+	park:       cancelThenCancelled,
+	noSession:  messageSays(-32002, "Resource not found"),
 	turnFailed: rpcFailed,
 	permissiveWorkspace: func(t testing.TB, work string) {
 		writeJSONFile(t, filepath.Join(work, ".qwen", "settings.json"), map[string]any{
@@ -269,8 +269,7 @@ var opencode = &recipe{
 			"BHW_FAKE_API_KEY="+FakeKey,
 		)
 	},
-	park:     cancelThenCancelled,
-	parkStop: "cancelled",
+	park: cancelThenCancelled,
 	noSession: func(e *rpcError) bool {
 		return e.Code == -32603 && strings.Contains(string(e.Data), `"service":"session"`)
 	},
@@ -300,11 +299,8 @@ var copilot = &recipe{
 			"COPILOT_MODEL=gpt-4.1",
 		)
 	},
-	park:     cancelThenCancelled,
-	parkStop: "cancelled",
-	noSession: func(e *rpcError) bool {
-		return e.Code == -32002 && strings.Contains(e.Message, "not found")
-	},
+	park:      cancelThenCancelled,
+	noSession: messageSays(-32002, "not found"),
 	// A failed turn still ends end_turn; the failure is only in the text.
 	turnFailed: func(res *rpcMsg, text string) bool {
 		return res.Error == nil && strings.Contains(res.String(), `"end_turn"`) && strings.Contains(text, "Error: ")
