@@ -5,7 +5,6 @@ package run
 import (
 	"bytes"
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -30,7 +29,6 @@ for line in sys.stdin:
 // pointer to thread.log (the tool's input, a JSON object, is compared by
 // its field list only: the worker writes it with Python's separators).
 func TestFitAsPeer(t *testing.T) {
-	py := agenttest.PinnedCLI(t, "Python peer", "BHW_PEER_PYTHON", ".tools/peer/bin/python")
 	big := strings.Repeat("é", 30_000) + strings.Repeat("x", 20_000) + "😀"
 	in, _ := json.Marshal(map[string]any{"command": big})
 	withText := agent.ToolCallItem("Bash", "toolu_4", in, "x")
@@ -50,14 +48,7 @@ func TestFitAsPeer(t *testing.T) {
 			"content": []map[string]any{{"type": "text", "text": it.Brief}}, "metadata": it.Meta}, "local_log": testLogRef})
 		stdin.Write(append(b, '\n'))
 	}
-	cmd := exec.CommandContext(t.Context(), py, "-c", peerTruncate)
-	cmd.Stdin = &stdin
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("the peer's truncate_item: %v\n%s", err, stderr.Bytes())
-	}
+	out, _ := agenttest.RunPeer(t, "the peer's truncate_item", &stdin, "-c", peerTruncate)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != len(items) {
 		t.Fatalf("%d answers for %d items", len(lines), len(items))
