@@ -1,6 +1,7 @@
 package acptest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -232,7 +233,7 @@ func (f *fakeAgent) play(prompt jsonrpc.ID, steps []agenttest.Step) {
 			tc["sessionUpdate"], tc["status"] = "tool_call", "in_progress"
 			f.update(tc)
 			f.update(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "completed",
-				"content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": orDefault(st.Tool.Result, "ran")}}}})
+				"content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": cmp.Or(st.Tool.Result, "ran")}}}})
 		case st.Call != nil:
 			if !f.ask(st.Call) {
 				result = map[string]any{"stopReason": "cancelled"}
@@ -444,11 +445,11 @@ func (f *fakeAgent) ask(t *agenttest.Tool) bool {
 		if _, err := f.Conn.Call(context.Background(), "fs/write_text_file", map[string]any{"sessionId": f.sid, "path": t.Target.Paths[0], "content": "fake\n"}); err != nil {
 			f.update(textChunk("fs/write_text_file failed: " + err.Error()))
 		}
-		if err := os.WriteFile(t.Target.Paths[0], []byte(orDefault(t.Result, "ran")+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(t.Target.Paths[0], []byte(cmp.Or(t.Result, "ran")+"\n"), 0o644); err != nil {
 			f.update(textChunk("write failed: " + err.Error()))
 		}
 	}
-	result := orDefault(t.Result, "ran")
+	result := cmp.Or(t.Result, "ran")
 	if t.Name == Runs && t.Effect == policy.EffectExec {
 		out, err := exec.Command("bash", "-c", t.Target.Command).CombinedOutput()
 		result = fmt.Sprintf("ran (%v): %s", err, out)
@@ -477,11 +478,4 @@ func (f *fakeAgent) bigRequest(n int) {
 	_, rerr := f.Conn.Call(context.Background(), "fs/read_text_file", map[string]any{"sessionId": f.sid, "path": "/etc/hostname"})
 	_, uerr := f.Conn.Call(context.Background(), "craft/drainMidTurnQueue", map[string]any{"sessionId": f.sid})
 	f.update(textChunk(fmt.Sprintf("big request answered: %s; read answered: %v; unknown answered: %v", big.text, rerr, uerr)))
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }

@@ -1,6 +1,7 @@
 package agenttest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -134,7 +135,7 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 				outcome["outcome"] = "interrupted"
 				return
 			}
-			f.update("tool_result", map[string]any{"id": id, "output": orDefault(st.Tool.Result, "ran")})
+			f.update("tool_result", map[string]any{"id": id, "output": cmp.Or(st.Tool.Result, "ran")})
 		case st.Call != nil || len(st.Ask) > 0:
 			if !f.ask(st) {
 				outcome["outcome"] = "interrupted"
@@ -224,13 +225,13 @@ func (f *fake) ask(st Step) bool {
 	}
 	switch v.Action {
 	case "allow":
-		f.update("tool_result", map[string]any{"id": id, "output": orDefault(tool.Result, "ran")})
+		f.update("tool_result", map[string]any{"id": id, "output": cmp.Or(tool.Result, "ran")})
 		return true
 	case "park":
 		f.update("tool_result", map[string]any{"id": id, "output": "not run: waiting for a person", "is_error": true})
 		return false
 	default:
-		f.update("tool_result", map[string]any{"id": id, "output": orDefault(v.Message, "denied"), "is_error": true})
+		f.update("tool_result", map[string]any{"id": id, "output": cmp.Or(v.Message, "denied"), "is_error": true})
 		return true
 	}
 }
@@ -257,11 +258,4 @@ func toolInput(t *Tool) map[string]any {
 		return map[string]any{"url": t.Target.URL}
 	}
 	return map[string]any{}
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }

@@ -2,6 +2,7 @@ package claudetest
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -314,7 +315,7 @@ func (f *fake) playTurn(steps []FakeStep) (code int, exit bool) {
 					return 2, true
 				}
 			}
-			f.toolResult(id, orDefault(st.Tool.Result, "ok"), false)
+			f.toolResult(id, cmp.Or(st.Tool.Result, "ok"), false)
 			turns++
 		case st.Permission != nil || len(st.Ask) > 0:
 			t := st.Permission
@@ -358,7 +359,7 @@ func (f *fake) playTurn(steps []FakeStep) (code int, exit bool) {
 				f.toolResult(id, fmt.Sprintf("Tool permission request failed: Error: %v", resp["error"]), true)
 			case inner["behavior"] == "allow":
 				b, _ := json.Marshal(inner["updatedInput"])
-				f.toolResult(id, orDefault(t.Result, "ran with "+string(b)), false)
+				f.toolResult(id, cmp.Or(t.Result, "ran with "+string(b)), false)
 			case inner["interrupt"] == true:
 				f.toolResult(id, "The user doesn't want to proceed with this tool use. STOP what you are doing and wait for the user to tell you how to proceed.", true)
 				f.print(map[string]any{"type": "user", "message": map[string]any{"role": "user",
@@ -464,13 +465,6 @@ func readLine(path string) error {
 	defer f.Close()
 	_, err = bufio.NewReader(f).ReadString('\n')
 	return err
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 func mustWd() string {

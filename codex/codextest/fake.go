@@ -1,6 +1,7 @@
 package codextest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -59,7 +60,7 @@ func (f *fakeServer) request(m jsonrpc.Message) {
 	case "initialize":
 		_ = f.Conn.Reply(m.ID, map[string]any{"userAgent": "fake-codex"})
 	case "thread/start":
-		f.thread = orDefault(f.Script.SessionID, "019a0000-fake-7000-8000-000000000001")
+		f.thread = cmp.Or(f.Script.SessionID, "019a0000-fake-7000-8000-000000000001")
 		_ = f.Conn.Reply(m.ID, map[string]any{"thread": map[string]any{"id": f.thread}})
 		f.Opened()
 	case "thread/resume":
@@ -112,7 +113,7 @@ func (f *fakeServer) play(turn string, steps []agenttest.Step) {
 		case st.Tool != nil:
 			it := f.toolItem(id, st.Tool)
 			f.item("item/started", it, turn)
-			it["status"], it["aggregatedOutput"], it["exitCode"] = "completed", orDefault(st.Tool.Result, "ran"), 0
+			it["status"], it["aggregatedOutput"], it["exitCode"] = "completed", cmp.Or(st.Tool.Result, "ran"), 0
 			f.item("item/completed", it, turn)
 		case st.Call != nil:
 			if !f.approve(turn, id, st.Call) {
@@ -216,7 +217,7 @@ func (f *fakeServer) approve(turn, id string, t *agenttest.Tool) bool {
 	_ = json.Unmarshal(a.res, &d)
 	switch d.Decision {
 	case "accept":
-		it["status"], it["aggregatedOutput"], it["exitCode"] = "completed", orDefault(t.Result, "ran"), 0
+		it["status"], it["aggregatedOutput"], it["exitCode"] = "completed", cmp.Or(t.Result, "ran"), 0
 		f.item("item/completed", it, turn)
 		return true
 	case "cancel":
@@ -228,11 +229,4 @@ func (f *fakeServer) approve(turn, id string, t *agenttest.Tool) bool {
 		f.item("item/completed", it, turn)
 		return true
 	}
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
