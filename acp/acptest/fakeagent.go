@@ -65,8 +65,6 @@ type fakeAgent struct {
 	*agenttest.FakeServer
 	dialect string
 	sid     string
-	turn    int
-	seq     int
 
 	mu        sync.Mutex
 	cancelled bool
@@ -140,10 +138,7 @@ func (f *fakeAgent) request(m jsonrpc.Message) {
 		f.update(map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": []any{}})
 		f.Opened()
 	case "session/prompt":
-		steps := []agenttest.Step{{Text: "no more script"}}
-		if f.turn < len(f.Script.Turns) {
-			steps = f.Script.Turns[f.turn]
-		}
+		steps, _ := f.NextTurn()
 		// Images in the prompt are said first, so a test sees they came.
 		var pr struct {
 			Prompt []struct {
@@ -162,7 +157,6 @@ func (f *fakeAgent) request(m jsonrpc.Message) {
 		if len(seen) > 0 {
 			steps = append([]agenttest.Step{{Text: "images: " + strings.Join(seen, ", ")}}, steps...)
 		}
-		f.turn++
 		f.mu.Lock()
 		f.cancelled = false
 		f.mu.Unlock()
@@ -193,11 +187,6 @@ func (f *fakeAgent) noSession(id jsonrpc.ID, sid string) {
 	}
 }
 
-func (f *fakeAgent) nextID() string {
-	f.seq++
-	return fmt.Sprintf("call_%d", f.seq)
-}
-
 func (f *fakeAgent) isCancelled() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -211,11 +200,7 @@ func textChunk(text string) map[string]any {
 // play plays one turn's steps and answers the prompt.
 func (f *fakeAgent) play(prompt jsonrpc.ID, steps []agenttest.Step) {
 	result := f.usage(map[string]any{"stopReason": "end_turn"})
-	defer func() {
-		if result != nil {
-			_ = f.Conn.Reply(prompt, result)
-		}
-	}()
+	defer f.ReplyAtEnd(prompt, &result)
 	for _, st := range steps {
 		switch {
 		case st.Text != "":
@@ -228,7 +213,7 @@ func (f *fakeAgent) play(prompt jsonrpc.ID, steps []agenttest.Step) {
 		case st.Status != "":
 			f.update(map[string]any{"sessionUpdate": "plan", "entries": []any{map[string]any{"content": st.Status, "priority": "high", "status": "pending"}}})
 		case st.Tool != nil:
-			id := f.nextID()
+			id := f.NextID("call")
 			tc := toolCall(id, st.Tool)
 			tc["sessionUpdate"], tc["status"] = "tool_call", "in_progress"
 			f.update(tc)
@@ -239,10 +224,6 @@ func (f *fakeAgent) play(prompt jsonrpc.ID, steps []agenttest.Step) {
 				result = map[string]any{"stopReason": "cancelled"}
 				return
 			}
-		case st.Crash != 0:
-			f.Crash(st.Crash, st.Stderr)
-		case st.Hang:
-			f.Hang()
 		case st.WaitInterrupt:
 			<-f.cancel
 			result = map[string]any{"stopReason": "cancelled"}
@@ -258,8 +239,6 @@ func (f *fakeAgent) play(prompt jsonrpc.ID, steps []agenttest.Step) {
 			return
 		case st.Grandchild:
 			f.update(textChunk(fmt.Sprintf("grandchild %d", f.Grandchild())))
-		case st.Garbage != "":
-			_ = f.WriteLine([]byte(st.Garbage))
 		case st.BigLine > 0:
 			f.update(textChunk(strings.Repeat("x", st.BigLine)))
 		case st.Flood > 0:
@@ -283,11 +262,13 @@ func (f *fakeAgent) play(prompt jsonrpc.ID, steps []agenttest.Step) {
 				f.update(map[string]any{"sessionUpdate": "plan", "entries": []any{}, "_meta": map[string]any{"last": "after the end"}})
 				agenttest.Tell(f.Script.Sent)
 			}
-			if f.permitThen(toolCall(f.nextID(), agenttest.Write("/after-the-end")), trail).allowed {
+			if f.permitThen(toolCall(f.NextID("call"), agenttest.Write("/after-the-end")), trail).allowed {
 				verdict = "allowed"
 			}
 			fmt.Fprintln(os.Stderr, "fake agent: the request after the end was "+verdict)
 			return
+		default:
+			f.PlayAlike(st)
 		}
 	}
 }
@@ -411,7 +392,7 @@ func (f *fakeAgent) permitThen(tc map[string]any, then func()) answer {
 // ask puts a call to the host and plays the answer; false when the turn
 // ends there (the host cancelled the session: a park or an interrupt).
 func (f *fakeAgent) ask(t *agenttest.Tool) bool {
-	id := f.nextID()
+	id := f.NextID("call")
 	tc := toolCall(id, t)
 	announce := func() {
 		u := map[string]any{"sessionUpdate": "tool_call", "status": "pending"}

@@ -40,8 +40,6 @@ const (
 type fake struct {
 	*FakeServer
 	sid       string
-	turn      int
-	seq       int
 	interrupt chan struct{}
 }
 
@@ -88,11 +86,7 @@ func (f *fake) request(m jsonrpc.Message) {
 		_ = f.Conn.Reply(m.ID, map[string]any{"session_id": f.sid, "env": env, "cwd": cwd, "argv": os.Args[1:]})
 		f.Opened()
 	case "prompt":
-		steps := []Step{{Text: "no more script"}}
-		if f.turn < len(f.Script.Turns) {
-			steps = f.Script.Turns[f.turn]
-		}
-		f.turn++
+		steps, _ := f.NextTurn()
 		// Played on its own goroutine: the reader must go on reading the
 		// host's answers to the agent's requests.
 		go f.play(m.ID, steps)
@@ -106,19 +100,10 @@ func (f *fake) update(kind string, fields map[string]any) {
 	_ = f.Conn.Notify("update", fields)
 }
 
-func (f *fake) nextID() string {
-	f.seq++
-	return fmt.Sprintf("call_%d", f.seq)
-}
-
 // play plays one turn's steps and answers the prompt.
 func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 	outcome := map[string]any{"outcome": "end", "usage": map[string]any{"input_tokens": 10, "input_tokens_cached": 4, "output_tokens": 3}}
-	defer func() {
-		if outcome != nil {
-			_ = f.Conn.Reply(prompt, outcome)
-		}
-	}()
+	defer f.ReplyAtEnd(prompt, &outcome)
 	for _, st := range steps {
 		switch {
 		case st.Text != "":
@@ -128,7 +113,7 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 		case st.Status != "":
 			f.update("status", map[string]any{"token": st.Status, "text": "status " + st.Status})
 		case st.Tool != nil:
-			id := f.nextID()
+			id := f.NextID("call")
 			f.update("tool_call", map[string]any{"id": id, "tool": toolName(st.Tool), "input": toolInput(st.Tool)})
 			if st.Tool.Running {
 				<-f.interrupt
@@ -141,10 +126,6 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 				outcome["outcome"] = "interrupted"
 				return
 			}
-		case st.Crash != 0:
-			f.Crash(st.Crash, st.Stderr)
-		case st.Hang:
-			f.Hang()
 		case st.WaitInterrupt:
 			<-f.interrupt
 			outcome["outcome"] = "interrupted"
@@ -154,8 +135,6 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 			return
 		case st.Grandchild:
 			f.update("text", map[string]any{"text": fmt.Sprintf("grandchild %d", f.Grandchild())})
-		case st.Garbage != "":
-			_ = f.WriteLine([]byte(st.Garbage))
 		case st.BigLine > 0:
 			f.update("text", map[string]any{"text": strings.Repeat("x", st.BigLine)})
 		case st.AfterEnd:
@@ -163,15 +142,11 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 			outcome = nil
 			f.update("text", map[string]any{"text": "said after the end"})
 			tool := Write("/after-the-end")
-			_, ch, err := f.Conn.Go("permission", map[string]any{"id": f.nextID(), "kind": "approval", "tool": toolName(tool),
+			_, ch, err := f.Conn.Go("permission", map[string]any{"id": f.NextID("call"), "kind": "approval", "tool": toolName(tool),
 				"input": toolInput(tool), "effect": tool.Effect, "target": tool.Target})
 			f.update("text", map[string]any{"text": " and more"})
 			f.update("status", map[string]any{"token": "late", "text": "after the end"})
-			Tell(f.Script.Sent)
-			f.AfterEndAnswer(ch, err, func(res json.RawMessage) bool {
-				var a struct{ Action string }
-				return json.Unmarshal(res, &a) == nil && a.Action == "allow"
-			})
+			f.AfterEndAnswer(ch, err, "action", "allow")
 			return
 		case st.Flood > 0:
 			for i := 0; i < st.Flood; i++ {
@@ -187,6 +162,8 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 				a.Action, a.Message = "error", err.Error()
 			}
 			f.update("text", map[string]any{"text": fmt.Sprintf("big request answered: %s: %s", a.Action, a.Message)})
+		default:
+			f.PlayAlike(st)
 		}
 	}
 }
@@ -194,7 +171,7 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 // ask puts a call (or a question) to the gate and plays the answer; false
 // when the turn ends there (parked, interrupted).
 func (f *fake) ask(st Step) bool {
-	id := f.nextID()
+	id := f.NextID("call")
 	params := map[string]any{"id": id, "kind": "approval"}
 	tool := st.Call
 	if tool == nil {

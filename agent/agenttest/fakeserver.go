@@ -17,8 +17,9 @@ import (
 )
 
 // FakeServer is the plumbing of a scripted fake agent that speaks JSON-RPC
-// on stdio, which each fake (this package's, codextest's) gives its own
-// protocol: the script, the connection, one writer, and hanging.
+// on stdio, which each fake (this package's, codextest's, acptest's) gives
+// its own protocol: the script, the connection, one writer, hanging, the
+// turns and ids it counts, and the steps every fake plays alike.
 type FakeServer struct {
 	Script Script
 	Conn   *jsonrpc.Conn
@@ -27,6 +28,49 @@ type FakeServer struct {
 	out     *bufio.Writer
 	hanging atomic.Bool
 	deaf    atomic.Bool // reads nothing more (Script.StopReading, Flood)
+	turn    int         // the turns begun (NextTurn)
+	seq     int         // the ids given (NextID)
+}
+
+// NextTurn begins the script's next turn: its steps (a turn past the last
+// says "no more script") and its number, from 1.
+func (f *FakeServer) NextTurn() ([]Step, int) {
+	steps := []Step{{Text: "no more script"}}
+	if f.turn < len(f.Script.Turns) {
+		steps = f.Script.Turns[f.turn]
+	}
+	f.turn++
+	return steps, f.turn
+}
+
+// NextID is a new id for what the fake sends: prefix_<n>, n counting from
+// 1 over the fake's life.
+func (f *FakeServer) NextID(prefix string) string {
+	f.seq++
+	return fmt.Sprintf("%s_%d", prefix, f.seq)
+}
+
+// PlayAlike plays the steps every fake plays alike, whatever its protocol
+// (Crash, Hang, Garbage), and ignores any other: a fake plays those its
+// own way, and leaves the rest to PlayAlike.
+func (f *FakeServer) PlayAlike(st Step) {
+	switch {
+	case st.Crash != 0:
+		f.Crash(st.Crash, st.Stderr)
+	case st.Hang:
+		f.Hang()
+	case st.Garbage != "":
+		_ = f.WriteLine([]byte(st.Garbage))
+	}
+}
+
+// ReplyAtEnd answers the prompt request id with *res, unless *res is nil
+// by then (the play answered it itself, as an AfterEnd step does). A
+// fake's play defers it, and sets *res as its turn goes.
+func (f *FakeServer) ReplyAtEnd(id jsonrpc.ID, res *map[string]any) {
+	if *res != nil {
+		_ = f.Conn.Reply(id, *res)
+	}
 }
 
 // FloodMethod is the method of the requests a Flood sends.
@@ -46,15 +90,18 @@ func (f *FakeServer) Opened() {
 	}
 }
 
-// AfterEndAnswer waits for the answer to the request a Step.AfterEnd sent
-// (ch; err when it could not be sent) and says on stderr how it was
-// answered: allowed when allows says so of the result, else refused.
-func (f *FakeServer) AfterEndAnswer(ch <-chan jsonrpc.Message, err error, allows func(json.RawMessage) bool) {
+// AfterEndAnswer ends a Step.AfterEnd once it has sent all it sends: it
+// tells Script.Sent, waits for the answer to its request (ch; err when it
+// could not be sent) and says on stderr how it was answered: allowed when
+// the result's key is allow, else refused.
+func (f *FakeServer) AfterEndAnswer(ch <-chan jsonrpc.Message, err error, key, allow string) {
+	Tell(f.Script.Sent)
 	verdict := "refused"
 	if err == nil {
 		select {
 		case m := <-ch:
-			if m.Error == nil && allows(m.Result) {
+			var res map[string]any
+			if m.Error == nil && json.Unmarshal(m.Result, &res) == nil && res[key] == allow {
 				verdict = "allowed"
 			}
 		case <-f.Conn.Done():
