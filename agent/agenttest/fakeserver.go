@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -158,6 +159,42 @@ func Begin(startupError string, ignoreSIGTERM bool) bool {
 	return true
 }
 
+// A StandInScript is the script of a stand-in CLI: it says how the
+// stand-in's start goes (Begin).
+type StandInScript interface {
+	Start() (startupError string, ignoreSIGTERM bool)
+}
+
+// Start is what s says of the agent's start.
+func (s Script) Start() (startupError string, ignoreSIGTERM bool) {
+	return s.StartupError, s.IgnoreSIGTERM
+}
+
+// StandIn starts a stand-in CLI (agytest's agy, claudetest's claude) run
+// with args: with --version among them it prints version; else it reads
+// its script, the JSON file at path, and plays what the script says of its
+// start (Begin). ok false: the stand-in exits at once with status, 0 after
+// --version, 2 when the script cannot be read (said on stderr after who),
+// 1 for a StartupError.
+func StandIn[S StandInScript](who, version, path string, args []string) (sc S, status int, ok bool) {
+	if slices.Contains(args, "--version") {
+		fmt.Println(version)
+		return sc, 0, false
+	}
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(b, &sc)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, who+":", err)
+		return sc, 2, false
+	}
+	if !Begin(sc.Start()) {
+		return sc, 1, false
+	}
+	return sc, 0, true
+}
+
 // RunIfSet plays a fake and exits with its status when the variable env
 // names its script; otherwise it returns at once. A fake's MaybeRun calls
 // it first thing in TestMain.
@@ -243,14 +280,24 @@ func (f *FakeServer) Crash(code int, stderr string) {
 	os.Exit(code)
 }
 
-// Grandchild starts `sleep 300` in its own session holding a copy of
-// stdout, as a leaked tool child would, and returns its pid.
+// Grandchild starts a grandchild (StartGrandchild) and returns its pid; the
+// fake crashes when it cannot.
 func (f *FakeServer) Grandchild() int {
+	pid, err := StartGrandchild()
+	if err != nil {
+		f.Crash(2, "fake agent: grandchild: "+err.Error())
+	}
+	return pid
+}
+
+// StartGrandchild starts `sleep 300` in its own session holding a copy of
+// stdout, as a leaked tool child would, and returns its pid.
+func StartGrandchild() (int, error) {
 	cmd := exec.Command("sleep", "300")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Stdout = os.Stdout
 	if err := cmd.Start(); err != nil {
-		f.Crash(2, "fake agent: grandchild: "+err.Error())
+		return 0, err
 	}
-	return cmd.Process.Pid
+	return cmd.Process.Pid, nil
 }

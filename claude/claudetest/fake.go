@@ -6,14 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/blobhub/bhw-run/agent/agenttest"
 )
@@ -44,6 +40,11 @@ type FakeScript struct {
 	// Deaf is agenttest.Script.Deaf.
 	Deaf  string       `json:"deaf,omitempty"`
 	Turns [][]FakeStep `json:"turns"`
+}
+
+// Start is what s says of the agent's start (agenttest.StandIn).
+func (s FakeScript) Start() (startupError string, ignoreSIGTERM bool) {
+	return s.StartupError, s.IgnoreSIGTERM
 }
 
 // FakeStep is one step of a turn; set exactly one field.
@@ -123,22 +124,9 @@ func MaybeRunFakeAgent() {
 // FakeAgentMain plays the script at path over stdin/stdout and returns
 // the exit status.
 func FakeAgentMain(path string) int {
-	if slices.Contains(os.Args[1:], "--version") {
-		fmt.Println(FakeVersion)
-		return 0
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fake claude:", err)
-		return 2
-	}
-	var sc FakeScript
-	if err := json.Unmarshal(b, &sc); err != nil {
-		fmt.Fprintln(os.Stderr, "fake claude:", err)
-		return 2
-	}
-	if !agenttest.Begin(sc.StartupError, sc.IgnoreSIGTERM) {
-		return 1
+	sc, code, ok := agenttest.StandIn[FakeScript]("fake claude", FakeVersion, path, os.Args[1:])
+	if !ok {
+		return code
 	}
 	if sc.SessionID == "" {
 		for _, a := range os.Args[1:] {
@@ -161,9 +149,7 @@ func FakeAgentMain(path string) int {
 		}
 		fmt.Fprintln(os.Stderr, "fake claude: reading nothing more")
 		agenttest.Tell(sc.Deaf)
-		for { // the pipe fills; only a signal ends it
-			time.Sleep(time.Hour)
-		}
+		agenttest.Forever() // the pipe fills; only a signal ends it
 	}
 	go f.readStdin()
 	for n := 0; ; n++ {
@@ -406,19 +392,14 @@ func (f *fake) playTurn(steps []FakeStep) (code int, exit bool) {
 			inner, _ := resp["response"].(map[string]any)
 			f.assistant(map[string]any{"type": "text", "text": fmt.Sprintf("raw request answered: %v %v", resp["subtype"], inner["behavior"])})
 		case st.Hang:
-			for {
-				time.Sleep(time.Hour)
-			}
+			agenttest.Forever()
 		case st.Grandchild:
-			cmd := exec.Command("sleep", "300")
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-			// It keeps a copy of stdout, as a leaked tool child would.
-			cmd.Stdout = os.Stdout
-			if err := cmd.Start(); err != nil {
+			pid, err := agenttest.StartGrandchild()
+			if err != nil {
 				fmt.Fprintln(os.Stderr, "fake claude: grandchild:", err)
 				return 2, true
 			}
-			f.assistant(map[string]any{"type": "text", "text": fmt.Sprintf("grandchild %d", cmd.Process.Pid)})
+			f.assistant(map[string]any{"type": "text", "text": fmt.Sprintf("grandchild %d", pid)})
 		case st.WaitInterrupt:
 			select {
 			case <-f.interrupt:
