@@ -51,9 +51,10 @@ func (f *FakeServer) NextID(prefix string) string {
 	return fmt.Sprintf("%s_%d", prefix, f.seq)
 }
 
-// PlayAlike plays the steps every fake plays alike, whatever its protocol
-// (Crash, Hang, Garbage), and ignores any other: a fake plays those its
-// own way, and leaves the rest to PlayAlike.
+// PlayAlike plays st when it is a step every fake plays alike, whatever
+// its protocol (Crash, Hang, Garbage), and ignores any other. A fake plays
+// the other steps its own way and hands PlayAlike what is left (its
+// switch's default).
 func (f *FakeServer) PlayAlike(st Step) {
 	switch {
 	case st.Crash != 0:
