@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/blobhub/bhw-run/agent"
+	"github.com/blobhub/bhw-run/agent/agenttest"
 	"github.com/blobhub/bhw-run/codex/codextest"
 	"github.com/blobhub/bhw-run/policy"
 )
@@ -306,14 +307,7 @@ func TestInterruptSleepingCommandThenClose(t *testing.T) {
 func TestCancelledContextInterrupts(t *testing.T) {
 	r := newRig(t, codextest.Run("sleep 30; touch late.txt"))
 	s := r.start(r.launch("autonomous", ""))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	h := &recorder{OnItem: func(it agent.Item) {
-		if it.Type() == agent.ItemToolCall {
-			cancel()
-		}
-	}}
-	res, err := s.Turn(ctx, "sleep", h)
+	res, err := agenttest.CancelAt(s, "sleep", agent.ItemToolCall)
 	if err != context.Canceled || res.Outcome != agent.TurnInterrupted {
 		t.Fatalf("Turn = %+v, %v", res, err)
 	}

@@ -1,6 +1,7 @@
 package acptest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -64,8 +65,6 @@ type fakeAgent struct {
 	*agenttest.FakeServer
 	dialect string
 	sid     string
-	turn    int
-	seq     int
 
 	mu        sync.Mutex
 	cancelled bool
@@ -139,10 +138,7 @@ func (f *fakeAgent) request(m jsonrpc.Message) {
 		f.update(map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": []any{}})
 		f.Opened()
 	case "session/prompt":
-		steps := []agenttest.Step{{Text: "no more script"}}
-		if f.turn < len(f.Script.Turns) {
-			steps = f.Script.Turns[f.turn]
-		}
+		steps, _ := f.NextTurn()
 		// Images in the prompt are said first, so a test sees they came.
 		var pr struct {
 			Prompt []struct {
@@ -161,7 +157,6 @@ func (f *fakeAgent) request(m jsonrpc.Message) {
 		if len(seen) > 0 {
 			steps = append([]agenttest.Step{{Text: "images: " + strings.Join(seen, ", ")}}, steps...)
 		}
-		f.turn++
 		f.mu.Lock()
 		f.cancelled = false
 		f.mu.Unlock()
@@ -192,11 +187,6 @@ func (f *fakeAgent) noSession(id jsonrpc.ID, sid string) {
 	}
 }
 
-func (f *fakeAgent) nextID() string {
-	f.seq++
-	return fmt.Sprintf("call_%d", f.seq)
-}
-
 func (f *fakeAgent) isCancelled() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -210,11 +200,7 @@ func textChunk(text string) map[string]any {
 // play plays one turn's steps and answers the prompt.
 func (f *fakeAgent) play(prompt jsonrpc.ID, steps []agenttest.Step) {
 	result := f.usage(map[string]any{"stopReason": "end_turn"})
-	defer func() {
-		if result != nil {
-			_ = f.Conn.Reply(prompt, result)
-		}
-	}()
+	defer f.ReplyAtEnd(prompt, &result)
 	for _, st := range steps {
 		switch {
 		case st.Text != "":
@@ -227,21 +213,17 @@ func (f *fakeAgent) play(prompt jsonrpc.ID, steps []agenttest.Step) {
 		case st.Status != "":
 			f.update(map[string]any{"sessionUpdate": "plan", "entries": []any{map[string]any{"content": st.Status, "priority": "high", "status": "pending"}}})
 		case st.Tool != nil:
-			id := f.nextID()
+			id := f.NextID("call")
 			tc := toolCall(id, st.Tool)
 			tc["sessionUpdate"], tc["status"] = "tool_call", "in_progress"
 			f.update(tc)
 			f.update(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "completed",
-				"content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": orDefault(st.Tool.Result, "ran")}}}})
+				"content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": cmp.Or(st.Tool.Result, "ran")}}}})
 		case st.Call != nil:
 			if !f.ask(st.Call) {
 				result = map[string]any{"stopReason": "cancelled"}
 				return
 			}
-		case st.Crash != 0:
-			f.Crash(st.Crash, st.Stderr)
-		case st.Hang:
-			f.Hang()
 		case st.WaitInterrupt:
 			<-f.cancel
 			result = map[string]any{"stopReason": "cancelled"}
@@ -257,8 +239,6 @@ func (f *fakeAgent) play(prompt jsonrpc.ID, steps []agenttest.Step) {
 			return
 		case st.Grandchild:
 			f.update(textChunk(fmt.Sprintf("grandchild %d", f.Grandchild())))
-		case st.Garbage != "":
-			_ = f.WriteLine([]byte(st.Garbage))
 		case st.BigLine > 0:
 			f.update(textChunk(strings.Repeat("x", st.BigLine)))
 		case st.Flood > 0:
@@ -282,11 +262,13 @@ func (f *fakeAgent) play(prompt jsonrpc.ID, steps []agenttest.Step) {
 				f.update(map[string]any{"sessionUpdate": "plan", "entries": []any{}, "_meta": map[string]any{"last": "after the end"}})
 				agenttest.Tell(f.Script.Sent)
 			}
-			if f.permitThen(toolCall(f.nextID(), agenttest.Write("/after-the-end")), trail).allowed {
+			if f.permitThen(toolCall(f.NextID("call"), agenttest.Write("/after-the-end")), trail).allowed {
 				verdict = "allowed"
 			}
 			fmt.Fprintln(os.Stderr, "fake agent: the request after the end was "+verdict)
 			return
+		default:
+			f.PlayAlike(st)
 		}
 	}
 }
@@ -410,7 +392,7 @@ func (f *fakeAgent) permitThen(tc map[string]any, then func()) answer {
 // ask puts a call to the host and plays the answer; false when the turn
 // ends there (the host cancelled the session: a park or an interrupt).
 func (f *fakeAgent) ask(t *agenttest.Tool) bool {
-	id := f.nextID()
+	id := f.NextID("call")
 	tc := toolCall(id, t)
 	announce := func() {
 		u := map[string]any{"sessionUpdate": "tool_call", "status": "pending"}
@@ -444,11 +426,11 @@ func (f *fakeAgent) ask(t *agenttest.Tool) bool {
 		if _, err := f.Conn.Call(context.Background(), "fs/write_text_file", map[string]any{"sessionId": f.sid, "path": t.Target.Paths[0], "content": "fake\n"}); err != nil {
 			f.update(textChunk("fs/write_text_file failed: " + err.Error()))
 		}
-		if err := os.WriteFile(t.Target.Paths[0], []byte(orDefault(t.Result, "ran")+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(t.Target.Paths[0], []byte(cmp.Or(t.Result, "ran")+"\n"), 0o644); err != nil {
 			f.update(textChunk("write failed: " + err.Error()))
 		}
 	}
-	result := orDefault(t.Result, "ran")
+	result := cmp.Or(t.Result, "ran")
 	if t.Name == Runs && t.Effect == policy.EffectExec {
 		out, err := exec.Command("bash", "-c", t.Target.Command).CombinedOutput()
 		result = fmt.Sprintf("ran (%v): %s", err, out)
@@ -477,11 +459,4 @@ func (f *fakeAgent) bigRequest(n int) {
 	_, rerr := f.Conn.Call(context.Background(), "fs/read_text_file", map[string]any{"sessionId": f.sid, "path": "/etc/hostname"})
 	_, uerr := f.Conn.Call(context.Background(), "craft/drainMidTurnQueue", map[string]any{"sessionId": f.sid})
 	f.update(textChunk(fmt.Sprintf("big request answered: %s; read answered: %v; unknown answered: %v", big.text, rerr, uerr)))
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }

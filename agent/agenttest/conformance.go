@@ -228,14 +228,7 @@ func (c conformance) interrupt(t *testing.T) {
 // interrupted with the context's error.
 func (c conformance) cancel(t *testing.T) {
 	sess, _ := c.start(t, Turn(Step{Text: "working"}, Step{WaitInterrupt: true}), "", false, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	h := &Recorder{OnItem: func(it agent.Item) {
-		if it.Type() == agent.ItemText {
-			cancel()
-		}
-	}}
-	res, err := sess.Turn(ctx, "go", h)
+	res, err := CancelAt(sess, "go", agent.ItemText)
 	if !errors.Is(err, context.Canceled) || res.Outcome != agent.TurnInterrupted {
 		t.Fatalf("Turn = %+v, %v", res, err)
 	}

@@ -1,6 +1,7 @@
 package agenttest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -39,8 +40,6 @@ const (
 type fake struct {
 	*FakeServer
 	sid       string
-	turn      int
-	seq       int
 	interrupt chan struct{}
 }
 
@@ -87,11 +86,7 @@ func (f *fake) request(m jsonrpc.Message) {
 		_ = f.Conn.Reply(m.ID, map[string]any{"session_id": f.sid, "env": env, "cwd": cwd, "argv": os.Args[1:]})
 		f.Opened()
 	case "prompt":
-		steps := []Step{{Text: "no more script"}}
-		if f.turn < len(f.Script.Turns) {
-			steps = f.Script.Turns[f.turn]
-		}
-		f.turn++
+		steps, _ := f.NextTurn()
 		// Played on its own goroutine: the reader must go on reading the
 		// host's answers to the agent's requests.
 		go f.play(m.ID, steps)
@@ -105,19 +100,10 @@ func (f *fake) update(kind string, fields map[string]any) {
 	_ = f.Conn.Notify("update", fields)
 }
 
-func (f *fake) nextID() string {
-	f.seq++
-	return fmt.Sprintf("call_%d", f.seq)
-}
-
 // play plays one turn's steps and answers the prompt.
 func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 	outcome := map[string]any{"outcome": "end", "usage": map[string]any{"input_tokens": 10, "input_tokens_cached": 4, "output_tokens": 3}}
-	defer func() {
-		if outcome != nil {
-			_ = f.Conn.Reply(prompt, outcome)
-		}
-	}()
+	defer f.ReplyAtEnd(prompt, &outcome)
 	for _, st := range steps {
 		switch {
 		case st.Text != "":
@@ -127,23 +113,19 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 		case st.Status != "":
 			f.update("status", map[string]any{"token": st.Status, "text": "status " + st.Status})
 		case st.Tool != nil:
-			id := f.nextID()
+			id := f.NextID("call")
 			f.update("tool_call", map[string]any{"id": id, "tool": toolName(st.Tool), "input": toolInput(st.Tool)})
 			if st.Tool.Running {
 				<-f.interrupt
 				outcome["outcome"] = "interrupted"
 				return
 			}
-			f.update("tool_result", map[string]any{"id": id, "output": orDefault(st.Tool.Result, "ran")})
+			f.update("tool_result", map[string]any{"id": id, "output": cmp.Or(st.Tool.Result, "ran")})
 		case st.Call != nil || len(st.Ask) > 0:
 			if !f.ask(st) {
 				outcome["outcome"] = "interrupted"
 				return
 			}
-		case st.Crash != 0:
-			f.Crash(st.Crash, st.Stderr)
-		case st.Hang:
-			f.Hang()
 		case st.WaitInterrupt:
 			<-f.interrupt
 			outcome["outcome"] = "interrupted"
@@ -153,8 +135,6 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 			return
 		case st.Grandchild:
 			f.update("text", map[string]any{"text": fmt.Sprintf("grandchild %d", f.Grandchild())})
-		case st.Garbage != "":
-			_ = f.WriteLine([]byte(st.Garbage))
 		case st.BigLine > 0:
 			f.update("text", map[string]any{"text": strings.Repeat("x", st.BigLine)})
 		case st.AfterEnd:
@@ -162,15 +142,11 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 			outcome = nil
 			f.update("text", map[string]any{"text": "said after the end"})
 			tool := Write("/after-the-end")
-			_, ch, err := f.Conn.Go("permission", map[string]any{"id": f.nextID(), "kind": "approval", "tool": toolName(tool),
+			_, ch, err := f.Conn.Go("permission", map[string]any{"id": f.NextID("call"), "kind": "approval", "tool": toolName(tool),
 				"input": toolInput(tool), "effect": tool.Effect, "target": tool.Target})
 			f.update("text", map[string]any{"text": " and more"})
 			f.update("status", map[string]any{"token": "late", "text": "after the end"})
-			Tell(f.Script.Sent)
-			f.AfterEndAnswer(ch, err, func(res json.RawMessage) bool {
-				var a struct{ Action string }
-				return json.Unmarshal(res, &a) == nil && a.Action == "allow"
-			})
+			f.AfterEndAnswer(ch, err, "action", "allow")
 			return
 		case st.Flood > 0:
 			for i := 0; i < st.Flood; i++ {
@@ -186,6 +162,8 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 				a.Action, a.Message = "error", err.Error()
 			}
 			f.update("text", map[string]any{"text": fmt.Sprintf("big request answered: %s: %s", a.Action, a.Message)})
+		default:
+			f.PlayAlike(st)
 		}
 	}
 }
@@ -193,7 +171,7 @@ func (f *fake) play(prompt jsonrpc.ID, steps []Step) {
 // ask puts a call (or a question) to the gate and plays the answer; false
 // when the turn ends there (parked, interrupted).
 func (f *fake) ask(st Step) bool {
-	id := f.nextID()
+	id := f.NextID("call")
 	params := map[string]any{"id": id, "kind": "approval"}
 	tool := st.Call
 	if tool == nil {
@@ -224,13 +202,13 @@ func (f *fake) ask(st Step) bool {
 	}
 	switch v.Action {
 	case "allow":
-		f.update("tool_result", map[string]any{"id": id, "output": orDefault(tool.Result, "ran")})
+		f.update("tool_result", map[string]any{"id": id, "output": cmp.Or(tool.Result, "ran")})
 		return true
 	case "park":
 		f.update("tool_result", map[string]any{"id": id, "output": "not run: waiting for a person", "is_error": true})
 		return false
 	default:
-		f.update("tool_result", map[string]any{"id": id, "output": orDefault(v.Message, "denied"), "is_error": true})
+		f.update("tool_result", map[string]any{"id": id, "output": cmp.Or(v.Message, "denied"), "is_error": true})
 		return true
 	}
 }
@@ -257,11 +235,4 @@ func toolInput(t *Tool) map[string]any {
 		return map[string]any{"url": t.Target.URL}
 	}
 	return map[string]any{}
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,8 +18,9 @@ import (
 )
 
 // FakeServer is the plumbing of a scripted fake agent that speaks JSON-RPC
-// on stdio, which each fake (this package's, codextest's) gives its own
-// protocol: the script, the connection, one writer, and hanging.
+// on stdio, which each fake (this package's, codextest's, acptest's) gives
+// its own protocol: the script, the connection, one writer, hanging, the
+// turns and ids it counts, and the steps every fake plays alike.
 type FakeServer struct {
 	Script Script
 	Conn   *jsonrpc.Conn
@@ -27,6 +29,50 @@ type FakeServer struct {
 	out     *bufio.Writer
 	hanging atomic.Bool
 	deaf    atomic.Bool // reads nothing more (Script.StopReading, Flood)
+	turn    int         // the turns begun (NextTurn)
+	seq     int         // the ids given (NextID)
+}
+
+// NextTurn begins the script's next turn: its steps (a turn past the last
+// says "no more script") and its number, from 1.
+func (f *FakeServer) NextTurn() ([]Step, int) {
+	steps := []Step{{Text: "no more script"}}
+	if f.turn < len(f.Script.Turns) {
+		steps = f.Script.Turns[f.turn]
+	}
+	f.turn++
+	return steps, f.turn
+}
+
+// NextID is a new id for what the fake sends: prefix_<n>, n counting from
+// 1 over the fake's life.
+func (f *FakeServer) NextID(prefix string) string {
+	f.seq++
+	return fmt.Sprintf("%s_%d", prefix, f.seq)
+}
+
+// PlayAlike plays st when it is a step every fake plays alike, whatever
+// its protocol (Crash, Hang, Garbage), and ignores any other. A fake plays
+// the other steps its own way and hands PlayAlike what is left (its
+// switch's default).
+func (f *FakeServer) PlayAlike(st Step) {
+	switch {
+	case st.Crash != 0:
+		f.Crash(st.Crash, st.Stderr)
+	case st.Hang:
+		f.Hang()
+	case st.Garbage != "":
+		_ = f.WriteLine([]byte(st.Garbage))
+	}
+}
+
+// ReplyAtEnd answers the prompt request id with *res, unless *res is nil
+// by then (the play answered it itself, as an AfterEnd step does). A
+// fake's play defers it, and sets *res as its turn goes.
+func (f *FakeServer) ReplyAtEnd(id jsonrpc.ID, res *map[string]any) {
+	if *res != nil {
+		_ = f.Conn.Reply(id, *res)
+	}
 }
 
 // FloodMethod is the method of the requests a Flood sends.
@@ -46,15 +92,18 @@ func (f *FakeServer) Opened() {
 	}
 }
 
-// AfterEndAnswer waits for the answer to the request a Step.AfterEnd sent
-// (ch; err when it could not be sent) and says on stderr how it was
-// answered: allowed when allows says so of the result, else refused.
-func (f *FakeServer) AfterEndAnswer(ch <-chan jsonrpc.Message, err error, allows func(json.RawMessage) bool) {
+// AfterEndAnswer ends a Step.AfterEnd once it has sent all it sends: it
+// tells Script.Sent, waits for the answer to its request (ch; err when it
+// could not be sent) and says on stderr how it was answered: allowed when
+// the result's key is allow, else refused.
+func (f *FakeServer) AfterEndAnswer(ch <-chan jsonrpc.Message, err error, key, allow string) {
+	Tell(f.Script.Sent)
 	verdict := "refused"
 	if err == nil {
 		select {
 		case m := <-ch:
-			if m.Error == nil && allows(m.Result) {
+			var res map[string]any
+			if m.Error == nil && json.Unmarshal(m.Result, &res) == nil && res[key] == allow {
 				verdict = "allowed"
 			}
 		case <-f.Conn.Done():
@@ -109,6 +158,42 @@ func Begin(startupError string, ignoreSIGTERM bool) bool {
 		signal.Ignore(syscall.SIGTERM)
 	}
 	return true
+}
+
+// A StandInScript is the script of a stand-in CLI: it says how the
+// stand-in's start goes (Begin).
+type StandInScript interface {
+	Start() (startupError string, ignoreSIGTERM bool)
+}
+
+// Start is what s says of the agent's start.
+func (s Script) Start() (startupError string, ignoreSIGTERM bool) {
+	return s.StartupError, s.IgnoreSIGTERM
+}
+
+// StandIn starts a stand-in CLI (agytest's agy, claudetest's claude) run
+// with args: with --version among them it prints version; else it reads
+// its script, the JSON file at path, and plays what the script says of its
+// start (Begin). ok false: the stand-in exits at once with status, 0 after
+// --version, 2 when the script cannot be read (said on stderr after who),
+// 1 for a StartupError.
+func StandIn[S StandInScript](who, version, path string, args []string) (sc S, status int, ok bool) {
+	if slices.Contains(args, "--version") {
+		fmt.Println(version)
+		return sc, 0, false
+	}
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(b, &sc)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, who+":", err)
+		return sc, 2, false
+	}
+	if !Begin(sc.Start()) {
+		return sc, 1, false
+	}
+	return sc, 0, true
 }
 
 // RunIfSet plays a fake and exits with its status when the variable env
@@ -196,14 +281,24 @@ func (f *FakeServer) Crash(code int, stderr string) {
 	os.Exit(code)
 }
 
-// Grandchild starts `sleep 300` in its own session holding a copy of
-// stdout, as a leaked tool child would, and returns its pid.
+// Grandchild starts a grandchild (StartGrandchild) and returns its pid; the
+// fake crashes when it cannot.
 func (f *FakeServer) Grandchild() int {
+	pid, err := StartGrandchild()
+	if err != nil {
+		f.Crash(2, "fake agent: grandchild: "+err.Error())
+	}
+	return pid
+}
+
+// StartGrandchild starts `sleep 300` in its own session holding a copy of
+// stdout, as a leaked tool child would, and returns its pid.
+func StartGrandchild() (int, error) {
 	cmd := exec.Command("sleep", "300")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Stdout = os.Stdout
 	if err := cmd.Start(); err != nil {
-		f.Crash(2, "fake agent: grandchild: "+err.Error())
+		return 0, err
 	}
-	return cmd.Process.Pid
+	return cmd.Process.Pid, nil
 }

@@ -1,6 +1,7 @@
 package agenttest
 
 import (
+	"context"
 	"sync"
 
 	"github.com/blobhub/bhw-run/agent"
@@ -49,6 +50,20 @@ func keep[T any](mu *sync.Mutex, list *[]T, hook *func(T), v T) {
 	if f != nil {
 		f(v)
 	}
+}
+
+// CancelAt runs a turn of message whose context is cancelled at the first
+// item of type typ, as a run's deadline or a signal ends a turn, and
+// returns what Turn returns.
+func CancelAt(sess agent.Session, message, typ string) (agent.TurnResult, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := &Recorder{OnItem: func(it agent.Item) {
+		if it.Type() == typ {
+			cancel()
+		}
+	}}
+	return sess.Turn(ctx, message, h)
 }
 
 // Decide records a call and answers it.

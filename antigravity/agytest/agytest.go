@@ -23,7 +23,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -92,17 +91,9 @@ type stand struct {
 
 // Main plays the script at path with argv args; it returns the exit status.
 func Main(path string, args []string) int {
-	if slices.Contains(args, "--version") {
-		fmt.Println(Version)
-		return 0
-	}
-	sc, err := agenttest.ReadScript(path)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "agy:", err)
-		return 2
-	}
-	if !agenttest.Begin(sc.StartupError, sc.IgnoreSIGTERM) {
-		return 1
+	sc, code, ok := agenttest.StandIn[agenttest.Script]("agy", Version, path, args)
+	if !ok {
+		return code
 	}
 	flags, err := parse(args)
 	if err != nil {
@@ -183,14 +174,12 @@ play:
 			status, errText = "ERROR", st.Fail
 			break play
 		case st.Grandchild:
-			cmd := exec.Command("sleep", "300")
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-			cmd.Stdout = os.Stdout
-			if err := cmd.Start(); err != nil {
+			pid, err := agenttest.StartGrandchild()
+			if err != nil {
 				fmt.Fprintln(os.Stderr, "agy: grandchild:", err)
 				return 2
 			}
-			s.reply(fmt.Sprintf("grandchild %d", cmd.Process.Pid))
+			s.reply(fmt.Sprintf("grandchild %d", pid))
 		case st.Garbage != "":
 			fmt.Println(st.Garbage)
 		case st.BigLine > 0:

@@ -2,17 +2,14 @@ package claudetest
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/blobhub/bhw-run/agent/agenttest"
 )
@@ -43,6 +40,11 @@ type FakeScript struct {
 	// Deaf is agenttest.Script.Deaf.
 	Deaf  string       `json:"deaf,omitempty"`
 	Turns [][]FakeStep `json:"turns"`
+}
+
+// Start is what s says of the agent's start (agenttest.StandIn).
+func (s FakeScript) Start() (startupError string, ignoreSIGTERM bool) {
+	return s.StartupError, s.IgnoreSIGTERM
 }
 
 // FakeStep is one step of a turn; set exactly one field.
@@ -122,22 +124,9 @@ func MaybeRunFakeAgent() {
 // FakeAgentMain plays the script at path over stdin/stdout and returns
 // the exit status.
 func FakeAgentMain(path string) int {
-	if slices.Contains(os.Args[1:], "--version") {
-		fmt.Println(FakeVersion)
-		return 0
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fake claude:", err)
-		return 2
-	}
-	var sc FakeScript
-	if err := json.Unmarshal(b, &sc); err != nil {
-		fmt.Fprintln(os.Stderr, "fake claude:", err)
-		return 2
-	}
-	if !agenttest.Begin(sc.StartupError, sc.IgnoreSIGTERM) {
-		return 1
+	sc, code, ok := agenttest.StandIn[FakeScript]("fake claude", FakeVersion, path, os.Args[1:])
+	if !ok {
+		return code
 	}
 	if sc.SessionID == "" {
 		for _, a := range os.Args[1:] {
@@ -160,9 +149,7 @@ func FakeAgentMain(path string) int {
 		}
 		fmt.Fprintln(os.Stderr, "fake claude: reading nothing more")
 		agenttest.Tell(sc.Deaf)
-		for { // the pipe fills; only a signal ends it
-			time.Sleep(time.Hour)
-		}
+		agenttest.Forever() // the pipe fills; only a signal ends it
 	}
 	go f.readStdin()
 	for n := 0; ; n++ {
@@ -314,7 +301,7 @@ func (f *fake) playTurn(steps []FakeStep) (code int, exit bool) {
 					return 2, true
 				}
 			}
-			f.toolResult(id, orDefault(st.Tool.Result, "ok"), false)
+			f.toolResult(id, cmp.Or(st.Tool.Result, "ok"), false)
 			turns++
 		case st.Permission != nil || len(st.Ask) > 0:
 			t := st.Permission
@@ -358,7 +345,7 @@ func (f *fake) playTurn(steps []FakeStep) (code int, exit bool) {
 				f.toolResult(id, fmt.Sprintf("Tool permission request failed: Error: %v", resp["error"]), true)
 			case inner["behavior"] == "allow":
 				b, _ := json.Marshal(inner["updatedInput"])
-				f.toolResult(id, orDefault(t.Result, "ran with "+string(b)), false)
+				f.toolResult(id, cmp.Or(t.Result, "ran with "+string(b)), false)
 			case inner["interrupt"] == true:
 				f.toolResult(id, "The user doesn't want to proceed with this tool use. STOP what you are doing and wait for the user to tell you how to proceed.", true)
 				f.print(map[string]any{"type": "user", "message": map[string]any{"role": "user",
@@ -405,19 +392,14 @@ func (f *fake) playTurn(steps []FakeStep) (code int, exit bool) {
 			inner, _ := resp["response"].(map[string]any)
 			f.assistant(map[string]any{"type": "text", "text": fmt.Sprintf("raw request answered: %v %v", resp["subtype"], inner["behavior"])})
 		case st.Hang:
-			for {
-				time.Sleep(time.Hour)
-			}
+			agenttest.Forever()
 		case st.Grandchild:
-			cmd := exec.Command("sleep", "300")
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-			// It keeps a copy of stdout, as a leaked tool child would.
-			cmd.Stdout = os.Stdout
-			if err := cmd.Start(); err != nil {
+			pid, err := agenttest.StartGrandchild()
+			if err != nil {
 				fmt.Fprintln(os.Stderr, "fake claude: grandchild:", err)
 				return 2, true
 			}
-			f.assistant(map[string]any{"type": "text", "text": fmt.Sprintf("grandchild %d", cmd.Process.Pid)})
+			f.assistant(map[string]any{"type": "text", "text": fmt.Sprintf("grandchild %d", pid)})
 		case st.WaitInterrupt:
 			select {
 			case <-f.interrupt:
@@ -464,13 +446,6 @@ func readLine(path string) error {
 	defer f.Close()
 	_, err = bufio.NewReader(f).ReadString('\n')
 	return err
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 func mustWd() string {

@@ -1,6 +1,7 @@
 package codextest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -34,8 +35,6 @@ func MaybeRunFakeAppServer() {
 type fakeServer struct {
 	*agenttest.FakeServer
 	thread    string
-	turn      int
-	seq       int
 	interrupt chan jsonrpc.ID
 }
 
@@ -59,7 +58,7 @@ func (f *fakeServer) request(m jsonrpc.Message) {
 	case "initialize":
 		_ = f.Conn.Reply(m.ID, map[string]any{"userAgent": "fake-codex"})
 	case "thread/start":
-		f.thread = orDefault(f.Script.SessionID, "019a0000-fake-7000-8000-000000000001")
+		f.thread = cmp.Or(f.Script.SessionID, "019a0000-fake-7000-8000-000000000001")
 		_ = f.Conn.Reply(m.ID, map[string]any{"thread": map[string]any{"id": f.thread}})
 		f.Opened()
 	case "thread/resume":
@@ -71,12 +70,8 @@ func (f *fakeServer) request(m jsonrpc.Message) {
 		_ = f.Conn.Reply(m.ID, map[string]any{"thread": map[string]any{"id": f.thread}})
 		f.Opened()
 	case "turn/start":
-		steps := []agenttest.Step{{Text: "no more script"}}
-		if f.turn < len(f.Script.Turns) {
-			steps = f.Script.Turns[f.turn]
-		}
-		f.turn++
-		id := fmt.Sprintf("turn_%d", f.turn)
+		steps, n := f.NextTurn()
+		id := fmt.Sprintf("turn_%d", n)
 		_ = f.Conn.Reply(m.ID, map[string]any{"turn": map[string]any{"id": id, "status": "inProgress"}})
 		f.notify("turn/started", map[string]any{"threadId": f.thread, "turn": map[string]any{"id": id, "status": "inProgress"}})
 		go f.play(id, steps)
@@ -102,8 +97,7 @@ func (f *fakeServer) item(method string, item map[string]any, turn string) {
 // play plays one turn's steps and completes it.
 func (f *fakeServer) play(turn string, steps []agenttest.Step) {
 	for _, st := range steps {
-		f.seq++
-		id := fmt.Sprintf("item_%d", f.seq)
+		id := f.NextID("item")
 		switch {
 		case st.Text != "":
 			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id, "text": st.Text}, turn)
@@ -112,16 +106,12 @@ func (f *fakeServer) play(turn string, steps []agenttest.Step) {
 		case st.Tool != nil:
 			it := f.toolItem(id, st.Tool)
 			f.item("item/started", it, turn)
-			it["status"], it["aggregatedOutput"], it["exitCode"] = "completed", orDefault(st.Tool.Result, "ran"), 0
+			it["status"], it["aggregatedOutput"], it["exitCode"] = "completed", cmp.Or(st.Tool.Result, "ran"), 0
 			f.item("item/completed", it, turn)
 		case st.Call != nil:
 			if !f.approve(turn, id, st.Call) {
 				return
 			}
-		case st.Crash != 0:
-			f.Crash(st.Crash, st.Stderr)
-		case st.Hang:
-			f.Hang()
 		case st.WaitInterrupt:
 			_ = f.Conn.Reply(<-f.interrupt, map[string]any{})
 			f.completed(turn, "interrupted", "")
@@ -131,8 +121,6 @@ func (f *fakeServer) play(turn string, steps []agenttest.Step) {
 			return
 		case st.Grandchild:
 			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id, "text": fmt.Sprintf("grandchild %d", f.Grandchild())}, turn)
-		case st.Garbage != "":
-			_ = f.WriteLine([]byte(st.Garbage))
 		case st.AfterEnd:
 			f.completed(turn, "completed", "")
 			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id, "text": "said after the end"}, turn)
@@ -142,11 +130,7 @@ func (f *fakeServer) play(turn string, steps []agenttest.Step) {
 				"itemId": it["id"], "grantRoot": nil})
 			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id + "_more", "text": " and more"}, turn)
 			f.item("item/completed", map[string]any{"type": "reasoning", "id": id + "_last", "summary": []string{"after the end"}}, turn)
-			agenttest.Tell(f.Script.Sent)
-			f.AfterEndAnswer(ch, err, func(res json.RawMessage) bool {
-				var d struct{ Decision string }
-				return json.Unmarshal(res, &d) == nil && d.Decision == "accept"
-			})
+			f.AfterEndAnswer(ch, err, "decision", "accept")
 			return
 		case st.Flood > 0:
 			for i := 0; i < st.Flood; i++ {
@@ -165,6 +149,8 @@ func (f *fakeServer) play(turn string, steps []agenttest.Step) {
 			_, uerr := f.Conn.Call(context.Background(), "item/tool/requestUserInput", map[string]any{"threadId": f.thread})
 			f.item("item/completed", map[string]any{"type": "agentMessage", "id": id + "_text",
 				"text": fmt.Sprintf("big request answered: %s (%v); unknown request answered: %v", a.Decision, err, uerr)}, turn)
+		default:
+			f.PlayAlike(st)
 		}
 	}
 	f.completed(turn, "completed", "")
@@ -216,7 +202,7 @@ func (f *fakeServer) approve(turn, id string, t *agenttest.Tool) bool {
 	_ = json.Unmarshal(a.res, &d)
 	switch d.Decision {
 	case "accept":
-		it["status"], it["aggregatedOutput"], it["exitCode"] = "completed", orDefault(t.Result, "ran"), 0
+		it["status"], it["aggregatedOutput"], it["exitCode"] = "completed", cmp.Or(t.Result, "ran"), 0
 		f.item("item/completed", it, turn)
 		return true
 	case "cancel":
@@ -228,11 +214,4 @@ func (f *fakeServer) approve(turn, id string, t *agenttest.Tool) bool {
 		f.item("item/completed", it, turn)
 		return true
 	}
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
