@@ -275,6 +275,17 @@ func (p *doublePeer) promptID(alias string) string {
 	return id
 }
 
+// daemonAsksToWrite hands alias off under approval with the message
+// message, whose turn writes path; the daemon runs it until it asks about
+// the Write and is stopped. It returns the question's prompt id.
+func (p *doublePeer) daemonAsksToWrite(alias, message, path string) string {
+	p.t.Helper()
+	p.play(writes(message, path, ""))
+	p.handOff(alias, doubleType, "approval", message)
+	p.daemonUntil(alias, "the question about "+filepath.Base(path), p.prompts(alias))
+	return p.promptID(alias)
+}
+
 // wantParkedOn fails unless thread.yaml parks on the prompt id.
 func (p *doublePeer) wantParkedOn(alias, id, who string) {
 	p.t.Helper()
@@ -405,10 +416,7 @@ func TestPeerHandOverGrantsBothWays(t *testing.T) {
 	const alias = "team/grants"
 	a, b := p.path("a.txt"), p.path("b.txt")
 
-	p.play(writes("WRITE-A", a, ""))
-	p.handOff(alias, doubleType, "approval", "WRITE-A")
-	p.daemonUntil(alias, "the question about a.txt", p.prompts(alias))
-	first := p.promptID(alias)
+	first := p.daemonAsksToWrite(alias, "WRITE-A", a)
 	p.wantParkedOn(alias, first, "the daemon")
 	p.waiting(alias)
 
@@ -551,10 +559,7 @@ func TestPeerHandOverDenialsBothWays(t *testing.T) {
 	const alias = "peer/denials"
 	c, dPath := p.path("c.txt"), p.path("d.txt")
 
-	p.play(writes("WRITE-C", c, ""))
-	p.handOff(alias, doubleType, "approval", "WRITE-C")
-	p.daemonUntil(alias, "the question about c.txt", p.prompts(alias))
-	first := p.promptID(alias)
+	first := p.daemonAsksToWrite(alias, "WRITE-C", c)
 	p.play(says("", "C-SKIPPED"))
 	p.post(alias, "no")
 	p.cron(alias, run.OutcomeTurnCompleted)
