@@ -137,13 +137,21 @@ func TestE2EClaudeAutonomousWriteAndResume(t *testing.T) {
 	e.wantItems(alias, "person", "text", "tool_call", "tool_result", "text", "turn_end", "person", "text", "turn_end")
 }
 
-// parkOnWrite hands off an approval thread whose model writes x.txt and
-// runs it until it parks; it returns the file's path.
-func (e *claudeE2E) parkOnWrite(alias string, after ...claudetest.Step) string {
+// handOffWrite hands off an approval thread whose model writes x.txt
+// (then plays after); it returns the file's path.
+func (e *claudeE2E) handOffWrite(alias string, after ...claudetest.Step) string {
 	e.t.Helper()
 	x := e.path("x.txt")
 	e.model.Push(append([]claudetest.Step{writeTool(x, "approved content")}, after...)...)
 	e.handOff(alias, claudeType, "approval", "write x.txt")
+	return x
+}
+
+// parkOnWrite hands off an approval thread whose model writes x.txt and
+// runs it until it parks; it returns the file's path.
+func (e *claudeE2E) parkOnWrite(alias string, after ...claudetest.Step) string {
+	e.t.Helper()
+	x := e.handOffWrite(alias, after...)
 	e.activate(alias, 0, run.OutcomeParked)
 	fileAbsent(e.t, x)
 	e.wantItems(alias, "person", "text", "tool_call", "pending_prompt", "tool_result", "turn_end")

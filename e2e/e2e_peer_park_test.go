@@ -23,9 +23,7 @@ import (
 func TestPeerHandOverDaemonParkToRun(t *testing.T) {
 	e, worker := newPeerE2E(t, 2)
 	const alias = "peer/daemon-parks"
-	x := e.path("x.txt")
-	e.model.Push(writeTool(x, "approved content"))
-	e.handOff(alias, claudeType, "approval", "write x.txt")
+	x := e.handOffWrite(alias)
 
 	d := e.startDaemon(worker)
 	e.waitItems(d, alias, "a pending_prompt", func(items []blobhub.Item) bool { return countType(t, items, "pending_prompt") == 1 })

@@ -272,9 +272,7 @@ func TestPeerHandOverDaemonToRun(t *testing.T) {
 func TestPeerHandOverRunToDaemon(t *testing.T) {
 	e, worker := newPeerE2E(t, 2)
 	const alias = "peer/run-first"
-	x := e.path("x.txt")
-	e.model.Push(writeTool(x, "approved content"))
-	e.handOff(alias, claudeType, "approval", "write x.txt")
+	x := e.handOffWrite(alias)
 	e.activate(alias, 0, run.OutcomeParked)
 	fileAbsent(t, x)
 	prompt := meta(t, e.itemsOfType(alias, "pending_prompt")[0]).Prompt
