@@ -168,11 +168,7 @@ func (e *claudeE2E) parkOnWrite(alias string, after ...claudetest.Step) string {
 
 func (e *claudeE2E) resolved(alias string) itemMeta {
 	e.t.Helper()
-	r := e.itemsOfType(alias, "pending_prompt_resolved")
-	if len(r) != 1 {
-		e.t.Fatalf("%d pending_prompt_resolved items, want 1: %v", len(r), e.itemTypes(alias))
-	}
-	m := meta(e.t, r[0])
+	m := meta(e.t, e.onlyOfType(alias, "pending_prompt_resolved"))
 	p := e.itemsOfType(alias, "pending_prompt")[0]
 	if m.PromptItemID != p.ID {
 		e.t.Errorf("prompt_item_id %q, want %q", m.PromptItemID, p.ID)
@@ -290,11 +286,7 @@ func TestE2EClaudeAskUserQuestion(t *testing.T) {
 	const alias = "projects/p1/claude-ask"
 	e.handOff(alias, claudeType, "approval", "ask me where to deploy")
 	e.activate(alias, 0, run.OutcomeParked)
-	pp := e.itemsOfType(alias, "pending_prompt")
-	if len(pp) != 1 {
-		t.Fatalf("%d pending_prompt items, want one: %v", len(pp), e.itemTypes(alias))
-	}
-	if p := meta(t, pp[0]).Prompt; p["kind"] != "ask_user_question" {
+	if p := meta(t, e.onlyOfType(alias, "pending_prompt")).Prompt; p["kind"] != "ask_user_question" {
 		t.Fatalf("pending_prompt %+v, want kind ask_user_question", p)
 	}
 	e.post(alias, "2")
@@ -653,10 +645,7 @@ func TestE2EClaudeOutboxArtifacts(t *testing.T) {
 
 	e.activate(alias, 0, run.OutcomeTurnCompleted)
 	fileIs(t, report, "# Report\nall good\n")
-	pub := e.itemsOfType(alias, "artifacts_published")
-	if len(pub) != 1 {
-		t.Fatalf("%d artifacts_published items, want 1: %v", len(pub), e.itemTypes(alias))
-	}
+	e.onlyOfType(alias, "artifacts_published")
 	obj, ok := e.srv.Get(alias + "/artifacts/report.md")
 	if !ok || !strings.Contains(string(obj.Value), `"type":"artifact"`) || !strings.Contains(string(obj.Value), "all good") {
 		t.Fatalf("artifact object %v %s", ok, obj.Value)

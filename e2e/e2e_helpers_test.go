@@ -446,6 +446,17 @@ func (e *e2eEnv) itemsOfType(alias, typ string) []blobhub.Item {
 	return out
 }
 
+// onlyOfType is the thread's one item whose metadata.type is typ; it
+// fails the test unless there is exactly one.
+func (e *e2eEnv) onlyOfType(alias, typ string) blobhub.Item {
+	e.t.Helper()
+	its := e.itemsOfType(alias, typ)
+	if len(its) != 1 {
+		e.t.Fatalf("%d %s items, want 1: %v", len(its), typ, e.itemTypes(alias))
+	}
+	return its[0]
+}
+
 // wantParkedResult checks the parked turn's call on the thread: its
 // pending_prompt comes right after its tool_call, then its tool_result,
 // which says the call waits for a person and names the prompt — not an

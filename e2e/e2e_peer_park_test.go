@@ -47,11 +47,7 @@ func TestPeerHandOverDaemonParkToRun(t *testing.T) {
 	e.model.Push(writeTool(x, "approved content"), claudetest.Text("WRITTEN"))
 	e.activate(alias, 0, run.OutcomeTurnCompleted)
 	fileIs(t, x, "approved content")
-	res := e.itemsOfType(alias, "pending_prompt_resolved")
-	if len(res) != 1 {
-		t.Fatalf("%d pending_prompt_resolved items, want 1: %v", len(res), e.itemTypes(alias))
-	}
-	if m := meta(t, res[0]).Prompt; m["prompt_id"] != prompt["prompt_id"] || m["prompt_state"] != "answered" {
+	if m := meta(t, e.onlyOfType(alias, "pending_prompt_resolved")).Prompt; m["prompt_id"] != prompt["prompt_id"] || m["prompt_state"] != "answered" {
 		t.Errorf("bhw-run resolved %v; the daemon's prompt was %v", m, prompt)
 	}
 	items := e.items(alias)

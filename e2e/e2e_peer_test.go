@@ -289,11 +289,7 @@ func TestPeerHandOverRunToDaemon(t *testing.T) {
 	if n := countType(t, items, "pending_prompt"); n != 1 {
 		t.Errorf("%d pending_prompt items, want bhw-run's only: %v", n, e.itemTypes(alias))
 	}
-	res := e.itemsOfType(alias, "pending_prompt_resolved")
-	if len(res) != 1 {
-		t.Fatalf("%d pending_prompt_resolved items, want 1: %v", len(res), e.itemTypes(alias))
-	}
-	if m := meta(t, res[0]).Prompt; m["prompt_id"] != prompt["prompt_id"] || m["prompt_state"] != "answered" {
+	if m := meta(t, e.onlyOfType(alias, "pending_prompt_resolved")).Prompt; m["prompt_id"] != prompt["prompt_id"] || m["prompt_state"] != "answered" {
 		t.Errorf("the daemon resolved %v; bhw-run's prompt was %v", m, prompt)
 	}
 	if n := countType(t, items, "approval_granted"); n != 1 {
