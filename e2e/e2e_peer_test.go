@@ -300,6 +300,32 @@ func TestPeerHandOverRunToDaemon(t *testing.T) {
 	}
 }
 
+// sideBySide plays the same turn on each side: the model answers steps
+// to the daemon on byDaemon until its turn_end, then to bhw-run on byRun,
+// each thread handed off by handOff.
+func (e *claudeE2E) sideBySide(worker, byDaemon, byRun string, handOff func(alias string), steps ...claudetest.Step) {
+	e.t.Helper()
+	e.model.Push(steps...)
+	handOff(byDaemon)
+	d := e.startDaemon(worker)
+	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(e.t, items, "turn_end") == 1 })
+	e.stopDaemon(d)
+	e.model.Push(steps...)
+	handOff(byRun)
+	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+}
+
+// handOffMessage hands a thread off under approval with message.
+func (e *claudeE2E) handOffMessage(message string) func(alias string) {
+	return func(alias string) { e.handOff(alias, claudeType, "approval", message) }
+}
+
+// readTurn is a turn that reads path, which nobody is asked about, then
+// says READ-DONE.
+func readTurn(path string) []claudetest.Step {
+	return []claudetest.Step{claudetest.Tool("Read", map[string]any{"file_path": path}), claudetest.Text("READ-DONE")}
+}
+
 // TestPeerItemsSideBySide: the daemon and bhw-run drive the same scripted
 // turn (a Read in the work folder, which neither asks about, then text)
 // with the same Claude Code; the items each posts are compared field by
@@ -313,20 +339,8 @@ func TestPeerItemsSideBySide(t *testing.T) {
 	if err := os.WriteFile(in, []byte("one\ntwo\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	turn := func() []claudetest.Step {
-		return []claudetest.Step{claudetest.Tool("Read", map[string]any{"file_path": in}), claudetest.Text("READ-DONE")}
-	}
 	const byDaemon, byRun = "peer/by-daemon", "peer/by-run"
-
-	e.model.Push(turn()...)
-	e.handOff(byDaemon, claudeType, "approval", "read in.txt")
-	d := e.startDaemon(worker)
-	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
-	e.stopDaemon(d)
-
-	e.model.Push(turn()...)
-	e.handOff(byRun, claudeType, "approval", "read in.txt")
-	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+	e.sideBySide(worker, byDaemon, byRun, e.handOffMessage("read in.txt"), readTurn(in)...)
 
 	theirs, ours := agentItems(t, e.items(byDaemon)), agentItems(t, e.items(byRun))
 	var tt, ot []string
@@ -409,18 +423,8 @@ func TestPeerCutItemsSideBySide(t *testing.T) {
 	if err := os.WriteFile(in, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	turn := func() []claudetest.Step {
-		return []claudetest.Step{claudetest.Tool("Read", map[string]any{"file_path": in}), claudetest.Text("READ-DONE")}
-	}
 	const byDaemon, byRun = "peer/cut-daemon", "peer/cut-run"
-	e.model.Push(turn()...)
-	e.handOff(byDaemon, claudeType, "approval", "read big.txt")
-	d := e.startDaemon(worker)
-	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
-	e.stopDaemon(d)
-	e.model.Push(turn()...)
-	e.handOff(byRun, claudeType, "approval", "read big.txt")
-	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+	e.sideBySide(worker, byDaemon, byRun, e.handOffMessage("read big.txt"), readTurn(in)...)
 
 	result := func(alias string) map[string]any {
 		for _, m := range agentItems(t, e.items(alias)) {
@@ -474,14 +478,8 @@ func TestPeerPublishSideBySide(t *testing.T) {
 		e.post(alias, "publish")
 	}
 	const byDaemon, byRun = "peer/pub-daemon", "peer/pub-run"
-	e.model.Push(claudetest.Text("done"))
-	handOff(byDaemon, "pub/d/", ".out-d")
-	d := e.startDaemon(worker)
-	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
-	e.stopDaemon(d)
-	e.model.Push(claudetest.Text("done"))
-	handOff(byRun, "pub/r/", ".out-r")
-	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+	outboxes := map[string][2]string{byDaemon: {"pub/d/", ".out-d"}, byRun: {"pub/r/", ".out-r"}}
+	e.sideBySide(worker, byDaemon, byRun, func(alias string) { handOff(alias, outboxes[alias][0], outboxes[alias][1]) }, claudetest.Text("done"))
 
 	published := func(alias string) (map[string]any, []*blobhub.FileRef) {
 		for _, it := range e.items(alias) {
@@ -544,14 +542,7 @@ func TestPeerAttachmentsSideBySide(t *testing.T) {
 		}})
 	}
 	const byDaemon, byRun = "peer/att-daemon", "peer/att-run"
-	e.model.Push(claudetest.Text("seen"))
-	send(byDaemon)
-	d := e.startDaemon(worker)
-	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
-	e.stopDaemon(d)
-	e.model.Push(claudetest.Text("seen"))
-	send(byRun)
-	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+	e.sideBySide(worker, byDaemon, byRun, send, claudetest.Text("seen"))
 
 	reqs := e.model.Requests()
 	if len(reqs) < 2 {
