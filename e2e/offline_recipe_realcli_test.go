@@ -137,7 +137,7 @@ func TestOfflineRecipeFirstTick(t *testing.T) {
 	if out, err := handOff.CombinedOutput(); err != nil {
 		t.Fatalf("thread new demo/t2: %v\n%s", err, out)
 	}
-	argv := systemdArgs(t, svc["Service"]["ExecStart"][0])
+	argv := svc.execStart(t)
 	unit := exec.Command(argv[0], argv[1:]...)
 	unit.Env, unit.Dir = unitEnv, home
 	out, err = unit.CombinedOutput()
