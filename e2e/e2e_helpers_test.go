@@ -231,6 +231,19 @@ func (e *e2eEnv) environ(key string) []string {
 // command line.
 var adapters = append([]agent.Adapter{claude.Adapter, codex.Adapter}, append(acp.Adapters(), antigravity.Adapter)...)
 
+// resolveConfig resolves text as the config.yaml of a fresh state tree,
+// with the binary's adapters, as bhw-run does, for section ("" for the
+// only one).
+func resolveConfig(t testing.TB, text []byte, section string) (*setup.Setup, error) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, text, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return setup.Resolve(setup.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: path, Section: section, Home: dir, Adapters: adapters}, "")
+}
+
 // The agent types of the end-to-end tests.
 var (
 	claudeType = claude.Adapter.Type

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/blobhub/bhw-run/exit"
-	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestREADMEHelpIsVerbatim keeps the README's usage block equal to what
@@ -98,12 +97,7 @@ func TestREADMEConfigLoads(t *testing.T) {
 	if !ok || !ok2 || !ok3 {
 		t.Fatal("docs/configuration.md has no yaml block under ## config.yaml")
 	}
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := setup.Resolve(setup.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: cfg, Home: dir, Adapters: adapters}, "")
+	s, err := resolveConfig(t, []byte(block), "")
 	if err != nil {
 		t.Fatalf("docs/configuration.md's config.yaml: %v", err)
 	}
