@@ -41,12 +41,7 @@ type claudeE2E struct {
 func newClaudeE2E(t testing.TB, steps ...claudetest.Step) *claudeE2E {
 	t.Helper()
 	e := &claudeE2E{e2eEnv: newE2E(t), model: claudetest.NewModelServer(t, steps...)}
-	e.configDir = filepath.Join(e.root, "claude-config")
-	if err := os.MkdirAll(e.configDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	e.agentConfig(claudeType).Executable = claudeBin(t)
-	e.agentConfig(claudeType).Own["config_dir"] = e.configDir
+	e.configDir = e.realCLI(claudeType, claudeBin(t), "config_dir", "claude-config")
 	// The model server's variables; HOME and CLAUDE_CONFIG_DIR come from
 	// bhw-run itself (its HOME, config_dir), PATH from its environment.
 	e.agentConfig(claudeType).Env = map[string]string{}

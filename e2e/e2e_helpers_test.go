@@ -264,6 +264,20 @@ func (e *e2eEnv) agentConfig(typ string) *setup.AgentConfig {
 	return ac
 }
 
+// realCLI points agents.typ at the real CLI bin, with a folder of its own
+// below e.root named dir as its own option key (its config or home
+// folder); it returns the folder, made.
+func (e *e2eEnv) realCLI(typ, bin, key, dir string) string {
+	e.t.Helper()
+	dir = filepath.Join(e.root, dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	e.agentConfig(typ).Executable = bin
+	e.agentConfig(typ).Own[key] = dir
+	return dir
+}
+
 // proc is a running bhw-run.
 type proc struct {
 	cmd            *exec.Cmd
