@@ -278,6 +278,20 @@ func (e *e2eEnv) realCLI(typ, bin, key, dir string) string {
 	return dir
 }
 
+// waitSaid waits, up to a minute, until the thread holds a text item
+// that says text.
+func (e *e2eEnv) waitSaid(alias, text, what string) {
+	e.t.Helper()
+	waitFor(e.t, 60*time.Second, what, func() bool {
+		for _, it := range e.itemsOfType(alias, agent.ItemText) {
+			if it.Content[0].Text == text {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // proc is a running bhw-run.
 type proc struct {
 	cmd            *exec.Cmd
