@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -356,16 +355,8 @@ func TestE2EClaudeSIGTERMDuringBashThenResume(t *testing.T) {
 // whose working directory is dir (other tests may run the same command).
 func pidsWithCmd(t testing.TB, s, dir string) []int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []int
-	for _, de := range ents {
-		pid, err := strconv.Atoi(de.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range procPIDs(t) {
 		if pi, ok := readProc(pid); ok && pi.state != 'Z' && strings.Contains(pi.cmd, s) && pi.cwd == dir {
 			out = append(out, pid)
 		}

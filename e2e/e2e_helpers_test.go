@@ -599,6 +599,22 @@ type procInfo struct {
 	cwd, cmd  string
 }
 
+// procPIDs are the processes /proc lists now.
+func procPIDs(tb testing.TB) []int {
+	tb.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []int
+	for _, de := range ents {
+		if pid, err := strconv.Atoi(de.Name()); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // procStat reads /proc/<pid>/stat: comm, and the fields after it (state,
 // ppid, pgrp, … so that f[k] is field k+3 of proc(5)).
 func procStat(pid int) (comm string, f []string, ok bool) {
