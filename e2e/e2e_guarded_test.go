@@ -89,16 +89,7 @@ func (s *guardedScenario) policyMissing(t *testing.T) {
 	}
 	var found bool
 	for _, it := range e.items("worker") {
-		var m struct {
-			Type   string `json:"type"`
-			Thread struct {
-				Alias string `json:"alias"`
-				Error struct {
-					Code string `json:"code"`
-				} `json:"error"`
-			} `json:"thread"`
-		}
-		if json.Unmarshal(it.Metadata, &m) == nil && m.Type == agent.ItemThreadFailed && m.Thread.Alias == alias {
+		if m := meta(t, it); m.Type == agent.ItemThreadFailed && m.Thread.Alias == alias {
 			found = true
 			if m.Thread.Error.Code != exit.CodePolicyMissing {
 				t.Errorf("thread_failed error code %q, want %s", m.Thread.Error.Code, exit.CodePolicyMissing)

@@ -360,18 +360,22 @@ func tail(s string, n int) string {
 	return "…" + s[len(s)-n:]
 }
 
+// wireError is an error as bhw-run reports it, in the run summary and in
+// a thread_failed item.
+type wireError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
 // summary is the --json run summary.
 type summary struct {
-	Alias    string `json:"alias"`
-	Outcome  string `json:"outcome"`
-	ExitCode int    `json:"exit_code"`
-	Error    *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-	AgentSessionID string `json:"agent_session_id"`
-	ItemsPosted    int    `json:"items_posted"`
-	DurationMS     int64  `json:"duration_ms"`
+	Alias          string     `json:"alias"`
+	Outcome        string     `json:"outcome"`
+	ExitCode       int        `json:"exit_code"`
+	Error          *wireError `json:"error"`
+	AgentSessionID string     `json:"agent_session_id"`
+	ItemsPosted    int        `json:"items_posted"`
+	DurationMS     int64      `json:"duration_ms"`
 	// Tools are the turn's tool calls, when a turn ran.
 	Tools *agent.ToolCounts `json:"tools"`
 	Usage agent.Usage       `json:"usage"`
@@ -461,6 +465,12 @@ type itemMeta struct {
 	Prompt map[string]any `json:"prompt"`
 	// Tools are a turn_end's tool calls.
 	Tools *agent.ToolCounts `json:"tools"`
+	// Thread is the thread a worker item (thread_failed,
+	// thread_recovered) is about, with a failure's error.
+	Thread struct {
+		Alias string    `json:"alias"`
+		Error wireError `json:"error"`
+	} `json:"thread"`
 	// All is the whole metadata, for a status item's other fields.
 	All map[string]any `json:"-"`
 }

@@ -195,13 +195,7 @@ func (e *claudeE2E) recovered(d *daemon, alias string) {
 	e.t.Helper()
 	e.waitItems(d, "worker", "thread_recovered of "+alias, func(items []blobhub.Item) bool {
 		for _, it := range items {
-			var m struct {
-				Type   string `json:"type"`
-				Thread struct {
-					Alias string `json:"alias"`
-				} `json:"thread"`
-			}
-			if json.Unmarshal(it.Metadata, &m) == nil && m.Type == "thread_recovered" && m.Thread.Alias == alias {
+			if m := meta(e.t, it); m.Type == "thread_recovered" && m.Thread.Alias == alias {
 				return true
 			}
 		}
