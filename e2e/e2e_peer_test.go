@@ -361,7 +361,7 @@ func TestPeerItemsSideBySide(t *testing.T) {
 
 // agentItems are the metadata of the items of items a program posted
 // (those with a metadata.type).
-func agentItems(t *testing.T, items []blobhub.Item) []map[string]any {
+func agentItems(t testing.TB, items []blobhub.Item) []map[string]any {
 	var out []map[string]any
 	for _, it := range items {
 		var m map[string]any
@@ -371,6 +371,19 @@ func agentItems(t *testing.T, items []blobhub.Item) []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// firstWith is the first of alias's agent items whose key is value; it
+// fails the test when there is none.
+func (e *claudeE2E) firstWith(alias, key, value string) map[string]any {
+	e.t.Helper()
+	for _, m := range agentItems(e.t, e.items(alias)) {
+		if m[key] == value {
+			return m
+		}
+	}
+	e.t.Fatalf("no %s on %s: %v", value, alias, e.itemTypes(alias))
+	return nil
 }
 
 // compareKeys lists the keys of theirs that ours lacks, and those ours has
@@ -420,16 +433,7 @@ func TestPeerCutItemsSideBySide(t *testing.T) {
 	const byDaemon, byRun = "peer/cut-daemon", "peer/cut-run"
 	e.sideBySide(worker, byDaemon, byRun, e.handOffMessage("read big.txt"), readTurn(in)...)
 
-	result := func(alias string) map[string]any {
-		for _, m := range agentItems(t, e.items(alias)) {
-			if m["type"] == "tool_result" {
-				return m
-			}
-		}
-		t.Fatalf("no tool_result on %s: %v", alias, e.itemTypes(alias))
-		return nil
-	}
-	theirs, ours := result(byDaemon), result(byRun)
+	theirs, ours := e.firstWith(byDaemon, "type", "tool_result"), e.firstWith(byRun, "type", "tool_result")
 	if fmt.Sprint(theirs["truncated_fields"]) != fmt.Sprint(ours["truncated_fields"]) || ours["truncated"] != true {
 		t.Fatalf("truncated_fields: the daemon's %v, bhw-run's %v", theirs["truncated_fields"], ours["truncated_fields"])
 	}
@@ -554,16 +558,7 @@ func TestPeerAttachmentsSideBySide(t *testing.T) {
 			t.Errorf("%s's request lacks the PDF's path or the missing file:\n%.1500s", who, r.Body)
 		}
 	}
-	unavailable := func(alias string) map[string]any {
-		for _, m := range agentItems(t, e.items(alias)) {
-			if m["status"] == "attachment_unavailable" {
-				return m
-			}
-		}
-		t.Fatalf("no attachment_unavailable on %s: %v", alias, e.itemTypes(alias))
-		return nil
-	}
-	tu, ou := unavailable(byDaemon), unavailable(byRun)
+	tu, ou := e.firstWith(byDaemon, "status", "attachment_unavailable"), e.firstWith(byRun, "status", "attachment_unavailable")
 	if missing, _ := compareKeys("", tu, ou); len(missing) > 0 {
 		t.Errorf("bhw-run's attachment_unavailable lacks the daemon's %v\n daemon: %v\nbhw-run: %v", missing, tu, ou)
 	}
