@@ -108,16 +108,11 @@ func BenchmarkPeerIdleFleet(b *testing.B) {
 // any agent it started), read from /proc.
 func groupProcs(tb testing.TB, pgid int) []string {
 	tb.Helper()
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
-	if err != nil {
-		tb.Fatal(err)
-	}
 	var out []string
-	for _, p := range stats {
-		f := procStatFields(p)
+	for _, pid := range procPIDs(tb) {
 		// Fields after the command: state, ppid, pgrp, …
-		if len(f) > 2 && f[2] == strconv.Itoa(pgid) {
-			out = append(out, filepath.Dir(p))
+		if _, f, ok := procStat(pid); ok && len(f) > 2 && f[2] == strconv.Itoa(pgid) {
+			out = append(out, fmt.Sprintf("/proc/%d", pid))
 		}
 	}
 	return out

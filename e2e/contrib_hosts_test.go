@@ -10,7 +10,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -21,8 +20,6 @@ import (
 	"gopkg.in/yaml.v3"
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
-
-	"github.com/blobhub/bhw-run/setup"
 )
 
 // map75 is the line after the README's pipeline in the scripts of the
@@ -201,12 +198,7 @@ func TestContribKubernetes(t *testing.T) {
 // checkConfig resolves config text as bhw-run does, for section.
 func checkConfig(t *testing.T, text, section string) {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := setup.Resolve(setup.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: path, Section: section, Home: dir}, "")
+	s, err := resolveConfig(t, []byte(text), section)
 	if err != nil {
 		t.Fatalf("the recipe's config.yaml: %v", err)
 	}

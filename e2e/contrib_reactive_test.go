@@ -38,11 +38,7 @@ func TestContribReactiveUnit(t *testing.T) {
 	svc.want(t, "Service", "KillMode", "mixed")
 	svc.want(t, "Unit", "StartLimitIntervalSec", "0")
 	svc.want(t, "Install", "WantedBy", "default.target")
-	execStart := svc["Service"]["ExecStart"]
-	if len(execStart) != 1 {
-		t.Fatalf("ExecStart=%q, want one", execStart)
-	}
-	args := systemdArgs(t, execStart[0])
+	args := svc.execStart(t)
 	if want := []string{"/bin/bash", "-c", reactivePipeline(t)}; !slices.Equal(args, want) {
 		t.Errorf("ExecStart runs %q\nwant the README's pipeline with ls --wait, under bash: %q", args, want)
 	}

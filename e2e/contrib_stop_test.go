@@ -132,7 +132,7 @@ func TestContribStopSignalsTheRuns(t *testing.T) {
 	svc := parseUnit(t, "contrib/systemd/bhw-run.service")
 	_, k8s := k8sScript(t)
 	for name, argv := range map[string][]string{
-		"systemd":    systemdArgs(t, svc["Service"]["ExecStart"][0]),
+		"systemd":    svc.execStart(t),
 		"kubernetes": {"/bin/bash", "-c", k8s},
 		"nomad":      {"/bin/bash", "-c", nomadScript(t)},
 	} {

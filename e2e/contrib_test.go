@@ -87,6 +87,17 @@ func (u unitFile) want(t *testing.T, section, key, value string) {
 	}
 }
 
+// execStart is the unit's one ExecStart=, split as systemd splits it; it
+// fails the test unless there is exactly one.
+func (u unitFile) execStart(t *testing.T) []string {
+	t.Helper()
+	execStart := u["Service"]["ExecStart"]
+	if len(execStart) != 1 {
+		t.Fatalf("ExecStart=%q, want one", execStart)
+	}
+	return systemdArgs(t, execStart[0])
+}
+
 // systemdArgs splits an ExecStart= value the way systemd does for what the
 // unit uses: words, double quotes with C escapes, and $$ for a literal $.
 func systemdArgs(t *testing.T, s string) []string {
@@ -137,11 +148,7 @@ func TestContribSystemdUnits(t *testing.T) {
 	svc := parseUnit(t, "contrib/systemd/bhw-run.service")
 	svc.want(t, "Service", "Type", "oneshot")
 	svc.want(t, "Service", "SuccessExitStatus", "75")
-	execStart := svc["Service"]["ExecStart"]
-	if len(execStart) != 1 {
-		t.Fatalf("ExecStart=%q, want one", execStart)
-	}
-	args := systemdArgs(t, execStart[0])
+	args := svc.execStart(t)
 	if want := []string{"/bin/bash", "-c", readmePipeline(t)}; !slices.Equal(args, want) {
 		t.Errorf("ExecStart runs %q\nwant the README's pipeline under bash: %q", args, want)
 	}
@@ -341,7 +348,7 @@ func TestContribRecipes(t *testing.T) {
 	// systemd
 	{
 		svc := parseUnit(t, "contrib/systemd/bhw-run.service")
-		args := systemdArgs(t, svc["Service"]["ExecStart"][0])
+		args := svc.execStart(t)
 		pair := handOffTwo("systemd")
 		code, _ := e.shell(nil, args...)
 		check("ExecStart", code, pair)
@@ -533,7 +540,7 @@ func TestContribRecipesFreshHome(t *testing.T) {
 		argv []string
 	}{
 		{"crontab", recipePath(t, "crontab", crontabPath(t), prefix), []string{"/bin/sh", "-c", cronCommand(t)}},
-		{"unit", recipePath(t, "unit", unitPath, prefix), systemdArgs(t, svc["Service"]["ExecStart"][0])},
+		{"unit", recipePath(t, "unit", unitPath, prefix), svc.execStart(t)},
 	}
 	for _, rc := range recipes {
 		t.Run(rc.name, func(t *testing.T) {

@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-
-	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestDocsConfigExample: blobhub-worker's documented config.yaml
@@ -14,16 +12,11 @@ import (
 // is with the adapters this build lists: its agents block is Claude
 // Code's, its polling block is read and set aside as the daemon's.
 func TestDocsConfigExample(t *testing.T) {
-	dir := t.TempDir()
 	b, err := os.ReadFile(filepath.Join("e2e", "testdata", "docs", "config.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := setup.Resolve(setup.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: path, Home: dir, Adapters: adapters}, "")
+	s, err := resolveConfig(t, b, "")
 	if err != nil {
 		t.Fatalf("the documented config.yaml: %v", err)
 	}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,13 +40,8 @@ func TestDoctorConfine(t *testing.T) {
 // On a kernel without Landlock it is not started at all.
 func TestDoctorVersionConfined(t *testing.T) {
 	e := doctorEnv(t)
-	exe := filepath.Join(e.root, "claude")
 	script := fmt.Sprintf("#!/bin/sh\nif cat %s >/dev/null 2>&1; then echo read-the-state-tree 1.0; else echo kept-out 1.0; fi\n", filepath.Join(e.state, "config.yaml"))
-	if err := os.WriteFile(exe, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e.agentConfig(claudeType).Executable = exe
-	e.writeConfig()
+	e.scriptAgent(claudeType, "claude", script, 0o755)
 	if _, checks := e.doctor(bhtest.RunnerKey); !checks["agent claude_code"].OK || !strings.Contains(checks["agent claude_code"].Detail, "kept-out 1.0") {
 		t.Errorf("agent claude_code: %+v, want the version probe kept out of the state tree", checks["agent claude_code"])
 	}

@@ -182,12 +182,7 @@ func TestDoctorBadConfig(t *testing.T) {
 
 func TestDoctorAgentNotExecutable(t *testing.T) {
 	e := doctorEnv(t)
-	exe := filepath.Join(e.root, "claude")
-	if err := os.WriteFile(exe, []byte("#!/bin/sh\necho 1.0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e.agentConfig(claudeType).Executable = exe
-	e.writeConfig()
+	e.scriptAgent(claudeType, "claude", "#!/bin/sh\necho 1.0\n", 0o644)
 	code, checks := e.doctor(bhtest.RunnerKey)
 	wantFailed(t, code, checks, "agent claude_code", exit.CodeAgentNotInstalled, "agents.claude_code.executable")
 	onlyFailed(t, checks, "agent claude_code")
@@ -195,12 +190,7 @@ func TestDoctorAgentNotExecutable(t *testing.T) {
 
 func TestDoctorAgentWithoutVersion(t *testing.T) {
 	e := doctorEnv(t)
-	exe := filepath.Join(e.root, "claude")
-	if err := os.WriteFile(exe, []byte("#!/bin/sh\necho 'unknown option --version' >&2\nexit 2\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e.agentConfig(claudeType).Executable = exe
-	e.writeConfig()
+	e.scriptAgent(claudeType, "claude", "#!/bin/sh\necho 'unknown option --version' >&2\nexit 2\n", 0o755)
 	code, checks := e.doctor(bhtest.RunnerKey)
 	wantFailed(t, code, checks, "agent claude_code", "unknown option --version", "--version")
 }
@@ -212,13 +202,8 @@ func TestDoctorAgentWithoutVersion(t *testing.T) {
 // SANDBOX_UNAVAILABLE.
 func TestDoctorCodexSandbox(t *testing.T) {
 	e := doctorEnv(t)
-	exe := filepath.Join(e.root, "codex")
 	script := "#!/bin/sh\ncase \"$1\" in\n--version) echo codex-cli 0.171.0 ;;\nsandbox) echo 'bwrap: No permissions to create a new namespace' >&2; exit 1 ;;\nesac\n"
-	if err := os.WriteFile(exe, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e.agentConfig(codexType).Executable = exe
-	e.writeConfig()
+	e.scriptAgent(codexType, "codex", script, 0o755)
 	_, checks := e.doctor(bhtest.RunnerKey)
 	if c := checks["agent codex preflight"]; !c.OK {
 		t.Fatalf("confined: the codex preflight is %+v, want ok", c)
@@ -473,6 +458,20 @@ func (e *e2eEnv) standIn(name, version string) string {
 	if err := os.WriteFile(exe, []byte("#!/bin/sh\necho "+version+"\n"), 0o755); err != nil {
 		e.t.Fatal(err)
 	}
+	return exe
+}
+
+// scriptAgent writes script below e.root as name, with mode, makes it
+// agents.typ.executable and writes the config; it returns the script's
+// path.
+func (e *e2eEnv) scriptAgent(typ, name, script string, mode os.FileMode) string {
+	e.t.Helper()
+	exe := filepath.Join(e.root, name)
+	if err := os.WriteFile(exe, []byte(script), mode); err != nil {
+		e.t.Fatal(err)
+	}
+	e.agentConfig(typ).Executable = exe
+	e.writeConfig()
 	return exe
 }
 

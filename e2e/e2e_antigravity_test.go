@@ -14,7 +14,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/blobhub/bhw-run/agent"
 	"github.com/blobhub/bhw-run/agent/agenttest"
@@ -227,14 +226,7 @@ func TestE2EAntigravityKill9MidTurn(t *testing.T) {
 	e.handOffGuarded(alias, agyType, &policy.Policy{Default: policy.DecisionAsk, Rules: []policy.Rule{
 		{ID: "read", Effect: policy.EffectRead, Action: policy.DecisionAllow}}}, "work")
 	p := e.start(bhtest.RunnerKey, nil, "--json", alias)
-	waitFor(t, 60*time.Second, "the agent's text", func() bool {
-		for _, it := range e.itemsOfType(alias, agent.ItemText) {
-			if it.Content[0].Text == "working" {
-				return true
-			}
-		}
-		return false
-	})
+	e.waitSaid(alias, "working", "the agent's text")
 	th := e.threadYAML(alias)
 	if th.Agent.Process == nil || !agentproc.GroupAlive(th.Agent.Process.Pgid) {
 		t.Fatalf("no live agent recorded: %+v", th.Agent.Process)
@@ -294,14 +286,7 @@ func TestE2EAntigravityTwoThreadsOneFolder(t *testing.T) {
 	e.handOffGuarded(a, agyType, pol, "A")
 	e.handOffGuarded(b, agyType, pol, "B")
 	pa := e.start(bhtest.RunnerKey, nil, "--json", a)
-	waitFor(t, 60*time.Second, "thread A's agent", func() bool {
-		for _, it := range e.itemsOfType(a, agent.ItemText) {
-			if it.Content[0].Text == "A started" {
-				return true
-			}
-		}
-		return false
-	})
+	e.waitSaid(a, "A started", "thread A's agent")
 	e.activate(b, 0, run.OutcomeTurnCompleted)
 	if _, err := os.Stat(filepath.Join(e.work, "b.txt")); err != nil {
 		t.Fatalf("B's call did not run: %v", err)

@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,12 +40,7 @@ type claudeE2E struct {
 func newClaudeE2E(t testing.TB, steps ...claudetest.Step) *claudeE2E {
 	t.Helper()
 	e := &claudeE2E{e2eEnv: newE2E(t), model: claudetest.NewModelServer(t, steps...)}
-	e.configDir = filepath.Join(e.root, "claude-config")
-	if err := os.MkdirAll(e.configDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	e.agentConfig(claudeType).Executable = claudeBin(t)
-	e.agentConfig(claudeType).Own["config_dir"] = e.configDir
+	e.configDir = e.realCLI(claudeType, claudeBin(t), "config_dir", "claude-config")
 	// The model server's variables; HOME and CLAUDE_CONFIG_DIR come from
 	// bhw-run itself (its HOME, config_dir), PATH from its environment.
 	e.agentConfig(claudeType).Env = map[string]string{}
@@ -137,13 +131,21 @@ func TestE2EClaudeAutonomousWriteAndResume(t *testing.T) {
 	e.wantItems(alias, "person", "text", "tool_call", "tool_result", "text", "turn_end", "person", "text", "turn_end")
 }
 
-// parkOnWrite hands off an approval thread whose model writes x.txt and
-// runs it until it parks; it returns the file's path.
-func (e *claudeE2E) parkOnWrite(alias string, after ...claudetest.Step) string {
+// handOffWrite hands off an approval thread whose model writes x.txt
+// (then plays after); it returns the file's path.
+func (e *claudeE2E) handOffWrite(alias string, after ...claudetest.Step) string {
 	e.t.Helper()
 	x := e.path("x.txt")
 	e.model.Push(append([]claudetest.Step{writeTool(x, "approved content")}, after...)...)
 	e.handOff(alias, claudeType, "approval", "write x.txt")
+	return x
+}
+
+// parkOnWrite hands off an approval thread whose model writes x.txt and
+// runs it until it parks; it returns the file's path.
+func (e *claudeE2E) parkOnWrite(alias string, after ...claudetest.Step) string {
+	e.t.Helper()
+	x := e.handOffWrite(alias, after...)
 	e.activate(alias, 0, run.OutcomeParked)
 	fileAbsent(e.t, x)
 	e.wantItems(alias, "person", "text", "tool_call", "pending_prompt", "tool_result", "turn_end")
@@ -160,11 +162,7 @@ func (e *claudeE2E) parkOnWrite(alias string, after ...claudetest.Step) string {
 
 func (e *claudeE2E) resolved(alias string) itemMeta {
 	e.t.Helper()
-	r := e.itemsOfType(alias, "pending_prompt_resolved")
-	if len(r) != 1 {
-		e.t.Fatalf("%d pending_prompt_resolved items, want 1: %v", len(r), e.itemTypes(alias))
-	}
-	m := meta(e.t, r[0])
+	m := meta(e.t, e.onlyOfType(alias, "pending_prompt_resolved"))
 	p := e.itemsOfType(alias, "pending_prompt")[0]
 	if m.PromptItemID != p.ID {
 		e.t.Errorf("prompt_item_id %q, want %q", m.PromptItemID, p.ID)
@@ -282,11 +280,7 @@ func TestE2EClaudeAskUserQuestion(t *testing.T) {
 	const alias = "projects/p1/claude-ask"
 	e.handOff(alias, claudeType, "approval", "ask me where to deploy")
 	e.activate(alias, 0, run.OutcomeParked)
-	pp := e.itemsOfType(alias, "pending_prompt")
-	if len(pp) != 1 {
-		t.Fatalf("%d pending_prompt items, want one: %v", len(pp), e.itemTypes(alias))
-	}
-	if p := meta(t, pp[0]).Prompt; p["kind"] != "ask_user_question" {
+	if p := meta(t, e.onlyOfType(alias, "pending_prompt")).Prompt; p["kind"] != "ask_user_question" {
 		t.Fatalf("pending_prompt %+v, want kind ask_user_question", p)
 	}
 	e.post(alias, "2")
@@ -361,16 +355,8 @@ func TestE2EClaudeSIGTERMDuringBashThenResume(t *testing.T) {
 // whose working directory is dir (other tests may run the same command).
 func pidsWithCmd(t testing.TB, s, dir string) []int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []int
-	for _, de := range ents {
-		pid, err := strconv.Atoi(de.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range procPIDs(t) {
 		if pi, ok := readProc(pid); ok && pi.state != 'Z' && strings.Contains(pi.cmd, s) && pi.cwd == dir {
 			out = append(out, pid)
 		}
@@ -645,10 +631,7 @@ func TestE2EClaudeOutboxArtifacts(t *testing.T) {
 
 	e.activate(alias, 0, run.OutcomeTurnCompleted)
 	fileIs(t, report, "# Report\nall good\n")
-	pub := e.itemsOfType(alias, "artifacts_published")
-	if len(pub) != 1 {
-		t.Fatalf("%d artifacts_published items, want 1: %v", len(pub), e.itemTypes(alias))
-	}
+	e.onlyOfType(alias, "artifacts_published")
 	obj, ok := e.srv.Get(alias + "/artifacts/report.md")
 	if !ok || !strings.Contains(string(obj.Value), `"type":"artifact"`) || !strings.Contains(string(obj.Value), "all good") {
 		t.Fatalf("artifact object %v %s", ok, obj.Value)

@@ -34,10 +34,8 @@ type codexE2E struct {
 func newCodexE2E(t testing.TB, steps ...codextest.Step) *codexE2E {
 	t.Helper()
 	e := &codexE2E{e2eEnv: newE2E(t), model: codextest.NewModelServer(t, steps...)}
-	e.codexHome = filepath.Join(e.root, "codex-home")
+	e.codexHome = e.realCLI(codexType, codexBin(t), "codex_home", "codex-home")
 	codextest.WriteCodexHome(t, e.codexHome, e.model.URL)
-	e.agentConfig(codexType).Executable = codexBin(t)
-	e.agentConfig(codexType).Own["codex_home"] = e.codexHome
 	// The fake provider's key (codextest's config.toml names it); not in
 	// the agent environment's allowlist, so the config passes it.
 	e.agentConfig(codexType).Env = map[string]string{"FAKE_OPENAI_API_KEY": "dummy"}

@@ -200,11 +200,7 @@ func TestE2EConfineCodexApproval(t *testing.T) {
 	e.handOff(alias, codexType, "approval", "probe the doors")
 	e.activate(alias, 0, run.OutcomeParked)
 	confinedLog(t, e.e2eEnv, alias, true)
-	prompts := e.itemsOfType(alias, "pending_prompt")
-	if len(prompts) != 1 {
-		t.Fatalf("%d pending prompts, want 1", len(prompts))
-	}
-	call, _ := meta(t, prompts[0]).Prompt["call"].(map[string]any)
+	call, _ := meta(t, e.onlyOfType(alias, "pending_prompt")).Prompt["call"].(map[string]any)
 	if target, _ := call["target"].(map[string]any); target["command"] != p.script() {
 		t.Fatalf("the thread parked on %v, want the probe", call)
 	}

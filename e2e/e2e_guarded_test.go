@@ -89,16 +89,7 @@ func (s *guardedScenario) policyMissing(t *testing.T) {
 	}
 	var found bool
 	for _, it := range e.items("worker") {
-		var m struct {
-			Type   string `json:"type"`
-			Thread struct {
-				Alias string `json:"alias"`
-				Error struct {
-					Code string `json:"code"`
-				} `json:"error"`
-			} `json:"thread"`
-		}
-		if json.Unmarshal(it.Metadata, &m) == nil && m.Type == agent.ItemThreadFailed && m.Thread.Alias == alias {
+		if m := meta(t, it); m.Type == agent.ItemThreadFailed && m.Thread.Alias == alias {
 			found = true
 			if m.Thread.Error.Code != exit.CodePolicyMissing {
 				t.Errorf("thread_failed error code %q, want %s", m.Thread.Error.Code, exit.CodePolicyMissing)
@@ -342,21 +333,8 @@ func (s *guardedScenario) explainAgrees(t *testing.T, alias string) {
 }
 
 func TestE2EGuardedClaude(t *testing.T) {
-	e := newE2E(t)
-	model := claudetest.NewModelServer(t)
-	cfgDir := filepath.Join(e.root, "claude-config")
-	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	e.agentConfig(claudeType).Executable = claudeBin(t)
-	e.agentConfig(claudeType).Own["config_dir"] = cfgDir
-	e.agentConfig(claudeType).Env = map[string]string{}
-	for _, kv := range model.Env(cfgDir) {
-		k, v, _ := strings.Cut(kv, "=")
-		if k != "PATH" && k != "HOME" && k != "CLAUDE_CONFIG_DIR" {
-			e.agentConfig(claudeType).Env[k] = v
-		}
-	}
+	ce := newClaudeE2E(t)
+	e, model := ce.e2eEnv, ce.model
 	s := newGuardedScenario(e, claudeType, func() int { return len(model.Requests()) })
 
 	t.Run("no policy", s.policyMissing)

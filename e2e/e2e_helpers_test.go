@@ -231,6 +231,19 @@ func (e *e2eEnv) environ(key string) []string {
 // command line.
 var adapters = append([]agent.Adapter{claude.Adapter, codex.Adapter}, append(acp.Adapters(), antigravity.Adapter)...)
 
+// resolveConfig resolves text as the config.yaml of a fresh state tree,
+// with the binary's adapters, as bhw-run does, for section ("" for the
+// only one).
+func resolveConfig(t testing.TB, text []byte, section string) (*setup.Setup, error) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, text, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return setup.Resolve(setup.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: path, Section: section, Home: dir, Adapters: adapters}, "")
+}
+
 // The agent types of the end-to-end tests.
 var (
 	claudeType = claude.Adapter.Type
@@ -249,6 +262,34 @@ func (e *e2eEnv) agentConfig(typ string) *setup.AgentConfig {
 		e.Config.Agents[typ] = ac
 	}
 	return ac
+}
+
+// realCLI points agents.typ at the real CLI bin, with a folder of its own
+// below e.root named dir as its own option key (its config or home
+// folder); it returns the folder, made.
+func (e *e2eEnv) realCLI(typ, bin, key, dir string) string {
+	e.t.Helper()
+	dir = filepath.Join(e.root, dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	e.agentConfig(typ).Executable = bin
+	e.agentConfig(typ).Own[key] = dir
+	return dir
+}
+
+// waitSaid waits, up to a minute, until the thread holds a text item
+// that says text.
+func (e *e2eEnv) waitSaid(alias, text, what string) {
+	e.t.Helper()
+	waitFor(e.t, 60*time.Second, what, func() bool {
+		for _, it := range e.itemsOfType(alias, agent.ItemText) {
+			if it.Content[0].Text == text {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // proc is a running bhw-run.
@@ -319,18 +360,22 @@ func tail(s string, n int) string {
 	return "…" + s[len(s)-n:]
 }
 
+// wireError is an error as bhw-run reports it, in the run summary and in
+// a thread_failed item.
+type wireError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
 // summary is the --json run summary.
 type summary struct {
-	Alias    string `json:"alias"`
-	Outcome  string `json:"outcome"`
-	ExitCode int    `json:"exit_code"`
-	Error    *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-	AgentSessionID string `json:"agent_session_id"`
-	ItemsPosted    int    `json:"items_posted"`
-	DurationMS     int64  `json:"duration_ms"`
+	Alias          string     `json:"alias"`
+	Outcome        string     `json:"outcome"`
+	ExitCode       int        `json:"exit_code"`
+	Error          *wireError `json:"error"`
+	AgentSessionID string     `json:"agent_session_id"`
+	ItemsPosted    int        `json:"items_posted"`
+	DurationMS     int64      `json:"duration_ms"`
 	// Tools are the turn's tool calls, when a turn ran.
 	Tools *agent.ToolCounts `json:"tools"`
 	Usage agent.Usage       `json:"usage"`
@@ -420,6 +465,12 @@ type itemMeta struct {
 	Prompt map[string]any `json:"prompt"`
 	// Tools are a turn_end's tool calls.
 	Tools *agent.ToolCounts `json:"tools"`
+	// Thread is the thread a worker item (thread_failed,
+	// thread_recovered) is about, with a failure's error.
+	Thread struct {
+		Alias string    `json:"alias"`
+		Error wireError `json:"error"`
+	} `json:"thread"`
 	// All is the whole metadata, for a status item's other fields.
 	All map[string]any `json:"-"`
 }
@@ -444,6 +495,17 @@ func (e *e2eEnv) itemsOfType(alias, typ string) []blobhub.Item {
 		}
 	}
 	return out
+}
+
+// onlyOfType is the thread's one item whose metadata.type is typ; it
+// fails the test unless there is exactly one.
+func (e *e2eEnv) onlyOfType(alias, typ string) blobhub.Item {
+	e.t.Helper()
+	its := e.itemsOfType(alias, typ)
+	if len(its) != 1 {
+		e.t.Fatalf("%d %s items, want 1: %v", len(its), typ, e.itemTypes(alias))
+	}
+	return its[0]
 }
 
 // wantParkedResult checks the parked turn's call on the thread: its
@@ -545,6 +607,22 @@ type procInfo struct {
 	pid, pgid int
 	state     byte
 	cwd, cmd  string
+}
+
+// procPIDs are the processes /proc lists now.
+func procPIDs(tb testing.TB) []int {
+	tb.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []int
+	for _, de := range ents {
+		if pid, err := strconv.Atoi(de.Name()); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // procStat reads /proc/<pid>/stat: comm, and the fields after it (state,

@@ -77,6 +77,19 @@ func (p *doublePeer) daemonUntil(alias, what string, ok func([]blobhub.Item) boo
 	p.stopDaemon(d)
 }
 
+// daemonTakes starts the daemon, which adopts alias from the tree, posts
+// message, waits until the thread's items satisfy until(alias) (made
+// before the post, so it counts from there), and stops the daemon.
+func (p *doublePeer) daemonTakes(alias, message, what string, until func(alias string) func([]blobhub.Item) bool) {
+	p.t.Helper()
+	d := p.daemon()
+	p.recovered(d, alias)
+	ok := until(alias)
+	p.post(alias, message)
+	p.waitItems(d, alias, what, ok)
+	p.stopDaemon(d)
+}
+
 // runnable reports whether `bhw-run ls --runnable`, the cron line's
 // discovery, lists alias.
 func (p *doublePeer) runnable(alias string) bool {
@@ -275,6 +288,17 @@ func (p *doublePeer) promptID(alias string) string {
 	return id
 }
 
+// daemonAsksToWrite hands alias off under approval with the message
+// message, whose turn writes path; the daemon runs it until it asks about
+// the Write and is stopped. It returns the question's prompt id.
+func (p *doublePeer) daemonAsksToWrite(alias, message, path string) string {
+	p.t.Helper()
+	p.play(writes(message, path, ""))
+	p.handOff(alias, doubleType, "approval", message)
+	p.daemonUntil(alias, "the question about "+filepath.Base(path), p.prompts(alias))
+	return p.promptID(alias)
+}
+
 // wantParkedOn fails unless thread.yaml parks on the prompt id.
 func (p *doublePeer) wantParkedOn(alias, id, who string) {
 	p.t.Helper()
@@ -334,12 +358,7 @@ func TestPeerHandOverQuestionBothWays(t *testing.T) {
 
 	// The daemon adopts bhw-run's park and takes the answer; its turn
 	// asks for free text and holds that wait.
-	d := p.daemon()
-	p.recovered(d, alias)
-	asked := p.prompts(alias)
-	p.post(alias, "Large")
-	p.waitItems(d, alias, "the notes question", asked)
-	p.stopDaemon(d)
+	p.daemonTakes(alias, "Large", "the notes question", p.prompts)
 	notes := p.promptID(alias)
 	p.wantParkedOn(alias, notes, "the daemon")
 	p.waiting(alias)
@@ -405,10 +424,7 @@ func TestPeerHandOverGrantsBothWays(t *testing.T) {
 	const alias = "team/grants"
 	a, b := p.path("a.txt"), p.path("b.txt")
 
-	p.play(writes("WRITE-A", a, ""))
-	p.handOff(alias, doubleType, "approval", "WRITE-A")
-	p.daemonUntil(alias, "the question about a.txt", p.prompts(alias))
-	first := p.promptID(alias)
+	first := p.daemonAsksToWrite(alias, "WRITE-A", a)
 	p.wantParkedOn(alias, first, "the daemon")
 	p.waiting(alias)
 
@@ -423,12 +439,7 @@ func TestPeerHandOverGrantsBothWays(t *testing.T) {
 
 	// The daemon takes the answer and spends bhw-run's grant.
 	p.play(writes("main", a, "A-WRITTEN"))
-	d := p.daemon()
-	p.recovered(d, alias)
-	ends := p.turnEnds(alias)
-	p.post(alias, "main")
-	p.waitItems(d, alias, "the turn that writes a.txt", ends)
-	p.stopDaemon(d)
+	p.daemonTakes(alias, "main", "the turn that writes a.txt", p.turnEnds)
 	if g := p.threadYAML(alias).Agent.Grant; g != nil {
 		t.Fatalf("the daemon left the grant %+v", g)
 	}
@@ -440,9 +451,9 @@ func TestPeerHandOverGrantsBothWays(t *testing.T) {
 	second := p.promptID(alias)
 	p.wantParkedOn(alias, second, "bhw-run")
 	p.play(says("", "B-LATER"))
-	ends = p.turnEnds(alias)
+	ends := p.turnEnds(alias)
 	p.post(alias, "yes") // while nobody runs: the daemon finds it when it starts
-	d = p.daemon()
+	d := p.daemon()
 	p.waitItems(d, alias, "the turn the yes resumes", ends)
 	p.stopDaemon(d)
 	p.wantGrant(alias, second, b, "the daemon's answer")
@@ -551,10 +562,7 @@ func TestPeerHandOverDenialsBothWays(t *testing.T) {
 	const alias = "peer/denials"
 	c, dPath := p.path("c.txt"), p.path("d.txt")
 
-	p.play(writes("WRITE-C", c, ""))
-	p.handOff(alias, doubleType, "approval", "WRITE-C")
-	p.daemonUntil(alias, "the question about c.txt", p.prompts(alias))
-	first := p.promptID(alias)
+	first := p.daemonAsksToWrite(alias, "WRITE-C", c)
 	p.play(says("", "C-SKIPPED"))
 	p.post(alias, "no")
 	p.cron(alias, run.OutcomeTurnCompleted)

@@ -23,9 +23,7 @@ import (
 func TestPeerHandOverDaemonParkToRun(t *testing.T) {
 	e, worker := newPeerE2E(t, 2)
 	const alias = "peer/daemon-parks"
-	x := e.path("x.txt")
-	e.model.Push(writeTool(x, "approved content"))
-	e.handOff(alias, claudeType, "approval", "write x.txt")
+	x := e.handOffWrite(alias)
 
 	d := e.startDaemon(worker)
 	e.waitItems(d, alias, "a pending_prompt", func(items []blobhub.Item) bool { return countType(t, items, "pending_prompt") == 1 })
@@ -49,11 +47,7 @@ func TestPeerHandOverDaemonParkToRun(t *testing.T) {
 	e.model.Push(writeTool(x, "approved content"), claudetest.Text("WRITTEN"))
 	e.activate(alias, 0, run.OutcomeTurnCompleted)
 	fileIs(t, x, "approved content")
-	res := e.itemsOfType(alias, "pending_prompt_resolved")
-	if len(res) != 1 {
-		t.Fatalf("%d pending_prompt_resolved items, want 1: %v", len(res), e.itemTypes(alias))
-	}
-	if m := meta(t, res[0]).Prompt; m["prompt_id"] != prompt["prompt_id"] || m["prompt_state"] != "answered" {
+	if m := meta(t, e.onlyOfType(alias, "pending_prompt_resolved")).Prompt; m["prompt_id"] != prompt["prompt_id"] || m["prompt_state"] != "answered" {
 		t.Errorf("bhw-run resolved %v; the daemon's prompt was %v", m, prompt)
 	}
 	items := e.items(alias)

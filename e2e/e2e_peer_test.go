@@ -195,13 +195,7 @@ func (e *claudeE2E) recovered(d *daemon, alias string) {
 	e.t.Helper()
 	e.waitItems(d, "worker", "thread_recovered of "+alias, func(items []blobhub.Item) bool {
 		for _, it := range items {
-			var m struct {
-				Type   string `json:"type"`
-				Thread struct {
-					Alias string `json:"alias"`
-				} `json:"thread"`
-			}
-			if json.Unmarshal(it.Metadata, &m) == nil && m.Type == "thread_recovered" && m.Thread.Alias == alias {
+			if m := meta(e.t, it); m.Type == "thread_recovered" && m.Thread.Alias == alias {
 				return true
 			}
 		}
@@ -272,9 +266,7 @@ func TestPeerHandOverDaemonToRun(t *testing.T) {
 func TestPeerHandOverRunToDaemon(t *testing.T) {
 	e, worker := newPeerE2E(t, 2)
 	const alias = "peer/run-first"
-	x := e.path("x.txt")
-	e.model.Push(writeTool(x, "approved content"))
-	e.handOff(alias, claudeType, "approval", "write x.txt")
+	x := e.handOffWrite(alias)
 	e.activate(alias, 0, run.OutcomeParked)
 	fileAbsent(t, x)
 	prompt := meta(t, e.itemsOfType(alias, "pending_prompt")[0]).Prompt
@@ -291,11 +283,7 @@ func TestPeerHandOverRunToDaemon(t *testing.T) {
 	if n := countType(t, items, "pending_prompt"); n != 1 {
 		t.Errorf("%d pending_prompt items, want bhw-run's only: %v", n, e.itemTypes(alias))
 	}
-	res := e.itemsOfType(alias, "pending_prompt_resolved")
-	if len(res) != 1 {
-		t.Fatalf("%d pending_prompt_resolved items, want 1: %v", len(res), e.itemTypes(alias))
-	}
-	if m := meta(t, res[0]).Prompt; m["prompt_id"] != prompt["prompt_id"] || m["prompt_state"] != "answered" {
+	if m := meta(t, e.onlyOfType(alias, "pending_prompt_resolved")).Prompt; m["prompt_id"] != prompt["prompt_id"] || m["prompt_state"] != "answered" {
 		t.Errorf("the daemon resolved %v; bhw-run's prompt was %v", m, prompt)
 	}
 	if n := countType(t, items, "approval_granted"); n != 1 {
@@ -304,6 +292,32 @@ func TestPeerHandOverRunToDaemon(t *testing.T) {
 	if got := e.threadYAML(alias).Agent.AgentSessionID; got != session {
 		t.Errorf("the daemon's turn ran in agent session %q, bhw-run's was %q", got, session)
 	}
+}
+
+// sideBySide plays the same turn on each side: the model answers steps
+// to the daemon on byDaemon until its turn_end, then to bhw-run on byRun,
+// each thread handed off by handOff.
+func (e *claudeE2E) sideBySide(worker, byDaemon, byRun string, handOff func(alias string), steps ...claudetest.Step) {
+	e.t.Helper()
+	e.model.Push(steps...)
+	handOff(byDaemon)
+	d := e.startDaemon(worker)
+	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(e.t, items, "turn_end") == 1 })
+	e.stopDaemon(d)
+	e.model.Push(steps...)
+	handOff(byRun)
+	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+}
+
+// handOffMessage hands a thread off under approval with message.
+func (e *claudeE2E) handOffMessage(message string) func(alias string) {
+	return func(alias string) { e.handOff(alias, claudeType, "approval", message) }
+}
+
+// readTurn is a turn that reads path, which nobody is asked about, then
+// says READ-DONE.
+func readTurn(path string) []claudetest.Step {
+	return []claudetest.Step{claudetest.Tool("Read", map[string]any{"file_path": path}), claudetest.Text("READ-DONE")}
 }
 
 // TestPeerItemsSideBySide: the daemon and bhw-run drive the same scripted
@@ -319,20 +333,8 @@ func TestPeerItemsSideBySide(t *testing.T) {
 	if err := os.WriteFile(in, []byte("one\ntwo\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	turn := func() []claudetest.Step {
-		return []claudetest.Step{claudetest.Tool("Read", map[string]any{"file_path": in}), claudetest.Text("READ-DONE")}
-	}
 	const byDaemon, byRun = "peer/by-daemon", "peer/by-run"
-
-	e.model.Push(turn()...)
-	e.handOff(byDaemon, claudeType, "approval", "read in.txt")
-	d := e.startDaemon(worker)
-	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
-	e.stopDaemon(d)
-
-	e.model.Push(turn()...)
-	e.handOff(byRun, claudeType, "approval", "read in.txt")
-	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+	e.sideBySide(worker, byDaemon, byRun, e.handOffMessage("read in.txt"), readTurn(in)...)
 
 	theirs, ours := agentItems(t, e.items(byDaemon)), agentItems(t, e.items(byRun))
 	var tt, ot []string
@@ -359,7 +361,7 @@ func TestPeerItemsSideBySide(t *testing.T) {
 
 // agentItems are the metadata of the items of items a program posted
 // (those with a metadata.type).
-func agentItems(t *testing.T, items []blobhub.Item) []map[string]any {
+func agentItems(t testing.TB, items []blobhub.Item) []map[string]any {
 	var out []map[string]any
 	for _, it := range items {
 		var m map[string]any
@@ -369,6 +371,19 @@ func agentItems(t *testing.T, items []blobhub.Item) []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// firstWith is the first of alias's agent items whose key is value; it
+// fails the test when there is none.
+func (e *claudeE2E) firstWith(alias, key, value string) map[string]any {
+	e.t.Helper()
+	for _, m := range agentItems(e.t, e.items(alias)) {
+		if m[key] == value {
+			return m
+		}
+	}
+	e.t.Fatalf("no %s on %s: %v", value, alias, e.itemTypes(alias))
+	return nil
 }
 
 // compareKeys lists the keys of theirs that ours lacks, and those ours has
@@ -415,29 +430,10 @@ func TestPeerCutItemsSideBySide(t *testing.T) {
 	if err := os.WriteFile(in, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	turn := func() []claudetest.Step {
-		return []claudetest.Step{claudetest.Tool("Read", map[string]any{"file_path": in}), claudetest.Text("READ-DONE")}
-	}
 	const byDaemon, byRun = "peer/cut-daemon", "peer/cut-run"
-	e.model.Push(turn()...)
-	e.handOff(byDaemon, claudeType, "approval", "read big.txt")
-	d := e.startDaemon(worker)
-	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
-	e.stopDaemon(d)
-	e.model.Push(turn()...)
-	e.handOff(byRun, claudeType, "approval", "read big.txt")
-	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+	e.sideBySide(worker, byDaemon, byRun, e.handOffMessage("read big.txt"), readTurn(in)...)
 
-	result := func(alias string) map[string]any {
-		for _, m := range agentItems(t, e.items(alias)) {
-			if m["type"] == "tool_result" {
-				return m
-			}
-		}
-		t.Fatalf("no tool_result on %s: %v", alias, e.itemTypes(alias))
-		return nil
-	}
-	theirs, ours := result(byDaemon), result(byRun)
+	theirs, ours := e.firstWith(byDaemon, "type", "tool_result"), e.firstWith(byRun, "type", "tool_result")
 	if fmt.Sprint(theirs["truncated_fields"]) != fmt.Sprint(ours["truncated_fields"]) || ours["truncated"] != true {
 		t.Fatalf("truncated_fields: the daemon's %v, bhw-run's %v", theirs["truncated_fields"], ours["truncated_fields"])
 	}
@@ -480,14 +476,8 @@ func TestPeerPublishSideBySide(t *testing.T) {
 		e.post(alias, "publish")
 	}
 	const byDaemon, byRun = "peer/pub-daemon", "peer/pub-run"
-	e.model.Push(claudetest.Text("done"))
-	handOff(byDaemon, "pub/d/", ".out-d")
-	d := e.startDaemon(worker)
-	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
-	e.stopDaemon(d)
-	e.model.Push(claudetest.Text("done"))
-	handOff(byRun, "pub/r/", ".out-r")
-	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+	outboxes := map[string][2]string{byDaemon: {"pub/d/", ".out-d"}, byRun: {"pub/r/", ".out-r"}}
+	e.sideBySide(worker, byDaemon, byRun, func(alias string) { handOff(alias, outboxes[alias][0], outboxes[alias][1]) }, claudetest.Text("done"))
 
 	published := func(alias string) (map[string]any, []*blobhub.FileRef) {
 		for _, it := range e.items(alias) {
@@ -550,14 +540,7 @@ func TestPeerAttachmentsSideBySide(t *testing.T) {
 		}})
 	}
 	const byDaemon, byRun = "peer/att-daemon", "peer/att-run"
-	e.model.Push(claudetest.Text("seen"))
-	send(byDaemon)
-	d := e.startDaemon(worker)
-	e.waitItems(d, byDaemon, "a turn_end", func(items []blobhub.Item) bool { return countType(t, items, "turn_end") == 1 })
-	e.stopDaemon(d)
-	e.model.Push(claudetest.Text("seen"))
-	send(byRun)
-	e.activate(byRun, 0, run.OutcomeTurnCompleted)
+	e.sideBySide(worker, byDaemon, byRun, send, claudetest.Text("seen"))
 
 	reqs := e.model.Requests()
 	if len(reqs) < 2 {
@@ -575,16 +558,7 @@ func TestPeerAttachmentsSideBySide(t *testing.T) {
 			t.Errorf("%s's request lacks the PDF's path or the missing file:\n%.1500s", who, r.Body)
 		}
 	}
-	unavailable := func(alias string) map[string]any {
-		for _, m := range agentItems(t, e.items(alias)) {
-			if m["status"] == "attachment_unavailable" {
-				return m
-			}
-		}
-		t.Fatalf("no attachment_unavailable on %s: %v", alias, e.itemTypes(alias))
-		return nil
-	}
-	tu, ou := unavailable(byDaemon), unavailable(byRun)
+	tu, ou := e.firstWith(byDaemon, "status", "attachment_unavailable"), e.firstWith(byRun, "status", "attachment_unavailable")
 	if missing, _ := compareKeys("", tu, ou); len(missing) > 0 {
 		t.Errorf("bhw-run's attachment_unavailable lacks the daemon's %v\n daemon: %v\nbhw-run: %v", missing, tu, ou)
 	}

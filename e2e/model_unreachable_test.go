@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,15 +17,10 @@ import (
 // run ended "Connection refused" naming neither, doctor all ✓.
 func TestModelUnreachableNamedAtOnce(t *testing.T) {
 	e := newE2E(t)
-	agentBin := filepath.Join(e.root, "claude")
 	// An agent that would wait: only the probe before its start can end
 	// the run in time.
 	script := "#!/bin/sh\ncase \"$1\" in --version) echo '2.1.332 (Claude Code)';; *) sleep 120;; esac\n"
-	if err := os.WriteFile(agentBin, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e.agentConfig(claudeType).Executable = agentBin
-	e.writeConfig()
+	e.scriptAgent(claudeType, "claude", script, 0o755)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

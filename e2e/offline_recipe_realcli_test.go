@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"errors"
 	"net"
 	"os"
@@ -52,15 +51,7 @@ func TestOfflineRecipeFirstTick(t *testing.T) {
 
 	model := exec.Command("make", "model", "MODEL_PORT="+port)
 	model.Env = append(os.Environ(), "HOME="+home)
-	model.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C reaches the whole job
-	stdout, err := model.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	model.Stderr = model.Stdout
-	if err := model.Start(); err != nil {
-		t.Fatal(err)
-	}
+	lines := startJob(t, model)
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
@@ -68,14 +59,6 @@ func TestOfflineRecipeFirstTick(t *testing.T) {
 			_ = model.Wait()
 		}
 	})
-	lines := make(chan string, 100)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
 	var printed strings.Builder
 	var cronVars []string
 	inBlock := false
@@ -137,7 +120,7 @@ func TestOfflineRecipeFirstTick(t *testing.T) {
 	if out, err := handOff.CombinedOutput(); err != nil {
 		t.Fatalf("thread new demo/t2: %v\n%s", err, out)
 	}
-	argv := systemdArgs(t, svc["Service"]["ExecStart"][0])
+	argv := svc.execStart(t)
 	unit := exec.Command(argv[0], argv[1:]...)
 	unit.Env, unit.Dir = unitEnv, home
 	out, err = unit.CombinedOutput()

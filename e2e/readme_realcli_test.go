@@ -143,15 +143,12 @@ func TestREADMETryOutE2E(t *testing.T) {
 	}
 }
 
-// startREADMEModel runs the README's `make model` in the background, as
-// the second terminal the set-up names, until the test ends, and returns
-// the export line it prints for the person to paste.
-func startREADMEModel(t *testing.T, env []string) string {
+// startJob starts cmd in a process group of its own, as a terminal starts
+// a foreground job: a signal to the group (Ctrl-C) reaches its children
+// too, make's and go run's. It returns what cmd prints, its output and
+// errors, line by line, in a channel closed at their end.
+func startJob(t *testing.T, cmd *exec.Cmd) <-chan string {
 	t.Helper()
-	cmd := exec.Command("bash", "-c", "make model")
-	cmd.Env = env
-	// Its own process group: the stop reaches go run's child too, as
-	// Ctrl-C reaches every process of a terminal's foreground job.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -161,24 +158,29 @@ func startREADMEModel(t *testing.T, env []string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return lines
+}
+
+// startREADMEModel runs the README's `make model` in the background, as
+// the second terminal the set-up names, until the test ends, and returns
+// the export line it prints for the person to paste.
+func startREADMEModel(t *testing.T, env []string) string {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", "make model")
+	cmd.Env = env
+	lines := startJob(t, cmd)
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
 		_ = cmd.Wait()
 	})
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		r := bufio.NewReader(out)
-		for {
-			line, err := r.ReadString('\n')
-			if line != "" {
-				lines <- line
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
 	var seen strings.Builder
 	// Building scripts/demo with a cold cache takes a while on a busy
 	// machine: a generous bound.
@@ -189,7 +191,7 @@ func startREADMEModel(t *testing.T, env []string) string {
 			if !ok {
 				t.Fatalf("make model ended before it printed an export line:\n%s", seen.String())
 			}
-			seen.WriteString(line)
+			seen.WriteString(line + "\n")
 			if strings.HasPrefix(line, "export ") {
 				go func() {
 					for range lines {

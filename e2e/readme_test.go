@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/blobhub/bhw-run/exit"
-	"github.com/blobhub/bhw-run/setup"
 )
 
 // TestREADMEHelpIsVerbatim keeps the README's usage block equal to what
@@ -22,15 +21,7 @@ func TestREADMEHelpIsVerbatim(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("--help: %v: %s", err, errOut.String())
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(readme), "## Usage\n\n```\n")
-	block, _, ok2 := strings.Cut(rest, "\n```")
-	if !ok || !ok2 {
-		t.Fatal("README.md has no usage block under ## Usage")
-	}
+	block := docPart(t, "README.md", "## Usage\n\n```\n", "\n```", "usage block under ## Usage")
 	if got := strings.TrimRight(out.String(), "\n"); got != block {
 		t.Fatalf("README's usage block differs from --help; paste this:\n%s", got)
 	}
@@ -44,33 +35,33 @@ func TestREADMEHelpIsVerbatim(t *testing.T) {
 // TestREADMEExitTableIsTheTable keeps the README's exit-code table equal to
 // exit.Classes, the table --help and the code use.
 func TestREADMEExitTableIsTheTable(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(readme), "## Exit codes\n\n")
-	if !ok {
-		t.Fatal("README.md has no ## Exit codes section")
-	}
-	table, _, _ := strings.Cut(rest, "\n\n")
+	table := docPart(t, "README.md", "## Exit codes\n\n", "\n\n", "## Exit codes section")
 	if want := strings.TrimRight(exit.Table(), "\n"); table != want {
 		t.Fatalf("README's exit-code table differs from exit.Classes; paste this:\n%s", want)
 	}
+}
+
+// docPart is the text of file from start to the first end after it; it
+// fails the test, saying file has no what, unless both are there.
+func docPart(t testing.TB, file, start, end, what string) string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), start)
+	part, _, ok2 := strings.Cut(rest, end)
+	if !ok || !ok2 {
+		t.Fatalf("%s has no %s", file, what)
+	}
+	return part
 }
 
 // readmeShellBlocks are the ```sh blocks of the README from "## Set up" to
 // "## Usage": the set-up and the try-out a newcomer follows.
 func readmeShellBlocks(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(b), "\n## Set up\n")
-	part, _, ok2 := strings.Cut(rest, "\n## Usage\n")
-	if !ok || !ok2 {
-		t.Fatal("README.md has no ## Set up section before ## Usage")
-	}
+	part := docPart(t, "README.md", "\n## Set up\n", "\n## Usage\n", "## Set up section before ## Usage")
 	var blocks []string
 	for {
 		_, after, found := strings.Cut(part, "```sh\n")
@@ -98,12 +89,7 @@ func TestREADMEConfigLoads(t *testing.T) {
 	if !ok || !ok2 || !ok3 {
 		t.Fatal("docs/configuration.md has no yaml block under ## config.yaml")
 	}
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := setup.Resolve(setup.Options{APIURL: "file://" + dir, StateDir: dir, ConfigPath: cfg, Home: dir, Adapters: adapters}, "")
+	s, err := resolveConfig(t, []byte(block), "")
 	if err != nil {
 		t.Fatalf("docs/configuration.md's config.yaml: %v", err)
 	}
