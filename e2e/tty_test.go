@@ -257,6 +257,6 @@ func lineWith(s, sub string) string {
 
 // alive says pid is a process that has not ended (a zombie has).
 func alive(pid int) bool {
-	pi, ok := readProc(pid)
-	return ok && pi.state != 'Z'
+	_, f, ok := procStat(pid)
+	return ok && len(f) > 0 && f[0] != "Z"
 }

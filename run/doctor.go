@@ -469,7 +469,7 @@ func (d *doctor) login(l *launch) {
 }
 
 // model is each local model of the agent's environment: it accepts a
-// connection, as a run's start will ask (localModels).
+// connection, dialled as a run's start dials it (modelChecks).
 func (d *doctor) model(ctx context.Context, l *launch) {
 	for _, m := range modelChecks(ctx, l) {
 		name := "agent " + l.Type + " model"

@@ -15,7 +15,7 @@ import (
 // and the agent's lines through that writer.
 type threadLog struct {
 	file *os.File
-	w    *redact.Writer // file, secrets redacted (nil: written as is)
+	w    *redact.Writer // file, secrets redacted
 	*agent.Log
 }
 
